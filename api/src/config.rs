@@ -1,0 +1,278 @@
+//! One `Config`, loaded at start-up from embedded defaults, then an optional TOML file
+//! (`WALLET_CONFIG_FILE`), then `WALLET_*` environment variables, and validated before
+//! anything else runs. A bad setting stops the process with a message naming it.
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use figment::{
+    Figment,
+    providers::{Env, Format, Serialized, Toml},
+};
+use serde::{Deserialize, Serialize};
+
+use crate::secret::Secret;
+
+/// Which deployment shape this process runs in. Decided by the database URL alone, so a
+/// single code path serves both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// SQLite file, in-process locks and rate limits, jobs run inside the API process.
+    Embedded,
+    /// PostgreSQL + Redis; API and worker are separate, horizontally scaled processes.
+    Production,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `postgres://…` or `sqlite://…`. Unset: `sqlite://<data_dir>/wallet.db`.
+    pub database_url: Option<String>,
+    /// `redis://…`. Unset: in-process locks, rate limits and caches (single process only).
+    pub redis_url: Option<String>,
+    pub listen_addr: String,
+    /// Where embedded mode keeps its SQLite files and generated secrets.
+    pub data_dir: PathBuf,
+    /// HS256 secret that signs terminal JWTs (at least 32 bytes). Required in production.
+    pub jwt_secret: Option<Secret>,
+    /// Key id stamped in the JWT header so secrets can rotate.
+    pub jwt_kid: String,
+    /// Earlier secrets as `kid:secret,kid:secret`: tokens they signed stay valid until expiry.
+    pub jwt_previous_secrets: Option<Secret>,
+    /// Key that seals secrets kept for idempotent replays (at least 32 bytes). Required in production.
+    pub secret_key: Option<Secret>,
+    /// `json` (default in production) or `pretty` (default in embedded mode).
+    pub log_format: Option<String>,
+    /// Run the job workers inside the API process. Default: true in embedded mode only.
+    pub run_workers: Option<bool>,
+    /// Largest accepted request body in bytes.
+    pub max_body_bytes: usize,
+    /// How long a verified API key is trusted from the cache before bcrypt runs again.
+    pub key_cache_ttl_secs: u64,
+    /// bcrypt cost for newly minted keys (10..=14).
+    pub bcrypt_cost: u32,
+    /// Upper bound on any single Redis call; past it the request fails with a retryable error.
+    pub redis_timeout_ms: u64,
+    /// Upper bound on acquiring a database connection.
+    pub db_acquire_timeout_ms: u64,
+    pub db_max_connections: u32,
+    /// Namespace for every Redis key, so several deployments (or test runs) can share a server.
+    pub redis_prefix: String,
+    /// Attempts a job gets before it is dead-lettered.
+    pub job_max_attempts: u32,
+    /// First retry wait; each further retry doubles it (with full jitter) up to `job_backoff_max_ms`.
+    pub job_backoff_base_ms: u64,
+    pub job_backoff_max_ms: u64,
+    /// How long a single job run may take before it counts as a failed attempt.
+    pub job_timeout_ms: u64,
+    pub job_concurrency: usize,
+    /// How often the outbox relay looks for committed rows.
+    pub outbox_poll_ms: u64,
+    /// HTTP SMS provider used for non-sandbox keys.
+    pub sms_provider_url: Option<String>,
+    pub sms_provider_token: Option<Secret>,
+    pub sms_provider_timeout_ms: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            database_url: None,
+            redis_url: None,
+            listen_addr: "127.0.0.1:8080".into(),
+            data_dir: PathBuf::from("wallet-data"),
+            jwt_secret: None,
+            jwt_kid: "k1".into(),
+            jwt_previous_secrets: None,
+            secret_key: None,
+            log_format: None,
+            run_workers: None,
+            max_body_bytes: 256 * 1024,
+            key_cache_ttl_secs: 60,
+            bcrypt_cost: 12,
+            redis_timeout_ms: 500,
+            db_acquire_timeout_ms: 3000,
+            db_max_connections: 20,
+            redis_prefix: "wallet:".into(),
+            job_max_attempts: 8,
+            job_backoff_base_ms: 2_000,
+            job_backoff_max_ms: 15 * 60 * 1000,
+            job_timeout_ms: 30_000,
+            job_concurrency: 8,
+            outbox_poll_ms: 250,
+            sms_provider_url: None,
+            sms_provider_token: None,
+            sms_provider_timeout_ms: 5_000,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("configuration could not be read: {0}")]
+    Load(String),
+    #[error("invalid setting {setting}: {reason}")]
+    Invalid { setting: &'static str, reason: String },
+}
+
+fn invalid(setting: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        setting,
+        reason: reason.into(),
+    }
+}
+
+impl Config {
+    /// Defaults, then `WALLET_CONFIG_FILE` (TOML) if set, then `WALLET_*` variables.
+    pub fn load() -> Result<Config, ConfigError> {
+        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        if let Ok(path) = std::env::var("WALLET_CONFIG_FILE") {
+            if !std::path::Path::new(&path).is_file() {
+                return Err(invalid("WALLET_CONFIG_FILE", format!("{path} is not a file")));
+            }
+            fig = fig.merge(Toml::file(path));
+        }
+        fig = fig.merge(Env::prefixed("WALLET_").ignore(&["CONFIG_FILE"]));
+        let cfg: Config = fig.extract().map_err(|e| {
+            // figment names the key; make it the env var a reader would set.
+            let key = e
+                .path
+                .first()
+                .map(|k| format!("WALLET_{}", k.to_uppercase()))
+                .unwrap_or_default();
+            ConfigError::Load(format!("{key} {}", e.kind).trim().to_string())
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn mode(&self) -> Mode {
+        match &self.database_url {
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                Mode::Production
+            }
+            _ => Mode::Embedded,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(url) = &self.database_url {
+            let ok = ["postgres://", "postgresql://", "sqlite:"]
+                .iter()
+                .any(|p| url.starts_with(p));
+            if !ok {
+                return Err(invalid(
+                    "WALLET_DATABASE_URL",
+                    "must start with postgres:// or sqlite:",
+                ));
+            }
+        }
+        if let Some(url) = &self.redis_url
+            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
+        {
+            return Err(invalid("WALLET_REDIS_URL", "must start with redis:// or rediss://"));
+        }
+        self.listen_addr
+            .parse::<SocketAddr>()
+            .map_err(|e| invalid("WALLET_LISTEN_ADDR", e.to_string()))?;
+        if self.mode() == Mode::Production {
+            if self.redis_url.is_none() {
+                return Err(invalid(
+                    "WALLET_REDIS_URL",
+                    "required with a PostgreSQL database: locks, rate limits and the key cache must be shared by every replica",
+                ));
+            }
+            if self.jwt_secret.is_none() {
+                return Err(invalid(
+                    "WALLET_JWT_SECRET",
+                    "required in production mode; the service never invents one",
+                ));
+            }
+            if self.secret_key.is_none() {
+                return Err(invalid(
+                    "WALLET_SECRET_KEY",
+                    "required in production mode; the service never invents one",
+                ));
+            }
+        }
+        for (name, s) in [
+            ("WALLET_JWT_SECRET", &self.jwt_secret),
+            ("WALLET_SECRET_KEY", &self.secret_key),
+        ] {
+            if let Some(s) = s
+                && s.expose().len() < 32
+            {
+                return Err(invalid(name, "must be at least 32 bytes"));
+            }
+        }
+        if let Some(prev) = &self.jwt_previous_secrets {
+            for item in prev.expose().split(',').filter(|s| !s.is_empty()) {
+                match item.split_once(':') {
+                    Some((kid, secret)) if !kid.is_empty() && secret.len() >= 32 => {}
+                    _ => {
+                        return Err(invalid(
+                            "WALLET_JWT_PREVIOUS_SECRETS",
+                            "expected kid:secret pairs separated by commas, secrets of at least 32 bytes",
+                        ));
+                    }
+                }
+            }
+        }
+        if self.jwt_kid.is_empty() || self.jwt_kid.len() > 32 {
+            return Err(invalid("WALLET_JWT_KID", "must be 1 to 32 characters"));
+        }
+        if let Some(f) = &self.log_format
+            && f != "json"
+            && f != "pretty"
+        {
+            return Err(invalid("WALLET_LOG_FORMAT", "must be json or pretty"));
+        }
+        if !(10..=14).contains(&self.bcrypt_cost) {
+            return Err(invalid("WALLET_BCRYPT_COST", "must be between 10 and 14"));
+        }
+        if self.max_body_bytes < 1024 || self.max_body_bytes > 16 * 1024 * 1024 {
+            return Err(invalid("WALLET_MAX_BODY_BYTES", "must be between 1 KiB and 16 MiB"));
+        }
+        if self.job_max_attempts == 0 || self.job_max_attempts > 50 {
+            return Err(invalid("WALLET_JOB_MAX_ATTEMPTS", "must be between 1 and 50"));
+        }
+        if self.job_backoff_base_ms == 0 || self.job_backoff_max_ms < self.job_backoff_base_ms {
+            return Err(invalid(
+                "WALLET_JOB_BACKOFF_MAX_MS",
+                "must be at least WALLET_JOB_BACKOFF_BASE_MS, which must be positive",
+            ));
+        }
+        if self.job_concurrency == 0 {
+            return Err(invalid("WALLET_JOB_CONCURRENCY", "must be positive"));
+        }
+        if self.db_max_connections < 2 {
+            return Err(invalid("WALLET_DB_MAX_CONNECTIONS", "must be at least 2"));
+        }
+        if let Some(url) = &self.sms_provider_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err(invalid("WALLET_SMS_PROVIDER_URL", "must be an http(s) URL"));
+        }
+        Ok(())
+    }
+
+    /// The database URL to connect to; embedded mode defaults to a file in the data dir.
+    pub fn effective_database_url(&self) -> String {
+        self.database_url.clone().unwrap_or_else(|| {
+            format!("sqlite://{}?mode=rwc", self.data_dir.join("wallet.db").display())
+        })
+    }
+
+    pub fn runs_workers_in_process(&self) -> bool {
+        self.run_workers.unwrap_or(self.mode() == Mode::Embedded)
+    }
+
+    pub fn json_logs(&self) -> bool {
+        match self.log_format.as_deref() {
+            Some(f) => f == "json",
+            None => self.mode() == Mode::Production,
+        }
+    }
+
+    pub fn redis_timeout(&self) -> Duration {
+        Duration::from_millis(self.redis_timeout_ms)
+    }
+}

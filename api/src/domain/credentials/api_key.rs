@@ -1,0 +1,103 @@
+//! The shape of a raw API key: `<prefix>_<segment>_<base64url of 24 random bytes>`.
+//!
+//! The raw key is shown once. The service stores only a bcrypt hash, the `key_prefix`
+//! (prefix, segment and the first 4 random characters, used to find the row) and the last
+//! four characters.
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use sha2::{Digest, Sha256};
+
+pub const PREFIX: &str = "wk";
+const RANDOM_BYTES: usize = 24;
+/// base64url without padding of 24 bytes.
+const RANDOM_CHARS: usize = 32;
+/// Characters of the random part that `key_prefix` keeps.
+const PREFIX_RANDOM_CHARS: usize = 4;
+
+pub struct MintedKey {
+    pub raw: String,
+    pub key_prefix: String,
+    pub key_last_four: String,
+}
+
+/// Draws a new key from the operating system's CSPRNG.
+pub fn mint(is_sandbox: bool) -> MintedKey {
+    let mut bytes = [0u8; RANDOM_BYTES];
+    getrandom::fill(&mut bytes).expect("the operating system CSPRNG is unavailable");
+    let segment = if is_sandbox { "test" } else { "live" };
+    let raw = format!("{PREFIX}_{segment}_{}", URL_SAFE_NO_PAD.encode(bytes));
+    let (key_prefix, key_last_four) = split(&raw).expect("a minted key always parses");
+    MintedKey {
+        key_prefix: key_prefix.to_string(),
+        key_last_four: key_last_four.to_string(),
+        raw,
+    }
+}
+
+/// `(key_prefix, key_last_four)` of a presented key, or `None` when it cannot be one of ours.
+pub fn split(raw: &str) -> Option<(&str, &str)> {
+    if raw.len() > 100 || !raw.is_ascii() {
+        return None;
+    }
+    let rest = raw.strip_prefix(PREFIX)?.strip_prefix('_')?;
+    let (segment, random) = rest.split_once('_')?;
+    if segment.is_empty()
+        || !segment.bytes().all(|b| b.is_ascii_alphanumeric())
+        || random.len() != RANDOM_CHARS
+        || !random
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return None;
+    }
+    let cut = raw.len() - RANDOM_CHARS + PREFIX_RANDOM_CHARS;
+    Some((&raw[..cut], &raw[raw.len() - 4..]))
+}
+
+/// The cache key of a raw key: a SHA-256, so the raw key never sits in Redis.
+pub fn cache_fingerprint(raw: &str) -> String {
+    hex::encode(Sha256::digest(raw.as_bytes()))
+}
+
+pub fn hash(raw: &str, cost: u32) -> Result<String, bcrypt::BcryptError> {
+    bcrypt::hash(raw, cost)
+}
+
+pub fn verify(raw: &str, hash: &str) -> bool {
+    bcrypt::verify(raw, hash).unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_keys_have_the_documented_form() {
+        let k = mint(false);
+        assert!(k.raw.starts_with("wk_live_"));
+        assert_eq!(k.raw.len(), "wk_live_".len() + 32);
+        assert_eq!(k.key_prefix.len(), "wk_live_".len() + 4);
+        assert!(k.raw.starts_with(&k.key_prefix));
+        assert!(k.raw.ends_with(&k.key_last_four));
+        assert!(mint(true).raw.starts_with("wk_test_"));
+    }
+
+    #[test]
+    fn two_minted_keys_differ() {
+        assert_ne!(mint(false).raw, mint(false).raw);
+    }
+
+    #[test]
+    fn foreign_strings_are_not_keys() {
+        for bad in ["", "wk_live_short", "sk_live_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "wk__aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "wk_live_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"] {
+            assert!(split(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_random_part_may_contain_underscores() {
+        let raw = "wk_live_ab_d_fghijklmnopqrstuvwxyz0123456";
+        let (p, l) = split(raw).unwrap();
+        assert_eq!(p, "wk_live_ab_d");
+        assert_eq!(l, "3456");
+    }
+}

@@ -1,0 +1,112 @@
+//! Verifying a presented `x-api-key` without paying for bcrypt on every request.
+//!
+//! The row is found by its `key_prefix` and the raw key checked against its bcrypt hash
+//! once; the resulting principal is then cached for `key_cache_ttl_secs` under the SHA-256
+//! of the raw key (Redis in production, so every replica shares it). Any revoke, regenerate
+//! or delete calls `invalidate`, which first plants a tombstone (so a verification already
+//! in flight cannot re-fill the cache) and then deletes the entry: the key stops working at
+//! once on every replica.
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::{CredentialKind, Principal, Scope, api_key};
+use crate::{error::ApiError, kv::Kv, store};
+
+fn cache_key(fingerprint: &str) -> String {
+    format!("apikey:cache:{fingerprint}")
+}
+fn index_key(key_id: uuid::Uuid) -> String {
+    format!("apikey:index:{key_id}")
+}
+fn tombstone_key(key_id: uuid::Uuid) -> String {
+    format!("apikey:tomb:{key_id}")
+}
+
+pub struct KeyAuth<'a> {
+    pub db: &'a sea_orm::DatabaseConnection,
+    pub kv: &'a Kv,
+    pub cache_ttl: Duration,
+}
+
+impl KeyAuth<'_> {
+    pub async fn authenticate(&self, raw: &str) -> Result<Principal, ApiError> {
+        let Some((key_prefix, _)) = api_key::split(raw) else {
+            return Err(ApiError::invalid_api_key());
+        };
+        let fp = api_key::cache_fingerprint(raw);
+        if let Some(cached) = self.kv.get(&cache_key(&fp)).await? {
+            if let Ok(p) = serde_json::from_str::<Principal>(&cached) {
+                if p.expires_at.is_some_and(|t| t <= Utc::now()) {
+                    return Err(ApiError::invalid_api_key());
+                }
+                return Ok(p);
+            }
+        }
+
+        let candidates = store::api_keys::active_by_prefix(self.db, key_prefix).await?;
+        let now = Utc::now();
+        for (key, integration) in candidates {
+            let raw_owned = raw.to_string();
+            let hash = key.key_hash.clone();
+            let matches = tokio::task::spawn_blocking(move || api_key::verify(&raw_owned, &hash))
+                .await
+                .map_err(ApiError::internal)?;
+            if !matches {
+                continue;
+            }
+            // A matching key that is expired, or whose integration is not ACTIVE, is as
+            // good as unknown: same code, same message.
+            if key.expires_at.is_some_and(|t| t <= now) || integration.status != "ACTIVE" {
+                return Err(ApiError::invalid_api_key());
+            }
+            let scope = Scope::from_parts(&key.scope, key.enterprise_id, key.brand_id, key.branch_id)
+                .ok_or_else(|| ApiError::internal(format!("api key {} has an inconsistent scope", key.id)))?;
+            let principal = Principal {
+                kind: CredentialKind::ApiKey,
+                key_id: Some(key.id),
+                integration_id: key.integration_id,
+                scope,
+                is_sandbox: key.is_sandbox,
+                expires_at: key.expires_at,
+                cashier_id: None,
+            };
+            let ttl = match key.expires_at {
+                Some(t) => self
+                    .cache_ttl
+                    .min((t - now).to_std().unwrap_or(Duration::ZERO)),
+                None => self.cache_ttl,
+            };
+            if !ttl.is_zero() {
+                let json = serde_json::to_string(&principal).map_err(ApiError::internal)?;
+                self.kv
+                    .guarded_set(
+                        &cache_key(&fp),
+                        &json,
+                        &index_key(key.id),
+                        &cache_key(&fp),
+                        &tombstone_key(key.id),
+                        ttl,
+                    )
+                    .await?;
+            }
+            return Ok(principal);
+        }
+        Err(ApiError::invalid_api_key())
+    }
+
+    /// Makes a key unusable from the cache at once. Call it before changing the key's row,
+    /// and fail the change if this fails.
+    pub async fn invalidate(&self, key_id: uuid::Uuid) -> Result<(), ApiError> {
+        // The tombstone outlives any cache entry a racing verification could still write.
+        self.kv
+            .set_px(&tombstone_key(key_id), "1", self.cache_ttl * 2 + Duration::from_secs(5))
+            .await?;
+        let idx = index_key(key_id);
+        let mut doomed = vec![idx.clone()];
+        if let Some(entry) = self.kv.get(&idx).await? {
+            doomed.push(entry);
+        }
+        self.kv.del(&doomed).await
+    }
+}

@@ -1,0 +1,197 @@
+//! Terminal JWTs: HS256, `iss` service-pos-terminal, `aud` service-api, 600-second TTL.
+//! Secrets carry a `kid` so a secret can rotate while tokens it signed stay valid.
+use chrono::{DateTime, TimeZone, Utc};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, errors::ErrorKind};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{CredentialKind, Principal, Scope};
+
+pub const ISSUER: &str = "service-pos-terminal";
+pub const AUDIENCE: &str = "service-api";
+pub const TTL_SECS: i64 = 600;
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Claims {
+    pub iss: String,
+    pub aud: String,
+    pub sub: String,
+    pub iat: i64,
+    pub exp: i64,
+    pub jti: String,
+    pub integration_id: Uuid,
+    pub enterprise_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brand_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cashier_id: Option<String>,
+    pub sandbox: bool,
+    /// The API key the token was minted from.
+    pub key_id: Uuid,
+}
+
+/// Why a token is not valid, as `GET /auth/token/validate` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Invalid {
+    Expired,
+    Malformed,
+    WrongAudience,
+    BadSignature,
+}
+
+#[derive(Clone)]
+pub struct JwtKeys {
+    current_kid: String,
+    current: (EncodingKey, DecodingKey),
+    previous: Vec<(String, DecodingKey)>,
+}
+
+impl JwtKeys {
+    pub fn new(kid: &str, secret: &[u8], previous: &[(String, Vec<u8>)]) -> Self {
+        JwtKeys {
+            current_kid: kid.to_string(),
+            current: (EncodingKey::from_secret(secret), DecodingKey::from_secret(secret)),
+            previous: previous
+                .iter()
+                .map(|(k, s)| (k.clone(), DecodingKey::from_secret(s)))
+                .collect(),
+        }
+    }
+
+    pub fn sign(&self, claims: &Claims) -> Result<String, jsonwebtoken::errors::Error> {
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(self.current_kid.clone());
+        jsonwebtoken::encode(&header, claims, &self.current.0)
+    }
+
+    fn key_for(&self, kid: Option<&str>) -> Option<&DecodingKey> {
+        match kid {
+            None => Some(&self.current.1),
+            Some(k) if k == self.current_kid => Some(&self.current.1),
+            Some(k) => self.previous.iter().find(|(id, _)| id == k).map(|(_, d)| d),
+        }
+    }
+
+    /// Verifies signature, algorithm (HS256 only; `none` and every other algorithm are
+    /// refused), issuer, audience and expiry.
+    pub fn verify(&self, token: &str) -> Result<Claims, Invalid> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| Invalid::Malformed)?;
+        if header.alg != Algorithm::HS256 {
+            return Err(Invalid::BadSignature);
+        }
+        let key = self.key_for(header.kid.as_deref()).ok_or(Invalid::BadSignature)?;
+        let mut v = Validation::new(Algorithm::HS256);
+        v.set_issuer(&[ISSUER]);
+        v.set_audience(&[AUDIENCE]);
+        v.leeway = 0;
+        v.set_required_spec_claims(&["exp", "iss", "aud", "iat"]);
+        jsonwebtoken::decode::<Claims>(token, key, &v)
+            .map(|d| d.claims)
+            .map_err(|e| match e.kind() {
+                ErrorKind::ExpiredSignature => Invalid::Expired,
+                ErrorKind::InvalidAudience => Invalid::WrongAudience,
+                ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => Invalid::BadSignature,
+                // A token from another issuer (a consumer token) is never ours.
+                ErrorKind::InvalidIssuer => Invalid::WrongAudience,
+                _ => Invalid::Malformed,
+            })
+    }
+}
+
+impl Claims {
+    pub fn expires_at(&self) -> DateTime<Utc> {
+        Utc.timestamp_opt(self.exp, 0).single().unwrap_or_else(Utc::now)
+    }
+
+    pub fn scope(&self) -> Scope {
+        match (self.brand_id, self.branch_id) {
+            (Some(b), Some(br)) => Scope::Branch {
+                enterprise_id: self.enterprise_id,
+                brand_id: b,
+                branch_id: br,
+            },
+            (Some(b), None) => Scope::Brand {
+                enterprise_id: self.enterprise_id,
+                brand_id: b,
+            },
+            _ => Scope::Enterprise {
+                enterprise_id: self.enterprise_id,
+            },
+        }
+    }
+
+    pub fn principal(&self) -> Principal {
+        Principal {
+            kind: CredentialKind::TerminalJwt,
+            key_id: Some(self.key_id),
+            integration_id: self.integration_id,
+            scope: self.scope(),
+            is_sandbox: self.sandbox,
+            expires_at: Some(self.expires_at()),
+            cashier_id: self.cashier_id.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims(exp_in: i64) -> Claims {
+        let now = Utc::now().timestamp();
+        Claims {
+            iss: ISSUER.into(),
+            aud: AUDIENCE.into(),
+            sub: "k".into(),
+            iat: now,
+            exp: now + exp_in,
+            jti: Uuid::now_v7().to_string(),
+            integration_id: Uuid::now_v7(),
+            enterprise_id: Uuid::now_v7(),
+            brand_id: None,
+            branch_id: None,
+            cashier_id: None,
+            sandbox: true,
+            key_id: Uuid::now_v7(),
+        }
+    }
+
+    #[test]
+    fn a_signed_token_verifies_and_a_tampered_one_does_not() {
+        let keys = JwtKeys::new("k1", &[1u8; 32], &[]);
+        let t = keys.sign(&claims(600)).unwrap();
+        assert!(keys.verify(&t).is_ok());
+        let other = JwtKeys::new("k1", &[2u8; 32], &[]);
+        assert_eq!(other.verify(&t), Err(Invalid::BadSignature));
+        assert_eq!(keys.verify("not.a.token"), Err(Invalid::Malformed));
+    }
+
+    #[test]
+    fn rotated_secrets_keep_verifying_their_tokens() {
+        let old = JwtKeys::new("k1", &[1u8; 32], &[]);
+        let t = old.sign(&claims(600)).unwrap();
+        let new = JwtKeys::new("k2", &[2u8; 32], &[("k1".into(), vec![1u8; 32])]);
+        assert!(new.verify(&t).is_ok());
+    }
+
+    #[test]
+    fn expired_and_foreign_audience_tokens_are_named() {
+        let keys = JwtKeys::new("k1", &[1u8; 32], &[]);
+        assert_eq!(keys.verify(&keys.sign(&claims(-5)).unwrap()), Err(Invalid::Expired));
+        let mut c = claims(600);
+        c.aud = "consumer-app".into();
+        assert_eq!(keys.verify(&keys.sign(&c).unwrap()), Err(Invalid::WrongAudience));
+    }
+
+    #[test]
+    fn alg_none_is_never_valid() {
+        let keys = JwtKeys::new("k1", &[1u8; 32], &[]);
+        use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+        let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
+        let p = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims(600)).unwrap());
+        assert!(keys.verify(&format!("{h}.{p}.")).is_err());
+    }
+}

@@ -1,0 +1,7 @@
+//! Who is calling and what they may act on: API keys, terminal JWTs and their scope.
+pub mod api_key;
+pub mod authenticate;
+pub mod jwt;
+pub mod principal;
+
+pub use principal::{CredentialKind, Principal, Scope};

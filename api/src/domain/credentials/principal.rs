@@ -1,0 +1,122 @@
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The scope a credential acts in. The most specific level wins; a narrower credential can
+/// never act above its level.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "scope", rename_all = "snake_case")]
+pub enum Scope {
+    /// The platform key printed by `tenant create`: every merchant linked to the integration.
+    Integration,
+    Enterprise {
+        enterprise_id: Uuid,
+    },
+    Brand {
+        enterprise_id: Uuid,
+        brand_id: Uuid,
+    },
+    Branch {
+        enterprise_id: Uuid,
+        brand_id: Uuid,
+        branch_id: Uuid,
+    },
+}
+
+impl Scope {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Scope::Integration => "integration",
+            Scope::Enterprise { .. } => "enterprise",
+            Scope::Brand { .. } => "brand",
+            Scope::Branch { .. } => "branch",
+        }
+    }
+
+    pub fn enterprise_id(&self) -> Option<Uuid> {
+        match self {
+            Scope::Integration => None,
+            Scope::Enterprise { enterprise_id }
+            | Scope::Brand { enterprise_id, .. }
+            | Scope::Branch { enterprise_id, .. } => Some(*enterprise_id),
+        }
+    }
+
+    pub fn brand_id(&self) -> Option<Uuid> {
+        match self {
+            Scope::Brand { brand_id, .. } | Scope::Branch { brand_id, .. } => Some(*brand_id),
+            _ => None,
+        }
+    }
+
+    pub fn branch_id(&self) -> Option<Uuid> {
+        match self {
+            Scope::Branch { branch_id, .. } => Some(*branch_id),
+            _ => None,
+        }
+    }
+
+    /// Builds a scope from stored columns; `None` when they are inconsistent.
+    pub fn from_parts(
+        scope: &str,
+        enterprise_id: Option<Uuid>,
+        brand_id: Option<Uuid>,
+        branch_id: Option<Uuid>,
+    ) -> Option<Scope> {
+        match (scope, enterprise_id, brand_id, branch_id) {
+            ("integration", None, None, None) => Some(Scope::Integration),
+            ("enterprise", Some(e), None, None) => Some(Scope::Enterprise { enterprise_id: e }),
+            ("brand", Some(e), Some(b), None) => Some(Scope::Brand {
+                enterprise_id: e,
+                brand_id: b,
+            }),
+            ("branch", Some(e), Some(b), Some(br)) => Some(Scope::Branch {
+                enterprise_id: e,
+                brand_id: b,
+                branch_id: br,
+            }),
+            _ => None,
+        }
+    }
+
+    /// A stable string naming this scope, used to partition idempotency keys so one
+    /// merchant's credential can never replay another's response.
+    pub fn path(&self) -> String {
+        let s = |o: Option<Uuid>| o.map(|u| u.to_string()).unwrap_or_else(|| "*".into());
+        format!(
+            "{}/{}/{}",
+            s(self.enterprise_id()),
+            s(self.brand_id()),
+            s(self.branch_id())
+        )
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CredentialKind {
+    ApiKey,
+    TerminalJwt,
+}
+
+/// An authenticated caller.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Principal {
+    pub kind: CredentialKind,
+    /// The API key, or the key a terminal JWT was minted from.
+    pub key_id: Option<Uuid>,
+    pub integration_id: Uuid,
+    pub scope: Scope,
+    pub is_sandbox: bool,
+    /// When the credential stops working (key expiry or JWT `exp`).
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Only from a terminal JWT, where it was validated at mint time.
+    pub cashier_id: Option<String>,
+}
+
+impl Principal {
+    /// The idempotency partition of this caller.
+    pub fn idempotency_owner(&self) -> String {
+        format!("{}/{}", self.integration_id, self.scope.path())
+    }
+}

@@ -1,0 +1,7 @@
+//! Domain logic: plain Rust that knows nothing about HTTP. Services open the transaction and
+//! hand it to `store`; the change, its idempotency record and its outbox rows share it.
+pub mod credentials;
+pub mod events;
+pub mod platform;
+pub mod tenancy;
+pub mod validate;

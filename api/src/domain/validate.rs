@@ -1,0 +1,217 @@
+//! Validators for the contract's primitives. Each takes the field path it reports under
+//! and pushes a `FieldError` instead of failing fast, so one response names every bad field.
+use chrono::{DateTime, Utc};
+use uuid::Uuid;
+
+use crate::error::FieldError;
+
+/// Collects field errors while a request is checked.
+#[derive(Default, Debug)]
+pub struct Errors(pub Vec<FieldError>);
+
+impl Errors {
+    pub fn push(&mut self, field: impl Into<String>, issue: &str, message: impl Into<String>) {
+        self.0.push(FieldError::new(field, issue, message));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `Err(VALIDATION_ERROR)` naming every collected field, or `Ok(())`.
+    pub fn finish(self) -> Result<(), crate::error::ApiError> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(crate::error::ApiError::validation(self.0))
+        }
+    }
+}
+
+pub fn uuid(errs: &mut Errors, field: &str, value: &str) -> Option<Uuid> {
+    // Only the canonical hyphenated form: the contract's ids are printed that way.
+    if value.len() == 36
+        && let Ok(u) = Uuid::parse_str(value)
+    {
+        return Some(u);
+    }
+    errs.push(field, "invalid_uuid", "must be a UUID (8-4-4-4-12 hex digits)");
+    None
+}
+
+pub fn rfc3339(errs: &mut Errors, field: &str, value: &str) -> Option<DateTime<Utc>> {
+    match DateTime::parse_from_rfc3339(value) {
+        Ok(t) => Some(t.with_timezone(&Utc)),
+        Err(_) => {
+            errs.push(
+                field,
+                "invalid_datetime",
+                "must be an RFC 3339 date-time with an offset, e.g. 2026-06-01T12:00:00Z",
+            );
+            None
+        }
+    }
+}
+
+/// ISO-4217 shape: exactly three upper-case ASCII letters. Whether a program supports the
+/// currency is a separate check (CURRENCY_NOT_SUPPORTED).
+pub fn currency(errs: &mut Errors, field: &str, value: &str) -> bool {
+    let ok = value.len() == 3 && value.bytes().all(|b| b.is_ascii_uppercase());
+    if !ok {
+        errs.push(
+            field,
+            "invalid_currency",
+            "must be an ISO-4217 code of exactly 3 upper-case letters",
+        );
+    }
+    ok
+}
+
+/// Strict E.164: `+`, a non-zero leading digit, 8 to 15 digits in all.
+pub fn e164(errs: &mut Errors, field: &str, value: &str) -> bool {
+    if is_e164(value) {
+        true
+    } else {
+        errs.push(
+            field,
+            "invalid_phone",
+            "must be an E.164 phone number such as +4915112345678",
+        );
+        false
+    }
+}
+
+pub fn is_e164(value: &str) -> bool {
+    let Some(digits) = value.strip_prefix('+') else {
+        return false;
+    };
+    (8..=15).contains(&digits.len())
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && !digits.starts_with('0')
+}
+
+/// Turns what a cashier or customer typed into E.164: strips spaces, dashes, dots and
+/// parentheses, and turns a leading `00` into `+`. Anything else must already be E.164.
+pub fn normalize_phone(input: &str) -> Option<String> {
+    let cleaned: String = input
+        .chars()
+        .filter(|c| !matches!(c, ' ' | '-' | '.' | '(' | ')' | '\u{a0}'))
+        .collect();
+    let candidate = if let Some(rest) = cleaned.strip_prefix("00") {
+        format!("+{rest}")
+    } else {
+        cleaned
+    };
+    is_e164(&candidate).then_some(candidate)
+}
+
+/// Length in characters (not bytes), between `min` and `max`.
+pub fn length(errs: &mut Errors, field: &str, value: &str, min: usize, max: usize) -> bool {
+    let n = value.chars().count();
+    if n < min {
+        errs.push(
+            field,
+            if min == 1 { "required" } else { "too_short" },
+            format!("must be at least {min} characters"),
+        );
+        false
+    } else if n > max {
+        errs.push(field, "too_long", format!("must be at most {max} characters"));
+        false
+    } else {
+        true
+    }
+}
+
+pub fn no_control_chars(errs: &mut Errors, field: &str, value: &str) -> bool {
+    if value.chars().any(char::is_control) {
+        errs.push(field, "control_characters", "must not contain control characters");
+        false
+    } else {
+        true
+    }
+}
+
+/// A `*_minor` amount: the JSON type check (integers only) happens at parse time; this is
+/// the range rule.
+pub fn min_amount(errs: &mut Errors, field: &str, value: i64, min: i64) -> bool {
+    if value < min {
+        errs.push(field, "too_small", format!("must be at least {min}"));
+        false
+    } else {
+        true
+    }
+}
+
+pub fn future(errs: &mut Errors, field: &str, at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
+    if at <= now {
+        errs.push(field, "not_in_future", "must be in the future");
+        false
+    } else {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn currency_is_exactly_three_upper_case_letters() {
+        for ok in ["EUR", "USD", "GBP"] {
+            let mut e = Errors::default();
+            assert!(currency(&mut e, "/currency", ok));
+        }
+        for bad in ["EURO", "eur", "EU", "E1R", ""] {
+            let mut e = Errors::default();
+            assert!(!currency(&mut e, "/currency", bad), "{bad}");
+            assert_eq!(e.0[0].issue, "invalid_currency");
+        }
+    }
+
+    #[test]
+    fn uuid_accepts_only_the_hyphenated_form() {
+        let mut e = Errors::default();
+        assert!(uuid(&mut e, "/id", "0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69").is_some());
+        for bad in ["not-a-uuid", "0191c1c07f3e7a44b1a61f2d3c4b5a69", "", "{0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69}"] {
+            let mut e = Errors::default();
+            assert!(uuid(&mut e, "/id", bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn phones_normalise_to_e164() {
+        assert_eq!(normalize_phone("+49 151 1234-5678").as_deref(), Some("+4915112345678"));
+        assert_eq!(normalize_phone("0049 (151) 12345678").as_deref(), Some("+4915112345678"));
+        assert_eq!(normalize_phone("015112345678"), None);
+        assert_eq!(normalize_phone("+0151"), None);
+        assert_eq!(normalize_phone("+1234567890123456"), None);
+    }
+
+    #[test]
+    fn lengths_count_characters_not_bytes() {
+        let mut e = Errors::default();
+        assert!(length(&mut e, "/label", &"é".repeat(120), 1, 120));
+        assert!(!length(&mut e, "/label", &"é".repeat(121), 1, 120));
+        assert_eq!(e.0[0].issue, "too_long");
+    }
+
+    #[test]
+    fn rfc3339_needs_an_offset() {
+        let mut e = Errors::default();
+        assert!(rfc3339(&mut e, "/t", "2026-06-01T12:00:00Z").is_some());
+        assert!(rfc3339(&mut e, "/t", "2026-06-01T12:00:00+02:00").is_some());
+        assert!(rfc3339(&mut e, "/t", "2026-06-01 12:00:00").is_none());
+        assert!(rfc3339(&mut e, "/t", "2026-06-01").is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn normalised_phones_are_always_valid_e164(s in "[+0-9 ()-]{0,24}") {
+            if let Some(p) = normalize_phone(&s) {
+                prop_assert!(is_e164(&p));
+            }
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! `ApiError`: the spec's error codes, their HTTP status and their `details`.
+//!
+//! Every failure a caller can see is one of these codes; clients branch on `code`, the
+//! status is a coarse hint. 5xx errors never carry internals: the cause is logged with the
+//! request id and the caller gets a generic message.
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The catalogue of error codes, exactly as the spec's Errors table names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    InvalidApiKey,
+    Forbidden,
+    NotFound,
+    ValidationError,
+    InsufficientFunds,
+    IdempotencyKeyReused,
+    Conflict,
+    RateLimited,
+    CurrencyNotSupported,
+    WalletProgramAmbiguous,
+    CredentialTypeUnsupported,
+    RequiresDynamicCredential,
+    InternalServerError,
+    OtpExpired,
+    OtpInvalid,
+    CredentialExpiredOrReplayed,
+    /// Receiver-side only: a webhook delivery whose signature or timestamp fails.
+    InvalidSignature,
+}
+
+impl ErrorCode {
+    pub const ALL: [ErrorCode; 17] = [
+        ErrorCode::InvalidApiKey,
+        ErrorCode::Forbidden,
+        ErrorCode::NotFound,
+        ErrorCode::ValidationError,
+        ErrorCode::InsufficientFunds,
+        ErrorCode::IdempotencyKeyReused,
+        ErrorCode::Conflict,
+        ErrorCode::RateLimited,
+        ErrorCode::CurrencyNotSupported,
+        ErrorCode::WalletProgramAmbiguous,
+        ErrorCode::CredentialTypeUnsupported,
+        ErrorCode::RequiresDynamicCredential,
+        ErrorCode::InternalServerError,
+        ErrorCode::OtpExpired,
+        ErrorCode::OtpInvalid,
+        ErrorCode::CredentialExpiredOrReplayed,
+        ErrorCode::InvalidSignature,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidApiKey => "INVALID_API_KEY",
+            ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::ValidationError => "VALIDATION_ERROR",
+            ErrorCode::InsufficientFunds => "INSUFFICIENT_FUNDS",
+            ErrorCode::IdempotencyKeyReused => "IDEMPOTENCY_KEY_REUSED",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::CurrencyNotSupported => "CURRENCY_NOT_SUPPORTED",
+            ErrorCode::WalletProgramAmbiguous => "WALLET_PROGRAM_AMBIGUOUS",
+            ErrorCode::CredentialTypeUnsupported => "CREDENTIAL_TYPE_UNSUPPORTED",
+            ErrorCode::RequiresDynamicCredential => "REQUIRES_DYNAMIC_CREDENTIAL",
+            ErrorCode::InternalServerError => "INTERNAL_SERVER_ERROR",
+            ErrorCode::OtpExpired => "OTP_EXPIRED",
+            ErrorCode::OtpInvalid => "OTP_INVALID",
+            ErrorCode::CredentialExpiredOrReplayed => "CREDENTIAL_EXPIRED_OR_REPLAYED",
+            ErrorCode::InvalidSignature => "INVALID_SIGNATURE",
+        }
+    }
+
+    /// The status the spec's table gives the code.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidApiKey => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::ValidationError => 400,
+            ErrorCode::InsufficientFunds => 402,
+            ErrorCode::IdempotencyKeyReused => 422,
+            ErrorCode::Conflict => 409,
+            ErrorCode::RateLimited => 429,
+            ErrorCode::CurrencyNotSupported
+            | ErrorCode::WalletProgramAmbiguous
+            | ErrorCode::CredentialTypeUnsupported
+            | ErrorCode::RequiresDynamicCredential => 422,
+            ErrorCode::InternalServerError => 500,
+            ErrorCode::OtpExpired
+            | ErrorCode::OtpInvalid
+            | ErrorCode::CredentialExpiredOrReplayed
+            | ErrorCode::InvalidSignature => 400,
+        }
+    }
+}
+
+/// One problem with one input field. `field` is a JSON-pointer-like path into the body
+/// (`/amount_minor`, `/basket/lines/0/sku`), or a header / query / path parameter name
+/// prefixed with its location (`header:Idempotency-Key`, `query:limit`, `path:keyId`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct FieldError {
+    pub field: String,
+    /// A stable machine-readable reason: required, must_be_integer, invalid_uuid, too_long ...
+    pub issue: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(field: impl Into<String>, issue: &str, message: impl Into<String>) -> Self {
+        FieldError {
+            field: field.into(),
+            issue: issue.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Which shared dependency failed, for a retryable 503.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subsystem {
+    Database,
+    Redis,
+    Queue,
+}
+
+impl Subsystem {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Subsystem::Database => "database",
+            Subsystem::Redis => "redis",
+            Subsystem::Queue => "queue",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("{code:?}: {message}")]
+    Coded {
+        code: ErrorCode,
+        message: String,
+        details: Option<Value>,
+        /// Overrides the code's table status where a more precise one helps (405, 413, 415).
+        status: Option<u16>,
+        /// Seconds, sent as `Retry-After`.
+        retry_after: Option<u64>,
+    },
+    /// A shared dependency is down or too slow. Sent as 503 with code INTERNAL_SERVER_ERROR,
+    /// which the spec makes retryable with the same Idempotency-Key.
+    #[error("{subsystem:?} unavailable: {cause}")]
+    Unavailable { subsystem: Subsystem, cause: String },
+    /// Anything unexpected. The cause is logged, never sent.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError::Coded {
+            code,
+            message: message.into(),
+            details: None,
+            status: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn with_details(self, d: Value) -> Self {
+        match self {
+            ApiError::Coded {
+                code,
+                message,
+                status,
+                retry_after,
+                ..
+            } => ApiError::Coded {
+                code,
+                message,
+                details: Some(d),
+                status,
+                retry_after,
+            },
+            other => other,
+        }
+    }
+
+    pub fn with_status(self, s: u16) -> Self {
+        match self {
+            ApiError::Coded {
+                code,
+                message,
+                details,
+                retry_after,
+                ..
+            } => ApiError::Coded {
+                code,
+                message,
+                details,
+                status: Some(s),
+                retry_after,
+            },
+            other => other,
+        }
+    }
+
+    pub fn invalid_api_key() -> Self {
+        Self::new(
+            ErrorCode::InvalidApiKey,
+            "Missing or invalid credentials.",
+        )
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+
+    pub fn not_found(what: &str) -> Self {
+        Self::new(ErrorCode::NotFound, format!("{what} not found."))
+    }
+
+    pub fn validation(fields: Vec<FieldError>) -> Self {
+        let message = match fields.as_slice() {
+            [one] => format!("{}: {}", one.field, one.message),
+            _ => format!("{} fields are invalid.", fields.len()),
+        };
+        Self::new(ErrorCode::ValidationError, message).with_details(json!({ "fields": fields }))
+    }
+
+    pub fn field(field: impl Into<String>, issue: &str, message: impl Into<String>) -> Self {
+        Self::validation(vec![FieldError::new(field, issue, message)])
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
+    }
+
+    pub fn idempotency_key_reused() -> Self {
+        Self::new(
+            ErrorCode::IdempotencyKeyReused,
+            "This Idempotency-Key was already used with a different request.",
+        )
+    }
+
+    pub fn rate_limited(limit: u64, window_secs: u64, retry_after: u64) -> Self {
+        ApiError::Coded {
+            code: ErrorCode::RateLimited,
+            message: "Too many requests.".into(),
+            details: Some(json!({
+                "limit": limit,
+                "window_seconds": window_secs,
+                "retry_after_seconds": retry_after,
+            })),
+            status: None,
+            retry_after: Some(retry_after),
+        }
+    }
+
+    pub fn currency_not_supported(supported: &[String]) -> Self {
+        Self::new(
+            ErrorCode::CurrencyNotSupported,
+            "No active wallet program for this currency.",
+        )
+        .with_details(json!({ "supported": supported }))
+    }
+
+    pub fn wallet_program_ambiguous(candidates: &[String]) -> Self {
+        Self::new(
+            ErrorCode::WalletProgramAmbiguous,
+            "The customer belongs to more than one active program; pass wallet_program_id.",
+        )
+        .with_details(json!({ "candidates": candidates }))
+    }
+
+    pub fn credential_type_unsupported(supported: &[String]) -> Self {
+        Self::new(
+            ErrorCode::CredentialTypeUnsupported,
+            "This credential type is not enabled for the integration.",
+        )
+        .with_details(json!({ "supported": supported }))
+    }
+
+    pub fn insufficient_funds(
+        shortfall_minor: i64,
+        available_actual_minor: i64,
+        available_promo_minor: i64,
+        currency: &str,
+    ) -> Self {
+        Self::new(
+            ErrorCode::InsufficientFunds,
+            "Actual plus released promotional balance cannot cover the amount.",
+        )
+        .with_details(json!({
+            "shortfall_minor": shortfall_minor,
+            "available_actual_minor": available_actual_minor,
+            "available_promo_minor": available_promo_minor,
+            "currency": currency,
+        }))
+    }
+
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        ApiError::Internal(cause.to_string())
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            ApiError::Coded { code, .. } => *code,
+            _ => ErrorCode::InternalServerError,
+        }
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::Coded { code, status, .. } => status.unwrap_or(code.status()),
+            ApiError::Unavailable { .. } => 503,
+            ApiError::Internal(_) => 500,
+        }
+    }
+
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            ApiError::Coded { retry_after, .. } => *retry_after,
+            ApiError::Unavailable { .. } => Some(1),
+            ApiError::Internal(_) => None,
+        }
+    }
+
+    /// The `error` object of the envelope. Internals never leave the process.
+    pub fn to_body(&self) -> Value {
+        match self {
+            ApiError::Coded {
+                code,
+                message,
+                details,
+                ..
+            } => {
+                let mut e = json!({ "code": code.as_str(), "message": message });
+                if let Some(d) = details {
+                    e["details"] = d.clone();
+                }
+                e
+            }
+            ApiError::Unavailable { subsystem, .. } => json!({
+                "code": ErrorCode::InternalServerError.as_str(),
+                "message": "A dependency is temporarily unavailable. Retry with the same Idempotency-Key.",
+                "details": { "subsystem": subsystem.as_str(), "retryable": true },
+            }),
+            ApiError::Internal(_) => json!({
+                "code": ErrorCode::InternalServerError.as_str(),
+                "message": "Internal error. Retry with the same Idempotency-Key.",
+                "details": { "retryable": true },
+            }),
+        }
+    }
+}
+
+impl From<sea_orm::DbErr> for ApiError {
+    fn from(e: sea_orm::DbErr) -> Self {
+        if crate::store::is_transient(&e) {
+            ApiError::Unavailable {
+                subsystem: Subsystem::Database,
+                cause: e.to_string(),
+            }
+        } else {
+            ApiError::Internal(e.to_string())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_the_status_of_the_spec_table() {
+        let expected = [
+            ("INVALID_API_KEY", 401),
+            ("FORBIDDEN", 403),
+            ("NOT_FOUND", 404),
+            ("VALIDATION_ERROR", 400),
+            ("INSUFFICIENT_FUNDS", 402),
+            ("IDEMPOTENCY_KEY_REUSED", 422),
+            ("CONFLICT", 409),
+            ("RATE_LIMITED", 429),
+            ("CURRENCY_NOT_SUPPORTED", 422),
+            ("WALLET_PROGRAM_AMBIGUOUS", 422),
+            ("CREDENTIAL_TYPE_UNSUPPORTED", 422),
+            ("REQUIRES_DYNAMIC_CREDENTIAL", 422),
+            ("INTERNAL_SERVER_ERROR", 500),
+            ("OTP_EXPIRED", 400),
+            ("OTP_INVALID", 400),
+            ("CREDENTIAL_EXPIRED_OR_REPLAYED", 400),
+        ];
+        for (name, status) in expected {
+            let code = ErrorCode::ALL
+                .iter()
+                .find(|c| c.as_str() == name)
+                .unwrap_or_else(|| panic!("{name} missing"));
+            assert_eq!(code.status(), status, "{name}");
+        }
+    }
+
+    #[test]
+    fn internal_errors_never_expose_their_cause() {
+        let body = ApiError::internal("password=hunter2 at db.rs:12").to_body();
+        assert!(!body.to_string().contains("hunter2"));
+        assert_eq!(body["code"], "INTERNAL_SERVER_ERROR");
+    }
+
+    #[test]
+    fn insufficient_funds_carries_the_spec_details() {
+        let d = ApiError::insufficient_funds(50, 20, 30, "EUR").to_body();
+        assert_eq!(d["details"]["shortfall_minor"], 50);
+        assert_eq!(d["details"]["available_actual_minor"], 20);
+        assert_eq!(d["details"]["available_promo_minor"], 30);
+        assert_eq!(d["details"]["currency"], "EUR");
+    }
+}

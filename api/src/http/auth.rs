@@ -1,0 +1,66 @@
+//! The two credentials of the contract as poem-openapi security schemes, each resolving to
+//! a `Principal`. A missing or bad credential of either kind is 401 INVALID_API_KEY.
+use poem::Request;
+use poem_openapi::{
+    SecurityScheme,
+    auth::{ApiKey, Bearer},
+};
+
+use crate::{domain::credentials::Principal, error::ApiError, state::AppState};
+
+fn state(req: &Request) -> Result<&AppState, ApiError> {
+    req.data::<AppState>()
+        .ok_or_else(|| ApiError::internal("AppState missing from the request"))
+}
+
+/// Platform API key, sent in the `x-api-key` header (never in a body or query string).
+#[derive(SecurityScheme)]
+#[oai(
+    rename = "ApiKeyAuth",
+    ty = "api_key",
+    key_name = "x-api-key",
+    key_in = "header",
+    checker = "api_key_checker"
+)]
+pub struct ApiKeyAuth(pub Principal);
+
+async fn api_key_checker(req: &Request, key: ApiKey) -> poem::Result<Principal> {
+    let st = state(req)?;
+    Ok(st.key_auth().authenticate(&key.key).await?)
+}
+
+/// POS terminal JWT (HS256, 600 s) minted by `POST /v1/auth/token`, sent as
+/// `Authorization: Bearer <token>`.
+#[derive(SecurityScheme)]
+#[oai(
+    rename = "PosTerminalJWT",
+    ty = "bearer",
+    bearer_format = "JWT",
+    checker = "jwt_checker"
+)]
+pub struct TerminalJwtAuth(pub Principal);
+
+async fn jwt_checker(req: &Request, bearer: Bearer) -> poem::Result<Principal> {
+    let st = state(req)?;
+    match st.jwt.verify(&bearer.token) {
+        Ok(claims) => Ok(claims.principal()),
+        Err(_) => Err(ApiError::invalid_api_key().into()),
+    }
+}
+
+/// Either credential. The JWT is tried first, so an API-key caller's own error (for
+/// example a retryable 503 while Redis is down) is the one reported.
+#[derive(SecurityScheme)]
+pub enum AnyAuth {
+    Jwt(TerminalJwtAuth),
+    ApiKey(ApiKeyAuth),
+}
+
+impl AnyAuth {
+    pub fn principal(&self) -> &Principal {
+        match self {
+            AnyAuth::Jwt(j) => &j.0,
+            AnyAuth::ApiKey(k) => &k.0,
+        }
+    }
+}

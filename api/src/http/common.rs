@@ -1,0 +1,111 @@
+//! The request envelope every mutating call carries: `meta` and `context`.
+use poem_openapi::Object;
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::{
+    domain::validate::{self, Errors},
+    envelope::SUPPORTED_API_VERSIONS,
+};
+
+/// Request metadata.
+#[derive(Object, Deserialize, Debug, Clone, Default)]
+#[serde(default)]
+pub struct RequestMeta {
+    /// Your correlation id (UUID). Not the dedup key: that is the Idempotency-Key header.
+    pub partner_request_id: String,
+    /// When the event happened at the POS (RFC 3339).
+    pub occurred_at: Option<String>,
+    /// When the call was transmitted (RFC 3339).
+    pub sent_at: Option<String>,
+    /// The API version the client speaks. Supported: 2026-06-01.
+    pub api_version: String,
+}
+
+impl RequestMeta {
+    pub fn validate(&self, e: &mut Errors) {
+        if self.partner_request_id.is_empty() {
+            e.push("/meta/partner_request_id", "required", "is required (a UUID)");
+        } else {
+            validate::uuid(e, "/meta/partner_request_id", &self.partner_request_id);
+        }
+        for (f, v) in [("/meta/occurred_at", &self.occurred_at), ("/meta/sent_at", &self.sent_at)] {
+            if let Some(v) = v {
+                validate::rfc3339(e, f, v);
+            }
+        }
+        let supported = SUPPORTED_API_VERSIONS.join(", ");
+        if self.api_version.is_empty() {
+            e.push(
+                "/meta/api_version",
+                "required",
+                format!("is required; supported versions: {supported}"),
+            );
+        } else if !SUPPORTED_API_VERSIONS.contains(&self.api_version.as_str()) {
+            e.push(
+                "/meta/api_version",
+                "unsupported_api_version",
+                format!("{} is not supported; supported versions: {supported}", self.api_version),
+            );
+        }
+    }
+}
+
+/// Where the call comes from.
+#[derive(Object, Deserialize, Debug, Clone, Default)]
+#[serde(default)]
+pub struct RequestContext {
+    /// The merchant (enterprise) acted for; must be one the credential is authorized for.
+    pub merchant_id: String,
+    /// Null when not applicable.
+    pub branch_id: Option<String>,
+    /// Physical or logical terminal.
+    pub terminal_id: Option<String>,
+    /// Trusted only when signed into the terminal JWT.
+    pub cashier_id: Option<String>,
+    /// Your own session or order reference.
+    pub partner_session_id: Option<String>,
+    /// The checkout session this call belongs to (UUID); null on standalone calls.
+    pub service_session_id: Option<String>,
+}
+
+/// `context` with its ids parsed.
+#[derive(Clone, Debug)]
+pub struct ParsedContext {
+    pub merchant_id: Uuid,
+    pub branch_id: Option<Uuid>,
+}
+
+impl RequestContext {
+    pub fn validate(&self, e: &mut Errors) {
+        if self.merchant_id.is_empty() {
+            e.push("/context/merchant_id", "required", "is required (a UUID)");
+        } else {
+            validate::uuid(e, "/context/merchant_id", &self.merchant_id);
+        }
+        if let Some(b) = &self.branch_id {
+            validate::uuid(e, "/context/branch_id", b);
+        }
+        if let Some(s) = &self.service_session_id {
+            validate::uuid(e, "/context/service_session_id", s);
+        }
+        for (f, v, max) in [
+            ("/context/terminal_id", &self.terminal_id, 64),
+            ("/context/cashier_id", &self.cashier_id, 64),
+            ("/context/partner_session_id", &self.partner_session_id, 128),
+        ] {
+            if let Some(v) = v {
+                validate::length(e, f, v, 1, max);
+                validate::no_control_chars(e, f, v);
+            }
+        }
+    }
+
+    /// Only after `validate` passed.
+    pub fn parsed(&self) -> ParsedContext {
+        ParsedContext {
+            merchant_id: Uuid::parse_str(&self.merchant_id).unwrap_or_default(),
+            branch_id: self.branch_id.as_deref().and_then(|b| Uuid::parse_str(b).ok()),
+        }
+    }
+}

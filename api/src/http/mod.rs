@@ -1,0 +1,53 @@
+//! The HTTP edge: poem-openapi operations (one file per domain), the envelope, the
+//! security schemes and the middleware every request passes.
+pub mod auth;
+pub mod body;
+pub mod common;
+pub mod errors;
+pub mod middleware;
+pub mod openapi;
+pub mod platform;
+pub mod reply;
+pub mod sandbox;
+pub mod tags;
+
+use poem::{
+    Endpoint, EndpointExt, Response, Route,
+    endpoint::make_sync,
+    get,
+    http::StatusCode,
+    web::Html,
+};
+
+use crate::state::AppState;
+
+/// The whole HTTP application.
+pub fn routes(state: AppState) -> impl Endpoint {
+    let doc_json = state.openapi.json.clone();
+    let docs_html = state.openapi.docs_html.clone();
+    let metrics = state.metrics.clone();
+    Route::new()
+        .at(
+            "/v1/openapi.json",
+            get(make_sync(move |_| {
+                Response::builder()
+                    .content_type("application/json; charset=utf-8")
+                    .body(doc_json.clone())
+            })),
+        )
+        .at("/v1/docs", get(make_sync(move |_| Html(docs_html.clone()))))
+        .nest("/v1", openapi::service())
+        .at(
+            "/metrics",
+            get(make_sync(move |_| {
+                Response::builder()
+                    .status(StatusCode::OK)
+                    .content_type("text/plain; version=0.0.4")
+                    .body(metrics.render())
+            })),
+        )
+        .with(middleware::BufferBody(state.config.max_body_bytes))
+        .with(middleware::catch_panic())
+        .data(state)
+        .with(middleware::RequestContext)
+}

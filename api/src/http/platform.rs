@@ -1,0 +1,195 @@
+//! Discovery: health, capabilities and the live OpenAPI document.
+use poem_openapi::{Object, OpenApi};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{auth::AnyAuth, reply::Reply, tags::Tag};
+use crate::{
+    domain::credentials::CredentialKind,
+    domain::platform::{self, Health},
+    state::AppState,
+};
+
+pub struct PlatformApi;
+
+/// Service health. `status` is `ok` or `degraded`.
+#[derive(Object, Serialize)]
+pub struct HealthView {
+    /// `ok`, or `degraded` when a subsystem is down (the process keeps answering).
+    pub status: String,
+    /// Subsystems that are down: `database`, `redis`, `queue`.
+    pub degraded_subsystems: Vec<String>,
+    /// `embedded` (SQLite, single process) or `production` (PostgreSQL + Redis).
+    pub mode: String,
+    /// Build version of the service.
+    pub version: String,
+}
+
+impl From<Health> for HealthView {
+    fn from(h: Health) -> Self {
+        HealthView {
+            status: if h.degraded.is_empty() { "ok" } else { "degraded" }.into(),
+            degraded_subsystems: h.degraded.iter().map(|s| s.as_str().to_string()).collect(),
+            mode: h.mode.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// An operation the caller's credential can call now.
+#[derive(Object, Serialize, Clone)]
+pub struct OperationView {
+    pub operation_id: String,
+    pub method: String,
+    /// Path under the base URL (`/v1`).
+    pub path: String,
+    /// The domain tag.
+    pub domain: String,
+    /// `ga` or `beta`.
+    pub stability: String,
+}
+
+/// The calling credential as the service sees it.
+#[derive(Object, Serialize)]
+#[oai(nullable_all)]
+pub struct CredentialView {
+    /// `api_key` or `terminal_jwt`.
+    pub kind: String,
+    /// `integration`, `enterprise`, `brand` or `branch`.
+    pub scope: String,
+    pub integration_id: String,
+    pub enterprise_id: Option<String>,
+    pub brand_id: Option<String>,
+    pub branch_id: Option<String>,
+    pub is_sandbox: bool,
+}
+
+/// A wallet program the caller may act on.
+#[derive(Object, Serialize)]
+pub struct ProgramView {
+    pub wallet_program_id: String,
+    pub merchant_id: String,
+    pub currency: String,
+}
+
+/// Feature flags: a client must not assume a feature that is not true here.
+#[derive(Object, Serialize)]
+pub struct FeatureFlags {
+    pub sandbox: bool,
+    pub idempotency: bool,
+    pub cursor_pagination: bool,
+    pub webhooks: bool,
+}
+
+/// What the calling credential can do.
+#[derive(Object, Serialize)]
+pub struct CapabilitiesView {
+    pub credential: CredentialView,
+    pub api_versions: Vec<String>,
+    pub operations: Vec<OperationView>,
+    /// ISO-4217 codes of the caller's active wallet programs.
+    pub currencies: Vec<String>,
+    pub wallet_programs: Vec<ProgramView>,
+    /// Credential types `POST /v1/identify` accepts for this integration.
+    pub supported_identify_credential_types: Vec<String>,
+    /// Credential types `POST /v1/payments` accepts.
+    pub supported_payment_credential_types: Vec<String>,
+    pub features: FeatureFlags,
+}
+
+#[OpenApi(tag = "Tag::Platform")]
+impl PlatformApi {
+    /// Service health
+    ///
+    /// No credential needed. Always HTTP 200 while the process runs; `status` says
+    /// whether every subsystem answers.
+    #[oai(path = "/health", method = "get", operation_id = "getHealth")]
+    async fn health(&self, state: poem::web::Data<&AppState>) -> Reply<HealthView> {
+        Reply::ok(&HealthView::from(platform::health(state.0).await))
+    }
+
+    /// Capabilities of the calling credential
+    ///
+    /// Enabled operations, currencies, credential types and feature flags for the caller.
+    /// Clients must not assume an operation or enum value beyond what this returns.
+    #[oai(path = "/capabilities", method = "get", operation_id = "getCapabilities")]
+    async fn capabilities(
+        &self,
+        state: poem::web::Data<&AppState>,
+        auth: AnyAuth,
+    ) -> poem::Result<Reply<CapabilitiesView>> {
+        let p = auth.principal();
+        let caps = platform::capabilities(state.0, p).await?;
+        let scheme = match p.kind {
+            CredentialKind::ApiKey => "ApiKeyAuth",
+            CredentialKind::TerminalJwt => "PosTerminalJWT",
+        };
+        let operations = state
+            .0
+            .openapi
+            .operations
+            .iter()
+            .filter(|o| o.schemes.is_empty() || o.schemes.iter().any(|s| s == scheme))
+            .map(|o| OperationView {
+                operation_id: o.operation_id.clone(),
+                method: o.method.clone(),
+                path: o.path.clone(),
+                domain: o.domain.clone(),
+                stability: o.stability.clone(),
+            })
+            .collect();
+        let s = &p.scope;
+        Ok(Reply::ok(&CapabilitiesView {
+            credential: CredentialView {
+                kind: match p.kind {
+                    CredentialKind::ApiKey => "api_key",
+                    CredentialKind::TerminalJwt => "terminal_jwt",
+                }
+                .into(),
+                scope: s.name().into(),
+                integration_id: p.integration_id.to_string(),
+                enterprise_id: s.enterprise_id().map(|u| u.to_string()),
+                brand_id: s.brand_id().map(|u| u.to_string()),
+                branch_id: s.branch_id().map(|u| u.to_string()),
+                is_sandbox: p.is_sandbox,
+            },
+            api_versions: crate::envelope::SUPPORTED_API_VERSIONS
+                .iter()
+                .map(|v| v.to_string())
+                .collect(),
+            operations,
+            currencies: caps.currencies,
+            wallet_programs: caps
+                .programs
+                .into_iter()
+                .map(|p| ProgramView {
+                    wallet_program_id: p.id.to_string(),
+                    merchant_id: p.enterprise_id.to_string(),
+                    currency: p.currency,
+                })
+                .collect(),
+            supported_identify_credential_types: caps.identify_credential_types,
+            supported_payment_credential_types: caps.payment_credential_types,
+            features: FeatureFlags {
+                sandbox: p.is_sandbox,
+                idempotency: true,
+                cursor_pagination: true,
+                webhooks: false,
+            },
+        }))
+    }
+
+    /// The live OpenAPI 3.1 document
+    ///
+    /// `data` is the document. The same document, unwrapped, is served at
+    /// `/v1/openapi.json` for tooling and behind the interactive docs at `/v1/docs`.
+    #[oai(path = "/openapi", method = "get", operation_id = "getOpenApi")]
+    async fn openapi(
+        &self,
+        state: poem::web::Data<&AppState>,
+        _auth: AnyAuth,
+    ) -> Reply<serde_json::Value> {
+        let doc: &Value = &state.0.openapi.document;
+        Reply::ok(doc)
+    }
+}

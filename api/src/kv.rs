@@ -1,0 +1,379 @@
+//! Short-lived shared state: idempotency locks, rate-limit counters and the API-key cache.
+//!
+//! Production keeps it in Redis so every API replica sees the same locks, counters and cache
+//! invalidations; embedded mode keeps it in this process. Nothing here is ever the only copy
+//! of a money fact or an idempotency record: those live in the database. Every Redis call
+//! is bounded by `redis_timeout_ms` and fails as a retryable `Unavailable(Redis)` error.
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use deadpool_redis::{Pool, Runtime};
+
+use crate::error::{ApiError, Subsystem};
+
+#[derive(Clone)]
+pub enum Kv {
+    Redis(Arc<RedisKv>),
+    Local(Arc<LocalKv>),
+}
+
+pub struct RedisKv {
+    pool: Pool,
+    timeout: Duration,
+    prefix: String,
+}
+
+#[derive(Default)]
+pub struct LocalKv {
+    map: Mutex<HashMap<String, (String, Option<Instant>)>>,
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Unavailable {
+        subsystem: Subsystem::Redis,
+        cause: e.to_string(),
+    }
+}
+
+// Sets the cache entry and its reverse index only if no tombstone exists, atomically, so a
+// fill racing with a revoke can never leave a live entry behind the revoke.
+const GUARDED_SET: &str = r#"
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+return 1
+"#;
+
+// Deletes a lock only if this holder still owns it.
+const DEL_IF_EQ: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"#;
+
+// Fixed window counter: INCR, set the expiry on the first hit, return count and ms left.
+const INCR_WINDOW: &str = r#"
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+return {n, ttl}
+"#;
+
+impl Kv {
+    pub fn local() -> Self {
+        Kv::Local(Arc::new(LocalKv::default()))
+    }
+
+    pub fn redis(url: &str, timeout: Duration, prefix: &str, max_size: usize) -> anyhow::Result<Self> {
+        let mut cfg = deadpool_redis::Config::from_url(url);
+        cfg.pool = Some(deadpool_redis::PoolConfig {
+            max_size,
+            timeouts: deadpool_redis::Timeouts {
+                wait: Some(timeout),
+                create: Some(timeout),
+                recycle: Some(timeout),
+            },
+            ..Default::default()
+        });
+        let pool = cfg.create_pool(Some(Runtime::Tokio1))?;
+        Ok(Kv::Redis(Arc::new(RedisKv {
+            pool,
+            timeout,
+            prefix: prefix.to_string(),
+        })))
+    }
+
+    pub fn is_redis(&self) -> bool {
+        matches!(self, Kv::Redis(_))
+    }
+
+    async fn run<T, F, Fut>(r: &RedisKv, f: F) -> Result<T, ApiError>
+    where
+        F: FnOnce(deadpool_redis::Connection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let work = async {
+            let conn = r.pool.get().await.map_err(unavailable)?;
+            f(conn).await.map_err(unavailable)
+        };
+        tokio::time::timeout(r.timeout, work)
+            .await
+            .map_err(|_| unavailable("redis call timed out"))?
+    }
+
+    fn key(r: &RedisKv, k: &str) -> String {
+        format!("{}{}", r.prefix, k)
+    }
+
+    pub async fn ping(&self) -> Result<(), ApiError> {
+        match self {
+            Kv::Local(_) => Ok(()),
+            Kv::Redis(r) => {
+                Self::run(r, |mut c| async move {
+                    redis::cmd("PING").query_async::<String>(&mut c).await
+                })
+                .await?;
+                Ok(())
+            }
+        }
+    }
+
+    pub async fn get(&self, key: &str) -> Result<Option<String>, ApiError> {
+        match self {
+            Kv::Local(l) => Ok(l.get(key)),
+            Kv::Redis(r) => {
+                let k = Self::key(r, key);
+                Self::run(r, |mut c| async move {
+                    redis::cmd("GET").arg(k).query_async::<Option<String>>(&mut c).await
+                })
+                .await
+            }
+        }
+    }
+
+    pub async fn set_px(&self, key: &str, value: &str, ttl: Duration) -> Result<(), ApiError> {
+        match self {
+            Kv::Local(l) => {
+                l.set(key, value, ttl);
+                Ok(())
+            }
+            Kv::Redis(r) => {
+                let k = Self::key(r, key);
+                let v = value.to_string();
+                let ms = ttl.as_millis() as u64;
+                Self::run(r, |mut c| async move {
+                    redis::cmd("SET").arg(k).arg(v).arg("PX").arg(ms).query_async::<()>(&mut c).await
+                })
+                .await
+            }
+        }
+    }
+
+    /// `SET key value NX PX ttl`: true when this caller now holds the key.
+    pub async fn set_nx_px(&self, key: &str, value: &str, ttl: Duration) -> Result<bool, ApiError> {
+        match self {
+            Kv::Local(l) => Ok(l.set_nx(key, value, ttl)),
+            Kv::Redis(r) => {
+                let k = Self::key(r, key);
+                let v = value.to_string();
+                let ms = ttl.as_millis() as u64;
+                let res: Option<String> = Self::run(r, |mut c| async move {
+                    redis::cmd("SET").arg(k).arg(v).arg("NX").arg("PX").arg(ms).query_async(&mut c).await
+                })
+                .await?;
+                Ok(res.is_some())
+            }
+        }
+    }
+
+    /// Deletes `key` only while it still holds `value` (a lock released by its owner).
+    pub async fn del_if_eq(&self, key: &str, value: &str) -> Result<(), ApiError> {
+        match self {
+            Kv::Local(l) => {
+                l.del_if_eq(key, value);
+                Ok(())
+            }
+            Kv::Redis(r) => {
+                let k = Self::key(r, key);
+                let v = value.to_string();
+                Self::run(r, |mut c| async move {
+                    redis::Script::new(DEL_IF_EQ).key(k).arg(v).invoke_async::<i64>(&mut c).await
+                })
+                .await?;
+                Ok(())
+            }
+        }
+    }
+
+    pub async fn del(&self, keys: &[String]) -> Result<(), ApiError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Kv::Local(l) => {
+                for k in keys {
+                    l.del(k);
+                }
+                Ok(())
+            }
+            Kv::Redis(r) => {
+                let ks: Vec<String> = keys.iter().map(|k| Self::key(r, k)).collect();
+                Self::run(r, |mut c| async move {
+                    redis::cmd("DEL").arg(ks).query_async::<i64>(&mut c).await
+                })
+                .await?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Counts a hit in a fixed window; returns the count including this hit and the time
+    /// left in the window.
+    pub async fn incr_window(&self, key: &str, window: Duration) -> Result<(u64, Duration), ApiError> {
+        match self {
+            Kv::Local(l) => Ok(l.incr_window(key, window)),
+            Kv::Redis(r) => {
+                let k = Self::key(r, key);
+                let ms = window.as_millis() as u64;
+                let (n, ttl): (u64, i64) = Self::run(r, |mut c| async move {
+                    redis::Script::new(INCR_WINDOW).key(k).arg(ms).invoke_async(&mut c).await
+                })
+                .await?;
+                Ok((n, Duration::from_millis(ttl.max(0) as u64)))
+            }
+        }
+    }
+
+    /// Stores `value` under `key` and `index_value` under `index_key`, unless `tombstone`
+    /// exists. Returns whether it stored.
+    pub async fn guarded_set(
+        &self,
+        key: &str,
+        value: &str,
+        index_key: &str,
+        index_value: &str,
+        tombstone: &str,
+        ttl: Duration,
+    ) -> Result<bool, ApiError> {
+        match self {
+            Kv::Local(l) => Ok(l.guarded_set(key, value, index_key, index_value, tombstone, ttl)),
+            Kv::Redis(r) => {
+                let (k1, k2, k3) = (Self::key(r, key), Self::key(r, index_key), Self::key(r, tombstone));
+                let (v, iv) = (value.to_string(), index_value.to_string());
+                let ms = ttl.as_millis() as u64;
+                let n: i64 = Self::run(r, |mut c| async move {
+                    redis::Script::new(GUARDED_SET)
+                        .key(k1)
+                        .key(k2)
+                        .key(k3)
+                        .arg(v)
+                        .arg(ms)
+                        .arg(iv)
+                        .invoke_async(&mut c)
+                        .await
+                })
+                .await?;
+                Ok(n == 1)
+            }
+        }
+    }
+}
+
+impl LocalKv {
+    fn live(entry: &(String, Option<Instant>)) -> bool {
+        entry.1.is_none_or(|t| t > Instant::now())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Option<Instant>)>> {
+        // A poisoned map only means another thread panicked mid-update of a cache; the data
+        // is still a valid map.
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() > 100_000 {
+            m.retain(|_, v| Self::live(v));
+        }
+        m
+    }
+
+    fn get(&self, key: &str) -> Option<String> {
+        self.lock().get(key).filter(|e| Self::live(e)).map(|e| e.0.clone())
+    }
+
+    fn set(&self, key: &str, value: &str, ttl: Duration) {
+        self.lock()
+            .insert(key.to_string(), (value.to_string(), Some(Instant::now() + ttl)));
+    }
+
+    fn set_nx(&self, key: &str, value: &str, ttl: Duration) -> bool {
+        let mut m = self.lock();
+        if m.get(key).is_some_and(Self::live) {
+            return false;
+        }
+        m.insert(key.to_string(), (value.to_string(), Some(Instant::now() + ttl)));
+        true
+    }
+
+    fn del(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    fn del_if_eq(&self, key: &str, value: &str) {
+        let mut m = self.lock();
+        if m.get(key).is_some_and(|e| e.0 == value) {
+            m.remove(key);
+        }
+    }
+
+    fn incr_window(&self, key: &str, window: Duration) -> (u64, Duration) {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let entry = m
+            .entry(key.to_string())
+            .or_insert_with(|| ("0".into(), Some(now + window)));
+        if !Self::live(entry) {
+            *entry = ("0".into(), Some(now + window));
+        }
+        let n: u64 = entry.0.parse().unwrap_or(0) + 1;
+        entry.0 = n.to_string();
+        let left = entry.1.map(|t| t.saturating_duration_since(now)).unwrap_or(window);
+        (n, left)
+    }
+
+    fn guarded_set(
+        &self,
+        key: &str,
+        value: &str,
+        index_key: &str,
+        index_value: &str,
+        tombstone: &str,
+        ttl: Duration,
+    ) -> bool {
+        let mut m = self.lock();
+        if m.get(tombstone).is_some_and(Self::live) {
+            return false;
+        }
+        let exp = Some(Instant::now() + ttl);
+        m.insert(key.to_string(), (value.to_string(), exp));
+        m.insert(index_key.to_string(), (index_value.to_string(), exp));
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lock_is_held_once_and_released_only_by_its_owner() {
+        let kv = Kv::local();
+        let ttl = Duration::from_secs(5);
+        assert!(kv.set_nx_px("l", "a", ttl).await.unwrap());
+        assert!(!kv.set_nx_px("l", "b", ttl).await.unwrap());
+        kv.del_if_eq("l", "b").await.unwrap();
+        assert!(!kv.set_nx_px("l", "b", ttl).await.unwrap());
+        kv.del_if_eq("l", "a").await.unwrap();
+        assert!(kv.set_nx_px("l", "b", ttl).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_tombstone_blocks_a_cache_fill() {
+        let kv = Kv::local();
+        let ttl = Duration::from_secs(5);
+        kv.set_px("tomb", "1", ttl).await.unwrap();
+        assert!(!kv.guarded_set("c", "v", "i", "c", "tomb", ttl).await.unwrap());
+        assert_eq!(kv.get("c").await.unwrap(), None);
+        assert!(kv.guarded_set("c", "v", "i", "c", "other", ttl).await.unwrap());
+        assert_eq!(kv.get("c").await.unwrap().as_deref(), Some("v"));
+    }
+
+    #[tokio::test]
+    async fn window_counts_restart_after_the_window() {
+        let kv = Kv::local();
+        let w = Duration::from_millis(50);
+        assert_eq!(kv.incr_window("r", w).await.unwrap().0, 1);
+        assert_eq!(kv.incr_window("r", w).await.unwrap().0, 2);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(kv.incr_window("r", w).await.unwrap().0, 1);
+    }
+}

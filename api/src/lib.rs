@@ -1,0 +1,23 @@
+//! The wallet & loyalty partner service: the library behind `wallet-api` and
+//! `wallet-worker`. One code path serves both run modes; the mode is chosen by
+//! configuration alone (see `config`).
+pub mod config;
+pub mod crypto;
+pub mod domain;
+pub mod envelope;
+pub mod error;
+pub mod http;
+pub mod idempotency;
+pub mod jobs;
+pub mod kv;
+pub mod openapi31;
+pub mod request_context;
+pub mod secret;
+pub mod sms;
+pub mod state;
+pub mod store;
+pub mod telemetry;
+
+mod startup;
+
+pub use startup::{build_state, migrate, serve, serve_from_config, Server};

@@ -1,0 +1,105 @@
+//! `wallet-api`: serve the partner API, migrate, onboard tenants, print the OpenAPI document.
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "wallet-api", version, about = "Wallet & Loyalty Partner Service API")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the partner API (the default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Operator onboarding.
+    Tenant {
+        #[command(subcommand)]
+        command: TenantCommand,
+    },
+    /// Print the OpenAPI 3.1 document served at GET /v1/openapi.
+    Openapi,
+}
+
+#[derive(Subcommand)]
+enum TenantCommand {
+    /// Create an integration with its merchant, brand, branches, wallet program and platform key.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// A sandbox tenant: mock providers, never real money.
+        #[arg(long)]
+        sandbox: bool,
+        #[arg(long, default_value = "EUR")]
+        currency: String,
+        #[arg(long, default_value_t = 1)]
+        branches: u32,
+        /// Print the result as one JSON object (the platform key is shown only here).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match run(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("wallet-api: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Some(Command::Openapi) = cli.command {
+        println!("{}", api::http::openapi::build().json);
+        return Ok(());
+    }
+    let config = api::config::Config::load()?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => api::serve_from_config(config).await,
+        Command::Migrate => {
+            api::telemetry::init_logging(config.json_logs());
+            api::migrate(&config).await?;
+            eprintln!("migrations applied");
+            Ok(())
+        }
+        Command::Tenant {
+            command:
+                TenantCommand::Create {
+                    name,
+                    sandbox,
+                    currency,
+                    branches,
+                    json,
+                },
+        } => {
+            let db = api::store::connect(&config).await?;
+            if config.mode() == api::config::Mode::Embedded {
+                api::migrate(&config).await?;
+            }
+            let created = api::domain::tenancy::create(
+                &db,
+                &api::domain::tenancy::NewTenant {
+                    name,
+                    is_sandbox: sandbox,
+                    currency,
+                    branches,
+                },
+                config.bcrypt_cost,
+            )
+            .await?;
+            if json {
+                println!("{}", serde_json::to_string(&created)?);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&created)?);
+                eprintln!("Keep platform_key safe: it is shown only now.");
+            }
+            Ok(())
+        }
+        Command::Openapi => unreachable!("handled above"),
+    }
+}

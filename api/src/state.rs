@@ -1,0 +1,49 @@
+//! Everything a request or job needs, built once at start-up and shared.
+use std::{ops::Deref, sync::Arc, time::Duration};
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use sea_orm::DatabaseConnection;
+
+use crate::{
+    config::Config,
+    crypto::Sealer,
+    domain::credentials::{authenticate::KeyAuth, jwt::JwtKeys},
+    http::openapi::OpenApiInfo,
+    jobs::Queue,
+    kv::Kv,
+};
+
+#[derive(Clone)]
+pub struct AppState(Arc<Inner>);
+
+pub struct Inner {
+    pub config: Config,
+    pub db: DatabaseConnection,
+    pub kv: Kv,
+    pub sealer: Sealer,
+    pub jwt: JwtKeys,
+    pub queue: Queue,
+    pub openapi: OpenApiInfo,
+    pub metrics: PrometheusHandle,
+}
+
+impl Deref for AppState {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl AppState {
+    pub fn new(inner: Inner) -> Self {
+        AppState(Arc::new(inner))
+    }
+
+    pub fn key_auth(&self) -> KeyAuth<'_> {
+        KeyAuth {
+            db: &self.db,
+            kv: &self.kv,
+            cache_ttl: Duration::from_secs(self.config.key_cache_ttl_secs),
+        }
+    }
+}

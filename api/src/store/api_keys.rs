@@ -1,0 +1,68 @@
+use chrono::{DateTime, Utc};
+use entities::{api_key, integration};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
+    Set,
+};
+use uuid::Uuid;
+
+use crate::domain::credentials::Scope;
+
+pub struct NewKey<'a> {
+    pub id: Uuid,
+    pub integration_id: Uuid,
+    pub scope: &'a Scope,
+    pub key_prefix: &'a str,
+    pub key_hash: &'a str,
+    pub key_last_four: &'a str,
+    pub label: &'a str,
+    pub is_sandbox: bool,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub previous_key_id: Option<Uuid>,
+}
+
+pub async fn insert<C: ConnectionTrait>(c: &C, k: NewKey<'_>) -> Result<api_key::Model, DbErr> {
+    api_key::ActiveModel {
+        id: Set(k.id),
+        integration_id: Set(k.integration_id),
+        scope: Set(k.scope.name().to_string()),
+        enterprise_id: Set(k.scope.enterprise_id()),
+        brand_id: Set(k.scope.brand_id()),
+        branch_id: Set(k.scope.branch_id()),
+        key_prefix: Set(k.key_prefix.to_string()),
+        key_hash: Set(k.key_hash.to_string()),
+        key_last_four: Set(k.key_last_four.to_string()),
+        label: Set(k.label.to_string()),
+        is_sandbox: Set(k.is_sandbox),
+        status: Set("active".into()),
+        expires_at: Set(k.expires_at),
+        previous_key_id: Set(k.previous_key_id),
+        status_reason: Set(None),
+        created_at: Set(Utc::now()),
+        revoked_at: Set(None),
+        deleted_at: Set(None),
+    }
+    .insert(c)
+    .await
+}
+
+/// Active keys whose `key_prefix` matches, with their integration. The prefix carries 24
+/// random bits, so more than one row is rare; the caller verifies each candidate.
+pub async fn active_by_prefix<C: ConnectionTrait>(
+    c: &C,
+    key_prefix: &str,
+) -> Result<Vec<(api_key::Model, integration::Model)>, DbErr> {
+    let keys = api_key::Entity::find()
+        .filter(api_key::Column::KeyPrefix.eq(key_prefix))
+        .filter(api_key::Column::Status.eq("active"))
+        .limit(8)
+        .all(c)
+        .await?;
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        if let Some(i) = integration::Entity::find_by_id(k.integration_id).one(c).await? {
+            out.push((k, i));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,88 @@
+use chrono::{DateTime, Utc};
+use entities::dead_letter;
+use sea_orm::{
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    sea_query::OnConflict,
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+pub struct NewDeadLetter<'a> {
+    pub job_id: Uuid,
+    pub queue: &'a str,
+    pub job_type: &'a str,
+    pub merchant_id: Option<Uuid>,
+    pub payload: Value,
+    pub attempts: i32,
+    pub error_history: Value,
+    pub last_error: &'a str,
+    pub first_enqueued_at: DateTime<Utc>,
+    pub dead_at: DateTime<Utc>,
+}
+
+/// Records a job that used its last attempt. A job id is dead-lettered once; a second
+/// report of the same death (a redelivered final attempt) changes nothing.
+pub async fn insert_once<C: ConnectionTrait>(c: &C, d: NewDeadLetter<'_>) -> Result<(), DbErr> {
+    let res = dead_letter::Entity::insert(dead_letter::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        job_id: Set(d.job_id),
+        queue: Set(d.queue.to_string()),
+        job_type: Set(d.job_type.to_string()),
+        merchant_id: Set(d.merchant_id),
+        payload: Set(d.payload),
+        attempts: Set(d.attempts),
+        error_history: Set(d.error_history),
+        last_error: Set(d.last_error.to_string()),
+        status: Set("dead".into()),
+        first_enqueued_at: Set(d.first_enqueued_at),
+        dead_at: Set(d.dead_at),
+        replay_count: Set(0),
+        replayed_at: Set(None),
+        purged_at: Set(None),
+        purge_reason: Set(None),
+    })
+    .on_conflict(OnConflict::column(dead_letter::Column::JobId).do_nothing().to_owned())
+    .exec_without_returning(c)
+    .await;
+    match res {
+        Ok(_) | Err(DbErr::RecordNotInserted) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[derive(Default, Clone, Debug)]
+pub struct Filter {
+    pub status: Option<String>,
+    pub queue: Option<String>,
+    pub job_type: Option<String>,
+    pub merchant_id: Option<Uuid>,
+    pub dead_before: Option<DateTime<Utc>>,
+    pub error_contains: Option<String>,
+}
+
+pub async fn list<C: ConnectionTrait>(c: &C, f: &Filter, limit: u64) -> Result<Vec<dead_letter::Model>, DbErr> {
+    let mut q = dead_letter::Entity::find();
+    if let Some(s) = &f.status {
+        q = q.filter(dead_letter::Column::Status.eq(s.clone()));
+    }
+    if let Some(s) = &f.queue {
+        q = q.filter(dead_letter::Column::Queue.eq(s.clone()));
+    }
+    if let Some(s) = &f.job_type {
+        q = q.filter(dead_letter::Column::JobType.eq(s.clone()));
+    }
+    if let Some(m) = f.merchant_id {
+        q = q.filter(dead_letter::Column::MerchantId.eq(m));
+    }
+    if let Some(t) = f.dead_before {
+        q = q.filter(dead_letter::Column::DeadAt.lt(t));
+    }
+    if let Some(s) = &f.error_contains {
+        q = q.filter(dead_letter::Column::LastError.contains(s.clone()));
+    }
+    q.order_by_desc(dead_letter::Column::DeadAt).limit(limit).all(c).await
+}
+
+pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<dead_letter::Model>, DbErr> {
+    dead_letter::Entity::find_by_id(id).one(c).await
+}

@@ -1,0 +1,77 @@
+use chrono::{DateTime, Utc};
+use entities::idempotency_record;
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
+};
+use uuid::Uuid;
+
+/// The live record of `(owner, key)`; an expired one counts as absent.
+pub async fn find<C: ConnectionTrait>(
+    c: &C,
+    owner: &str,
+    key: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<idempotency_record::Model>, DbErr> {
+    idempotency_record::Entity::find()
+        .filter(idempotency_record::Column::Owner.eq(owner))
+        .filter(idempotency_record::Column::IdempotencyKey.eq(key))
+        .filter(idempotency_record::Column::ExpiresAt.gt(now))
+        .one(c)
+        .await
+}
+
+pub struct NewRecord<'a> {
+    pub id: Uuid,
+    pub owner: &'a str,
+    pub key: &'a str,
+    pub operation: &'a str,
+    pub fingerprint: &'a str,
+    pub status_code: u16,
+    pub response_body: &'a [u8],
+    pub sealed_secret: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+}
+
+pub async fn insert<C: ConnectionTrait>(c: &C, r: NewRecord<'_>) -> Result<(), DbErr> {
+    idempotency_record::ActiveModel {
+        id: Set(r.id),
+        owner: Set(r.owner.to_string()),
+        idempotency_key: Set(r.key.to_string()),
+        operation: Set(r.operation.to_string()),
+        request_fingerprint: Set(r.fingerprint.to_string()),
+        status_code: Set(i32::from(r.status_code)),
+        response_body: Set(String::from_utf8_lossy(r.response_body).into_owned()),
+        sealed_secret: Set(r.sealed_secret),
+        created_at: Set(r.created_at),
+        expires_at: Set(r.expires_at),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+/// Drops an expired record (and the sealed secret it kept) so its key can be used afresh.
+pub async fn delete_expired<C: ConnectionTrait>(
+    c: &C,
+    owner: &str,
+    key: &str,
+    now: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    Ok(idempotency_record::Entity::delete_many()
+        .filter(idempotency_record::Column::Owner.eq(owner))
+        .filter(idempotency_record::Column::IdempotencyKey.eq(key))
+        .filter(idempotency_record::Column::ExpiresAt.lte(now))
+        .exec(c)
+        .await?
+        .rows_affected)
+}
+
+/// Purges every expired record; run periodically by the worker.
+pub async fn purge_expired<C: ConnectionTrait>(c: &C, now: DateTime<Utc>) -> Result<u64, DbErr> {
+    Ok(idempotency_record::Entity::delete_many()
+        .filter(idempotency_record::Column::ExpiresAt.lte(now))
+        .exec(c)
+        .await?
+        .rows_affected)
+}

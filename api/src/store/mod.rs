@@ -1,0 +1,48 @@
+//! Persistence: the only place that builds queries. Every finder of tenant-owned data takes
+//! the tenant (integration or merchant) so no query can forget it.
+pub mod api_keys;
+pub mod db;
+pub mod dead_letters;
+pub mod idempotency;
+pub mod outbox;
+pub mod sandbox_messages;
+pub mod tenancy;
+
+pub use db::{begin, connect, ping};
+
+/// True when `e` is a unique-constraint violation (a lost insert race), on either backend.
+pub fn is_unique_violation(e: &sea_orm::DbErr) -> bool {
+    matches!(e.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
+}
+
+/// True when `e` says the database is unreachable, overloaded or briefly locked: a retry
+/// with the same Idempotency-Key can succeed, so it is answered as a retryable 503.
+pub fn is_transient(e: &sea_orm::DbErr) -> bool {
+    use sea_orm::{DbErr, RuntimeErr, sqlx};
+    match e {
+        DbErr::ConnectionAcquire(_) | DbErr::Conn(_) => true,
+        DbErr::Exec(RuntimeErr::SqlxError(se)) | DbErr::Query(RuntimeErr::SqlxError(se)) => {
+            match &**se {
+                sqlx::Error::Io(_)
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::PoolClosed
+                | sqlx::Error::WorkerCrashed => true,
+                sqlx::Error::Database(d) => {
+                    if d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+                        // SQLITE_BUSY / SQLITE_LOCKED, with or without extended codes.
+                        matches!(
+                            d.code().and_then(|c| c.parse::<i32>().ok()).unwrap_or(0) & 0xff,
+                            5 | 6
+                        )
+                    } else {
+                        // serialization failure, deadlock, lock timeout, admin shutdown
+                        matches!(d.code().as_deref(), Some("40001" | "40P01" | "55P03" | "57P01"))
+                    }
+                }
+                _ => false,
+            }
+        }
+        _ => false,
+    }
+}

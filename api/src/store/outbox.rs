@@ -1,0 +1,96 @@
+use chrono::{DateTime, Utc};
+use entities::{outbox, resource_sequence};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set,
+    sea_query::{Expr, ExprTrait, LockBehavior, LockType, OnConflict},
+};
+use uuid::Uuid;
+
+use crate::domain::events::NewOutbox;
+
+/// Next `sequence_number` of a resource. The upsert holds the sequence row until the
+/// transaction ends, so two writers to one resource get consecutive numbers in commit order.
+pub async fn next_sequence<C: ConnectionTrait>(
+    c: &C,
+    resource_type: &str,
+    resource_id: &str,
+) -> Result<i64, DbErr> {
+    let row = resource_sequence::Entity::insert(resource_sequence::ActiveModel {
+        resource_type: Set(resource_type.to_string()),
+        resource_id: Set(resource_id.to_string()),
+        last_value: Set(1),
+    })
+    .on_conflict(
+        OnConflict::columns([
+            resource_sequence::Column::ResourceType,
+            resource_sequence::Column::ResourceId,
+        ])
+        .value(
+            resource_sequence::Column::LastValue,
+            Expr::col((resource_sequence::Entity, resource_sequence::Column::LastValue)).add(1),
+        )
+        .to_owned(),
+    )
+    .exec_with_returning(c)
+    .await?;
+    Ok(row.last_value)
+}
+
+/// Appends a row; returns its `event_id`.
+pub async fn append<C: ConnectionTrait>(c: &C, item: NewOutbox) -> Result<Uuid, DbErr> {
+    let seq = next_sequence(c, &item.resource_type, &item.resource_id).await?;
+    let event_id = Uuid::now_v7();
+    outbox::ActiveModel {
+        event_id: Set(event_id),
+        kind: Set(item.kind.as_str().to_string()),
+        topic: Set(item.topic),
+        merchant_id: Set(item.merchant_id),
+        resource_type: Set(item.resource_type),
+        resource_id: Set(item.resource_id),
+        sequence_number: Set(seq),
+        payload: Set(item.payload),
+        occurred_at: Set(item.occurred_at),
+        created_at: Set(Utc::now()),
+        relayed_at: Set(None),
+        ..Default::default()
+    }
+    .insert(c)
+    .await?;
+    Ok(event_id)
+}
+
+/// Committed rows not yet relayed, oldest first. On PostgreSQL the rows are locked with
+/// SKIP LOCKED so several relays share the backlog without taking a row twice; SQLite's
+/// IMMEDIATE transaction already makes the relay the only writer.
+pub async fn claim_pending<C: ConnectionTrait>(c: &C, limit: u64) -> Result<Vec<outbox::Model>, DbErr> {
+    let mut q = outbox::Entity::find()
+        .filter(outbox::Column::RelayedAt.is_null())
+        .order_by_asc(outbox::Column::Id)
+        .limit(limit);
+    if c.get_database_backend() == DbBackend::Postgres {
+        q = q.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    }
+    q.all(c).await
+}
+
+pub async fn mark_relayed<C: ConnectionTrait>(c: &C, ids: &[i64], at: DateTime<Utc>) -> Result<(), DbErr> {
+    if ids.is_empty() {
+        return Ok(());
+    }
+    outbox::Entity::update_many()
+        .col_expr(outbox::Column::RelayedAt, Expr::value(at))
+        .filter(outbox::Column::Id.is_in(ids.iter().copied()))
+        .exec(c)
+        .await?;
+    Ok(())
+}
+
+/// Rows still waiting for the relay (a health and metrics figure).
+pub async fn pending_count<C: ConnectionTrait>(c: &C) -> Result<u64, DbErr> {
+    use sea_orm::PaginatorTrait;
+    outbox::Entity::find()
+        .filter(outbox::Column::RelayedAt.is_null())
+        .count(c)
+        .await
+}

@@ -1,0 +1,151 @@
+use chrono::Utc;
+use entities::{
+    brand, branch, enterprise, integration, integration_enterprise, wallet_program,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    Set,
+};
+use uuid::Uuid;
+
+pub async fn insert_integration<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    name: &str,
+    is_sandbox: bool,
+    identify_credential_types: &[&str],
+) -> Result<(), DbErr> {
+    let now = Utc::now();
+    integration::ActiveModel {
+        id: Set(id),
+        name: Set(name.to_string()),
+        status: Set("ACTIVE".into()),
+        is_sandbox: Set(is_sandbox),
+        identify_credential_types: Set(serde_json::json!(identify_credential_types)),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+pub async fn insert_enterprise<C: ConnectionTrait>(c: &C, id: Uuid, name: &str) -> Result<(), DbErr> {
+    enterprise::ActiveModel {
+        id: Set(id),
+        name: Set(name.to_string()),
+        created_at: Set(Utc::now()),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+pub async fn insert_brand<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    enterprise_id: Uuid,
+    name: &str,
+) -> Result<(), DbErr> {
+    brand::ActiveModel {
+        id: Set(id),
+        enterprise_id: Set(enterprise_id),
+        name: Set(name.to_string()),
+        created_at: Set(Utc::now()),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+pub async fn insert_branch<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    enterprise_id: Uuid,
+    brand_id: Uuid,
+    name: &str,
+) -> Result<(), DbErr> {
+    branch::ActiveModel {
+        id: Set(id),
+        enterprise_id: Set(enterprise_id),
+        brand_id: Set(brand_id),
+        name: Set(name.to_string()),
+        created_at: Set(Utc::now()),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+pub async fn link_enterprise<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+    enterprise_id: Uuid,
+) -> Result<(), DbErr> {
+    integration_enterprise::ActiveModel {
+        integration_id: Set(integration_id),
+        enterprise_id: Set(enterprise_id),
+        created_at: Set(Utc::now()),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+pub async fn insert_wallet_program<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    enterprise_id: Uuid,
+    name: &str,
+    currency: &str,
+) -> Result<(), DbErr> {
+    wallet_program::ActiveModel {
+        id: Set(id),
+        enterprise_id: Set(enterprise_id),
+        name: Set(name.to_string()),
+        currency: Set(currency.to_string()),
+        status: Set("ACTIVE".into()),
+        created_at: Set(Utc::now()),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+pub async fn find_integration<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<integration::Model>, DbErr> {
+    integration::Entity::find_by_id(id).one(c).await
+}
+
+/// The merchants (enterprises) an integration is linked to.
+pub async fn linked_enterprises<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+) -> Result<Vec<Uuid>, DbErr> {
+    Ok(integration_enterprise::Entity::find()
+        .filter(integration_enterprise::Column::IntegrationId.eq(integration_id))
+        .order_by_asc(integration_enterprise::Column::CreatedAt)
+        .all(c)
+        .await?
+        .into_iter()
+        .map(|l| l.enterprise_id)
+        .collect())
+}
+
+/// Active wallet programs of the given merchants.
+pub async fn active_programs<C: ConnectionTrait>(
+    c: &C,
+    enterprise_ids: &[Uuid],
+) -> Result<Vec<wallet_program::Model>, DbErr> {
+    if enterprise_ids.is_empty() {
+        return Ok(vec![]);
+    }
+    wallet_program::Entity::find()
+        .filter(wallet_program::Column::EnterpriseId.is_in(enterprise_ids.iter().copied()))
+        .filter(wallet_program::Column::Status.eq("ACTIVE"))
+        .order_by_asc(wallet_program::Column::CreatedAt)
+        .all(c)
+        .await
+}

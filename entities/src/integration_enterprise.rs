@@ -1,0 +1,16 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "integration_enterprises")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub integration_id: Uuid,
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub enterprise_id: Uuid,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

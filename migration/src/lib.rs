@@ -1,0 +1,14 @@
+//! Schema migrations. One file per migration; a migration is never edited after it lands.
+//! The same migrations run unchanged on SQLite (embedded mode) and PostgreSQL (production):
+//! only portable column types, no SQL defaults (timestamps are set in code), no partial indexes.
+pub use sea_orm_migration::prelude::*;
+
+mod m20261121_000001_foundation;
+
+pub struct Migrator;
+
+impl MigratorTrait for Migrator {
+    fn migrations() -> Vec<Box<dyn MigrationTrait>> {
+        vec![Box::new(m20261121_000001_foundation::Migration)]
+    }
+}
