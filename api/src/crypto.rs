@@ -35,7 +35,7 @@ impl Sealer {
         getrandom::fill(&mut nonce).expect("the operating system CSPRNG is unavailable");
         let ct = self
             .cipher
-            .encrypt(XNonce::from_slice(&nonce), Payload { msg: plaintext, aad })
+            .encrypt(&XNonce::from(nonce), Payload { msg: plaintext, aad })
             .expect("encryption with a valid key cannot fail");
         let mut out = nonce.to_vec();
         out.extend_from_slice(&ct);
@@ -50,8 +50,9 @@ impl Sealer {
             return Err(OpenError);
         }
         let (nonce, ct) = raw.split_at(24);
+        let nonce: [u8; 24] = nonce.try_into().map_err(|_| OpenError)?;
         self.cipher
-            .decrypt(XNonce::from_slice(nonce), Payload { msg: ct, aad })
+            .decrypt(&XNonce::from(nonce), Payload { msg: ct, aad })
             .map_err(|_| OpenError)
     }
 }

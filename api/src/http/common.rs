@@ -15,8 +15,10 @@ pub struct RequestMeta {
     /// Your correlation id (UUID). Not the dedup key: that is the Idempotency-Key header.
     pub partner_request_id: String,
     /// When the event happened at the POS (RFC 3339).
+    #[oai(nullable)]
     pub occurred_at: Option<String>,
     /// When the call was transmitted (RFC 3339).
+    #[oai(nullable)]
     pub sent_at: Option<String>,
     /// The API version the client speaks. Supported: 2026-06-01.
     pub api_version: String,
@@ -58,14 +60,19 @@ pub struct RequestContext {
     /// The merchant (enterprise) acted for; must be one the credential is authorized for.
     pub merchant_id: String,
     /// Null when not applicable.
+    #[oai(nullable)]
     pub branch_id: Option<String>,
     /// Physical or logical terminal.
+    #[oai(nullable)]
     pub terminal_id: Option<String>,
     /// Trusted only when signed into the terminal JWT.
+    #[oai(nullable)]
     pub cashier_id: Option<String>,
     /// Your own session or order reference.
+    #[oai(nullable)]
     pub partner_session_id: Option<String>,
     /// The checkout session this call belongs to (UUID); null on standalone calls.
+    #[oai(nullable)]
     pub service_session_id: Option<String>,
 }
 

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod body;
 pub mod common;
 pub mod errors;
+pub mod keys;
 pub mod middleware;
 pub mod openapi;
 pub mod platform;
@@ -26,7 +27,7 @@ pub fn routes(state: AppState) -> impl Endpoint {
     let doc_json = state.openapi.json.clone();
     let docs_html = state.openapi.docs_html.clone();
     let metrics = state.metrics.clone();
-    Route::new()
+    let app = Route::new()
         .at(
             "/v1/openapi.json",
             get(make_sync(move |_| {
@@ -45,8 +46,16 @@ pub fn routes(state: AppState) -> impl Endpoint {
                     .content_type("text/plain; version=0.0.4")
                     .body(metrics.render())
             })),
-        )
-        .with(middleware::BufferBody(state.config.max_body_bytes))
+        );
+    with_middleware(app, state)
+}
+
+/// The layers every request passes, around any endpoint: request id and envelope for
+/// every error, panic capture, body limit, shared state. Public so tests can put a
+/// deliberately failing endpoint behind the real stack.
+pub fn with_middleware<E: Endpoint + 'static>(ep: E, state: AppState) -> impl Endpoint {
+    let max = state.config.max_body_bytes;
+    ep.with(middleware::BufferBody(max))
         .with(middleware::catch_panic())
         .data(state)
         .with(middleware::RequestContext)

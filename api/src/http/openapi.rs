@@ -3,9 +3,9 @@
 use poem_openapi::OpenApiService;
 use serde_json::{Value, json};
 
-use super::{platform::PlatformApi, sandbox::SandboxApi};
+use super::{keys::KeysApi, platform::PlatformApi, sandbox::SandboxApi};
 
-pub type Apis = (PlatformApi, SandboxApi);
+pub type Apis = (PlatformApi, KeysApi, SandboxApi);
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
 /// Every operation must be listed: a test fails on a missing one.
@@ -13,12 +13,13 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("getHealth", "ga"),
     ("getCapabilities", "ga"),
     ("getOpenApi", "ga"),
+    ("createApiKey", "ga"),
     ("listSandboxMessages", "beta"),
 ];
 
 pub fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
-        (PlatformApi, SandboxApi),
+        (PlatformApi, KeysApi, SandboxApi),
         "Wallet & Loyalty Partner Service",
         env!("CARGO_PKG_VERSION"),
     )

@@ -51,15 +51,17 @@ pub struct OperationView {
 
 /// The calling credential as the service sees it.
 #[derive(Object, Serialize)]
-#[oai(nullable_all)]
 pub struct CredentialView {
     /// `api_key` or `terminal_jwt`.
     pub kind: String,
     /// `integration`, `enterprise`, `brand` or `branch`.
     pub scope: String,
     pub integration_id: String,
+    #[oai(nullable)]
     pub enterprise_id: Option<String>,
+    #[oai(nullable)]
     pub brand_id: Option<String>,
+    #[oai(nullable)]
     pub branch_id: Option<String>,
     pub is_sandbox: bool,
 }

@@ -166,5 +166,6 @@ pub struct ErrorObject {
     pub code: ErrorCodeDoc,
     /// Human-readable; do not parse it.
     pub message: String,
+    #[oai(nullable)]
     pub details: Option<serde_json::Value>,
 }

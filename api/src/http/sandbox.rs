@@ -9,18 +9,20 @@ pub struct SandboxApi;
 
 /// A message the mock SMS provider accepted.
 #[derive(Object, Serialize)]
-#[oai(nullable_all)]
 pub struct SandboxMessage {
     pub message_id: String,
     /// `otp` or `enrollment`.
     pub kind: String,
     pub phone: String,
     /// The code the customer would read, where the message carries one.
+    #[oai(nullable)]
     pub code: Option<String>,
     /// The signed link token, for enrollment messages.
+    #[oai(nullable)]
     pub verification_token: Option<String>,
     pub body: String,
     pub sent_at: String,
+    #[oai(nullable)]
     pub merchant_id: Option<String>,
 }
 

@@ -86,3 +86,12 @@ pub async fn list<C: ConnectionTrait>(c: &C, f: &Filter, limit: u64) -> Result<V
 pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<dead_letter::Model>, DbErr> {
     dead_letter::Entity::find_by_id(id).one(c).await
 }
+
+/// Jobs dead-lettered and not yet replayed or purged.
+pub async fn count_dead<C: ConnectionTrait>(c: &C) -> Result<u64, DbErr> {
+    use sea_orm::PaginatorTrait;
+    dead_letter::Entity::find()
+        .filter(dead_letter::Column::Status.eq("dead"))
+        .count(c)
+        .await
+}

@@ -5,6 +5,7 @@ pub mod db;
 pub mod dead_letters;
 pub mod idempotency;
 pub mod outbox;
+pub mod relay;
 pub mod sandbox_messages;
 pub mod tenancy;
 

@@ -149,3 +149,27 @@ pub async fn active_programs<C: ConnectionTrait>(
         .all(c)
         .await
 }
+
+pub async fn find_brand<C: ConnectionTrait>(
+    c: &C,
+    enterprise_id: Uuid,
+    brand_id: Uuid,
+) -> Result<Option<brand::Model>, DbErr> {
+    brand::Entity::find_by_id(brand_id)
+        .filter(brand::Column::EnterpriseId.eq(enterprise_id))
+        .one(c)
+        .await
+}
+
+pub async fn find_branch<C: ConnectionTrait>(
+    c: &C,
+    enterprise_id: Uuid,
+    brand_id: Uuid,
+    branch_id: Uuid,
+) -> Result<Option<branch::Model>, DbErr> {
+    branch::Entity::find_by_id(branch_id)
+        .filter(branch::Column::EnterpriseId.eq(enterprise_id))
+        .filter(branch::Column::BrandId.eq(brand_id))
+        .one(c)
+        .await
+}

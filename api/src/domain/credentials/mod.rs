@@ -2,6 +2,7 @@
 pub mod api_key;
 pub mod authenticate;
 pub mod jwt;
+pub mod keys;
 pub mod principal;
 
 pub use principal::{CredentialKind, Principal, Scope};

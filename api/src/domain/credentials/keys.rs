@@ -1,0 +1,127 @@
+//! Minting per-merchant keys from a caller's key. A key's scope is fixed at creation, must
+//! be consistent (brand within enterprise, branch within brand) and can never be wider than
+//! the caller's own.
+use chrono::{DateTime, Utc};
+use entities::api_key;
+use sea_orm::ConnectionTrait;
+use uuid::Uuid;
+
+use super::{Principal, Scope, api_key as raw_key};
+use crate::{error::ApiError, store};
+
+#[derive(Clone, Debug)]
+pub struct CreateKey {
+    pub enterprise_id: Uuid,
+    pub brand_id: Option<Uuid>,
+    pub branch_id: Option<Uuid>,
+    pub label: String,
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+/// A freshly minted secret and its bcrypt hash, made before the transaction opens so the
+/// slow hash never holds a database lock.
+pub struct Minted {
+    pub key: raw_key::MintedKey,
+    pub hash: String,
+}
+
+pub async fn mint(is_sandbox: bool, bcrypt_cost: u32) -> Result<Minted, ApiError> {
+    let key = raw_key::mint(is_sandbox);
+    let raw = key.raw.clone();
+    let hash = tokio::task::spawn_blocking(move || raw_key::hash(&raw, bcrypt_cost))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    Ok(Minted { key, hash })
+}
+
+/// Whether `target` lies within `caller` (the caller may act for every merchant in
+/// `linked` when it is integration-scoped).
+pub fn within(caller: &Scope, target: &Scope, linked: &[Uuid]) -> bool {
+    let e = target.enterprise_id();
+    match caller {
+        Scope::Integration => e.is_some_and(|e| linked.contains(&e)),
+        Scope::Enterprise { enterprise_id } => e == Some(*enterprise_id),
+        Scope::Brand { enterprise_id, brand_id } => {
+            e == Some(*enterprise_id) && target.brand_id() == Some(*brand_id)
+        }
+        Scope::Branch { branch_id, .. } => target.branch_id() == Some(*branch_id),
+    }
+}
+
+pub async fn create<C: ConnectionTrait>(
+    c: &C,
+    caller: &Principal,
+    req: CreateKey,
+    minted: Minted,
+) -> Result<api_key::Model, ApiError> {
+    let linked = store::tenancy::linked_enterprises(c, caller.integration_id).await?;
+    // A merchant outside the caller's authority is FORBIDDEN whether or not it exists.
+    if !linked.contains(&req.enterprise_id) {
+        return Err(ApiError::forbidden("The credential is not authorized for this merchant."));
+    }
+    if let Some(b) = req.brand_id {
+        let brand = store::tenancy::find_brand(c, req.enterprise_id, b).await?;
+        if brand.is_none() {
+            return Err(ApiError::field("/brand_id", "not_in_enterprise", "is not a brand of enterprise_id"));
+        }
+    }
+    if let (Some(b), Some(br)) = (req.brand_id, req.branch_id) {
+        let branch = store::tenancy::find_branch(c, req.enterprise_id, b, br).await?;
+        if branch.is_none() {
+            return Err(ApiError::field("/branch_id", "not_in_brand", "is not a branch of brand_id"));
+        }
+    }
+    let target = Scope::from_parts(
+        match (req.brand_id, req.branch_id) {
+            (Some(_), Some(_)) => "branch",
+            (Some(_), None) => "brand",
+            _ => "enterprise",
+        },
+        Some(req.enterprise_id),
+        req.brand_id,
+        req.branch_id,
+    )
+    .ok_or_else(|| ApiError::field("/branch_id", "requires_brand", "needs brand_id"))?;
+    if !within(&caller.scope, &target, &linked) {
+        return Err(ApiError::forbidden("The requested scope is outside the credential's own scope."));
+    }
+    let model = store::api_keys::insert(
+        c,
+        store::api_keys::NewKey {
+            id: Uuid::now_v7(),
+            integration_id: caller.integration_id,
+            scope: &target,
+            key_prefix: &minted.key.key_prefix,
+            key_hash: &minted.hash,
+            key_last_four: &minted.key.key_last_four,
+            label: &req.label,
+            is_sandbox: caller.is_sandbox,
+            expires_at: req.expires_at,
+            previous_key_id: None,
+        },
+    )
+    .await?;
+    Ok(model)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_never_widens() {
+        let (e, b, br) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let ent = Scope::Enterprise { enterprise_id: e };
+        let brand = Scope::Brand { enterprise_id: e, brand_id: b };
+        let branch = Scope::Branch { enterprise_id: e, brand_id: b, branch_id: br };
+        assert!(within(&Scope::Integration, &ent, &[e]));
+        assert!(!within(&Scope::Integration, &ent, &[]));
+        assert!(within(&ent, &branch, &[e]));
+        assert!(within(&brand, &branch, &[e]));
+        assert!(!within(&brand, &ent, &[e]));
+        assert!(!within(&branch, &brand, &[e]));
+        let other = Scope::Branch { enterprise_id: e, brand_id: b, branch_id: Uuid::now_v7() };
+        assert!(!within(&branch, &other, &[e]));
+    }
+}

@@ -1,0 +1,29 @@
+//! Background jobs on apalis: one queue per job type, fed only by the outbox relay, so a
+//! job exists if and only if the transaction that asked for it committed.
+//!
+//! Retries are ours, not apalis': a failed attempt schedules the next one as a new
+//! persisted task with a `run_after` (exponential backoff with jitter, surviving restarts),
+//! and the last failed attempt writes the job with its whole error history to the
+//! dead-letter table. Timeouts and panics are caught inside the handler so apalis never
+//! leaves a row stuck as Running.
+pub mod backoff;
+pub mod envelope;
+pub mod queue;
+pub mod relay;
+pub mod runtime;
+pub mod sms_send;
+
+pub use envelope::JobEnvelope;
+pub use queue::Queue;
+pub use runtime::Runtime;
+
+/// Why an attempt failed.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// Another attempt may succeed.
+    #[error("{0}")]
+    Retryable(String),
+    /// No attempt will succeed: dead-letter now.
+    #[error("{0}")]
+    Permanent(String),
+}

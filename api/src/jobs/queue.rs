@@ -1,0 +1,128 @@
+//! The apalis storage behind the queues: PostgreSQL (schema `apalis`, beside the service's
+//! tables) in production, and the same SQLite file as the service's data in embedded mode.
+//! Sharing the database lets the outbox relay insert queue rows in the transaction that
+//! marks the outbox rows relayed: a row is enqueued exactly once.
+use std::time::Duration;
+
+use apalis::prelude::TaskBuilder;
+use sea_orm::{
+    DatabaseConnection, DbBackend,
+    sqlx::{self, PgPool, SqlitePool},
+};
+
+use super::JobEnvelope;
+use crate::error::{ApiError, Subsystem};
+
+/// One apalis queue per job type.
+pub const QUEUES: &[&str] = &[super::sms_send::JOB_TYPE];
+
+/// apalis' own re-runs, for infrastructure failures only (our retry schedule could not be
+/// written); the job's real attempts are counted in the envelope.
+pub const INFRA_ATTEMPTS: usize = 5;
+
+#[derive(Clone)]
+pub enum Queue {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+fn unavailable(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Unavailable {
+        subsystem: Subsystem::Queue,
+        cause: e.to_string(),
+    }
+}
+
+impl Queue {
+    pub fn from_db(db: &DatabaseConnection) -> Queue {
+        match db.get_database_backend() {
+            DbBackend::Postgres => Queue::Postgres(db.get_postgres_connection_pool().clone()),
+            _ => Queue::Sqlite(db.get_sqlite_connection_pool().clone()),
+        }
+    }
+
+    /// Creates apalis' tables. On SQLite its setup also switches `synchronous` off for the
+    /// connection it runs on, so it gets a throwaway connection of its own and the
+    /// service's pool keeps its durable settings.
+    pub async fn setup(&self) -> anyhow::Result<()> {
+        match self {
+            Queue::Sqlite(pool) => {
+                let opts = (*pool.connect_options()).clone();
+                let one = sqlx::sqlite::SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .connect_with(opts)
+                    .await?;
+                apalis_sqlite::SqliteStorage::setup(&one).await?;
+                one.close().await;
+            }
+            Queue::Postgres(pool) => apalis_postgres::PostgresStorage::setup(pool).await?,
+        }
+        Ok(())
+    }
+
+    pub fn task(env: &JobEnvelope, run_after: Duration) -> apalis_core::task::Task<Vec<u8>> {
+        let bytes = serde_json::to_vec(env).expect("job envelopes serialise");
+        TaskBuilder::new(bytes)
+            .max_attempts(INFRA_ATTEMPTS)
+            .run_after(run_after)
+            .idempotency_key(env.idempotency_key())
+            .build()
+    }
+
+    /// Enqueues one attempt (a retry or a replay). A second push of the same attempt is a
+    /// no-op on both backends.
+    pub async fn push(&self, env: &JobEnvelope, run_after: Duration) -> Result<(), ApiError> {
+        let task = Self::task(env, run_after);
+        match self {
+            Queue::Sqlite(pool) => {
+                let mut tx = pool.begin().await.map_err(unavailable)?;
+                apalis_sqlite::queries::push_tasks(&mut *tx, &env.job_type, &[task])
+                    .await
+                    .map_err(unavailable)?;
+                tx.commit().await.map_err(unavailable)
+            }
+            Queue::Postgres(pool) => {
+                let mut tx = pool.begin().await.map_err(unavailable)?;
+                match apalis_postgres::queries::push_tasks(&mut *tx, &env.job_type, vec![task]).await {
+                    Ok(()) => tx.commit().await.map_err(unavailable),
+                    // apalis-postgres reports a duplicate idempotency key as an error.
+                    Err(e) if e.to_string().contains("idx_jobs_idempotency_key") => Ok(()),
+                    Err(e) => Err(unavailable(e)),
+                }
+            }
+        }
+    }
+
+    pub async fn ping(&self) -> Result<(), ApiError> {
+        match self {
+            Queue::Sqlite(pool) => sqlx::query("SELECT 1 FROM Jobs LIMIT 1")
+                .fetch_optional(pool)
+                .await
+                .map(|_| ()),
+            Queue::Postgres(pool) => sqlx::query("SELECT 1 FROM apalis.jobs LIMIT 1")
+                .fetch_optional(pool)
+                .await
+                .map(|_| ()),
+        }
+        .map_err(unavailable)
+    }
+
+    /// Rows per (queue, status), for the queue-depth metrics.
+    pub async fn depth(&self) -> Result<Vec<(String, String, i64)>, ApiError> {
+        // Both backends count into the same shape; status and queue are plain text columns.
+        let rows: Vec<(String, String, i64)> = match self {
+            Queue::Sqlite(pool) => sqlx::query_as(
+                "SELECT job_type, status, COUNT(*) AS n FROM Jobs GROUP BY job_type, status",
+            )
+            .fetch_all(pool)
+            .await,
+            Queue::Postgres(pool) => sqlx::query_as(
+                "SELECT job_type, status, COUNT(*) AS n FROM apalis.jobs GROUP BY job_type, status",
+            )
+            .fetch_all(pool)
+            .await,
+        }
+        .map_err(unavailable)?;
+        Ok(rows)
+    }
+}

@@ -1,0 +1,224 @@
+//! Starts and stops the job workers and the outbox relay: in `wallet-worker run`, and inside
+//! the API process in embedded mode.
+use std::{panic::AssertUnwindSafe, sync::Arc, time::Duration};
+
+use apalis::prelude::*;
+use chrono::Utc;
+use futures::FutureExt;
+use tokio::{sync::watch, task::JoinHandle};
+
+use super::{JobEnvelope, JobError, Queue, backoff, queue::QUEUES, relay, sms_send};
+use crate::{
+    sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
+    state::AppState,
+    store,
+};
+
+/// What job handlers need.
+pub struct JobDeps {
+    pub state: AppState,
+    /// Sandbox credentials' provider.
+    pub sms_mock: Arc<dyn SmsProvider>,
+    /// Everyone else's.
+    pub sms_live: Arc<dyn SmsProvider>,
+}
+
+pub struct Runtime {
+    stop: watch::Sender<bool>,
+    monitor: MonitorContext,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Runtime {
+    /// Spawns the relay, the metrics sampler and one apalis worker per queue.
+    pub fn start(state: AppState) -> anyhow::Result<Runtime> {
+        let cfg = &state.config;
+        let sms_live: Arc<dyn SmsProvider> = match &cfg.sms_provider_url {
+            Some(url) => Arc::new(HttpProvider::new(
+                url.clone(),
+                cfg.sms_provider_token.clone(),
+                Duration::from_millis(cfg.sms_provider_timeout_ms),
+            )?),
+            None => Arc::new(UnconfiguredProvider),
+        };
+        let deps = Arc::new(JobDeps {
+            sms_mock: Arc::new(MockProvider::new(state.db.clone())),
+            sms_live,
+            state: state.clone(),
+        });
+        // Unique per process start: apalis refuses a worker name seen in the last 30 s.
+        let instance = format!("{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let poll = Duration::from_millis(cfg.outbox_poll_ms.max(100));
+        let concurrency = cfg.job_concurrency;
+
+        let mut monitor = Monitor::new()
+            .should_restart(|ctx, err| {
+                tracing::error!(worker = %ctx.name(), error = %err, "job worker stopped; restarting");
+                true
+            })
+            .shutdown_timeout(Duration::from_secs(30));
+        for queue in QUEUES {
+            let instance = instance.clone();
+            let name = move |restarts: usize| format!("{queue}-{instance}-{restarts}");
+            match &state.queue {
+                Queue::Sqlite(pool) => {
+                    let storage = apalis_sqlite::SqliteStorage::<JobEnvelope>::new(pool)
+                        .with_config(apalis_sqlite::Config::default().queue(*queue));
+                    let deps = deps.clone();
+                    let name = name.clone();
+                    monitor = monitor.register(move |restarts| {
+                        WorkerBuilder::new(name(restarts))
+                            .backend(storage.clone().poll_with_interval(poll))
+                            .data(deps.clone())
+                            .concurrency(concurrency)
+                            .build(handle)
+                    });
+                }
+                Queue::Postgres(pool) => {
+                    let storage = apalis_postgres::PostgresStorage::<JobEnvelope>::new(pool)
+                        .with_config(apalis_postgres::Config::default().queue(*queue));
+                    let deps = deps.clone();
+                    let name = name.clone();
+                    monitor = monitor.register(move |restarts| {
+                        WorkerBuilder::new(name(restarts))
+                            .backend(storage.clone().with_pubsub().poll_with_interval(poll))
+                            .data(deps.clone())
+                            .concurrency(concurrency)
+                            .build(handle)
+                    });
+                }
+            }
+        }
+        let ctx = monitor.context();
+        let (stop, stop_rx) = watch::channel(false);
+        let tasks = vec![
+            tokio::spawn(async move {
+                if let Err(e) = monitor.run().await {
+                    tracing::error!(error = %e, "job monitor ended");
+                }
+            }),
+            tokio::spawn(relay::run_loop(state.clone(), stop_rx.clone())),
+            tokio::spawn(sample_metrics(state, stop_rx)),
+        ];
+        Ok(Runtime {
+            stop,
+            monitor: ctx,
+            tasks,
+        })
+    }
+
+    /// Stops taking work, lets running jobs finish, and waits for everything to end.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.monitor.shutdown();
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(35), t).await;
+        }
+    }
+}
+
+async fn handle(env: JobEnvelope, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDynError> {
+    let deps: &JobDeps = &deps;
+    let timeout = Duration::from_millis(deps.state.config.job_timeout_ms);
+    let span = tracing::info_span!("job", job_id = %env.job_id, job_type = %env.job_type, attempt = env.attempt);
+    let _enter = span.enter();
+    let run = AssertUnwindSafe(tokio::time::timeout(timeout, dispatch(deps, &env))).catch_unwind();
+    let failure = match run.await {
+        Ok(Ok(Ok(()))) => {
+            metrics::counter!("jobs_completed_total", "queue" => env.job_type.clone()).increment(1);
+            let waited = (Utc::now() - env.first_enqueued_at).num_milliseconds().max(0) as f64 / 1000.0;
+            metrics::histogram!("job_completion_latency_seconds", "queue" => env.job_type.clone()).record(waited);
+            return Ok(());
+        }
+        Ok(Ok(Err(e))) => e,
+        Ok(Err(_)) => JobError::Retryable(format!("attempt timed out after {timeout:?}")),
+        Err(_) => JobError::Retryable("the job panicked".into()),
+    };
+    after_failure(deps, &env, failure).await
+}
+
+async fn dispatch(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
+    match env.job_type.as_str() {
+        sms_send::JOB_TYPE => sms_send::run(deps, env).await,
+        other => Err(JobError::Permanent(format!("unknown job type {other}"))),
+    }
+}
+
+/// Schedules the next attempt, or dead-letters the job after its last one. The apalis row
+/// of this attempt ends as Killed either way: the job's life goes on in a new row.
+async fn after_failure(deps: &JobDeps, env: &JobEnvelope, failure: JobError) -> Result<(), BoxDynError> {
+    let cfg = &deps.state.config;
+    let message = failure.to_string();
+    metrics::counter!("jobs_failed_attempts_total", "queue" => env.job_type.clone()).increment(1);
+    let last = matches!(failure, JobError::Permanent(_)) || env.attempt >= cfg.job_max_attempts;
+    let recorded = if last {
+        dead_letter(deps, env, &message).await
+    } else {
+        let next = env.next_attempt(&message);
+        let wait = backoff::delay_before_attempt(
+            next.attempt,
+            Duration::from_millis(cfg.job_backoff_base_ms),
+            Duration::from_millis(cfg.job_backoff_max_ms),
+        );
+        tracing::warn!(error = %message, next_attempt = next.attempt, wait_ms = wait.as_millis() as u64, "job attempt failed; retry scheduled");
+        deps.state.queue.push(&next, wait).await.map_err(|e| e.to_string())
+    };
+    match recorded {
+        Ok(()) => Err(AbortError::new(JobFailed(message)).into()),
+        Err(e) => {
+            // Neither the retry nor the dead letter could be written (database down): let
+            // apalis run this attempt again, after a pause rather than in a hot loop.
+            tracing::error!(error = %e, "could not record a failed job attempt");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Err(JobFailed(format!("{message}; and recording it failed: {e}")).into())
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct JobFailed(String);
+
+async fn dead_letter(deps: &JobDeps, env: &JobEnvelope, message: &str) -> Result<(), String> {
+    let history = env.next_attempt(message).errors;
+    tracing::error!(error = %message, attempts = env.attempt, "job dead-lettered");
+    metrics::counter!("jobs_dead_lettered_total", "queue" => env.job_type.clone()).increment(1);
+    store::dead_letters::insert_once(
+        &deps.state.db,
+        store::dead_letters::NewDeadLetter {
+            job_id: env.job_id,
+            queue: &env.job_type,
+            job_type: &env.job_type,
+            merchant_id: env.merchant_id,
+            payload: env.payload.clone(),
+            attempts: i32::try_from(env.attempt).unwrap_or(i32::MAX),
+            error_history: serde_json::to_value(&history).unwrap_or_default(),
+            last_error: message,
+            first_enqueued_at: env.first_enqueued_at,
+            dead_at: Utc::now(),
+        },
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// Queue depth, dead-letter depth and outbox backlog as gauges, every few seconds.
+async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {
+    loop {
+        if let Ok(rows) = state.queue.depth().await {
+            for (queue, status, n) in rows {
+                metrics::gauge!("queue_depth", "queue" => queue, "status" => status).set(n as f64);
+            }
+        }
+        if let Ok(n) = store::dead_letters::count_dead(&state.db).await {
+            metrics::gauge!("dead_letter_depth").set(n as f64);
+        }
+        if let Ok(n) = store::outbox::pending_count(&state.db).await {
+            metrics::gauge!("outbox_pending").set(n as f64);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}

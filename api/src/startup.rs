@@ -1,0 +1,242 @@
+//! Building the shared state and running the HTTP server (and, where configured, the job
+//! workers) from a `Config`.
+use std::{net::SocketAddr, time::Duration};
+
+use poem::listener::TcpAcceptor;
+use migration::MigratorTrait;
+use serde::{Deserialize, Serialize};
+use tokio::{sync::oneshot, task::JoinHandle};
+
+use crate::{
+    config::{Config, Mode},
+    crypto::Sealer,
+    domain::credentials::jwt::JwtKeys,
+    http,
+    jobs::{Queue, Runtime},
+    kv::Kv,
+    secret::Secret,
+    state::{AppState, Inner},
+    store, telemetry,
+};
+
+/// Installs the process-wide TLS provider once (reqwest is built without one).
+fn install_tls_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Applies the service's migrations and creates the job queue tables.
+pub async fn migrate(config: &Config) -> anyhow::Result<()> {
+    let db = store::connect(config).await?;
+    migration::Migrator::up(&db, None).await?;
+    Queue::from_db(&db).setup().await?;
+    db.close().await?;
+    Ok(())
+}
+
+/// Secrets embedded mode generates on first start and keeps in its data dir, so tokens and
+/// sealed values survive a restart. Production never reaches this: it refuses to start
+/// without configured secrets.
+#[derive(Serialize, Deserialize)]
+struct EmbeddedSecrets {
+    jwt_secret: String,
+    secret_key: String,
+}
+
+fn embedded_secrets(config: &Config) -> anyhow::Result<EmbeddedSecrets> {
+    let path = config.data_dir.join("secrets.json");
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        return Ok(serde_json::from_str(&text)?);
+    }
+    let random_hex = || {
+        let mut b = [0u8; 32];
+        getrandom::fill(&mut b).expect("the operating system CSPRNG is unavailable");
+        hex::encode(b)
+    };
+    let s = EmbeddedSecrets {
+        jwt_secret: random_hex(),
+        secret_key: random_hex(),
+    };
+    std::fs::create_dir_all(&config.data_dir)?;
+    let text = serde_json::to_string_pretty(&s)?;
+    #[cfg(unix)]
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)?;
+        f.write_all(text.as_bytes())?;
+    }
+    #[cfg(not(unix))]
+    std::fs::write(&path, text)?;
+    Ok(s)
+}
+
+pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
+    install_tls_provider();
+    let db = store::connect(&config).await?;
+    let kv = match &config.redis_url {
+        Some(url) => Kv::redis(
+            url,
+            config.redis_timeout(),
+            &config.redis_prefix,
+            config.db_max_connections as usize * 2,
+        )?,
+        None => Kv::local(),
+    };
+    let (jwt_secret, secret_key) = match (&config.jwt_secret, &config.secret_key) {
+        (Some(j), Some(s)) => (j.clone(), s.clone()),
+        _ if config.mode() == Mode::Production => {
+            anyhow::bail!("production mode needs WALLET_JWT_SECRET and WALLET_SECRET_KEY")
+        }
+        (j, s) => {
+            let generated = embedded_secrets(&config)?;
+            (
+                j.clone().unwrap_or(Secret::new(generated.jwt_secret)),
+                s.clone().unwrap_or(Secret::new(generated.secret_key)),
+            )
+        }
+    };
+    let previous: Vec<(String, Vec<u8>)> = config
+        .jwt_previous_secrets
+        .as_ref()
+        .map(|p| {
+            p.expose()
+                .split(',')
+                .filter_map(|item| item.split_once(':'))
+                .map(|(k, s)| (k.to_string(), s.as_bytes().to_vec()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let jwt = JwtKeys::new(&config.jwt_kid, jwt_secret.expose().as_bytes(), &previous);
+    let sealer = Sealer::new(secret_key.expose().as_bytes());
+    let queue = Queue::from_db(&db);
+    Ok(AppState::new(Inner {
+        config,
+        db,
+        kv,
+        sealer,
+        jwt,
+        queue,
+        openapi: http::openapi::build(),
+        metrics: telemetry::metrics_handle(),
+    }))
+}
+
+/// A running service: its address, its state, and handles to stop it.
+pub struct Server {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    shutdown: oneshot::Sender<()>,
+    server: JoinHandle<std::io::Result<()>>,
+    jobs: Option<Runtime>,
+}
+
+impl Server {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Stops accepting requests, finishes the ones in flight, then stops the job workers.
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
+        if let Some(jobs) = self.jobs {
+            jobs.stop().await;
+        }
+    }
+
+    /// Waits until the server ends by itself (it does not, short of an error).
+    pub async fn wait(&mut self) -> std::io::Result<()> {
+        (&mut self.server).await.unwrap_or(Ok(()))
+    }
+}
+
+/// Serves `state` on `addr` (port 0 picks a free port); runs the job workers in this
+/// process when `run_workers`.
+pub async fn serve(state: AppState, addr: &str, run_workers: bool) -> anyhow::Result<Server> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    let acceptor = TcpAcceptor::from_tokio(listener)?;
+    let app = http::routes(state.clone());
+    let (tx, rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        poem::Server::new_with_acceptor(acceptor)
+            .run_with_graceful_shutdown(
+                app,
+                async {
+                    let _ = rx.await;
+                },
+                Some(Duration::from_secs(10)),
+            )
+            .await
+    });
+    let jobs = if run_workers {
+        Some(Runtime::start(state.clone())?)
+    } else {
+        None
+    };
+    Ok(Server {
+        addr: local,
+        state,
+        shutdown: tx,
+        server,
+        jobs,
+    })
+}
+
+/// `wallet-api serve`.
+pub async fn serve_from_config(config: Config) -> anyhow::Result<()> {
+    telemetry::init_logging(config.json_logs());
+    let started = std::time::Instant::now();
+    let mode = config.mode();
+    if mode == Mode::Embedded {
+        migrate(&config).await?;
+    }
+    let listen = config.listen_addr.clone();
+    let run_workers = config.runs_workers_in_process();
+    let db_url = config.effective_database_url();
+    let state = build_state(config).await?;
+    let mut server = serve(state, &listen, run_workers).await?;
+    let ready_ms = started.elapsed().as_millis();
+    match mode {
+        Mode::Embedded => {
+            let file = db_url.trim_start_matches("sqlite://").split('?').next().unwrap_or_default().to_string();
+            eprintln!(
+                "wallet-api listening on {url}/v1 (embedded mode: SQLite at {file}, jobs in-process; ready in {ready_ms} ms)\n\
+                 docs: {url}/v1/docs\n\
+                 create a tenant:  cargo run -p api -- tenant create --name \"Demo\" --sandbox --json\n\
+                 then:             curl -H \"x-api-key: <platform_key>\" {url}/v1/capabilities",
+                url = server.url()
+            );
+        }
+        Mode::Production => {
+            tracing::info!(addr = %server.addr, ready_ms = ready_ms as u64, workers_in_process = run_workers, "wallet-api listening (production mode)");
+        }
+    }
+    tokio::select! {
+        r = server.wait() => { r?; }
+        _ = shutdown_signal() => {
+            tracing::info!("shutting down");
+            server.stop().await;
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("installing a SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,309 @@
+//! Test harness: start the real service on port 0 against this run's database, onboard a
+//! fresh tenant per test, and talk HTTP to it.
+//!
+//! The mode comes from `WALLET_TEST_MODE`: `embedded` (default; a SQLite file in a temp
+//! dir) or `production` (a fresh PostgreSQL database created on
+//! `WALLET_TEST_DATABASE_URL`, plus Redis at `WALLET_TEST_REDIS_URL`). Each test run gets
+//! its own database and Redis key prefix; each test its own tenant, so tests run in
+//! parallel.
+pub mod oas31;
+pub mod redis_server;
+
+use std::{
+    path::PathBuf,
+    sync::OnceLock,
+    time::{Duration, Instant},
+};
+
+use api::{config::Config, domain::tenancy};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Embedded,
+    Production,
+}
+
+pub fn mode() -> Mode {
+    match std::env::var("WALLET_TEST_MODE").as_deref() {
+        Ok("production") => Mode::Production,
+        Ok("embedded") | Err(_) => Mode::Embedded,
+        Ok(other) => panic!("WALLET_TEST_MODE must be embedded or production, not {other}"),
+    }
+}
+
+struct Run {
+    database_url: String,
+    redis_url: Option<String>,
+    redis_prefix: String,
+    data_dir: PathBuf,
+}
+
+fn install_tls() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The database and prefix of this test run, created and migrated once per process.
+fn run() -> &'static Run {
+    static RUN: OnceLock<Run> = OnceLock::new();
+    RUN.get_or_init(|| {
+        install_tls();
+        let id = format!("{}_{}", std::process::id(), Uuid::new_v4().simple().to_string().get(..8).unwrap_or("0"));
+        let data_dir = std::env::temp_dir().join(format!("wallet-test-{id}"));
+        std::fs::create_dir_all(&data_dir).expect("temp dir");
+        let (database_url, redis_url) = match mode() {
+            Mode::Embedded => (
+                format!("sqlite://{}?mode=rwc", data_dir.join("wallet.db").display()),
+                None,
+            ),
+            Mode::Production => {
+                let base = std::env::var("WALLET_TEST_DATABASE_URL").expect(
+                    "production mode tests need WALLET_TEST_DATABASE_URL (e.g. postgres://postgres@127.0.0.1:5432/postgres)",
+                );
+                let redis = std::env::var("WALLET_TEST_REDIS_URL")
+                    .expect("production mode tests need WALLET_TEST_REDIS_URL (e.g. redis://127.0.0.1:6379)");
+                let name = format!("wallet_test_{id}");
+                let url = create_database(&base, &name);
+                (url, Some(redis))
+            }
+        };
+        let run = Run {
+            database_url,
+            redis_url,
+            redis_prefix: format!("wallet-test:{id}:"),
+            data_dir,
+        };
+        // Migrate on a runtime of its own: each #[tokio::test] has its own runtime, and a
+        // pool must not outlive the runtime that made it.
+        let cfg = config_for(&run);
+        std::thread::spawn(move || {
+            tokio::runtime::Runtime::new()
+                .expect("runtime")
+                .block_on(api::migrate(&cfg))
+                .expect("migrations apply")
+        })
+        .join()
+        .expect("migration thread");
+        run
+    })
+}
+
+fn create_database(base: &str, name: &str) -> String {
+    let base_owned = base.to_string();
+    let name2 = name.to_string();
+    std::thread::spawn(move || {
+        tokio::runtime::Runtime::new().expect("runtime").block_on(async move {
+            use sea_orm::ConnectionTrait;
+            let db = sea_orm::Database::connect(&base_owned).await.expect("connect to the test PostgreSQL");
+            db.execute_unprepared(&format!("CREATE DATABASE {name2}")).await.expect("create test database");
+            db.close().await.ok();
+        })
+    })
+    .join()
+    .expect("create-database thread");
+    match base.rsplit_once('/') {
+        Some((server, _db)) => format!("{server}/{name}"),
+        None => panic!("WALLET_TEST_DATABASE_URL needs a database path"),
+    }
+}
+
+fn config_for(run: &Run) -> Config {
+    Config {
+        database_url: Some(run.database_url.clone()),
+        redis_url: run.redis_url.clone(),
+        listen_addr: "127.0.0.1:0".into(),
+        data_dir: run.data_dir.clone(),
+        jwt_secret: Some(api::secret::Secret::new("test-jwt-secret-0123456789abcdefghijklmnop")),
+        secret_key: Some(api::secret::Secret::new("test-sealing-key-0123456789abcdefghijklmnop")),
+        redis_prefix: run.redis_prefix.clone(),
+        bcrypt_cost: 10,
+        job_max_attempts: 3,
+        job_backoff_base_ms: 50,
+        job_backoff_max_ms: 200,
+        job_timeout_ms: 5_000,
+        outbox_poll_ms: 50,
+        db_max_connections: 8,
+        log_format: Some("pretty".into()),
+        ..Config::default()
+    }
+}
+
+/// This run's configuration, for tests that start a process or build state themselves.
+pub fn test_config() -> Config {
+    config_for(run())
+}
+
+pub struct TestApp {
+    pub server: api::Server,
+    pub client: reqwest::Client,
+    pub url: String,
+}
+
+/// A tenant made for one test, as `wallet-api tenant create` makes it.
+#[derive(Clone, Debug)]
+pub struct TestTenant {
+    pub integration_id: Uuid,
+    pub merchant_id: Uuid,
+    pub brand_id: Uuid,
+    pub branch_ids: Vec<Uuid>,
+    pub wallet_program_id: Uuid,
+    pub currency: String,
+    pub platform_key: String,
+    pub is_sandbox: bool,
+}
+
+impl TestApp {
+    /// The API only; jobs stay queued.
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(false, |_| {}).await
+    }
+
+    /// The API and the job workers in this process. Call `stop` at the end of the test so
+    /// jobs this worker holds are handed back.
+    pub async fn spawn_with_workers() -> TestApp {
+        Self::spawn_with(true, |_| {}).await
+    }
+
+    pub async fn spawn_with(workers: bool, adjust: impl FnOnce(&mut Config)) -> TestApp {
+        let mut cfg = test_config();
+        adjust(&mut cfg);
+        api::telemetry::init_logging(false);
+        let state = api::build_state(cfg).await.expect("state builds");
+        let server = api::serve(state, "127.0.0.1:0", workers).await.expect("server starts");
+        let url = format!("{}/v1", server.url());
+        TestApp {
+            server,
+            client: reqwest::Client::builder()
+                .timeout(Duration::from_secs(30))
+                .build()
+                .expect("client"),
+            url,
+        }
+    }
+
+    pub async fn stop(self) {
+        self.server.stop().await;
+    }
+
+    pub async fn tenant(&self, sandbox: bool) -> TestTenant {
+        let t = tenancy::create(
+            &self.server.state.db,
+            &tenancy::NewTenant {
+                name: format!("Test {}", Uuid::new_v4()),
+                is_sandbox: sandbox,
+                currency: "EUR".into(),
+                branches: 2,
+            },
+            self.server.state.config.bcrypt_cost,
+        )
+        .await
+        .expect("tenant create");
+        TestTenant {
+            integration_id: t.integration_id,
+            merchant_id: t.merchant_id,
+            brand_id: t.brand_id,
+            branch_ids: t.branch_ids,
+            wallet_program_id: t.wallet_program_id,
+            currency: t.currency,
+            platform_key: t.platform_key,
+            is_sandbox: t.is_sandbox,
+        }
+    }
+
+    pub fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.get(format!("{}{path}", self.url))
+    }
+
+    pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.post(format!("{}{path}", self.url))
+    }
+}
+
+/// A response read whole: status, headers and the parsed envelope.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub bytes: Vec<u8>,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+
+    /// `(field, issue)` pairs of a VALIDATION_ERROR.
+    pub fn field_issues(&self) -> Vec<(String, String)> {
+        self.body["error"]["details"]["fields"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|f| {
+                        (
+                            f["field"].as_str().unwrap_or("").to_string(),
+                            f["issue"].as_str().unwrap_or("").to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Asserts the envelope's shape: ok/data/error/meta with a request id that matches the
+    /// X-Request-Id header.
+    pub fn assert_envelope(&self) -> &Self {
+        let b = &self.body;
+        assert!(b["ok"].is_boolean(), "no ok: {b}");
+        assert!(b.get("data").is_some() && b.get("error").is_some(), "no data/error: {b}");
+        let rid = b["meta"]["request_id"].as_str().expect("meta.request_id");
+        assert!(!rid.is_empty());
+        assert_eq!(b["meta"]["api_version"], "2026-06-01");
+        if b["meta"]["idempotency_replayed"] != json!(true) {
+            let header = self.headers.get("x-request-id").expect("X-Request-Id header");
+            assert_eq!(header.to_str().unwrap(), rid);
+        }
+        self
+    }
+}
+
+pub async fn send(req: reqwest::RequestBuilder) -> Reply {
+    let resp = req.send().await.expect("request sent");
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let bytes = resp.bytes().await.expect("body").to_vec();
+    let body: Value = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|e| panic!("response is not JSON ({e}): {}", String::from_utf8_lossy(&bytes)));
+    Reply {
+        status,
+        headers,
+        bytes,
+        body,
+    }
+}
+
+/// Polls `check` until it returns Some, or panics after `timeout`.
+pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The path of a workspace binary built beside this test binary.
+pub fn workspace_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current exe");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
+    let path = dir.join(name);
+    assert!(path.exists(), "{} is not built; run the suite with `cargo test --workspace`", path.display());
+    path
+}

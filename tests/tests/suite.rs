@@ -1,0 +1,8 @@
+//! The black-box suite: one binary, modules named after the domain they check.
+mod suite {
+    pub mod envelope;
+    pub mod jobs;
+    pub mod openapi;
+    pub mod platform;
+    pub mod tenancy;
+}

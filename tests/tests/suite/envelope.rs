@@ -1,0 +1,300 @@
+//! One envelope for every response, including the errors the framework raises by itself,
+//! and the retry contract of a mutating call.
+use serde_json::{Value, json};
+use tests::{TestApp, TestTenant, send};
+use uuid::Uuid;
+
+fn key_body(t: &TestTenant) -> Value {
+    json!({
+        "meta": {"partner_request_id": Uuid::new_v4().to_string(), "api_version": "2026-06-01"},
+        "context": {"merchant_id": t.merchant_id.to_string()},
+        "enterprise_id": t.merchant_id.to_string(),
+        "brand_id": t.brand_id.to_string(),
+        "branch_id": t.branch_ids[0].to_string(),
+        "label": "till 1",
+    })
+}
+
+async fn key_count(app: &TestApp, t: &TestTenant) -> usize {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    entities::api_key::Entity::find()
+        .filter(entities::api_key::Column::IntegrationId.eq(t.integration_id))
+        .all(&app.server.state.db)
+        .await
+        .unwrap()
+        .len()
+}
+
+#[tokio::test]
+async fn an_unknown_path_is_not_found_in_the_envelope() {
+    let app = TestApp::spawn().await;
+    for path in ["/nope", "/v2/health"] {
+        let r = send(app.client.get(format!("{}{path}", app.server.url()))).await;
+        r.assert_envelope();
+        assert_eq!(r.status, 404);
+        assert_eq!(r.code(), "NOT_FOUND");
+    }
+    let r = send(app.get("/no/such/operation")).await;
+    assert_eq!(r.status, 404);
+    assert_eq!(r.code(), "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_wrong_method_is_answered_in_the_envelope() {
+    let app = TestApp::spawn().await;
+    let r = send(app.client.delete(format!("{}/health", app.url))).await;
+    r.assert_envelope();
+    assert_eq!(r.status, 405);
+    assert_eq!(r.code(), "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn malformed_and_non_json_bodies_are_validation_errors_that_change_nothing() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let before = key_count(&app, &t).await;
+    let cases: Vec<(&str, &str)> = vec![
+        ("{not json", "application/json"),
+        ("", "application/json"),
+        ("[1,2]", "application/json"),
+        ("\"text\"", "application/json"),
+    ];
+    for (body, ct) in cases {
+        let r = send(
+            app.post("/auth/keys")
+                .header("x-api-key", &t.platform_key)
+                .header("Idempotency-Key", Uuid::new_v4().to_string())
+                .header("content-type", ct)
+                .body(body),
+        )
+        .await;
+        r.assert_envelope();
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        assert_eq!(r.code(), "VALIDATION_ERROR");
+        assert!(!r.field_issues().is_empty(), "{}", r.body);
+    }
+    assert_eq!(key_count(&app, &t).await, before);
+}
+
+#[tokio::test]
+async fn a_wrong_content_type_is_a_validation_error() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    for ct in [Some("text/plain"), None] {
+        let mut req = app
+            .post("/auth/keys")
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .body(key_body(&t).to_string());
+        if let Some(ct) = ct {
+            req = req.header("content-type", ct);
+        }
+        let r = send(req).await;
+        r.assert_envelope();
+        assert_eq!(r.status, 415, "{ct:?}: {}", r.body);
+        assert_eq!(r.code(), "VALIDATION_ERROR");
+        assert_eq!(r.field_issues()[0].0, "header:Content-Type");
+    }
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_rejected_in_the_envelope() {
+    let app = TestApp::spawn_with(false, |c| c.max_body_bytes = 4096).await;
+    let t = app.tenant(true).await;
+    let mut body = key_body(&t);
+    body["label"] = json!("x".repeat(10_000));
+    let r = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&body),
+    )
+    .await;
+    r.assert_envelope();
+    assert_eq!(r.status, 413);
+    assert_eq!(r.code(), "VALIDATION_ERROR");
+    assert_eq!(r.field_issues(), vec![("/".to_string(), "too_large".to_string())]);
+}
+
+#[tokio::test]
+async fn a_missing_or_malformed_idempotency_key_is_a_validation_error() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let before = key_count(&app, &t).await;
+    for key in [None, Some("not-a-uuid"), Some("")] {
+        let mut req = app.post("/auth/keys").header("x-api-key", &t.platform_key).json(&key_body(&t));
+        if let Some(k) = key {
+            req = req.header("Idempotency-Key", k);
+        }
+        let r = send(req).await;
+        r.assert_envelope();
+        assert_eq!(r.status, 400, "{key:?}: {}", r.body);
+        assert_eq!(r.code(), "VALIDATION_ERROR");
+        assert_eq!(r.field_issues()[0].0, "header:Idempotency-Key");
+    }
+    assert_eq!(key_count(&app, &t).await, before);
+}
+
+#[tokio::test]
+async fn a_mutation_without_a_supported_api_version_names_the_supported_ones() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    for version in [None, Some("2025-01-01")] {
+        let mut body = key_body(&t);
+        match version {
+            Some(v) => body["meta"]["api_version"] = json!(v),
+            None => {
+                body["meta"].as_object_mut().unwrap().remove("api_version");
+            }
+        }
+        let r = send(
+            app.post("/auth/keys")
+                .header("x-api-key", &t.platform_key)
+                .header("Idempotency-Key", Uuid::new_v4().to_string())
+                .json(&body),
+        )
+        .await;
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert_eq!(r.code(), "VALIDATION_ERROR");
+        let field = &r.body["error"]["details"]["fields"][0];
+        assert_eq!(field["field"], "/meta/api_version");
+        assert!(field["message"].as_str().unwrap().contains("2026-06-01"), "{field}");
+    }
+}
+
+#[tokio::test]
+async fn field_errors_name_each_bad_field_by_its_json_pointer() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let mut body = key_body(&t);
+    body["brand_id"] = json!("not-a-uuid");
+    body["label"] = json!("x".repeat(121));
+    body["expires_at"] = json!("2001-01-01T00:00:00Z");
+    let r = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&body),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    let issues = r.field_issues();
+    for expected in [("/brand_id", "invalid_uuid"), ("/label", "too_long"), ("/expires_at", "not_in_future")] {
+        assert!(issues.contains(&(expected.0.to_string(), expected.1.to_string())), "{expected:?} not in {issues:?}");
+    }
+    for f in r.body["error"]["details"]["fields"].as_array().unwrap() {
+        assert!(f["message"].as_str().is_some_and(|m| !m.is_empty()));
+    }
+}
+
+#[tokio::test]
+async fn a_retry_with_the_same_key_replays_the_first_response_byte_for_byte() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let idem = Uuid::new_v4().to_string();
+    let body = key_body(&t);
+    let first = send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&body)).await;
+    first.assert_envelope();
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["meta"]["idempotency_replayed"], false);
+    let raw_key = first.body["data"]["raw_key"].as_str().unwrap().to_string();
+    assert_eq!(first.body["data"]["scope"], "branch");
+
+    let second = send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&body)).await;
+    assert_eq!(second.status, 200);
+    assert_eq!(second.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(second.body["data"]["raw_key"], raw_key.as_str());
+    let flipped = String::from_utf8(first.bytes.clone()).unwrap().replace("\"idempotency_replayed\":false", "\"idempotency_replayed\":true");
+    assert_eq!(String::from_utf8(second.bytes.clone()).unwrap(), flipped, "only the replay flag differs");
+    assert_eq!(key_count(&app, &t).await, 2, "the platform key and exactly one new key");
+
+    // The stored replay never holds the raw key in plaintext.
+    use sea_orm::{EntityTrait};
+    let records = entities::idempotency_record::Entity::find().all(&app.server.state.db).await.unwrap();
+    assert!(records.iter().all(|r| !r.response_body.contains(&raw_key)));
+
+    // The new key works at once.
+    let r = send(app.get("/capabilities").header("x-api-key", &raw_key)).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["credential"]["scope"], "branch");
+}
+
+#[tokio::test]
+async fn the_same_key_with_a_different_body_is_idempotency_key_reused() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let idem = Uuid::new_v4().to_string();
+    let first = send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&key_body(&t))).await;
+    assert_eq!(first.status, 200);
+    let mut other = key_body(&t);
+    other["label"] = json!("till 2");
+    let r = send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&other)).await;
+    r.assert_envelope();
+    assert_eq!(r.status, 422);
+    assert_eq!(r.code(), "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(key_count(&app, &t).await, 2);
+}
+
+#[tokio::test]
+async fn concurrent_retries_of_one_create_make_one_key() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let idem = Uuid::new_v4().to_string();
+    let body = key_body(&t);
+    let calls = (0..6).map(|_| send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&body)));
+    let replies = futures::future::join_all(calls).await;
+    let mut keys = std::collections::HashSet::new();
+    for r in &replies {
+        match r.status {
+            200 => {
+                keys.insert(r.body["data"]["key_id"].as_str().unwrap().to_string());
+            }
+            409 => assert_eq!(r.code(), "CONFLICT"),
+            other => panic!("unexpected {other}: {}", r.body),
+        }
+    }
+    assert_eq!(keys.len(), 1, "one key id across all successful replies");
+    assert_eq!(key_count(&app, &t).await, 2);
+}
+
+#[tokio::test]
+async fn a_key_outside_the_callers_scope_is_forbidden_and_another_merchant_too() {
+    let app = TestApp::spawn().await;
+    let a = app.tenant(true).await;
+    let b = app.tenant(true).await;
+    // A's platform key asking for B's merchant.
+    let r = send(app.post("/auth/keys").header("x-api-key", &a.platform_key).header("Idempotency-Key", Uuid::new_v4().to_string()).json(&key_body(&b))).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(r.code(), "FORBIDDEN");
+    // A branch key asking for a sibling branch.
+    let first = send(app.post("/auth/keys").header("x-api-key", &a.platform_key).header("Idempotency-Key", Uuid::new_v4().to_string()).json(&key_body(&a))).await;
+    let branch_key = first.body["data"]["raw_key"].as_str().unwrap().to_string();
+    let mut sibling = key_body(&a);
+    sibling["branch_id"] = json!(a.branch_ids[1].to_string());
+    let r = send(app.post("/auth/keys").header("x-api-key", &branch_key).header("Idempotency-Key", Uuid::new_v4().to_string()).json(&sibling)).await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert_eq!(r.code(), "FORBIDDEN");
+}
+
+#[tokio::test]
+async fn a_panicking_handler_is_a_500_in_the_envelope_without_its_message() {
+    use poem::{Route, endpoint::make_sync, get, listener::TcpListener};
+    let app = TestApp::spawn().await;
+    let ep = api::http::with_middleware(
+        Route::new().at(
+            "/boom",
+            get(make_sync(|_| -> String { panic!("secret-panic-detail") })),
+        ),
+        app.server.state.clone(),
+    );
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    tokio::spawn(poem::Server::new(TcpListener::bind(addr.to_string())).run(ep));
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let r = send(app.client.get(format!("http://{addr}/boom"))).await;
+    r.assert_envelope();
+    assert_eq!(r.status, 500);
+    assert_eq!(r.code(), "INTERNAL_SERVER_ERROR");
+    assert!(!String::from_utf8_lossy(&r.bytes).contains("secret-panic-detail"));
+}

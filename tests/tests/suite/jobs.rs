@@ -1,0 +1,148 @@
+//! The job pipeline: outbox row → relay → queue → worker → provider, retries, dead letters.
+use std::time::Duration;
+
+use api::{jobs::sms_send, store};
+use sea_orm::TransactionTrait;
+use tests::{TestApp, TestTenant, eventually, send};
+use uuid::Uuid;
+
+fn sms(t: &TestTenant, phone: &str, code: &str) -> sms_send::SmsRequest {
+    sms_send::SmsRequest {
+        integration_id: t.integration_id,
+        merchant_id: Some(t.merchant_id),
+        is_sandbox: t.is_sandbox,
+        phone: phone.into(),
+        kind: "otp".into(),
+        body: format!("Your code is {code}"),
+        code: Some(code.into()),
+        verification_token: None,
+    }
+}
+
+/// A phone number no other test uses.
+fn fresh_phone(prefix: &str) -> String {
+    let n = Uuid::new_v4().as_u128() % 10_000_000;
+    format!("{prefix}{n:07}")
+}
+
+#[tokio::test]
+async fn an_sms_job_goes_from_a_committed_outbox_row_to_the_sandbox_inbox() {
+    let app = TestApp::spawn_with_workers().await;
+    let t = app.tenant(true).await;
+    let phone = fresh_phone("+4915");
+    let state = &app.server.state;
+    let txn = state.db.begin().await.unwrap();
+    sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "123456")).await.unwrap();
+    txn.commit().await.unwrap();
+
+    let msg = eventually(Duration::from_secs(20), "the SMS in the sandbox inbox", || async {
+        let r = send(app.get(&format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"))).header("x-api-key", &t.platform_key)).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["data"].as_array().and_then(|a| a.first().cloned())
+    })
+    .await;
+    assert_eq!(msg["kind"], "otp");
+    assert_eq!(msg["code"], "123456");
+    assert_eq!(msg["phone"], phone);
+    assert_eq!(msg["body"], "Your code is 123456");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_rolled_back_transaction_enqueues_nothing() {
+    let app = TestApp::spawn_with_workers().await;
+    let t = app.tenant(true).await;
+    let phone = fresh_phone("+4916");
+    let state = &app.server.state;
+    let txn = state.db.begin().await.unwrap();
+    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "654321")).await.unwrap();
+    txn.rollback().await.unwrap();
+
+    // A committed marker sent after it: once it arrives, the rolled-back one had every chance.
+    let marker = fresh_phone("+4917");
+    let txn = state.db.begin().await.unwrap();
+    sms_send::enqueue(&txn, &state.sealer, sms(&t, &marker, "000000")).await.unwrap();
+    txn.commit().await.unwrap();
+    eventually(Duration::from_secs(20), "the committed marker SMS", || async {
+        let r = send(app.get(&format!("/sandbox/messages?phone={}", marker.replace('+', "%2B"))).header("x-api-key", &t.platform_key)).await;
+        r.body["data"].as_array().filter(|a| !a.is_empty()).map(|_| ())
+    })
+    .await;
+
+    let r = send(app.get(&format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"))).header("x-api-key", &t.platform_key)).await;
+    assert_eq!(r.body["data"], serde_json::json!([]), "a rolled-back SMS was sent");
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let rows = entities::outbox::Entity::find()
+        .filter(entities::outbox::Column::EventId.eq(job_id))
+        .all(&state.db)
+        .await
+        .unwrap();
+    assert!(rows.is_empty(), "the outbox kept a rolled-back row");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_job_that_always_fails_is_dead_lettered_with_its_error_history() {
+    let app = TestApp::spawn_with_workers().await;
+    let t = app.tenant(true).await;
+    // Sandbox numbers starting +9990 make the mock provider fail every attempt.
+    let phone = fresh_phone("+99901");
+    let state = &app.server.state;
+    let txn = state.db.begin().await.unwrap();
+    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "111111")).await.unwrap();
+    txn.commit().await.unwrap();
+
+    let dead = eventually(Duration::from_secs(30), "the dead letter", || async {
+        let rows = store::dead_letters::list(&state.db, &store::dead_letters::Filter::default(), 500).await.unwrap();
+        rows.into_iter().find(|d| d.job_id == job_id)
+    })
+    .await;
+    let max = state.config.job_max_attempts as i32;
+    assert_eq!(dead.attempts, max);
+    assert_eq!(dead.status, "dead");
+    assert_eq!(dead.queue, "sms_send");
+    assert_eq!(dead.merchant_id, Some(t.merchant_id));
+    let history = dead.error_history.as_array().unwrap();
+    assert_eq!(history.len(), max as usize, "one entry per attempt: {history:?}");
+    for (i, h) in history.iter().enumerate() {
+        assert_eq!(h["attempt"], i as u64 + 1);
+        assert!(h["error"].as_str().unwrap().contains("always fails"), "{h}");
+    }
+    // The sealed content never appears in the dead letter.
+    assert!(!dead.payload.to_string().contains("111111"));
+    let r = send(app.get(&format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"))).header("x-api-key", &t.platform_key)).await;
+    assert_eq!(r.body["data"], serde_json::json!([]));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn sandbox_messages_are_not_found_for_a_production_key() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(false).await;
+    let r = send(app.get("/sandbox/messages?phone=%2B4915112345678").header("x-api-key", &t.platform_key)).await;
+    r.assert_envelope();
+    assert_eq!(r.status, 404);
+    assert_eq!(r.code(), "NOT_FOUND");
+}
+
+#[tokio::test]
+async fn one_tenant_never_reads_another_tenants_sandbox_messages() {
+    let app = TestApp::spawn_with_workers().await;
+    let a = app.tenant(true).await;
+    let b = app.tenant(true).await;
+    let phone = fresh_phone("+4918");
+    let state = &app.server.state;
+    let txn = state.db.begin().await.unwrap();
+    sms_send::enqueue(&txn, &state.sealer, sms(&a, &phone, "222222")).await.unwrap();
+    txn.commit().await.unwrap();
+    let q = format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"));
+    eventually(Duration::from_secs(20), "tenant A's SMS", || async {
+        let r = send(app.get(&q).header("x-api-key", &a.platform_key)).await;
+        r.body["data"].as_array().filter(|x| !x.is_empty()).map(|_| ())
+    })
+    .await;
+    let r = send(app.get(&q).header("x-api-key", &b.platform_key)).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"], serde_json::json!([]));
+    app.stop().await;
+}

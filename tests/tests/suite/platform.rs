@@ -1,0 +1,100 @@
+//! Platform endpoints: health, capabilities, credentials at the door.
+use std::time::{Duration, Instant};
+
+use tests::{TestApp, redis_server::PrivateRedis, send};
+
+#[tokio::test]
+async fn health_answers_without_a_credential() {
+    let app = TestApp::spawn().await;
+    let r = send(app.get("/health")).await;
+    r.assert_envelope();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["status"], "ok", "{}", r.body);
+    assert_eq!(r.body["data"]["degraded_subsystems"], serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn the_platform_key_from_tenant_create_works_at_once() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let r = send(app.get("/capabilities").header("x-api-key", &t.platform_key)).await;
+    r.assert_envelope();
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d = &r.body["data"];
+    assert_eq!(d["credential"]["scope"], "integration");
+    assert_eq!(d["credential"]["integration_id"], t.integration_id.to_string());
+    assert_eq!(d["credential"]["is_sandbox"], true);
+    assert_eq!(d["currencies"], serde_json::json!(["EUR"]));
+    assert_eq!(d["wallet_programs"][0]["wallet_program_id"], t.wallet_program_id.to_string());
+    assert_eq!(d["supported_identify_credential_types"], serde_json::json!(["phone"]));
+    let ops: Vec<&str> = d["operations"].as_array().unwrap().iter().map(|o| o["operation_id"].as_str().unwrap()).collect();
+    assert!(ops.contains(&"getCapabilities"), "{ops:?}");
+}
+
+#[tokio::test]
+async fn a_wrong_or_unknown_key_is_invalid_api_key() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(false).await;
+    // Right prefix, wrong secret part.
+    let mut forged = t.platform_key.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == 'A' { 'B' } else { 'A' });
+    for key in [forged.as_str(), "wk_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "not-a-key", ""] {
+        let r = send(app.get("/capabilities").header("x-api-key", key)).await;
+        r.assert_envelope();
+        assert_eq!(r.status, 401, "{key}: {}", r.body);
+        assert_eq!(r.code(), "INVALID_API_KEY");
+        assert_eq!(r.body["ok"], false);
+        assert_eq!(r.body["data"], serde_json::Value::Null);
+    }
+    let r = send(app.get("/capabilities")).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.code(), "INVALID_API_KEY");
+    // The real key still works after the failures.
+    let r = send(app.get("/capabilities").header("x-api-key", &t.platform_key)).await;
+    assert_eq!(r.status, 200);
+}
+
+#[tokio::test]
+async fn an_invalid_bearer_token_is_invalid_api_key() {
+    let app = TestApp::spawn().await;
+    let r = send(app.get("/capabilities").bearer_auth("eyJhbGciOiJub25lIn0.e30.")).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.code(), "INVALID_API_KEY");
+}
+
+#[tokio::test]
+async fn health_reports_redis_degraded_and_redis_calls_fail_fast_and_retryable() {
+    let mut redis = PrivateRedis::start();
+    let url = redis.url();
+    let app = TestApp::spawn_with(false, |c| {
+        c.redis_url = Some(url);
+        c.redis_timeout_ms = 300;
+    })
+    .await;
+    let t = app.tenant(true).await;
+    let r = send(app.get("/capabilities").header("x-api-key", &t.platform_key)).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(send(app.get("/health")).await.body["data"]["status"], "ok");
+
+    redis.stop();
+
+    let r = send(app.get("/health")).await;
+    r.assert_envelope();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["status"], "degraded");
+    let degraded = r.body["data"]["degraded_subsystems"].as_array().unwrap();
+    assert!(degraded.iter().any(|s| s == "redis"), "{}", r.body);
+    assert!(!degraded.iter().any(|s| s == "database"), "{}", r.body);
+
+    // A request that needs Redis: a clear retryable error within the bound, no hang.
+    let started = Instant::now();
+    let r = send(app.get("/capabilities").header("x-api-key", &t.platform_key)).await;
+    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    r.assert_envelope();
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.code(), "INTERNAL_SERVER_ERROR");
+    assert_eq!(r.body["error"]["details"]["subsystem"], "redis");
+    assert_eq!(r.body["error"]["details"]["retryable"], true);
+    assert!(r.headers.get("retry-after").is_some());
+}

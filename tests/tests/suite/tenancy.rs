@@ -1,0 +1,53 @@
+//! Operator onboarding through the real CLI.
+use std::process::Command;
+
+use tests::{TestApp, send, test_config, workspace_binary};
+
+#[tokio::test]
+async fn tenant_create_prints_the_documented_object_and_its_key_works_at_once() {
+    let cfg = test_config();
+    let out = Command::new(workspace_binary("wallet-api"))
+        .args(["tenant", "create", "--name", "Corner Shop", "--sandbox", "--currency", "GBP", "--branches", "3", "--json"])
+        .env("WALLET_DATABASE_URL", cfg.database_url.as_deref().unwrap())
+        .env("WALLET_DATA_DIR", &cfg.data_dir)
+        .env("WALLET_JWT_SECRET", cfg.jwt_secret.as_ref().unwrap().expose())
+        .env("WALLET_SECRET_KEY", cfg.secret_key.as_ref().unwrap().expose())
+        .env("WALLET_REDIS_URL", cfg.redis_url.clone().unwrap_or_else(|| "redis://127.0.0.1:6379".into()))
+        .env("WALLET_BCRYPT_COST", "10")
+        .output()
+        .expect("wallet-api runs");
+    assert!(out.status.success(), "tenant create failed: {}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
+    for key in ["integration_id", "merchant_id", "enterprise_id", "brand_id", "branch_ids", "wallet_program_id", "currency", "platform_key", "is_sandbox"] {
+        assert!(v.get(key).is_some(), "missing {key}: {v}");
+    }
+    assert_eq!(v.as_object().unwrap().len(), 9, "exactly the documented fields: {v}");
+    assert_eq!(v["merchant_id"], v["enterprise_id"]);
+    assert_eq!(v["branch_ids"].as_array().unwrap().len(), 3);
+    assert_eq!(v["currency"], "GBP");
+    assert_eq!(v["is_sandbox"], true);
+    assert!(v["platform_key"].as_str().unwrap().starts_with("wk_test_"));
+
+    let app = TestApp::spawn().await;
+    let r = send(app.get("/capabilities").header("x-api-key", v["platform_key"].as_str().unwrap())).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["credential"]["integration_id"], v["integration_id"]);
+    assert_eq!(r.body["data"]["currencies"], serde_json::json!(["GBP"]));
+}
+
+#[tokio::test]
+async fn tenant_create_rejects_a_bad_currency_and_names_the_flag() {
+    let cfg = test_config();
+    let out = Command::new(workspace_binary("wallet-api"))
+        .args(["tenant", "create", "--name", "X", "--currency", "EURO", "--json"])
+        .env("WALLET_DATABASE_URL", cfg.database_url.as_deref().unwrap())
+        .env("WALLET_DATA_DIR", &cfg.data_dir)
+        .env("WALLET_JWT_SECRET", cfg.jwt_secret.as_ref().unwrap().expose())
+        .env("WALLET_SECRET_KEY", cfg.secret_key.as_ref().unwrap().expose())
+        .env("WALLET_REDIS_URL", cfg.redis_url.clone().unwrap_or_else(|| "redis://127.0.0.1:6379".into()))
+        .output()
+        .expect("wallet-api runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--currency"));
+    assert!(out.stdout.is_empty());
+}
