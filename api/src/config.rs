@@ -130,7 +130,12 @@ impl Config {
             }
             fig = fig.merge(Toml::file(path));
         }
-        fig = fig.merge(Env::prefixed("WALLET_").ignore(&["CONFIG_FILE"]));
+        // Unknown WALLET_* variables are an error (a typo must not silently fall back to a
+        // default), except WALLET_TEST_*, which belongs to the test harness.
+        fig = fig.merge(Env::prefixed("WALLET_").filter(|k| {
+            let k = k.as_str().to_ascii_lowercase();
+            k != "config_file" && !k.starts_with("test_")
+        }));
         let cfg: Config = fig.extract().map_err(|e| {
             // figment names the key; make it the env var a reader would set.
             let key = e
@@ -138,7 +143,7 @@ impl Config {
                 .first()
                 .map(|k| format!("WALLET_{}", k.to_uppercase()))
                 .unwrap_or_default();
-            ConfigError::Load(format!("{key} {}", e.kind).trim().to_string())
+            ConfigError::Load(format!("{key}: {}", e.kind).trim().to_string())
         })?;
         cfg.validate()?;
         Ok(cfg)

@@ -298,12 +298,3 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
-
-/// The path of a workspace binary built beside this test binary.
-pub fn workspace_binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("current exe");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let path = dir.join(name);
-    assert!(path.exists(), "{} is not built; run the suite with `cargo test --workspace`", path.display());
-    path
-}

@@ -4,5 +4,4 @@ mod suite {
     pub mod jobs;
     pub mod openapi;
     pub mod platform;
-    pub mod tenancy;
 }

@@ -1,12 +1,16 @@
-//! Operator onboarding through the real CLI.
+//! The `wallet-api` command line, run as the operator runs it.
 use std::process::Command;
 
-use tests::{TestApp, send, test_config, workspace_binary};
+use tests::{TestApp, send, test_config};
+
+fn wallet_api() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_wallet-api"))
+}
 
 #[tokio::test]
 async fn tenant_create_prints_the_documented_object_and_its_key_works_at_once() {
     let cfg = test_config();
-    let out = Command::new(workspace_binary("wallet-api"))
+    let out = wallet_api()
         .args(["tenant", "create", "--name", "Corner Shop", "--sandbox", "--currency", "GBP", "--branches", "3", "--json"])
         .env("WALLET_DATABASE_URL", cfg.database_url.as_deref().unwrap())
         .env("WALLET_DATA_DIR", &cfg.data_dir)
@@ -38,7 +42,7 @@ async fn tenant_create_prints_the_documented_object_and_its_key_works_at_once() 
 #[tokio::test]
 async fn tenant_create_rejects_a_bad_currency_and_names_the_flag() {
     let cfg = test_config();
-    let out = Command::new(workspace_binary("wallet-api"))
+    let out = wallet_api()
         .args(["tenant", "create", "--name", "X", "--currency", "EURO", "--json"])
         .env("WALLET_DATABASE_URL", cfg.database_url.as_deref().unwrap())
         .env("WALLET_DATA_DIR", &cfg.data_dir)
@@ -50,4 +54,47 @@ async fn tenant_create_rejects_a_bad_currency_and_names_the_flag() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--currency"));
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn openapi_prints_the_served_document() {
+    let out = wallet_api().arg("openapi").output().expect("wallet-api runs");
+    assert!(out.status.success());
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, api::http::openapi::build().document);
+}
+
+#[test]
+fn a_bad_setting_stops_start_up_with_its_name() {
+    let out = wallet_api()
+        .arg("migrate")
+        .env("WALLET_DATABASE_URL", "mysql://nope")
+        .output()
+        .expect("wallet-api runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("WALLET_DATABASE_URL"));
+}
+
+#[test]
+fn production_mode_refuses_to_start_without_a_jwt_secret() {
+    let out = wallet_api()
+        .arg("serve")
+        .env("WALLET_DATABASE_URL", "postgres://postgres@127.0.0.1:1/none")
+        .env("WALLET_REDIS_URL", "redis://127.0.0.1:1")
+        .env_remove("WALLET_JWT_SECRET")
+        .output()
+        .expect("wallet-api runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("WALLET_JWT_SECRET"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_misspelt_setting_is_refused_not_ignored() {
+    let out = wallet_api()
+        .arg("migrate")
+        .env("WALLET_DATABSE_URL", "postgres://x")
+        .output()
+        .expect("wallet-api runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("WALLET_DATABSE_URL"), "{}", String::from_utf8_lossy(&out.stderr));
 }
