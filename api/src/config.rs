@@ -110,7 +110,10 @@ pub enum ConfigError {
     #[error("configuration could not be read: {0}")]
     Load(String),
     #[error("invalid setting {setting}: {reason}")]
-    Invalid { setting: &'static str, reason: String },
+    Invalid {
+        setting: &'static str,
+        reason: String,
+    },
 }
 
 fn invalid(setting: &'static str, reason: impl Into<String>) -> ConfigError {
@@ -126,7 +129,10 @@ impl Config {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Ok(path) = std::env::var("WALLET_CONFIG_FILE") {
             if !std::path::Path::new(&path).is_file() {
-                return Err(invalid("WALLET_CONFIG_FILE", format!("{path} is not a file")));
+                return Err(invalid(
+                    "WALLET_CONFIG_FILE",
+                    format!("{path} is not a file"),
+                ));
             }
             fig = fig.merge(Toml::file(path));
         }
@@ -173,7 +179,10 @@ impl Config {
         if let Some(url) = &self.redis_url
             && !(url.starts_with("redis://") || url.starts_with("rediss://"))
         {
-            return Err(invalid("WALLET_REDIS_URL", "must start with redis:// or rediss://"));
+            return Err(invalid(
+                "WALLET_REDIS_URL",
+                "must start with redis:// or rediss://",
+            ));
         }
         self.listen_addr
             .parse::<SocketAddr>()
@@ -234,10 +243,16 @@ impl Config {
             return Err(invalid("WALLET_BCRYPT_COST", "must be between 10 and 14"));
         }
         if self.max_body_bytes < 1024 || self.max_body_bytes > 16 * 1024 * 1024 {
-            return Err(invalid("WALLET_MAX_BODY_BYTES", "must be between 1 KiB and 16 MiB"));
+            return Err(invalid(
+                "WALLET_MAX_BODY_BYTES",
+                "must be between 1 KiB and 16 MiB",
+            ));
         }
         if self.job_max_attempts == 0 || self.job_max_attempts > 50 {
-            return Err(invalid("WALLET_JOB_MAX_ATTEMPTS", "must be between 1 and 50"));
+            return Err(invalid(
+                "WALLET_JOB_MAX_ATTEMPTS",
+                "must be between 1 and 50",
+            ));
         }
         if self.job_backoff_base_ms == 0 || self.job_backoff_max_ms < self.job_backoff_base_ms {
             return Err(invalid(
@@ -262,7 +277,10 @@ impl Config {
     /// The database URL to connect to; embedded mode defaults to a file in the data dir.
     pub fn effective_database_url(&self) -> String {
         self.database_url.clone().unwrap_or_else(|| {
-            format!("sqlite://{}?mode=rwc", self.data_dir.join("wallet.db").display())
+            format!(
+                "sqlite://{}?mode=rwc",
+                self.data_dir.join("wallet.db").display()
+            )
         })
     }
 

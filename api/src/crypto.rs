@@ -35,7 +35,13 @@ impl Sealer {
         getrandom::fill(&mut nonce).expect("the operating system CSPRNG is unavailable");
         let ct = self
             .cipher
-            .encrypt(&XNonce::from(nonce), Payload { msg: plaintext, aad })
+            .encrypt(
+                &XNonce::from(nonce),
+                Payload {
+                    msg: plaintext,
+                    aad,
+                },
+            )
             .expect("encryption with a valid key cannot fail");
         let mut out = nonce.to_vec();
         out.extend_from_slice(&ct);

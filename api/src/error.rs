@@ -208,10 +208,7 @@ impl ApiError {
     }
 
     pub fn invalid_api_key() -> Self {
-        Self::new(
-            ErrorCode::InvalidApiKey,
-            "Missing or invalid credentials.",
-        )
+        Self::new(ErrorCode::InvalidApiKey, "Missing or invalid credentials.")
     }
 
     pub fn forbidden(message: impl Into<String>) -> Self {

@@ -191,8 +191,15 @@ where
     let record_id = Uuid::now_v7();
     let (stored_body, sealed) = match &outcome.secret {
         Some(secret) => {
-            let text = String::from_utf8_lossy(&rendered.body).replacen(secret.as_str(), SEALED_PLACEHOLDER, 1);
-            (text.into_bytes(), Some(ctx.sealer.seal(secret.as_bytes(), record_id.as_bytes())))
+            let text = String::from_utf8_lossy(&rendered.body).replacen(
+                secret.as_str(),
+                SEALED_PLACEHOLDER,
+                1,
+            );
+            (
+                text.into_bytes(),
+                Some(ctx.sealer.seal(secret.as_bytes(), record_id.as_bytes())),
+            )
         }
         None => (rendered.body.clone(), None),
     };
@@ -220,7 +227,9 @@ where
             drop(txn);
             return match store::idempotency::find(ctx.db, r.owner, r.key, Utc::now()).await? {
                 Some(rec) => replay(ctx, r, rec),
-                None => Err(ApiError::conflict("Concurrent request with this Idempotency-Key; retry.")),
+                None => Err(ApiError::conflict(
+                    "Concurrent request with this Idempotency-Key; retry.",
+                )),
             };
         }
         Err(e) => return Err(e.into()),
@@ -247,7 +256,12 @@ mod tests {
     #[test]
     fn the_key_must_be_a_uuid() {
         assert!(parse_key(Some("0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69")).is_ok());
-        for bad in [None, Some(""), Some("abc"), Some("0191c1c07f3e7a44b1a61f2d3c4b5a69")] {
+        for bad in [
+            None,
+            Some(""),
+            Some("abc"),
+            Some("0191c1c07f3e7a44b1a61f2d3c4b5a69"),
+        ] {
             let e = parse_key(bad).unwrap_err();
             assert_eq!(e.code(), crate::error::ErrorCode::ValidationError);
         }

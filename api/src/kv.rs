@@ -66,7 +66,12 @@ impl Kv {
         Kv::Local(Arc::new(LocalKv::default()))
     }
 
-    pub fn redis(url: &str, timeout: Duration, prefix: &str, max_size: usize) -> anyhow::Result<Self> {
+    pub fn redis(
+        url: &str,
+        timeout: Duration,
+        prefix: &str,
+        max_size: usize,
+    ) -> anyhow::Result<Self> {
         let mut cfg = deadpool_redis::Config::from_url(url);
         cfg.pool = Some(deadpool_redis::PoolConfig {
             max_size,
@@ -126,7 +131,10 @@ impl Kv {
             Kv::Redis(r) => {
                 let k = Self::key(r, key);
                 Self::run(r, |mut c| async move {
-                    redis::cmd("GET").arg(k).query_async::<Option<String>>(&mut c).await
+                    redis::cmd("GET")
+                        .arg(k)
+                        .query_async::<Option<String>>(&mut c)
+                        .await
                 })
                 .await
             }
@@ -144,7 +152,13 @@ impl Kv {
                 let v = value.to_string();
                 let ms = ttl.as_millis() as u64;
                 Self::run(r, |mut c| async move {
-                    redis::cmd("SET").arg(k).arg(v).arg("PX").arg(ms).query_async::<()>(&mut c).await
+                    redis::cmd("SET")
+                        .arg(k)
+                        .arg(v)
+                        .arg("PX")
+                        .arg(ms)
+                        .query_async::<()>(&mut c)
+                        .await
                 })
                 .await
             }
@@ -160,7 +174,14 @@ impl Kv {
                 let v = value.to_string();
                 let ms = ttl.as_millis() as u64;
                 let res: Option<String> = Self::run(r, |mut c| async move {
-                    redis::cmd("SET").arg(k).arg(v).arg("NX").arg("PX").arg(ms).query_async(&mut c).await
+                    redis::cmd("SET")
+                        .arg(k)
+                        .arg(v)
+                        .arg("NX")
+                        .arg("PX")
+                        .arg(ms)
+                        .query_async(&mut c)
+                        .await
                 })
                 .await?;
                 Ok(res.is_some())
@@ -179,7 +200,11 @@ impl Kv {
                 let k = Self::key(r, key);
                 let v = value.to_string();
                 Self::run(r, |mut c| async move {
-                    redis::Script::new(DEL_IF_EQ).key(k).arg(v).invoke_async::<i64>(&mut c).await
+                    redis::Script::new(DEL_IF_EQ)
+                        .key(k)
+                        .arg(v)
+                        .invoke_async::<i64>(&mut c)
+                        .await
                 })
                 .await?;
                 Ok(())
@@ -211,14 +236,22 @@ impl Kv {
 
     /// Counts a hit in a fixed window; returns the count including this hit and the time
     /// left in the window.
-    pub async fn incr_window(&self, key: &str, window: Duration) -> Result<(u64, Duration), ApiError> {
+    pub async fn incr_window(
+        &self,
+        key: &str,
+        window: Duration,
+    ) -> Result<(u64, Duration), ApiError> {
         match self {
             Kv::Local(l) => Ok(l.incr_window(key, window)),
             Kv::Redis(r) => {
                 let k = Self::key(r, key);
                 let ms = window.as_millis() as u64;
                 let (n, ttl): (u64, i64) = Self::run(r, |mut c| async move {
-                    redis::Script::new(INCR_WINDOW).key(k).arg(ms).invoke_async(&mut c).await
+                    redis::Script::new(INCR_WINDOW)
+                        .key(k)
+                        .arg(ms)
+                        .invoke_async(&mut c)
+                        .await
                 })
                 .await?;
                 Ok((n, Duration::from_millis(ttl.max(0) as u64)))
@@ -240,7 +273,11 @@ impl Kv {
         match self {
             Kv::Local(l) => Ok(l.guarded_set(key, value, index_key, index_value, tombstone, ttl)),
             Kv::Redis(r) => {
-                let (k1, k2, k3) = (Self::key(r, key), Self::key(r, index_key), Self::key(r, tombstone));
+                let (k1, k2, k3) = (
+                    Self::key(r, key),
+                    Self::key(r, index_key),
+                    Self::key(r, tombstone),
+                );
                 let (v, iv) = (value.to_string(), index_value.to_string());
                 let ms = ttl.as_millis() as u64;
                 let n: i64 = Self::run(r, |mut c| async move {
@@ -277,12 +314,17 @@ impl LocalKv {
     }
 
     fn get(&self, key: &str) -> Option<String> {
-        self.lock().get(key).filter(|e| Self::live(e)).map(|e| e.0.clone())
+        self.lock()
+            .get(key)
+            .filter(|e| Self::live(e))
+            .map(|e| e.0.clone())
     }
 
     fn set(&self, key: &str, value: &str, ttl: Duration) {
-        self.lock()
-            .insert(key.to_string(), (value.to_string(), Some(Instant::now() + ttl)));
+        self.lock().insert(
+            key.to_string(),
+            (value.to_string(), Some(Instant::now() + ttl)),
+        );
     }
 
     fn set_nx(&self, key: &str, value: &str, ttl: Duration) -> bool {
@@ -290,7 +332,10 @@ impl LocalKv {
         if m.get(key).is_some_and(Self::live) {
             return false;
         }
-        m.insert(key.to_string(), (value.to_string(), Some(Instant::now() + ttl)));
+        m.insert(
+            key.to_string(),
+            (value.to_string(), Some(Instant::now() + ttl)),
+        );
         true
     }
 
@@ -316,7 +361,10 @@ impl LocalKv {
         }
         let n: u64 = entry.0.parse().unwrap_or(0) + 1;
         entry.0 = n.to_string();
-        let left = entry.1.map(|t| t.saturating_duration_since(now)).unwrap_or(window);
+        let left = entry
+            .1
+            .map(|t| t.saturating_duration_since(now))
+            .unwrap_or(window);
         (n, left)
     }
 
@@ -361,9 +409,17 @@ mod tests {
         let kv = Kv::local();
         let ttl = Duration::from_secs(5);
         kv.set_px("tomb", "1", ttl).await.unwrap();
-        assert!(!kv.guarded_set("c", "v", "i", "c", "tomb", ttl).await.unwrap());
+        assert!(
+            !kv.guarded_set("c", "v", "i", "c", "tomb", ttl)
+                .await
+                .unwrap()
+        );
         assert_eq!(kv.get("c").await.unwrap(), None);
-        assert!(kv.guarded_set("c", "v", "i", "c", "other", ttl).await.unwrap());
+        assert!(
+            kv.guarded_set("c", "v", "i", "c", "other", ttl)
+                .await
+                .unwrap()
+        );
         assert_eq!(kv.get("c").await.unwrap().as_deref(), Some("v"));
     }
 

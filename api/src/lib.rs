@@ -20,4 +20,4 @@ pub mod telemetry;
 
 mod startup;
 
-pub use startup::{build_state, migrate, serve, serve_from_config, Server};
+pub use startup::{Server, build_state, migrate, serve, serve_from_config};

@@ -2,7 +2,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "wallet-api", version, about = "Wallet & Loyalty Partner Service API")]
+#[command(
+    name = "wallet-api",
+    version,
+    about = "Wallet & Loyalty Partner Service API"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

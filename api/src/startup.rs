@@ -2,8 +2,8 @@
 //! workers) from a `Config`.
 use std::{net::SocketAddr, time::Duration};
 
-use poem::listener::TcpAcceptor;
 use migration::MigratorTrait;
+use poem::listener::TcpAcceptor;
 use serde::{Deserialize, Serialize};
 use tokio::{sync::oneshot, task::JoinHandle};
 
@@ -203,7 +203,12 @@ pub async fn serve_from_config(config: Config) -> anyhow::Result<()> {
     let ready_ms = started.elapsed().as_millis();
     match mode {
         Mode::Embedded => {
-            let file = db_url.trim_start_matches("sqlite://").split('?').next().unwrap_or_default().to_string();
+            let file = db_url
+                .trim_start_matches("sqlite://")
+                .split('?')
+                .next()
+                .unwrap_or_default()
+                .to_string();
             eprintln!(
                 "wallet-api listening on {url}/v1 (embedded mode: SQLite at {file}, jobs in-process; ready in {ready_ms} ms)\n\
                  docs: {url}/v1/docs\n\

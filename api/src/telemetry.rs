@@ -13,7 +13,12 @@ pub fn init_logging(json: bool) {
     // A second init (tests start several apps in one process) keeps the first subscriber.
     let _ = if json {
         registry
-            .with(fmt::layer().json().with_current_span(true).with_span_list(false))
+            .with(
+                fmt::layer()
+                    .json()
+                    .with_current_span(true)
+                    .with_span_list(false),
+            )
             .try_init()
     } else {
         registry.with(fmt::layer().compact()).try_init()

@@ -97,8 +97,16 @@ impl MigrationTrait for Migration {
                         .col(Alias::new("integration_id"))
                         .col(Alias::new("enterprise_id")),
                 )
-                .foreign_key(&mut fk("integration_enterprises", "integration_id", "integrations"))
-                .foreign_key(&mut fk("integration_enterprises", "enterprise_id", "enterprises"))
+                .foreign_key(&mut fk(
+                    "integration_enterprises",
+                    "integration_id",
+                    "integrations",
+                ))
+                .foreign_key(&mut fk(
+                    "integration_enterprises",
+                    "enterprise_id",
+                    "enterprises",
+                ))
                 .to_owned(),
         )
         .await?;

@@ -7,6 +7,7 @@
 //! its own database and Redis key prefix; each test its own tenant, so tests run in
 //! parallel.
 pub mod oas31;
+pub mod proxy;
 pub mod redis_server;
 
 use std::{
@@ -93,12 +94,18 @@ fn create_database(base: &str, name: &str) -> String {
     let base_owned = base.to_string();
     let name2 = name.to_string();
     std::thread::spawn(move || {
-        tokio::runtime::Runtime::new().expect("runtime").block_on(async move {
-            use sea_orm::ConnectionTrait;
-            let db = sea_orm::Database::connect(&base_owned).await.expect("connect to the test PostgreSQL");
-            db.execute_unprepared(&format!("CREATE DATABASE {name2}")).await.expect("create test database");
-            db.close().await.ok();
-        })
+        tokio::runtime::Runtime::new()
+            .expect("runtime")
+            .block_on(async move {
+                use sea_orm::ConnectionTrait;
+                let db = sea_orm::Database::connect(&base_owned)
+                    .await
+                    .expect("connect to the test PostgreSQL");
+                db.execute_unprepared(&format!("CREATE DATABASE {name2}"))
+                    .await
+                    .expect("create test database");
+                db.close().await.ok();
+            })
     })
     .join()
     .expect("create-database thread");
@@ -114,8 +121,12 @@ fn config_for(run: &Run) -> Config {
         redis_url: run.redis_url.clone(),
         listen_addr: "127.0.0.1:0".into(),
         data_dir: run.data_dir.clone(),
-        jwt_secret: Some(api::secret::Secret::new("test-jwt-secret-0123456789abcdefghijklmnop")),
-        secret_key: Some(api::secret::Secret::new("test-sealing-key-0123456789abcdefghijklmnop")),
+        jwt_secret: Some(api::secret::Secret::new(
+            "test-jwt-secret-0123456789abcdefghijklmnop",
+        )),
+        secret_key: Some(api::secret::Secret::new(
+            "test-sealing-key-0123456789abcdefghijklmnop",
+        )),
         redis_prefix: run.redis_prefix.clone(),
         bcrypt_cost: 10,
         job_max_attempts: 3,
@@ -165,12 +176,41 @@ impl TestApp {
         Self::spawn_with(true, |_| {}).await
     }
 
+    /// Like `spawn_with`, on a database of its own: for tests whose job configuration
+    /// differs from the run's, so no other test's worker takes their jobs (or they theirs).
+    pub async fn spawn_isolated(workers: bool, adjust: impl FnOnce(&mut Config)) -> TestApp {
+        let run = run();
+        let name = format!("wallet_iso_{}", Uuid::new_v4().simple());
+        let url = match mode() {
+            Mode::Embedded => format!(
+                "sqlite://{}?mode=rwc",
+                run.data_dir.join(format!("{name}.db")).display()
+            ),
+            Mode::Production => {
+                let base =
+                    std::env::var("WALLET_TEST_DATABASE_URL").expect("WALLET_TEST_DATABASE_URL");
+                create_database(&base, &name)
+            }
+        };
+        let mut cfg = config_for(run);
+        cfg.database_url = Some(url);
+        adjust(&mut cfg);
+        api::migrate(&cfg).await.expect("migrations apply");
+        Self::start(cfg, workers).await
+    }
+
     pub async fn spawn_with(workers: bool, adjust: impl FnOnce(&mut Config)) -> TestApp {
         let mut cfg = test_config();
         adjust(&mut cfg);
+        Self::start(cfg, workers).await
+    }
+
+    async fn start(cfg: Config, workers: bool) -> TestApp {
         api::telemetry::init_logging(false);
         let state = api::build_state(cfg).await.expect("state builds");
-        let server = api::serve(state, "127.0.0.1:0", workers).await.expect("server starts");
+        let server = api::serve(state, "127.0.0.1:0", workers)
+            .await
+            .expect("server starts");
         let url = format!("{}/v1", server.url());
         TestApp {
             server,
@@ -256,12 +296,18 @@ impl Reply {
     pub fn assert_envelope(&self) -> &Self {
         let b = &self.body;
         assert!(b["ok"].is_boolean(), "no ok: {b}");
-        assert!(b.get("data").is_some() && b.get("error").is_some(), "no data/error: {b}");
+        assert!(
+            b.get("data").is_some() && b.get("error").is_some(),
+            "no data/error: {b}"
+        );
         let rid = b["meta"]["request_id"].as_str().expect("meta.request_id");
         assert!(!rid.is_empty());
         assert_eq!(b["meta"]["api_version"], "2026-06-01");
         if b["meta"]["idempotency_replayed"] != json!(true) {
-            let header = self.headers.get("x-request-id").expect("X-Request-Id header");
+            let header = self
+                .headers
+                .get("x-request-id")
+                .expect("X-Request-Id header");
             assert_eq!(header.to_str().unwrap(), rid);
         }
         self
@@ -273,8 +319,12 @@ pub async fn send(req: reqwest::RequestBuilder) -> Reply {
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let bytes = resp.bytes().await.expect("body").to_vec();
-    let body: Value = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|e| panic!("response is not JSON ({e}): {}", String::from_utf8_lossy(&bytes)));
+    let body: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+        panic!(
+            "response is not JSON ({e}): {}",
+            String::from_utf8_lossy(&bytes)
+        )
+    });
     Reply {
         status,
         headers,
@@ -294,7 +344,22 @@ where
         if let Some(v) = check().await {
             return v;
         }
-        assert!(start.elapsed() < timeout, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            start.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Serves `ep` on a loopback port bound before this returns (no bind-then-rebind race with
+/// other tests) and gives the port.
+pub async fn serve_endpoint<E: poem::Endpoint + 'static>(ep: E) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let acceptor = poem::listener::TcpAcceptor::from_tokio(listener).expect("acceptor");
+    tokio::spawn(poem::Server::new_with_acceptor(acceptor).run(ep));
+    port
 }

@@ -18,14 +18,26 @@ impl PrivateRedis {
             .expect("free port")
             .port();
         let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("redis-server must be installed for this test (the CI script installs it)");
         let start = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(10), "private redis did not start");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "private redis did not start"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         PrivateRedis {

@@ -2,7 +2,11 @@
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "wallet-worker", version, about = "Wallet & Loyalty Partner Service job worker")]
+#[command(
+    name = "wallet-worker",
+    version,
+    about = "Wallet & Loyalty Partner Service job worker"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

@@ -40,8 +40,11 @@ pub async fn health(state: &AppState) -> Health {
         degraded.push(Subsystem::Queue);
     }
     for s in [Subsystem::Database, Subsystem::Redis, Subsystem::Queue] {
-        metrics::gauge!("subsystem_up", "subsystem" => s.as_str())
-            .set(if degraded.contains(&s) { 0.0 } else { 1.0 });
+        metrics::gauge!("subsystem_up", "subsystem" => s.as_str()).set(if degraded.contains(&s) {
+            0.0
+        } else {
+            1.0
+        });
     }
     Health {
         degraded,
@@ -62,7 +65,9 @@ pub struct Capabilities {
 /// The merchants a principal may act for.
 pub async fn authorized_merchants(state: &AppState, p: &Principal) -> Result<Vec<Uuid>, ApiError> {
     Ok(match &p.scope {
-        Scope::Integration => store::tenancy::linked_enterprises(&state.db, p.integration_id).await?,
+        Scope::Integration => {
+            store::tenancy::linked_enterprises(&state.db, p.integration_id).await?
+        }
         other => other.enterprise_id().into_iter().collect(),
     })
 }
@@ -82,6 +87,9 @@ pub async fn capabilities(state: &AppState, p: &Principal) -> Result<Capabilitie
         currencies,
         programs,
         identify_credential_types,
-        payment_credential_types: PAYMENT_CREDENTIAL_TYPES.iter().map(|s| s.to_string()).collect(),
+        payment_credential_types: PAYMENT_CREDENTIAL_TYPES
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
     })
 }

@@ -48,7 +48,10 @@ pub enum TenantError {
 pub fn check(t: &NewTenant) -> Result<(), TenantError> {
     let name_len = t.name.trim().chars().count();
     if name_len == 0 || name_len > 200 || t.name.chars().any(char::is_control) {
-        return Err(TenantError::Invalid("--name", "1 to 200 printable characters".into()));
+        return Err(TenantError::Invalid(
+            "--name",
+            "1 to 200 printable characters".into(),
+        ));
     }
     if !(t.currency.len() == 3 && t.currency.bytes().all(|b| b.is_ascii_uppercase())) {
         return Err(TenantError::Invalid(
@@ -95,8 +98,14 @@ pub async fn create(
     store::tenancy::insert_enterprise(&txn, enterprise_id, name).await?;
     store::tenancy::insert_brand(&txn, brand_id, enterprise_id, name).await?;
     for (i, b) in branch_ids.iter().enumerate() {
-        store::tenancy::insert_branch(&txn, *b, enterprise_id, brand_id, &format!("Branch {}", i + 1))
-            .await?;
+        store::tenancy::insert_branch(
+            &txn,
+            *b,
+            enterprise_id,
+            brand_id,
+            &format!("Branch {}", i + 1),
+        )
+        .await?;
     }
     store::tenancy::link_enterprise(&txn, integration_id, enterprise_id).await?;
     store::tenancy::insert_wallet_program(

@@ -35,7 +35,11 @@ pub fn uuid(errs: &mut Errors, field: &str, value: &str) -> Option<Uuid> {
     {
         return Some(u);
     }
-    errs.push(field, "invalid_uuid", "must be a UUID (8-4-4-4-12 hex digits)");
+    errs.push(
+        field,
+        "invalid_uuid",
+        "must be a UUID (8-4-4-4-12 hex digits)",
+    );
     None
 }
 
@@ -116,7 +120,11 @@ pub fn length(errs: &mut Errors, field: &str, value: &str, min: usize, max: usiz
         );
         false
     } else if n > max {
-        errs.push(field, "too_long", format!("must be at most {max} characters"));
+        errs.push(
+            field,
+            "too_long",
+            format!("must be at most {max} characters"),
+        );
         false
     } else {
         true
@@ -125,7 +133,11 @@ pub fn length(errs: &mut Errors, field: &str, value: &str, min: usize, max: usiz
 
 pub fn no_control_chars(errs: &mut Errors, field: &str, value: &str) -> bool {
     if value.chars().any(char::is_control) {
-        errs.push(field, "control_characters", "must not contain control characters");
+        errs.push(
+            field,
+            "control_characters",
+            "must not contain control characters",
+        );
         false
     } else {
         true
@@ -174,7 +186,12 @@ mod tests {
     fn uuid_accepts_only_the_hyphenated_form() {
         let mut e = Errors::default();
         assert!(uuid(&mut e, "/id", "0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69").is_some());
-        for bad in ["not-a-uuid", "0191c1c07f3e7a44b1a61f2d3c4b5a69", "", "{0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69}"] {
+        for bad in [
+            "not-a-uuid",
+            "0191c1c07f3e7a44b1a61f2d3c4b5a69",
+            "",
+            "{0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69}",
+        ] {
             let mut e = Errors::default();
             assert!(uuid(&mut e, "/id", bad).is_none(), "{bad}");
         }
@@ -182,8 +199,14 @@ mod tests {
 
     #[test]
     fn phones_normalise_to_e164() {
-        assert_eq!(normalize_phone("+49 151 1234-5678").as_deref(), Some("+4915112345678"));
-        assert_eq!(normalize_phone("0049 (151) 12345678").as_deref(), Some("+4915112345678"));
+        assert_eq!(
+            normalize_phone("+49 151 1234-5678").as_deref(),
+            Some("+4915112345678")
+        );
+        assert_eq!(
+            normalize_phone("0049 (151) 12345678").as_deref(),
+            Some("+4915112345678")
+        );
         assert_eq!(normalize_phone("015112345678"), None);
         assert_eq!(normalize_phone("+0151"), None);
         assert_eq!(normalize_phone("+1234567890123456"), None);

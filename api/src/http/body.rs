@@ -61,10 +61,19 @@ pub fn parse<T: DeserializeOwned + Validate>(bytes: &[u8]) -> Result<JsonBody<T>
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::field("/", "required", "a JSON body is required"));
     }
-    let json: Value = serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::field("/", "malformed_json", format!("the body is not valid JSON: {e}")))?;
+    let json: Value = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::field(
+            "/",
+            "malformed_json",
+            format!("the body is not valid JSON: {e}"),
+        )
+    })?;
     if !json.is_object() {
-        return Err(ApiError::field("/", "invalid_type", "the body must be a JSON object"));
+        return Err(ApiError::field(
+            "/",
+            "invalid_type",
+            "the body must be a JSON object",
+        ));
     }
     let value: T = serde_path_to_error::deserialize(&json).map_err(|e| {
         let pointer = pointer(e.path());
@@ -98,10 +107,21 @@ fn classify(pointer: &str, message: &str) -> FieldError {
         let name = rest.split('`').next().unwrap_or_default();
         return FieldError::new(format!("{pointer}/{name}"), "required", "is required");
     }
-    let field = if pointer.is_empty() { "/".to_string() } else { pointer.to_string() };
-    let integer = ["expected i64", "expected i32", "expected u64", "expected u32", "expected u16", "expected u8"]
-        .iter()
-        .any(|t| message.contains(t));
+    let field = if pointer.is_empty() {
+        "/".to_string()
+    } else {
+        pointer.to_string()
+    };
+    let integer = [
+        "expected i64",
+        "expected i32",
+        "expected u64",
+        "expected u32",
+        "expected u16",
+        "expected u8",
+    ]
+    .iter()
+    .any(|t| message.contains(t));
     if integer {
         return FieldError::new(
             field,
@@ -143,7 +163,12 @@ mod tests {
             .as_array()
             .unwrap()
             .iter()
-            .map(|f| (f["field"].as_str().unwrap().to_string(), f["issue"].as_str().unwrap().to_string()))
+            .map(|f| {
+                (
+                    f["field"].as_str().unwrap().to_string(),
+                    f["issue"].as_str().unwrap().to_string(),
+                )
+            })
             .collect()
     }
 
@@ -152,8 +177,13 @@ mod tests {
     #[test]
     fn amounts_must_be_json_integers() {
         for amount in ["10.5", "\"100\"", "1e3", "100.0"] {
-            let b = format!(r#"{{"amount_minor": {amount}, "currency": "EUR", "wallet_id": "{ID}"}}"#);
-            assert_eq!(fields(parse::<Pay>(b.as_bytes())), vec![("/amount_minor".into(), "must_be_integer".into())], "{amount}");
+            let b =
+                format!(r#"{{"amount_minor": {amount}, "currency": "EUR", "wallet_id": "{ID}"}}"#);
+            assert_eq!(
+                fields(parse::<Pay>(b.as_bytes())),
+                vec![("/amount_minor".into(), "must_be_integer".into())],
+                "{amount}"
+            );
         }
     }
 
@@ -172,10 +202,22 @@ mod tests {
 
     #[test]
     fn missing_and_malformed_bodies_are_validation_errors() {
-        assert_eq!(fields(parse::<Pay>(br#"{"amount_minor": 1, "currency": "EUR"}"#)), vec![("/wallet_id".into(), "required".into())]);
-        assert_eq!(fields(parse::<Pay>(b"{not json")), vec![("/".into(), "malformed_json".into())]);
-        assert_eq!(fields(parse::<Pay>(b"")), vec![("/".into(), "required".into())]);
-        assert_eq!(fields(parse::<Pay>(b"[1]")), vec![("/".into(), "invalid_type".into())]);
+        assert_eq!(
+            fields(parse::<Pay>(br#"{"amount_minor": 1, "currency": "EUR"}"#)),
+            vec![("/wallet_id".into(), "required".into())]
+        );
+        assert_eq!(
+            fields(parse::<Pay>(b"{not json")),
+            vec![("/".into(), "malformed_json".into())]
+        );
+        assert_eq!(
+            fields(parse::<Pay>(b"")),
+            vec![("/".into(), "required".into())]
+        );
+        assert_eq!(
+            fields(parse::<Pay>(b"[1]")),
+            vec![("/".into(), "invalid_type".into())]
+        );
     }
 
     #[test]

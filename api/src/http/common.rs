@@ -27,11 +27,18 @@ pub struct RequestMeta {
 impl RequestMeta {
     pub fn validate(&self, e: &mut Errors) {
         if self.partner_request_id.is_empty() {
-            e.push("/meta/partner_request_id", "required", "is required (a UUID)");
+            e.push(
+                "/meta/partner_request_id",
+                "required",
+                "is required (a UUID)",
+            );
         } else {
             validate::uuid(e, "/meta/partner_request_id", &self.partner_request_id);
         }
-        for (f, v) in [("/meta/occurred_at", &self.occurred_at), ("/meta/sent_at", &self.sent_at)] {
+        for (f, v) in [
+            ("/meta/occurred_at", &self.occurred_at),
+            ("/meta/sent_at", &self.sent_at),
+        ] {
             if let Some(v) = v {
                 validate::rfc3339(e, f, v);
             }
@@ -47,7 +54,10 @@ impl RequestMeta {
             e.push(
                 "/meta/api_version",
                 "unsupported_api_version",
-                format!("{} is not supported; supported versions: {supported}", self.api_version),
+                format!(
+                    "{} is not supported; supported versions: {supported}",
+                    self.api_version
+                ),
             );
         }
     }
@@ -112,7 +122,10 @@ impl RequestContext {
     pub fn parsed(&self) -> ParsedContext {
         ParsedContext {
             merchant_id: Uuid::parse_str(&self.merchant_id).unwrap_or_default(),
-            branch_id: self.branch_id.as_deref().and_then(|b| Uuid::parse_str(b).ok()),
+            branch_id: self
+                .branch_id
+                .as_deref()
+                .and_then(|b| Uuid::parse_str(b).ok()),
         }
     }
 }

@@ -55,11 +55,18 @@ pub fn from_poem(err: &poem::Error) -> ApiError {
         return ApiError::new(ErrorCode::NotFound, "No such path.");
     }
     if err.is::<MethodNotAllowedError>() {
-        return ApiError::new(ErrorCode::NotFound, "This path does not accept this HTTP method.")
-            .with_status(405);
+        return ApiError::new(
+            ErrorCode::NotFound,
+            "This path does not accept this HTTP method.",
+        )
+        .with_status(405);
     }
     if let Some(e) = err.downcast_ref::<ParseRequestPayloadError>() {
-        return ApiError::field("/", "malformed_json", format!("the body is not valid JSON: {}", e.reason));
+        return ApiError::field(
+            "/",
+            "malformed_json",
+            format!("the body is not valid JSON: {}", e.reason),
+        );
     }
     if let Some(e) = err.downcast_ref::<ContentTypeError>() {
         let message = match e {
@@ -68,10 +75,11 @@ pub fn from_poem(err: &poem::Error) -> ApiError {
             }
             _ => "a Content-Type of application/json is required".to_string(),
         };
-        return ApiError::field("header:Content-Type", "unsupported_media_type", message).with_status(415);
+        return ApiError::field("header:Content-Type", "unsupported_media_type", message)
+            .with_status(415);
     }
     if let Some(e) = err.downcast_ref::<ParseParamError>() {
-        return ApiError::field(param_field(&e.name), "invalid_parameter", e.reason.clone());
+        return ApiError::field(param_field(e.name), "invalid_parameter", e.reason.clone());
     }
     if let Some(e) = err.downcast_ref::<ParsePathError>() {
         // poem-openapi names path parameters param0, param1 ...: say which part of the path.
@@ -80,15 +88,24 @@ pub fn from_poem(err: &poem::Error) -> ApiError {
     if err.is::<AuthorizationError>() {
         return ApiError::invalid_api_key();
     }
-    let too_large = matches!(err.downcast_ref::<ReadBodyError>(), Some(ReadBodyError::PayloadTooLarge))
-        || matches!(err.downcast_ref::<SizedLimitError>(), Some(SizedLimitError::PayloadTooLarge));
+    let too_large = matches!(
+        err.downcast_ref::<ReadBodyError>(),
+        Some(ReadBodyError::PayloadTooLarge)
+    ) || matches!(
+        err.downcast_ref::<SizedLimitError>(),
+        Some(SizedLimitError::PayloadTooLarge)
+    );
     if too_large {
-        return ApiError::field("/", "too_large", "the request body exceeds the size limit").with_status(413);
+        return ApiError::field("/", "too_large", "the request body exceeds the size limit")
+            .with_status(413);
     }
     if err.status() == StatusCode::BAD_REQUEST {
         return ApiError::field("/", "invalid_request", err.to_string());
     }
-    ApiError::internal(format!("unmapped framework error ({}): {err}", err.status()))
+    ApiError::internal(format!(
+        "unmapped framework error ({}): {err}",
+        err.status()
+    ))
 }
 
 fn param_field(name: &str) -> String {

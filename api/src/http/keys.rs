@@ -57,7 +57,11 @@ impl Validate for CreateKeyRequest {
             && self.context.merchant_id != self.enterprise_id
             && !self.context.merchant_id.is_empty()
         {
-            e.push("/enterprise_id", "merchant_mismatch", "must equal context.merchant_id");
+            e.push(
+                "/enterprise_id",
+                "merchant_mismatch",
+                "must equal context.merchant_id",
+            );
         }
         if let Some(b) = &self.brand_id {
             validate::uuid(e, "/brand_id", b);
@@ -172,7 +176,10 @@ impl KeysApi {
                             key_prefix: m.key_prefix,
                             key_last_four: m.key_last_four,
                             scope: m.scope,
-                            enterprise_id: m.enterprise_id.map(|u| u.to_string()).unwrap_or_default(),
+                            enterprise_id: m
+                                .enterprise_id
+                                .map(|u| u.to_string())
+                                .unwrap_or_default(),
                             brand_id: m.brand_id.map(|u| u.to_string()),
                             branch_id: m.branch_id.map(|u| u.to_string()),
                             label: m.label,

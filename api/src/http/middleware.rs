@@ -32,7 +32,8 @@ fn usable_request_id(v: &HeaderValue) -> Option<String> {
     let s = v.to_str().ok()?;
     (!s.is_empty()
         && s.len() <= 64
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
     .then(|| s.to_string())
 }
 
@@ -85,7 +86,10 @@ pub struct BufferBody(pub usize);
 impl<E: Endpoint> Middleware<E> for BufferBody {
     type Output = BufferBodyEp<E>;
     fn transform(&self, ep: E) -> Self::Output {
-        BufferBodyEp { inner: ep, max: self.0 }
+        BufferBodyEp {
+            inner: ep,
+            max: self.0,
+        }
     }
 }
 

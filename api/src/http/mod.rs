@@ -13,11 +13,7 @@ pub mod sandbox;
 pub mod tags;
 
 use poem::{
-    Endpoint, EndpointExt, Response, Route,
-    endpoint::make_sync,
-    get,
-    http::StatusCode,
-    web::Html,
+    Endpoint, EndpointExt, Response, Route, endpoint::make_sync, get, http::StatusCode, web::Html,
 };
 
 use crate::state::AppState;

@@ -71,14 +71,20 @@ pub fn build() -> OpenApiInfo {
 }
 
 pub fn stability_of(operation_id: &str) -> Option<&'static str> {
-    STABILITY.iter().find(|(id, _)| *id == operation_id).map(|(_, s)| *s)
+    STABILITY
+        .iter()
+        .find(|(id, _)| *id == operation_id)
+        .map(|(_, s)| *s)
 }
 
 fn annotate(doc: &mut Value) {
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for item in paths.values_mut().filter_map(Value::as_object_mut) {
             for op in item.values_mut().filter_map(Value::as_object_mut) {
-                let id = op.get("operationId").and_then(Value::as_str).unwrap_or_default();
+                let id = op
+                    .get("operationId")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let stability = stability_of(id).unwrap_or("beta");
                 op.insert("x-stability".into(), json!(stability));
             }
@@ -92,9 +98,13 @@ fn operations(doc: &Value) -> Vec<OperationInfo> {
         return out;
     };
     for (path, item) in paths {
-        let Some(item) = item.as_object() else { continue };
+        let Some(item) = item.as_object() else {
+            continue;
+        };
         for (method, op) in item {
-            let Some(id) = op.get("operationId").and_then(Value::as_str) else { continue };
+            let Some(id) = op.get("operationId").and_then(Value::as_str) else {
+                continue;
+            };
             let schemes = op
                 .get("security")
                 .and_then(Value::as_array)
@@ -124,8 +134,16 @@ mod tests {
     use super::*;
 
     const DOMAINS: &[&str] = &[
-        "platform", "checkout_session", "auth", "customers", "enrollment", "payments", "topup",
-        "incentives", "transactions", "webhooks",
+        "platform",
+        "checkout_session",
+        "auth",
+        "customers",
+        "enrollment",
+        "payments",
+        "topup",
+        "incentives",
+        "transactions",
+        "webhooks",
     ];
 
     #[test]
@@ -133,8 +151,17 @@ mod tests {
         let info = build();
         assert!(!info.operations.is_empty());
         for op in &info.operations {
-            assert!(stability_of(&op.operation_id).is_some(), "{} has no stability", op.operation_id);
-            assert!(DOMAINS.contains(&op.domain.as_str()), "{} has domain {}", op.operation_id, op.domain);
+            assert!(
+                stability_of(&op.operation_id).is_some(),
+                "{} has no stability",
+                op.operation_id
+            );
+            assert!(
+                DOMAINS.contains(&op.domain.as_str()),
+                "{} has domain {}",
+                op.operation_id,
+                op.domain
+            );
         }
     }
 

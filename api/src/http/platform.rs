@@ -28,7 +28,12 @@ pub struct HealthView {
 impl From<Health> for HealthView {
     fn from(h: Health) -> Self {
         HealthView {
-            status: if h.degraded.is_empty() { "ok" } else { "degraded" }.into(),
+            status: if h.degraded.is_empty() {
+                "ok"
+            } else {
+                "degraded"
+            }
+            .into(),
             degraded_subsystems: h.degraded.iter().map(|s| s.as_str().to_string()).collect(),
             mode: h.mode.into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -114,7 +119,11 @@ impl PlatformApi {
     ///
     /// Enabled operations, currencies, credential types and feature flags for the caller.
     /// Clients must not assume an operation or enum value beyond what this returns.
-    #[oai(path = "/capabilities", method = "get", operation_id = "getCapabilities")]
+    #[oai(
+        path = "/capabilities",
+        method = "get",
+        operation_id = "getCapabilities"
+    )]
     async fn capabilities(
         &self,
         state: poem::web::Data<&AppState>,

@@ -33,7 +33,11 @@ impl SandboxApi {
     /// Messages the mock provider received for a phone number, newest first. Sandbox keys
     /// only: a production key gets NOT_FOUND. Numbers starting with `+9990` make the mock
     /// provider fail every attempt, to exercise retries and dead-lettering.
-    #[oai(path = "/sandbox/messages", method = "get", operation_id = "listSandboxMessages")]
+    #[oai(
+        path = "/sandbox/messages",
+        method = "get",
+        operation_id = "listSandboxMessages"
+    )]
     async fn messages(
         &self,
         state: poem::web::Data<&AppState>,
@@ -48,15 +52,26 @@ impl SandboxApi {
             return Err(ApiError::not_found("Resource").into());
         }
         let Some(phone) = validate::normalize_phone(&phone.0) else {
-            return Err(ApiError::field("query:phone", "invalid_phone", "must be an E.164 phone number").into());
+            return Err(ApiError::field(
+                "query:phone",
+                "invalid_phone",
+                "must be an E.164 phone number",
+            )
+            .into());
         };
         let limit = limit.0.unwrap_or(50);
         if !(1..=200).contains(&limit) {
-            return Err(ApiError::field("query:limit", "out_of_range", "must be between 1 and 200").into());
+            return Err(ApiError::field(
+                "query:limit",
+                "out_of_range",
+                "must be between 1 and 200",
+            )
+            .into());
         }
-        let rows = store::sandbox_messages::list_for_phone(&state.0.db, p.integration_id, &phone, limit)
-            .await
-            .map_err(ApiError::from)?;
+        let rows =
+            store::sandbox_messages::list_for_phone(&state.0.db, p.integration_id, &phone, limit)
+                .await
+                .map_err(ApiError::from)?;
         let merchants = crate::domain::platform::authorized_merchants(state.0, p).await?;
         let out: Vec<SandboxMessage> = rows
             .into_iter()
@@ -69,7 +84,9 @@ impl SandboxApi {
                 code: m.code,
                 verification_token: m.verification_token,
                 body: m.body,
-                sent_at: m.sent_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                sent_at: m
+                    .sent_at
+                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 merchant_id: m.merchant_id.map(|u| u.to_string()),
             })
             .collect();

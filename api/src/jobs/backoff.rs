@@ -19,11 +19,25 @@ mod tests {
     fn waits_double_within_their_jitter_band_and_stop_at_the_cap() {
         let base = Duration::from_secs(2);
         let max = Duration::from_secs(60);
-        for (attempt, full) in [(2u32, 2u64), (3, 4), (4, 8), (5, 16), (6, 32), (7, 60), (20, 60)] {
+        for (attempt, full) in [
+            (2u32, 2u64),
+            (3, 4),
+            (4, 8),
+            (5, 16),
+            (6, 32),
+            (7, 60),
+            (20, 60),
+        ] {
             for _ in 0..50 {
                 let d = delay_before_attempt(attempt, base, max);
-                assert!(d >= Duration::from_secs(full) / 2, "attempt {attempt}: {d:?}");
-                assert!(d <= Duration::from_secs(full) + Duration::from_millis(1), "attempt {attempt}: {d:?}");
+                assert!(
+                    d >= Duration::from_secs(full) / 2,
+                    "attempt {attempt}: {d:?}"
+                );
+                assert!(
+                    d <= Duration::from_secs(full) + Duration::from_millis(1),
+                    "attempt {attempt}: {d:?}"
+                );
             }
         }
     }

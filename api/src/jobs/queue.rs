@@ -83,7 +83,9 @@ impl Queue {
             }
             Queue::Postgres(pool) => {
                 let mut tx = pool.begin().await.map_err(unavailable)?;
-                match apalis_postgres::queries::push_tasks(&mut *tx, &env.job_type, vec![task]).await {
+                match apalis_postgres::queries::push_tasks(&mut *tx, &env.job_type, vec![task])
+                    .await
+                {
                     Ok(()) => tx.commit().await.map_err(unavailable),
                     // apalis-postgres reports a duplicate idempotency key as an error.
                     Err(e) if e.to_string().contains("idx_jobs_idempotency_key") => Ok(()),
@@ -111,11 +113,13 @@ impl Queue {
     pub async fn depth(&self) -> Result<Vec<(String, String, i64)>, ApiError> {
         // Both backends count into the same shape; status and queue are plain text columns.
         let rows: Vec<(String, String, i64)> = match self {
-            Queue::Sqlite(pool) => sqlx::query_as(
-                "SELECT job_type, status, COUNT(*) AS n FROM Jobs GROUP BY job_type, status",
-            )
-            .fetch_all(pool)
-            .await,
+            Queue::Sqlite(pool) => {
+                sqlx::query_as(
+                    "SELECT job_type, status, COUNT(*) AS n FROM Jobs GROUP BY job_type, status",
+                )
+                .fetch_all(pool)
+                .await
+            }
             Queue::Postgres(pool) => sqlx::query_as(
                 "SELECT job_type, status, COUNT(*) AS n FROM apalis.jobs GROUP BY job_type, status",
             )

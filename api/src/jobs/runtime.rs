@@ -47,7 +47,11 @@ impl Runtime {
             state: state.clone(),
         });
         // Unique per process start: apalis refuses a worker name seen in the last 30 s.
-        let instance = format!("{}-{}", std::process::id(), &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let instance = format!(
+            "{}-{}",
+            std::process::id(),
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
         let poll = Duration::from_millis(cfg.outbox_poll_ms.max(100));
         let concurrency = cfg.job_concurrency;
 
@@ -126,8 +130,12 @@ async fn handle(env: JobEnvelope, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDyn
     let failure = match run.await {
         Ok(Ok(Ok(()))) => {
             metrics::counter!("jobs_completed_total", "queue" => env.job_type.clone()).increment(1);
-            let waited = (Utc::now() - env.first_enqueued_at).num_milliseconds().max(0) as f64 / 1000.0;
-            metrics::histogram!("job_completion_latency_seconds", "queue" => env.job_type.clone()).record(waited);
+            let waited = (Utc::now() - env.first_enqueued_at)
+                .num_milliseconds()
+                .max(0) as f64
+                / 1000.0;
+            metrics::histogram!("job_completion_latency_seconds", "queue" => env.job_type.clone())
+                .record(waited);
             return Ok(());
         }
         Ok(Ok(Err(e))) => e,
@@ -146,7 +154,11 @@ async fn dispatch(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
 
 /// Schedules the next attempt, or dead-letters the job after its last one. The apalis row
 /// of this attempt ends as Killed either way: the job's life goes on in a new row.
-async fn after_failure(deps: &JobDeps, env: &JobEnvelope, failure: JobError) -> Result<(), BoxDynError> {
+async fn after_failure(
+    deps: &JobDeps,
+    env: &JobEnvelope,
+    failure: JobError,
+) -> Result<(), BoxDynError> {
     let cfg = &deps.state.config;
     let message = failure.to_string();
     metrics::counter!("jobs_failed_attempts_total", "queue" => env.job_type.clone()).increment(1);
@@ -161,7 +173,11 @@ async fn after_failure(deps: &JobDeps, env: &JobEnvelope, failure: JobError) -> 
             Duration::from_millis(cfg.job_backoff_max_ms),
         );
         tracing::warn!(error = %message, next_attempt = next.attempt, wait_ms = wait.as_millis() as u64, "job attempt failed; retry scheduled");
-        deps.state.queue.push(&next, wait).await.map_err(|e| e.to_string())
+        deps.state
+            .queue
+            .push(&next, wait)
+            .await
+            .map_err(|e| e.to_string())
     };
     match recorded {
         Ok(()) => Err(AbortError::new(JobFailed(message)).into()),

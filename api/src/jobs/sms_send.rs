@@ -54,7 +54,11 @@ fn aad(integration_id: Uuid, phone: &str) -> Vec<u8> {
 
 /// Writes the SMS as an outbox job in the caller's transaction: it is sent only if that
 /// transaction commits. Returns the job id.
-pub async fn enqueue<C: ConnectionTrait>(c: &C, sealer: &Sealer, r: SmsRequest) -> Result<Uuid, DbErr> {
+pub async fn enqueue<C: ConnectionTrait>(
+    c: &C,
+    sealer: &Sealer,
+    r: SmsRequest,
+) -> Result<Uuid, DbErr> {
     let content = Content {
         body: r.body,
         code: r.code,
@@ -97,7 +101,11 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
         .map_err(|_| JobError::Permanent("the message content could not be unsealed".into()))?;
     let content: Content = serde_json::from_slice(&content)
         .map_err(|e| JobError::Permanent(format!("undecodable message content: {e}")))?;
-    let provider = if p.is_sandbox { &deps.sms_mock } else { &deps.sms_live };
+    let provider = if p.is_sandbox {
+        &deps.sms_mock
+    } else {
+        &deps.sms_live
+    };
     let sms = OutgoingSms {
         job_id: env.job_id,
         integration_id: p.integration_id,

@@ -50,7 +50,9 @@ impl SmsProvider for HttpProvider {
             } else if status.as_u16() == 429 || status.is_server_error() {
                 Err(SendError::Temporary(format!("provider answered {status}")))
             } else {
-                Err(SendError::Permanent(format!("provider rejected the message: {status}")))
+                Err(SendError::Permanent(format!(
+                    "provider rejected the message: {status}"
+                )))
             }
         }
         .boxed()

@@ -60,7 +60,10 @@ pub async fn active_by_prefix<C: ConnectionTrait>(
         .await?;
     let mut out = Vec::with_capacity(keys.len());
     for k in keys {
-        if let Some(i) = integration::Entity::find_by_id(k.integration_id).one(c).await? {
+        if let Some(i) = integration::Entity::find_by_id(k.integration_id)
+            .one(c)
+            .await?
+        {
             out.push((k, i));
         }
     }

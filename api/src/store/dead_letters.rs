@@ -41,7 +41,11 @@ pub async fn insert_once<C: ConnectionTrait>(c: &C, d: NewDeadLetter<'_>) -> Res
         purged_at: Set(None),
         purge_reason: Set(None),
     })
-    .on_conflict(OnConflict::column(dead_letter::Column::JobId).do_nothing().to_owned())
+    .on_conflict(
+        OnConflict::column(dead_letter::Column::JobId)
+            .do_nothing()
+            .to_owned(),
+    )
     .exec_without_returning(c)
     .await;
     match res {
@@ -60,7 +64,11 @@ pub struct Filter {
     pub error_contains: Option<String>,
 }
 
-pub async fn list<C: ConnectionTrait>(c: &C, f: &Filter, limit: u64) -> Result<Vec<dead_letter::Model>, DbErr> {
+pub async fn list<C: ConnectionTrait>(
+    c: &C,
+    f: &Filter,
+    limit: u64,
+) -> Result<Vec<dead_letter::Model>, DbErr> {
     let mut q = dead_letter::Entity::find();
     if let Some(s) = &f.status {
         q = q.filter(dead_letter::Column::Status.eq(s.clone()));
@@ -80,10 +88,16 @@ pub async fn list<C: ConnectionTrait>(c: &C, f: &Filter, limit: u64) -> Result<V
     if let Some(s) = &f.error_contains {
         q = q.filter(dead_letter::Column::LastError.contains(s.clone()));
     }
-    q.order_by_desc(dead_letter::Column::DeadAt).limit(limit).all(c).await
+    q.order_by_desc(dead_letter::Column::DeadAt)
+        .limit(limit)
+        .all(c)
+        .await
 }
 
-pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<dead_letter::Model>, DbErr> {
+pub async fn find<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<dead_letter::Model>, DbErr> {
     dead_letter::Entity::find_by_id(id).one(c).await
 }
 

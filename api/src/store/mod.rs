@@ -13,7 +13,10 @@ pub use db::{begin, connect, ping};
 
 /// True when `e` is a unique-constraint violation (a lost insert race), on either backend.
 pub fn is_unique_violation(e: &sea_orm::DbErr) -> bool {
-    matches!(e.sql_err(), Some(sea_orm::SqlErr::UniqueConstraintViolation(_)))
+    matches!(
+        e.sql_err(),
+        Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
+    )
 }
 
 /// True when `e` says the database is unreachable, overloaded or briefly locked: a retry
@@ -38,7 +41,10 @@ pub fn is_transient(e: &sea_orm::DbErr) -> bool {
                         )
                     } else {
                         // serialization failure, deadlock, lock timeout, admin shutdown
-                        matches!(d.code().as_deref(), Some("40001" | "40P01" | "55P03" | "57P01"))
+                        matches!(
+                            d.code().as_deref(),
+                            Some("40001" | "40P01" | "55P03" | "57P01")
+                        )
                     }
                 }
                 _ => false,

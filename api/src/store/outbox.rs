@@ -28,7 +28,11 @@ pub async fn next_sequence<C: ConnectionTrait>(
         ])
         .value(
             resource_sequence::Column::LastValue,
-            Expr::col((resource_sequence::Entity, resource_sequence::Column::LastValue)).add(1),
+            Expr::col((
+                resource_sequence::Entity,
+                resource_sequence::Column::LastValue,
+            ))
+            .add(1),
         )
         .to_owned(),
     )
@@ -63,7 +67,10 @@ pub async fn append<C: ConnectionTrait>(c: &C, item: NewOutbox) -> Result<Uuid, 
 /// Committed rows not yet relayed, oldest first. On PostgreSQL the rows are locked with
 /// SKIP LOCKED so several relays share the backlog without taking a row twice; SQLite's
 /// IMMEDIATE transaction already makes the relay the only writer.
-pub async fn claim_pending<C: ConnectionTrait>(c: &C, limit: u64) -> Result<Vec<outbox::Model>, DbErr> {
+pub async fn claim_pending<C: ConnectionTrait>(
+    c: &C,
+    limit: u64,
+) -> Result<Vec<outbox::Model>, DbErr> {
     let mut q = outbox::Entity::find()
         .filter(outbox::Column::RelayedAt.is_null())
         .order_by_asc(outbox::Column::Id)
@@ -74,7 +81,11 @@ pub async fn claim_pending<C: ConnectionTrait>(c: &C, limit: u64) -> Result<Vec<
     q.all(c).await
 }
 
-pub async fn mark_relayed<C: ConnectionTrait>(c: &C, ids: &[i64], at: DateTime<Utc>) -> Result<(), DbErr> {
+pub async fn mark_relayed<C: ConnectionTrait>(
+    c: &C,
+    ids: &[i64],
+    at: DateTime<Utc>,
+) -> Result<(), DbErr> {
     if ids.is_empty() {
         return Ok(());
     }

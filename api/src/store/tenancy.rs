@@ -1,7 +1,5 @@
 use chrono::Utc;
-use entities::{
-    brand, branch, enterprise, integration, integration_enterprise, wallet_program,
-};
+use entities::{branch, brand, enterprise, integration, integration_enterprise, wallet_program};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
     Set,
@@ -30,7 +28,11 @@ pub async fn insert_integration<C: ConnectionTrait>(
     Ok(())
 }
 
-pub async fn insert_enterprise<C: ConnectionTrait>(c: &C, id: Uuid, name: &str) -> Result<(), DbErr> {
+pub async fn insert_enterprise<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    name: &str,
+) -> Result<(), DbErr> {
     enterprise::ActiveModel {
         id: Set(id),
         name: Set(name.to_string()),

@@ -113,7 +113,10 @@ async fn a_body_over_the_limit_is_rejected_in_the_envelope() {
     r.assert_envelope();
     assert_eq!(r.status, 413);
     assert_eq!(r.code(), "VALIDATION_ERROR");
-    assert_eq!(r.field_issues(), vec![("/".to_string(), "too_large".to_string())]);
+    assert_eq!(
+        r.field_issues(),
+        vec![("/".to_string(), "too_large".to_string())]
+    );
 }
 
 #[tokio::test]
@@ -122,7 +125,10 @@ async fn a_missing_or_malformed_idempotency_key_is_a_validation_error() {
     let t = app.tenant(true).await;
     let before = key_count(&app, &t).await;
     for key in [None, Some("not-a-uuid"), Some("")] {
-        let mut req = app.post("/auth/keys").header("x-api-key", &t.platform_key).json(&key_body(&t));
+        let mut req = app
+            .post("/auth/keys")
+            .header("x-api-key", &t.platform_key)
+            .json(&key_body(&t));
         if let Some(k) = key {
             req = req.header("Idempotency-Key", k);
         }
@@ -158,7 +164,10 @@ async fn a_mutation_without_a_supported_api_version_names_the_supported_ones() {
         assert_eq!(r.code(), "VALIDATION_ERROR");
         let field = &r.body["error"]["details"]["fields"][0];
         assert_eq!(field["field"], "/meta/api_version");
-        assert!(field["message"].as_str().unwrap().contains("2026-06-01"), "{field}");
+        assert!(
+            field["message"].as_str().unwrap().contains("2026-06-01"),
+            "{field}"
+        );
     }
 }
 
@@ -179,8 +188,15 @@ async fn field_errors_name_each_bad_field_by_its_json_pointer() {
     .await;
     assert_eq!(r.status, 400, "{}", r.body);
     let issues = r.field_issues();
-    for expected in [("/brand_id", "invalid_uuid"), ("/label", "too_long"), ("/expires_at", "not_in_future")] {
-        assert!(issues.contains(&(expected.0.to_string(), expected.1.to_string())), "{expected:?} not in {issues:?}");
+    for expected in [
+        ("/brand_id", "invalid_uuid"),
+        ("/label", "too_long"),
+        ("/expires_at", "not_in_future"),
+    ] {
+        assert!(
+            issues.contains(&(expected.0.to_string(), expected.1.to_string())),
+            "{expected:?} not in {issues:?}"
+        );
     }
     for f in r.body["error"]["details"]["fields"].as_array().unwrap() {
         assert!(f["message"].as_str().is_some_and(|m| !m.is_empty()));
@@ -193,24 +209,50 @@ async fn a_retry_with_the_same_key_replays_the_first_response_byte_for_byte() {
     let t = app.tenant(true).await;
     let idem = Uuid::new_v4().to_string();
     let body = key_body(&t);
-    let first = send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&body)).await;
+    let first = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", &idem)
+            .json(&body),
+    )
+    .await;
     first.assert_envelope();
     assert_eq!(first.status, 200, "{}", first.body);
     assert_eq!(first.body["meta"]["idempotency_replayed"], false);
     let raw_key = first.body["data"]["raw_key"].as_str().unwrap().to_string();
     assert_eq!(first.body["data"]["scope"], "branch");
 
-    let second = send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&body)).await;
+    let second = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", &idem)
+            .json(&body),
+    )
+    .await;
     assert_eq!(second.status, 200);
     assert_eq!(second.body["meta"]["idempotency_replayed"], true);
     assert_eq!(second.body["data"]["raw_key"], raw_key.as_str());
-    let flipped = String::from_utf8(first.bytes.clone()).unwrap().replace("\"idempotency_replayed\":false", "\"idempotency_replayed\":true");
-    assert_eq!(String::from_utf8(second.bytes.clone()).unwrap(), flipped, "only the replay flag differs");
-    assert_eq!(key_count(&app, &t).await, 2, "the platform key and exactly one new key");
+    let flipped = String::from_utf8(first.bytes.clone()).unwrap().replace(
+        "\"idempotency_replayed\":false",
+        "\"idempotency_replayed\":true",
+    );
+    assert_eq!(
+        String::from_utf8(second.bytes.clone()).unwrap(),
+        flipped,
+        "only the replay flag differs"
+    );
+    assert_eq!(
+        key_count(&app, &t).await,
+        2,
+        "the platform key and exactly one new key"
+    );
 
     // The stored replay never holds the raw key in plaintext.
-    use sea_orm::{EntityTrait};
-    let records = entities::idempotency_record::Entity::find().all(&app.server.state.db).await.unwrap();
+    use sea_orm::EntityTrait;
+    let records = entities::idempotency_record::Entity::find()
+        .all(&app.server.state.db)
+        .await
+        .unwrap();
     assert!(records.iter().all(|r| !r.response_body.contains(&raw_key)));
 
     // The new key works at once.
@@ -224,11 +266,23 @@ async fn the_same_key_with_a_different_body_is_idempotency_key_reused() {
     let app = TestApp::spawn().await;
     let t = app.tenant(true).await;
     let idem = Uuid::new_v4().to_string();
-    let first = send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&key_body(&t))).await;
+    let first = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", &idem)
+            .json(&key_body(&t)),
+    )
+    .await;
     assert_eq!(first.status, 200);
     let mut other = key_body(&t);
     other["label"] = json!("till 2");
-    let r = send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&other)).await;
+    let r = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", &idem)
+            .json(&other),
+    )
+    .await;
     r.assert_envelope();
     assert_eq!(r.status, 422);
     assert_eq!(r.code(), "IDEMPOTENCY_KEY_REUSED");
@@ -241,7 +295,14 @@ async fn concurrent_retries_of_one_create_make_one_key() {
     let t = app.tenant(true).await;
     let idem = Uuid::new_v4().to_string();
     let body = key_body(&t);
-    let calls = (0..6).map(|_| send(app.post("/auth/keys").header("x-api-key", &t.platform_key).header("Idempotency-Key", &idem).json(&body)));
+    let calls = (0..6).map(|_| {
+        send(
+            app.post("/auth/keys")
+                .header("x-api-key", &t.platform_key)
+                .header("Idempotency-Key", &idem)
+                .json(&body),
+        )
+    });
     let replies = futures::future::join_all(calls).await;
     let mut keys = std::collections::HashSet::new();
     for r in &replies {
@@ -263,22 +324,40 @@ async fn a_key_outside_the_callers_scope_is_forbidden_and_another_merchant_too()
     let a = app.tenant(true).await;
     let b = app.tenant(true).await;
     // A's platform key asking for B's merchant.
-    let r = send(app.post("/auth/keys").header("x-api-key", &a.platform_key).header("Idempotency-Key", Uuid::new_v4().to_string()).json(&key_body(&b))).await;
+    let r = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &a.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&key_body(&b)),
+    )
+    .await;
     assert_eq!(r.status, 403, "{}", r.body);
     assert_eq!(r.code(), "FORBIDDEN");
     // A branch key asking for a sibling branch.
-    let first = send(app.post("/auth/keys").header("x-api-key", &a.platform_key).header("Idempotency-Key", Uuid::new_v4().to_string()).json(&key_body(&a))).await;
+    let first = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &a.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&key_body(&a)),
+    )
+    .await;
     let branch_key = first.body["data"]["raw_key"].as_str().unwrap().to_string();
     let mut sibling = key_body(&a);
     sibling["branch_id"] = json!(a.branch_ids[1].to_string());
-    let r = send(app.post("/auth/keys").header("x-api-key", &branch_key).header("Idempotency-Key", Uuid::new_v4().to_string()).json(&sibling)).await;
+    let r = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &branch_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&sibling),
+    )
+    .await;
     assert_eq!(r.status, 403, "{}", r.body);
     assert_eq!(r.code(), "FORBIDDEN");
 }
 
 #[tokio::test]
 async fn a_panicking_handler_is_a_500_in_the_envelope_without_its_message() {
-    use poem::{Route, endpoint::make_sync, get, listener::TcpListener};
+    use poem::{Route, endpoint::make_sync, get};
     let app = TestApp::spawn().await;
     let ep = api::http::with_middleware(
         Route::new().at(
@@ -287,12 +366,8 @@ async fn a_panicking_handler_is_a_500_in_the_envelope_without_its_message() {
         ),
         app.server.state.clone(),
     );
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
-    tokio::spawn(poem::Server::new(TcpListener::bind(addr.to_string())).run(ep));
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    let r = send(app.client.get(format!("http://{addr}/boom"))).await;
+    let port = tests::serve_endpoint(ep).await;
+    let r = send(app.client.get(format!("http://127.0.0.1:{port}/boom"))).await;
     r.assert_envelope();
     assert_eq!(r.status, 500);
     assert_eq!(r.code(), "INTERNAL_SERVER_ERROR");

@@ -32,14 +32,27 @@ async fn an_sms_job_goes_from_a_committed_outbox_row_to_the_sandbox_inbox() {
     let phone = fresh_phone("+4915");
     let state = &app.server.state;
     let txn = state.db.begin().await.unwrap();
-    sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "123456")).await.unwrap();
+    sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "123456"))
+        .await
+        .unwrap();
     txn.commit().await.unwrap();
 
-    let msg = eventually(Duration::from_secs(20), "the SMS in the sandbox inbox", || async {
-        let r = send(app.get(&format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"))).header("x-api-key", &t.platform_key)).await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        r.body["data"].as_array().and_then(|a| a.first().cloned())
-    })
+    let msg = eventually(
+        Duration::from_secs(20),
+        "the SMS in the sandbox inbox",
+        || async {
+            let r = send(
+                app.get(&format!(
+                    "/sandbox/messages?phone={}",
+                    phone.replace('+', "%2B")
+                ))
+                .header("x-api-key", &t.platform_key),
+            )
+            .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            r.body["data"].as_array().and_then(|a| a.first().cloned())
+        },
+    )
     .await;
     assert_eq!(msg["kind"], "otp");
     assert_eq!(msg["code"], "123456");
@@ -55,22 +68,51 @@ async fn a_rolled_back_transaction_enqueues_nothing() {
     let phone = fresh_phone("+4916");
     let state = &app.server.state;
     let txn = state.db.begin().await.unwrap();
-    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "654321")).await.unwrap();
+    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "654321"))
+        .await
+        .unwrap();
     txn.rollback().await.unwrap();
 
     // A committed marker sent after it: once it arrives, the rolled-back one had every chance.
     let marker = fresh_phone("+4917");
     let txn = state.db.begin().await.unwrap();
-    sms_send::enqueue(&txn, &state.sealer, sms(&t, &marker, "000000")).await.unwrap();
+    sms_send::enqueue(&txn, &state.sealer, sms(&t, &marker, "000000"))
+        .await
+        .unwrap();
     txn.commit().await.unwrap();
-    eventually(Duration::from_secs(20), "the committed marker SMS", || async {
-        let r = send(app.get(&format!("/sandbox/messages?phone={}", marker.replace('+', "%2B"))).header("x-api-key", &t.platform_key)).await;
-        r.body["data"].as_array().filter(|a| !a.is_empty()).map(|_| ())
-    })
+    eventually(
+        Duration::from_secs(20),
+        "the committed marker SMS",
+        || async {
+            let r = send(
+                app.get(&format!(
+                    "/sandbox/messages?phone={}",
+                    marker.replace('+', "%2B")
+                ))
+                .header("x-api-key", &t.platform_key),
+            )
+            .await;
+            r.body["data"]
+                .as_array()
+                .filter(|a| !a.is_empty())
+                .map(|_| ())
+        },
+    )
     .await;
 
-    let r = send(app.get(&format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"))).header("x-api-key", &t.platform_key)).await;
-    assert_eq!(r.body["data"], serde_json::json!([]), "a rolled-back SMS was sent");
+    let r = send(
+        app.get(&format!(
+            "/sandbox/messages?phone={}",
+            phone.replace('+', "%2B")
+        ))
+        .header("x-api-key", &t.platform_key),
+    )
+    .await;
+    assert_eq!(
+        r.body["data"],
+        serde_json::json!([]),
+        "a rolled-back SMS was sent"
+    );
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     let rows = entities::outbox::Entity::find()
         .filter(entities::outbox::Column::EventId.eq(job_id))
@@ -89,11 +131,16 @@ async fn a_job_that_always_fails_is_dead_lettered_with_its_error_history() {
     let phone = fresh_phone("+99901");
     let state = &app.server.state;
     let txn = state.db.begin().await.unwrap();
-    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "111111")).await.unwrap();
+    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "111111"))
+        .await
+        .unwrap();
     txn.commit().await.unwrap();
 
     let dead = eventually(Duration::from_secs(30), "the dead letter", || async {
-        let rows = store::dead_letters::list(&state.db, &store::dead_letters::Filter::default(), 500).await.unwrap();
+        let rows =
+            store::dead_letters::list(&state.db, &store::dead_letters::Filter::default(), 500)
+                .await
+                .unwrap();
         rows.into_iter().find(|d| d.job_id == job_id)
     })
     .await;
@@ -103,14 +150,25 @@ async fn a_job_that_always_fails_is_dead_lettered_with_its_error_history() {
     assert_eq!(dead.queue, "sms_send");
     assert_eq!(dead.merchant_id, Some(t.merchant_id));
     let history = dead.error_history.as_array().unwrap();
-    assert_eq!(history.len(), max as usize, "one entry per attempt: {history:?}");
+    assert_eq!(
+        history.len(),
+        max as usize,
+        "one entry per attempt: {history:?}"
+    );
     for (i, h) in history.iter().enumerate() {
         assert_eq!(h["attempt"], i as u64 + 1);
         assert!(h["error"].as_str().unwrap().contains("always fails"), "{h}");
     }
     // The sealed content never appears in the dead letter.
     assert!(!dead.payload.to_string().contains("111111"));
-    let r = send(app.get(&format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"))).header("x-api-key", &t.platform_key)).await;
+    let r = send(
+        app.get(&format!(
+            "/sandbox/messages?phone={}",
+            phone.replace('+', "%2B")
+        ))
+        .header("x-api-key", &t.platform_key),
+    )
+    .await;
     assert_eq!(r.body["data"], serde_json::json!([]));
     app.stop().await;
 }
@@ -119,7 +177,11 @@ async fn a_job_that_always_fails_is_dead_lettered_with_its_error_history() {
 async fn sandbox_messages_are_not_found_for_a_production_key() {
     let app = TestApp::spawn().await;
     let t = app.tenant(false).await;
-    let r = send(app.get("/sandbox/messages?phone=%2B4915112345678").header("x-api-key", &t.platform_key)).await;
+    let r = send(
+        app.get("/sandbox/messages?phone=%2B4915112345678")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
     r.assert_envelope();
     assert_eq!(r.status, 404);
     assert_eq!(r.code(), "NOT_FOUND");
@@ -133,16 +195,75 @@ async fn one_tenant_never_reads_another_tenants_sandbox_messages() {
     let phone = fresh_phone("+4918");
     let state = &app.server.state;
     let txn = state.db.begin().await.unwrap();
-    sms_send::enqueue(&txn, &state.sealer, sms(&a, &phone, "222222")).await.unwrap();
+    sms_send::enqueue(&txn, &state.sealer, sms(&a, &phone, "222222"))
+        .await
+        .unwrap();
     txn.commit().await.unwrap();
     let q = format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"));
     eventually(Duration::from_secs(20), "tenant A's SMS", || async {
         let r = send(app.get(&q).header("x-api-key", &a.platform_key)).await;
-        r.body["data"].as_array().filter(|x| !x.is_empty()).map(|_| ())
+        r.body["data"]
+            .as_array()
+            .filter(|x| !x.is_empty())
+            .map(|_| ())
     })
     .await;
     let r = send(app.get(&q).header("x-api-key", &b.platform_key)).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.body["data"], serde_json::json!([]));
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_production_keys_sms_goes_to_the_http_provider_with_its_token() {
+    use poem::{
+        EndpointExt, Route, handler, post,
+        web::{Data, Json},
+    };
+    use std::sync::{Arc, Mutex};
+
+    type Seen = Arc<Mutex<Vec<(Option<String>, serde_json::Value)>>>;
+    #[handler]
+    fn receive(
+        req: &poem::Request,
+        Json(body): Json<serde_json::Value>,
+        seen: Data<&Seen>,
+    ) -> &'static str {
+        let auth = req
+            .headers()
+            .get("authorization")
+            .map(|v| v.to_str().unwrap().to_string());
+        seen.0.lock().unwrap().push((auth, body));
+        "queued"
+    }
+    let seen: Seen = Arc::default();
+    let port =
+        tests::serve_endpoint(Route::new().at("/sms", post(receive)).data(seen.clone())).await;
+
+    let app = TestApp::spawn_isolated(true, |c| {
+        c.sms_provider_url = Some(format!("http://127.0.0.1:{port}/sms"));
+        c.sms_provider_token = Some(api::secret::Secret::new("gateway-token"));
+    })
+    .await;
+    let t = app.tenant(false).await;
+    let phone = fresh_phone("+4919");
+    let state = &app.server.state;
+    let txn = state.db.begin().await.unwrap();
+    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "333333"))
+        .await
+        .unwrap();
+    txn.commit().await.unwrap();
+
+    let (auth, body) = eventually(Duration::from_secs(20), "the gateway call", || async {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .find(|(_, b)| b["to"] == phone.as_str())
+            .cloned()
+    })
+    .await;
+    assert_eq!(auth.as_deref(), Some("Bearer gateway-token"));
+    assert_eq!(body["body"], "Your code is 333333");
+    assert_eq!(body["reference"], job_id.to_string());
     app.stop().await;
 }

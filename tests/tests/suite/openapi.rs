@@ -11,10 +11,21 @@ async fn the_live_document_is_valid_openapi_3_1() {
     let doc = &r.body["data"];
     assert_eq!(doc["openapi"], "3.1.0");
     if let Err(errors) = oas31::validate(doc) {
-        panic!("the served document is not valid OpenAPI 3.1:\n{}", errors.join("\n"));
+        panic!(
+            "the served document is not valid OpenAPI 3.1:\n{}",
+            errors.join("\n")
+        );
     }
     // The unwrapped copy for tooling is the same document.
-    let raw: serde_json::Value = app.client.get(format!("{}/openapi.json", app.url)).send().await.unwrap().json().await.unwrap();
+    let raw: serde_json::Value = app
+        .client
+        .get(format!("{}/openapi.json", app.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(&raw, doc);
 }
 
@@ -28,7 +39,9 @@ async fn every_operation_carries_a_domain_tag_and_stability_and_both_schemes_are
     assert_eq!(schemes["PosTerminalJWT"]["scheme"], "bearer");
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
-            let tags = op["tags"].as_array().unwrap_or_else(|| panic!("{method} {path} has no tags"));
+            let tags = op["tags"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{method} {path} has no tags"));
             assert_eq!(tags.len(), 1, "{method} {path}");
             let s = op["x-stability"].as_str().unwrap_or_default();
             assert!(s == "ga" || s == "beta", "{method} {path}: {s}");
@@ -42,8 +55,16 @@ async fn the_openapi_needs_a_credential_and_the_docs_page_is_served() {
     let r = send(app.get("/openapi")).await;
     assert_eq!(r.status, 401);
     assert_eq!(r.code(), "INVALID_API_KEY");
-    let docs = app.client.get(format!("{}/docs", app.url)).send().await.unwrap();
+    let docs = app
+        .client
+        .get(format!("{}/docs", app.url))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(docs.status(), 200);
     let html = docs.text().await.unwrap();
-    assert!(html.contains("\"openapi\": \"3.1.0\""), "the docs page embeds the 3.1 document");
+    assert!(
+        html.contains("\"openapi\": \"3.1.0\""),
+        "the docs page embeds the 3.1 document"
+    );
 }

@@ -17,17 +17,35 @@ async fn health_answers_without_a_credential() {
 async fn the_platform_key_from_tenant_create_works_at_once() {
     let app = TestApp::spawn().await;
     let t = app.tenant(true).await;
-    let r = send(app.get("/capabilities").header("x-api-key", &t.platform_key)).await;
+    let r = send(
+        app.get("/capabilities")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
     r.assert_envelope();
     assert_eq!(r.status, 200, "{}", r.body);
     let d = &r.body["data"];
     assert_eq!(d["credential"]["scope"], "integration");
-    assert_eq!(d["credential"]["integration_id"], t.integration_id.to_string());
+    assert_eq!(
+        d["credential"]["integration_id"],
+        t.integration_id.to_string()
+    );
     assert_eq!(d["credential"]["is_sandbox"], true);
     assert_eq!(d["currencies"], serde_json::json!(["EUR"]));
-    assert_eq!(d["wallet_programs"][0]["wallet_program_id"], t.wallet_program_id.to_string());
-    assert_eq!(d["supported_identify_credential_types"], serde_json::json!(["phone"]));
-    let ops: Vec<&str> = d["operations"].as_array().unwrap().iter().map(|o| o["operation_id"].as_str().unwrap()).collect();
+    assert_eq!(
+        d["wallet_programs"][0]["wallet_program_id"],
+        t.wallet_program_id.to_string()
+    );
+    assert_eq!(
+        d["supported_identify_credential_types"],
+        serde_json::json!(["phone"])
+    );
+    let ops: Vec<&str> = d["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["operation_id"].as_str().unwrap())
+        .collect();
     assert!(ops.contains(&"getCapabilities"), "{ops:?}");
 }
 
@@ -39,7 +57,12 @@ async fn a_wrong_or_unknown_key_is_invalid_api_key() {
     let mut forged = t.platform_key.clone();
     let last = forged.pop().unwrap();
     forged.push(if last == 'A' { 'B' } else { 'A' });
-    for key in [forged.as_str(), "wk_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "not-a-key", ""] {
+    for key in [
+        forged.as_str(),
+        "wk_live_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "not-a-key",
+        "",
+    ] {
         let r = send(app.get("/capabilities").header("x-api-key", key)).await;
         r.assert_envelope();
         assert_eq!(r.status, 401, "{key}: {}", r.body);
@@ -51,14 +74,22 @@ async fn a_wrong_or_unknown_key_is_invalid_api_key() {
     assert_eq!(r.status, 401);
     assert_eq!(r.code(), "INVALID_API_KEY");
     // The real key still works after the failures.
-    let r = send(app.get("/capabilities").header("x-api-key", &t.platform_key)).await;
+    let r = send(
+        app.get("/capabilities")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
     assert_eq!(r.status, 200);
 }
 
 #[tokio::test]
 async fn an_invalid_bearer_token_is_invalid_api_key() {
     let app = TestApp::spawn().await;
-    let r = send(app.get("/capabilities").bearer_auth("eyJhbGciOiJub25lIn0.e30.")).await;
+    let r = send(
+        app.get("/capabilities")
+            .bearer_auth("eyJhbGciOiJub25lIn0.e30."),
+    )
+    .await;
     assert_eq!(r.status, 401);
     assert_eq!(r.code(), "INVALID_API_KEY");
 }
@@ -73,7 +104,11 @@ async fn health_reports_redis_degraded_and_redis_calls_fail_fast_and_retryable()
     })
     .await;
     let t = app.tenant(true).await;
-    let r = send(app.get("/capabilities").header("x-api-key", &t.platform_key)).await;
+    let r = send(
+        app.get("/capabilities")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(send(app.get("/health")).await.body["data"]["status"], "ok");
 
@@ -89,12 +124,111 @@ async fn health_reports_redis_degraded_and_redis_calls_fail_fast_and_retryable()
 
     // A request that needs Redis: a clear retryable error within the bound, no hang.
     let started = Instant::now();
-    let r = send(app.get("/capabilities").header("x-api-key", &t.platform_key)).await;
-    assert!(started.elapsed() < Duration::from_secs(3), "took {:?}", started.elapsed());
+    let r = send(
+        app.get("/capabilities")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
     r.assert_envelope();
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.code(), "INTERNAL_SERVER_ERROR");
     assert_eq!(r.body["error"]["details"]["subsystem"], "redis");
     assert_eq!(r.body["error"]["details"]["retryable"], true);
     assert!(r.headers.get("retry-after").is_some());
+}
+
+#[tokio::test]
+async fn health_reports_the_database_degraded_and_calls_fail_fast_and_retryable() {
+    if tests::mode() != tests::Mode::Production {
+        eprintln!("production mode only: an embedded SQLite file has no server to stop");
+        return;
+    }
+    let cfg = tests::test_config();
+    let url = cfg.database_url.clone().unwrap();
+    let proxy = tests::proxy::Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let proxied = url.replacen("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port), 1);
+    assert_ne!(
+        proxied, url,
+        "the test database URL must point at 127.0.0.1:5432"
+    );
+    let app = TestApp::spawn_with(false, |c| {
+        c.database_url = Some(proxied);
+        c.db_acquire_timeout_ms = 1000;
+    })
+    .await;
+    let t = app.tenant(true).await;
+    assert_eq!(
+        send(
+            app.get("/capabilities")
+                .header("x-api-key", &t.platform_key)
+        )
+        .await
+        .status,
+        200
+    );
+
+    proxy.cut();
+
+    let r = send(app.get("/health")).await;
+    r.assert_envelope();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["status"], "degraded");
+    let degraded = r.body["data"]["degraded_subsystems"].as_array().unwrap();
+    assert!(degraded.iter().any(|s| s == "database"), "{}", r.body);
+
+    let started = Instant::now();
+    let r = send(
+        app.get("/capabilities")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    r.assert_envelope();
+    assert_eq!(r.status, 503, "{}", r.body);
+    assert_eq!(r.code(), "INTERNAL_SERVER_ERROR");
+    assert_eq!(r.body["error"]["details"]["subsystem"], "database");
+}
+
+#[tokio::test]
+async fn a_key_made_unusable_is_refused_at_once_on_every_replica() {
+    // Two API "replicas" sharing one database and one cache (Redis in production).
+    let a = TestApp::spawn().await;
+    let t = a.tenant(true).await;
+    let b_state = if tests::mode() == tests::Mode::Production {
+        Some(api::build_state(tests::test_config()).await.unwrap())
+    } else {
+        None
+    };
+    let r = send(a.get("/capabilities").header("x-api-key", &t.platform_key)).await;
+    assert_eq!(r.status, 200);
+
+    // Revoke as the key lifecycle does: invalidate the cache (on any replica), then the row.
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+    let key = entities::api_key::Entity::find()
+        .filter(entities::api_key::Column::IntegrationId.eq(t.integration_id))
+        .one(&a.server.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    let invalidating = b_state.as_ref().unwrap_or(&a.server.state);
+    invalidating.key_auth().invalidate(key.id).await.unwrap();
+    entities::api_key::Entity::update_many()
+        .col_expr(entities::api_key::Column::Status, Expr::value("inactive"))
+        .filter(entities::api_key::Column::Id.eq(key.id))
+        .exec(&a.server.state.db)
+        .await
+        .unwrap();
+
+    let r = send(a.get("/capabilities").header("x-api-key", &t.platform_key)).await;
+    assert_eq!(r.status, 401, "the cached key still worked: {}", r.body);
+    assert_eq!(r.code(), "INVALID_API_KEY");
 }

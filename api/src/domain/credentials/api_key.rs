@@ -88,7 +88,13 @@ mod tests {
 
     #[test]
     fn foreign_strings_are_not_keys() {
-        for bad in ["", "wk_live_short", "sk_live_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "wk__aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "wk_live_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!"] {
+        for bad in [
+            "",
+            "wk_live_short",
+            "sk_live_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "wk__aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "wk_live_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!",
+        ] {
             assert!(split(bad).is_none(), "{bad}");
         }
     }

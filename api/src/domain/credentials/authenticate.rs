@@ -35,13 +35,13 @@ impl KeyAuth<'_> {
             return Err(ApiError::invalid_api_key());
         };
         let fp = api_key::cache_fingerprint(raw);
-        if let Some(cached) = self.kv.get(&cache_key(&fp)).await? {
-            if let Ok(p) = serde_json::from_str::<Principal>(&cached) {
-                if p.expires_at.is_some_and(|t| t <= Utc::now()) {
-                    return Err(ApiError::invalid_api_key());
-                }
-                return Ok(p);
+        if let Some(cached) = self.kv.get(&cache_key(&fp)).await?
+            && let Ok(p) = serde_json::from_str::<Principal>(&cached)
+        {
+            if p.expires_at.is_some_and(|t| t <= Utc::now()) {
+                return Err(ApiError::invalid_api_key());
             }
+            return Ok(p);
         }
 
         let candidates = store::api_keys::active_by_prefix(self.db, key_prefix).await?;
@@ -60,8 +60,11 @@ impl KeyAuth<'_> {
             if key.expires_at.is_some_and(|t| t <= now) || integration.status != "ACTIVE" {
                 return Err(ApiError::invalid_api_key());
             }
-            let scope = Scope::from_parts(&key.scope, key.enterprise_id, key.brand_id, key.branch_id)
-                .ok_or_else(|| ApiError::internal(format!("api key {} has an inconsistent scope", key.id)))?;
+            let scope =
+                Scope::from_parts(&key.scope, key.enterprise_id, key.brand_id, key.branch_id)
+                    .ok_or_else(|| {
+                        ApiError::internal(format!("api key {} has an inconsistent scope", key.id))
+                    })?;
             let principal = Principal {
                 kind: CredentialKind::ApiKey,
                 key_id: Some(key.id),
@@ -100,7 +103,11 @@ impl KeyAuth<'_> {
     pub async fn invalidate(&self, key_id: uuid::Uuid) -> Result<(), ApiError> {
         // The tombstone outlives any cache entry a racing verification could still write.
         self.kv
-            .set_px(&tombstone_key(key_id), "1", self.cache_ttl * 2 + Duration::from_secs(5))
+            .set_px(
+                &tombstone_key(key_id),
+                "1",
+                self.cache_ttl * 2 + Duration::from_secs(5),
+            )
             .await?;
         let idx = index_key(key_id);
         let mut doomed = vec![idx.clone()];

@@ -53,7 +53,10 @@ impl JwtKeys {
     pub fn new(kid: &str, secret: &[u8], previous: &[(String, Vec<u8>)]) -> Self {
         JwtKeys {
             current_kid: kid.to_string(),
-            current: (EncodingKey::from_secret(secret), DecodingKey::from_secret(secret)),
+            current: (
+                EncodingKey::from_secret(secret),
+                DecodingKey::from_secret(secret),
+            ),
             previous: previous
                 .iter()
                 .map(|(k, s)| (k.clone(), DecodingKey::from_secret(s)))
@@ -82,7 +85,9 @@ impl JwtKeys {
         if header.alg != Algorithm::HS256 {
             return Err(Invalid::BadSignature);
         }
-        let key = self.key_for(header.kid.as_deref()).ok_or(Invalid::BadSignature)?;
+        let key = self
+            .key_for(header.kid.as_deref())
+            .ok_or(Invalid::BadSignature)?;
         let mut v = Validation::new(Algorithm::HS256);
         v.set_issuer(&[ISSUER]);
         v.set_audience(&[AUDIENCE]);
@@ -103,7 +108,9 @@ impl JwtKeys {
 
 impl Claims {
     pub fn expires_at(&self) -> DateTime<Utc> {
-        Utc.timestamp_opt(self.exp, 0).single().unwrap_or_else(Utc::now)
+        Utc.timestamp_opt(self.exp, 0)
+            .single()
+            .unwrap_or_else(Utc::now)
     }
 
     pub fn scope(&self) -> Scope {
@@ -180,10 +187,16 @@ mod tests {
     #[test]
     fn expired_and_foreign_audience_tokens_are_named() {
         let keys = JwtKeys::new("k1", &[1u8; 32], &[]);
-        assert_eq!(keys.verify(&keys.sign(&claims(-5)).unwrap()), Err(Invalid::Expired));
+        assert_eq!(
+            keys.verify(&keys.sign(&claims(-5)).unwrap()),
+            Err(Invalid::Expired)
+        );
         let mut c = claims(600);
         c.aud = "consumer-app".into();
-        assert_eq!(keys.verify(&keys.sign(&c).unwrap()), Err(Invalid::WrongAudience));
+        assert_eq!(
+            keys.verify(&keys.sign(&c).unwrap()),
+            Err(Invalid::WrongAudience)
+        );
     }
 
     #[test]

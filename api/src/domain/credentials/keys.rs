@@ -42,9 +42,10 @@ pub fn within(caller: &Scope, target: &Scope, linked: &[Uuid]) -> bool {
     match caller {
         Scope::Integration => e.is_some_and(|e| linked.contains(&e)),
         Scope::Enterprise { enterprise_id } => e == Some(*enterprise_id),
-        Scope::Brand { enterprise_id, brand_id } => {
-            e == Some(*enterprise_id) && target.brand_id() == Some(*brand_id)
-        }
+        Scope::Brand {
+            enterprise_id,
+            brand_id,
+        } => e == Some(*enterprise_id) && target.brand_id() == Some(*brand_id),
         Scope::Branch { branch_id, .. } => target.branch_id() == Some(*branch_id),
     }
 }
@@ -58,18 +59,28 @@ pub async fn create<C: ConnectionTrait>(
     let linked = store::tenancy::linked_enterprises(c, caller.integration_id).await?;
     // A merchant outside the caller's authority is FORBIDDEN whether or not it exists.
     if !linked.contains(&req.enterprise_id) {
-        return Err(ApiError::forbidden("The credential is not authorized for this merchant."));
+        return Err(ApiError::forbidden(
+            "The credential is not authorized for this merchant.",
+        ));
     }
     if let Some(b) = req.brand_id {
         let brand = store::tenancy::find_brand(c, req.enterprise_id, b).await?;
         if brand.is_none() {
-            return Err(ApiError::field("/brand_id", "not_in_enterprise", "is not a brand of enterprise_id"));
+            return Err(ApiError::field(
+                "/brand_id",
+                "not_in_enterprise",
+                "is not a brand of enterprise_id",
+            ));
         }
     }
     if let (Some(b), Some(br)) = (req.brand_id, req.branch_id) {
         let branch = store::tenancy::find_branch(c, req.enterprise_id, b, br).await?;
         if branch.is_none() {
-            return Err(ApiError::field("/branch_id", "not_in_brand", "is not a branch of brand_id"));
+            return Err(ApiError::field(
+                "/branch_id",
+                "not_in_brand",
+                "is not a branch of brand_id",
+            ));
         }
     }
     let target = Scope::from_parts(
@@ -84,7 +95,9 @@ pub async fn create<C: ConnectionTrait>(
     )
     .ok_or_else(|| ApiError::field("/branch_id", "requires_brand", "needs brand_id"))?;
     if !within(&caller.scope, &target, &linked) {
-        return Err(ApiError::forbidden("The requested scope is outside the credential's own scope."));
+        return Err(ApiError::forbidden(
+            "The requested scope is outside the credential's own scope.",
+        ));
     }
     let model = store::api_keys::insert(
         c,
@@ -113,15 +126,26 @@ mod tests {
     fn a_scope_never_widens() {
         let (e, b, br) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let ent = Scope::Enterprise { enterprise_id: e };
-        let brand = Scope::Brand { enterprise_id: e, brand_id: b };
-        let branch = Scope::Branch { enterprise_id: e, brand_id: b, branch_id: br };
+        let brand = Scope::Brand {
+            enterprise_id: e,
+            brand_id: b,
+        };
+        let branch = Scope::Branch {
+            enterprise_id: e,
+            brand_id: b,
+            branch_id: br,
+        };
         assert!(within(&Scope::Integration, &ent, &[e]));
         assert!(!within(&Scope::Integration, &ent, &[]));
         assert!(within(&ent, &branch, &[e]));
         assert!(within(&brand, &branch, &[e]));
         assert!(!within(&brand, &ent, &[e]));
         assert!(!within(&branch, &brand, &[e]));
-        let other = Scope::Branch { enterprise_id: e, brand_id: b, branch_id: Uuid::now_v7() };
+        let other = Scope::Branch {
+            enterprise_id: e,
+            brand_id: b,
+            branch_id: Uuid::now_v7(),
+        };
         assert!(!within(&branch, &other, &[e]));
     }
 }

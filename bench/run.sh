@@ -1,0 +1,409 @@
+#!/usr/bin/env bash
+# Benchmark harness: builds the release binaries, then for each mode (embedded, production)
+# starts the service, measures start-up time and idle RSS, creates a tenant, runs three
+# short load phases with wrk against 127.0.0.1 and records req/s, p50, p99, errors and peak
+# RSS; then runs the PostgreSQL ceiling (shared/bench/pg-ceiling.sh) and prints one summary,
+# also written to bench/results/latest.md. See bench/README.md.
+#
+# Usage: bench/run.sh            (from anywhere)
+# Knobs (env, all optional):
+#   BENCH_MODES="embedded production"   which modes to run
+#   CAPS_SECS=15 REPLAY_SECS=10 CREATE_SECS=5 PG_SECS=15   phase lengths (each capped at 20 s)
+#   CAPS_CONNS=16 REPLAY_CONNS=16 CREATE_CONNS=4 PG_CLIENTS=16
+#   SKIP_BUILD=1                        use the binaries already in target/release
+#   SKIP_PG_CEILING=1                   do not run the PostgreSQL ceiling
+#   PG_CEILING=path/to/pg-ceiling.sh    default: ../shared/bench/pg-ceiling.sh beside the repo
+#   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
+set -euo pipefail
+
+BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$BENCH_DIR/.." && pwd)
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+API_BIN=$TARGET_DIR/release/wallet-api
+WORKER_BIN=$TARGET_DIR/release/wallet-worker
+LUA=$BENCH_DIR/wrk/bench.lua
+RESULTS=$BENCH_DIR/results
+PG_CEILING=${PG_CEILING:-$ROOT/../shared/bench/pg-ceiling.sh}
+
+MAX_PHASE_SECS=20
+clamp() { local v=$1; ((v < 1)) && v=1; ((v > MAX_PHASE_SECS)) && v=$MAX_PHASE_SECS; echo "$v"; }
+CAPS_SECS=$(clamp "${CAPS_SECS:-15}")
+REPLAY_SECS=$(clamp "${REPLAY_SECS:-10}")
+CREATE_SECS=$(clamp "${CREATE_SECS:-5}")
+PG_SECS=$(clamp "${PG_SECS:-15}")
+CAPS_CONNS=${CAPS_CONNS:-16}
+REPLAY_CONNS=${REPLAY_CONNS:-16}
+CREATE_CONNS=${CREATE_CONNS:-4}
+PG_CLIENTS=${PG_CLIENTS:-16}
+BENCH_MODES=${BENCH_MODES:-embedded production}
+PGHOST_=${BENCH_PGHOST:-127.0.0.1}
+PGPORT_=${BENCH_PGPORT:-5432}
+PGUSER_=${BENCH_PGUSER:-postgres}
+REDIS_PORT=${BENCH_REDIS_PORT:-6379}
+# Keys minted during the bench (the replayed create and the fresh creates) use the lowest
+# allowed bcrypt cost; the tenant's platform key is minted at the service default.
+SERVER_BCRYPT_COST=10
+TENANT_BCRYPT_COST=12
+HOST=127.0.0.1 # all traffic stays on loopback
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+now_ns() { date +%s%N; }
+
+# Only the WALLET_* variables this script sets may reach the service: unknown ones are
+# rejected at start-up, and a stray real one would change what is measured.
+while read -r v; do unset "$v"; done < <(compgen -e | grep '^WALLET_' || true)
+unset RUST_LOG
+
+# ---------------------------------------------------------------- cleanup (trap) ----------
+WORK=$(mktemp -d /tmp/wallet-bench.XXXXXX)
+PIDS=()          # processes this script started
+DBS=()           # PostgreSQL databases this script created
+REDIS_PREFIXES=() # Redis key prefixes this script used
+
+stop_pid() { # stop_pid PID [grace_secs]: TERM, wait (bounded), then KILL
+  local pid=$1 grace=${2:-10} i
+  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; forget_pid "$pid"; return 0; }
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < grace * 20; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    log "pid $pid did not stop in ${grace}s; killing it"
+    kill -KILL "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+  forget_pid "$pid"
+}
+forget_pid() { # so the exit trap never signals a PID that may have been reused
+  local keep=() p
+  for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+  PIDS=("${keep[@]}")
+}
+
+psql_() { PGCONNECT_TIMEOUT=5 psql -h "$PGHOST_" -p "$PGPORT_" -U "$PGUSER_" -X -q -v ON_ERROR_STOP=1 "$@"; }
+redis_() { timeout 30 redis-cli -h "$HOST" -p "$REDIS_PORT" "$@"; }
+
+drop_redis_prefix() {
+  local prefix=$1
+  redis_ --scan --pattern "${prefix}*" --count 1000 2>/dev/null | head -n 200000 |
+    xargs -r -n 500 redis-cli -h "$HOST" -p "$REDIS_PORT" del >/dev/null 2>&1 || true
+}
+
+cleanup() {
+  local rc=$? pid db p
+  trap - EXIT INT TERM
+  for pid in "${PIDS[@]}"; do stop_pid "$pid" 10; done
+  for db in "${DBS[@]}"; do
+    psql_ -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 ||
+      log "could not drop database $db"
+  done
+  for p in "${REDIS_PREFIXES[@]}"; do drop_redis_prefix "$p"; done
+  rm -rf "$WORK"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+# ---------------------------------------------------------------- tools ---------------------
+need_pkg() { # need_pkg COMMAND DEBIAN_PACKAGE
+  command -v "$1" >/dev/null 2>&1 && return 0
+  log "installing $2 (Debian)"
+  local sudo=""
+  [[ $(id -u) -ne 0 ]] && sudo=sudo
+  $sudo apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$2" >/dev/null
+  command -v "$1" >/dev/null 2>&1 || die "$1 is still missing after installing $2"
+}
+need_pkg wrk wrk
+need_pkg jq jq
+need_pkg curl curl
+if [[ $BENCH_MODES == *production* || -z ${SKIP_PG_CEILING:-} ]]; then
+  need_pkg psql postgresql-client
+  need_pkg redis-cli redis-tools
+fi
+if [[ -z ${SKIP_PG_CEILING:-} ]]; then need_pkg pgbench postgresql-contrib; fi
+
+free_port() { # a port nobody listens on; bind races are harmless here (start-up would fail)
+  local p _
+  for _ in $(seq 1 100); do
+    p=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/$HOST/$p") 2>/dev/null; then echo "$p"; return 0; fi
+  done
+  die "no free port found"
+}
+rand_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
+uuid() { cat /proc/sys/kernel/random/uuid; }
+status_kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+mib() { awk -v k="${1:-0}" 'BEGIN {printf "%.1f", k / 1024}'; }
+reset_hwm() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; } # resets VmHWM to VmRSS
+
+# ---------------------------------------------------------------- build ---------------------
+if [[ -z ${SKIP_BUILD:-} ]]; then
+  log "building release binaries (cargo build --release -p api -p worker; minutes on 2 cores)"
+  build_start=$(now_ns)
+  if ! (cd "$ROOT" && cargo build --release -p api -p worker) >"$WORK/build.log" 2>&1; then
+    tail -n 40 "$WORK/build.log" >&2
+    die "release build failed"
+  fi
+  log "build done in $((($(now_ns) - build_start) / 1000000000)) s"
+fi
+[[ -x $API_BIN && -x $WORKER_BIN ]] || die "missing $API_BIN or $WORKER_BIN"
+
+# ---------------------------------------------------------------- result rows --------------
+MODE_ROWS=()  # one per mode
+PHASE_ROWS=() # "mode|phase|conns|secs|requests|rps|p50|p99|errors|api_peak|worker_peak"
+NOTES=()
+
+# wait_health ADDR PID T0_NS -> prints ms from T0 to the first 200 on /v1/health
+wait_health() {
+  local addr=$1 pid=$2 t0=$3 code i
+  for ((i = 0; i < 6000; i++)); do # at most ~60 s
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$addr/v1/health" || true)
+    if [[ $code == 200 ]]; then
+      echo $((($(now_ns) - t0) / 1000000))
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.005
+  done
+  return 1
+}
+
+# run_phase MODE PHASE KIND CONNS SECS API_PID WORKER_PID ADDR   (BENCH_* env already set)
+run_phase() {
+  local mode=$1 phase=$2 kind=$3 conns=$4 secs=$5 api_pid=$6 worker_pid=$7 addr=$8
+  local threads=2 out line
+  ((conns < threads)) && threads=$conns
+  out=$WORK/wrk-$mode-$kind.txt
+  reset_hwm "$api_pid"
+  [[ -n $worker_pid ]] && reset_hwm "$worker_pid"
+  log "$mode: phase $phase: $conns connections, ${secs}s"
+  BENCH_KIND=$kind timeout $((secs + 60)) wrk -t "$threads" -c "$conns" -d "${secs}s" \
+    --timeout 10s -s "$LUA" "http://$addr" >"$out" 2>&1 || {
+    cat "$out" >&2
+    die "wrk failed in phase $phase"
+  }
+  line=$(grep '^BENCH ' "$out" || true)
+  [[ -n $line ]] || { cat "$out" >&2; die "no BENCH line from wrk in phase $phase"; }
+  kill -0 "$api_pid" 2>/dev/null || die "wallet-api died during phase $phase"
+  local api_peak worker_peak="" kv requests rps p50 p99 non2xx sock statuses errors
+  api_peak=$(mib "$(status_kib "$api_pid" VmHWM)")
+  [[ -n $worker_pid ]] && worker_peak=$(mib "$(status_kib "$worker_pid" VmHWM)")
+  for kv in ${line#BENCH }; do
+    case $kv in
+      requests=*) requests=${kv#*=} ;;
+      rps=*) rps=${kv#*=} ;;
+      p50_ms=*) p50=${kv#*=} ;;
+      p99_ms=*) p99=${kv#*=} ;;
+      non2xx=*) non2xx=${kv#*=} ;;
+      socket_errors=*) sock=${kv#*=} ;;
+      statuses=*) statuses=${kv#*=} ;;
+    esac
+  done
+  errors=$((non2xx + sock))
+  if ((errors > 0)); then
+    errors="$errors (http ${statuses}; socket $sock)"
+    NOTES+=("$mode/$phase: $errors")
+  fi
+  PHASE_ROWS+=("$mode|$phase|$conns|$secs|$requests|$rps|$p50|$p99|$errors|$api_peak|${worker_peak:--}")
+  log "$mode: $phase: $rps req/s, p50 $p50 ms, p99 $p99 ms, errors $errors, peak RSS $api_peak MiB"
+}
+
+# ---------------------------------------------------------------- one mode ------------------
+bench_mode() {
+  local mode=$1
+  local port addr data_dir api_log worker_log env_common=()
+  port=$(free_port)
+  addr=$HOST:$port
+  data_dir=$WORK/data-$mode
+  api_log=$WORK/api-$mode.log
+  worker_log=$WORK/worker-$mode.log
+  env_common=(WALLET_DATA_DIR="$data_dir" WALLET_BCRYPT_COST="$SERVER_BCRYPT_COST")
+
+  local worker_pid="" worker_idle="-" db="" prefix=""
+  if [[ $mode == production ]]; then
+    db=wallet_bench_$$_$RANDOM
+    prefix="walletbench-$$-$(date +%s):"
+    psql_ -d postgres -c "CREATE DATABASE $db" >/dev/null || die "cannot create database $db"
+    DBS+=("$db")
+    REDIS_PREFIXES+=("$prefix")
+    env_common+=(
+      WALLET_DATABASE_URL="postgres://$PGUSER_@$PGHOST_:$PGPORT_/$db"
+      WALLET_REDIS_URL="redis://$HOST:$REDIS_PORT"
+      WALLET_JWT_SECRET="$(rand_hex 32)"
+      WALLET_SECRET_KEY="$(rand_hex 32)"
+      WALLET_REDIS_PREFIX="$prefix"
+    )
+    log "production: migrating database $db"
+    env "${env_common[@]}" "$API_BIN" migrate >"$WORK/migrate.log" 2>&1 ||
+      { cat "$WORK/migrate.log" >&2; die "migrate failed"; }
+    log "production: starting wallet-worker"
+    env "${env_common[@]}" "$WORKER_BIN" run >"$worker_log" 2>&1 &
+    worker_pid=$!
+    PIDS+=("$worker_pid")
+    local i
+    for ((i = 0; i < 300; i++)); do # up to ~30 s for "wallet-worker running"
+      grep -q 'wallet-worker running' "$worker_log" 2>/dev/null && break
+      kill -0 "$worker_pid" 2>/dev/null || { cat "$worker_log" >&2; die "wallet-worker exited"; }
+      sleep 0.1
+    done
+    grep -q 'wallet-worker running' "$worker_log" || die "wallet-worker did not report running"
+  fi
+
+  # start-up: exec -> first 200 on /v1/health
+  log "$mode: starting wallet-api on $addr"
+  local t0 api_pid startup_ms
+  t0=$(now_ns)
+  env "${env_common[@]}" WALLET_LISTEN_ADDR="$addr" "$API_BIN" serve >"$api_log" 2>&1 &
+  api_pid=$!
+  PIDS+=("$api_pid")
+  startup_ms=$(wait_health "$addr" "$api_pid" "$t0") || { tail -n 30 "$api_log" >&2; die "$mode: wallet-api never answered 200 on /v1/health"; }
+  local self_ready
+  self_ready=$(grep -oE 'ready in [0-9]+ ms|"ready_ms":[0-9]+' "$api_log" | grep -oE '[0-9]+' | head -n1 || true)
+  sleep 2
+  local api_idle
+  api_idle=$(mib "$(status_kib "$api_pid" VmRSS)")
+  [[ -n $worker_pid ]] && worker_idle=$(mib "$(status_kib "$worker_pid" VmRSS)")
+  log "$mode: up in $startup_ms ms (self-reported ${self_ready:-?} ms), idle RSS $api_idle MiB"
+
+  # tenant (platform key at the service's default bcrypt cost)
+  log "$mode: creating a tenant"
+  env "${env_common[@]}" WALLET_BCRYPT_COST="$TENANT_BCRYPT_COST" "$API_BIN" tenant create \
+    --name "bench-$mode" --sandbox --currency EUR --branches 1 --json \
+    >"$WORK/tenant-$mode.json" 2>"$WORK/tenant-$mode.err" ||
+    { cat "$WORK/tenant-$mode.err" >&2; die "$mode: tenant create failed"; }
+  local key merchant brand branch
+  key=$(jq -er .platform_key "$WORK/tenant-$mode.json")
+  merchant=$(jq -er .merchant_id "$WORK/tenant-$mode.json")
+  brand=$(jq -er .brand_id "$WORK/tenant-$mode.json")
+  branch=$(jq -er '.branch_ids[0]' "$WORK/tenant-$mode.json")
+  export BENCH_API_KEY=$key
+
+  # (a) authenticated read. One call first: it pays the bcrypt verify and fills the cache.
+  local t1 first_auth_ms code
+  t1=$(now_ns)
+  code=$(curl -s -o "$WORK/caps.json" -w '%{http_code}' --max-time 10 -H "x-api-key: $key" "http://$addr/v1/capabilities" || true)
+  first_auth_ms=$((($(now_ns) - t1) / 1000000))
+  [[ $code == 200 ]] || { cat "$WORK/caps.json" >&2; die "$mode: GET /v1/capabilities answered $code"; }
+  run_phase "$mode" "GET /v1/capabilities" caps "$CAPS_CONNS" "$CAPS_SECS" "$api_pid" "$worker_pid" "$addr"
+
+  # (b) replay of one stored create: same Idempotency-Key, same body, every request.
+  local body_tpl idem body
+  body_tpl=$(jq -cn --arg m "$merchant" --arg b "$brand" --arg br "$branch" '{
+    meta: {partner_request_id: "__PRID__", api_version: "2026-06-01"},
+    context: {merchant_id: $m}, enterprise_id: $m, brand_id: $b, branch_id: $br, label: "bench"}')
+  idem=$(uuid)
+  body=${body_tpl//__PRID__/$(uuid)}
+  code=$(curl -s -o "$WORK/create.json" -w '%{http_code}' --max-time 30 -X POST \
+    -H "x-api-key: $key" -H "Idempotency-Key: $idem" -H 'Content-Type: application/json' \
+    --data "$body" "http://$addr/v1/auth/keys" || true)
+  [[ $code == 2* ]] || { cat "$WORK/create.json" >&2; die "$mode: POST /v1/auth/keys answered $code"; }
+  code=$(curl -s -o "$WORK/replay.json" -w '%{http_code}' --max-time 30 -X POST \
+    -H "x-api-key: $key" -H "Idempotency-Key: $idem" -H 'Content-Type: application/json' \
+    --data "$body" "http://$addr/v1/auth/keys" || true)
+  [[ $code == 2* ]] || { cat "$WORK/replay.json" >&2; die "$mode: replayed POST /v1/auth/keys answered $code"; }
+  [[ $(jq -r '.meta.idempotency_replayed' "$WORK/replay.json") == true ]] ||
+    NOTES+=("$mode: the replay check response did not carry meta.idempotency_replayed=true")
+  [[ $(jq -r '.data.key_id' "$WORK/replay.json") == $(jq -r '.data.key_id' "$WORK/create.json") ]] ||
+    NOTES+=("$mode: the replay returned a different key_id than the create")
+  BENCH_BODY=$body BENCH_IDEM_KEY=$idem \
+    run_phase "$mode" "POST /v1/auth/keys replay" replay "$REPLAY_CONNS" "$REPLAY_SECS" "$api_pid" "$worker_pid" "$addr"
+
+  # (c) fresh creates: a new key (bcrypt at cost 10) per request.
+  BENCH_BODY=${body_tpl/\"label\":\"bench\"/\"label\":\"bench-fresh\"} BENCH_SEED=$RANDOM \
+    run_phase "$mode" "POST /v1/auth/keys fresh (cost 10)" create "$CREATE_CONNS" "$CREATE_SECS" "$api_pid" "$worker_pid" "$addr"
+
+  # stop (API first, like a rolling deploy), then drop state
+  local t2 stop_ms log_lines log_mib
+  t2=$(now_ns)
+  stop_pid "$api_pid" 15
+  stop_ms=$((($(now_ns) - t2) / 1000000))
+  [[ -n $worker_pid ]] && stop_pid "$worker_pid" 15
+  log_lines=$(wc -l <"$api_log")
+  log_mib=$(mib $(($(stat -c %s "$api_log") / 1024)))
+  if grep -qiE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$api_log"; then
+    NOTES+=("$mode: wallet-api logged $(grep -ciE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$api_log") WARN/ERROR lines; first: $(grep -iE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$api_log" | head -n1 | cut -c1-300)")
+  fi
+  if [[ -n $worker_pid ]] && grep -qiE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$worker_log"; then
+    NOTES+=("$mode: wallet-worker logged $(grep -ciE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$worker_log") WARN/ERROR lines; first: $(grep -iE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$worker_log" | head -n1 | cut -c1-300)")
+  fi
+  MODE_ROWS+=("$mode|$startup_ms|${self_ready:--}|$api_idle|$worker_idle|$first_auth_ms|$stop_ms|$log_lines ($log_mib MiB)")
+  if [[ -n $db ]]; then
+    psql_ -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null || log "could not drop $db"
+    drop_redis_prefix "$prefix"
+  fi
+  rm -rf "$data_dir"
+  unset BENCH_API_KEY
+}
+
+for mode in $BENCH_MODES; do
+  case $mode in
+    embedded | production) bench_mode "$mode" ;;
+    *) die "unknown mode $mode (embedded or production)" ;;
+  esac
+done
+
+# ---------------------------------------------------------------- PostgreSQL ceiling ---------
+PG_LINE="" PG_TPS=""
+if [[ -z ${SKIP_PG_CEILING:-} ]]; then
+  if [[ -x $PG_CEILING || -f $PG_CEILING ]]; then
+    log "PostgreSQL ceiling: $PG_CLIENTS clients, ${PG_SECS}s ($PG_CEILING)"
+    PG_LINE=$(PGHOST=$PGHOST_ PGPORT=$PGPORT_ PGUSER=$PGUSER_ timeout $((PG_SECS + 300)) \
+      bash "$PG_CEILING" "$PG_CLIENTS" "$PG_SECS" 2>"$WORK/pg.err" | grep '^pg_ceiling' || true)
+    [[ -n $PG_LINE ]] || { cat "$WORK/pg.err" >&2; NOTES+=("pg-ceiling.sh printed no result"); }
+    PG_TPS=$(grep -oE 'tps=[0-9.]+' <<<"$PG_LINE" | cut -d= -f2 || true)
+    log "$PG_LINE"
+  else
+    NOTES+=("pg-ceiling.sh not found at $PG_CEILING; ceiling skipped")
+  fi
+fi
+
+# ---------------------------------------------------------------- summary --------------------
+commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo " (work tree has uncommitted changes)" || true)
+{
+  echo "# Benchmark results"
+  echo
+  echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), commit $commit$dirty, $(nproc) cores,"\
+    "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load generator wrk on the same host (127.0.0.1)."
+  echo "Server WALLET_BCRYPT_COST=$SERVER_BCRYPT_COST (keys minted during the run); platform key minted at cost $TENANT_BCRYPT_COST."
+  echo
+  echo "## Start-up and memory"
+  echo
+  echo "| mode | start-up ms (exec → first 200 /v1/health) | self-reported ready ms | idle RSS MiB (api) | idle RSS MiB (worker) | first authenticated call ms (bcrypt verify) | SIGTERM → exit ms | api log lines |"
+  echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+  for r in "${MODE_ROWS[@]}"; do echo "| ${r//|/ | } |"; done
+  echo
+  echo "## Load phases"
+  echo
+  echo "| mode | phase | conns | secs | requests | req/s | p50 ms | p99 ms | errors | peak RSS MiB (api) | peak RSS MiB (worker) | req/s ÷ pg_ceiling tps |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+  for r in "${PHASE_ROWS[@]}"; do
+    IFS='|' read -r m ph c s n rps p50 p99 err ap wp <<<"$r"
+    ratio="-"
+    if [[ $m == production && -n $PG_TPS ]]; then
+      ratio=$(awk -v a="$rps" -v b="$PG_TPS" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}')
+    fi
+    echo "| $m | $ph | $c | $s | $n | $rps | $p50 | $p99 | $err | $ap | $wp | $ratio |"
+  done
+  echo
+  echo "## PostgreSQL ceiling (pg-ceiling.sh, payment-shaped transaction, pgbench)"
+  echo
+  echo '```'
+  echo "${PG_LINE:-not run}"
+  echo '```'
+  if ((${#NOTES[@]} > 0)); then
+    echo
+    echo "## Notes"
+    echo
+    for n in "${NOTES[@]}"; do echo "- $n"; done
+  fi
+} >"$WORK/summary.md"
+mkdir -p "$RESULTS"
+cp "$WORK/summary.md" "$RESULTS/latest.md"
+echo
+cat "$WORK/summary.md"
+echo
+log "written to ${RESULTS#"$ROOT"/}/latest.md"

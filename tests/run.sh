@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The test command (README, .ci/run). Runs the whole suite in embedded mode, which needs
+# nothing but cargo; then again in production mode when test PostgreSQL and Redis URLs are
+# given. It says loudly which modes ran: a silently skipped mode hides a gap.
+#
+#   WALLET_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \
+#   WALLET_TEST_REDIS_URL=redis://127.0.0.1:6379 bash tests/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '\n==== %s ====\n' "$*"; }
+
+# The Redis-outage test starts a private redis-server of its own; make sure one exists.
+if ! command -v redis-server >/dev/null 2>&1; then
+  say "redis-server not found: installing it (the fault tests start a private one)"
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server) >/dev/null
+  fi
+  command -v redis-server >/dev/null 2>&1 || { echo "redis-server is required and could not be installed" >&2; exit 1; }
+fi
+
+ran=()
+say "embedded mode (SQLite, in-process locks and jobs)"
+WALLET_TEST_MODE=embedded cargo test --workspace --locked
+ran+=("embedded")
+
+if [[ -n "${WALLET_TEST_DATABASE_URL:-}" && -n "${WALLET_TEST_REDIS_URL:-}" ]]; then
+  say "production mode (PostgreSQL ${WALLET_TEST_DATABASE_URL%%\?*}, Redis ${WALLET_TEST_REDIS_URL})"
+  WALLET_TEST_MODE=production cargo test --workspace --locked
+  ran+=("production")
+  # Each run made its own databases; drop them now that it passed.
+  if command -v psql >/dev/null 2>&1; then
+    for db in $(psql "$WALLET_TEST_DATABASE_URL" -Atc "SELECT datname FROM pg_database WHERE datname LIKE 'wallet_test_%' OR datname LIKE 'wallet_iso_%'" 2>/dev/null); do
+      psql "$WALLET_TEST_DATABASE_URL" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true
+    done
+  fi
+else
+  say "PRODUCTION MODE NOT RUN: set WALLET_TEST_DATABASE_URL and WALLET_TEST_REDIS_URL (.ci/run does)"
+fi
+
+say "modes run: ${ran[*]}"
