@@ -29,6 +29,8 @@ pub struct Config {
     /// `redis://…`. Unset: in-process locks, rate limits and caches (single process only).
     pub redis_url: Option<String>,
     pub listen_addr: String,
+    /// Where `wallet-worker` serves `/metrics` and `/health` (it has no other port).
+    pub metrics_listen_addr: String,
     /// Where embedded mode keeps its SQLite files and generated secrets.
     pub data_dir: PathBuf,
     /// HS256 secret that signs terminal JWTs (at least 32 bytes). Required in production.
@@ -78,6 +80,7 @@ impl Default for Config {
             database_url: None,
             redis_url: None,
             listen_addr: "127.0.0.1:8080".into(),
+            metrics_listen_addr: "127.0.0.1:9091".into(),
             data_dir: PathBuf::from("wallet-data"),
             jwt_secret: None,
             jwt_kid: "k1".into(),
@@ -187,6 +190,9 @@ impl Config {
         self.listen_addr
             .parse::<SocketAddr>()
             .map_err(|e| invalid("WALLET_LISTEN_ADDR", e.to_string()))?;
+        self.metrics_listen_addr
+            .parse::<SocketAddr>()
+            .map_err(|e| invalid("WALLET_METRICS_LISTEN_ADDR", e.to_string()))?;
         if self.mode() == Mode::Production {
             if self.redis_url.is_none() {
                 return Err(invalid(

@@ -20,4 +20,6 @@ pub mod telemetry;
 
 mod startup;
 
-pub use startup::{Server, build_state, migrate, serve, serve_from_config};
+pub use startup::{
+    Listener, Server, build_state, migrate, serve, serve_endpoint, serve_from_config,
+};

@@ -154,13 +154,43 @@ impl Server {
     }
 }
 
-/// Serves `state` on `addr` (port 0 picks a free port); runs the job workers in this
-/// process when `run_workers`.
-pub async fn serve(state: AppState, addr: &str, run_workers: bool) -> anyhow::Result<Server> {
+/// A bare HTTP listener with graceful stop, for the worker's probe port.
+pub struct Listener {
+    pub addr: SocketAddr,
+    shutdown: oneshot::Sender<()>,
+    server: JoinHandle<std::io::Result<()>>,
+}
+
+impl Listener {
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
+    }
+}
+
+/// Serves any endpoint on `addr` until stopped.
+pub async fn serve_endpoint<E: poem::Endpoint + 'static>(
+    ep: E,
+    addr: &str,
+) -> anyhow::Result<Listener> {
+    let (addr, shutdown, server) = spawn_server(ep, addr).await?;
+    Ok(Listener {
+        addr,
+        shutdown,
+        server,
+    })
+}
+
+type Spawned = (
+    SocketAddr,
+    oneshot::Sender<()>,
+    JoinHandle<std::io::Result<()>>,
+);
+
+async fn spawn_server<E: poem::Endpoint + 'static>(app: E, addr: &str) -> anyhow::Result<Spawned> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
     let acceptor = TcpAcceptor::from_tokio(listener)?;
-    let app = http::routes(state.clone());
     let (tx, rx) = oneshot::channel::<()>();
     let server = tokio::spawn(async move {
         poem::Server::new_with_acceptor(acceptor)
@@ -173,6 +203,13 @@ pub async fn serve(state: AppState, addr: &str, run_workers: bool) -> anyhow::Re
             )
             .await
     });
+    Ok((local, tx, server))
+}
+
+/// Serves `state` on `addr` (port 0 picks a free port); runs the job workers in this
+/// process when `run_workers`.
+pub async fn serve(state: AppState, addr: &str, run_workers: bool) -> anyhow::Result<Server> {
+    let (local, tx, server) = spawn_server(http::routes(state.clone()), addr).await?;
     let jobs = if run_workers {
         Some(Runtime::start(state.clone())?)
     } else {

@@ -37,12 +37,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if config.mode() == api::config::Mode::Embedded {
                 api::migrate(&config).await?;
             }
+            let probe_addr = config.metrics_listen_addr.clone();
             let state = api::build_state(config).await?;
-            let runtime = api::jobs::Runtime::start(state)?;
-            tracing::info!("wallet-worker running");
+            let runtime = api::jobs::Runtime::start(state.clone())?;
+            let probe = api::serve_endpoint(api::http::worker_routes(state), &probe_addr).await?;
+            tracing::info!(metrics = %probe.addr, "wallet-worker running");
             wait_for_signal().await;
             tracing::info!("wallet-worker stopping: finishing running jobs");
             runtime.stop().await;
+            probe.stop().await;
             Ok(())
         }
     }

@@ -46,6 +46,28 @@ pub fn routes(state: AppState) -> impl Endpoint {
     with_middleware(app, state)
 }
 
+/// What a `wallet-worker` process serves: its metrics (queue depth, dead letters, job
+/// latency are recorded where the jobs run) and its health, for a liveness probe.
+pub fn worker_routes(state: AppState) -> impl Endpoint {
+    let metrics = state.metrics.clone();
+    let app = Route::new().at("/health", get(worker_health)).at(
+        "/metrics",
+        get(make_sync(move |_| {
+            Response::builder()
+                .status(StatusCode::OK)
+                .content_type("text/plain; version=0.0.4")
+                .body(metrics.render())
+        })),
+    );
+    with_middleware(app, state)
+}
+
+#[poem::handler]
+async fn worker_health(state: poem::web::Data<&AppState>) -> Response {
+    let h = crate::domain::platform::health(state.0).await;
+    errors::to_response(crate::envelope::ok(&platform::HealthView::from(h)))
+}
+
 /// The layers every request passes, around any endpoint: request id and envelope for
 /// every error, panic capture, body limit, shared state. Public so tests can put a
 /// deliberately failing endpoint behind the real stack.

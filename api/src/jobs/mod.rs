@@ -8,6 +8,7 @@
 //! leaves a row stuck as Running.
 pub mod backoff;
 pub mod envelope;
+pub mod poll;
 pub mod queue;
 pub mod relay;
 pub mod runtime;

@@ -7,7 +7,7 @@ use chrono::Utc;
 use futures::FutureExt;
 use tokio::{sync::watch, task::JoinHandle};
 
-use super::{JobEnvelope, JobError, Queue, backoff, queue::QUEUES, relay, sms_send};
+use super::{JobEnvelope, JobError, Queue, backoff, poll::Tick, queue::QUEUES, relay, sms_send};
 use crate::{
     sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
     state::AppState,
@@ -72,7 +72,7 @@ impl Runtime {
                     let name = name.clone();
                     monitor = monitor.register(move |restarts| {
                         WorkerBuilder::new(name(restarts))
-                            .backend(storage.clone().poll_with_interval(poll))
+                            .backend(storage.clone().poll_with_strategy(Tick::new(poll)))
                             .data(deps.clone())
                             .concurrency(concurrency)
                             .build(handle)
@@ -85,7 +85,12 @@ impl Runtime {
                     let name = name.clone();
                     monitor = monitor.register(move |restarts| {
                         WorkerBuilder::new(name(restarts))
-                            .backend(storage.clone().with_pubsub().poll_with_interval(poll))
+                            .backend(
+                                storage
+                                    .clone()
+                                    .with_pubsub()
+                                    .poll_with_strategy(Tick::new(poll)),
+                            )
                             .data(deps.clone())
                             .concurrency(concurrency)
                             .build(handle)
