@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Lints and renders the wallet-service chart with a real helm, then checks what production
 # relies on: the commands each pod runs, the migration hook, the per-component settings,
-# that no secret reaches a ConfigMap, that /metrics is never public, and that every WALLET_*
+# that no secret reaches a ConfigMap, that /metrics (API and worker) is never public, that
+# workers serve /metrics and /health on their own port with probes on it, and that every WALLET_*
 # variable the chart sets is a real field of `Config` (api/src/config.rs): the process
 # refuses to start on any other.
 #
@@ -159,6 +160,19 @@ check("api WALLET_RUN_WORKERS is false", plain_env(apic).get("WALLET_RUN_WORKERS
       plain_env(apic).get("WALLET_RUN_WORKERS"))
 check("api container listens on containerPort 8080 named http",
       [(p.get("name"), p.get("containerPort")) for p in apic.get("ports", [])] == [("http", 8080)])
+check("worker WALLET_METRICS_LISTEN_ADDR is 0.0.0.0:9091 (the /metrics + /health listener)",
+      plain_env(workc).get("WALLET_METRICS_LISTEN_ADDR") == "0.0.0.0:9091", plain_env(workc).get("WALLET_METRICS_LISTEN_ADDR"))
+check("worker WALLET_METRICS_LISTEN_ADDR is set once, not also in the ConfigMap",
+      [e["name"] for e in workc.get("env", [])].count("WALLET_METRICS_LISTEN_ADDR") == 1
+      and "WALLET_METRICS_LISTEN_ADDR" not in cm_data)
+check("api and migration get no WALLET_METRICS_LISTEN_ADDR (worker-only)",
+      "WALLET_METRICS_LISTEN_ADDR" not in env_of(apic) and "WALLET_METRICS_LISTEN_ADDR" not in env_of(jobc))
+check("worker and migration get no WALLET_LISTEN_ADDR, migration no WALLET_RUN_WORKERS (API-only)",
+      "WALLET_LISTEN_ADDR" not in env_of(workc) and "WALLET_LISTEN_ADDR" not in env_of(jobc)
+      and "WALLET_RUN_WORKERS" not in env_of(jobc))
+check("worker container listens on containerPort 9091 named metrics (its only port)",
+      [(p.get("name"), p.get("containerPort")) for p in workc.get("ports", [])] == [("metrics", 9091)],
+      workc.get("ports"))
 
 secret_name = "wallet-secrets"
 def secret_refs_ok(c):
@@ -212,8 +226,13 @@ check("api terminationGracePeriodSeconds >= 40 + preStop pause",
       aspec.get("terminationGracePeriodSeconds", 30) >= 40 + pause, (aspec.get("terminationGracePeriodSeconds"), pause))
 check("worker terminationGracePeriodSeconds >= 40",
       worker["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30) >= 40)
-check("worker has no ports and no HTTP probes",
-      not workc.get("ports") and not any(p in workc for p in ("startupProbe", "readinessProbe", "livenessProbe")))
+for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+    g = workc.get(probe, {}).get("httpGet", {})
+    check(f"worker {probe} on GET /health port metrics",
+          g.get("path") == "/health" and g.get("port") in ("metrics", 9091), workc.get(probe))
+    check(f"worker {probe} has a timeout and failure threshold",
+          workc.get(probe, {}).get("timeoutSeconds", 0) >= 1 and workc.get(probe, {}).get("failureThreshold", 0) >= 3,
+          workc.get(probe))
 for label, d in (("api", api), ("worker", worker)):
     check(f"{label} pods roll on config changes (checksum/config annotation)",
           bool(d["spec"]["template"]["metadata"].get("annotations", {}).get("checksum/config")))
@@ -229,6 +248,30 @@ if svcs:
     check("api Service selects only api pods",
           svc["spec"]["selector"].items() <= api["spec"]["template"]["metadata"]["labels"].items()
           and not svc["spec"]["selector"].items() <= worker["spec"]["template"]["metadata"]["labels"].items())
+
+api_pod_labels = api["spec"]["template"]["metadata"]["labels"]
+worker_pod_labels = worker["spec"]["template"]["metadata"]["labels"]
+job_pod_labels = job["spec"]["template"]["metadata"]["labels"]
+wsvcs = named("Service", "-worker-metrics")
+check("worker metrics Service renders", len(wsvcs) == 1)
+check("only the api and worker-metrics Services render", len(kind("Service")) == 2,
+      [d["metadata"]["name"] for d in kind("Service")])
+if wsvcs:
+    wsvc = wsvcs[0]
+    wports = wsvc["spec"]["ports"]
+    check("worker metrics Service: one port named metrics -> container port metrics (9091)",
+          len(wports) == 1 and wports[0].get("name") == "metrics" and wports[0].get("targetPort") in ("metrics", 9091), wports)
+    check("worker metrics Service is internal only (headless ClusterIP, no node port, no external IPs)",
+          wsvc["spec"].get("type", "ClusterIP") == "ClusterIP" and wsvc["spec"].get("clusterIP") == "None"
+          and not any(k in wsvc["spec"] for k in ("externalIPs", "loadBalancerIP", "externalName"))
+          and not any("nodePort" in p for p in wports), wsvc["spec"])
+    sel = wsvc["spec"].get("selector") or {}
+    check("worker metrics Service selects worker pods only (not api, not migration)",
+          bool(sel) and sel.items() <= worker_pod_labels.items()
+          and not sel.items() <= api_pod_labels.items() and not sel.items() <= job_pod_labels.items(), sel)
+if svcs:
+    check("api Service does not select worker pods' metrics listener (api pods only)",
+          not svcs[0]["spec"]["selector"].items() <= worker_pod_labels.items())
 
 ingresses, hpas, pdbs, sms = kind("Ingress"), kind("HorizontalPodAutoscaler"), kind("PodDisruptionBudget"), kind("ServiceMonitor")
 if scenario == "defaults":
@@ -252,12 +295,33 @@ else:
           [p["path"] for p in paths])
     check("all-enabled: Ingress routes to the http port, never metrics",
           all(p["backend"]["service"]["port"] in ({"name": "http"}, {"number": 80}) for p in paths))
+    check("all-enabled: Ingress routes only to the api Service (never the worker metrics Service)",
+          svcs and all(p["backend"]["service"]["name"] == svcs[0]["metadata"]["name"] for p in paths),
+          [p["backend"]["service"]["name"] for p in paths])
+    api_sms = [m for m in sms if m["metadata"]["name"].endswith("-api")]
+    worker_sms = [m for m in sms if m["metadata"]["name"].endswith("-worker")]
+    check("all-enabled: two ServiceMonitors, api and worker", len(sms) == 2 and len(api_sms) == 1 and len(worker_sms) == 1,
+          [m["metadata"]["name"] for m in sms])
     check("all-enabled: ServiceMonitor scrapes port metrics at /metrics",
-          len(sms) == 1 and sms[0]["spec"]["endpoints"][0].get("port") == "metrics"
-          and sms[0]["spec"]["endpoints"][0].get("path") == "/metrics")
-    if sms and svcs:
+          len(api_sms) == 1 and api_sms[0]["spec"]["endpoints"][0].get("port") == "metrics"
+          and api_sms[0]["spec"]["endpoints"][0].get("path") == "/metrics")
+    if api_sms and svcs:
         check("all-enabled: ServiceMonitor selects the api Service",
-              sms[0]["spec"]["selector"]["matchLabels"].items() <= svcs[0]["metadata"]["labels"].items())
+              api_sms[0]["spec"]["selector"]["matchLabels"].items() <= svcs[0]["metadata"]["labels"].items())
+    if api_sms and wsvcs:
+        check("all-enabled: api ServiceMonitor does not select the worker metrics Service",
+              not api_sms[0]["spec"]["selector"]["matchLabels"].items() <= wsvcs[0]["metadata"]["labels"].items())
+    check("all-enabled: worker ServiceMonitor scrapes port metrics at /metrics",
+          len(worker_sms) == 1 and [(e.get("port"), e.get("path")) for e in worker_sms[0]["spec"]["endpoints"]] == [("metrics", "/metrics")],
+          worker_sms and worker_sms[0]["spec"]["endpoints"])
+    if worker_sms and wsvcs and svcs:
+        wsel = worker_sms[0]["spec"]["selector"]["matchLabels"]
+        check("all-enabled: worker ServiceMonitor selects the worker metrics Service only",
+              wsel.items() <= wsvcs[0]["metadata"]["labels"].items()
+              and not wsel.items() <= svcs[0]["metadata"]["labels"].items(), wsel)
+    check("all-enabled: ServiceMonitors carry serviceMonitor.labels and watch the release namespace",
+          sms and all(m["metadata"]["labels"].get("release") == "prometheus"
+                      and m["spec"].get("namespaceSelector", {}).get("matchNames") == ["wallet"] for m in sms))
     check("all-enabled: large whole numbers render as integers (no 1e+06)",
           cm_data.get("WALLET_MAX_BODY_BYTES") == "16777216" and cm_data.get("WALLET_JOB_BACKOFF_MAX_MS") == "3600000", cm_data)
     check("all-enabled: worker.config override reaches the worker only",
@@ -316,6 +380,10 @@ refuses "a secret in api.config" "is a secret" -f "$examples/minimal.yaml" --set
 refuses "an unknown WALLET_* setting" "unknown setting" -f "$examples/minimal.yaml" --set config.WALLET_LISTEN_PORT=8080
 refuses "WALLET_LISTEN_ADDR in config (chart-managed)" "set by the chart" -f "$examples/minimal.yaml" --set config.WALLET_LISTEN_ADDR=127.0.0.1:8080
 refuses "WALLET_RUN_WORKERS in worker.config (chart-managed)" "set by the chart" -f "$examples/minimal.yaml" --set worker.config.WALLET_RUN_WORKERS=true
+for where in config worker.config api.config; do
+  refuses "WALLET_METRICS_LISTEN_ADDR in $where (chart-managed)" "WALLET_METRICS_LISTEN_ADDR is set by the chart" \
+    -f "$examples/minimal.yaml" --set "$where.WALLET_METRICS_LISTEN_ADDR=127.0.0.1:9091"
+done
 refuses "WALLET_* in extraEnv" "WALLET_\\* variables go in" -f "$examples/minimal.yaml" --set extraEnv[0].name=WALLET_X --set extraEnv[0].value=1
 refuses "an Ingress path outside /v1" "/metrics" -f "$examples/production.yaml" --set "ingress.paths[0]=/metrics"
 refuses "an api grace period under 40 s" "terminationGracePeriodSeconds" -f "$examples/minimal.yaml" --set api.terminationGracePeriodSeconds=30
@@ -329,6 +397,11 @@ if notes=$("$HELM" install wallet "$chart" --namespace wallet -f "$examples/mini
   pass "NOTES show how to create the first tenant with kubectl exec ... wallet-api tenant create --json"
 else
   fail "NOTES show how to create the first tenant" "$(tail -n 20 <<<"$notes")"
+fi
+if grep -q 'service/wallet-wallet-service-worker-metrics' <<<"${notes:-}"; then
+  pass "NOTES name the worker metrics Service"
+else
+  fail "NOTES name the worker metrics Service" "$(tail -n 20 <<<"${notes:-}")"
 fi
 
 # --- Dockerfile (static: docker cannot run here) -----------------------------------------

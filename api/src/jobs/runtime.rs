@@ -107,7 +107,8 @@ impl Runtime {
                 }
             }),
             tokio::spawn(relay::run_loop(state.clone(), stop_rx.clone())),
-            tokio::spawn(sample_metrics(state, stop_rx)),
+            tokio::spawn(sample_metrics(state.clone(), stop_rx.clone())),
+            tokio::spawn(purge_expired_idempotency(state, stop_rx)),
         ];
         Ok(Runtime {
             stop,
@@ -239,6 +240,22 @@ async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(5)) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Idempotency records live 24 hours; past that they (and any sealed secret they keep) are
+/// deleted. Safe on any number of workers at once: it is one idempotent DELETE.
+async fn purge_expired_idempotency(state: AppState, mut stop: watch::Receiver<bool>) {
+    loop {
+        match store::idempotency::purge_expired(&state.db, Utc::now()).await {
+            Ok(n) if n > 0 => tracing::info!(purged = n, "expired idempotency records deleted"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "purging expired idempotency records failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(300)) => {}
             _ = stop.changed() => return,
         }
     }

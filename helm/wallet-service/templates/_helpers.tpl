@@ -81,8 +81,10 @@ WALLET_DATABASE_URL WALLET_REDIS_URL WALLET_JWT_SECRET WALLET_SECRET_KEY
 {{- define "wallet-service.secretKeys.optional" -}}
 WALLET_SMS_PROVIDER_TOKEN WALLET_JWT_PREVIOUS_SECRETS
 {{- end }}
+{{/* Set by the chart per component: API WALLET_LISTEN_ADDR=0.0.0.0:8080 and
+WALLET_RUN_WORKERS=false; worker WALLET_METRICS_LISTEN_ADDR=0.0.0.0:9091. */}}
 {{- define "wallet-service.chartManagedKeys" -}}
-WALLET_LISTEN_ADDR WALLET_RUN_WORKERS
+WALLET_LISTEN_ADDR WALLET_RUN_WORKERS WALLET_METRICS_LISTEN_ADDR
 {{- end }}
 {{- define "wallet-service.configKeys" -}}
 WALLET_DATA_DIR WALLET_JWT_KID WALLET_LOG_FORMAT WALLET_MAX_BODY_BYTES WALLET_KEY_CACHE_TTL_SECS WALLET_BCRYPT_COST WALLET_REDIS_TIMEOUT_MS WALLET_DB_ACQUIRE_TIMEOUT_MS WALLET_DB_MAX_CONNECTIONS WALLET_REDIS_PREFIX WALLET_JOB_MAX_ATTEMPTS WALLET_JOB_BACKOFF_BASE_MS WALLET_JOB_BACKOFF_MAX_MS WALLET_JOB_TIMEOUT_MS WALLET_JOB_CONCURRENCY WALLET_OUTBOX_POLL_MS WALLET_SMS_PROVIDER_URL WALLET_SMS_PROVIDER_TIMEOUT_MS
@@ -100,7 +102,7 @@ secret, a chart-managed or an unknown key.
 {{- if has $k $secrets }}
 {{- fail (printf "%s.%s: %s is a secret; put it in the Secret named by existingSecret, never in values" $.where $k $k) }}
 {{- else if has $k $managed }}
-{{- fail (printf "%s.%s: %s is set by the chart (API: 0.0.0.0:8080 / false); remove it" $.where $k $k) }}
+{{- fail (printf "%s.%s: %s is set by the chart (API: WALLET_LISTEN_ADDR=0.0.0.0:8080, WALLET_RUN_WORKERS=false; worker: WALLET_METRICS_LISTEN_ADDR=0.0.0.0:9091); remove it" $.where $k $k) }}
 {{- else if not (has $k $known) }}
 {{- fail (printf "%s.%s: unknown setting; the service refuses to start on an unknown WALLET_* variable. Known: %s" $.where $k (join ", " $known)) }}
 {{- end }}

@@ -232,3 +232,51 @@ async fn a_key_made_unusable_is_refused_at_once_on_every_replica() {
     assert_eq!(r.status, 401, "the cached key still worked: {}", r.body);
     assert_eq!(r.code(), "INVALID_API_KEY");
 }
+
+#[tokio::test]
+async fn a_verified_key_is_served_from_the_cache_not_bcrypt() {
+    use api::domain::credentials::{api_key, authenticate};
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let kv = &app.server.state.kv;
+    let entry = authenticate::cache_key(&api_key::cache_fingerprint(&t.platform_key));
+    assert_eq!(kv.get(&entry).await.unwrap(), None);
+    assert_eq!(
+        send(
+            app.get("/capabilities")
+                .header("x-api-key", &t.platform_key)
+        )
+        .await
+        .status,
+        200
+    );
+    let cached = kv
+        .get(&entry)
+        .await
+        .unwrap()
+        .expect("the first verification fills the cache");
+    assert!(
+        !cached.contains(&t.platform_key),
+        "the cache never holds the raw key"
+    );
+    // With the row's hash replaced, only the cache can still let the key in.
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+    entities::api_key::Entity::update_many()
+        .col_expr(
+            entities::api_key::Column::KeyHash,
+            Expr::value("$2b$10$invalidinvalidinvalidinvalidinvalidinvalidinvalidinva"),
+        )
+        .filter(entities::api_key::Column::IntegrationId.eq(t.integration_id))
+        .exec(&app.server.state.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        send(
+            app.get("/capabilities")
+                .header("x-api-key", &t.platform_key)
+        )
+        .await
+        .status,
+        200
+    );
+}

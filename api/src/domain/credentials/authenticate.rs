@@ -13,7 +13,7 @@ use chrono::Utc;
 use super::{CredentialKind, Principal, Scope, api_key};
 use crate::{error::ApiError, kv::Kv, store};
 
-fn cache_key(fingerprint: &str) -> String {
+pub fn cache_key(fingerprint: &str) -> String {
     format!("apikey:cache:{fingerprint}")
 }
 fn index_key(key_id: uuid::Uuid) -> String {
