@@ -7,23 +7,10 @@ fn wallet_api() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wallet-api"))
 }
 
-#[tokio::test]
-async fn tenant_create_prints_the_documented_object_and_its_key_works_at_once() {
+/// Points the command at this test run's database (and Redis, in production mode).
+fn against_this_run(mut cmd: Command) -> Command {
     let cfg = test_config();
-    let out = wallet_api()
-        .args([
-            "tenant",
-            "create",
-            "--name",
-            "Corner Shop",
-            "--sandbox",
-            "--currency",
-            "GBP",
-            "--branches",
-            "3",
-            "--json",
-        ])
-        .env("WALLET_DATABASE_URL", cfg.database_url.as_deref().unwrap())
+    cmd.env("WALLET_DATABASE_URL", cfg.database_url.as_deref().unwrap())
         .env("WALLET_DATA_DIR", &cfg.data_dir)
         .env(
             "WALLET_JWT_SECRET",
@@ -36,9 +23,26 @@ async fn tenant_create_prints_the_documented_object_and_its_key_works_at_once() 
         .env(
             "WALLET_REDIS_URL",
             cfg.redis_url
-                .clone()
                 .unwrap_or_else(|| "redis://127.0.0.1:6379".into()),
-        )
+        );
+    cmd
+}
+
+#[tokio::test]
+async fn tenant_create_prints_the_documented_object_and_its_key_works_at_once() {
+    let out = against_this_run(wallet_api())
+        .args([
+            "tenant",
+            "create",
+            "--name",
+            "Corner Shop",
+            "--sandbox",
+            "--currency",
+            "GBP",
+            "--branches",
+            "3",
+            "--json",
+        ])
         .env("WALLET_BCRYPT_COST", "10")
         .output()
         .expect("wallet-api runs");
@@ -89,8 +93,7 @@ async fn tenant_create_prints_the_documented_object_and_its_key_works_at_once() 
 
 #[tokio::test]
 async fn tenant_create_rejects_a_bad_currency_and_names_the_flag() {
-    let cfg = test_config();
-    let out = wallet_api()
+    let out = against_this_run(wallet_api())
         .args([
             "tenant",
             "create",
@@ -100,22 +103,6 @@ async fn tenant_create_rejects_a_bad_currency_and_names_the_flag() {
             "EURO",
             "--json",
         ])
-        .env("WALLET_DATABASE_URL", cfg.database_url.as_deref().unwrap())
-        .env("WALLET_DATA_DIR", &cfg.data_dir)
-        .env(
-            "WALLET_JWT_SECRET",
-            cfg.jwt_secret.as_ref().unwrap().expose(),
-        )
-        .env(
-            "WALLET_SECRET_KEY",
-            cfg.secret_key.as_ref().unwrap().expose(),
-        )
-        .env(
-            "WALLET_REDIS_URL",
-            cfg.redis_url
-                .clone()
-                .unwrap_or_else(|| "redis://127.0.0.1:6379".into()),
-        )
         .output()
         .expect("wallet-api runs");
     assert!(!out.status.success());

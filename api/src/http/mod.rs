@@ -34,15 +34,7 @@ pub fn routes(state: AppState) -> impl Endpoint {
         )
         .at("/v1/docs", get(make_sync(move |_| Html(docs_html.clone()))))
         .nest("/v1", openapi::service())
-        .at(
-            "/metrics",
-            get(make_sync(move |_| {
-                Response::builder()
-                    .status(StatusCode::OK)
-                    .content_type("text/plain; version=0.0.4")
-                    .body(metrics.render())
-            })),
-        );
+        .at("/metrics", metrics_endpoint(metrics));
     with_middleware(app, state)
 }
 
@@ -50,15 +42,9 @@ pub fn routes(state: AppState) -> impl Endpoint {
 /// latency are recorded where the jobs run) and its health, for a liveness probe.
 pub fn worker_routes(state: AppState) -> impl Endpoint {
     let metrics = state.metrics.clone();
-    let app = Route::new().at("/health", get(worker_health)).at(
-        "/metrics",
-        get(make_sync(move |_| {
-            Response::builder()
-                .status(StatusCode::OK)
-                .content_type("text/plain; version=0.0.4")
-                .body(metrics.render())
-        })),
-    );
+    let app = Route::new()
+        .at("/health", get(worker_health))
+        .at("/metrics", metrics_endpoint(metrics));
     with_middleware(app, state)
 }
 
@@ -66,6 +52,16 @@ pub fn worker_routes(state: AppState) -> impl Endpoint {
 async fn worker_health(state: poem::web::Data<&AppState>) -> Response {
     let h = crate::domain::platform::health(state.0).await;
     errors::to_response(crate::envelope::ok(&platform::HealthView::from(h)))
+}
+
+/// Prometheus text of this process's recorder.
+fn metrics_endpoint(handle: metrics_exporter_prometheus::PrometheusHandle) -> impl Endpoint {
+    get(make_sync(move |_| {
+        Response::builder()
+            .status(StatusCode::OK)
+            .content_type("text/plain; version=0.0.4")
+            .body(handle.render())
+    }))
 }
 
 /// The layers every request passes, around any endpoint: request id and envelope for

@@ -15,6 +15,22 @@ fn key_body(t: &TestTenant) -> Value {
     })
 }
 
+/// `POST /auth/keys` with `key` as the credential and `idem` as the Idempotency-Key.
+async fn create_key(
+    app: &TestApp,
+    key: &str,
+    idem: impl std::fmt::Display,
+    body: &Value,
+) -> tests::Reply {
+    send(
+        app.post("/auth/keys")
+            .header("x-api-key", key)
+            .header("Idempotency-Key", idem.to_string())
+            .json(body),
+    )
+    .await
+}
+
 async fn key_count(app: &TestApp, t: &TestTenant) -> usize {
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     entities::api_key::Entity::find()
@@ -209,26 +225,14 @@ async fn a_retry_with_the_same_key_replays_the_first_response_byte_for_byte() {
     let t = app.tenant(true).await;
     let idem = Uuid::new_v4().to_string();
     let body = key_body(&t);
-    let first = send(
-        app.post("/auth/keys")
-            .header("x-api-key", &t.platform_key)
-            .header("Idempotency-Key", &idem)
-            .json(&body),
-    )
-    .await;
+    let first = create_key(&app, &t.platform_key, &idem, &body).await;
     first.assert_envelope();
     assert_eq!(first.status, 200, "{}", first.body);
     assert_eq!(first.body["meta"]["idempotency_replayed"], false);
     let raw_key = first.body["data"]["raw_key"].as_str().unwrap().to_string();
     assert_eq!(first.body["data"]["scope"], "branch");
 
-    let second = send(
-        app.post("/auth/keys")
-            .header("x-api-key", &t.platform_key)
-            .header("Idempotency-Key", &idem)
-            .json(&body),
-    )
-    .await;
+    let second = create_key(&app, &t.platform_key, &idem, &body).await;
     assert_eq!(second.status, 200);
     assert_eq!(second.body["meta"]["idempotency_replayed"], true);
     assert_eq!(second.body["data"]["raw_key"], raw_key.as_str());
@@ -266,23 +270,11 @@ async fn the_same_key_with_a_different_body_is_idempotency_key_reused() {
     let app = TestApp::spawn().await;
     let t = app.tenant(true).await;
     let idem = Uuid::new_v4().to_string();
-    let first = send(
-        app.post("/auth/keys")
-            .header("x-api-key", &t.platform_key)
-            .header("Idempotency-Key", &idem)
-            .json(&key_body(&t)),
-    )
-    .await;
+    let first = create_key(&app, &t.platform_key, &idem, &key_body(&t)).await;
     assert_eq!(first.status, 200);
     let mut other = key_body(&t);
     other["label"] = json!("till 2");
-    let r = send(
-        app.post("/auth/keys")
-            .header("x-api-key", &t.platform_key)
-            .header("Idempotency-Key", &idem)
-            .json(&other),
-    )
-    .await;
+    let r = create_key(&app, &t.platform_key, &idem, &other).await;
     r.assert_envelope();
     assert_eq!(r.status, 422);
     assert_eq!(r.code(), "IDEMPOTENCY_KEY_REUSED");

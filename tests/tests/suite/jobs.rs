@@ -19,6 +19,21 @@ fn sms(t: &TestTenant, phone: &str, code: &str) -> sms_send::SmsRequest {
     }
 }
 
+/// The sandbox inbox of `phone` as `t`'s platform key sees it.
+async fn inbox(app: &TestApp, t: &TestTenant, phone: &str) -> tests::Reply {
+    let path = format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"));
+    send(app.get(&path).header("x-api-key", &t.platform_key)).await
+}
+
+/// Enqueues `req` in a transaction that commits; returns the job id.
+async fn commit_sms(app: &TestApp, req: sms_send::SmsRequest) -> Uuid {
+    let state = &app.server.state;
+    let txn = state.db.begin().await.unwrap();
+    let id = sms_send::enqueue(&txn, &state.sealer, req).await.unwrap();
+    txn.commit().await.unwrap();
+    id
+}
+
 /// A phone number no other test uses.
 fn fresh_phone(prefix: &str) -> String {
     let n = Uuid::new_v4().as_u128() % 10_000_000;
@@ -30,25 +45,13 @@ async fn an_sms_job_goes_from_a_committed_outbox_row_to_the_sandbox_inbox() {
     let app = TestApp::spawn_with_workers().await;
     let t = app.tenant(true).await;
     let phone = fresh_phone("+4915");
-    let state = &app.server.state;
-    let txn = state.db.begin().await.unwrap();
-    sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "123456"))
-        .await
-        .unwrap();
-    txn.commit().await.unwrap();
+    commit_sms(&app, sms(&t, &phone, "123456")).await;
 
     let msg = eventually(
         Duration::from_secs(20),
         "the SMS in the sandbox inbox",
         || async {
-            let r = send(
-                app.get(&format!(
-                    "/sandbox/messages?phone={}",
-                    phone.replace('+', "%2B")
-                ))
-                .header("x-api-key", &t.platform_key),
-            )
-            .await;
+            let r = inbox(&app, &t, &phone).await;
             assert_eq!(r.status, 200, "{}", r.body);
             r.body["data"].as_array().and_then(|a| a.first().cloned())
         },
@@ -75,23 +78,12 @@ async fn a_rolled_back_transaction_enqueues_nothing() {
 
     // A committed marker sent after it: once it arrives, the rolled-back one had every chance.
     let marker = fresh_phone("+4917");
-    let txn = state.db.begin().await.unwrap();
-    sms_send::enqueue(&txn, &state.sealer, sms(&t, &marker, "000000"))
-        .await
-        .unwrap();
-    txn.commit().await.unwrap();
+    commit_sms(&app, sms(&t, &marker, "000000")).await;
     eventually(
         Duration::from_secs(20),
         "the committed marker SMS",
         || async {
-            let r = send(
-                app.get(&format!(
-                    "/sandbox/messages?phone={}",
-                    marker.replace('+', "%2B")
-                ))
-                .header("x-api-key", &t.platform_key),
-            )
-            .await;
+            let r = inbox(&app, &t, &marker).await;
             r.body["data"]
                 .as_array()
                 .filter(|a| !a.is_empty())
@@ -100,14 +92,7 @@ async fn a_rolled_back_transaction_enqueues_nothing() {
     )
     .await;
 
-    let r = send(
-        app.get(&format!(
-            "/sandbox/messages?phone={}",
-            phone.replace('+', "%2B")
-        ))
-        .header("x-api-key", &t.platform_key),
-    )
-    .await;
+    let r = inbox(&app, &t, &phone).await;
     assert_eq!(
         r.body["data"],
         serde_json::json!([]),
@@ -130,11 +115,7 @@ async fn a_job_that_always_fails_is_dead_lettered_with_its_error_history() {
     // Sandbox numbers starting +9990 make the mock provider fail every attempt.
     let phone = fresh_phone("+99901");
     let state = &app.server.state;
-    let txn = state.db.begin().await.unwrap();
-    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "111111"))
-        .await
-        .unwrap();
-    txn.commit().await.unwrap();
+    let job_id = commit_sms(&app, sms(&t, &phone, "111111")).await;
 
     let dead = eventually(Duration::from_secs(30), "the dead letter", || async {
         let rows =
@@ -161,14 +142,7 @@ async fn a_job_that_always_fails_is_dead_lettered_with_its_error_history() {
     }
     // The sealed content never appears in the dead letter.
     assert!(!dead.payload.to_string().contains("111111"));
-    let r = send(
-        app.get(&format!(
-            "/sandbox/messages?phone={}",
-            phone.replace('+', "%2B")
-        ))
-        .header("x-api-key", &t.platform_key),
-    )
-    .await;
+    let r = inbox(&app, &t, &phone).await;
     assert_eq!(r.body["data"], serde_json::json!([]));
     app.stop().await;
 }
@@ -193,12 +167,7 @@ async fn one_tenant_never_reads_another_tenants_sandbox_messages() {
     let a = app.tenant(true).await;
     let b = app.tenant(true).await;
     let phone = fresh_phone("+4918");
-    let state = &app.server.state;
-    let txn = state.db.begin().await.unwrap();
-    sms_send::enqueue(&txn, &state.sealer, sms(&a, &phone, "222222"))
-        .await
-        .unwrap();
-    txn.commit().await.unwrap();
+    commit_sms(&app, sms(&a, &phone, "222222")).await;
     let q = format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"));
     eventually(Duration::from_secs(20), "tenant A's SMS", || async {
         let r = send(app.get(&q).header("x-api-key", &a.platform_key)).await;
@@ -247,12 +216,7 @@ async fn a_production_keys_sms_goes_to_the_http_provider_with_its_token() {
     .await;
     let t = app.tenant(false).await;
     let phone = fresh_phone("+4919");
-    let state = &app.server.state;
-    let txn = state.db.begin().await.unwrap();
-    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "333333"))
-        .await
-        .unwrap();
-    txn.commit().await.unwrap();
+    let job_id = commit_sms(&app, sms(&t, &phone, "333333")).await;
 
     let (auth, body) = eventually(Duration::from_secs(20), "the gateway call", || async {
         seen.lock()
