@@ -47,6 +47,10 @@ pub struct Config {
     pub run_workers: Option<bool>,
     /// Largest accepted request body in bytes.
     pub max_body_bytes: usize,
+    /// How long a stored response can be replayed for its Idempotency-Key.
+    pub idempotency_ttl_hours: u32,
+    /// How long a retry waits for the first request with its key to finish before 409.
+    pub idempotency_wait_ms: u64,
     /// How long a verified API key is trusted from the cache before bcrypt runs again.
     pub key_cache_ttl_secs: u64,
     /// bcrypt cost for newly minted keys (10..=14).
@@ -89,6 +93,8 @@ impl Default for Config {
             log_format: None,
             run_workers: None,
             max_body_bytes: 256 * 1024,
+            idempotency_ttl_hours: 24,
+            idempotency_wait_ms: 5_000,
             key_cache_ttl_secs: 60,
             bcrypt_cost: 12,
             redis_timeout_ms: 500,
@@ -244,6 +250,18 @@ impl Config {
             && f != "pretty"
         {
             return Err(invalid("WALLET_LOG_FORMAT", "must be json or pretty"));
+        }
+        if !(1..=720).contains(&self.idempotency_ttl_hours) {
+            return Err(invalid(
+                "WALLET_IDEMPOTENCY_TTL_HOURS",
+                "must be between 1 and 720",
+            ));
+        }
+        if self.idempotency_wait_ms > 60_000 {
+            return Err(invalid(
+                "WALLET_IDEMPOTENCY_WAIT_MS",
+                "must be at most 60000",
+            ));
         }
         if !(10..=14).contains(&self.bcrypt_cost) {
             return Err(invalid("WALLET_BCRYPT_COST", "must be between 10 and 14"));

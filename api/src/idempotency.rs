@@ -1,12 +1,17 @@
 //! The retry contract of every mutating call.
 //!
 //! A mutation runs inside `execute`: the domain change, its outbox rows and the
-//! idempotency record (the exact response bytes) commit in one database transaction. A
-//! retry with the same key and the same request replays those bytes with
-//! `meta.idempotency_replayed: true`; the same key with a different request is
-//! IDEMPOTENCY_KEY_REUSED; a retry that arrives while the first is still running gets
-//! CONFLICT (retry later with the same key). The Redis lock only keeps concurrent retries
-//! from doing the work twice; the unique index on (owner, key) is what guarantees it.
+//! idempotency record (the exact response bytes) commit in one database transaction. Keys
+//! are scoped to the integration. A retry with the same key and the same request replays
+//! those bytes with `meta.idempotency_replayed: true` (the only difference); the same key
+//! with a different request (body, route or calling scope) is IDEMPOTENCY_KEY_REUSED. A
+//! retry that arrives while the first is still running waits up to `wait` for it and
+//! replays its result, or gets 409 CONFLICT if it is still running then. A failure stores
+//! nothing, so a retry after a 5xx or 429 runs again unless the original committed.
+//!
+//! Redis holds the in-flight lock and a short-lived copy of recent responses (a replay is
+//! one Redis round trip); the database record is the truth, and its unique index on
+//! (integration, key) is what makes a second execution impossible.
 use std::time::Duration;
 
 use chrono::Utc;
@@ -19,6 +24,7 @@ use uuid::Uuid;
 
 use crate::{
     crypto::Sealer,
+    domain::credentials::Principal,
     domain::validate,
     envelope::{self, Rendered},
     error::ApiError,
@@ -26,9 +32,9 @@ use crate::{
     store,
 };
 
-/// How long a stored response can be replayed.
-pub const TTL: chrono::Duration = chrono::Duration::hours(24);
 const LOCK_TTL: Duration = Duration::from_secs(60);
+/// How long Redis keeps a copy of a recent response.
+const CACHE_TTL: Duration = Duration::from_secs(600);
 /// Stands in for a sealed secret inside a stored response body.
 const SEALED_PLACEHOLDER: &str = "__sealed_secret__";
 
@@ -48,10 +54,11 @@ pub fn parse_key(value: Option<&str>) -> Result<String, ApiError> {
     }
 }
 
-/// What identifies "the same request": the operation and the body, with JSON object keys
-/// in sorted order and the transport-only meta fields (`sent_at`, `partner_request_id`)
-/// left out, since a faithful retry may legitimately change them.
-pub fn fingerprint(operation: &str, body: &Value) -> String {
+/// What identifies "the same request": the operation (method and route), the calling
+/// credential's scope, and the body with JSON object keys in sorted order and the
+/// transport-only meta fields (`sent_at`, `partner_request_id`) left out, since a faithful
+/// retry may legitimately change them.
+pub fn fingerprint(operation: &str, scope: &str, body: &Value) -> String {
     let mut v = body.clone();
     if let Some(meta) = v.get_mut("meta").and_then(Value::as_object_mut) {
         meta.remove("sent_at");
@@ -59,6 +66,8 @@ pub fn fingerprint(operation: &str, body: &Value) -> String {
     }
     let mut h = Sha256::new();
     h.update(operation.as_bytes());
+    h.update(b"\n");
+    h.update(scope.as_bytes());
     h.update(b"\n");
     write_canonical(&v, &mut h);
     hex::encode(h.finalize())
@@ -104,37 +113,118 @@ impl<T> Outcome<T> {
     }
 }
 
-pub struct Request<'a> {
-    pub owner: &'a str,
-    pub key: &'a str,
-    /// `POST /v1/auth/keys` and the like: a key is bound to one operation.
-    pub operation: &'a str,
-    pub fingerprint: &'a str,
+pub struct Request {
+    pub integration_id: Uuid,
+    pub key: String,
+    /// `POST /v1/auth/keys` and the like.
+    pub operation: &'static str,
+    pub fingerprint: String,
+}
+
+impl Request {
+    /// The request of `principal` under `key` for `operation` with this body.
+    pub fn new(principal: &Principal, key: String, operation: &'static str, body: &Value) -> Self {
+        Request {
+            integration_id: principal.integration_id,
+            fingerprint: fingerprint(operation, &principal.scope_fingerprint(), body),
+            key,
+            operation,
+        }
+    }
+
+    fn owner(&self) -> String {
+        self.integration_id.to_string()
+    }
+
+    fn lock_key(&self) -> String {
+        format!("idem:lock:{}:{}", self.integration_id, self.key)
+    }
+
+    fn cache_key(&self) -> String {
+        format!("idem:resp:{}:{}", self.integration_id, self.key)
+    }
 }
 
 pub struct Ctx<'a> {
     pub db: &'a sea_orm::DatabaseConnection,
     pub kv: &'a Kv,
     pub sealer: &'a Sealer,
+    /// How long a stored response can be replayed.
+    pub ttl: chrono::Duration,
+    /// How long a retry waits for a first request that is still running.
+    pub wait: Duration,
 }
 
-fn lock_key(r: &Request<'_>) -> String {
-    format!("idem:lock:{}:{}", r.owner, r.key)
+/// A stored response, from the database or its Redis copy.
+#[derive(Serialize, serde::Deserialize)]
+struct Stored {
+    id: Uuid,
+    operation: String,
+    fingerprint: String,
+    status: u16,
+    body: String,
+    sealed: Option<String>,
+    expires_at: chrono::DateTime<Utc>,
 }
 
-fn replay(
-    ctx: &Ctx<'_>,
-    r: &Request<'_>,
-    rec: entities::idempotency_record::Model,
-) -> Result<Rendered, ApiError> {
-    if rec.request_fingerprint != r.fingerprint || rec.operation != r.operation {
+impl From<entities::idempotency_record::Model> for Stored {
+    fn from(m: entities::idempotency_record::Model) -> Self {
+        Stored {
+            id: m.id,
+            operation: m.operation,
+            fingerprint: m.request_fingerprint,
+            status: u16::try_from(m.status_code).unwrap_or(200),
+            body: m.response_body,
+            sealed: m.sealed_secret,
+            expires_at: m.expires_at,
+        }
+    }
+}
+
+/// The stored response for this request's key, if any: Redis first, then the database
+/// (whose answer is copied to Redis for the next retry).
+async fn lookup(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
+    let now = Utc::now();
+    if let Some(text) = ctx.kv.get(&r.cache_key()).await?
+        && let Ok(s) = serde_json::from_str::<Stored>(&text)
+        && s.expires_at > now
+    {
+        return Ok(Some(s));
+    }
+    let Some(rec) = store::idempotency::find(ctx.db, &r.owner(), &r.key, now).await? else {
+        return Ok(None);
+    };
+    let stored = Stored::from(rec);
+    cache(ctx, r, &stored).await;
+    Ok(Some(stored))
+}
+
+async fn cache(ctx: &Ctx<'_>, r: &Request, s: &Stored) {
+    let Ok(text) = serde_json::to_string(s) else {
+        return;
+    };
+    let left = (s.expires_at - Utc::now())
+        .to_std()
+        .unwrap_or(Duration::ZERO);
+    let ttl = CACHE_TTL.min(left);
+    if ttl.is_zero() {
+        return;
+    }
+    // The copy is an optimisation: losing it costs one database read on the next retry.
+    if let Err(e) = ctx.kv.set_px(&r.cache_key(), &text, ttl).await {
+        tracing::warn!(error = %e, "caching an idempotent response failed");
+    }
+}
+
+fn replay(ctx: &Ctx<'_>, r: &Request, s: Stored) -> Result<Rendered, ApiError> {
+    if s.fingerprint != r.fingerprint || s.operation != r.operation {
         return Err(ApiError::idempotency_key_reused());
     }
-    let mut body = rec.response_body.into_bytes();
-    if let Some(sealed) = rec.sealed_secret {
+    let mut body = s.body.into_bytes();
+    if let Some(sealed) = s.sealed {
         let secret = ctx
             .sealer
-            .open(&sealed, rec.id.as_bytes())
+            .open(&sealed, s.id.as_bytes())
             .map_err(ApiError::internal)?;
         let secret = String::from_utf8(secret).map_err(ApiError::internal)?;
         body = String::from_utf8_lossy(&body)
@@ -142,48 +232,56 @@ fn replay(
             .into_bytes();
     }
     Ok(Rendered {
-        status: u16::try_from(rec.status_code).unwrap_or(200),
+        status: s.status,
         body: envelope::mark_replayed(&body),
         replayed: true,
         retry_after: None,
     })
 }
 
-/// Runs `work` exactly once per (owner, key), or replays what it returned the first time.
-pub async fn execute<T, F>(ctx: Ctx<'_>, r: Request<'_>, work: F) -> Result<Rendered, ApiError>
+/// Runs `work` exactly once per (integration, key), or replays what it returned.
+pub async fn execute<T, F>(ctx: Ctx<'_>, r: Request, work: F) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
     F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
 {
-    let now = Utc::now();
-    if let Some(rec) = store::idempotency::find(ctx.db, r.owner, r.key, now).await? {
-        return replay(&ctx, &r, rec);
+    if let Some(s) = lookup(&ctx, &r).await? {
+        return replay(&ctx, &r, s);
     }
     let token = Uuid::new_v4().to_string();
-    if !ctx.kv.set_nx_px(&lock_key(&r), &token, LOCK_TTL).await? {
-        return Err(ApiError::conflict(
-            "A request with this Idempotency-Key is still in progress; retry with the same key.",
-        ));
+    let deadline = tokio::time::Instant::now() + ctx.wait;
+    // Another request holds the key: wait for its outcome, bounded.
+    while !ctx.kv.set_nx_px(&r.lock_key(), &token, LOCK_TTL).await? {
+        if tokio::time::Instant::now() >= deadline {
+            return Err(ApiError::conflict(
+                "A request with this Idempotency-Key is still in progress; retry with the same key.",
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        if let Some(s) = lookup(&ctx, &r).await? {
+            return replay(&ctx, &r, s);
+        }
     }
     let result = run_locked(&ctx, &r, work).await;
     // A failed release only delays the next retry until the lock's TTL; never mask the result.
-    if let Err(e) = ctx.kv.del_if_eq(&lock_key(&r), &token).await {
+    if let Err(e) = ctx.kv.del_if_eq(&r.lock_key(), &token).await {
         tracing::warn!(error = %e, "idempotency lock release failed");
     }
     result
 }
 
-async fn run_locked<T, F>(ctx: &Ctx<'_>, r: &Request<'_>, work: F) -> Result<Rendered, ApiError>
+async fn run_locked<T, F>(ctx: &Ctx<'_>, r: &Request, work: F) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
     F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
 {
     let now = Utc::now();
+    let owner = r.owner();
     // The holder before us may have committed between our look-up and our lock.
-    if let Some(rec) = store::idempotency::find(ctx.db, r.owner, r.key, now).await? {
-        return replay(ctx, r, rec);
+    if let Some(rec) = store::idempotency::find(ctx.db, &owner, &r.key, now).await? {
+        return replay(ctx, r, rec.into());
     }
-    store::idempotency::delete_expired(ctx.db, r.owner, r.key, now).await?;
+    store::idempotency::delete_expired(ctx.db, &owner, &r.key, now).await?;
 
     let txn = store::begin(ctx.db).await?;
     let outcome = work(&txn).await?;
@@ -203,19 +301,20 @@ where
         }
         None => (rendered.body.clone(), None),
     };
+    let expires_at = now + ctx.ttl;
     let inserted = store::idempotency::insert(
         &txn,
         store::idempotency::NewRecord {
             id: record_id,
-            owner: r.owner,
-            key: r.key,
+            owner: &owner,
+            key: &r.key,
             operation: r.operation,
-            fingerprint: r.fingerprint,
+            fingerprint: &r.fingerprint,
             status_code: rendered.status,
             response_body: &stored_body,
-            sealed_secret: sealed,
+            sealed_secret: sealed.clone(),
             created_at: now,
-            expires_at: now + TTL,
+            expires_at,
         },
     )
     .await;
@@ -225,8 +324,8 @@ where
             // Another process won the race past an expired lock: its work stands, ours
             // rolls back, and the caller gets its response.
             drop(txn);
-            return match store::idempotency::find(ctx.db, r.owner, r.key, Utc::now()).await? {
-                Some(rec) => replay(ctx, r, rec),
+            return match store::idempotency::find(ctx.db, &owner, &r.key, Utc::now()).await? {
+                Some(rec) => replay(ctx, r, rec.into()),
                 None => Err(ApiError::conflict(
                     "Concurrent request with this Idempotency-Key; retry.",
                 )),
@@ -235,6 +334,20 @@ where
         Err(e) => return Err(e.into()),
     }
     txn.commit().await?;
+    cache(
+        ctx,
+        r,
+        &Stored {
+            id: record_id,
+            operation: r.operation.to_string(),
+            fingerprint: r.fingerprint.clone(),
+            status: rendered.status,
+            body: String::from_utf8_lossy(&stored_body).into_owned(),
+            sealed,
+            expires_at,
+        },
+    )
+    .await;
     Ok(rendered)
 }
 
@@ -247,10 +360,23 @@ mod tests {
     fn fingerprints_ignore_key_order_and_transport_meta() {
         let a = json!({"meta": {"api_version": "2026-06-01", "sent_at": "2026-01-01T00:00:00Z"}, "x": 1, "y": [1, {"b": 2, "a": 1}]});
         let b = json!({"y": [1, {"a": 1, "b": 2}], "x": 1, "meta": {"sent_at": "2026-02-02T00:00:00Z", "api_version": "2026-06-01"}});
-        assert_eq!(fingerprint("POST /v1/x", &a), fingerprint("POST /v1/x", &b));
+        assert_eq!(
+            fingerprint("POST /v1/x", "s", &a),
+            fingerprint("POST /v1/x", "s", &b)
+        );
         let c = json!({"meta": {"api_version": "2026-06-01"}, "x": 2, "y": [1, {"a": 1, "b": 2}]});
-        assert_ne!(fingerprint("POST /v1/x", &a), fingerprint("POST /v1/x", &c));
-        assert_ne!(fingerprint("POST /v1/x", &a), fingerprint("POST /v1/z", &a));
+        assert_ne!(
+            fingerprint("POST /v1/x", "s", &a),
+            fingerprint("POST /v1/x", "s", &c)
+        );
+        assert_ne!(
+            fingerprint("POST /v1/x", "s", &a),
+            fingerprint("POST /v1/z", "s", &a)
+        );
+        assert_ne!(
+            fingerprint("POST /v1/x", "s", &a),
+            fingerprint("POST /v1/x", "t", &a)
+        );
     }
 
     #[test]

@@ -39,6 +39,17 @@ impl AppState {
         AppState(Arc::new(inner))
     }
 
+    /// What the idempotency layer needs.
+    pub fn idempotency(&self) -> crate::idempotency::Ctx<'_> {
+        crate::idempotency::Ctx {
+            db: &self.db,
+            kv: &self.kv,
+            sealer: &self.sealer,
+            ttl: chrono::Duration::hours(i64::from(self.config.idempotency_ttl_hours)),
+            wait: Duration::from_millis(self.config.idempotency_wait_ms),
+        }
+    }
+
     pub fn key_auth(&self) -> KeyAuth<'_> {
         KeyAuth {
             db: &self.db,

@@ -150,49 +150,32 @@ impl KeysApi {
         let key = idempotency::parse_key(idempotency_key.0.as_deref())?;
         let principal = auth.0;
         let req = body.value.to_domain();
-        let fingerprint = idempotency::fingerprint("POST /v1/auth/keys", &body.json);
-        let owner = principal.idempotency_owner();
+        let request = idempotency::Request::new(&principal, key, "POST /v1/auth/keys", &body.json);
         let minted = keys::mint(principal.is_sandbox, st.config.bcrypt_cost).await?;
-        let rendered = idempotency::execute(
-            idempotency::Ctx {
-                db: &st.db,
-                kv: &st.kv,
-                sealer: &st.sealer,
-            },
-            idempotency::Request {
-                owner: &owner,
-                key: &key,
-                operation: "POST /v1/auth/keys",
-                fingerprint: &fingerprint,
-            },
-            move |txn| {
-                Box::pin(async move {
-                    let raw = minted.key.raw.clone();
-                    let m = keys::create(txn, &principal, req, minted).await?;
-                    Ok(Outcome {
-                        data: ApiKeyCreated {
-                            key_id: m.id.to_string(),
-                            raw_key: raw.clone(),
-                            key_prefix: m.key_prefix,
-                            key_last_four: m.key_last_four,
-                            scope: m.scope,
-                            enterprise_id: m
-                                .enterprise_id
-                                .map(|u| u.to_string())
-                                .unwrap_or_default(),
-                            brand_id: m.brand_id.map(|u| u.to_string()),
-                            branch_id: m.branch_id.map(|u| u.to_string()),
-                            label: m.label,
-                            is_sandbox: m.is_sandbox,
-                            status: m.status,
-                            expires_at: m.expires_at.map(ts),
-                            created_at: ts(m.created_at),
-                        },
-                        secret: Some(raw),
-                    })
+        let rendered = idempotency::execute(st.idempotency(), request, move |txn| {
+            Box::pin(async move {
+                let raw = minted.key.raw.clone();
+                let m = keys::create(txn, &principal, req, minted).await?;
+                Ok(Outcome {
+                    data: ApiKeyCreated {
+                        key_id: m.id.to_string(),
+                        raw_key: raw.clone(),
+                        key_prefix: m.key_prefix,
+                        key_last_four: m.key_last_four,
+                        scope: m.scope,
+                        enterprise_id: m.enterprise_id.map(|u| u.to_string()).unwrap_or_default(),
+                        brand_id: m.brand_id.map(|u| u.to_string()),
+                        branch_id: m.branch_id.map(|u| u.to_string()),
+                        label: m.label,
+                        is_sandbox: m.is_sandbox,
+                        status: m.status,
+                        expires_at: m.expires_at.map(ts),
+                        created_at: ts(m.created_at),
+                    },
+                    secret: Some(raw),
                 })
-            },
-        )
+            })
+        })
         .await
         .map_err(|e: ApiError| -> poem::Error { e.into() })?;
         Ok(Reply::rendered(rendered))

@@ -115,8 +115,9 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// The idempotency partition of this caller.
-    pub fn idempotency_owner(&self) -> String {
-        format!("{}/{}", self.integration_id, self.scope.path())
+    /// Part of an idempotency fingerprint: the same key used by a credential of another
+    /// scope (or kind) is a different request, never a replay of this one.
+    pub fn scope_fingerprint(&self) -> String {
+        format!("{:?}:{}", self.kind, self.scope.path())
     }
 }
