@@ -116,17 +116,17 @@ impl<T> Outcome<T> {
 pub struct Request {
     pub integration_id: Uuid,
     pub key: String,
-    /// `POST /v1/auth/keys` and the like.
-    pub operation: &'static str,
+    /// Method and route with its path parameters (`POST /v1/auth/keys/{id}/revoke`).
+    pub operation: String,
     pub fingerprint: String,
 }
 
 impl Request {
     /// The request of `principal` under `key` for `operation` with this body.
-    pub fn new(principal: &Principal, key: String, operation: &'static str, body: &Value) -> Self {
+    pub fn new(principal: &Principal, key: String, operation: String, body: &Value) -> Self {
         Request {
             integration_id: principal.integration_id,
-            fingerprint: fingerprint(operation, &principal.scope_fingerprint(), body),
+            fingerprint: fingerprint(&operation, &principal.scope_fingerprint(), body),
             key,
             operation,
         }
@@ -308,7 +308,7 @@ where
             id: record_id,
             owner: &owner,
             key: &r.key,
-            operation: r.operation,
+            operation: &r.operation,
             fingerprint: &r.fingerprint,
             status_code: rendered.status,
             response_body: &stored_body,
@@ -339,7 +339,7 @@ where
         r,
         &Stored {
             id: record_id,
-            operation: r.operation.to_string(),
+            operation: r.operation.clone(),
             fingerprint: r.fingerprint.clone(),
             status: rendered.status,
             body: String::from_utf8_lossy(&stored_body).into_owned(),

@@ -62,8 +62,12 @@ return {n, ttl}
 "#;
 
 impl Kv {
+    /// The in-process store. One per process: embedded mode is a single process, so every
+    /// part of it (and every app instance a test starts in it) shares one view, as
+    /// production replicas share Redis.
     pub fn local() -> Self {
-        Kv::Local(Arc::new(LocalKv::default()))
+        static SHARED: std::sync::OnceLock<Arc<LocalKv>> = std::sync::OnceLock::new();
+        Kv::Local(SHARED.get_or_init(|| Arc::new(LocalKv::default())).clone())
     }
 
     pub fn redis(

@@ -363,3 +363,55 @@ pub async fn serve_endpoint<E: poem::Endpoint + 'static>(ep: E) -> u16 {
     tokio::spawn(poem::Server::new_with_acceptor(acceptor).run(ep));
     port
 }
+
+/// Every row of every table (the service's and the queues'), as text: for tests that grep
+/// the database for something that must never be stored.
+pub async fn dump_database(db: &sea_orm::DatabaseConnection) -> String {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    let backend = db.get_database_backend();
+    let tables_sql = match backend {
+        DbBackend::Postgres => {
+            "SELECT table_schema || '.' || table_name AS t FROM information_schema.tables \
+             WHERE table_schema IN ('public', 'apalis') AND table_type = 'BASE TABLE'"
+        }
+        _ => "SELECT name AS t FROM sqlite_master WHERE type = 'table'",
+    };
+    let tables = db
+        .query_all_raw(Statement::from_string(backend, tables_sql))
+        .await
+        .expect("list tables");
+    let mut out = String::new();
+    for row in tables {
+        let t: String = row.try_get("", "t").expect("table name");
+        let sql = match backend {
+            DbBackend::Postgres => format!("SELECT row_to_json(x)::text AS r FROM {t} x"),
+            // quote() renders every column, blobs as hex literals; cast blobs to text too.
+            _ => format!("SELECT * FROM \"{t}\""),
+        };
+        let rows = db
+            .query_all_raw(Statement::from_string(backend, sql))
+            .await
+            .expect("dump table");
+        for r in rows {
+            match backend {
+                DbBackend::Postgres => {
+                    out.push_str(&r.try_get::<String>("", "r").unwrap_or_default())
+                }
+                _ => {
+                    for col in r.column_names() {
+                        if let Ok(v) = r.try_get::<Option<String>>("", &col) {
+                            out.push_str(&v.unwrap_or_default());
+                        } else if let Ok(v) = r.try_get::<Option<Vec<u8>>>("", &col) {
+                            out.push_str(&String::from_utf8_lossy(&v.unwrap_or_default()));
+                        } else if let Ok(v) = r.try_get::<Option<i64>>("", &col) {
+                            out.push_str(&v.unwrap_or_default().to_string());
+                        }
+                        out.push('|');
+                    }
+                }
+            }
+            out.push('\n');
+        }
+    }
+    out
+}

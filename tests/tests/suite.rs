@@ -2,6 +2,7 @@
 mod suite {
     pub mod envelope;
     pub mod jobs;
+    pub mod keys;
     pub mod openapi;
     pub mod platform;
 }

@@ -1,6 +1,11 @@
 //! Key lifecycle: minting per-merchant keys.
 use chrono::{DateTime, SecondsFormat, Utc};
-use poem_openapi::{Object, OpenApi, param::Header};
+use entities::api_key;
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Header, Path, Query},
+};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -8,6 +13,7 @@ use super::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta},
+    mutation,
     reply::Reply,
     tags::Tag,
 };
@@ -16,8 +22,9 @@ use crate::{
         credentials::keys::{self, CreateKey},
         validate::{self, Errors},
     },
+    envelope::Page,
     error::ApiError,
-    idempotency::{self, Outcome},
+    idempotency::Outcome,
     state::AppState,
 };
 
@@ -101,32 +108,150 @@ impl CreateKeyRequest {
     }
 }
 
-/// A new key. `raw_key` is shown here once (and in an idempotent replay of this create).
+/// A new key. `raw_key` is shown here once (and in an idempotent replay of this call).
 #[derive(Object, Serialize)]
 pub struct ApiKeyCreated {
     pub key_id: String,
     /// `<prefix>_<segment>_<base64url>`; the segment is opaque, never parse it.
     pub raw_key: String,
+    #[serde(flatten)]
+    #[oai(flatten)]
+    pub key: ApiKeyView,
+}
+
+/// A key's metadata. The raw key is never retrievable.
+#[derive(Object, Serialize)]
+pub struct ApiKeyView {
+    /// Prefix plus the first 4 random characters. Opaque.
     pub key_prefix: String,
     pub key_last_four: String,
-    /// `enterprise`, `brand` or `branch`.
+    /// `integration`, `enterprise`, `brand` or `branch`.
     pub scope: String,
-    pub enterprise_id: String,
+    #[oai(nullable)]
+    pub enterprise_id: Option<String>,
     #[oai(nullable)]
     pub brand_id: Option<String>,
     #[oai(nullable)]
     pub branch_id: Option<String>,
     pub label: String,
     pub is_sandbox: bool,
-    /// `active`.
+    /// `active` or `inactive`.
     pub status: String,
+    /// Null never expires.
     #[oai(nullable)]
     pub expires_at: Option<String>,
     pub created_at: String,
+    /// The key this one replaced (regenerate).
+    #[oai(nullable)]
+    pub previous_key_id: Option<String>,
+}
+
+/// A listed key.
+#[derive(Object, Serialize)]
+pub struct ApiKeyItem {
+    pub key_id: String,
+    #[serde(flatten)]
+    #[oai(flatten)]
+    pub key: ApiKeyView,
+}
+
+/// The outcome of a revoke or delete.
+#[derive(Object, Serialize)]
+pub struct KeyStatusResult {
+    pub key_id: String,
+    /// `inactive` after revoke, `deleted` after delete.
+    pub status: String,
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<String>,
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<String>,
+}
+
+/// Revoke, regenerate or delete a key.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct KeyActionRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// Why (up to 200 characters), kept with the key.
+    #[oai(nullable)]
+    pub reason: Option<String>,
+}
+
+impl Validate for KeyActionRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if let Some(r) = &self.reason {
+            validate::length(e, "/reason", r, 0, 200);
+            validate::no_control_chars(e, "/reason", r);
+        }
+    }
 }
 
 fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn view(m: &api_key::Model) -> ApiKeyView {
+    let id = |u: Option<Uuid>| u.map(|u| u.to_string());
+    ApiKeyView {
+        key_prefix: m.key_prefix.clone(),
+        key_last_four: m.key_last_four.clone(),
+        scope: m.scope.clone(),
+        enterprise_id: id(m.enterprise_id),
+        brand_id: id(m.brand_id),
+        branch_id: id(m.branch_id),
+        label: m.label.clone(),
+        is_sandbox: m.is_sandbox,
+        status: m.status.clone(),
+        expires_at: m.expires_at.map(ts),
+        created_at: ts(m.created_at),
+        previous_key_id: id(m.previous_key_id),
+    }
+}
+
+fn created(m: &api_key::Model, raw: String) -> ApiKeyCreated {
+    ApiKeyCreated {
+        key_id: m.id.to_string(),
+        raw_key: raw,
+        key: view(m),
+    }
+}
+
+/// A path id that is not a UUID is a malformed request, not an unknown key.
+fn parse_key_id(raw: &str) -> Result<Uuid, ApiError> {
+    let mut e = Errors::default();
+    validate::uuid(&mut e, "path:keyId", raw).ok_or_else(|| ApiError::validation(e.0))
+}
+
+const CURSOR_PREFIX: &str = "key:";
+
+fn decode_cursor(c: &str) -> Result<Uuid, ApiError> {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    URL_SAFE_NO_PAD
+        .decode(c)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| {
+            s.strip_prefix(CURSOR_PREFIX)
+                .and_then(|u| Uuid::parse_str(u).ok())
+        })
+        .ok_or_else(|| {
+            ApiError::field(
+                "query:cursor",
+                "invalid_cursor",
+                "is not a cursor this list returned",
+            )
+        })
+}
+
+fn encode_cursor(id: Uuid) -> String {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{id}"))
 }
 
 #[OpenApi(tag = "Tag::Auth")]
@@ -139,7 +264,7 @@ impl KeysApi {
     #[oai(path = "/auth/keys", method = "post", operation_id = "createApiKey")]
     async fn create(
         &self,
-        state: poem::web::Data<&AppState>,
+        state: Data<&AppState>,
         auth: ApiKeyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
@@ -147,37 +272,227 @@ impl KeysApi {
         body: JsonBody<CreateKeyRequest>,
     ) -> poem::Result<Reply<ApiKeyCreated>> {
         let st = state.0;
-        let key = idempotency::parse_key(idempotency_key.0.as_deref())?;
-        let principal = auth.0;
+        let principal = auth.0.clone();
         let req = body.value.to_domain();
-        let request = idempotency::Request::new(&principal, key, "POST /v1/auth/keys", &body.json);
         let minted = keys::mint(principal.is_sandbox, st.config.bcrypt_cost).await?;
-        let rendered = idempotency::execute(st.idempotency(), request, move |txn| {
-            Box::pin(async move {
-                let raw = minted.key.raw.clone();
-                let m = keys::create(txn, &principal, req, minted).await?;
-                Ok(Outcome {
-                    data: ApiKeyCreated {
-                        key_id: m.id.to_string(),
-                        raw_key: raw.clone(),
-                        key_prefix: m.key_prefix,
-                        key_last_four: m.key_last_four,
-                        scope: m.scope,
-                        enterprise_id: m.enterprise_id.map(|u| u.to_string()).unwrap_or_default(),
-                        brand_id: m.brand_id.map(|u| u.to_string()),
-                        branch_id: m.branch_id.map(|u| u.to_string()),
-                        label: m.label,
-                        is_sandbox: m.is_sandbox,
-                        status: m.status,
-                        expires_at: m.expires_at.map(ts),
-                        created_at: ts(m.created_at),
-                    },
-                    secret: Some(raw),
+        mutation::run(
+            mutation::Call {
+                state: st,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/auth/keys".into(),
+                body: &body.json,
+                context: &body.value.context,
+            },
+            move |txn, _acting| {
+                Box::pin(async move {
+                    let raw = minted.key.raw.clone();
+                    let m = keys::create(txn, &principal, req, minted).await?;
+                    Ok(Outcome {
+                        data: created(&m, raw.clone()),
+                        secret: Some(raw),
+                    })
                 })
-            })
-        })
+            },
+        )
         .await
-        .map_err(|e: ApiError| -> poem::Error { e.into() })?;
-        Ok(Reply::rendered(rendered))
+    }
+
+    /// List API keys
+    ///
+    /// Key metadata (never the raw key) of the calling integration, within the caller's
+    /// scope, oldest first. Cursor-paginated: pass `meta.next_cursor` as `cursor`.
+    #[oai(path = "/auth/keys", method = "get", operation_id = "listApiKeys")]
+    async fn list(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// `active` or `inactive`.
+        status: Query<Option<String>>,
+        /// Only keys of this branch.
+        branch_id: Query<Option<String>>,
+        /// 1 to 200, default 50.
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
+    ) -> poem::Result<Reply<Vec<ApiKeyItem>>> {
+        let mut e = Errors::default();
+        if let Some(s) = status.0.as_deref()
+            && s != "active"
+            && s != "inactive"
+        {
+            e.push(
+                "query:status",
+                "invalid_value",
+                "must be active or inactive",
+            );
+        }
+        let branch = branch_id
+            .0
+            .as_deref()
+            .and_then(|b| validate::uuid(&mut e, "query:branch_id", b));
+        let limit = limit.0.unwrap_or(50);
+        if !(1..=200).contains(&limit) {
+            e.push("query:limit", "out_of_range", "must be between 1 and 200");
+        }
+        e.finish()?;
+        let after = cursor.0.as_deref().map(decode_cursor).transpose()?;
+        let (rows, more) =
+            keys::list(&state.0.db, &auth.0, status.0.clone(), branch, after, limit).await?;
+        let page = Page {
+            next_cursor: if more {
+                rows.last().map(|k| encode_cursor(k.id))
+            } else {
+                None
+            },
+            has_more: more,
+        };
+        let items: Vec<ApiKeyItem> = rows
+            .iter()
+            .map(|m| ApiKeyItem {
+                key_id: m.id.to_string(),
+                key: view(m),
+            })
+            .collect();
+        Ok(Reply::page(&items, &page))
+    }
+
+    /// Revoke an API key
+    ///
+    /// The key stops working at once on every replica (no grace window). Revoking an
+    /// inactive key again is a no-op success. Terminal JWTs already minted from it stay
+    /// valid for their remaining TTL.
+    #[oai(
+        path = "/auth/keys/:key_id/revoke",
+        method = "post",
+        operation_id = "revokeApiKey"
+    )]
+    async fn revoke(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        key_id: Path<String>,
+        #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
+        body: JsonBody<KeyActionRequest>,
+    ) -> poem::Result<Reply<KeyStatusResult>> {
+        let id = parse_key_id(&key_id.0)?;
+        let st = state.0;
+        let principal = auth.0.clone();
+        let reason = body.value.reason.clone();
+        let shared = st.clone();
+        mutation::run(
+            mutation::Call {
+                state: st,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/auth/keys/{id}/revoke"),
+                body: &body.json,
+                context: &body.value.context,
+            },
+            move |txn, _acting| {
+                Box::pin(async move {
+                    let m = keys::revoke(txn, &shared.key_auth(), &principal, id, reason).await?;
+                    Ok(Outcome::new(KeyStatusResult {
+                        key_id: m.id.to_string(),
+                        status: m.status,
+                        revoked_at: m.revoked_at.map(ts),
+                        deleted_at: None,
+                    }))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Regenerate an API key
+    ///
+    /// Issues a new key with the same scope (its raw key shown once) and makes the old
+    /// one fail at once; `previous_key_id` names it.
+    #[oai(
+        path = "/auth/keys/:key_id/regenerate",
+        method = "post",
+        operation_id = "regenerateApiKey"
+    )]
+    async fn regenerate(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        key_id: Path<String>,
+        #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
+        body: JsonBody<KeyActionRequest>,
+    ) -> poem::Result<Reply<ApiKeyCreated>> {
+        let id = parse_key_id(&key_id.0)?;
+        let st = state.0;
+        let principal = auth.0.clone();
+        let reason = body.value.reason.clone();
+        let shared = st.clone();
+        let minted = keys::mint(principal.is_sandbox, st.config.bcrypt_cost).await?;
+        mutation::run(
+            mutation::Call {
+                state: st,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/auth/keys/{id}/regenerate"),
+                body: &body.json,
+                context: &body.value.context,
+            },
+            move |txn, _acting| {
+                Box::pin(async move {
+                    let raw = minted.key.raw.clone();
+                    let m =
+                        keys::regenerate(txn, &shared.key_auth(), &principal, id, reason, minted)
+                            .await?;
+                    Ok(Outcome {
+                        data: created(&m, raw.clone()),
+                        secret: Some(raw),
+                    })
+                })
+            },
+        )
+        .await
+    }
+
+    /// Delete an API key
+    ///
+    /// An active or inactive key becomes deleted: it no longer works or lists.
+    #[oai(
+        path = "/auth/keys/:key_id/delete",
+        method = "post",
+        operation_id = "deleteApiKey"
+    )]
+    async fn delete(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        key_id: Path<String>,
+        #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
+        body: JsonBody<KeyActionRequest>,
+    ) -> poem::Result<Reply<KeyStatusResult>> {
+        let id = parse_key_id(&key_id.0)?;
+        let st = state.0;
+        let principal = auth.0.clone();
+        let reason = body.value.reason.clone();
+        let shared = st.clone();
+        mutation::run(
+            mutation::Call {
+                state: st,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/auth/keys/{id}/delete"),
+                body: &body.json,
+                context: &body.value.context,
+            },
+            move |txn, _acting| {
+                Box::pin(async move {
+                    let m = keys::delete(txn, &shared.key_auth(), &principal, id, reason).await?;
+                    Ok(Outcome::new(KeyStatusResult {
+                        key_id: m.id.to_string(),
+                        status: m.status,
+                        revoked_at: None,
+                        deleted_at: m.deleted_at.map(ts),
+                    }))
+                })
+            },
+        )
+        .await
     }
 }

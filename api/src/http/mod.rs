@@ -6,6 +6,7 @@ pub mod common;
 pub mod errors;
 pub mod keys;
 pub mod middleware;
+pub mod mutation;
 pub mod openapi;
 pub mod platform;
 pub mod reply;

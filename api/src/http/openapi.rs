@@ -14,6 +14,10 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("getCapabilities", "ga"),
     ("getOpenApi", "ga"),
     ("createApiKey", "ga"),
+    ("listApiKeys", "ga"),
+    ("revokeApiKey", "ga"),
+    ("regenerateApiKey", "ga"),
+    ("deleteApiKey", "ga"),
     ("listSandboxMessages", "beta"),
 ];
 

@@ -69,3 +69,80 @@ pub async fn active_by_prefix<C: ConnectionTrait>(
     }
     Ok(out)
 }
+
+/// A key of `integration_id` by id (any status but deleted).
+pub async fn find_live<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+    key_id: Uuid,
+) -> Result<Option<api_key::Model>, DbErr> {
+    api_key::Entity::find_by_id(key_id)
+        .filter(api_key::Column::IntegrationId.eq(integration_id))
+        .filter(api_key::Column::Status.ne("deleted"))
+        .one(c)
+        .await
+}
+
+/// Moves a key to `status` and stamps when and why.
+pub async fn set_status<C: ConnectionTrait>(
+    c: &C,
+    key: api_key::Model,
+    status: &str,
+    reason: Option<String>,
+    at: DateTime<Utc>,
+) -> Result<api_key::Model, DbErr> {
+    use sea_orm::IntoActiveModel;
+    let revoked_at = key.revoked_at;
+    let mut am = key.into_active_model();
+    am.status = Set(status.to_string());
+    am.status_reason = Set(reason);
+    match status {
+        "inactive" => am.revoked_at = Set(Some(revoked_at.unwrap_or(at))),
+        "deleted" => am.deleted_at = Set(Some(at)),
+        _ => {}
+    }
+    am.update(c).await
+}
+
+pub struct ListFilter {
+    pub status: Option<String>,
+    pub branch_id: Option<Uuid>,
+    /// Only keys whose id sorts after this one (the cursor).
+    pub after: Option<Uuid>,
+    /// Only keys inside this scope.
+    pub within: Scope,
+}
+
+/// Keys of an integration, oldest first (ids are time-ordered), deleted ones left out.
+pub async fn list<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+    f: &ListFilter,
+    limit: u64,
+) -> Result<Vec<api_key::Model>, DbErr> {
+    use sea_orm::QueryOrder;
+    let mut q = api_key::Entity::find()
+        .filter(api_key::Column::IntegrationId.eq(integration_id))
+        .filter(api_key::Column::Status.ne("deleted"));
+    if let Some(s) = &f.status {
+        q = q.filter(api_key::Column::Status.eq(s.clone()));
+    }
+    if let Some(b) = f.branch_id {
+        q = q.filter(api_key::Column::BranchId.eq(b));
+    }
+    if let Some(a) = f.after {
+        q = q.filter(api_key::Column::Id.gt(a));
+    }
+    q = match &f.within {
+        Scope::Integration => q,
+        Scope::Enterprise { enterprise_id } => {
+            q.filter(api_key::Column::EnterpriseId.eq(*enterprise_id))
+        }
+        Scope::Brand { brand_id, .. } => q.filter(api_key::Column::BrandId.eq(*brand_id)),
+        Scope::Branch { branch_id, .. } => q.filter(api_key::Column::BranchId.eq(*branch_id)),
+    };
+    q.order_by_asc(api_key::Column::Id)
+        .limit(limit)
+        .all(c)
+        .await
+}

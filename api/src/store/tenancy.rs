@@ -175,3 +175,14 @@ pub async fn find_branch<C: ConnectionTrait>(
         .one(c)
         .await
 }
+
+pub async fn find_branch_of_enterprise<C: ConnectionTrait>(
+    c: &C,
+    enterprise_id: Uuid,
+    branch_id: Uuid,
+) -> Result<Option<branch::Model>, DbErr> {
+    branch::Entity::find_by_id(branch_id)
+        .filter(branch::Column::EnterpriseId.eq(enterprise_id))
+        .one(c)
+        .await
+}

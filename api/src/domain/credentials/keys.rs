@@ -2,6 +2,8 @@
 //! be consistent (brand within enterprise, branch within brand) and can never be wider than
 //! the caller's own.
 use chrono::{DateTime, Utc};
+
+use super::authenticate::KeyAuth;
 use entities::api_key;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
@@ -116,6 +118,122 @@ pub async fn create<C: ConnectionTrait>(
     )
     .await?;
     Ok(model)
+}
+
+/// The key as its caller may see it: within the caller's scope, or NOT_FOUND (the same
+/// answer as for an id that does not exist, or belongs to another integration).
+async fn find_visible<C: ConnectionTrait>(
+    c: &C,
+    caller: &Principal,
+    key_id: Uuid,
+) -> Result<api_key::Model, ApiError> {
+    let not_found = || ApiError::not_found("API key");
+    let key = store::api_keys::find_live(c, caller.integration_id, key_id)
+        .await?
+        .ok_or_else(not_found)?;
+    let scope = Scope::from_parts(&key.scope, key.enterprise_id, key.brand_id, key.branch_id)
+        .ok_or_else(not_found)?;
+    let visible = match scope {
+        Scope::Integration => caller.scope == Scope::Integration,
+        s => {
+            let linked = store::tenancy::linked_enterprises(c, caller.integration_id).await?;
+            within(&caller.scope, &s, &linked)
+        }
+    };
+    if visible { Ok(key) } else { Err(not_found()) }
+}
+
+/// active → inactive; revoking an inactive key again changes nothing and succeeds.
+pub async fn revoke<C: ConnectionTrait>(
+    c: &C,
+    auth: &KeyAuth<'_>,
+    caller: &Principal,
+    key_id: Uuid,
+    reason: Option<String>,
+) -> Result<api_key::Model, ApiError> {
+    let key = find_visible(c, caller, key_id).await?;
+    if key.status == "inactive" {
+        return Ok(key);
+    }
+    // Out of every replica's cache first: from here on only the database can admit it.
+    auth.invalidate(key.id).await?;
+    Ok(store::api_keys::set_status(c, key, "inactive", reason, Utc::now()).await?)
+}
+
+/// active or inactive → deleted.
+pub async fn delete<C: ConnectionTrait>(
+    c: &C,
+    auth: &KeyAuth<'_>,
+    caller: &Principal,
+    key_id: Uuid,
+    reason: Option<String>,
+) -> Result<api_key::Model, ApiError> {
+    let key = find_visible(c, caller, key_id).await?;
+    auth.invalidate(key.id).await?;
+    Ok(store::api_keys::set_status(c, key, "deleted", reason, Utc::now()).await?)
+}
+
+/// An active key is replaced by a new one with the same scope, label and expiry; the old
+/// one stops working at once. Returns the new key.
+pub async fn regenerate<C: ConnectionTrait>(
+    c: &C,
+    auth: &KeyAuth<'_>,
+    caller: &Principal,
+    key_id: Uuid,
+    reason: Option<String>,
+    minted: Minted,
+) -> Result<api_key::Model, ApiError> {
+    let old = find_visible(c, caller, key_id).await?;
+    if old.status != "active" {
+        return Err(ApiError::field(
+            "path:keyId",
+            "not_active",
+            "only an active key can be regenerated",
+        ));
+    }
+    let scope = Scope::from_parts(&old.scope, old.enterprise_id, old.brand_id, old.branch_id)
+        .ok_or_else(|| ApiError::not_found("API key"))?;
+    auth.invalidate(old.id).await?;
+    let new = store::api_keys::insert(
+        c,
+        store::api_keys::NewKey {
+            id: Uuid::now_v7(),
+            integration_id: old.integration_id,
+            scope: &scope,
+            key_prefix: &minted.key.key_prefix,
+            key_hash: &minted.hash,
+            key_last_four: &minted.key.key_last_four,
+            label: &old.label,
+            is_sandbox: old.is_sandbox,
+            expires_at: old.expires_at,
+            previous_key_id: Some(old.id),
+        },
+    )
+    .await?;
+    let why = reason.or_else(|| Some(format!("regenerated as {}", new.id)));
+    store::api_keys::set_status(c, old, "inactive", why, Utc::now()).await?;
+    Ok(new)
+}
+
+/// One page of the caller's keys (within its scope), and whether more follow.
+pub async fn list<C: ConnectionTrait>(
+    c: &C,
+    caller: &Principal,
+    status: Option<String>,
+    branch_id: Option<Uuid>,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<(Vec<api_key::Model>, bool), ApiError> {
+    let f = store::api_keys::ListFilter {
+        status,
+        branch_id,
+        after,
+        within: caller.scope.clone(),
+    };
+    let mut rows = store::api_keys::list(c, caller.integration_id, &f, limit + 1).await?;
+    let more = rows.len() as u64 > limit;
+    rows.truncate(limit as usize);
+    Ok((rows, more))
 }
 
 #[cfg(test)]

@@ -4,5 +4,6 @@ pub mod authenticate;
 pub mod jwt;
 pub mod keys;
 pub mod principal;
+pub mod scope;
 
 pub use principal::{CredentialKind, Principal, Scope};

@@ -1,0 +1,56 @@
+//! The one path every mutating operation takes: Idempotency-Key, the scope guard on
+//! `context`, then the domain work inside the idempotent transaction. Handlers parse and
+//! hand over; none of them re-implements a step.
+use futures::future::BoxFuture;
+use sea_orm::DatabaseTransaction;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::{common::RequestContext, reply::Reply};
+use crate::{
+    domain::credentials::{
+        Principal,
+        scope::{self, Acting},
+    },
+    error::ApiError,
+    idempotency::{self, Outcome},
+    state::AppState,
+};
+
+pub struct Call<'a> {
+    pub state: &'a AppState,
+    pub principal: &'a Principal,
+    /// The `Idempotency-Key` header as sent.
+    pub idempotency_key: Option<&'a str>,
+    /// Method and concrete route, e.g. `POST /v1/auth/keys/{id}/revoke` with the id.
+    pub operation: String,
+    /// The request body as parsed JSON (for the fingerprint).
+    pub body: &'a Value,
+    pub context: &'a RequestContext,
+}
+
+pub async fn run<T, F>(call: Call<'_>, work: F) -> poem::Result<Reply<T>>
+where
+    T: Serialize + Send,
+    F: for<'t> FnOnce(
+            &'t DatabaseTransaction,
+            Acting,
+        ) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>
+        + Send,
+{
+    let key = idempotency::parse_key(call.idempotency_key)?;
+    let ctx = call.context.parsed();
+    let acting = scope::authorize(
+        &call.state.db,
+        call.principal,
+        ctx.merchant_id,
+        ctx.branch_id,
+    )
+    .await?;
+    let request = idempotency::Request::new(call.principal, key, call.operation, call.body);
+    let rendered = idempotency::execute(call.state.idempotency(), request, move |txn| {
+        work(txn, acting)
+    })
+    .await?;
+    Ok(Reply::rendered(rendered))
+}
