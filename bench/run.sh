@@ -87,7 +87,7 @@ redis_() { timeout 30 redis-cli -h "$HOST" -p "$REDIS_PORT" "$@"; }
 
 drop_redis_prefix() {
   local prefix=$1
-  redis_ --scan --pattern "${prefix}*" --count 1000 2>/dev/null | head -n 200000 |
+  redis_ --scan --pattern "${prefix}*" 2>/dev/null | head -n 200000 |
     xargs -r -n 500 redis-cli -h "$HOST" -p "$REDIS_PORT" del >/dev/null 2>&1 || true
 }
 

@@ -51,6 +51,11 @@ pub struct Config {
     pub idempotency_ttl_hours: u32,
     /// How long a retry waits for the first request with its key to finish before 409.
     pub idempotency_wait_ms: u64,
+    /// Requests per window per integration on rate-limited operations (identify, token
+    /// validate); sandbox keys get `rate_limit_sandbox`.
+    pub rate_limit: u32,
+    pub rate_limit_sandbox: u32,
+    pub rate_limit_window_secs: u64,
     /// How long a verified API key is trusted from the cache before bcrypt runs again.
     pub key_cache_ttl_secs: u64,
     /// bcrypt cost for newly minted keys (10..=14).
@@ -95,6 +100,9 @@ impl Default for Config {
             max_body_bytes: 256 * 1024,
             idempotency_ttl_hours: 24,
             idempotency_wait_ms: 5_000,
+            rate_limit: 600,
+            rate_limit_sandbox: 1200,
+            rate_limit_window_secs: 60,
             key_cache_ttl_secs: 60,
             bcrypt_cost: 12,
             redis_timeout_ms: 500,
@@ -261,6 +269,18 @@ impl Config {
             return Err(invalid(
                 "WALLET_IDEMPOTENCY_WAIT_MS",
                 "must be at most 60000",
+            ));
+        }
+        if self.rate_limit == 0 || self.rate_limit_sandbox < self.rate_limit {
+            return Err(invalid(
+                "WALLET_RATE_LIMIT_SANDBOX",
+                "must be at least WALLET_RATE_LIMIT, which must be positive",
+            ));
+        }
+        if !(1..=3600).contains(&self.rate_limit_window_secs) {
+            return Err(invalid(
+                "WALLET_RATE_LIMIT_WINDOW_SECS",
+                "must be between 1 and 3600",
             ));
         }
         if !(10..=14).contains(&self.bcrypt_cost) {

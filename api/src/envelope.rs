@@ -43,6 +43,15 @@ pub struct Rendered {
     pub body: Vec<u8>,
     pub replayed: bool,
     pub retry_after: Option<u64>,
+    /// Sent as the `X-RateLimit-*` headers.
+    pub rate: Option<crate::ratelimit::RateLimitInfo>,
+}
+
+impl Rendered {
+    pub fn with_rate(mut self, rate: crate::ratelimit::RateLimitInfo) -> Self {
+        self.rate = Some(rate);
+        self
+    }
 }
 
 pub fn ok<D: Serialize + ?Sized>(data: &D) -> Rendered {
@@ -58,6 +67,7 @@ pub fn error(err: &ApiError) -> Rendered {
     let raw = RawValue::from_string(body).expect("valid JSON");
     let mut r = render::<()>(err.status(), None, Some(&raw), None);
     r.retry_after = err.retry_after();
+    r.rate = err.rate();
     r
 }
 
@@ -85,6 +95,7 @@ fn render<D: Serialize + ?Sized>(
         body: serde_json::to_vec(&env).expect("response data serialises"),
         replayed: false,
         retry_after: None,
+        rate: None,
     }
 }
 

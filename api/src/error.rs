@@ -4,6 +4,8 @@
 //! status is a coarse hint. 5xx errors never carry internals: the cause is logged with the
 //! request id and the caller gets a generic message.
 use serde::Serialize;
+
+use crate::ratelimit::RateLimitInfo;
 use serde_json::{Value, json};
 
 /// The catalogue of error codes, exactly as the spec's Errors table names them.
@@ -146,6 +148,8 @@ pub enum ApiError {
         status: Option<u16>,
         /// Seconds, sent as `Retry-After`.
         retry_after: Option<u64>,
+        /// Sent as the `X-RateLimit-*` headers.
+        rate: Option<RateLimitInfo>,
     },
     /// A shared dependency is down or too slow. Sent as 503 with code INTERNAL_SERVER_ERROR,
     /// which the spec makes retryable with the same Idempotency-Key.
@@ -166,45 +170,22 @@ impl ApiError {
             details: None,
             status: None,
             retry_after: None,
+            rate: None,
         }
     }
 
-    pub fn with_details(self, d: Value) -> Self {
-        match self {
-            ApiError::Coded {
-                code,
-                message,
-                status,
-                retry_after,
-                ..
-            } => ApiError::Coded {
-                code,
-                message,
-                details: Some(d),
-                status,
-                retry_after,
-            },
-            other => other,
+    pub fn with_details(mut self, d: Value) -> Self {
+        if let ApiError::Coded { details, .. } = &mut self {
+            *details = Some(d);
         }
+        self
     }
 
-    pub fn with_status(self, s: u16) -> Self {
-        match self {
-            ApiError::Coded {
-                code,
-                message,
-                details,
-                retry_after,
-                ..
-            } => ApiError::Coded {
-                code,
-                message,
-                details,
-                status: Some(s),
-                retry_after,
-            },
-            other => other,
+    pub fn with_status(mut self, s: u16) -> Self {
+        if let ApiError::Coded { status, .. } = &mut self {
+            *status = Some(s);
         }
+        self
     }
 
     pub fn invalid_api_key() -> Self {
@@ -242,17 +223,28 @@ impl ApiError {
         )
     }
 
-    pub fn rate_limited(limit: u64, window_secs: u64, retry_after: u64) -> Self {
+    pub fn rate_limited(info: RateLimitInfo, retry_after: u64) -> Self {
         ApiError::Coded {
             code: ErrorCode::RateLimited,
-            message: "Too many requests.".into(),
+            message: "Too many requests; retry after the Retry-After seconds with the same key."
+                .into(),
             details: Some(json!({
-                "limit": limit,
-                "window_seconds": window_secs,
+                "limit": info.limit,
+                "window_seconds": info.window_secs,
+                "remaining": info.remaining,
+                "reset_seconds": info.reset_secs,
                 "retry_after_seconds": retry_after,
             })),
             status: None,
             retry_after: Some(retry_after),
+            rate: Some(info),
+        }
+    }
+
+    pub fn rate(&self) -> Option<RateLimitInfo> {
+        match self {
+            ApiError::Coded { rate, .. } => *rate,
+            _ => None,
         }
     }
 

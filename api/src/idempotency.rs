@@ -119,6 +119,9 @@ pub struct Request {
     /// Method and route with its path parameters (`POST /v1/auth/keys/{id}/revoke`).
     pub operation: String,
     pub fingerprint: String,
+    /// Replay window of this operation when it differs from the default (a terminal token
+    /// is replayed only while it is valid).
+    pub ttl: Option<chrono::Duration>,
 }
 
 impl Request {
@@ -129,6 +132,7 @@ impl Request {
             fingerprint: fingerprint(&operation, &principal.scope_fingerprint(), body),
             key,
             operation,
+            ttl: None,
         }
     }
 
@@ -236,6 +240,7 @@ fn replay(ctx: &Ctx<'_>, r: &Request, s: Stored) -> Result<Rendered, ApiError> {
         body: envelope::mark_replayed(&body),
         replayed: true,
         retry_after: None,
+        rate: None,
     })
 }
 
@@ -301,7 +306,7 @@ where
         }
         None => (rendered.body.clone(), None),
     };
-    let expires_at = now + ctx.ttl;
+    let expires_at = now + r.ttl.unwrap_or(ctx.ttl);
     let inserted = store::idempotency::insert(
         &txn,
         store::idempotency::NewRecord {

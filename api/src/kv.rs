@@ -47,6 +47,25 @@ redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
 return 1
 "#;
 
+// GCRA on Redis' own clock (replicas may disagree about the time; Redis does not).
+// KEYS[1] holds the theoretical arrival time in ms. ARGV: emission interval, window (ms).
+// Returns {allowed, retry_after_ms, reset_ms}.
+const GCRA: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local interval = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local new_tat = tat + interval
+local allow_at = new_tat - window
+if now < allow_at then
+  return {0, allow_at - now, tat - now}
+end
+redis.call('SET', KEYS[1], new_tat, 'PX', new_tat - now)
+return {1, 0, new_tat - now}
+"#;
+
 // Deletes a lock only if this holder still owns it.
 const DEL_IF_EQ: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
@@ -263,6 +282,37 @@ impl Kv {
         }
     }
 
+    /// One request against a GCRA limit of `window / interval` requests per `window`.
+    pub async fn gcra(
+        &self,
+        key: &str,
+        interval: Duration,
+        window: Duration,
+    ) -> Result<Gcra, ApiError> {
+        match self {
+            Kv::Local(l) => Ok(l.gcra(key, interval, window)),
+            Kv::Redis(r) => {
+                let k = Self::key(r, key);
+                let (i, w) = (interval.as_millis() as u64, window.as_millis() as u64);
+                let (allowed, retry_after, reset): (i64, i64, i64) =
+                    Self::run(r, |mut c| async move {
+                        redis::Script::new(GCRA)
+                            .key(k)
+                            .arg(i)
+                            .arg(w)
+                            .invoke_async(&mut c)
+                            .await
+                    })
+                    .await?;
+                Ok(Gcra {
+                    allowed: allowed == 1,
+                    retry_after: Duration::from_millis(retry_after.max(0) as u64),
+                    reset: Duration::from_millis(reset.max(0) as u64),
+                })
+            }
+        }
+    }
+
     /// Stores `value` under `key` and `index_value` under `index_key`, unless `tombstone`
     /// exists. Returns whether it stored.
     pub async fn guarded_set(
@@ -302,7 +352,52 @@ impl Kv {
     }
 }
 
+/// The outcome of one GCRA check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Gcra {
+    pub allowed: bool,
+    /// When the next request would be allowed (zero when this one was).
+    pub retry_after: Duration,
+    /// Until the limit is back to its full burst.
+    pub reset: Duration,
+}
+
 impl LocalKv {
+    fn gcra(&self, key: &str, interval: Duration, window: Duration) -> Gcra {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let epoch = *EPOCH.get_or_init(Instant::now);
+        let mut m = self.lock();
+        let now = epoch.elapsed().as_millis() as u64;
+        let (i, w) = (interval.as_millis() as u64, window.as_millis() as u64);
+        let tat = m
+            .get(key)
+            .filter(|e| Self::live(e))
+            .and_then(|e| e.0.parse::<u64>().ok())
+            .unwrap_or(now)
+            .max(now);
+        let new_tat = tat + i;
+        let allow_at = new_tat.saturating_sub(w);
+        if now < allow_at {
+            return Gcra {
+                allowed: false,
+                retry_after: Duration::from_millis(allow_at - now),
+                reset: Duration::from_millis(tat - now),
+            };
+        }
+        m.insert(
+            key.to_string(),
+            (
+                new_tat.to_string(),
+                Some(Instant::now() + Duration::from_millis(new_tat - now)),
+            ),
+        );
+        Gcra {
+            allowed: true,
+            retry_after: Duration::ZERO,
+            reset: Duration::from_millis(new_tat - now),
+        }
+    }
+
     fn live(entry: &(String, Option<Instant>)) -> bool {
         entry.1.is_none_or(|t| t > Instant::now())
     }
@@ -425,6 +520,26 @@ mod tests {
                 .unwrap()
         );
         assert_eq!(kv.get("c").await.unwrap().as_deref(), Some("v"));
+    }
+
+    #[tokio::test]
+    async fn gcra_allows_a_burst_of_the_limit_then_one_per_interval() {
+        let kv = Kv::local();
+        let (i, w) = (Duration::from_millis(20), Duration::from_millis(100));
+        for n in 0..5 {
+            assert!(
+                kv.gcra("g", i, w).await.unwrap().allowed,
+                "request {n} of the burst"
+            );
+        }
+        let denied = kv.gcra("g", i, w).await.unwrap();
+        assert!(!denied.allowed);
+        assert!(denied.retry_after > Duration::ZERO && denied.retry_after <= i);
+        tokio::time::sleep(i + Duration::from_millis(5)).await;
+        assert!(
+            kv.gcra("g", i, w).await.unwrap().allowed,
+            "one more after an interval"
+        );
     }
 
     #[tokio::test]

@@ -11,6 +11,7 @@ pub mod idempotency;
 pub mod jobs;
 pub mod kv;
 pub mod openapi31;
+pub mod ratelimit;
 pub mod request_context;
 pub mod secret;
 pub mod sms;

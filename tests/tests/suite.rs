@@ -5,4 +5,5 @@ mod suite {
     pub mod keys;
     pub mod openapi;
     pub mod platform;
+    pub mod tokens;
 }

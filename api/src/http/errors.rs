@@ -42,6 +42,12 @@ pub fn to_response(r: Rendered) -> Response {
     if r.replayed {
         b = b.header("Idempotency-Replayed", HeaderValue::from_static("true"));
     }
+    if let Some(rate) = r.rate {
+        b = b
+            .header("X-RateLimit-Limit", rate.limit.to_string())
+            .header("X-RateLimit-Remaining", rate.remaining.to_string())
+            .header("X-RateLimit-Reset", rate.reset_secs.to_string());
+    }
     b.body(r.body)
 }
 
@@ -124,12 +130,14 @@ fn clone_api_error(e: &ApiError) -> ApiError {
             details,
             status,
             retry_after,
+            rate,
         } => ApiError::Coded {
             code: *code,
             message: message.clone(),
             details: details.clone(),
             status: *status,
             retry_after: *retry_after,
+            rate: *rate,
         },
         ApiError::Unavailable { subsystem, cause } => ApiError::Unavailable {
             subsystem: *subsystem,

@@ -283,6 +283,7 @@ impl KeysApi {
                 operation: "POST /v1/auth/keys".into(),
                 body: &body.json,
                 context: &body.value.context,
+                ttl: None,
             },
             move |txn, _acting| {
                 Box::pin(async move {
@@ -387,6 +388,7 @@ impl KeysApi {
                 operation: format!("POST /v1/auth/keys/{id}/revoke"),
                 body: &body.json,
                 context: &body.value.context,
+                ttl: None,
             },
             move |txn, _acting| {
                 Box::pin(async move {
@@ -434,6 +436,7 @@ impl KeysApi {
                 operation: format!("POST /v1/auth/keys/{id}/regenerate"),
                 body: &body.json,
                 context: &body.value.context,
+                ttl: None,
             },
             move |txn, _acting| {
                 Box::pin(async move {
@@ -480,6 +483,7 @@ impl KeysApi {
                 operation: format!("POST /v1/auth/keys/{id}/delete"),
                 body: &body.json,
                 context: &body.value.context,
+                ttl: None,
             },
             move |txn, _acting| {
                 Box::pin(async move {

@@ -12,6 +12,8 @@ pub mod platform;
 pub mod reply;
 pub mod sandbox;
 pub mod tags;
+pub mod terminal;
+pub mod token;
 
 use poem::{
     Endpoint, EndpointExt, Response, Route, endpoint::make_sync, get, http::StatusCode, web::Html,

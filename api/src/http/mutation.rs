@@ -27,6 +27,8 @@ pub struct Call<'a> {
     /// The request body as parsed JSON (for the fingerprint).
     pub body: &'a Value,
     pub context: &'a RequestContext,
+    /// Replay window when it differs from the configured one.
+    pub ttl: Option<chrono::Duration>,
 }
 
 pub async fn run<T, F>(call: Call<'_>, work: F) -> poem::Result<Reply<T>>
@@ -47,10 +49,22 @@ where
         ctx.branch_id,
     )
     .await?;
-    let request = idempotency::Request::new(call.principal, key, call.operation, call.body);
+    let mut request = idempotency::Request::new(call.principal, key, call.operation, call.body);
+    request.ttl = call.ttl;
     let rendered = idempotency::execute(call.state.idempotency(), request, move |txn| {
         work(txn, acting)
     })
     .await?;
     Ok(Reply::rendered(rendered))
+}
+
+/// The scope guard on a request's `context`, for operations that do not mutate (reads and
+/// read-shaped POSTs); `run` applies the same guard.
+pub async fn authorize(
+    state: &AppState,
+    principal: &Principal,
+    context: &RequestContext,
+) -> Result<Acting, ApiError> {
+    let ctx = context.parsed();
+    scope::authorize(&state.db, principal, ctx.merchant_id, ctx.branch_id).await
 }

@@ -3,9 +3,12 @@
 use poem_openapi::OpenApiService;
 use serde_json::{Value, json};
 
-use super::{keys::KeysApi, platform::PlatformApi, sandbox::SandboxApi};
+use super::{
+    keys::KeysApi, platform::PlatformApi, sandbox::SandboxApi, terminal::TerminalApi,
+    token::TokenApi,
+};
 
-pub type Apis = (PlatformApi, KeysApi, SandboxApi);
+pub type Apis = (PlatformApi, KeysApi, TokenApi, TerminalApi, SandboxApi);
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
 /// Every operation must be listed: a test fails on a missing one.
@@ -18,12 +21,15 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("revokeApiKey", "ga"),
     ("regenerateApiKey", "ga"),
     ("deleteApiKey", "ga"),
+    ("exchangeTerminalToken", "beta"),
+    ("validateTerminalToken", "beta"),
+    ("terminalHeartbeat", "beta"),
     ("listSandboxMessages", "beta"),
 ];
 
 pub fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
-        (PlatformApi, KeysApi, SandboxApi),
+        (PlatformApi, KeysApi, TokenApi, TerminalApi, SandboxApi),
         "Wallet & Loyalty Partner Service",
         env!("CARGO_PKG_VERSION"),
     )

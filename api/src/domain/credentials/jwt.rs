@@ -81,7 +81,11 @@ impl JwtKeys {
     /// Verifies signature, algorithm (HS256 only; `none` and every other algorithm are
     /// refused), issuer, audience and expiry.
     pub fn verify(&self, token: &str) -> Result<Claims, Invalid> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| Invalid::Malformed)?;
+        let header = jsonwebtoken::decode_header(token).map_err(|_| {
+            // A readable header naming an algorithm we do not accept (`none` among them)
+            // is a signature problem; only an unreadable token is malformed.
+            if names_an_algorithm(token) { Invalid::BadSignature } else { Invalid::Malformed }
+        })?;
         if header.alg != Algorithm::HS256 {
             return Err(Invalid::BadSignature);
         }
@@ -101,9 +105,31 @@ impl JwtKeys {
                 ErrorKind::InvalidSignature | ErrorKind::InvalidAlgorithm => Invalid::BadSignature,
                 // A token from another issuer (a consumer token) is never ours.
                 ErrorKind::InvalidIssuer => Invalid::WrongAudience,
+                // Readable header and claims with a damaged signature (e.g. truncated).
+                _ if claims_readable(token) => Invalid::BadSignature,
                 _ => Invalid::Malformed,
             })
     }
+}
+
+fn claims_readable(token: &str) -> bool {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    token
+        .split('.')
+        .nth(1)
+        .and_then(|p| URL_SAFE_NO_PAD.decode(p).ok())
+        .and_then(|b| serde_json::from_slice::<Claims>(&b).ok())
+        .is_some()
+}
+
+fn names_an_algorithm(token: &str) -> bool {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    token
+        .split('.')
+        .next()
+        .and_then(|h| URL_SAFE_NO_PAD.decode(h).ok())
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|h| h.get("alg").is_some_and(serde_json::Value::is_string))
 }
 
 impl Claims {
@@ -205,6 +231,6 @@ mod tests {
         use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
         let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
         let p = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims(600)).unwrap());
-        assert!(keys.verify(&format!("{h}.{p}.")).is_err());
+        assert_eq!(keys.verify(&format!("{h}.{p}.")), Err(Invalid::BadSignature));
     }
 }

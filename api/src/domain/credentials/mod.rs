@@ -5,5 +5,6 @@ pub mod jwt;
 pub mod keys;
 pub mod principal;
 pub mod scope;
+pub mod token;
 
 pub use principal::{CredentialKind, Principal, Scope};
