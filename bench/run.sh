@@ -139,6 +139,13 @@ status_kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status" 2>/dev/null
 mib() { awk -v k="${1:-0}" 'BEGIN {printf "%.1f", k / 1024}'; }
 reset_hwm() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; } # resets VmHWM to VmRSS
 
+# What is measured: the checked-out tree at the time of the build (uncommitted changes included).
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+DIRTY=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo " (work tree had uncommitted changes)" || true)
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+BUILT_FROM="built from"
+[[ -n ${SKIP_BUILD:-} ]] && BUILT_FROM="binaries not rebuilt (SKIP_BUILD); tree at"
+
 # ---------------------------------------------------------------- build ---------------------
 if [[ -z ${SKIP_BUILD:-} ]]; then
   log "building release binaries (cargo build --release -p api -p worker; minutes on 2 cores)"
@@ -361,13 +368,13 @@ if [[ -z ${SKIP_PG_CEILING:-} ]]; then
 fi
 
 # ---------------------------------------------------------------- summary --------------------
-commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo " (work tree has uncommitted changes)" || true)
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "# Benchmark results"
   echo
-  echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), commit $commit$dirty, $(nproc) cores,"\
+  echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), $BUILT_FROM commit $COMMIT$DIRTY, $(nproc) cores,"\
     "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load generator wrk on the same host (127.0.0.1)."
+  echo "Load average (1/5/15 min) before the run: $LOAD_START; after it: $LOAD_END (other work on the machine shows here)."
   echo "Server WALLET_BCRYPT_COST=$SERVER_BCRYPT_COST (keys minted during the run); platform key minted at cost $TENANT_BCRYPT_COST."
   echo
   echo "## Start-up and memory"

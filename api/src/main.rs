@@ -25,6 +25,23 @@ enum Command {
     },
     /// Print the OpenAPI 3.1 document served at GET /v1/openapi.
     Openapi,
+    /// The service's own staff.
+    Operator {
+        #[command(subcommand)]
+        command: OperatorCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum OperatorCommand {
+    /// Create an operator credential (printed once) for the operator routes.
+    Create {
+        #[arg(long)]
+        name: String,
+        /// Print the result as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -101,6 +118,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             } else {
                 println!("{}", serde_json::to_string_pretty(&created)?);
                 eprintln!("Keep platform_key safe: it is shown only now.");
+            }
+            Ok(())
+        }
+        Command::Operator {
+            command: OperatorCommand::Create { name, json },
+        } => {
+            let db = api::store::connect(&config).await?;
+            if config.mode() == api::config::Mode::Embedded {
+                api::migrate(&config).await?;
+            }
+            let created = api::domain::operators::create(&db, &name, config.bcrypt_cost)
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("{}", e.to_body()["message"].as_str().unwrap_or("failed"))
+                })?;
+            if json {
+                println!("{}", serde_json::to_string(&created)?);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&created)?);
+                eprintln!("Keep operator_key safe: it is shown only now.");
             }
             Ok(())
         }

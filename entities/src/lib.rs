@@ -7,6 +7,7 @@ pub mod enterprise;
 pub mod idempotency_record;
 pub mod integration;
 pub mod integration_enterprise;
+pub mod operator;
 pub mod operator_audit;
 pub mod outbox;
 pub mod resource_sequence;

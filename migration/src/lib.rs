@@ -4,11 +4,15 @@
 pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_foundation;
+mod m20261121_000002_operators;
 
 pub struct Migrator;
 
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261121_000001_foundation::Migration)]
+        vec![
+            Box::new(m20261121_000001_foundation::Migration),
+            Box::new(m20261121_000002_operators::Migration),
+        ]
     }
 }

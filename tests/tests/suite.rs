@@ -4,6 +4,7 @@ mod suite {
     pub mod jobs;
     pub mod keys;
     pub mod openapi;
+    pub mod operators;
     pub mod platform;
     pub mod tokens;
 }

@@ -8,6 +8,7 @@ pub mod keys;
 pub mod middleware;
 pub mod mutation;
 pub mod openapi;
+pub mod operator;
 pub mod platform;
 pub mod reply;
 pub mod sandbox;

@@ -4,11 +4,18 @@ use poem_openapi::OpenApiService;
 use serde_json::{Value, json};
 
 use super::{
-    keys::KeysApi, platform::PlatformApi, sandbox::SandboxApi, terminal::TerminalApi,
-    token::TokenApi,
+    keys::KeysApi, operator::OperatorApi, platform::PlatformApi, sandbox::SandboxApi,
+    terminal::TerminalApi, token::TokenApi,
 };
 
-pub type Apis = (PlatformApi, KeysApi, TokenApi, TerminalApi, SandboxApi);
+pub type Apis = (
+    PlatformApi,
+    KeysApi,
+    TokenApi,
+    TerminalApi,
+    SandboxApi,
+    OperatorApi,
+);
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
 /// Every operation must be listed: a test fails on a missing one.
@@ -24,12 +31,22 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("exchangeTerminalToken", "beta"),
     ("validateTerminalToken", "beta"),
     ("terminalHeartbeat", "beta"),
+    ("operatorSuspendIntegration", "beta"),
+    ("operatorReactivateIntegration", "beta"),
+    ("operatorAuditLog", "beta"),
     ("listSandboxMessages", "beta"),
 ];
 
 pub fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
-        (PlatformApi, KeysApi, TokenApi, TerminalApi, SandboxApi),
+        (
+            PlatformApi,
+            KeysApi,
+            TokenApi,
+            TerminalApi,
+            SandboxApi,
+            OperatorApi,
+        ),
         "Wallet & Loyalty Partner Service",
         env!("CARGO_PKG_VERSION"),
     )

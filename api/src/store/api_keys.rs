@@ -146,3 +146,18 @@ pub async fn list<C: ConnectionTrait>(
         .all(c)
         .await
 }
+
+/// Ids of every key of an integration that can still authenticate.
+pub async fn ids_of_integration<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+) -> Result<Vec<Uuid>, DbErr> {
+    Ok(api_key::Entity::find()
+        .filter(api_key::Column::IntegrationId.eq(integration_id))
+        .filter(api_key::Column::Status.eq("active"))
+        .all(c)
+        .await?
+        .into_iter()
+        .map(|k| k.id)
+        .collect())
+}

@@ -4,6 +4,7 @@ pub mod api_keys;
 pub mod db;
 pub mod dead_letters;
 pub mod idempotency;
+pub mod operators;
 pub mod outbox;
 pub mod relay;
 pub mod sandbox_messages;

@@ -186,3 +186,15 @@ pub async fn find_branch_of_enterprise<C: ConnectionTrait>(
         .one(c)
         .await
 }
+
+pub async fn set_integration_status<C: ConnectionTrait>(
+    c: &C,
+    i: integration::Model,
+    status: &str,
+) -> Result<integration::Model, DbErr> {
+    use sea_orm::IntoActiveModel;
+    let mut am = i.into_active_model();
+    am.status = Set(status.to_string());
+    am.updated_at = Set(chrono::Utc::now());
+    am.update(c).await
+}

@@ -7,6 +7,8 @@ use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use sha2::{Digest, Sha256};
 
 pub const PREFIX: &str = "wk";
+/// Operator keys have their own prefix, so neither kind can pass for the other.
+pub const OPERATOR_PREFIX: &str = "wo";
 const RANDOM_BYTES: usize = 24;
 /// base64url without padding of 24 bytes.
 const RANDOM_CHARS: usize = 32;
@@ -19,13 +21,17 @@ pub struct MintedKey {
     pub key_last_four: String,
 }
 
-/// Draws a new key from the operating system's CSPRNG.
+/// Draws a new partner key from the operating system's CSPRNG.
 pub fn mint(is_sandbox: bool) -> MintedKey {
+    mint_with(PREFIX, if is_sandbox { "test" } else { "live" })
+}
+
+/// Draws a new key of any kind: `<prefix>_<segment>_<32 base64url characters>`.
+pub fn mint_with(prefix: &str, segment: &str) -> MintedKey {
     let mut bytes = [0u8; RANDOM_BYTES];
     getrandom::fill(&mut bytes).expect("the operating system CSPRNG is unavailable");
-    let segment = if is_sandbox { "test" } else { "live" };
-    let raw = format!("{PREFIX}_{segment}_{}", URL_SAFE_NO_PAD.encode(bytes));
-    let (key_prefix, key_last_four) = split(&raw).expect("a minted key always parses");
+    let raw = format!("{prefix}_{segment}_{}", URL_SAFE_NO_PAD.encode(bytes));
+    let (key_prefix, key_last_four) = split_with(prefix, &raw).expect("a minted key always parses");
     MintedKey {
         key_prefix: key_prefix.to_string(),
         key_last_four: key_last_four.to_string(),
@@ -33,12 +39,17 @@ pub fn mint(is_sandbox: bool) -> MintedKey {
     }
 }
 
-/// `(key_prefix, key_last_four)` of a presented key, or `None` when it cannot be one of ours.
+/// `(key_prefix, key_last_four)` of a presented partner key, or `None` when it cannot be
+/// one of ours.
 pub fn split(raw: &str) -> Option<(&str, &str)> {
+    split_with(PREFIX, raw)
+}
+
+pub fn split_with<'a>(prefix: &str, raw: &'a str) -> Option<(&'a str, &'a str)> {
     if raw.len() > 100 || !raw.is_ascii() {
         return None;
     }
-    let rest = raw.strip_prefix(PREFIX)?.strip_prefix('_')?;
+    let rest = raw.strip_prefix(prefix)?.strip_prefix('_')?;
     let (segment, random) = rest.split_once('_')?;
     if segment.is_empty()
         || !segment.bytes().all(|b| b.is_ascii_alphanumeric())

@@ -84,7 +84,11 @@ impl JwtKeys {
         let header = jsonwebtoken::decode_header(token).map_err(|_| {
             // A readable header naming an algorithm we do not accept (`none` among them)
             // is a signature problem; only an unreadable token is malformed.
-            if names_an_algorithm(token) { Invalid::BadSignature } else { Invalid::Malformed }
+            if names_an_algorithm(token) {
+                Invalid::BadSignature
+            } else {
+                Invalid::Malformed
+            }
         })?;
         if header.alg != Algorithm::HS256 {
             return Err(Invalid::BadSignature);
@@ -231,6 +235,9 @@ mod tests {
         use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
         let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
         let p = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims(600)).unwrap());
-        assert_eq!(keys.verify(&format!("{h}.{p}.")), Err(Invalid::BadSignature));
+        assert_eq!(
+            keys.verify(&format!("{h}.{p}.")),
+            Err(Invalid::BadSignature)
+        );
     }
 }

@@ -1,0 +1,169 @@
+//! The service's own staff: operator credentials and the actions they take on tenants.
+//! Every action is written to the audit log in the transaction that performs it.
+use chrono::Utc;
+use entities::{operator, operator_audit};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, Set};
+use serde::Serialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::{
+    domain::credentials::{api_key, authenticate::KeyAuth},
+    error::ApiError,
+    store,
+};
+
+/// An authenticated operator.
+#[derive(Clone, Debug)]
+pub struct Operator {
+    pub id: Uuid,
+    pub name: String,
+}
+
+impl Operator {
+    fn actor(&self) -> String {
+        format!("operator:{}:{}", self.id, self.name)
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct OperatorCreated {
+    pub operator_id: Uuid,
+    pub name: String,
+    /// Shown once.
+    pub operator_key: String,
+}
+
+pub async fn create(
+    db: &DatabaseConnection,
+    name: &str,
+    bcrypt_cost: u32,
+) -> Result<OperatorCreated, ApiError> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > 200 || name.chars().any(char::is_control) {
+        return Err(ApiError::field(
+            "--name",
+            "invalid",
+            "1 to 200 printable characters",
+        ));
+    }
+    let key = api_key::mint_with(api_key::OPERATOR_PREFIX, "op");
+    let raw = key.raw.clone();
+    let hash = tokio::task::spawn_blocking(move || api_key::hash(&raw, bcrypt_cost))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(ApiError::internal)?;
+    let id = Uuid::now_v7();
+    let txn = store::begin(db).await?;
+    operator::ActiveModel {
+        id: Set(id),
+        name: Set(name.to_string()),
+        key_prefix: Set(key.key_prefix.clone()),
+        key_hash: Set(hash),
+        key_last_four: Set(key.key_last_four.clone()),
+        status: Set("active".into()),
+        created_at: Set(Utc::now()),
+    }
+    .insert(&txn)
+    .await?;
+    audit(
+        &txn,
+        "cli",
+        "operator.create",
+        "operator",
+        Some(id.to_string()),
+        None,
+        json!({"name": name}),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(OperatorCreated {
+        operator_id: id,
+        name: name.to_string(),
+        operator_key: key.raw,
+    })
+}
+
+/// Verifies an `x-operator-key`. Operator calls are rare: bcrypt every time, no cache.
+pub async fn authenticate(db: &DatabaseConnection, raw: &str) -> Result<Operator, ApiError> {
+    let Some((prefix, _)) = api_key::split_with(api_key::OPERATOR_PREFIX, raw) else {
+        return Err(ApiError::invalid_api_key());
+    };
+    for op in store::operators::active_by_prefix(db, prefix).await? {
+        let (raw_owned, hash) = (raw.to_string(), op.key_hash.clone());
+        let ok = tokio::task::spawn_blocking(move || api_key::verify(&raw_owned, &hash))
+            .await
+            .map_err(ApiError::internal)?;
+        if ok {
+            return Ok(Operator {
+                id: op.id,
+                name: op.name,
+            });
+        }
+    }
+    Err(ApiError::invalid_api_key())
+}
+
+pub async fn audit<C: ConnectionTrait>(
+    c: &C,
+    actor: &str,
+    action: &str,
+    target_type: &str,
+    target_id: Option<String>,
+    reason: Option<String>,
+    details: Value,
+) -> Result<(), ApiError> {
+    operator_audit::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        actor: Set(actor.to_string()),
+        action: Set(action.to_string()),
+        target_type: Set(target_type.to_string()),
+        target_id: Set(target_id),
+        reason: Set(reason),
+        details: Set(details),
+        created_at: Set(Utc::now()),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+/// Suspends or reactivates an integration. Suspension takes every key of the integration
+/// out of every replica's cache first, so none of them works on the next request.
+pub async fn set_integration_status(
+    db: &DatabaseConnection,
+    auth: &KeyAuth<'_>,
+    op: &Operator,
+    integration_id: Uuid,
+    status: &str,
+    reason: String,
+) -> Result<entities::integration::Model, ApiError> {
+    let txn = store::begin(db).await?;
+    let integration = store::tenancy::find_integration(&txn, integration_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Integration"))?;
+    let before = integration.status.clone();
+    if status == "SUSPENDED" {
+        for key_id in store::api_keys::ids_of_integration(&txn, integration_id).await? {
+            auth.invalidate(key_id).await?;
+        }
+    }
+    let updated = store::tenancy::set_integration_status(&txn, integration, status).await?;
+    let action = if status == "SUSPENDED" {
+        "integration.suspend"
+    } else {
+        "integration.reactivate"
+    };
+    audit(
+        &txn,
+        &op.actor(),
+        action,
+        "integration",
+        Some(integration_id.to_string()),
+        Some(reason),
+        json!({"from": before, "to": status}),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(updated)
+}
