@@ -250,6 +250,24 @@ where
     T: Serialize + Send,
     F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
 {
+    execute_prepared(ctx, r, || async { Ok(()) }, move |txn, ()| work(txn)).await
+}
+
+/// Like `execute`, with a `prepare` step that runs only when the work will run (never for
+/// a replay) and outside the database transaction: slow, lock-free work such as hashing a
+/// new key goes there.
+pub async fn execute_prepared<T, P, Prep, PrepFut, F>(
+    ctx: Ctx<'_>,
+    r: Request,
+    prepare: Prep,
+    work: F,
+) -> Result<Rendered, ApiError>
+where
+    T: Serialize + Send,
+    Prep: FnOnce() -> PrepFut,
+    PrepFut: std::future::Future<Output = Result<P, ApiError>>,
+    F: for<'t> FnOnce(&'t DatabaseTransaction, P) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
+{
     if let Some(s) = lookup(&ctx, &r).await? {
         return replay(&ctx, &r, s);
     }
@@ -267,7 +285,7 @@ where
             return replay(&ctx, &r, s);
         }
     }
-    let result = run_locked(&ctx, &r, work).await;
+    let result = run_locked(&ctx, &r, prepare, work).await;
     // A failed release only delays the next retry until the lock's TTL; never mask the result.
     if let Err(e) = ctx.kv.del_if_eq(&r.lock_key(), &token).await {
         tracing::warn!(error = %e, "idempotency lock release failed");
@@ -275,10 +293,17 @@ where
     result
 }
 
-async fn run_locked<T, F>(ctx: &Ctx<'_>, r: &Request, work: F) -> Result<Rendered, ApiError>
+async fn run_locked<T, P, Prep, PrepFut, F>(
+    ctx: &Ctx<'_>,
+    r: &Request,
+    prepare: Prep,
+    work: F,
+) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
-    F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
+    Prep: FnOnce() -> PrepFut,
+    PrepFut: std::future::Future<Output = Result<P, ApiError>>,
+    F: for<'t> FnOnce(&'t DatabaseTransaction, P) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
 {
     let now = Utc::now();
     let owner = r.owner();
@@ -288,8 +313,9 @@ where
     }
     store::idempotency::delete_expired(ctx.db, &owner, &r.key, now).await?;
 
+    let prepared = prepare().await?;
     let txn = store::begin(ctx.db).await?;
-    let outcome = work(&txn).await?;
+    let outcome = work(&txn, prepared).await?;
     let rendered = envelope::ok(&outcome.data);
     let record_id = Uuid::now_v7();
     let (stored_body, sealed) = match &outcome.secret {

@@ -274,8 +274,8 @@ impl KeysApi {
         let st = state.0;
         let principal = auth.0.clone();
         let req = body.value.to_domain();
-        let minted = keys::mint(principal.is_sandbox, st.config.bcrypt_cost).await?;
-        mutation::run(
+        let (sandbox, cost) = (principal.is_sandbox, st.config.bcrypt_cost);
+        mutation::run_prepared(
             mutation::Call {
                 state: st,
                 principal: &auth.0,
@@ -285,7 +285,9 @@ impl KeysApi {
                 context: &body.value.context,
                 ttl: None,
             },
-            move |txn, _acting| {
+            // Hash a new key only when a new key will be made, never for a replay.
+            move || keys::mint(sandbox, cost),
+            move |txn, _acting, minted| {
                 Box::pin(async move {
                     let raw = minted.key.raw.clone();
                     let m = keys::create(txn, &principal, req, minted).await?;
@@ -427,8 +429,8 @@ impl KeysApi {
         let principal = auth.0.clone();
         let reason = body.value.reason.clone();
         let shared = st.clone();
-        let minted = keys::mint(principal.is_sandbox, st.config.bcrypt_cost).await?;
-        mutation::run(
+        let (sandbox, cost) = (principal.is_sandbox, st.config.bcrypt_cost);
+        mutation::run_prepared(
             mutation::Call {
                 state: st,
                 principal: &auth.0,
@@ -438,7 +440,8 @@ impl KeysApi {
                 context: &body.value.context,
                 ttl: None,
             },
-            move |txn, _acting| {
+            move || keys::mint(sandbox, cost),
+            move |txn, _acting, minted| {
                 Box::pin(async move {
                     let raw = minted.key.raw.clone();
                     let m =

@@ -40,20 +40,42 @@ where
         ) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>
         + Send,
 {
-    let key = idempotency::parse_key(call.idempotency_key)?;
-    let ctx = call.context.parsed();
-    let acting = scope::authorize(
-        &call.state.db,
-        call.principal,
-        ctx.merchant_id,
-        ctx.branch_id,
+    run_prepared(
+        call,
+        || async { Ok(()) },
+        move |txn, acting, ()| work(txn, acting),
     )
-    .await?;
+    .await
+}
+
+/// `run` with a `prepare` step that only runs when the work will (never for a replay),
+/// outside the database transaction.
+pub async fn run_prepared<T, P, Prep, PrepFut, F>(
+    call: Call<'_>,
+    prepare: Prep,
+    work: F,
+) -> poem::Result<Reply<T>>
+where
+    T: Serialize + Send,
+    Prep: FnOnce() -> PrepFut,
+    PrepFut: std::future::Future<Output = Result<P, ApiError>>,
+    F: for<'t> FnOnce(
+            &'t DatabaseTransaction,
+            Acting,
+            P,
+        ) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>
+        + Send,
+{
+    let key = idempotency::parse_key(call.idempotency_key)?;
+    let acting = authorize(call.state, call.principal, call.context).await?;
     let mut request = idempotency::Request::new(call.principal, key, call.operation, call.body);
     request.ttl = call.ttl;
-    let rendered = idempotency::execute(call.state.idempotency(), request, move |txn| {
-        work(txn, acting)
-    })
+    let rendered = idempotency::execute_prepared(
+        call.state.idempotency(),
+        request,
+        prepare,
+        move |txn, prepared| work(txn, acting, prepared),
+    )
     .await?;
     Ok(Reply::rendered(rendered))
 }
