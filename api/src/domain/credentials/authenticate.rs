@@ -65,6 +65,11 @@ impl KeyAuth<'_> {
                     .ok_or_else(|| {
                         ApiError::internal(format!("api key {} has an inconsistent scope", key.id))
                     })?;
+            let linked_merchants = if scope == Scope::Integration {
+                store::tenancy::linked_enterprises(self.db, key.integration_id).await?
+            } else {
+                vec![]
+            };
             let principal = Principal {
                 kind: CredentialKind::ApiKey,
                 key_id: Some(key.id),
@@ -73,6 +78,7 @@ impl KeyAuth<'_> {
                 is_sandbox: key.is_sandbox,
                 expires_at: key.expires_at,
                 cashier_id: None,
+                linked_merchants,
             };
             let ttl = match key.expires_at {
                 Some(t) => self

@@ -169,6 +169,7 @@ impl Claims {
             is_sandbox: self.sandbox,
             expires_at: Some(self.expires_at()),
             cashier_id: self.cashier_id.clone(),
+            linked_merchants: vec![],
         }
     }
 }

@@ -112,6 +112,10 @@ pub struct Principal {
     pub expires_at: Option<DateTime<Utc>>,
     /// Only from a terminal JWT, where it was validated at mint time.
     pub cashier_id: Option<String>,
+    /// For an integration-scoped key: the merchants linked to the integration, resolved
+    /// when the key was verified and cached with it (so the scope guard needs no query).
+    #[serde(default)]
+    pub linked_merchants: Vec<Uuid>,
 }
 
 impl Principal {
