@@ -260,6 +260,13 @@ impl TestApp {
     }
 }
 
+/// The status `GET /v1/capabilities` answers `key` with: 200 while the key works.
+pub async fn key_works(app: &TestApp, key: &str) -> u16 {
+    send(app.get("/capabilities").header("x-api-key", key))
+        .await
+        .status
+}
+
 /// A response read whole: status, headers and the parsed envelope.
 #[derive(Debug)]
 pub struct Reply {

@@ -377,32 +377,13 @@ impl KeysApi {
         #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<KeyStatusResult>> {
-        let id = parse_key_id(&key_id.0)?;
-        let st = state.0;
-        let principal = auth.0.clone();
-        let reason = body.value.reason.clone();
-        let shared = st.clone();
-        mutation::run(
-            mutation::Call {
-                state: st,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/auth/keys/{id}/revoke"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, _acting| {
-                Box::pin(async move {
-                    let m = keys::revoke(txn, &shared.key_auth(), &principal, id, reason).await?;
-                    Ok(Outcome::new(KeyStatusResult {
-                        key_id: m.id.to_string(),
-                        status: m.status,
-                        revoked_at: m.revoked_at.map(ts),
-                        deleted_at: None,
-                    }))
-                })
-            },
+        change_status(
+            state.0,
+            &auth.0,
+            &key_id.0,
+            idempotency_key.0.as_deref(),
+            &body,
+            StatusChange::Revoke,
         )
         .await
     }
@@ -473,33 +454,69 @@ impl KeysApi {
         #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<KeyStatusResult>> {
-        let id = parse_key_id(&key_id.0)?;
-        let st = state.0;
-        let principal = auth.0.clone();
-        let reason = body.value.reason.clone();
-        let shared = st.clone();
-        mutation::run(
-            mutation::Call {
-                state: st,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/auth/keys/{id}/delete"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, _acting| {
-                Box::pin(async move {
-                    let m = keys::delete(txn, &shared.key_auth(), &principal, id, reason).await?;
-                    Ok(Outcome::new(KeyStatusResult {
-                        key_id: m.id.to_string(),
-                        status: m.status,
-                        revoked_at: None,
-                        deleted_at: m.deleted_at.map(ts),
-                    }))
-                })
-            },
+        change_status(
+            state.0,
+            &auth.0,
+            &key_id.0,
+            idempotency_key.0.as_deref(),
+            &body,
+            StatusChange::Delete,
         )
         .await
     }
+}
+
+#[derive(Clone, Copy)]
+enum StatusChange {
+    Revoke,
+    Delete,
+}
+
+/// Revoke and delete: the same mutation with a different transition.
+async fn change_status(
+    st: &AppState,
+    principal: &crate::domain::credentials::Principal,
+    raw_id: &str,
+    idempotency_key: Option<&str>,
+    body: &JsonBody<KeyActionRequest>,
+    change: StatusChange,
+) -> poem::Result<Reply<KeyStatusResult>> {
+    let id = parse_key_id(raw_id)?;
+    let shared = st.clone();
+    let caller = principal.clone();
+    let reason = body.value.reason.clone();
+    let verb = match change {
+        StatusChange::Revoke => "revoke",
+        StatusChange::Delete => "delete",
+    };
+    mutation::run(
+        mutation::Call {
+            state: st,
+            principal,
+            idempotency_key,
+            operation: format!("POST /v1/auth/keys/{id}/{verb}"),
+            body: &body.json,
+            context: &body.value.context,
+            ttl: None,
+        },
+        move |txn, _acting| {
+            Box::pin(async move {
+                let auth = shared.key_auth();
+                let m = match change {
+                    StatusChange::Revoke => keys::revoke(txn, &auth, &caller, id, reason).await?,
+                    StatusChange::Delete => keys::delete(txn, &auth, &caller, id, reason).await?,
+                };
+                Ok(Outcome::new(KeyStatusResult {
+                    key_id: m.id.to_string(),
+                    status: m.status,
+                    revoked_at: matches!(change, StatusChange::Revoke)
+                        .then_some(m.revoked_at)
+                        .flatten()
+                        .map(ts),
+                    deleted_at: m.deleted_at.map(ts),
+                }))
+            })
+        },
+    )
+    .await
 }

@@ -37,16 +37,20 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("listSandboxMessages", "beta"),
 ];
 
+fn apis() -> Apis {
+    (
+        PlatformApi,
+        KeysApi,
+        TokenApi,
+        TerminalApi,
+        SandboxApi,
+        OperatorApi,
+    )
+}
+
 pub fn service() -> OpenApiService<Apis, ()> {
     OpenApiService::new(
-        (
-            PlatformApi,
-            KeysApi,
-            TokenApi,
-            TerminalApi,
-            SandboxApi,
-            OperatorApi,
-        ),
+        apis(),
         "Wallet & Loyalty Partner Service",
         env!("CARGO_PKG_VERSION"),
     )

@@ -39,12 +39,6 @@ async fn action(app: &TestApp, key: &str, t: &TestTenant, key_id: &str, what: &s
     .await
 }
 
-async fn works(app: &TestApp, key: &str) -> u16 {
-    send(app.get("/capabilities").header("x-api-key", key))
-        .await
-        .status
-}
-
 #[tokio::test]
 async fn a_created_key_has_the_documented_form_and_only_its_hash_is_stored() {
     let app = TestApp::spawn().await;
@@ -170,8 +164,8 @@ async fn revoke_takes_effect_at_once_on_another_api_instance_and_again_is_a_no_o
     let key_id = made.body["data"]["key_id"].as_str().unwrap().to_string();
     let raw = made.body["data"]["raw_key"].as_str().unwrap().to_string();
     // Both instances have verified (and cached) the key.
-    assert_eq!(works(&a, &raw).await, 200);
-    assert_eq!(works(&b, &raw).await, 200);
+    assert_eq!(tests::key_works(&a, &raw).await, 200);
+    assert_eq!(tests::key_works(&b, &raw).await, 200);
 
     let r = action(&a, &t.platform_key, &t, &key_id, "revoke").await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -180,8 +174,8 @@ async fn revoke_takes_effect_at_once_on_another_api_instance_and_again_is_a_no_o
     assert!(revoked_at.is_string());
 
     // The very next request on the other instance is refused.
-    assert_eq!(works(&b, &raw).await, 401);
-    assert_eq!(works(&a, &raw).await, 401);
+    assert_eq!(tests::key_works(&b, &raw).await, 401);
+    assert_eq!(tests::key_works(&a, &raw).await, 401);
 
     let again = action(&a, &t.platform_key, &t, &key_id, "revoke").await;
     assert_eq!(again.status, 200);
@@ -202,7 +196,7 @@ async fn regenerate_issues_a_new_key_with_the_same_scope_and_the_old_one_fails_a
     .await;
     let old_id = made.body["data"]["key_id"].as_str().unwrap().to_string();
     let old_raw = made.body["data"]["raw_key"].as_str().unwrap().to_string();
-    assert_eq!(works(&app, &old_raw).await, 200);
+    assert_eq!(tests::key_works(&app, &old_raw).await, 200);
 
     let r = action(&app, &t.platform_key, &t, &old_id, "regenerate").await;
     assert_eq!(r.status, 200, "{}", r.body);
@@ -213,8 +207,8 @@ async fn regenerate_issues_a_new_key_with_the_same_scope_and_the_old_one_fails_a
     assert_eq!(d["label"], "pos");
     let new_raw = d["raw_key"].as_str().unwrap();
     assert_ne!(new_raw, old_raw);
-    assert_eq!(works(&app, &old_raw).await, 401);
-    assert_eq!(works(&app, new_raw).await, 200);
+    assert_eq!(tests::key_works(&app, &old_raw).await, 401);
+    assert_eq!(tests::key_works(&app, new_raw).await, 200);
     // An inactive key cannot be regenerated.
     let r = action(&app, &t.platform_key, &t, &old_id, "regenerate").await;
     assert_eq!(r.status, 400, "{}", r.body);
@@ -250,7 +244,7 @@ async fn delete_removes_a_key_and_unknown_or_foreign_ids_are_not_found() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["status"], "deleted");
     assert!(r.body["data"]["deleted_at"].is_string());
-    assert_eq!(works(&app, &raw).await, 401);
+    assert_eq!(tests::key_works(&app, &raw).await, 401);
     assert_eq!(
         action(&app, &t.platform_key, &t, &key_id, "delete")
             .await
@@ -270,7 +264,7 @@ async fn an_expired_key_is_invalid() {
     let made = create(&app, &t.platform_key, &t, json!({"expires_at": at})).await;
     assert_eq!(made.status, 200, "{}", made.body);
     let raw = made.body["data"]["raw_key"].as_str().unwrap().to_string();
-    assert_eq!(works(&app, &raw).await, 200);
+    assert_eq!(tests::key_works(&app, &raw).await, 200);
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(works(&app, &raw).await, 401);
+    assert_eq!(tests::key_works(&app, &raw).await, 401);
 }

@@ -22,12 +22,6 @@ async fn act(app: &TestApp, key: &str, integration: &str, what: &str, reason: &s
     .await
 }
 
-async fn works(app: &TestApp, key: &str) -> u16 {
-    send(app.get("/capabilities").header("x-api-key", key))
-        .await
-        .status
-}
-
 #[tokio::test]
 async fn a_suspended_integrations_keys_fail_at_once_and_work_again_after_reactivation() {
     let app = TestApp::spawn().await;
@@ -35,7 +29,7 @@ async fn a_suspended_integrations_keys_fail_at_once_and_work_again_after_reactiv
     let t = app.tenant(true).await;
     let bystander = app.tenant(true).await;
     assert_eq!(
-        works(&app, &t.platform_key).await,
+        tests::key_works(&app, &t.platform_key).await,
         200,
         "verified and cached"
     );
@@ -51,8 +45,8 @@ async fn a_suspended_integrations_keys_fail_at_once_and_work_again_after_reactiv
     r.assert_envelope();
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["status"], "SUSPENDED");
-    assert_eq!(works(&app, &t.platform_key).await, 401);
-    assert_eq!(works(&app, &bystander.platform_key).await, 200);
+    assert_eq!(tests::key_works(&app, &t.platform_key).await, 401);
+    assert_eq!(tests::key_works(&app, &bystander.platform_key).await, 200);
 
     let r = act(
         &app,
@@ -63,7 +57,7 @@ async fn a_suspended_integrations_keys_fail_at_once_and_work_again_after_reactiv
     )
     .await;
     assert_eq!(r.body["data"]["status"], "ACTIVE");
-    assert_eq!(works(&app, &t.platform_key).await, 200);
+    assert_eq!(tests::key_works(&app, &t.platform_key).await, 200);
 
     let log = send(
         app.get("/operator/audit-log?limit=200")
@@ -112,7 +106,7 @@ async fn operator_and_partner_credentials_never_stand_in_for_each_other() {
     .await;
     assert_eq!(r.status, 401);
     // An operator key on a partner route.
-    assert_eq!(works(&app, &ops).await, 401);
+    assert_eq!(tests::key_works(&app, &ops).await, 401);
     // The operator key is stored only as a hash.
     let dump = tests::dump_database(&app.server.state.db).await;
     assert!(!dump.contains(&ops));
@@ -135,5 +129,9 @@ async fn an_operator_action_needs_a_reason_and_a_real_integration() {
     )
     .await;
     assert_eq!(r.status, 404);
-    assert_eq!(works(&app, &t.platform_key).await, 200, "nothing changed");
+    assert_eq!(
+        tests::key_works(&app, &t.platform_key).await,
+        200,
+        "nothing changed"
+    );
 }

@@ -29,7 +29,9 @@ pub async fn authorize<C: ConnectionTrait>(
     branch_id: Option<Uuid>,
 ) -> Result<Acting, ApiError> {
     let merchant_ok = match &p.scope {
-        Scope::Integration if !p.linked_merchants.is_empty() => p.linked_merchants.contains(&merchant_id),
+        Scope::Integration if !p.linked_merchants.is_empty() => {
+            p.linked_merchants.contains(&merchant_id)
+        }
         Scope::Integration => store::tenancy::linked_enterprises(c, p.integration_id)
             .await?
             .contains(&merchant_id),
