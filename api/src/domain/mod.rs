@@ -2,6 +2,7 @@
 //! hand it to `store`; the change, its idempotency record and its outbox rows share it.
 pub mod credentials;
 pub mod events;
+pub mod ledger;
 pub mod operators;
 pub mod platform;
 pub mod tenancy;
