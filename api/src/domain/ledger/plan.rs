@@ -189,10 +189,9 @@ mod tests {
 
     #[test]
     fn equal_expiries_are_spent_in_creation_order() {
-        let mut older = grant(GrantState::Released, 100, 5, 30);
+        let older = grant(GrantState::Released, 100, 5, 30);
         let mut newer = grant(GrantState::Released, 100, 5, 1);
         newer.expires_at = older.expires_at;
-        older.expires_at = newer.expires_at;
         let plan = plan_debit(&[newer.clone(), older.clone()], 0, 150, Utc::now()).unwrap();
         assert_eq!(plan.from_grants, vec![(older.id, 100), (newer.id, 50)]);
     }
