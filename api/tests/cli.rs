@@ -166,3 +166,116 @@ fn a_misspelt_setting_is_refused_not_ignored() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Starts `wallet-api serve` against this run's database with JSON logs at debug level;
+/// returns the child and its base URL.
+fn serve_with_json_logs(log: &std::path::Path) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = std::fs::File::create(log).unwrap();
+    let child = against_this_run(wallet_api())
+        .arg("serve")
+        .env("WALLET_LISTEN_ADDR", format!("127.0.0.1:{port}"))
+        .env("WALLET_LOG_FORMAT", "json")
+        .env("WALLET_RUN_WORKERS", "false")
+        .env("WALLET_BCRYPT_COST", "10")
+        .env("RUST_LOG", "debug")
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("wallet-api serve starts");
+    (child, format!("http://127.0.0.1:{port}/v1"))
+}
+
+#[tokio::test]
+async fn logs_are_json_with_the_request_id_and_never_contain_a_key_or_secret() {
+    let log = std::env::temp_dir().join(format!("wallet-log-{}.jsonl", uuid::Uuid::new_v4()));
+    let (mut child, url) = serve_with_json_logs(&log);
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let client = reqwest::Client::new();
+    let started = std::time::Instant::now();
+    while client.get(format!("{url}/health")).send().await.is_err() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "server did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let caps = client
+        .get(format!("{url}/capabilities"))
+        .header("x-api-key", &t.platform_key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(caps.status(), 200);
+    let request_id = caps.headers()["x-request-id"].to_str().unwrap().to_string();
+    let created: serde_json::Value = client
+        .post(format!("{url}/auth/keys"))
+        .header("x-api-key", &t.platform_key)
+        .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+        .json(&serde_json::json!({
+            "meta": {"partner_request_id": uuid::Uuid::new_v4().to_string(), "api_version": "2026-06-01"},
+            "context": {"merchant_id": t.merchant_id.to_string()},
+            "enterprise_id": t.merchant_id.to_string(),
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let new_key = created["data"]["raw_key"]
+        .as_str()
+        .expect("a key was created")
+        .to_string();
+    let token: serde_json::Value = client
+        .post(format!("{url}/auth/token"))
+        .header("x-api-key", &new_key)
+        .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+        .json(&serde_json::json!({
+            "meta": {"partner_request_id": uuid::Uuid::new_v4().to_string(), "api_version": "2026-06-01"},
+            "context": {"merchant_id": t.merchant_id.to_string()},
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let jwt = token["data"]["token"]
+        .as_str()
+        .expect("a token was minted")
+        .to_string();
+    let _ = child.kill();
+    let _ = child.wait();
+
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let cfg = test_config();
+    for secret in [
+        t.platform_key.as_str(),
+        new_key.as_str(),
+        jwt.as_str(),
+        cfg.jwt_secret.as_ref().unwrap().expose(),
+        cfg.secret_key.as_ref().unwrap().expose(),
+    ] {
+        assert!(!text.contains(secret), "a secret reached the log");
+    }
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("every log line is JSON"))
+        .collect();
+    let of_request: Vec<_> = lines
+        .iter()
+        .filter(|l| l.to_string().contains(&request_id))
+        .collect();
+    assert!(
+        !of_request.is_empty(),
+        "the capabilities request is logged with its request id"
+    );
+}
