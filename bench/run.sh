@@ -2,14 +2,18 @@
 # Benchmark harness: builds the release binaries, then for each mode (embedded, production)
 # starts the service, measures start-up time and idle RSS, creates a tenant, runs three
 # short load phases with wrk against 127.0.0.1 and records req/s, p50, p99, errors and peak
-# RSS; then runs the PostgreSQL ceiling (shared/bench/pg-ceiling.sh) and prints one summary,
+# RSS, then the security-perimeter phases (T trivial 404, C authenticated read, R idempotent
+# replay, at 32 connections, in interleaved rounds: C/T and R/T); then runs the PostgreSQL ceiling (shared/bench/pg-ceiling.sh) and prints one summary,
 # also written to bench/results/latest.md. See bench/README.md.
 #
 # Usage: bench/run.sh            (from anywhere)
 # Knobs (env, all optional):
 #   BENCH_MODES="embedded production"   which modes to run
-#   CAPS_SECS=15 REPLAY_SECS=10 CREATE_SECS=5 PG_SECS=15   phase lengths (each capped at 20 s)
+#   CAPS_SECS=5 REPLAY_SECS=5 CREATE_SECS=5 PG_SECS=15   phase lengths (each capped at 15 s)
 #   CAPS_CONNS=16 REPLAY_CONNS=16 CREATE_CONNS=4 PG_CLIENTS=16
+#   PERIM_SECS=6 PERIM_ROUNDS=2 PERIM_CONNS=32   perimeter phases: seconds per phase per round
+#   PERIM_TARGET_PCT=50                 target for C/T and R/T
+#   REPLAY_CHECK_EVERY=100              perimeter R: check every Nth response's body per thread
 #   SKIP_BUILD=1                        use the binaries already in target/release
 #   SKIP_PG_CEILING=1                   do not run the PostgreSQL ceiling
 #   PG_CEILING=path/to/pg-ceiling.sh    default: ../shared/bench/pg-ceiling.sh beside the repo
@@ -25,16 +29,22 @@ LUA=$BENCH_DIR/wrk/bench.lua
 RESULTS=$BENCH_DIR/results
 PG_CEILING=${PG_CEILING:-$ROOT/../shared/bench/pg-ceiling.sh}
 
-MAX_PHASE_SECS=20
+MAX_PHASE_SECS=15
 clamp() { local v=$1; ((v < 1)) && v=1; ((v > MAX_PHASE_SECS)) && v=$MAX_PHASE_SECS; echo "$v"; }
-CAPS_SECS=$(clamp "${CAPS_SECS:-15}")
-REPLAY_SECS=$(clamp "${REPLAY_SECS:-10}")
+CAPS_SECS=$(clamp "${CAPS_SECS:-5}")
+REPLAY_SECS=$(clamp "${REPLAY_SECS:-5}")
 CREATE_SECS=$(clamp "${CREATE_SECS:-5}")
 PG_SECS=$(clamp "${PG_SECS:-15}")
 CAPS_CONNS=${CAPS_CONNS:-16}
 REPLAY_CONNS=${REPLAY_CONNS:-16}
 CREATE_CONNS=${CREATE_CONNS:-4}
 PG_CLIENTS=${PG_CLIENTS:-16}
+PERIM_SECS=$(clamp "${PERIM_SECS:-6}")
+PERIM_ROUNDS=${PERIM_ROUNDS:-2}
+((PERIM_ROUNDS >= 1 && PERIM_ROUNDS <= 3)) || { echo "PERIM_ROUNDS must be 1..3" >&2; exit 2; }
+PERIM_CONNS=${PERIM_CONNS:-32}
+PERIM_TARGET_PCT=${PERIM_TARGET_PCT:-50}
+REPLAY_CHECK_EVERY=${REPLAY_CHECK_EVERY:-100}
 BENCH_MODES=${BENCH_MODES:-embedded production}
 PGHOST_=${BENCH_PGHOST:-127.0.0.1}
 PGPORT_=${BENCH_PGPORT:-5432}
@@ -138,10 +148,15 @@ uuid() { cat /proc/sys/kernel/random/uuid; }
 status_kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
 mib() { awk -v k="${1:-0}" 'BEGIN {printf "%.1f", k / 1024}'; }
 reset_hwm() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; } # resets VmHWM to VmRSS
+# cpu_ticks PID: user+system CPU time of the process (all threads), in clock ticks
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+load1() { cut -d' ' -f1 /proc/loadavg; }
 
 # What is measured: the checked-out tree at the time of the build (uncommitted changes included).
 COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-DIRTY=$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null | grep -q . && echo " (work tree had uncommitted changes)" || true)
+# bench/ itself is left out: it is not compiled into what is measured.
+DIRTY=$(git -C "$ROOT" status --porcelain --untracked-files=no -- . ':(exclude)bench' 2>/dev/null | grep -q . && echo " (work tree had uncommitted changes outside bench/)" || true)
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 BUILT_FROM="built from"
 [[ -n ${SKIP_BUILD:-} ]] && BUILT_FROM="binaries not rebuilt (SKIP_BUILD); tree at"
@@ -156,11 +171,16 @@ if [[ -z ${SKIP_BUILD:-} ]]; then
   fi
   log "build done in $((($(now_ns) - build_start) / 1000000000)) s"
 fi
+# The tree can move while cargo builds (someone else working in it): say so.
+COMMIT_AFTER=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+[[ $COMMIT_AFTER == "$COMMIT" ]] || COMMIT="$COMMIT (HEAD moved to $COMMIT_AFTER during the build; the binaries may contain either)"
 [[ -x $API_BIN && -x $WORKER_BIN ]] || die "missing $API_BIN or $WORKER_BIN"
 
 # ---------------------------------------------------------------- result rows --------------
 MODE_ROWS=()  # one per mode
-PHASE_ROWS=() # "mode|phase|conns|secs|requests|rps|p50|p99|errors|api_peak|worker_peak"
+PHASE_ROWS=() # "mode|phase|conns|secs|requests|rps|p50|p99|errors|api_peak|worker_peak|api_cpu_us_per_req"
+PERIM_ROWS=() # "mode|round|letter|phase|conns|secs|requests|duration_s|rps|p50|p99|errors|api_cpu_us|checked|missing|load1"
+PERIM_LOAD=() # "mode|load1 before|load1 after"
 NOTES=()
 
 # wait_health ADDR PID T0_NS -> prints ms from T0 to the first 200 on /v1/health
@@ -178,29 +198,38 @@ wait_health() {
   return 1
 }
 
-# run_phase MODE PHASE KIND CONNS SECS API_PID WORKER_PID ADDR   (BENCH_* env already set)
+# run_phase MODE PHASE KIND CONNS SECS API_PID WORKER_PID ADDR [PERIM_ROUND PERIM_LETTER]
+# (BENCH_* env already set). With PERIM_ROUND the row goes to the perimeter table.
 run_phase() {
   local mode=$1 phase=$2 kind=$3 conns=$4 secs=$5 api_pid=$6 worker_pid=$7 addr=$8
-  local threads=2 out line
+  local round=${9:-} letter=${10:-}
+  local threads=2 out line cpu0 cpu1 la
   ((conns < threads)) && threads=$conns
-  out=$WORK/wrk-$mode-$kind.txt
+  out=$WORK/wrk-$mode-$kind${round:+-r$round}.txt
   reset_hwm "$api_pid"
   [[ -n $worker_pid ]] && reset_hwm "$worker_pid"
-  log "$mode: phase $phase: $conns connections, ${secs}s"
+  la=$(load1)
+  log "$mode: phase ${letter:+($letter) }$phase${round:+ round $round}: $conns connections, ${secs}s"
+  cpu0=$(cpu_ticks "$api_pid")
   BENCH_KIND=$kind timeout $((secs + 60)) wrk -t "$threads" -c "$conns" -d "${secs}s" \
     --timeout 10s -s "$LUA" "http://$addr" >"$out" 2>&1 || {
     cat "$out" >&2
     die "wrk failed in phase $phase"
   }
+  cpu1=$(cpu_ticks "$api_pid")
   line=$(grep '^BENCH ' "$out" || true)
   [[ -n $line ]] || { cat "$out" >&2; die "no BENCH line from wrk in phase $phase"; }
   kill -0 "$api_pid" 2>/dev/null || die "wallet-api died during phase $phase"
   local api_peak worker_peak="" kv requests rps p50 p99 non2xx sock statuses errors
+  local duration checked=0 missing=0 cpu_us="-"
   api_peak=$(mib "$(status_kib "$api_pid" VmHWM)")
   [[ -n $worker_pid ]] && worker_peak=$(mib "$(status_kib "$worker_pid" VmHWM)")
   for kv in ${line#BENCH }; do
     case $kv in
       requests=*) requests=${kv#*=} ;;
+      duration_s=*) duration=${kv#*=} ;;
+      checked=*) checked=${kv#*=} ;;
+      flag_missing=*) missing=${kv#*=} ;;
       rps=*) rps=${kv#*=} ;;
       p50_ms=*) p50=${kv#*=} ;;
       p99_ms=*) p99=${kv#*=} ;;
@@ -209,13 +238,23 @@ run_phase() {
       statuses=*) statuses=${kv#*=} ;;
     esac
   done
+  # API CPU (user+system, all threads) per response. wrk stops sending at the end but a
+  # few in-flight requests may finish after it: noise of well under 1%.
+  ((requests > 0)) && cpu_us=$(awk -v t=$((cpu1 - cpu0)) -v hz="$CLK_TCK" -v n="$requests" 'BEGIN {printf "%.0f", t / hz * 1e6 / n}')
   errors=$((non2xx + sock))
   if ((errors > 0)); then
     errors="$errors (http ${statuses}; socket $sock)"
-    NOTES+=("$mode/$phase: $errors")
+    NOTES+=("$mode/${letter:+($letter) }$phase${round:+ round $round}: $errors")
   fi
-  PHASE_ROWS+=("$mode|$phase|$conns|$secs|$requests|$rps|$p50|$p99|$errors|$api_peak|${worker_peak:--}")
-  log "$mode: $phase: $rps req/s, p50 $p50 ms, p99 $p99 ms, errors $errors, peak RSS $api_peak MiB"
+  if ((checked > 0 && missing > 0)); then
+    NOTES+=("$mode/${letter:+($letter) }$phase${round:+ round $round}: $missing of $checked sampled responses lacked \"idempotency_replayed\":true")
+  fi
+  if [[ -n $round ]]; then
+    PERIM_ROWS+=("$mode|$round|$letter|$phase|$conns|$secs|$requests|$duration|$rps|$p50|$p99|$errors|$cpu_us|$checked|$missing|$la")
+  else
+    PHASE_ROWS+=("$mode|$phase|$conns|$secs|$requests|$rps|$p50|$p99|$errors|$api_peak|${worker_peak:--}|$cpu_us")
+  fi
+  log "$mode: $phase${round:+ round $round}: $rps req/s, p50 $p50 ms, p99 $p99 ms, errors $errors, peak RSS $api_peak MiB, api CPU $cpu_us µs/req$( ((checked > 0)) && echo " (replay flag: $checked sampled, $missing missing)")"
 }
 
 # ---------------------------------------------------------------- one mode ------------------
@@ -318,6 +357,21 @@ bench_mode() {
   BENCH_BODY=$body BENCH_IDEM_KEY=$idem \
     run_phase "$mode" "POST /v1/auth/keys replay" replay "$REPLAY_CONNS" "$REPLAY_SECS" "$api_pid" "$worker_pid" "$addr"
 
+  # Security perimeter: (T) a 404 through the whole middleware stack, (C) the authenticated
+  # read, (R) the replay of the create above (every answer must be 200 and replayed), all at
+  # PERIM_CONNS connections against this same server, interleaved T C R T C R ... so that a
+  # change in the machine's load during the run hits all three alike.
+  local r la0
+  la0=$(load1)
+  for ((r = 1; r <= PERIM_ROUNDS; r++)); do
+    BENCH_EXPECT=404 \
+      run_phase "$mode" "GET /v1/this-route-does-not-exist (404)" trivial "$PERIM_CONNS" "$PERIM_SECS" "$api_pid" "$worker_pid" "$addr" "$r" T
+    run_phase "$mode" "GET /v1/capabilities" caps "$PERIM_CONNS" "$PERIM_SECS" "$api_pid" "$worker_pid" "$addr" "$r" C
+    BENCH_BODY=$body BENCH_IDEM_KEY=$idem BENCH_EXPECT=200 BENCH_CHECK_EVERY=$REPLAY_CHECK_EVERY \
+      run_phase "$mode" "POST /v1/auth/keys replay" replay "$PERIM_CONNS" "$PERIM_SECS" "$api_pid" "$worker_pid" "$addr" "$r" R
+  done
+  PERIM_LOAD+=("$mode|$la0|$(load1)")
+
   # (c) fresh creates: a new key (bcrypt at cost 10) per request.
   BENCH_BODY=${body_tpl/\"label\":\"bench\"/\"label\":\"bench-fresh\"} BENCH_SEED=$RANDOM \
     run_phase "$mode" "POST /v1/auth/keys fresh (cost 10)" create "$CREATE_CONNS" "$CREATE_SECS" "$api_pid" "$worker_pid" "$addr"
@@ -385,16 +439,80 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
   echo
   echo "## Load phases"
   echo
-  echo "| mode | phase | conns | secs | requests | req/s | p50 ms | p99 ms | errors | peak RSS MiB (api) | peak RSS MiB (worker) | req/s ÷ pg_ceiling tps |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+  echo "| mode | phase | conns | secs | requests | req/s | p50 ms | p99 ms | errors | peak RSS MiB (api) | peak RSS MiB (worker) | api CPU µs/req | req/s ÷ pg_ceiling tps |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"
   for r in "${PHASE_ROWS[@]}"; do
-    IFS='|' read -r m ph c s n rps p50 p99 err ap wp <<<"$r"
+    IFS='|' read -r m ph c s n rps p50 p99 err ap wp cpu <<<"$r"
     ratio="-"
     if [[ $m == production && -n $PG_TPS ]]; then
       ratio=$(awk -v a="$rps" -v b="$PG_TPS" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}')
     fi
-    echo "| $m | $ph | $c | $s | $n | $rps | $p50 | $p99 | $err | $ap | $wp | $ratio |"
+    echo "| $m | $ph | $c | $s | $n | $rps | $p50 | $p99 | $err | $ap | $wp | $cpu | $ratio |"
   done
+  if ((${#PERIM_ROWS[@]} > 0)); then
+    echo
+    echo "## Security perimeter cost ($PERIM_CONNS connections, wrk 2 threads, same server, rounds T C R × $PERIM_ROUNDS of ${PERIM_SECS} s each)"
+    echo
+    echo "T = \`GET /v1/this-route-does-not-exist\` (404 NOT_FOUND through the whole middleware stack, no I/O; 404 counts as success),"
+    echo "C = \`GET /v1/capabilities\` with a valid \`x-api-key\` (key cache warm), R = replay of one stored \`POST /v1/auth/keys\` (must be 200 with \`meta.idempotency_replayed: true\`)."
+    echo "req/s per phase = all its requests ÷ all its seconds over the rounds; p50/p99 are per round (round 1 / round 2 ...)."
+    echo "Target: C/T and R/T ≥ ${PERIM_TARGET_PCT}%."
+    echo
+    echo "| mode | phase | requests | req/s | p50 ms (per round) | p99 ms (per round) | errors | api CPU µs/req (per round) | replay flag: sampled / missing | % of T (req/s) | target ≥ ${PERIM_TARGET_PCT}% |"
+    echo "|---|---|---:|---:|---|---|---|---|---|---:|---|"
+    local_modes=$(for r in "${PERIM_ROWS[@]}"; do echo "${r%%|*}"; done | awk '!seen[$0]++')
+    for m in $local_modes; do
+      t_rps=""
+      for L in T C R; do
+        n_tot=0 d_tot=0 p50s="" p99s="" cpus="" errs="" chk=0 mis=0 phname="" err_tot=0
+        for r in "${PERIM_ROWS[@]}"; do
+          IFS='|' read -r pm rd pl ph c s n d rps p50 p99 err cpu ck ms la <<<"$r"
+          [[ $pm == "$m" && $pl == "$L" ]] || continue
+          phname=$ph
+          n_tot=$((n_tot + n))
+          d_tot=$(awk -v a="$d_tot" -v b="$d" 'BEGIN {printf "%.3f", a + b}')
+          p50s+="${p50s:+ / }$p50"; p99s+="${p99s:+ / }$p99"; cpus+="${cpus:+ / }$cpu"
+          e=${err%% *}; err_tot=$((err_tot + e))
+          [[ $e == 0 ]] || errs+="${errs:+; }r$rd: $err"
+          chk=$((chk + ck)); mis=$((mis + ms))
+        done
+        [[ -n $phname ]] || continue
+        rps_all=$(awk -v n="$n_tot" -v d="$d_tot" 'BEGIN {if (d > 0) printf "%.1f", n / d; else print 0}')
+        flag="-"; [[ $L == R ]] && flag="$chk / $mis"
+        pct="-" verdict="-"
+        if [[ $L == T ]]; then
+          t_rps=$rps_all; pct="100%"
+        elif [[ -n $t_rps ]]; then
+          pct=$(awk -v a="$rps_all" -v b="$t_rps" 'BEGIN {printf "%.1f%%", 100 * a / b}')
+          verdict=$(awk -v a="$rps_all" -v b="$t_rps" -v tg="$PERIM_TARGET_PCT" 'BEGIN {
+            p = 100 * a / b; if (p >= tg) printf "met (+%.1f pts)", p - tg; else printf "**missed by %.1f pts**", tg - p}')
+        fi
+        echo "| $m | ($L) $phname | $n_tot | $rps_all | $p50s | $p99s | ${errs:-$err_tot} | $cpus | $flag | $pct | $verdict |"
+      done
+    done
+    echo
+    echo "Per round (req/s; the spread between rounds is the noise on this machine):"
+    echo
+    echo "| mode | round | T req/s | C req/s | R req/s | C/T | R/T | load avg (1 min) at T's start |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+    for m in $local_modes; do
+      for ((rd = 1; rd <= PERIM_ROUNDS; rd++)); do
+        tr="" cr="" rr="" tla=""
+        for r in "${PERIM_ROWS[@]}"; do
+          IFS='|' read -r pm prd pl ph c s n d rps p50 p99 err cpu ck ms la <<<"$r"
+          [[ $pm == "$m" && $prd == "$rd" ]] || continue
+          case $pl in T) tr=$rps; tla=$la ;; C) cr=$rps ;; R) rr=$rps ;; esac
+        done
+        [[ -n $tr ]] || continue
+        echo "| $m | $rd | $tr | $cr | $rr | $(awk -v a="$cr" -v b="$tr" 'BEGIN {printf "%.1f%%", 100 * a / b}') | $(awk -v a="$rr" -v b="$tr" 'BEGIN {printf "%.1f%%", 100 * a / b}') | $tla |"
+      done
+    done
+    for r in "${PERIM_LOAD[@]}"; do
+      IFS='|' read -r m a b <<<"$r"
+      echo
+      echo "$m: load average (1 min) $a before the perimeter phases, $b after."
+    done
+  fi
   echo
   echo "## PostgreSQL ceiling (pg-ceiling.sh, payment-shaped transaction, pgbench)"
   echo
