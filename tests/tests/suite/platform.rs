@@ -270,3 +270,41 @@ async fn a_verified_key_is_served_from_the_cache_not_bcrypt() {
         200
     );
 }
+
+#[tokio::test]
+async fn guessing_against_a_known_key_prefix_is_throttled_without_locking_out_the_holder() {
+    use api::domain::credentials::authenticate::MAX_FAILURES;
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    // The holder's key is verified and cached before the attack.
+    assert_eq!(
+        send(
+            app.get("/capabilities")
+                .header("x-api-key", &t.platform_key)
+        )
+        .await
+        .status,
+        200
+    );
+    let prefix_len = t.platform_key.len() - 28;
+    let guess = |i: u64| format!("{}{:0>28}", &t.platform_key[..prefix_len], i);
+    for i in 0..MAX_FAILURES {
+        let r = send(app.get("/capabilities").header("x-api-key", guess(i))).await;
+        assert_eq!(r.status, 401, "guess {i}");
+    }
+    let r = send(app.get("/capabilities").header("x-api-key", guess(999))).await;
+    r.assert_envelope();
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(r.code(), "RATE_LIMITED");
+    assert!(r.headers.get("retry-after").is_some());
+    // The real key still works from the cache.
+    assert_eq!(
+        send(
+            app.get("/capabilities")
+                .header("x-api-key", &t.platform_key)
+        )
+        .await
+        .status,
+        200
+    );
+}

@@ -22,6 +22,14 @@ fn index_key(key_id: uuid::Uuid) -> String {
 fn tombstone_key(key_id: uuid::Uuid) -> String {
     format!("apikey:tomb:{key_id}")
 }
+fn failures_key(key_prefix: &str) -> String {
+    format!("apikey:fail:{key_prefix}")
+}
+
+/// Failed verifications a key prefix may cause per window before verification stops
+/// running bcrypt for it: a known prefix must not buy an attacker a bcrypt per request.
+pub const MAX_FAILURES: u64 = 20;
+pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 
 pub struct KeyAuth<'a> {
     pub db: &'a sea_orm::DatabaseConnection,
@@ -44,6 +52,20 @@ impl KeyAuth<'_> {
             return Ok(p);
         }
 
+        // Past the failure budget, answer a retryable 429 without hashing. The holder's
+        // cached key is unaffected (it returned above).
+        let failures = self.kv.get(&failures_key(key_prefix)).await?;
+        if failures.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) >= MAX_FAILURES {
+            return Err(ApiError::rate_limited(
+                crate::ratelimit::RateLimitInfo {
+                    limit: MAX_FAILURES,
+                    remaining: 0,
+                    reset_secs: FAILURE_WINDOW.as_secs(),
+                    window_secs: FAILURE_WINDOW.as_secs(),
+                },
+                FAILURE_WINDOW.as_secs(),
+            ));
+        }
         let candidates = store::api_keys::active_by_prefix(self.db, key_prefix).await?;
         let now = Utc::now();
         for (key, integration) in candidates {
@@ -101,6 +123,9 @@ impl KeyAuth<'_> {
             }
             return Ok(principal);
         }
+        self.kv
+            .incr_window(&failures_key(key_prefix), FAILURE_WINDOW)
+            .await?;
         Err(ApiError::invalid_api_key())
     }
 
