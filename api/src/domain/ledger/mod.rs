@@ -1,7 +1,26 @@
 //! The wallet ledger's rules, as plain functions over plain values: how a debit is split
-//! across promotional grants and actual money, and how a refund is returned. The posting
-//! of the result as balanced double-entry rows lives with the payments issue (#4); these
-//! rules are what every posting path must agree on, so they are written and tested once.
+//! across promotional grants and actual money, and how a refund is returned.
+//!
+//! Design for the posting side (issue #4, not built yet), written down so the rules here
+//! and the schema that follows agree:
+//!
+//! - **Accounts** are per (merchant, currency): a wallet's `actual` account, one account
+//!   per promo grant, and the merchant's counter-accounts (`clearing` for money in and out
+//!   of wallets, `promo_funding` for promotional credit it issues, `escrow` for credit held
+//!   for unverified customers, `forfeit` for promo that expired or was clawed back).
+//! - **A posting** is one business event (payment, refund, void, credit adjustment, grant
+//!   accrual, release, expiry, clawback) with two or more **entries**; each entry moves a
+//!   signed amount on one account and the entries of a posting sum to zero per currency.
+//!   Entries are append-only; a correction is a new posting.
+//! - **Balances** (`actual_minor`, each grant's `remaining_minor`) are columns updated in
+//!   the posting's transaction under a row lock on the wallet (`SELECT … FOR UPDATE` on
+//!   PostgreSQL, the IMMEDIATE transaction on SQLite); a check recomputes them from the
+//!   entries. Wallet-side accounts can never go below zero; counter-accounts can.
+//! - **A payment** locks the wallet, runs `plan_debit`, posts grant and actual entries
+//!   against `clearing`, writes the payment row, the idempotency record and the outbox
+//!   events (`payment.completed`, `wallet.balance_changed`) in one transaction.
+//! - **A refund** locks the payment, runs `plan_refund` against what earlier refunds
+//!   returned, and posts the three kinds of return (actual, grant, forfeit).
 pub mod plan;
 
 pub use plan::{DebitPlan, GrantState, GrantView, RefundPlan, Shortfall, plan_debit, plan_refund};
