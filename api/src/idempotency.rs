@@ -315,7 +315,18 @@ where
 
     let prepared = prepare().await?;
     let txn = store::begin(ctx.db).await?;
-    let outcome = work(&txn, prepared).await?;
+    let outcome = match work(&txn, prepared).await {
+        Ok(o) => o,
+        Err(e) => {
+            drop(txn);
+            // A first run that lost its lock (Redis restart, a run past the lock's TTL) may
+            // have committed meanwhile: its success is the answer, not our failure.
+            if let Some(rec) = store::idempotency::find(ctx.db, &owner, &r.key, Utc::now()).await? {
+                return replay(ctx, r, rec.into());
+            }
+            return Err(e);
+        }
+    };
     let rendered = envelope::ok(&outcome.data);
     let record_id = Uuid::now_v7();
     let (stored_body, sealed) = match &outcome.secret {

@@ -205,7 +205,13 @@ impl TokenApi {
         // sender by address instead.
         let (bucket, sandbox) = match &verdict {
             Ok(c) => (format!("validate:{}", c.integration_id), c.sandbox),
-            Err(_) => (format!("validate:anon:{remote}"), false),
+            Err(_) => {
+                let ip = remote
+                    .as_socket_addr()
+                    .map(|a| a.ip().to_string())
+                    .unwrap_or_else(|| remote.to_string());
+                (format!("validate:anon:{ip}"), false)
+            }
         };
         let rate = ratelimit::check(&st.kv, &st.config, &bucket, sandbox).await?;
         let body = match verdict {

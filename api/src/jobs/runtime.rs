@@ -6,6 +6,7 @@ use apalis::prelude::*;
 use chrono::Utc;
 use futures::FutureExt;
 use tokio::{sync::watch, task::JoinHandle};
+use tracing::Instrument;
 
 use super::{JobEnvelope, JobError, Queue, backoff, poll::Tick, queue::QUEUES, relay, sms_send};
 use crate::{
@@ -131,7 +132,14 @@ async fn handle(env: JobEnvelope, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDyn
     let deps: &JobDeps = &deps;
     let timeout = Duration::from_millis(deps.state.config.job_timeout_ms);
     let span = tracing::info_span!("job", job_id = %env.job_id, job_type = %env.job_type, attempt = env.attempt);
-    let _enter = span.enter();
+    handle_in_span(deps, env, timeout).instrument(span).await
+}
+
+async fn handle_in_span(
+    deps: &JobDeps,
+    env: JobEnvelope,
+    timeout: Duration,
+) -> Result<(), BoxDynError> {
     let run = AssertUnwindSafe(tokio::time::timeout(timeout, dispatch(deps, &env))).catch_unwind();
     let failure = match run.await {
         Ok(Ok(Ok(()))) => {

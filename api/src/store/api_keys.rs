@@ -83,25 +83,38 @@ pub async fn find_live<C: ConnectionTrait>(
         .await
 }
 
-/// Moves a key to `status` and stamps when and why.
-pub async fn set_status<C: ConnectionTrait>(
+/// Moves a key from the status it was read with to `status`, stamping when and why, only
+/// if no concurrent change got there first. `None` when it did (the caller re-reads).
+pub async fn transition<C: ConnectionTrait>(
     c: &C,
-    key: api_key::Model,
+    key: &api_key::Model,
     status: &str,
     reason: Option<String>,
     at: DateTime<Utc>,
-) -> Result<api_key::Model, DbErr> {
-    use sea_orm::IntoActiveModel;
-    let revoked_at = key.revoked_at;
-    let mut am = key.into_active_model();
-    am.status = Set(status.to_string());
-    am.status_reason = Set(reason);
+) -> Result<Option<api_key::Model>, DbErr> {
+    use sea_orm::sea_query::Expr;
+    let mut q = api_key::Entity::update_many()
+        .col_expr(api_key::Column::Status, Expr::value(status))
+        .col_expr(api_key::Column::StatusReason, Expr::value(reason));
     match status {
-        "inactive" => am.revoked_at = Set(Some(revoked_at.unwrap_or(at))),
-        "deleted" => am.deleted_at = Set(Some(at)),
+        "inactive" => {
+            q = q.col_expr(
+                api_key::Column::RevokedAt,
+                Expr::value(Some(key.revoked_at.unwrap_or(at))),
+            )
+        }
+        "deleted" => q = q.col_expr(api_key::Column::DeletedAt, Expr::value(Some(at))),
         _ => {}
     }
-    am.update(c).await
+    let res = q
+        .filter(api_key::Column::Id.eq(key.id))
+        .filter(api_key::Column::Status.eq(key.status.clone()))
+        .exec(c)
+        .await?;
+    if res.rows_affected == 0 {
+        return Ok(None);
+    }
+    api_key::Entity::find_by_id(key.id).one(c).await
 }
 
 pub struct ListFilter {

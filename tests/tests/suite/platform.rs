@@ -288,7 +288,8 @@ async fn guessing_against_a_known_key_prefix_is_throttled_without_locking_out_th
     );
     let prefix_len = t.platform_key.len() - 28;
     let guess = |i: u64| format!("{}{:0>28}", &t.platform_key[..prefix_len], i);
-    for i in 0..MAX_FAILURES {
+    // The holder's own verification above was the first of the window's attempts.
+    for i in 1..MAX_FAILURES {
         let r = send(app.get("/capabilities").header("x-api-key", guess(i))).await;
         assert_eq!(r.status, 401, "guess {i}");
     }

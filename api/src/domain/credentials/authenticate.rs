@@ -22,14 +22,21 @@ fn index_key(key_id: uuid::Uuid) -> String {
 fn tombstone_key(key_id: uuid::Uuid) -> String {
     format!("apikey:tomb:{key_id}")
 }
-fn failures_key(key_prefix: &str) -> String {
-    format!("apikey:fail:{key_prefix}")
+fn attempts_key(key_prefix: &str) -> String {
+    format!("apikey:attempts:{key_prefix}")
+}
+fn proven_key(fingerprint: &str) -> String {
+    format!("apikey:proven:{fingerprint}")
 }
 
-/// Failed verifications a key prefix may cause per window before verification stops
-/// running bcrypt for it: a known prefix must not buy an attacker a bcrypt per request.
+/// Verifications (cache misses, each a bcrypt) a key prefix may cause per window: a known
+/// prefix must not buy an attacker a bcrypt per request.
 pub const MAX_FAILURES: u64 = 20;
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
+/// How long a raw key that verified stays "proven": past the budget, a proven key is still
+/// verified (against the database, as always), so guessing at a prefix cannot lock its
+/// holder out. Being proven grants nothing by itself.
+const PROVEN_TTL: Duration = Duration::from_secs(24 * 3600);
 
 pub struct KeyAuth<'a> {
     pub db: &'a sea_orm::DatabaseConnection,
@@ -52,10 +59,13 @@ impl KeyAuth<'_> {
             return Ok(p);
         }
 
-        // Past the failure budget, answer a retryable 429 without hashing. The holder's
-        // cached key is unaffected (it returned above).
-        let failures = self.kv.get(&failures_key(key_prefix)).await?;
-        if failures.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) >= MAX_FAILURES {
+        // Counted before hashing, so a burst cannot slip past the budget between a read and
+        // an increment; past it, only a recently proven raw key is still worth a bcrypt.
+        let (attempts, _) = self
+            .kv
+            .incr_window(&attempts_key(key_prefix), FAILURE_WINDOW)
+            .await?;
+        if attempts > MAX_FAILURES && self.kv.get(&proven_key(&fp)).await?.is_none() {
             return Err(ApiError::rate_limited(
                 crate::ratelimit::RateLimitInfo {
                     limit: MAX_FAILURES,
@@ -102,6 +112,7 @@ impl KeyAuth<'_> {
                 cashier_id: None,
                 linked_merchants,
             };
+            self.kv.set_px(&proven_key(&fp), "1", PROVEN_TTL).await?;
             let ttl = match key.expires_at {
                 Some(t) => self
                     .cache_ttl
@@ -123,9 +134,6 @@ impl KeyAuth<'_> {
             }
             return Ok(principal);
         }
-        self.kv
-            .incr_window(&failures_key(key_prefix), FAILURE_WINDOW)
-            .await?;
         Err(ApiError::invalid_api_key())
     }
 

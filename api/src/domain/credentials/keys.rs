@@ -157,7 +157,13 @@ pub async fn revoke<C: ConnectionTrait>(
     }
     // Out of every replica's cache first: from here on only the database can admit it.
     auth.invalidate(key.id).await?;
-    Ok(store::api_keys::set_status(c, key, "inactive", reason, Utc::now()).await?)
+    store::api_keys::transition(c, &key, "inactive", reason, Utc::now())
+        .await?
+        .ok_or_else(changed_concurrently)
+}
+
+fn changed_concurrently() -> ApiError {
+    ApiError::conflict("The key changed concurrently; read it again and retry.")
 }
 
 /// active or inactive → deleted.
@@ -170,7 +176,9 @@ pub async fn delete<C: ConnectionTrait>(
 ) -> Result<api_key::Model, ApiError> {
     let key = find_visible(c, caller, key_id).await?;
     auth.invalidate(key.id).await?;
-    Ok(store::api_keys::set_status(c, key, "deleted", reason, Utc::now()).await?)
+    store::api_keys::transition(c, &key, "deleted", reason, Utc::now())
+        .await?
+        .ok_or_else(changed_concurrently)
 }
 
 /// An active key is replaced by a new one with the same scope, label and expiry; the old
@@ -194,6 +202,12 @@ pub async fn regenerate<C: ConnectionTrait>(
     let scope = Scope::from_parts(&old.scope, old.enterprise_id, old.brand_id, old.branch_id)
         .ok_or_else(|| ApiError::not_found("API key"))?;
     auth.invalidate(old.id).await?;
+    // Retire the old key first, conditionally: a concurrent revoke or delete wins and no
+    // successor is issued.
+    let why = reason.or_else(|| Some("regenerated".into()));
+    store::api_keys::transition(c, &old, "inactive", why, Utc::now())
+        .await?
+        .ok_or_else(changed_concurrently)?;
     let new = store::api_keys::insert(
         c,
         store::api_keys::NewKey {
@@ -210,8 +224,6 @@ pub async fn regenerate<C: ConnectionTrait>(
         },
     )
     .await?;
-    let why = reason.or_else(|| Some(format!("regenerated as {}", new.id)));
-    store::api_keys::set_status(c, old, "inactive", why, Utc::now()).await?;
     Ok(new)
 }
 

@@ -34,12 +34,17 @@ pub async fn mint<C: ConnectionTrait>(
         None => caller.scope.brand_id(),
     };
     let now = Utc::now().timestamp();
+    // A token never outlives the key it was minted from.
+    let exp = match caller.expires_at {
+        Some(t) => (now + TTL_SECS).min(t.timestamp()),
+        None => now + TTL_SECS,
+    };
     let claims = Claims {
         iss: ISSUER.into(),
         aud: AUDIENCE.into(),
         sub: key_id.to_string(),
         iat: now,
-        exp: now + TTL_SECS,
+        exp,
         jti: Uuid::now_v7().to_string(),
         integration_id: caller.integration_id,
         enterprise_id: acting.merchant_id,
