@@ -359,3 +359,40 @@ async fn a_panicking_handler_is_a_500_in_the_envelope_without_its_message() {
     assert_eq!(r.code(), "INTERNAL_SERVER_ERROR");
     assert!(!String::from_utf8_lossy(&r.bytes).contains("secret-panic-detail"));
 }
+
+#[tokio::test]
+async fn an_expired_record_is_purged_with_its_sealed_secret_and_the_key_runs_anew() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let idem = Uuid::new_v4().to_string();
+    let body = key_body(&t);
+    let first = create_key(&app, &t.platform_key, &idem, &body).await;
+    assert_eq!(first.status, 200);
+    let db = &app.server.state.db;
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let record = || {
+        entities::idempotency_record::Entity::find()
+            .filter(entities::idempotency_record::Column::IdempotencyKey.eq(idem.clone()))
+            .one(db)
+    };
+    assert!(record().await.unwrap().unwrap().sealed_secret.is_some());
+
+    // The purge job, run as if the 24 hours had passed.
+    let later = chrono::Utc::now() + chrono::Duration::hours(25);
+    let purged = api::store::idempotency::purge_expired(db, later)
+        .await
+        .unwrap();
+    assert!(purged >= 1);
+    assert!(
+        record().await.unwrap().is_none(),
+        "the record and its sealed raw key are gone"
+    );
+    // Drop the short-lived Redis copy too, as its own expiry would.
+    let cache = format!("idem:resp:{}:{}", t.integration_id, idem);
+    app.server.state.kv.del(&[cache]).await.unwrap();
+
+    let again = create_key(&app, &t.platform_key, &idem, &body).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["meta"]["idempotency_replayed"], false);
+    assert_ne!(again.body["data"]["key_id"], first.body["data"]["key_id"]);
+}
