@@ -7,6 +7,7 @@
 //! dead-letter table. Timeouts and panics are caught inside the handler so apalis never
 //! leaves a row stuck as Running.
 pub mod backoff;
+pub mod dead_letters;
 pub mod envelope;
 pub mod poll;
 pub mod queue;
