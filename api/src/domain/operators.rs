@@ -21,7 +21,8 @@ pub struct Operator {
 }
 
 impl Operator {
-    fn actor(&self) -> String {
+    /// How the audit log names this operator.
+    pub fn actor(&self) -> String {
         format!("operator:{}:{}", self.id, self.name)
     }
 }

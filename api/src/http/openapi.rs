@@ -34,6 +34,10 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("operatorSuspendIntegration", "beta"),
     ("operatorReactivateIntegration", "beta"),
     ("operatorAuditLog", "beta"),
+    ("operatorListDeadLetters", "beta"),
+    ("operatorGetDeadLetter", "beta"),
+    ("operatorReplayDeadLetter", "beta"),
+    ("operatorPurgeDeadLetter", "beta"),
     ("listSandboxMessages", "beta"),
 ];
 

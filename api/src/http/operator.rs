@@ -22,6 +22,7 @@ use crate::{
     },
     envelope::Page,
     error::ApiError,
+    jobs::dead_letters,
     state::AppState,
     store,
 };
@@ -83,6 +84,78 @@ pub struct AuditEntry {
     pub created_at: String,
 }
 
+/// A job that used its last attempt.
+#[derive(Object, Serialize)]
+pub struct DeadLetterView {
+    pub dead_letter_id: String,
+    pub job_id: String,
+    pub queue: String,
+    pub job_type: String,
+    #[oai(nullable)]
+    pub merchant_id: Option<String>,
+    /// `dead`, `replayed` or `purged`.
+    pub status: String,
+    pub attempts: i32,
+    pub last_error: String,
+    /// Every failed attempt: `{attempt, at, error}`.
+    pub error_history: serde_json::Value,
+    pub first_enqueued_at: String,
+    pub dead_at: String,
+    pub replay_count: i32,
+    #[oai(nullable)]
+    pub purge_reason: Option<String>,
+}
+
+/// What a replay or purge did.
+#[derive(Object, Serialize)]
+pub struct DeadLetterAction {
+    pub dead_letter_id: String,
+    /// `replayed`, `purged`, or `unchanged` when the letter was no longer dead.
+    pub outcome: String,
+    /// The new job a replay enqueued.
+    #[oai(nullable)]
+    pub new_job_id: Option<String>,
+}
+
+fn dead_letter_view(d: entities::dead_letter::Model) -> DeadLetterView {
+    let ts = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+    DeadLetterView {
+        dead_letter_id: d.id.to_string(),
+        job_id: d.job_id.to_string(),
+        queue: d.queue,
+        job_type: d.job_type,
+        merchant_id: d.merchant_id.map(|m| m.to_string()),
+        status: d.status,
+        attempts: d.attempts,
+        last_error: d.last_error,
+        error_history: d.error_history,
+        first_enqueued_at: ts(d.first_enqueued_at),
+        dead_at: ts(d.dead_at),
+        replay_count: d.replay_count,
+        purge_reason: d.purge_reason,
+    }
+}
+
+fn action(id: Uuid, done: &str, out: dead_letters::Outcome) -> DeadLetterAction {
+    match out {
+        dead_letters::Outcome::Done(job) => DeadLetterAction {
+            dead_letter_id: id.to_string(),
+            outcome: done.into(),
+            new_job_id: job.map(|j| j.to_string()),
+        },
+        dead_letters::Outcome::NotDead(_) => DeadLetterAction {
+            dead_letter_id: id.to_string(),
+            outcome: "unchanged".into(),
+            new_job_id: None,
+        },
+    }
+}
+
+fn dead_letter_id(raw: &str) -> Result<Uuid, ApiError> {
+    let mut e = Errors::default();
+    validate::uuid(&mut e, "path:deadLetterId", raw).ok_or_else(|| ApiError::validation(e.0))
+}
+
 fn integration_id(raw: &str) -> Result<Uuid, ApiError> {
     let mut e = Errors::default();
     validate::uuid(&mut e, "path:integrationId", raw).ok_or_else(|| ApiError::validation(e.0))
@@ -136,6 +209,127 @@ impl OperatorApi {
             body.value.reason,
         )
         .await
+    }
+
+    /// List dead letters (operators)
+    ///
+    /// Jobs that used their last attempt, newest first, with their error history.
+    #[oai(
+        path = "/operator/dead-letters",
+        method = "get",
+        operation_id = "operatorListDeadLetters"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn dead_letters(
+        &self,
+        state: Data<&AppState>,
+        _auth: OperatorAuth,
+        /// `dead` (default), `replayed` or `purged`.
+        status: Query<Option<String>>,
+        queue: Query<Option<String>>,
+        job_type: Query<Option<String>>,
+        merchant_id: Query<Option<String>>,
+        /// Only letters dead for at least this many seconds.
+        older_than_secs: Query<Option<i64>>,
+        /// Only letters whose last error contains this text.
+        error: Query<Option<String>>,
+        /// 1 to 200, default 50.
+        limit: Query<Option<u64>>,
+    ) -> poem::Result<Reply<Vec<DeadLetterView>>> {
+        let mut e = Errors::default();
+        let status = status.0.unwrap_or_else(|| "dead".into());
+        if !["dead", "replayed", "purged"].contains(&status.as_str()) {
+            e.push(
+                "query:status",
+                "invalid_value",
+                "must be dead, replayed or purged",
+            );
+        }
+        let merchant = merchant_id
+            .0
+            .as_deref()
+            .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
+        let limit = limit.0.unwrap_or(50);
+        if !(1..=200).contains(&limit) {
+            e.push("query:limit", "out_of_range", "must be between 1 and 200");
+        }
+        e.finish()?;
+        let f = store::dead_letters::Filter {
+            status: Some(status),
+            queue: queue.0,
+            job_type: job_type.0,
+            merchant_id: merchant,
+            dead_before: older_than_secs
+                .0
+                .map(|s| chrono::Utc::now() - chrono::Duration::seconds(s)),
+            error_contains: error.0,
+        };
+        let rows = store::dead_letters::list(&state.0.db, &f, limit)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Reply::ok(
+            &rows.into_iter().map(dead_letter_view).collect::<Vec<_>>(),
+        ))
+    }
+
+    /// Show a dead letter (operators)
+    #[oai(
+        path = "/operator/dead-letters/:dead_letter_id",
+        method = "get",
+        operation_id = "operatorGetDeadLetter"
+    )]
+    async fn dead_letter(
+        &self,
+        state: Data<&AppState>,
+        _auth: OperatorAuth,
+        dead_letter_id: Path<String>,
+    ) -> poem::Result<Reply<DeadLetterView>> {
+        let id = self::dead_letter_id(&dead_letter_id.0)?;
+        let d = store::dead_letters::find(&state.0.db, id)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::not_found("Dead letter"))?;
+        Ok(Reply::ok(&dead_letter_view(d)))
+    }
+
+    /// Replay a dead letter (operators)
+    ///
+    /// Re-enqueues the job once; replaying a letter that is no longer dead changes nothing.
+    /// Audited.
+    #[oai(
+        path = "/operator/dead-letters/:dead_letter_id/replay",
+        method = "post",
+        operation_id = "operatorReplayDeadLetter"
+    )]
+    async fn replay(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        dead_letter_id: Path<String>,
+    ) -> poem::Result<Reply<DeadLetterAction>> {
+        let id = self::dead_letter_id(&dead_letter_id.0)?;
+        let out = dead_letters::replay(&state.0.db, id, &auth.0.actor()).await?;
+        Ok(Reply::ok(&action(id, "replayed", out)))
+    }
+
+    /// Purge a dead letter (operators)
+    ///
+    /// Drops it for good, with a mandatory reason. Audited.
+    #[oai(
+        path = "/operator/dead-letters/:dead_letter_id/purge",
+        method = "post",
+        operation_id = "operatorPurgeDeadLetter"
+    )]
+    async fn purge(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        dead_letter_id: Path<String>,
+        body: JsonBody<OperatorAction>,
+    ) -> poem::Result<Reply<DeadLetterAction>> {
+        let id = self::dead_letter_id(&dead_letter_id.0)?;
+        let out = dead_letters::purge(&state.0.db, id, &auth.0.actor(), &body.value.reason).await?;
+        Ok(Reply::ok(&action(id, "purged", out)))
     }
 
     /// Operator audit log (operators)

@@ -135,3 +135,110 @@ async fn an_operator_action_needs_a_reason_and_a_real_integration() {
         "nothing changed"
     );
 }
+
+async fn dead_letter(app: &TestApp, t: &tests::TestTenant) -> uuid::Uuid {
+    let job_id = uuid::Uuid::now_v7();
+    api::store::dead_letters::insert_once(
+        &app.server.state.db,
+        api::store::dead_letters::NewDeadLetter {
+            job_id,
+            queue: "sms_send",
+            job_type: "sms_send",
+            merchant_id: Some(t.merchant_id),
+            payload: json!({"opaque": true}),
+            attempts: 8,
+            error_history: json!([{"attempt": 8, "error": "provider 503"}]),
+            last_error: "provider 503",
+            first_enqueued_at: chrono::Utc::now(),
+            dead_at: chrono::Utc::now(),
+        },
+    )
+    .await
+    .unwrap();
+    let all = api::store::dead_letters::list(&app.server.state.db, &Default::default(), 10_000)
+        .await
+        .unwrap();
+    all.into_iter().find(|d| d.job_id == job_id).unwrap().id
+}
+
+#[tokio::test]
+async fn operators_list_show_replay_and_purge_dead_letters_over_http() {
+    let app = TestApp::spawn().await;
+    let ops = operator_key(&app).await;
+    let t = app.tenant(true).await;
+    let a = dead_letter(&app, &t).await;
+    let b = dead_letter(&app, &t).await;
+
+    let list = send(
+        app.get(&format!(
+            "/operator/dead-letters?merchant_id={}&error=503",
+            t.merchant_id
+        ))
+        .header("x-operator-key", &ops),
+    )
+    .await;
+    list.assert_envelope();
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(list.body["data"].as_array().unwrap().len(), 2);
+    let one = send(
+        app.get(&format!("/operator/dead-letters/{a}"))
+            .header("x-operator-key", &ops),
+    )
+    .await;
+    assert_eq!(
+        one.body["data"]["error_history"][0]["error"],
+        "provider 503"
+    );
+
+    let replay = |id: uuid::Uuid| {
+        send(
+            app.post(&format!("/operator/dead-letters/{id}/replay"))
+                .header("x-operator-key", &ops),
+        )
+    };
+    let r = replay(a).await;
+    assert_eq!(r.body["data"]["outcome"], "replayed", "{}", r.body);
+    assert!(r.body["data"]["new_job_id"].is_string());
+    assert_eq!(
+        replay(a).await.body["data"]["outcome"],
+        "unchanged",
+        "a second replay enqueues nothing"
+    );
+
+    let purge = send(
+        app.post(&format!("/operator/dead-letters/{b}/purge"))
+            .header("x-operator-key", &ops)
+            .json(&json!({"reason": ""})),
+    )
+    .await;
+    assert_eq!(purge.status, 400, "a purge needs a reason");
+    let purge = send(
+        app.post(&format!("/operator/dead-letters/{b}/purge"))
+            .header("x-operator-key", &ops)
+            .json(&json!({"reason": "number ported"})),
+    )
+    .await;
+    assert_eq!(purge.body["data"]["outcome"], "purged");
+    assert_eq!(replay(b).await.body["data"]["outcome"], "unchanged");
+
+    let log = send(
+        app.get("/operator/audit-log?limit=200")
+            .header("x-operator-key", &ops),
+    )
+    .await;
+    let actions: Vec<&str> = log.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["target_id"] == a.to_string() || e["target_id"] == b.to_string())
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions.len(), 2, "{actions:?}");
+    // Partners never reach these routes.
+    let r = send(
+        app.get("/operator/dead-letters")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
+    assert_eq!(r.status, 401);
+}
