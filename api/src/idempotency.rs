@@ -122,6 +122,10 @@ pub struct Request {
     /// Replay window of this operation when it differs from the default (a terminal token
     /// is replayed only while it is valid).
     pub ttl: Option<chrono::Duration>,
+    /// The presenting API key's fingerprint: response copies are also kept under it.
+    pub credential_fingerprint: Option<String>,
+    /// A response copy fetched together with the principal.
+    pub prefetched: Option<String>,
 }
 
 impl Request {
@@ -133,6 +137,8 @@ impl Request {
             key,
             operation,
             ttl: None,
+            credential_fingerprint: principal.credential_fingerprint.clone(),
+            prefetched: principal.prefetched_response.clone(),
         }
     }
 
@@ -147,6 +153,12 @@ impl Request {
     fn cache_key(&self) -> String {
         format!("idem:resp:{}:{}", self.integration_id, self.key)
     }
+}
+
+/// Where a response copy is also kept for the API key that made it, so the key check can
+/// fetch it in its own round trip.
+pub fn credential_cache_key(credential_fingerprint: &str, idempotency_key: &str) -> String {
+    format!("idem:resp:cred:{credential_fingerprint}:{idempotency_key}")
 }
 
 pub struct Ctx<'a> {
@@ -189,6 +201,12 @@ impl From<entities::idempotency_record::Model> for Stored {
 /// (whose answer is copied to Redis for the next retry).
 async fn lookup(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
     let now = Utc::now();
+    if let Some(text) = &r.prefetched
+        && let Ok(s) = serde_json::from_str::<Stored>(text)
+        && s.expires_at > now
+    {
+        return Ok(Some(s));
+    }
     if let Some(text) = ctx.kv.get(&r.cache_key()).await?
         && let Ok(s) = serde_json::from_str::<Stored>(&text)
         && s.expires_at > now
@@ -214,9 +232,15 @@ async fn cache(ctx: &Ctx<'_>, r: &Request, s: &Stored) {
     if ttl.is_zero() {
         return;
     }
-    // The copy is an optimisation: losing it costs one database read on the next retry.
-    if let Err(e) = ctx.kv.set_px(&r.cache_key(), &text, ttl).await {
-        tracing::warn!(error = %e, "caching an idempotent response failed");
+    // The copies are an optimisation: losing them costs one database read on the next retry.
+    let mut keys = vec![r.cache_key()];
+    if let Some(fp) = &r.credential_fingerprint {
+        keys.push(credential_cache_key(fp, &r.key));
+    }
+    for k in keys {
+        if let Err(e) = ctx.kv.set_px(&k, &text, ttl).await {
+            tracing::warn!(error = %e, "caching an idempotent response failed");
+        }
     }
 }
 

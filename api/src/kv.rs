@@ -164,6 +164,23 @@ impl Kv {
         }
     }
 
+    /// Several keys in one round trip.
+    pub async fn mget(&self, keys: &[String]) -> Result<Vec<Option<String>>, ApiError> {
+        match self {
+            Kv::Local(l) => Ok(keys.iter().map(|k| l.get(k)).collect()),
+            Kv::Redis(r) => {
+                let ks: Vec<String> = keys.iter().map(|k| Self::key(r, k)).collect();
+                Self::run(r, |mut c| async move {
+                    redis::cmd("MGET")
+                        .arg(ks)
+                        .query_async::<Vec<Option<String>>>(&mut c)
+                        .await
+                })
+                .await
+            }
+        }
+    }
+
     pub async fn set_px(&self, key: &str, value: &str, ttl: Duration) -> Result<(), ApiError> {
         match self {
             Kv::Local(l) => {

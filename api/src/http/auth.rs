@@ -26,7 +26,14 @@ pub struct ApiKeyAuth(pub Principal);
 
 async fn api_key_checker(req: &Request, key: ApiKey) -> poem::Result<Principal> {
     let st = state(req)?;
-    Ok(st.key_auth().authenticate(&key.key).await?)
+    let idempotency_key = req
+        .headers()
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok());
+    Ok(st
+        .key_auth()
+        .authenticate(&key.key, idempotency_key)
+        .await?)
 }
 
 /// POS terminal JWT (HS256, 600 s) minted by `POST /v1/auth/token`, sent as

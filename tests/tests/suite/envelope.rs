@@ -387,12 +387,45 @@ async fn an_expired_record_is_purged_with_its_sealed_secret_and_the_key_runs_ane
         record().await.unwrap().is_none(),
         "the record and its sealed raw key are gone"
     );
-    // Drop the short-lived Redis copy too, as its own expiry would.
-    let cache = format!("idem:resp:{}:{}", t.integration_id, idem);
-    app.server.state.kv.del(&[cache]).await.unwrap();
+    // Drop the short-lived Redis copies too, as their own expiry (10 minutes at most,
+    // always before the record's) would.
+    let fp = api::domain::credentials::api_key::cache_fingerprint(&t.platform_key);
+    let copies = vec![
+        format!("idem:resp:{}:{}", t.integration_id, idem),
+        api::idempotency::credential_cache_key(&fp, &idem),
+    ];
+    app.server.state.kv.del(&copies).await.unwrap();
 
     let again = create_key(&app, &t.platform_key, &idem, &body).await;
     assert_eq!(again.status, 200, "{}", again.body);
     assert_eq!(again.body["meta"]["idempotency_replayed"], false);
     assert_ne!(again.body["data"]["key_id"], first.body["data"]["key_id"]);
+}
+
+#[tokio::test]
+async fn a_replay_by_the_same_key_is_served_from_the_copy_fetched_with_the_credential() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let idem = Uuid::new_v4().to_string();
+    let body = key_body(&t);
+    let first = create_key(&app, &t.platform_key, &idem, &body).await;
+    assert_eq!(first.status, 200);
+    // Take away every other source of the response: only the copy the key check fetches
+    // in its own round trip is left.
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    entities::idempotency_record::Entity::delete_many()
+        .filter(entities::idempotency_record::Column::IdempotencyKey.eq(idem.clone()))
+        .exec(&app.server.state.db)
+        .await
+        .unwrap();
+    app.server
+        .state
+        .kv
+        .del(&[format!("idem:resp:{}:{}", t.integration_id, idem)])
+        .await
+        .unwrap();
+    let again = create_key(&app, &t.platform_key, &idem, &body).await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(again.body["data"]["raw_key"], first.body["data"]["raw_key"]);
 }

@@ -45,17 +45,32 @@ pub struct KeyAuth<'a> {
 }
 
 impl KeyAuth<'_> {
-    pub async fn authenticate(&self, raw: &str) -> Result<Principal, ApiError> {
+    /// Verifies `raw`. With the request's Idempotency-Key, the response copy a retry would
+    /// replay is fetched in the same round trip as the cached principal.
+    pub async fn authenticate(
+        &self,
+        raw: &str,
+        idempotency_key: Option<&str>,
+    ) -> Result<Principal, ApiError> {
         let Some((key_prefix, _)) = api_key::split(raw) else {
             return Err(ApiError::invalid_api_key());
         };
         let fp = api_key::cache_fingerprint(raw);
-        if let Some(cached) = self.kv.get(&cache_key(&fp)).await?
-            && let Ok(p) = serde_json::from_str::<Principal>(&cached)
+        let mut keys = vec![cache_key(&fp)];
+        if let Some(k) = idempotency_key {
+            keys.push(crate::idempotency::credential_cache_key(&fp, k));
+        }
+        let mut fetched = self.kv.mget(&keys).await?.into_iter();
+        let cached = fetched.next().flatten();
+        let prefetched = fetched.next().flatten();
+        if let Some(cached) = cached
+            && let Ok(mut p) = serde_json::from_str::<Principal>(&cached)
         {
             if p.expires_at.is_some_and(|t| t <= Utc::now()) {
                 return Err(ApiError::invalid_api_key());
             }
+            p.credential_fingerprint = Some(fp);
+            p.prefetched_response = prefetched;
             return Ok(p);
         }
 
@@ -111,6 +126,8 @@ impl KeyAuth<'_> {
                 expires_at: key.expires_at,
                 cashier_id: None,
                 linked_merchants,
+                credential_fingerprint: None,
+                prefetched_response: None,
             };
             self.kv.set_px(&proven_key(&fp), "1", PROVEN_TTL).await?;
             let ttl = match key.expires_at {
@@ -132,7 +149,10 @@ impl KeyAuth<'_> {
                     )
                     .await?;
             }
-            return Ok(principal);
+            return Ok(Principal {
+                credential_fingerprint: Some(fp),
+                ..principal
+            });
         }
         Err(ApiError::invalid_api_key())
     }

@@ -170,6 +170,8 @@ impl Claims {
             expires_at: Some(self.expires_at()),
             cashier_id: self.cashier_id.clone(),
             linked_merchants: vec![],
+            credential_fingerprint: None,
+            prefetched_response: None,
         }
     }
 }

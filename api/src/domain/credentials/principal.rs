@@ -116,6 +116,14 @@ pub struct Principal {
     /// when the key was verified and cached with it (so the scope guard needs no query).
     #[serde(default)]
     pub linked_merchants: Vec<Uuid>,
+    /// SHA-256 of the presented API key, for response copies keyed by credential. Never
+    /// cached or serialised with the principal.
+    #[serde(skip)]
+    pub credential_fingerprint: Option<String>,
+    /// The Redis copy of a stored response for this request's Idempotency-Key, fetched in
+    /// the same round trip as the principal: a replay then needs no further round trip.
+    #[serde(skip)]
+    pub prefetched_response: Option<String>,
 }
 
 impl Principal {
