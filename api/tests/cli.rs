@@ -1,31 +1,10 @@
 //! The `wallet-api` command line, run as the operator runs it.
 use std::process::Command;
 
-use tests::{TestApp, send, test_config};
+use tests::{TestApp, against_this_run, send, test_config};
 
 fn wallet_api() -> Command {
     Command::new(env!("CARGO_BIN_EXE_wallet-api"))
-}
-
-/// Points the command at this test run's database (and Redis, in production mode).
-fn against_this_run(mut cmd: Command) -> Command {
-    let cfg = test_config();
-    cmd.env("WALLET_DATABASE_URL", cfg.database_url.as_deref().unwrap())
-        .env("WALLET_DATA_DIR", &cfg.data_dir)
-        .env(
-            "WALLET_JWT_SECRET",
-            cfg.jwt_secret.as_ref().unwrap().expose(),
-        )
-        .env(
-            "WALLET_SECRET_KEY",
-            cfg.secret_key.as_ref().unwrap().expose(),
-        )
-        .env(
-            "WALLET_REDIS_URL",
-            cfg.redis_url
-                .unwrap_or_else(|| "redis://127.0.0.1:6379".into()),
-        );
-    cmd
 }
 
 #[tokio::test]

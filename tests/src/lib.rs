@@ -260,6 +260,37 @@ impl TestApp {
     }
 }
 
+/// Points a command (the `wallet-api` or `wallet-worker` binary) at this test run's
+/// database, and Redis in production mode.
+pub fn against_this_run(mut cmd: std::process::Command) -> std::process::Command {
+    let cfg = test_config();
+    cmd.env(
+        "WALLET_DATABASE_URL",
+        cfg.database_url.as_deref().unwrap_or_default(),
+    )
+    .env("WALLET_DATA_DIR", &cfg.data_dir)
+    .env(
+        "WALLET_JWT_SECRET",
+        cfg.jwt_secret
+            .as_ref()
+            .map(|s| s.expose())
+            .unwrap_or_default(),
+    )
+    .env(
+        "WALLET_SECRET_KEY",
+        cfg.secret_key
+            .as_ref()
+            .map(|s| s.expose())
+            .unwrap_or_default(),
+    )
+    .env(
+        "WALLET_REDIS_URL",
+        cfg.redis_url
+            .unwrap_or_else(|| "redis://127.0.0.1:6379".into()),
+    );
+    cmd
+}
+
 /// The status `GET /v1/capabilities` answers `key` with: 200 while the key works.
 pub async fn key_works(app: &TestApp, key: &str) -> u16 {
     send(app.get("/capabilities").header("x-api-key", key))

@@ -3,31 +3,14 @@ use std::{process::Command, time::Duration};
 
 use api::{jobs::sms_send, store};
 use sea_orm::{ConnectionTrait, TransactionTrait};
-use tests::{TestApp, TestTenant, eventually, send, test_config};
+use tests::{TestApp, TestTenant, eventually, send};
 use uuid::Uuid;
 
 /// `wallet-worker dlq <args>` against this test run's database.
 fn dlq_command(args: &[&str]) -> Command {
-    let cfg = test_config();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wallet-worker"));
-    cmd.arg("dlq")
-        .args(args)
-        .env("WALLET_DATABASE_URL", cfg.database_url.as_deref().unwrap())
-        .env("WALLET_DATA_DIR", &cfg.data_dir)
-        .env(
-            "WALLET_JWT_SECRET",
-            cfg.jwt_secret.as_ref().unwrap().expose(),
-        )
-        .env(
-            "WALLET_SECRET_KEY",
-            cfg.secret_key.as_ref().unwrap().expose(),
-        )
-        .env(
-            "WALLET_REDIS_URL",
-            cfg.redis_url
-                .unwrap_or_else(|| "redis://127.0.0.1:6379".into()),
-        );
-    cmd
+    cmd.arg("dlq").args(args);
+    tests::against_this_run(cmd)
 }
 
 fn dlq(args: &[&str]) -> Vec<serde_json::Value> {
