@@ -268,3 +268,57 @@ async fn an_expired_key_is_invalid() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(tests::key_works(&app, &raw).await, 401);
 }
+
+#[tokio::test]
+async fn a_revoke_racing_a_regenerate_leaves_the_old_key_inactive_and_at_most_one_successor() {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    for round in 0..8 {
+        let made = create(&app, &t.platform_key, &t, json!({})).await;
+        let key_id = made.body["data"]["key_id"].as_str().unwrap().to_string();
+        let (revoked, regenerated) = tokio::join!(
+            action(&app, &t.platform_key, &t, &key_id, "revoke"),
+            action(&app, &t.platform_key, &t, &key_id, "regenerate"),
+        );
+        for r in [&revoked, &regenerated] {
+            assert!(
+                [200, 400, 409].contains(&r.status),
+                "round {round}: {}",
+                r.body
+            );
+        }
+        let id = Uuid::parse_str(&key_id).unwrap();
+        let db = &app.server.state.db;
+        let old = entities::api_key::Entity::find_by_id(id)
+            .one(db)
+            .await
+            .unwrap()
+            .unwrap();
+        let successors = entities::api_key::Entity::find()
+            .filter(entities::api_key::Column::PreviousKeyId.eq(id))
+            .all(db)
+            .await
+            .unwrap();
+        assert_eq!(old.status, "inactive", "round {round}");
+        assert!(
+            successors.len() <= 1,
+            "round {round}: one successor at most"
+        );
+        // The transition that moved the old key is the one its reason names: a revoke that
+        // moved it leaves no successor, a regenerate that moved it leaves exactly one.
+        if old.status_reason.as_deref() == Some("test revoke") {
+            assert!(
+                successors.is_empty(),
+                "round {round}: a successor outlived a winning revoke"
+            );
+        } else {
+            assert_eq!(
+                successors.len(),
+                1,
+                "round {round}: the regenerate won and issued one key"
+            );
+            assert_eq!(regenerated.status, 200);
+        }
+    }
+}
