@@ -16,12 +16,21 @@ pub struct Page {
     pub has_more: bool,
 }
 
+/// Optional meta a result adds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MetaExtra {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_completeness_score: Option<i32>,
+}
+
 #[derive(Serialize)]
 struct Meta<'a> {
     request_id: &'a str,
     api_version: &'a str,
     // Keep this the last non-optional key: `mark_replayed` relies on it sitting in meta.
     idempotency_replayed: bool,
+    #[serde(flatten)]
+    extra: MetaExtra,
     #[serde(skip_serializing_if = "Option::is_none")]
     next_cursor: Option<Option<&'a str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,6 +67,10 @@ pub fn ok<D: Serialize + ?Sized>(data: &D) -> Rendered {
     render(200, Some(data), None, None)
 }
 
+pub fn ok_with<D: Serialize + ?Sized>(data: &D, extra: &MetaExtra) -> Rendered {
+    render_with(200, Some(data), None, None, extra.clone())
+}
+
 pub fn ok_page<D: Serialize + ?Sized>(data: &D, page: &Page) -> Rendered {
     render(200, Some(data), None, Some(page))
 }
@@ -77,6 +90,16 @@ fn render<D: Serialize + ?Sized>(
     error: Option<&RawValue>,
     page: Option<&Page>,
 ) -> Rendered {
+    render_with(status, data, error, page, MetaExtra::default())
+}
+
+fn render_with<D: Serialize + ?Sized>(
+    status: u16,
+    data: Option<&D>,
+    error: Option<&RawValue>,
+    page: Option<&Page>,
+    extra: MetaExtra,
+) -> Rendered {
     let request_id = request_context::request_id();
     let env = Envelope {
         ok: error.is_none(),
@@ -86,6 +109,7 @@ fn render<D: Serialize + ?Sized>(
             request_id: &request_id,
             api_version: API_VERSION,
             idempotency_replayed: false,
+            extra,
             next_cursor: page.map(|p| p.next_cursor.as_deref()),
             has_more: page.map(|p| p.has_more),
         },

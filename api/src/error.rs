@@ -181,6 +181,13 @@ impl ApiError {
         self
     }
 
+    pub fn with_message(mut self, m: impl Into<String>) -> Self {
+        if let ApiError::Coded { message, .. } = &mut self {
+            *message = m.into();
+        }
+        self
+    }
+
     pub fn with_status(mut self, s: u16) -> Self {
         if let ApiError::Coded { status, .. } = &mut self {
             *status = Some(s);

@@ -35,8 +35,14 @@ use crate::{
 const LOCK_TTL: Duration = Duration::from_secs(60);
 /// How long Redis keeps a copy of a recent response.
 const CACHE_TTL: Duration = Duration::from_secs(600);
-/// Stands in for a sealed secret inside a stored response body.
+/// Stands in for a sealed secret inside a stored response body (records from before
+/// several secrets per response were possible).
 const SEALED_PLACEHOLDER: &str = "__sealed_secret__";
+
+/// Stands in for the `i`th sealed secret, as a whole JSON string.
+fn placeholder(i: usize) -> String {
+    format!("\"__sealed_secret_{i}__\"")
+}
 
 /// Parses the `Idempotency-Key` header value: a UUID.
 pub fn parse_key(value: Option<&str>) -> Result<String, ApiError> {
@@ -102,14 +108,26 @@ fn write_canonical(v: &Value, h: &mut Sha256) {
 /// The result of a mutation's domain work.
 pub struct Outcome<T> {
     pub data: T,
-    /// A secret the response shows once (a new raw key). It is stored sealed, never in
-    /// plaintext, and put back into the replayed bytes.
-    pub secret: Option<String>,
+    /// Secrets the response shows (a new raw key, a QR nonce), each a whole JSON string
+    /// value of the response. They are stored sealed, never in plaintext, and put back into
+    /// the replayed bytes.
+    pub secrets: Vec<String>,
+    /// Extra response meta (`data_completeness_score`).
+    pub meta: envelope::MetaExtra,
 }
 
 impl<T> Outcome<T> {
     pub fn new(data: T) -> Self {
-        Outcome { data, secret: None }
+        Outcome {
+            data,
+            secrets: Vec::new(),
+            meta: envelope::MetaExtra::default(),
+        }
+    }
+
+    pub fn with_secret(mut self, secret: String) -> Self {
+        self.secrets.push(secret);
+        self
     }
 }
 
@@ -139,6 +157,20 @@ impl Request {
             ttl: None,
             credential_fingerprint: principal.credential_fingerprint.clone(),
             prefetched: principal.prefetched_response.clone(),
+        }
+    }
+
+    /// The request of an operator (whose keys are namespaced by the operator's id, which
+    /// never equals an integration's).
+    pub fn for_operator(operator_id: Uuid, key: String, operation: String, body: &Value) -> Self {
+        Request {
+            integration_id: operator_id,
+            fingerprint: fingerprint(&operation, &format!("operator:{operator_id}"), body),
+            key,
+            operation,
+            ttl: None,
+            credential_fingerprint: None,
+            prefetched: None,
         }
     }
 
@@ -250,14 +282,24 @@ fn replay(ctx: &Ctx<'_>, r: &Request, s: Stored) -> Result<Rendered, ApiError> {
     }
     let mut body = s.body.into_bytes();
     if let Some(sealed) = s.sealed {
-        let secret = ctx
+        let opened = ctx
             .sealer
             .open(&sealed, s.id.as_bytes())
             .map_err(ApiError::internal)?;
-        let secret = String::from_utf8(secret).map_err(ApiError::internal)?;
-        body = String::from_utf8_lossy(&body)
-            .replacen(SEALED_PLACEHOLDER, &secret, 1)
-            .into_bytes();
+        let mut text = String::from_utf8_lossy(&body).into_owned();
+        match serde_json::from_slice::<Vec<String>>(&opened) {
+            Ok(secrets) => {
+                for (i, secret) in secrets.iter().enumerate() {
+                    let literal = serde_json::to_string(secret).map_err(ApiError::internal)?;
+                    text = text.replacen(&placeholder(i), &literal, 1);
+                }
+            }
+            Err(_) => {
+                let secret = String::from_utf8(opened).map_err(ApiError::internal)?;
+                text = text.replacen(SEALED_PLACEHOLDER, &secret, 1);
+            }
+        }
+        body = text.into_bytes();
     }
     Ok(Rendered {
         status: s.status,
@@ -351,21 +393,21 @@ where
             return Err(e);
         }
     };
-    let rendered = envelope::ok(&outcome.data);
+    let rendered = envelope::ok_with(&outcome.data, &outcome.meta);
     let record_id = Uuid::now_v7();
-    let (stored_body, sealed) = match &outcome.secret {
-        Some(secret) => {
-            let text = String::from_utf8_lossy(&rendered.body).replacen(
-                secret.as_str(),
-                SEALED_PLACEHOLDER,
-                1,
-            );
-            (
-                text.into_bytes(),
-                Some(ctx.sealer.seal(secret.as_bytes(), record_id.as_bytes())),
-            )
+    let (stored_body, sealed) = if outcome.secrets.is_empty() {
+        (rendered.body.clone(), None)
+    } else {
+        let mut text = String::from_utf8_lossy(&rendered.body).into_owned();
+        for (i, secret) in outcome.secrets.iter().enumerate() {
+            let literal = serde_json::to_string(secret).map_err(ApiError::internal)?;
+            text = text.replacen(&literal, &placeholder(i), 1);
         }
-        None => (rendered.body.clone(), None),
+        let plain = serde_json::to_vec(&outcome.secrets).map_err(ApiError::internal)?;
+        (
+            text.into_bytes(),
+            Some(ctx.sealer.seal(&plain, record_id.as_bytes())),
+        )
     };
     let expires_at = now + r.ttl.unwrap_or(ctx.ttl);
     let inserted = store::idempotency::insert(

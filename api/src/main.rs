@@ -30,6 +30,22 @@ enum Command {
         #[command(subcommand)]
         command: OperatorCommand,
     },
+    /// The wallet ledger.
+    Ledger {
+        #[command(subcommand)]
+        command: LedgerCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum LedgerCommand {
+    /// Recompute every wallet and grant balance from the ledger entries and check every
+    /// posting balances. Exits 1 when anything disagrees.
+    Check {
+        /// Only this merchant (enterprise id).
+        #[arg(long)]
+        merchant: Option<uuid::Uuid>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -140,6 +156,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 eprintln!("Keep operator_key safe: it is shown only now.");
             }
             Ok(())
+        }
+        Command::Ledger {
+            command: LedgerCommand::Check { merchant },
+        } => {
+            let db = api::store::connect(&config).await?;
+            let report = api::store::ledger::check(&db, merchant).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if report.is_consistent() {
+                Ok(())
+            } else {
+                anyhow::bail!("the ledger and the stored balances disagree")
+            }
         }
         Command::Openapi => unreachable!("handled above"),
     }

@@ -9,6 +9,7 @@
 pub mod oas31;
 pub mod proxy;
 pub mod redis_server;
+pub mod shop;
 
 use std::{
     path::PathBuf,

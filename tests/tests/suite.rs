@@ -5,6 +5,8 @@ mod suite {
     pub mod keys;
     pub mod openapi;
     pub mod operators;
+    pub mod payments;
+    pub mod payments_concurrency;
     pub mod platform;
     pub mod tokens;
 }

@@ -4,6 +4,8 @@ pub mod credentials;
 pub mod events;
 pub mod ledger;
 pub mod operators;
+pub mod payments;
 pub mod platform;
 pub mod tenancy;
 pub mod validate;
+pub mod wallets;

@@ -14,7 +14,7 @@ use crate::{
 
 /// Payment credential types `POST /v1/payments` accepts. Empty until the payments issue
 /// (#4) mounts the operation: capabilities never promise what is not served.
-pub const PAYMENT_CREDENTIAL_TYPES: &[&str] = &[];
+pub const PAYMENT_CREDENTIAL_TYPES: &[&str] = super::payments::ENABLED_CREDENTIALS;
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 

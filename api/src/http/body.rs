@@ -226,3 +226,57 @@ mod tests {
         assert_eq!(parse::<Pay>(b.as_bytes()).unwrap().value.amount_minor, 100);
     }
 }
+
+/// A field documented in the OpenAPI document as `T` but carried as raw JSON, for unions
+/// whose unknown variants get their own error code (CREDENTIAL_TYPE_UNSUPPORTED) rather
+/// than a parse failure. The handler decides what the value means.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Documented<T> {
+    pub raw: Value,
+    #[serde(skip)]
+    _schema: std::marker::PhantomData<T>,
+}
+
+impl<T: Type> Type for Documented<T> {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        T::name()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        T::schema_ref()
+    }
+
+    fn register(registry: &mut Registry) {
+        T::register(registry);
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(self.as_raw_value().into_iter())
+    }
+}
+
+impl<T: Type> poem_openapi::types::ParseFromJSON for Documented<T> {
+    fn parse_from_json(value: Option<Value>) -> poem_openapi::types::ParseResult<Self> {
+        Ok(Documented {
+            raw: value.unwrap_or_default(),
+            _schema: std::marker::PhantomData,
+        })
+    }
+}
+
+impl<T: Type> poem_openapi::types::ToJSON for Documented<T> {
+    fn to_json(&self) -> Option<Value> {
+        Some(self.raw.clone())
+    }
+}

@@ -293,7 +293,8 @@ impl KeysApi {
                     let m = keys::create(txn, &principal, req, minted).await?;
                     Ok(Outcome {
                         data: created(&m, raw.clone()),
-                        secret: Some(raw),
+                        secrets: vec![raw],
+                        meta: Default::default(),
                     })
                 })
             },
@@ -430,7 +431,8 @@ impl KeysApi {
                             .await?;
                     Ok(Outcome {
                         data: created(&m, raw.clone()),
-                        secret: Some(raw),
+                        secrets: vec![raw],
+                        meta: Default::default(),
                     })
                 })
             },

@@ -9,6 +9,8 @@ pub mod middleware;
 pub mod mutation;
 pub mod openapi;
 pub mod operator;
+pub mod operator_wallets;
+pub mod payments;
 pub mod platform;
 pub mod reply;
 pub mod sandbox;

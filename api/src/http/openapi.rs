@@ -4,7 +4,8 @@ use poem_openapi::OpenApiService;
 use serde_json::{Value, json};
 
 use super::{
-    keys::KeysApi, operator::OperatorApi, platform::PlatformApi, sandbox::SandboxApi,
+    keys::KeysApi, operator::OperatorApi, operator_wallets::OperatorWalletsApi,
+    payments::PaymentsApi, platform::PlatformApi, sandbox::SandboxApi,
     terminal::TerminalApi, token::TokenApi,
 };
 
@@ -15,6 +16,8 @@ pub type Apis = (
     TerminalApi,
     SandboxApi,
     OperatorApi,
+    PaymentsApi,
+    OperatorWalletsApi,
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -39,6 +42,18 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("operatorReplayDeadLetter", "beta"),
     ("operatorPurgeDeadLetter", "beta"),
     ("listSandboxMessages", "beta"),
+    ("sendPaymentOtp", "ga"),
+    ("mintQr", "ga"),
+    ("paymentAuthorize", "ga"),
+    ("getPayment", "ga"),
+    ("voidPayment", "ga"),
+    ("refundPayment", "ga"),
+    ("capturePayment", "beta"),
+    ("operatorImportWallet", "beta"),
+    ("operatorGetWallet", "beta"),
+    ("operatorAdjustWallet", "beta"),
+    ("operatorIssueGrant", "beta"),
+    ("operatorCheckLedger", "beta"),
 ];
 
 fn apis() -> Apis {
@@ -49,6 +64,8 @@ fn apis() -> Apis {
         TerminalApi,
         SandboxApi,
         OperatorApi,
+        PaymentsApi,
+        OperatorWalletsApi,
     )
 }
 

@@ -36,7 +36,7 @@ use crate::{
     key_in = "header",
     checker = "operator_checker"
 )]
-pub struct OperatorAuth(Operator);
+pub struct OperatorAuth(pub Operator);
 
 async fn operator_checker(req: &poem::Request, key: ApiKey) -> poem::Result<Operator> {
     let st = req

@@ -10,4 +10,7 @@ pub enum Tag {
     /// Key lifecycle and terminal tokens.
     #[oai(rename = "auth")]
     Auth,
+    /// Wallet payments, their credentials (OTP, QR, short code), voids and refunds.
+    #[oai(rename = "payments")]
+    Payments,
 }

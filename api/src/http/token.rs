@@ -176,7 +176,8 @@ impl TokenApi {
                             sandbox: c.sandbox,
                         },
                         // A bearer credential: the stored replay keeps it sealed.
-                        secret: Some(token),
+                        secrets: vec![token],
+                        meta: Default::default(),
                     })
                 })
             },

@@ -4,11 +4,14 @@ pub mod api_keys;
 pub mod db;
 pub mod dead_letters;
 pub mod idempotency;
+pub mod ledger;
 pub mod operators;
 pub mod outbox;
+pub mod payments;
 pub mod relay;
 pub mod sandbox_messages;
 pub mod tenancy;
+pub mod wallets;
 
 pub use db::{begin, connect, ping};
 

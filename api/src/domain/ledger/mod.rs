@@ -1,8 +1,7 @@
 //! The wallet ledger's rules, as plain functions over plain values: how a debit is split
 //! across promotional grants and actual money, and how a refund is returned.
 //!
-//! Design for the posting side (issue #4, not built yet), written down so the rules here
-//! and the schema that follows agree:
+//! The posting side (`posting`, persisted by `store::ledger`):
 //!
 //! - **Accounts** are per (merchant, currency): a wallet's `actual` account, one account
 //!   per promo grant, and the merchant's counter-accounts (`clearing` for money in and out
@@ -22,5 +21,7 @@
 //! - **A refund** locks the payment, runs `plan_refund` against what earlier refunds
 //!   returned, and posts the three kinds of return (actual, grant, forfeit).
 pub mod plan;
+pub mod posting;
 
+pub use posting::{Account, Posting, PostingKind};
 pub use plan::{DebitPlan, GrantState, GrantView, RefundPlan, Shortfall, plan_debit, plan_refund};

@@ -95,13 +95,35 @@ pub struct RefundPlan {
     pub to_actual: i64,
     /// (grant, amount) credited back to grants that can still hold it.
     pub to_grants: Vec<(Uuid, i64)>,
-    /// Promotional parts whose grant expired or was clawed back: back to the merchant.
-    pub forfeited_promo: i64,
+    /// (grant, amount) of promotional parts whose grant expired or was clawed back: they go
+    /// to the merchant's forfeit account instead of reviving the grant.
+    pub forfeited: Vec<(Uuid, i64)>,
 }
 
 impl RefundPlan {
     pub fn total(&self) -> i64 {
-        self.to_actual + self.to_grants.iter().map(|(_, a)| a).sum::<i64>() + self.forfeited_promo
+        self.to_actual + self.promo_returned() + self.forfeited_promo()
+    }
+
+    pub fn promo_returned(&self) -> i64 {
+        self.to_grants.iter().map(|(_, a)| a).sum()
+    }
+
+    pub fn forfeited_promo(&self) -> i64 {
+        self.forfeited.iter().map(|(_, a)| a).sum()
+    }
+
+    /// What this refund returned, in the shape of the payment's split (for the next refund).
+    pub fn as_returned(&self) -> DebitPlan {
+        DebitPlan {
+            from_grants: self
+                .to_grants
+                .iter()
+                .chain(self.forfeited.iter())
+                .copied()
+                .collect(),
+            from_actual: self.to_actual,
+        }
     }
 }
 
@@ -152,7 +174,7 @@ pub fn plan_refund(
         if alive {
             plan.to_grants.push((id, take));
         } else {
-            plan.forfeited_promo += take;
+            plan.forfeited.push((id, take));
         }
         left -= take;
     }
@@ -252,7 +274,7 @@ mod tests {
         let plan = plan_refund(&paid, &DebitPlan::default(), &[gone], 50, Utc::now()).unwrap();
         assert_eq!(plan.to_actual, 10);
         assert!(plan.to_grants.is_empty());
-        assert_eq!(plan.forfeited_promo, 40);
+        assert_eq!(plan.forfeited_promo(), 40);
     }
 
     proptest! {

@@ -1,0 +1,224 @@
+//! Turning a planned money movement into a balanced posting. Every entry moves a signed
+//! amount on one account (positive raises that account's balance); the entries of a
+//! posting sum to zero, so money is only ever moved, never made or lost.
+use uuid::Uuid;
+
+use super::plan::{DebitPlan, RefundPlan};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Account {
+    /// A wallet's actual (cash) money.
+    WalletActual(Uuid),
+    /// One promotional grant of a wallet.
+    Grant(Uuid),
+    /// The merchant's side of money spent from and returned to wallets.
+    MerchantClearing(Uuid),
+    /// The merchant's source of the promotional credit it issues.
+    MerchantPromoFunding(Uuid),
+    /// Promotional credit that came back from a refund after its grant ended.
+    MerchantPromoForfeit(Uuid),
+    /// The other side of an operator's manual adjustment.
+    MerchantAdjustment(Uuid),
+}
+
+impl Account {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Account::WalletActual(_) => "wallet_actual",
+            Account::Grant(_) => "promo_grant",
+            Account::MerchantClearing(_) => "merchant_clearing",
+            Account::MerchantPromoFunding(_) => "merchant_promo_funding",
+            Account::MerchantPromoForfeit(_) => "merchant_promo_forfeit",
+            Account::MerchantAdjustment(_) => "merchant_adjustment",
+        }
+    }
+
+    pub fn id(&self) -> Uuid {
+        match *self {
+            Account::WalletActual(id)
+            | Account::Grant(id)
+            | Account::MerchantClearing(id)
+            | Account::MerchantPromoFunding(id)
+            | Account::MerchantPromoForfeit(id)
+            | Account::MerchantAdjustment(id) => id,
+        }
+    }
+
+    /// Wallet-side accounts hold the customer's money and can never go below zero.
+    pub fn is_wallet_side(&self) -> bool {
+        matches!(self, Account::WalletActual(_) | Account::Grant(_))
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostingKind {
+    Payment,
+    Refund,
+    Void,
+    Adjustment,
+    GrantAccrual,
+}
+
+impl PostingKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PostingKind::Payment => "payment",
+            PostingKind::Refund => "refund",
+            PostingKind::Void => "void",
+            PostingKind::Adjustment => "adjustment",
+            PostingKind::GrantAccrual => "grant_accrual",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub account: Account,
+    pub amount_minor: i64,
+}
+
+/// One business event's entries, all in one currency.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Posting {
+    pub kind: PostingKind,
+    pub merchant_id: Uuid,
+    pub currency: String,
+    pub entries: Vec<Entry>,
+}
+
+impl Posting {
+    fn new(kind: PostingKind, merchant_id: Uuid, currency: &str) -> Self {
+        Posting {
+            kind,
+            merchant_id,
+            currency: currency.to_string(),
+            entries: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, account: Account, amount_minor: i64) {
+        if amount_minor != 0 {
+            self.entries.push(Entry {
+                account,
+                amount_minor,
+            });
+        }
+    }
+
+    pub fn is_balanced(&self) -> bool {
+        self.entries.iter().map(|e| e.amount_minor).sum::<i64>() == 0
+    }
+
+    /// The net change of one account in this posting.
+    pub fn delta(&self, account: Account) -> i64 {
+        self.entries
+            .iter()
+            .filter(|e| e.account == account)
+            .map(|e| e.amount_minor)
+            .sum()
+    }
+}
+
+/// A payment: the wallet's grants and actual money go to the merchant's clearing account.
+pub fn payment(merchant_id: Uuid, wallet_id: Uuid, currency: &str, plan: &DebitPlan) -> Posting {
+    let mut p = Posting::new(PostingKind::Payment, merchant_id, currency);
+    for (grant, amount) in &plan.from_grants {
+        p.push(Account::Grant(*grant), -amount);
+    }
+    p.push(Account::WalletActual(wallet_id), -plan.from_actual);
+    p.push(
+        Account::MerchantClearing(merchant_id),
+        plan.from_actual + plan.promo_minor(),
+    );
+    p
+}
+
+/// A refund or void: clearing pays back actual money and the grants' parts; a part whose
+/// grant has ended goes to the forfeit account instead of reviving the grant.
+pub fn refund(
+    kind: PostingKind,
+    merchant_id: Uuid,
+    wallet_id: Uuid,
+    currency: &str,
+    plan: &RefundPlan,
+) -> Posting {
+    let mut p = Posting::new(kind, merchant_id, currency);
+    p.push(Account::MerchantClearing(merchant_id), -plan.total());
+    p.push(Account::WalletActual(wallet_id), plan.to_actual);
+    for (grant, amount) in &plan.to_grants {
+        p.push(Account::Grant(*grant), *amount);
+    }
+    p.push(
+        Account::MerchantPromoForfeit(merchant_id),
+        plan.forfeited_promo(),
+    );
+    p
+}
+
+/// An operator's manual adjustment of a wallet's actual money (`amount` signed).
+pub fn adjustment(merchant_id: Uuid, wallet_id: Uuid, currency: &str, amount: i64) -> Posting {
+    let mut p = Posting::new(PostingKind::Adjustment, merchant_id, currency);
+    p.push(Account::WalletActual(wallet_id), amount);
+    p.push(Account::MerchantAdjustment(merchant_id), -amount);
+    p
+}
+
+/// A new promotional grant funded by the merchant.
+pub fn grant_accrual(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: i64) -> Posting {
+    let mut p = Posting::new(PostingKind::GrantAccrual, merchant_id, currency);
+    p.push(Account::Grant(grant_id), amount);
+    p.push(Account::MerchantPromoFunding(merchant_id), -amount);
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_payment_moves_exactly_the_amount_and_balances() {
+        let (m, w, g) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let plan = DebitPlan {
+            from_grants: vec![(g, 300)],
+            from_actual: 700,
+        };
+        let p = payment(m, w, "EUR", &plan);
+        assert!(p.is_balanced());
+        assert_eq!(p.delta(Account::Grant(g)), -300);
+        assert_eq!(p.delta(Account::WalletActual(w)), -700);
+        assert_eq!(p.delta(Account::MerchantClearing(m)), 1000);
+    }
+
+    #[test]
+    fn a_refund_with_an_ended_grant_forfeits_that_part_and_balances() {
+        let (m, w, g) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        let plan = RefundPlan {
+            to_actual: 500,
+            to_grants: vec![(g, 100)],
+            forfeited: vec![(Uuid::now_v7(), 50)],
+        };
+        let p = refund(PostingKind::Refund, m, w, "EUR", &plan);
+        assert!(p.is_balanced());
+        assert_eq!(p.delta(Account::MerchantClearing(m)), -650);
+        assert_eq!(p.delta(Account::MerchantPromoForfeit(m)), 50);
+    }
+
+    #[test]
+    fn adjustments_and_accruals_balance_and_zero_entries_are_left_out() {
+        let (m, w) = (Uuid::now_v7(), Uuid::now_v7());
+        let a = adjustment(m, w, "EUR", -250);
+        assert!(a.is_balanced());
+        assert_eq!(a.delta(Account::WalletActual(w)), -250);
+        let only_promo = payment(
+            m,
+            w,
+            "EUR",
+            &DebitPlan {
+                from_grants: vec![(Uuid::now_v7(), 10)],
+                from_actual: 0,
+            },
+        );
+        assert_eq!(only_promo.entries.len(), 2);
+        assert!(grant_accrual(m, Uuid::now_v7(), "EUR", 5).is_balanced());
+    }
+}

@@ -1,0 +1,378 @@
+//! Wallets as the partner sees them: the balance with its two money classes, which wallet a
+//! customer identity pays from, and the operators' manual tools (import a customer, adjust
+//! actual money, issue a grant), each posted through the ledger like any other movement.
+use chrono::{DateTime, Utc};
+use entities::{promo_grant, wallet, wallet_user};
+use sea_orm::ConnectionTrait;
+use serde::Serialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{
+    events::{NewOutbox, OutboxKind},
+    ledger::{self, GrantState, GrantView},
+    operators::{self, Operator},
+};
+use crate::{error::ApiError, store};
+
+pub const PENDING_PROOF: &str = "PENDING_PROOF";
+pub const VERIFIED: &str = "VERIFIED";
+pub const GRANT_SOURCES: &[&str] = &["CASHBACK", "RELOAD_BONUS", "SKU_TOPUP_BONUS"];
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct GrantBalance {
+    pub grant_id: String,
+    pub source: String,
+    /// RELEASED or LOCKED (EXPIRED once past `expires_at`, until expiry processing ends it).
+    pub state: String,
+    pub remaining_minor: i64,
+    pub expires_at: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Balance {
+    pub actual_minor: i64,
+    pub promo_available_minor: i64,
+    pub promo_locked_minor: i64,
+    pub pending_topups_minor: i64,
+    pub currency: String,
+    pub promo_grants: Vec<GrantBalance>,
+}
+
+pub fn grant_state(s: &str) -> GrantState {
+    match s {
+        "LOCKED" => GrantState::Locked,
+        "RELEASED" => GrantState::Released,
+        "CONSUMED" => GrantState::Consumed,
+        "CLAWED_BACK" => GrantState::ClawedBack,
+        _ => GrantState::Expired,
+    }
+}
+
+pub fn grant_view(g: &promo_grant::Model) -> GrantView {
+    GrantView {
+        id: g.id,
+        state: grant_state(&g.state),
+        remaining_minor: g.remaining_minor,
+        expires_at: g.expires_at,
+        created_at: g.created_at,
+    }
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// The balance of `wallet` given its live grants, at `now`.
+pub fn balance(w: &wallet::Model, grants: &[promo_grant::Model], now: DateTime<Utc>) -> Balance {
+    let mut b = Balance {
+        actual_minor: w.actual_minor,
+        promo_available_minor: 0,
+        promo_locked_minor: 0,
+        pending_topups_minor: w.pending_topups_minor,
+        currency: w.currency.clone(),
+        promo_grants: Vec::new(),
+    };
+    for g in grants.iter().filter(|g| g.remaining_minor > 0) {
+        let expired = g.expires_at <= now;
+        let state = match (g.state.as_str(), expired) {
+            (_, true) => "EXPIRED",
+            ("LOCKED", false) => {
+                b.promo_locked_minor += g.remaining_minor;
+                "LOCKED"
+            }
+            ("RELEASED", false) => {
+                b.promo_available_minor += g.remaining_minor;
+                "RELEASED"
+            }
+            _ => continue,
+        };
+        b.promo_grants.push(GrantBalance {
+            grant_id: g.id.to_string(),
+            source: g.source.clone(),
+            state: state.into(),
+            remaining_minor: g.remaining_minor,
+            expires_at: ts(g.expires_at),
+        });
+    }
+    b
+}
+
+/// Reads a wallet's balance now.
+pub async fn current_balance<C: ConnectionTrait>(
+    c: &C,
+    w: &wallet::Model,
+) -> Result<Balance, ApiError> {
+    let grants = store::wallets::live_grants(c, w.id).await?;
+    Ok(balance(w, &grants, Utc::now()))
+}
+
+/// The currencies the merchant's active programs run in.
+pub async fn supported_currencies<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+) -> Result<Vec<String>, ApiError> {
+    let mut cs: Vec<String> = store::tenancy::active_programs(c, &[merchant_id])
+        .await?
+        .into_iter()
+        .map(|p| p.currency)
+        .collect();
+    cs.sort();
+    cs.dedup();
+    Ok(cs)
+}
+
+/// CURRENCY_NOT_SUPPORTED unless one of the merchant's active programs runs in `currency`.
+pub async fn require_currency<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    currency: &str,
+) -> Result<(), ApiError> {
+    let supported = supported_currencies(c, merchant_id).await?;
+    if supported.iter().any(|s| s == currency) {
+        Ok(())
+    } else {
+        Err(ApiError::currency_not_supported(&supported))
+    }
+}
+
+/// Which of the identity's wallets a call means: the one in `program` when given, else the
+/// only one in `currency`. Several candidates is WALLET_PROGRAM_AMBIGUOUS; none is
+/// NOT_FOUND.
+pub async fn choose_wallet<C: ConnectionTrait>(
+    c: &C,
+    identity: &wallet_user::Model,
+    currency: Option<&str>,
+    program: Option<Uuid>,
+) -> Result<wallet::Model, ApiError> {
+    let wallets = store::wallets::wallets_of_identity(c, identity.id).await?;
+    let mut candidates: Vec<wallet::Model> = wallets
+        .into_iter()
+        .filter(|w| program.is_none_or(|p| w.wallet_program_id == p))
+        .filter(|w| currency.is_none_or(|cur| w.currency == cur))
+        .collect();
+    match candidates.len() {
+        0 => Err(ApiError::not_found("Wallet")),
+        1 => Ok(candidates.remove(0)),
+        _ => Err(ApiError::wallet_program_ambiguous(
+            &candidates
+                .iter()
+                .map(|w| w.wallet_program_id.to_string())
+                .collect::<Vec<_>>(),
+        )),
+    }
+}
+
+/// `wallet.balance_changed`, written in the transaction that moved the money.
+pub fn balance_changed(
+    w: &wallet::Model,
+    after: &Balance,
+    cause: &str,
+    cause_id: Uuid,
+    now: DateTime<Utc>,
+) -> NewOutbox {
+    NewOutbox {
+        kind: OutboxKind::Event,
+        topic: "wallet.balance_changed".into(),
+        merchant_id: Some(w.merchant_id),
+        resource_type: "wallet".into(),
+        resource_id: w.id.to_string(),
+        payload: json!({
+            "wallet_id": w.id.to_string(),
+            "wallet_user_id": w.wallet_user_id.to_string(),
+            "wallet_program_id": w.wallet_program_id.to_string(),
+            "cause": cause,
+            "cause_id": cause_id.to_string(),
+            "actual_minor": after.actual_minor,
+            "promo_available_minor": after.promo_available_minor,
+            "promo_locked_minor": after.promo_locked_minor,
+            "currency": after.currency,
+        }),
+        occurred_at: now,
+    }
+}
+
+/// A wallet with its owner, as the operator tools return it.
+#[derive(Clone, Debug)]
+pub struct WalletRecord {
+    pub identity: wallet_user::Model,
+    pub wallet: wallet::Model,
+    pub balance: Balance,
+}
+
+/// Operators: registers a customer's wallet (a migration from another loyalty system, a
+/// support case). Creates the identity if the phone is new at the merchant; one wallet per
+/// program. Audited.
+pub async fn import<C: ConnectionTrait>(
+    c: &C,
+    op: &Operator,
+    merchant_id: Uuid,
+    phone: &str,
+    program_id: Option<Uuid>,
+    state: &str,
+    reason: &str,
+) -> Result<WalletRecord, ApiError> {
+    let programs = store::tenancy::active_programs(c, &[merchant_id]).await?;
+    let program = match program_id {
+        Some(p) => programs.into_iter().find(|x| x.id == p),
+        None if programs.len() == 1 => programs.into_iter().next(),
+        None if programs.is_empty() => None,
+        None => {
+            return Err(ApiError::wallet_program_ambiguous(
+                &programs.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+            ));
+        }
+    }
+    .ok_or_else(|| ApiError::not_found("Wallet program"))?;
+    let now = Utc::now();
+    let identity = match store::wallets::find_identity_by_phone(c, merchant_id, phone).await? {
+        Some(i) => i,
+        None => store::wallets::insert_identity(c, merchant_id, phone, state, now).await?,
+    };
+    let existing = store::wallets::wallets_of_identity(c, identity.id).await?;
+    let wallet = match existing.into_iter().find(|w| w.wallet_program_id == program.id) {
+        Some(w) => w,
+        None => {
+            store::wallets::insert_wallet(c, &identity, program.id, &program.currency, now).await?
+        }
+    };
+    operators::audit(
+        c,
+        &op.actor(),
+        "wallet.import",
+        "wallet",
+        Some(wallet.id.to_string()),
+        Some(reason.to_string()),
+        json!({"merchant_id": merchant_id.to_string(), "wallet_program_id": program.id.to_string(), "state": identity.state}),
+    )
+    .await?;
+    let balance = current_balance(c, &wallet).await?;
+    Ok(WalletRecord {
+        identity,
+        wallet,
+        balance,
+    })
+}
+
+pub async fn find_for_operator<C: ConnectionTrait>(
+    c: &C,
+    wallet_id: Uuid,
+) -> Result<WalletRecord, ApiError> {
+    let wallet = store::wallets::find_wallet_any_merchant(c, wallet_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let identity = store::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let balance = current_balance(c, &wallet).await?;
+    Ok(WalletRecord {
+        identity,
+        wallet,
+        balance,
+    })
+}
+
+/// An operator's change to a wallet's money.
+pub enum Adjustment {
+    /// Credit (positive) or debit (negative) of actual money.
+    Actual { amount_minor: i64 },
+    /// A new promotional grant.
+    Grant {
+        amount_minor: i64,
+        source: String,
+        state: String,
+        expires_at: DateTime<Utc>,
+    },
+}
+
+/// Operators: posts a manual adjustment through the ledger, under the wallet's lock, with
+/// its balance event and an audit entry, in the caller's transaction. A debit larger than
+/// the actual balance is INSUFFICIENT_FUNDS.
+pub async fn adjust<C: ConnectionTrait>(
+    c: &C,
+    op: &Operator,
+    wallet_id: Uuid,
+    currency: &str,
+    adjustment: Adjustment,
+    reason: &str,
+) -> Result<WalletRecord, ApiError> {
+    let found = store::wallets::find_wallet_any_merchant(c, wallet_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let w = store::wallets::lock_wallet(c, found.merchant_id, wallet_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    if w.currency != currency {
+        return Err(ApiError::currency_not_supported(std::slice::from_ref(
+            &w.currency,
+        )));
+    }
+    let now = Utc::now();
+    let adjustment_id = Uuid::now_v7();
+    let (posting, details) = match adjustment {
+        Adjustment::Actual { amount_minor } => {
+            if w.actual_minor + amount_minor < 0 {
+                return Err(ApiError::insufficient_funds(
+                    -(w.actual_minor + amount_minor),
+                    w.actual_minor,
+                    0,
+                    &w.currency,
+                ));
+            }
+            (
+                ledger::posting::adjustment(w.merchant_id, w.id, &w.currency, amount_minor),
+                json!({"money_class": "actual", "amount_minor": amount_minor, "currency": w.currency}),
+            )
+        }
+        Adjustment::Grant {
+            amount_minor,
+            source,
+            state,
+            expires_at,
+        } => {
+            let g = store::wallets::insert_grant(c, &w, amount_minor, &source, &state, expires_at, now)
+                .await?;
+            (
+                ledger::posting::grant_accrual(w.merchant_id, g.id, &w.currency, amount_minor),
+                json!({"money_class": "promo", "grant_id": g.id.to_string(), "amount_minor": amount_minor, "currency": w.currency, "source": source, "state": state}),
+            )
+        }
+    };
+    store::ledger::post(
+        c,
+        &posting,
+        store::ledger::Reference {
+            kind: "adjustment",
+            id: adjustment_id,
+            memo: Some(format!("{}: {reason}", op.actor())),
+        },
+    )
+    .await?;
+    let wallet = store::wallets::find_wallet(c, w.merchant_id, w.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let balance = current_balance(c, &wallet).await?;
+    store::outbox::append(
+        c,
+        balance_changed(&wallet, &balance, "adjustment", adjustment_id, now),
+    )
+    .await?;
+    operators::audit(
+        c,
+        &op.actor(),
+        "wallet.adjust",
+        "wallet",
+        Some(wallet.id.to_string()),
+        Some(reason.to_string()),
+        details,
+    )
+    .await?;
+    let identity = store::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    Ok(WalletRecord {
+        identity,
+        wallet,
+        balance,
+    })
+}

@@ -1,0 +1,401 @@
+//! Operator tools for wallets: register a customer's wallet, adjust its money by hand,
+//! issue a promotional grant, and prove the ledger agrees with every balance. Money changes
+//! take an Idempotency-Key like every partner mutation and are posted through the ledger.
+use chrono::{DateTime, Utc};
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Header, Path, Query},
+};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{
+    body::{JsonBody, Validate},
+    operator::OperatorAuth,
+    payments::BalanceView,
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        validate::{self, Errors},
+        wallets::{self, Adjustment, WalletRecord},
+    },
+    error::ApiError,
+    idempotency::{self, Outcome},
+    state::AppState,
+    store,
+};
+
+pub struct OperatorWalletsApi;
+
+fn reason(e: &mut Errors, r: &str) {
+    if validate::length(e, "/reason", r, 1, 500) {
+        validate::no_control_chars(e, "/reason", r);
+    }
+}
+
+/// Register a customer's wallet at a merchant.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct ImportWalletRequest {
+    #[serde(default)]
+    pub merchant_id: String,
+    /// E.164.
+    #[serde(default)]
+    pub phone: String,
+    /// Default: the merchant's only active program.
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+    /// `VERIFIED` (default) or `PENDING_PROOF`; applies when the identity is new.
+    #[oai(nullable)]
+    pub state: Option<String>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Validate for ImportWalletRequest {
+    fn validate(&self, e: &mut Errors) {
+        validate::uuid(e, "/merchant_id", &self.merchant_id);
+        if validate::normalize_phone(&self.phone).is_none() {
+            e.push("/phone", "invalid_phone", "must be an E.164 phone number");
+        }
+        if let Some(p) = &self.wallet_program_id {
+            validate::uuid(e, "/wallet_program_id", p);
+        }
+        if let Some(s) = &self.state
+            && s != wallets::VERIFIED
+            && s != wallets::PENDING_PROOF
+        {
+            e.push("/state", "invalid_value", "must be VERIFIED or PENDING_PROOF");
+        }
+        reason(e, &self.reason);
+    }
+}
+
+/// A wallet with its owner and balance.
+#[derive(Object, Serialize)]
+pub struct OperatorWallet {
+    pub wallet_id: String,
+    pub wallet_user_id: String,
+    pub merchant_id: String,
+    pub wallet_program_id: String,
+    pub phone: String,
+    /// PENDING_PROOF or VERIFIED.
+    pub state: String,
+    pub balance: BalanceView,
+}
+
+fn view(r: WalletRecord) -> OperatorWallet {
+    OperatorWallet {
+        wallet_id: r.wallet.id.to_string(),
+        wallet_user_id: r.identity.id.to_string(),
+        merchant_id: r.wallet.merchant_id.to_string(),
+        wallet_program_id: r.wallet.wallet_program_id.to_string(),
+        phone: r.identity.phone,
+        state: r.identity.state,
+        balance: r.balance.into(),
+    }
+}
+
+/// A manual change to a wallet's actual money.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct AdjustmentRequest {
+    /// `credit` or `debit`.
+    #[serde(default)]
+    pub direction: String,
+    /// Minimum 1.
+    #[serde(default)]
+    pub amount_minor: i64,
+    /// Must be the wallet's currency.
+    #[serde(default)]
+    pub currency: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Validate for AdjustmentRequest {
+    fn validate(&self, e: &mut Errors) {
+        if self.direction != "credit" && self.direction != "debit" {
+            e.push("/direction", "invalid_value", "must be credit or debit");
+        }
+        validate::min_amount(e, "/amount_minor", self.amount_minor, 1);
+        validate::currency(e, "/currency", &self.currency);
+        reason(e, &self.reason);
+    }
+}
+
+/// A promotional grant issued by hand (goodwill, migration of an older program's credit).
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct GrantRequest {
+    #[serde(default)]
+    pub amount_minor: i64,
+    #[serde(default)]
+    pub currency: String,
+    /// CASHBACK, RELOAD_BONUS or SKU_TOPUP_BONUS.
+    #[serde(default)]
+    pub source: String,
+    /// RELEASED or LOCKED.
+    #[serde(default)]
+    pub state: String,
+    /// RFC 3339, in the future.
+    #[serde(default)]
+    pub expires_at: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl GrantRequest {
+    fn expiry(&self, e: &mut Errors) -> Option<DateTime<Utc>> {
+        let at = validate::rfc3339(e, "/expires_at", &self.expires_at)?;
+        validate::future(e, "/expires_at", at, Utc::now()).then_some(at)
+    }
+}
+
+impl Validate for GrantRequest {
+    fn validate(&self, e: &mut Errors) {
+        validate::min_amount(e, "/amount_minor", self.amount_minor, 1);
+        validate::currency(e, "/currency", &self.currency);
+        if !wallets::GRANT_SOURCES.contains(&self.source.as_str()) {
+            e.push("/source", "invalid_value", "must be CASHBACK, RELOAD_BONUS or SKU_TOPUP_BONUS");
+        }
+        if self.state != "RELEASED" && self.state != "LOCKED" {
+            e.push("/state", "invalid_value", "must be RELEASED or LOCKED");
+        }
+        self.expiry(e);
+        reason(e, &self.reason);
+    }
+}
+
+/// Whether the ledger and the stored balances agree.
+#[derive(Object, Serialize)]
+pub struct LedgerCheck {
+    pub consistent: bool,
+    pub postings: i64,
+    pub entries: i64,
+    /// Postings whose entries do not sum to zero.
+    pub unbalanced_postings: Vec<String>,
+    /// `{id, stored_minor, ledger_minor}` of wallets whose balance differs from the ledger.
+    pub wallet_mismatches: Vec<serde_json::Value>,
+    /// The same for promotional grants.
+    pub grant_mismatches: Vec<serde_json::Value>,
+}
+
+pub fn ledger_check_view(r: store::ledger::Report) -> LedgerCheck {
+    let mismatch = |m: &store::ledger::Mismatch| serde_json::to_value(m).unwrap_or_default();
+    LedgerCheck {
+        consistent: r.is_consistent(),
+        postings: r.postings,
+        entries: r.entries,
+        unbalanced_postings: r.unbalanced_postings.iter().map(|u| u.to_string()).collect(),
+        wallet_mismatches: r.wallet_mismatches.iter().map(mismatch).collect(),
+        grant_mismatches: r.grant_mismatches.iter().map(mismatch).collect(),
+    }
+}
+
+fn wallet_id(raw: &str) -> Result<Uuid, ApiError> {
+    let mut e = Errors::default();
+    validate::uuid(&mut e, "path:walletId", raw).ok_or_else(|| ApiError::validation(e.0))
+}
+
+async fn idempotent(
+    st: &AppState,
+    auth: &OperatorAuth,
+    key: Option<&str>,
+    operation: String,
+    json: &serde_json::Value,
+    work: impl for<'t> FnOnce(
+        &'t sea_orm::DatabaseTransaction,
+    ) -> futures::future::BoxFuture<'t, Result<Outcome<OperatorWallet>, ApiError>>
+    + Send,
+) -> poem::Result<Reply<OperatorWallet>> {
+    let key = idempotency::parse_key(key)?;
+    let req = idempotency::Request::for_operator(auth.0.id, key, operation, json);
+    let rendered = idempotency::execute(st.idempotency(), req, work).await?;
+    Ok(Reply::rendered(rendered))
+}
+
+#[OpenApi(tag = "Tag::Platform")]
+impl OperatorWalletsApi {
+    /// Register a customer wallet (operators)
+    ///
+    /// Creates the customer's identity at the merchant (by phone) if new, and a wallet in
+    /// the program. Returns the existing wallet when there is one. Audited.
+    #[oai(path = "/operator/wallets", method = "post", operation_id = "operatorImportWallet")]
+    async fn import(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<ImportWalletRequest>,
+    ) -> poem::Result<Reply<OperatorWallet>> {
+        let b = body.value.clone();
+        let op = auth.0.clone();
+        idempotent(
+            state.0,
+            &auth,
+            idempotency_key.0.as_deref(),
+            "POST /v1/operator/wallets".into(),
+            &body.json,
+            move |txn| {
+                Box::pin(async move {
+                    let merchant = Uuid::parse_str(&b.merchant_id).map_err(ApiError::internal)?;
+                    let phone = validate::normalize_phone(&b.phone).unwrap_or_default();
+                    let program = b
+                        .wallet_program_id
+                        .as_deref()
+                        .and_then(|p| Uuid::parse_str(p).ok());
+                    let state = b.state.as_deref().unwrap_or(wallets::VERIFIED);
+                    let r = wallets::import(txn, &op, merchant, &phone, program, state, &b.reason)
+                        .await?;
+                    Ok(Outcome::new(view(r)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Read a wallet (operators)
+    #[oai(path = "/operator/wallets/:wallet_id", method = "get", operation_id = "operatorGetWallet")]
+    async fn get(
+        &self,
+        state: Data<&AppState>,
+        _auth: OperatorAuth,
+        wallet_id: Path<String>,
+    ) -> poem::Result<Reply<OperatorWallet>> {
+        let id = self::wallet_id(&wallet_id.0)?;
+        let r = wallets::find_for_operator(&state.0.db, id).await?;
+        Ok(Reply::ok(&view(r)))
+    }
+
+    /// Adjust a wallet's actual money (operators)
+    ///
+    /// The operators' manual correction: a credit or debit of actual money, posted through
+    /// the ledger against the merchant's adjustment account, with a wallet.balance_changed
+    /// event. A debit beyond the balance is INSUFFICIENT_FUNDS. Audited.
+    #[oai(
+        path = "/operator/wallets/:wallet_id/adjustments",
+        method = "post",
+        operation_id = "operatorAdjustWallet"
+    )]
+    async fn adjust(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        wallet_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<AdjustmentRequest>,
+    ) -> poem::Result<Reply<OperatorWallet>> {
+        let id = self::wallet_id(&wallet_id.0)?;
+        let b = body.value.clone();
+        let op = auth.0.clone();
+        idempotent(
+            state.0,
+            &auth,
+            idempotency_key.0.as_deref(),
+            format!("POST /v1/operator/wallets/{id}/adjustments"),
+            &body.json,
+            move |txn| {
+                Box::pin(async move {
+                    let signed = if b.direction == "debit" {
+                        -b.amount_minor
+                    } else {
+                        b.amount_minor
+                    };
+                    let r = wallets::adjust(
+                        txn,
+                        &op,
+                        id,
+                        &b.currency,
+                        Adjustment::Actual {
+                            amount_minor: signed,
+                        },
+                        &b.reason,
+                    )
+                    .await?;
+                    Ok(Outcome::new(view(r)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Issue a promotional grant (operators)
+    ///
+    /// Posted through the ledger from the merchant's promotion funding account. Audited.
+    #[oai(
+        path = "/operator/wallets/:wallet_id/grants",
+        method = "post",
+        operation_id = "operatorIssueGrant"
+    )]
+    async fn grant(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        wallet_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<GrantRequest>,
+    ) -> poem::Result<Reply<OperatorWallet>> {
+        let id = self::wallet_id(&wallet_id.0)?;
+        let b = body.value.clone();
+        let op = auth.0.clone();
+        let mut e = Errors::default();
+        let expires_at = b.expiry(&mut e).unwrap_or_else(Utc::now);
+        idempotent(
+            state.0,
+            &auth,
+            idempotency_key.0.as_deref(),
+            format!("POST /v1/operator/wallets/{id}/grants"),
+            &body.json,
+            move |txn| {
+                Box::pin(async move {
+                    let r = wallets::adjust(
+                        txn,
+                        &op,
+                        id,
+                        &b.currency,
+                        Adjustment::Grant {
+                            amount_minor: b.amount_minor,
+                            source: b.source.clone(),
+                            state: b.state.clone(),
+                            expires_at,
+                        },
+                        &b.reason,
+                    )
+                    .await?;
+                    Ok(Outcome::new(view(r)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Check the ledger (operators)
+    ///
+    /// Recomputes every wallet and grant balance from the ledger entries and checks every
+    /// posting balances; for one merchant or all.
+    #[oai(path = "/operator/ledger/check", method = "get", operation_id = "operatorCheckLedger")]
+    async fn check(
+        &self,
+        state: Data<&AppState>,
+        _auth: OperatorAuth,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<LedgerCheck>> {
+        let mut e = Errors::default();
+        let merchant = merchant_id
+            .0
+            .as_deref()
+            .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
+        e.finish()?;
+        let r = store::ledger::check(&state.0.db, merchant)
+            .await
+            .map_err(ApiError::from)?;
+        Ok(Reply::ok(&ledger_check_view(r)))
+    }
+}

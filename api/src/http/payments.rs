@@ -1,0 +1,1096 @@
+//! Payments: OTP send, QR mint, the payment itself, and reading, voiding and refunding it.
+//! Handlers parse, check scope and hand over to `domain::payments`; the idempotent
+//! transaction and the error envelope come from `mutation`.
+use chrono::{DateTime, SecondsFormat, Utc};
+use entities::{payment, payment_refund};
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi, Union,
+    param::{Header, Path},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{
+    auth::{AnyAuth, TerminalJwtAuth},
+    body::{Documented, JsonBody, Validate},
+    common::{RequestContext, RequestMeta},
+    mutation,
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        credentials::{Principal, scope},
+        payments::{self, Caller, Credential, Customer, ReversalKind},
+        validate::{self, Errors},
+        wallets::{Balance, GrantBalance},
+    },
+    envelope::MetaExtra,
+    error::{ApiError, ErrorCode},
+    idempotency::Outcome,
+    state::AppState,
+};
+
+pub struct PaymentsApi;
+
+/// Largest amount accepted in one call (keeps every sum far from integer overflow).
+const MAX_AMOUNT_MINOR: i64 = 1_000_000_000_000;
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn amount(e: &mut Errors, field: &str, v: i64) {
+    if validate::min_amount(e, field, v, 1) && v > MAX_AMOUNT_MINOR {
+        e.push(field, "too_large", format!("must be at most {MAX_AMOUNT_MINOR}"));
+    }
+}
+
+fn optional_uuid(e: &mut Errors, field: &str, v: &Option<String>) -> Option<Uuid> {
+    v.as_deref().and_then(|s| validate::uuid(e, field, s))
+}
+
+fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
+    if raw.is_empty() {
+        e.push(field, "required", "is required (E.164)");
+        return None;
+    }
+    let n = validate::normalize_phone(raw);
+    if n.is_none() {
+        e.push(field, "invalid_phone", "must be an E.164 phone number, e.g. +4915112345678");
+    }
+    n
+}
+
+/// A promotional grant inside a balance.
+#[derive(Object, Serialize)]
+pub struct PromoGrant {
+    pub grant_id: String,
+    /// CASHBACK, RELOAD_BONUS or SKU_TOPUP_BONUS.
+    pub source: String,
+    /// RELEASED or LOCKED (EXPIRED once past `expires_at`).
+    pub state: String,
+    pub remaining_minor: i64,
+    pub expires_at: String,
+}
+
+/// A wallet balance: actual money and promotional credit, in minor units.
+#[derive(Object, Serialize)]
+pub struct BalanceView {
+    pub actual_minor: i64,
+    /// Released, unexpired promotional credit: it pays before actual money.
+    pub promo_available_minor: i64,
+    /// Promotional credit held until the customer verifies; it never pays.
+    pub promo_locked_minor: i64,
+    pub pending_topups_minor: i64,
+    pub currency: String,
+    pub promo_grants: Vec<PromoGrant>,
+}
+
+impl From<Balance> for BalanceView {
+    fn from(b: Balance) -> Self {
+        BalanceView {
+            actual_minor: b.actual_minor,
+            promo_available_minor: b.promo_available_minor,
+            promo_locked_minor: b.promo_locked_minor,
+            pending_topups_minor: b.pending_topups_minor,
+            currency: b.currency,
+            promo_grants: b
+                .promo_grants
+                .into_iter()
+                .map(|g: GrantBalance| PromoGrant {
+                    grant_id: g.grant_id,
+                    source: g.source,
+                    state: g.state,
+                    remaining_minor: g.remaining_minor,
+                    expires_at: g.expires_at,
+                })
+                .collect(),
+        }
+    }
+}
+
+// --- OTP send ---------------------------------------------------------------------------
+
+/// Send a payment OTP to the customer's phone.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct OtpSendRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// E.164; resolves the wallet.
+    #[serde(default)]
+    pub phone: String,
+    /// The later payment must be for exactly this amount. Minimum 1.
+    #[serde(default)]
+    pub amount_minor: i64,
+    /// ISO-4217.
+    #[serde(default)]
+    pub currency: String,
+    /// The anti-replay boundary: the payment's `order_ref` (or its
+    /// `context.partner_session_id`) must equal it.
+    #[serde(default)]
+    pub order_ref: String,
+    /// Picks the program when the customer has wallets in several.
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+}
+
+impl Validate for OtpSendRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        phone(e, "/phone", &self.phone);
+        amount(e, "/amount_minor", self.amount_minor);
+        validate::currency(e, "/currency", &self.currency);
+        if validate::length(e, "/order_ref", &self.order_ref, 1, 128) {
+            validate::no_control_chars(e, "/order_ref", &self.order_ref);
+        }
+        optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
+    }
+}
+
+/// An OTP session: pass its id with the code in the payment's `otp` credential.
+#[derive(Object, Serialize)]
+pub struct OtpSendResult {
+    pub otp_session_id: String,
+    /// The phone the code went to, all but the last three digits hidden.
+    pub phone_masked: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub order_ref: String,
+    pub wallet_program_id: String,
+    pub expires_at: String,
+    /// Further sends allowed for this order in the current 5-minute window.
+    pub sends_remaining: i64,
+}
+
+// --- QR mint ----------------------------------------------------------------------------
+
+/// Names the customer by an identity credential.
+#[derive(Object, Deserialize, Debug, Clone, Default)]
+pub struct CustomerCredential {
+    /// `phone` (the only type this version resolves for a mint).
+    #[serde(default)]
+    pub credential_type: String,
+    /// E.164, for `credential_type` phone.
+    #[oai(nullable)]
+    pub phone: Option<String>,
+}
+
+/// Mint a single-use QR nonce (and optionally a short code) for a customer's wallet.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct QrMintRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// The customer, by identity credential. Give this or `wallet_user_id`.
+    #[oai(nullable)]
+    pub customer: Option<CustomerCredential>,
+    /// The customer, by wallet identity id (from identification).
+    #[oai(nullable)]
+    pub wallet_user_id: Option<String>,
+    /// Also return a 5-character alphanumeric code the customer can read out.
+    #[serde(default)]
+    pub include_short_code: bool,
+    /// Picks the program when the customer has wallets in several.
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+}
+
+impl QrMintRequest {
+    fn customer(&self, e: &mut Errors) -> Option<Customer> {
+        match (&self.customer, &self.wallet_user_id) {
+            (Some(_), Some(_)) | (None, None) => {
+                e.push(
+                    "/customer",
+                    "exactly_one",
+                    "give exactly one of customer or wallet_user_id",
+                );
+                None
+            }
+            (None, Some(id)) => validate::uuid(e, "/wallet_user_id", id).map(Customer::WalletUser),
+            (Some(c), None) => {
+                if c.credential_type != "phone" {
+                    e.push(
+                        "/customer/credential_type",
+                        "invalid_value",
+                        "must be phone",
+                    );
+                    return None;
+                }
+                phone(e, "/customer/phone", c.phone.as_deref().unwrap_or_default())
+                    .map(Customer::Phone)
+            }
+        }
+    }
+}
+
+impl Validate for QrMintRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        self.customer(e);
+        optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
+    }
+}
+
+/// A QR nonce: render `qr_payload` as a QR code. Single use, valid 5 minutes; a new mint
+/// for the same wallet replaces it.
+#[derive(Object, Serialize)]
+pub struct QrMintResult {
+    pub qr_payload: String,
+    /// 5 characters, present when requested.
+    #[oai(nullable)]
+    pub short_code: Option<String>,
+    pub wallet_program_id: String,
+    pub expires_at: String,
+    pub expires_in: i64,
+}
+
+// --- Payment ----------------------------------------------------------------------------
+
+/// A one-time code the customer received by SMS.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct OtpCredential {
+    /// E.164.
+    pub phone: String,
+    /// The 6 digits from the SMS.
+    pub otp_code: String,
+    /// From `POST /payments/otp/send`.
+    pub otp_session_id: String,
+}
+
+/// A rotating single-use QR nonce from `POST /qr/mint`.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct QrCredential {
+    /// The scanned QR content, as minted.
+    pub qr_payload: String,
+}
+
+/// The 5-character code of a QR mint, read out by the customer.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct ShortCodeCredential {
+    pub short_code: String,
+}
+
+/// A wallet pass tapped at the terminal. Not enabled in this version (no passes are issued
+/// yet): it answers CREDENTIAL_TYPE_UNSUPPORTED. See GET /capabilities.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct PassTapCredential {
+    /// The pass's serial number.
+    pub pass_serial: String,
+    /// The dynamic value the pass produced for this tap.
+    pub tap_payload: String,
+}
+
+/// The payment credential, by `type`. New types are added to this union without a new
+/// route; GET /capabilities lists the enabled ones.
+#[derive(Union, Debug, Clone)]
+#[oai(discriminator_name = "type", one_of = true)]
+pub enum PaymentCredential {
+    #[oai(mapping = "otp")]
+    Otp(OtpCredential),
+    #[oai(mapping = "qr")]
+    Qr(QrCredential),
+    #[oai(mapping = "short_code")]
+    ShortCode(ShortCodeCredential),
+    #[oai(mapping = "pass_tap")]
+    PassTap(PassTapCredential),
+}
+
+/// One basket line. Line totals are captured for reconciliation; they never change the debit.
+#[derive(Object, Deserialize, Serialize, Debug, Clone)]
+pub struct BasketLine {
+    pub sku: String,
+    pub quantity: f64,
+    pub unit_price_minor: i64,
+    pub extended_price_minor: i64,
+    #[oai(nullable)]
+    pub category: Option<String>,
+    #[oai(nullable)]
+    pub discount_minor: Option<i64>,
+}
+
+#[derive(Object, Deserialize, Debug, Clone, Default)]
+pub struct Basket {
+    #[serde(default)]
+    pub lines: Vec<BasketLine>,
+}
+
+/// Debit a wallet.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct PaymentRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    #[serde(default)]
+    pub credential: Documented<PaymentCredential>,
+    /// The debit, exactly. Minimum 1.
+    #[serde(default)]
+    pub amount_minor: i64,
+    /// ISO-4217.
+    #[serde(default)]
+    pub currency: String,
+    /// Your order or receipt reference; defaults to `context.partner_session_id`.
+    #[oai(nullable)]
+    pub order_ref: Option<String>,
+    /// When given, must be the program of the wallet the credential belongs to.
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+    /// Optional; raises `meta.data_completeness_score`.
+    #[oai(nullable)]
+    pub basket: Option<Basket>,
+}
+
+const KNOWN_CREDENTIALS: &[&str] = &["otp", "qr", "short_code", "pass_tap"];
+
+impl PaymentRequest {
+    fn effective_order_ref(&self) -> Option<String> {
+        self.order_ref
+            .clone()
+            .or_else(|| self.context.partner_session_id.clone())
+    }
+
+    /// The credential, once `validate` passed. An unknown or disabled type is
+    /// CREDENTIAL_TYPE_UNSUPPORTED.
+    fn credential(&self) -> Result<Credential, ApiError> {
+        let raw = &self.credential.raw;
+        let kind = raw.get("type").and_then(Value::as_str).unwrap_or_default();
+        let field = |k: &str| raw.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        match kind {
+            "otp" => Ok(Credential::Otp {
+                phone: validate::normalize_phone(&field("phone")).unwrap_or_default(),
+                otp_code: field("otp_code"),
+                otp_session_id: Uuid::parse_str(&field("otp_session_id")).unwrap_or_default(),
+            }),
+            "qr" => Ok(Credential::Qr {
+                qr_payload: field("qr_payload"),
+            }),
+            "short_code" => Ok(Credential::ShortCode {
+                short_code: field("short_code").to_ascii_uppercase(),
+            }),
+            _ => Err(ApiError::credential_type_unsupported(
+                &payments::ENABLED_CREDENTIALS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>(),
+            )),
+        }
+    }
+
+    fn validate_credential(&self, e: &mut Errors) {
+        let raw = &self.credential.raw;
+        if !raw.is_object() {
+            e.push("/credential", "required", "is required: an object with a type");
+            return;
+        }
+        let Some(kind) = raw.get("type").and_then(Value::as_str) else {
+            e.push("/credential/type", "required", "is required");
+            return;
+        };
+        let text = |e: &mut Errors, k: &str| -> Option<String> {
+            match raw.get(k) {
+                Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+                Some(Value::String(_)) | None | Some(Value::Null) => {
+                    e.push(format!("/credential/{k}"), "required", "is required");
+                    None
+                }
+                Some(_) => {
+                    e.push(format!("/credential/{k}"), "invalid_type", "must be a string");
+                    None
+                }
+            }
+        };
+        match kind {
+            "otp" => {
+                if let Some(p) = text(e, "phone") {
+                    phone(e, "/credential/phone", &p);
+                }
+                if let Some(code) = text(e, "otp_code")
+                    && !(code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()))
+                {
+                    e.push("/credential/otp_code", "invalid_format", "must be exactly 6 digits");
+                }
+                if let Some(id) = text(e, "otp_session_id") {
+                    validate::uuid(e, "/credential/otp_session_id", &id);
+                }
+            }
+            "qr" => {
+                if let Some(p) = text(e, "qr_payload")
+                    && (p.len() > 200 || !p.starts_with("wq1."))
+                {
+                    e.push("/credential/qr_payload", "invalid_format", "is not a QR payload minted by this service");
+                }
+            }
+            "short_code" => {
+                if let Some(c) = text(e, "short_code")
+                    && !(c.chars().count() == 5 && c.chars().all(|ch| ch.is_ascii_alphanumeric()))
+                {
+                    e.push("/credential/short_code", "invalid_format", "must be 5 letters or digits");
+                }
+            }
+            // Unknown and disabled types are answered by `credential()` after validation.
+            _ => {}
+        }
+    }
+}
+
+impl Validate for PaymentRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        self.validate_credential(e);
+        amount(e, "/amount_minor", self.amount_minor);
+        validate::currency(e, "/currency", &self.currency);
+        if let Some(o) = &self.order_ref
+            && validate::length(e, "/order_ref", o, 1, 128)
+        {
+            validate::no_control_chars(e, "/order_ref", o);
+        }
+        let is_otp = self.credential.raw.get("type").and_then(Value::as_str) == Some("otp");
+        if is_otp && self.effective_order_ref().is_none() {
+            e.push(
+                "/order_ref",
+                "required",
+                "is required for an otp credential (or context.partner_session_id)",
+            );
+        }
+        optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
+        if let Some(b) = &self.basket {
+            if b.lines.len() > 500 {
+                e.push("/basket/lines", "too_many", "at most 500 lines");
+            }
+            for (i, l) in b.lines.iter().enumerate() {
+                let f = |k: &str| format!("/basket/lines/{i}/{k}");
+                validate::length(e, &f("sku"), &l.sku, 1, 64);
+                if !(l.quantity.is_finite() && l.quantity > 0.0) {
+                    e.push(f("quantity"), "out_of_range", "must be a number above 0");
+                }
+                for (k, v) in [
+                    ("unit_price_minor", Some(l.unit_price_minor)),
+                    ("extended_price_minor", Some(l.extended_price_minor)),
+                    ("discount_minor", l.discount_minor),
+                ] {
+                    if let Some(v) = v
+                        && !(0..=MAX_AMOUNT_MINOR).contains(&v)
+                    {
+                        e.push(f(k), "out_of_range", format!("must be between 0 and {MAX_AMOUNT_MINOR}"));
+                    }
+                }
+                if let Some(c) = &l.category {
+                    validate::length(e, &f("category"), c, 1, 64);
+                }
+            }
+        }
+    }
+}
+
+/// The result of a successful payment.
+#[derive(Object, Serialize)]
+pub struct PaymentResult {
+    pub payment_id: String,
+    /// `completed` (the debit landed). `pending` is reserved and never returned now.
+    pub status: String,
+    pub wallet_id: String,
+    pub amount_minor: i64,
+    /// Promotional part of the debit (spent first).
+    pub debited_promo_minor: i64,
+    /// Actual-money part of the debit.
+    pub debited_actual_minor: i64,
+    pub currency: String,
+    #[oai(nullable)]
+    pub order_ref: Option<String>,
+    pub balance_after: BalanceView,
+    pub completed_at: String,
+    /// True when the basket disagrees with `amount_minor`: flagged, never adjusted.
+    pub needs_reconciliation: bool,
+}
+
+/// A refund or void of a payment.
+#[derive(Object, Serialize)]
+pub struct RefundView {
+    pub refund_id: String,
+    /// `refund` or `void`.
+    pub kind: String,
+    pub amount_minor: i64,
+    /// Back to the wallet's actual money.
+    pub returned_actual_minor: i64,
+    /// Back to promotional grants that can still hold it.
+    pub returned_promo_minor: i64,
+    /// Promotional parts whose grant has expired or was clawed back: not revived.
+    pub forfeited_promo_minor: i64,
+    #[oai(nullable)]
+    pub reason: Option<String>,
+    pub created_at: String,
+}
+
+fn refund_view(r: &payment_refund::Model) -> RefundView {
+    RefundView {
+        refund_id: r.id.to_string(),
+        kind: r.kind.clone(),
+        amount_minor: r.amount_minor,
+        returned_actual_minor: r.to_actual_minor,
+        returned_promo_minor: r.amount_minor - r.to_actual_minor - r.forfeited_promo_minor,
+        forfeited_promo_minor: r.forfeited_promo_minor,
+        reason: r.reason.clone(),
+        created_at: ts(r.created_at),
+    }
+}
+
+/// A payment as stored, with its refunds.
+#[derive(Object, Serialize)]
+pub struct PaymentDetail {
+    pub payment_id: String,
+    /// `completed` or `voided`.
+    pub status: String,
+    pub wallet_id: String,
+    pub credential_type: String,
+    pub amount_minor: i64,
+    pub debited_promo_minor: i64,
+    pub debited_actual_minor: i64,
+    pub refunded_minor: i64,
+    pub refundable_minor: i64,
+    pub currency: String,
+    #[oai(nullable)]
+    pub order_ref: Option<String>,
+    #[oai(nullable)]
+    pub branch_id: Option<String>,
+    #[oai(nullable)]
+    pub terminal_id: Option<String>,
+    #[oai(nullable)]
+    pub cashier_id: Option<String>,
+    /// The basket's total when one was sent.
+    #[oai(nullable)]
+    pub basket_total_minor: Option<i64>,
+    pub needs_reconciliation: bool,
+    pub data_completeness_score: i32,
+    pub created_at: String,
+    pub completed_at: String,
+    #[oai(nullable)]
+    pub voided_at: Option<String>,
+    pub refunds: Vec<RefundView>,
+}
+
+fn detail(p: &payment::Model, refunds: &[payment_refund::Model]) -> PaymentDetail {
+    PaymentDetail {
+        payment_id: p.id.to_string(),
+        status: p.status.clone(),
+        wallet_id: p.wallet_id.to_string(),
+        credential_type: p.credential_type.clone(),
+        amount_minor: p.amount_minor,
+        debited_promo_minor: p.debited_promo_minor,
+        debited_actual_minor: p.debited_actual_minor,
+        refunded_minor: p.refunded_minor,
+        refundable_minor: if p.status == "voided" {
+            0
+        } else {
+            p.amount_minor - p.refunded_minor
+        },
+        currency: p.currency.clone(),
+        order_ref: p.order_ref.clone(),
+        branch_id: p.branch_id.map(|b| b.to_string()),
+        terminal_id: p.terminal_id.clone(),
+        cashier_id: p.cashier_id.clone(),
+        basket_total_minor: p.basket_total_minor,
+        needs_reconciliation: p.needs_reconciliation,
+        data_completeness_score: p.data_completeness_score,
+        created_at: ts(p.created_at),
+        completed_at: ts(p.completed_at),
+        voided_at: p.voided_at.map(ts),
+        refunds: refunds.iter().map(refund_view).collect(),
+    }
+}
+
+/// Void a payment: reverse it in full.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct VoidRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// Up to 200 characters.
+    #[oai(nullable)]
+    pub reason: Option<String>,
+}
+
+fn reason(e: &mut Errors, r: &Option<String>) {
+    if let Some(r) = r
+        && validate::length(e, "/reason", r, 1, 200)
+    {
+        validate::no_control_chars(e, "/reason", r);
+    }
+}
+
+impl Validate for VoidRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        reason(e, &self.reason);
+    }
+}
+
+/// Refund all or part of a payment.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct RefundRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// How much to return; default: everything not yet refunded.
+    #[oai(nullable)]
+    pub amount_minor: Option<i64>,
+    /// When given, must be the payment's currency.
+    #[oai(nullable)]
+    pub currency: Option<String>,
+    /// Up to 200 characters.
+    #[oai(nullable)]
+    pub reason: Option<String>,
+}
+
+impl Validate for RefundRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if let Some(a) = self.amount_minor {
+            amount(e, "/amount_minor", a);
+        }
+        if let Some(c) = &self.currency {
+            validate::currency(e, "/currency", c);
+        }
+        reason(e, &self.reason);
+    }
+}
+
+/// A void or refund: the payment after it, what went back where, and the wallet's balance.
+#[derive(Object, Serialize)]
+pub struct ReversalResult {
+    pub payment: PaymentDetail,
+    /// Null when a void found the payment already voided (nothing changed).
+    #[oai(nullable)]
+    pub refund: Option<RefundView>,
+    pub balance_after: BalanceView,
+}
+
+/// Capture request (reserved).
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct CaptureRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+}
+
+impl Validate for CaptureRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+    }
+}
+
+fn payment_id(raw: &str) -> Result<Uuid, ApiError> {
+    let mut e = Errors::default();
+    validate::uuid(&mut e, "path:id", raw).ok_or_else(|| ApiError::validation(e.0))
+}
+
+fn caller(p: &Principal, acting: scope::Acting, ctx: &RequestContext) -> Caller {
+    Caller {
+        integration_id: p.integration_id,
+        is_sandbox: p.is_sandbox,
+        acting,
+        terminal_id: ctx.terminal_id.clone(),
+    }
+}
+
+fn is_wrong_otp(e: &poem::Error) -> bool {
+    e.downcast_ref::<ApiError>().is_some_and(|a| {
+        a.code() == ErrorCode::OtpInvalid
+            && a.to_body()
+                .pointer("/details/reason")
+                .and_then(Value::as_str)
+                == Some(payments::WRONG_OTP)
+    })
+}
+
+#[OpenApi(tag = "Tag::Payments")]
+impl PaymentsApi {
+    /// Send a payment OTP
+    ///
+    /// Resolves the wallet from the phone, mints an OTP session bound to the order, amount
+    /// and currency, and texts a 6-digit code. No money moves. At most 3 sends per order
+    /// within 5 minutes (then 429 RATE_LIMITED with Retry-After).
+    #[oai(path = "/payments/otp/send", method = "post", operation_id = "sendPaymentOtp")]
+    async fn otp_send(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<OtpSendRequest>,
+    ) -> poem::Result<Reply<OtpSendResult>> {
+        let st = state.0.clone();
+        let principal = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let req = payments::OtpSend {
+            phone: validate::normalize_phone(&b.phone).unwrap_or_default(),
+            amount_minor: b.amount_minor,
+            currency: b.currency.clone(),
+            order_ref: b.order_ref.clone(),
+            wallet_program_id: program,
+        };
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/payments/otp/send".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let who = caller(&principal, acting, &b.context);
+                    let sent = payments::send_otp(txn, &st.sealer, &who, req, Utc::now()).await?;
+                    Ok(Outcome::new(OtpSendResult {
+                        otp_session_id: sent.session.id.to_string(),
+                        phone_masked: payments::masked(&sent.phone),
+                        amount_minor: sent.session.amount_minor,
+                        currency: sent.session.currency,
+                        order_ref: sent.session.order_ref,
+                        wallet_program_id: sent.wallet.wallet_program_id.to_string(),
+                        expires_at: ts(sent.session.expires_at),
+                        sends_remaining: sent.sends_remaining as i64,
+                    }))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Mint a QR nonce
+    ///
+    /// A single-use nonce bound to the customer's wallet, valid 5 minutes, optionally with a
+    /// 5-character short code. A new mint replaces the previous nonce (a payment already in
+    /// flight with it still completes). A same-key retry within the TTL returns the same
+    /// nonce.
+    #[oai(path = "/qr/mint", method = "post", operation_id = "mintQr")]
+    async fn qr_mint(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<QrMintRequest>,
+    ) -> poem::Result<Reply<QrMintResult>> {
+        let principal = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let customer = b.customer(&mut e);
+        let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        e.finish()?;
+        let req = payments::QrMint {
+            customer: customer.ok_or_else(|| ApiError::internal("validated customer"))?,
+            with_short_code: b.include_short_code,
+            wallet_program_id: program,
+        };
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/qr/mint".into(),
+                body: &body.json,
+                context: &body.value.context,
+                // A retry returns the same nonce only while it is valid.
+                ttl: Some(chrono::Duration::seconds(payments::QR_TTL_SECS)),
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let now = Utc::now();
+                    let who = caller(&principal, acting, &b.context);
+                    let m = payments::mint_qr(txn, &who, req, now).await?;
+                    let mut out = Outcome::new(QrMintResult {
+                        qr_payload: m.qr_payload.clone(),
+                        short_code: m.nonce.short_code.clone(),
+                        wallet_program_id: m.wallet.wallet_program_id.to_string(),
+                        expires_at: ts(m.nonce.expires_at),
+                        expires_in: (m.nonce.expires_at - now).num_seconds(),
+                    })
+                    .with_secret(m.qr_payload);
+                    if let Some(code) = m.nonce.short_code {
+                        out = out.with_secret(code);
+                    }
+                    Ok(out)
+                })
+            },
+        )
+        .await
+    }
+
+    /// Take a wallet payment
+    ///
+    /// Debits exactly `amount_minor` at once: released promotional grants first (earliest
+    /// expiry first), then actual money. The credential is consumed with the debit; a
+    /// failed debit (INSUFFICIENT_FUNDS, ...) leaves it usable. A retry with the same
+    /// Idempotency-Key replays the result byte for byte and never debits twice.
+    #[oai(path = "/payments", method = "post", operation_id = "paymentAuthorize")]
+    async fn authorize(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<PaymentRequest>,
+    ) -> poem::Result<Reply<PaymentResult>> {
+        let received_at = Utc::now();
+        let st = state.0.clone();
+        let principal = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let credential = b.credential()?;
+        let otp_session = match &credential {
+            Credential::Otp { otp_session_id, .. } => Some(*otp_session_id),
+            _ => None,
+        };
+        let req = payments::Pay {
+            credential,
+            amount_minor: b.amount_minor,
+            currency: b.currency.clone(),
+            order_ref: b.effective_order_ref(),
+            wallet_program_id: program,
+            basket: b.basket.as_ref().map(|bk| {
+                bk.lines
+                    .iter()
+                    .map(|l| payments::BasketLine {
+                        sku: l.sku.clone(),
+                        quantity: l.quantity,
+                        unit_price_minor: l.unit_price_minor,
+                        extended_price_minor: l.extended_price_minor,
+                        category: l.category.clone(),
+                        discount_minor: l.discount_minor,
+                    })
+                    .collect()
+            }),
+            received_at,
+        };
+        let result = mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/payments".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let who = caller(&principal, acting, &b.context);
+                    let paid = payments::pay(txn, &st.sealer, &who, req).await?;
+                    let p = paid.payment;
+                    let mut out = Outcome::new(PaymentResult {
+                        payment_id: p.id.to_string(),
+                        status: p.status.clone(),
+                        wallet_id: p.wallet_id.to_string(),
+                        amount_minor: p.amount_minor,
+                        debited_promo_minor: p.debited_promo_minor,
+                        debited_actual_minor: p.debited_actual_minor,
+                        currency: p.currency.clone(),
+                        order_ref: p.order_ref.clone(),
+                        balance_after: paid.balance_after.into(),
+                        completed_at: ts(p.completed_at),
+                        needs_reconciliation: p.needs_reconciliation,
+                    });
+                    out.meta = MetaExtra {
+                        data_completeness_score: Some(p.data_completeness_score),
+                    };
+                    Ok(out)
+                })
+            },
+        )
+        .await;
+        match (result, otp_session) {
+            (Err(e), Some(session)) if is_wrong_otp(&e) => {
+                let merchant = body.value.context.parsed().merchant_id;
+                Err(payments::count_wrong_otp(&state.0.db, merchant, session)
+                    .await?
+                    .into())
+            }
+            (r, _) => r,
+        }
+    }
+
+    /// Read a payment
+    ///
+    /// With its refunds. A payment of another merchant, or outside the caller's branch
+    /// scope, is NOT_FOUND.
+    #[oai(path = "/payments/:id", method = "get", operation_id = "getPayment")]
+    async fn get(
+        &self,
+        state: Data<&AppState>,
+        auth: AnyAuth,
+        id: Path<String>,
+    ) -> poem::Result<Reply<PaymentDetail>> {
+        let id = payment_id(&id.0)?;
+        let st = state.0;
+        let p = crate::store::payments::find(&st.db, id)
+            .await
+            .map_err(ApiError::from)?
+            .ok_or_else(|| ApiError::not_found("Payment"))?;
+        // Same answer for a payment that does not exist and one the caller may not see.
+        scope::authorize(&st.db, auth.principal(), p.merchant_id, p.branch_id)
+            .await
+            .map_err(|_| ApiError::not_found("Payment"))?;
+        let refunds = payments::refunds_of(&st.db, p.id).await?;
+        Ok(Reply::ok(&detail(&p, &refunds)))
+    }
+
+    /// Void a payment
+    ///
+    /// Reverses a completed payment in full (status `voided`, event payment.reversed).
+    /// Voiding a voided payment changes nothing; a partly refunded payment cannot be voided
+    /// (409 CONFLICT: refund the rest instead).
+    #[oai(path = "/payments/:id/void", method = "post", operation_id = "voidPayment")]
+    async fn void(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<VoidRequest>,
+    ) -> poem::Result<Reply<ReversalResult>> {
+        let id = payment_id(&id.0)?;
+        let reason = body.value.reason.clone();
+        reverse(
+            state.0,
+            &auth.0,
+            id,
+            idempotency_key.0.as_deref(),
+            &body.json,
+            &body.value.context,
+            ReversalKind::Void,
+            None,
+            None,
+            reason,
+        )
+        .await
+    }
+
+    /// Refund a payment
+    ///
+    /// Returns all or part of a payment (event payment.refunded); never more than was paid
+    /// across all refunds. Actual money goes back first, then promotional parts, each to
+    /// its grant while the grant is still usable (an expired or clawed-back grant's part is
+    /// forfeited, not revived).
+    #[oai(path = "/payments/:id/refund", method = "post", operation_id = "refundPayment")]
+    async fn refund(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<RefundRequest>,
+    ) -> poem::Result<Reply<ReversalResult>> {
+        let id = payment_id(&id.0)?;
+        let v = body.value.clone();
+        reverse(
+            state.0,
+            &auth.0,
+            id,
+            idempotency_key.0.as_deref(),
+            &body.json,
+            &body.value.context,
+            ReversalKind::Refund,
+            v.amount_minor,
+            v.currency,
+            v.reason,
+        )
+        .await
+    }
+
+    /// Capture a payment (reserved)
+    ///
+    /// Reserved for hold-and-capture flows. Nothing routes through it in this version:
+    /// every payment completes at once, so a capture of a payment the caller can see
+    /// answers VALIDATION_ERROR with `details.status`, and changes nothing.
+    #[oai(path = "/payments/:id/capture", method = "post", operation_id = "capturePayment")]
+    async fn capture(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        id: Path<String>,
+        body: JsonBody<CaptureRequest>,
+    ) -> poem::Result<Reply<PaymentDetail>> {
+        let id = payment_id(&id.0)?;
+        let acting = mutation::authorize(state.0, &auth.0, &body.value.context).await?;
+        let p = payments::find(&state.0.db, acting.merchant_id, id).await?;
+        Err(ApiError::new(
+            ErrorCode::ValidationError,
+            "Nothing to capture: payments complete at once in this version; capture is reserved for hold-and-capture flows.",
+        )
+        .with_details(serde_json::json!({"status": p.status, "fields": []}))
+        .into())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn reverse(
+    st: &AppState,
+    principal: &Principal,
+    id: Uuid,
+    idempotency_key: Option<&str>,
+    json: &Value,
+    context: &RequestContext,
+    kind: ReversalKind,
+    amount: Option<i64>,
+    currency: Option<String>,
+    reason: Option<String>,
+) -> poem::Result<Reply<ReversalResult>> {
+    let verb = match kind {
+        ReversalKind::Void => "void",
+        ReversalKind::Refund => "refund",
+    };
+    let p = principal.clone();
+    let ctx = context.clone();
+    mutation::run(
+        mutation::Call {
+            state: st,
+            principal,
+            idempotency_key,
+            operation: format!("POST /v1/payments/{id}/{verb}"),
+            body: json,
+            context,
+            ttl: None,
+        },
+        move |txn, acting| {
+            Box::pin(async move {
+                let who = caller(&p, acting, &ctx);
+                let r = payments::reverse(txn, &who, id, kind, amount, currency.as_deref(), reason)
+                    .await?;
+                let refunds = payments::refunds_of(txn, r.payment.id).await?;
+                Ok(Outcome::new(ReversalResult {
+                    payment: detail(&r.payment, &refunds),
+                    refund: r.refund.as_ref().map(refund_view),
+                    balance_after: r.balance_after.into(),
+                }))
+            })
+        },
+    )
+    .await
+}

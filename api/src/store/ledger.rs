@@ -1,0 +1,224 @@
+//! Ledger persistence: postings and their append-only entries, the balance columns they
+//! keep current, and the check that recomputes those columns from the entries.
+use chrono::Utc;
+use entities::{ledger_entry, ledger_posting, promo_grant, wallet};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait,
+    FromQueryResult, QueryFilter, Set, Statement, Value,
+    sea_query::{Expr, ExprTrait},
+};
+use uuid::Uuid;
+
+use crate::domain::ledger::{Account, Posting};
+
+/// What a posting is about (a payment, a refund ...).
+pub struct Reference<'a> {
+    pub kind: &'a str,
+    pub id: Uuid,
+    pub memo: Option<String>,
+}
+
+/// Writes `posting` and moves the balance columns of its wallet-side accounts by the same
+/// amounts, in the caller's transaction. Refuses an unbalanced posting, and any posting that
+/// would take a wallet or grant below zero (the guard is in the UPDATE itself, so it holds
+/// even if a caller forgot to lock the wallet).
+pub async fn post<C: ConnectionTrait>(
+    c: &C,
+    posting: &Posting,
+    reference: Reference<'_>,
+) -> Result<Uuid, DbErr> {
+    if !posting.is_balanced() {
+        return Err(DbErr::Custom(format!(
+            "refusing an unbalanced {} posting",
+            posting.kind.as_str()
+        )));
+    }
+    let now = Utc::now();
+    let id = Uuid::now_v7();
+    ledger_posting::ActiveModel {
+        id: Set(id),
+        merchant_id: Set(posting.merchant_id),
+        kind: Set(posting.kind.as_str().to_string()),
+        reference_type: Set(reference.kind.to_string()),
+        reference_id: Set(reference.id),
+        memo: Set(reference.memo),
+        created_at: Set(now),
+    }
+    .insert(c)
+    .await?;
+    let rows = posting.entries.iter().map(|e| ledger_entry::ActiveModel {
+        posting_id: Set(id),
+        merchant_id: Set(posting.merchant_id),
+        account_kind: Set(e.account.kind().to_string()),
+        account_id: Set(e.account.id()),
+        currency: Set(posting.currency.clone()),
+        amount_minor: Set(e.amount_minor),
+        created_at: Set(now),
+        ..Default::default()
+    });
+    ledger_entry::Entity::insert_many(rows).exec(c).await?;
+    for e in &posting.entries {
+        let moved = match e.account {
+            Account::WalletActual(w) => move_wallet(c, w, e.amount_minor, now).await?,
+            Account::Grant(g) => move_grant(c, g, e.amount_minor, now).await?,
+            _ => true,
+        };
+        if !moved {
+            return Err(DbErr::Custom(format!(
+                "{} {} would go below zero",
+                e.account.kind(),
+                e.account.id()
+            )));
+        }
+    }
+    Ok(id)
+}
+
+async fn move_wallet<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    delta: i64,
+    now: chrono::DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let r = wallet::Entity::update_many()
+        .col_expr(
+            wallet::Column::ActualMinor,
+            Expr::col(wallet::Column::ActualMinor).add(delta),
+        )
+        .col_expr(wallet::Column::UpdatedAt, Expr::value(now))
+        .filter(wallet::Column::Id.eq(id))
+        .filter(Expr::col(wallet::Column::ActualMinor).add(delta).gte(0))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}
+
+/// A grant that reaches zero is CONSUMED; a refund into a CONSUMED grant releases it again.
+async fn move_grant<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    delta: i64,
+    now: chrono::DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let remaining = Expr::col(promo_grant::Column::RemainingMinor).add(delta);
+    let state = Expr::case(remaining.clone().eq(0), "CONSUMED")
+        .case(Expr::col(promo_grant::Column::State).eq("CONSUMED"), "RELEASED")
+        .finally(Expr::col(promo_grant::Column::State));
+    let r = promo_grant::Entity::update_many()
+        .col_expr(promo_grant::Column::State, state.into())
+        .col_expr(promo_grant::Column::RemainingMinor, remaining.clone())
+        .col_expr(promo_grant::Column::UpdatedAt, Expr::value(now))
+        .filter(promo_grant::Column::Id.eq(id))
+        .filter(remaining.gte(0))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}
+
+/// What the consistency check found. Empty lists mean the ledger and the balances agree.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct Report {
+    pub postings: i64,
+    pub entries: i64,
+    /// Postings whose entries do not sum to zero in some currency.
+    pub unbalanced_postings: Vec<Uuid>,
+    /// Wallets whose `actual_minor` differs from their entries (or is negative).
+    pub wallet_mismatches: Vec<Mismatch>,
+    /// Grants whose `remaining_minor` differs from their entries (or is negative).
+    pub grant_mismatches: Vec<Mismatch>,
+}
+
+impl Report {
+    pub fn is_consistent(&self) -> bool {
+        self.unbalanced_postings.is_empty()
+            && self.wallet_mismatches.is_empty()
+            && self.grant_mismatches.is_empty()
+    }
+}
+
+#[derive(Clone, Debug, serde::Serialize, FromQueryResult)]
+pub struct Mismatch {
+    pub id: Uuid,
+    pub stored_minor: i64,
+    pub ledger_minor: i64,
+}
+
+#[derive(FromQueryResult)]
+struct IdRow {
+    id: Uuid,
+}
+
+#[derive(FromQueryResult)]
+struct CountRow {
+    n: i64,
+}
+
+/// Recomputes every balance column from the entries, for one merchant or all of them.
+pub async fn check<C: ConnectionTrait>(c: &C, merchant: Option<Uuid>) -> Result<Report, DbErr> {
+    let backend = c.get_database_backend();
+    let (filter, values): (&str, Vec<Value>) = match merchant {
+        Some(m) => (
+            if backend == DbBackend::Postgres {
+                "merchant_id = $1"
+            } else {
+                "merchant_id = ?"
+            },
+            vec![m.into()],
+        ),
+        None => ("1 = 1", vec![]),
+    };
+    let q = |sql: String| Statement::from_sql_and_values(backend, sql, values.clone());
+    let postings = CountRow::find_by_statement(q(format!(
+        "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM ledger_postings WHERE {filter}"
+    )))
+    .one(c)
+    .await?
+    .map_or(0, |r| r.n);
+    let entries = CountRow::find_by_statement(q(format!(
+        "SELECT CAST(COUNT(*) AS BIGINT) AS n FROM ledger_entries WHERE {filter}"
+    )))
+    .one(c)
+    .await?
+    .map_or(0, |r| r.n);
+    let unbalanced = IdRow::find_by_statement(q(format!(
+        "SELECT posting_id AS id FROM ledger_entries WHERE {filter} \
+         GROUP BY posting_id, currency HAVING SUM(amount_minor) <> 0"
+    )))
+    .all(c)
+    .await?;
+    let mismatches = |table: &str, column: &str, kind: &str| {
+        format!(
+            "SELECT t.id AS id, t.{column} AS stored_minor, \
+             CAST(COALESCE((SELECT SUM(e.amount_minor) FROM ledger_entries e \
+               WHERE e.account_kind = '{kind}' AND e.account_id = t.id), 0) AS BIGINT) AS ledger_minor \
+             FROM {table} t WHERE {}",
+            filter.replace("merchant_id", "t.merchant_id")
+        )
+    };
+    let wrong = |rows: Vec<Mismatch>| {
+        rows.into_iter()
+            .filter(|m| m.stored_minor != m.ledger_minor || m.stored_minor < 0)
+            .collect::<Vec<_>>()
+    };
+    let wallets = Mismatch::find_by_statement(q(mismatches(
+        "wallets",
+        "actual_minor",
+        "wallet_actual",
+    )))
+    .all(c)
+    .await?;
+    let grants = Mismatch::find_by_statement(q(mismatches(
+        "promo_grants",
+        "remaining_minor",
+        "promo_grant",
+    )))
+    .all(c)
+    .await?;
+    Ok(Report {
+        postings,
+        entries,
+        unbalanced_postings: unbalanced.into_iter().map(|r| r.id).collect(),
+        wallet_mismatches: wrong(wallets),
+        grant_mismatches: wrong(grants),
+    })
+}

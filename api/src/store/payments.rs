@@ -1,0 +1,228 @@
+//! Payments, their refunds and voids, OTP sessions and QR nonces.
+use chrono::{DateTime, Utc};
+use entities::{otp_session, payment, payment_refund, qr_nonce};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait,
+    IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, Set,
+    sea_query::LockType,
+};
+use uuid::Uuid;
+
+fn for_update<E: EntityTrait, C: ConnectionTrait>(c: &C, q: Select<E>) -> Select<E> {
+    if c.get_database_backend() == DbBackend::Postgres {
+        q.lock(LockType::Update)
+    } else {
+        q
+    }
+}
+
+pub async fn insert<C: ConnectionTrait>(c: &C, p: payment::Model) -> Result<(), DbErr> {
+    p.into_active_model().insert(c).await.map(|_| ())
+}
+
+pub async fn find<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<payment::Model>, DbErr> {
+    payment::Entity::find_by_id(id).one(c).await
+}
+
+/// The payment, locked until the transaction ends (refunds and voids of one payment queue).
+pub async fn lock<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<payment::Model>, DbErr> {
+    let q = payment::Entity::find_by_id(id).filter(payment::Column::MerchantId.eq(merchant_id));
+    for_update(c, q).one(c).await
+}
+
+/// Records a refund or void on the payment row (which the caller holds locked).
+pub async fn set_refunded<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    refunded_minor: i64,
+    voided_at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    let mut q = payment::Entity::update_many()
+        .col_expr(payment::Column::RefundedMinor, refunded_minor.into())
+        .col_expr(payment::Column::UpdatedAt, now.into());
+    if let Some(at) = voided_at {
+        q = q
+            .col_expr(payment::Column::Status, "voided".into())
+            .col_expr(payment::Column::VoidedAt, Some(at).into());
+    }
+    q.filter(payment::Column::Id.eq(id)).exec(c).await?;
+    Ok(())
+}
+
+pub async fn insert_refund<C: ConnectionTrait>(
+    c: &C,
+    r: payment_refund::Model,
+) -> Result<(), DbErr> {
+    r.into_active_model().insert(c).await.map(|_| ())
+}
+
+pub async fn refunds_of<C: ConnectionTrait>(
+    c: &C,
+    payment_id: Uuid,
+) -> Result<Vec<payment_refund::Model>, DbErr> {
+    payment_refund::Entity::find()
+        .filter(payment_refund::Column::PaymentId.eq(payment_id))
+        .order_by_asc(payment_refund::Column::CreatedAt)
+        .all(c)
+        .await
+}
+
+pub async fn insert_otp<C: ConnectionTrait>(c: &C, s: otp_session::Model) -> Result<(), DbErr> {
+    s.into_active_model().insert(c).await.map(|_| ())
+}
+
+/// Sends for one order since `since`, oldest first (the send limit's window).
+pub async fn otp_sends_since<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    order_ref: &str,
+    since: DateTime<Utc>,
+) -> Result<Vec<DateTime<Utc>>, DbErr> {
+    otp_session::Entity::find()
+        .select_only()
+        .column(otp_session::Column::CreatedAt)
+        .filter(otp_session::Column::MerchantId.eq(merchant_id))
+        .filter(otp_session::Column::OrderRef.eq(order_ref))
+        .filter(otp_session::Column::CreatedAt.gt(since))
+        .order_by_asc(otp_session::Column::CreatedAt)
+        .into_tuple()
+        .all(c)
+        .await
+}
+
+pub async fn lock_otp<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<otp_session::Model>, DbErr> {
+    let q = otp_session::Entity::find_by_id(id)
+        .filter(otp_session::Column::MerchantId.eq(merchant_id));
+    for_update(c, q).one(c).await
+}
+
+pub async fn consume_otp<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    payment_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let r = otp_session::Entity::update_many()
+        .col_expr(otp_session::Column::Status, "consumed".into())
+        .col_expr(otp_session::Column::PaymentId, Some(payment_id).into())
+        .col_expr(otp_session::Column::ConsumedAt, Some(now).into())
+        .filter(otp_session::Column::Id.eq(id))
+        .filter(otp_session::Column::Status.eq("active"))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}
+
+/// Counts one wrong code; the session locks at `limit`. Returns the attempts so far, or
+/// `None` when the session was no longer active.
+pub async fn record_wrong_otp<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    limit: i32,
+) -> Result<Option<i32>, DbErr> {
+    let Some(s) = for_update(c, otp_session::Entity::find_by_id(id)).one(c).await? else {
+        return Ok(None);
+    };
+    if s.status != "active" {
+        return Ok(None);
+    }
+    let attempts = s.failed_attempts + 1;
+    let mut am = s.into_active_model();
+    am.failed_attempts = Set(attempts);
+    if attempts >= limit {
+        am.status = Set("locked".into());
+    }
+    am.update(c).await?;
+    Ok(Some(attempts))
+}
+
+pub async fn insert_qr<C: ConnectionTrait>(c: &C, n: qr_nonce::Model) -> Result<(), DbErr> {
+    n.into_active_model().insert(c).await.map(|_| ())
+}
+
+/// Marks every earlier nonce of the wallet that is still usable as replaced at `now`.
+pub async fn supersede_qr<C: ConnectionTrait>(
+    c: &C,
+    wallet_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    qr_nonce::Entity::update_many()
+        .col_expr(qr_nonce::Column::SupersededAt, Some(now).into())
+        .filter(qr_nonce::Column::WalletId.eq(wallet_id))
+        .filter(qr_nonce::Column::SupersededAt.is_null())
+        .filter(qr_nonce::Column::ConsumedAt.is_null())
+        .exec(c)
+        .await?;
+    Ok(())
+}
+
+pub async fn lock_qr_by_hash<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    nonce_hash: &str,
+) -> Result<Option<qr_nonce::Model>, DbErr> {
+    let q = qr_nonce::Entity::find()
+        .filter(qr_nonce::Column::NonceHash.eq(nonce_hash))
+        .filter(qr_nonce::Column::MerchantId.eq(merchant_id));
+    for_update(c, q).one(c).await
+}
+
+/// The newest unexpired, unconsumed nonce of the merchant carrying `code`.
+pub async fn lock_qr_by_short_code<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    code: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<qr_nonce::Model>, DbErr> {
+    let q = qr_nonce::Entity::find()
+        .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
+        .filter(qr_nonce::Column::ShortCode.eq(code))
+        .filter(qr_nonce::Column::ConsumedAt.is_null())
+        .filter(qr_nonce::Column::ExpiresAt.gt(now))
+        .order_by_desc(qr_nonce::Column::CreatedAt);
+    for_update(c, q).one(c).await
+}
+
+pub async fn short_code_in_use<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    code: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    Ok(qr_nonce::Entity::find()
+        .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
+        .filter(qr_nonce::Column::ShortCode.eq(code))
+        .filter(qr_nonce::Column::ExpiresAt.gt(now))
+        .filter(qr_nonce::Column::ConsumedAt.is_null())
+        .count(c)
+        .await?
+        > 0)
+}
+
+pub async fn consume_qr<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    payment_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let r = qr_nonce::Entity::update_many()
+        .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
+        .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
+        .filter(qr_nonce::Column::Id.eq(id))
+        .filter(qr_nonce::Column::ConsumedAt.is_null())
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}

@@ -1,0 +1,176 @@
+//! Wallet identities, wallets and their promotional grants. Every finder takes the merchant,
+//! so a wallet of another tenant is simply not found.
+use chrono::{DateTime, Utc};
+use entities::{promo_grant, wallet, wallet_user};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Set,
+    sea_query::LockType,
+};
+use uuid::Uuid;
+
+pub async fn find_identity_by_phone<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    phone: &str,
+) -> Result<Option<wallet_user::Model>, DbErr> {
+    wallet_user::Entity::find()
+        .filter(wallet_user::Column::MerchantId.eq(merchant_id))
+        .filter(wallet_user::Column::Phone.eq(phone))
+        .one(c)
+        .await
+}
+
+pub async fn find_identity<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<wallet_user::Model>, DbErr> {
+    wallet_user::Entity::find_by_id(id)
+        .filter(wallet_user::Column::MerchantId.eq(merchant_id))
+        .one(c)
+        .await
+}
+
+pub async fn insert_identity<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    phone: &str,
+    state: &str,
+    now: DateTime<Utc>,
+) -> Result<wallet_user::Model, DbErr> {
+    wallet_user::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        merchant_id: Set(merchant_id),
+        phone: Set(phone.to_string()),
+        state: Set(state.to_string()),
+        provider_customer_id: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        verified_at: Set((state == "VERIFIED").then_some(now)),
+    }
+    .insert(c)
+    .await
+}
+
+pub async fn insert_wallet<C: ConnectionTrait>(
+    c: &C,
+    identity: &wallet_user::Model,
+    program_id: Uuid,
+    currency: &str,
+    now: DateTime<Utc>,
+) -> Result<wallet::Model, DbErr> {
+    wallet::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        wallet_user_id: Set(identity.id),
+        merchant_id: Set(identity.merchant_id),
+        wallet_program_id: Set(program_id),
+        currency: Set(currency.to_string()),
+        actual_minor: Set(0),
+        pending_topups_minor: Set(0),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(c)
+    .await
+}
+
+/// The identity's wallets, oldest first.
+pub async fn wallets_of_identity<C: ConnectionTrait>(
+    c: &C,
+    identity_id: Uuid,
+) -> Result<Vec<wallet::Model>, DbErr> {
+    wallet::Entity::find()
+        .filter(wallet::Column::WalletUserId.eq(identity_id))
+        .order_by_asc(wallet::Column::CreatedAt)
+        .all(c)
+        .await
+}
+
+pub async fn find_wallet<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<wallet::Model>, DbErr> {
+    wallet::Entity::find_by_id(id)
+        .filter(wallet::Column::MerchantId.eq(merchant_id))
+        .one(c)
+        .await
+}
+
+/// The wallet, locked until the transaction ends: every movement of one wallet's money
+/// (payments, refunds, credits) queues here, so none of them reads a stale balance. SQLite's
+/// IMMEDIATE transaction already holds the database's only write lock.
+pub async fn lock_wallet<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<wallet::Model>, DbErr> {
+    let mut q = wallet::Entity::find_by_id(id).filter(wallet::Column::MerchantId.eq(merchant_id));
+    if c.get_database_backend() == DbBackend::Postgres {
+        q = q.lock(LockType::Update);
+    }
+    q.one(c).await
+}
+
+/// The wallet's grants that still matter for a balance: everything not in an end state.
+pub async fn live_grants<C: ConnectionTrait>(
+    c: &C,
+    wallet_id: Uuid,
+) -> Result<Vec<promo_grant::Model>, DbErr> {
+    promo_grant::Entity::find()
+        .filter(promo_grant::Column::WalletId.eq(wallet_id))
+        .filter(promo_grant::Column::State.is_in(["RELEASED", "LOCKED"]))
+        .order_by_asc(promo_grant::Column::ExpiresAt)
+        .order_by_asc(promo_grant::Column::CreatedAt)
+        .all(c)
+        .await
+}
+
+pub async fn grants_by_ids<C: ConnectionTrait>(
+    c: &C,
+    ids: &[Uuid],
+) -> Result<Vec<promo_grant::Model>, DbErr> {
+    if ids.is_empty() {
+        return Ok(vec![]);
+    }
+    promo_grant::Entity::find()
+        .filter(promo_grant::Column::Id.is_in(ids.iter().copied()))
+        .all(c)
+        .await
+}
+
+pub async fn insert_grant<C: ConnectionTrait>(
+    c: &C,
+    wallet: &wallet::Model,
+    amount_minor: i64,
+    source: &str,
+    state: &str,
+    expires_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<promo_grant::Model, DbErr> {
+    // Created empty: the accrual posting that funds it moves `remaining_minor`.
+    promo_grant::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        wallet_id: Set(wallet.id),
+        merchant_id: Set(wallet.merchant_id),
+        source: Set(source.to_string()),
+        state: Set(state.to_string()),
+        currency: Set(wallet.currency.clone()),
+        original_minor: Set(amount_minor),
+        remaining_minor: Set(0),
+        expires_at: Set(expires_at),
+        created_at: Set(now),
+        updated_at: Set(now),
+    }
+    .insert(c)
+    .await
+}
+
+/// Operators only: a wallet of any merchant.
+pub async fn find_wallet_any_merchant<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<wallet::Model>, DbErr> {
+    wallet::Entity::find_by_id(id).one(c).await
+}

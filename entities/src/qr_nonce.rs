@@ -1,0 +1,22 @@
+use sea_orm::entity::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "qr_nonces")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    pub wallet_id: Uuid,
+    pub nonce_hash: String,
+    pub short_code: Option<String>,
+    pub expires_at: DateTimeUtc,
+    pub superseded_at: Option<DateTimeUtc>,
+    pub consumed_at: Option<DateTimeUtc>,
+    pub payment_id: Option<Uuid>,
+    pub created_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,22 @@
+use sea_orm::entity::prelude::*;
+
+/// A customer's identity at one merchant, keyed by (merchant, normalized phone).
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "wallet_users")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    pub phone: String,
+    /// PENDING_PROOF or VERIFIED.
+    pub state: String,
+    pub provider_customer_id: Option<String>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+    pub verified_at: Option<DateTimeUtc>,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

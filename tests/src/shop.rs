@@ -1,0 +1,212 @@
+//! A merchant with a terminal and funded customer wallets, for payment tests: the tenant,
+//! an operator key (wallets are registered and funded with the operator tools), and a
+//! terminal JWT for the merchant.
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::{Reply, TestApp, TestTenant, send};
+
+pub struct Shop<'a> {
+    pub app: &'a TestApp,
+    pub tenant: TestTenant,
+    pub operator_key: String,
+    pub token: String,
+}
+
+/// A customer's wallet as the operator tools return it.
+#[derive(Clone, Debug)]
+pub struct Customer {
+    pub phone: String,
+    pub wallet_id: String,
+    pub wallet_user_id: String,
+}
+
+pub fn random_phone() -> String {
+    // +49 15x, 11 random digits: unique per test run with overwhelming probability.
+    let n = Uuid::new_v4().as_u128() % 100_000_000_000;
+    format!("+4915{n:011}")
+}
+
+pub fn envelope(merchant: Uuid) -> Value {
+    json!({
+        "meta": {"partner_request_id": Uuid::new_v4().to_string(), "api_version": "2026-06-01"},
+        "context": {"merchant_id": merchant.to_string(), "terminal_id": "till-1"},
+    })
+}
+
+fn merge(mut base: Value, extra: Value) -> Value {
+    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+        for (k, v) in e {
+            b.insert(k.clone(), v.clone());
+        }
+    }
+    base
+}
+
+impl<'a> Shop<'a> {
+    pub async fn open(app: &'a TestApp) -> Shop<'a> {
+        let tenant = app.tenant(true).await;
+        let operator_key = api::domain::operators::create(
+            &app.server.state.db,
+            "payments tests",
+            app.server.state.config.bcrypt_cost,
+        )
+        .await
+        .expect("operator")
+        .operator_key;
+        let r = send(
+            app.post("/auth/token")
+                .header("x-api-key", &tenant.platform_key)
+                .header("Idempotency-Key", Uuid::new_v4().to_string())
+                .json(&envelope(tenant.merchant_id)),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let token = r.body["data"]["token"].as_str().unwrap().to_string();
+        Shop {
+            app,
+            tenant,
+            operator_key,
+            token,
+        }
+    }
+
+    pub fn merchant(&self) -> Uuid {
+        self.tenant.merchant_id
+    }
+
+    /// A request body: the envelope plus `extra`.
+    pub fn body(&self, extra: Value) -> Value {
+        merge(envelope(self.merchant()), extra)
+    }
+
+    /// POST as the terminal with a fresh Idempotency-Key.
+    pub async fn post(&self, path: &str, extra: Value) -> Reply {
+        self.post_with_key(path, extra, &Uuid::new_v4().to_string())
+            .await
+    }
+
+    pub async fn post_with_key(&self, path: &str, extra: Value, key: &str) -> Reply {
+        send(
+            self.app
+                .post(path)
+                .bearer_auth(&self.token)
+                .header("Idempotency-Key", key)
+                .json(&self.body(extra)),
+        )
+        .await
+    }
+
+    pub async fn operator(&self, path: &str, body: Value) -> Reply {
+        send(
+            self.app
+                .post(path)
+                .header("x-operator-key", &self.operator_key)
+                .header("Idempotency-Key", Uuid::new_v4().to_string())
+                .json(&body),
+        )
+        .await
+    }
+
+    /// Registers a customer (VERIFIED unless `state` says otherwise).
+    pub async fn customer_in(&self, state: &str) -> Customer {
+        let phone = random_phone();
+        let r = self
+            .operator(
+                "/operator/wallets",
+                json!({"merchant_id": self.merchant().to_string(), "phone": phone, "state": state, "reason": "test customer"}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        Customer {
+            phone,
+            wallet_id: r.body["data"]["wallet_id"].as_str().unwrap().into(),
+            wallet_user_id: r.body["data"]["wallet_user_id"].as_str().unwrap().into(),
+        }
+    }
+
+    pub async fn customer(&self) -> Customer {
+        self.customer_in("VERIFIED").await
+    }
+
+    /// Credits actual money by operator adjustment.
+    pub async fn fund(&self, c: &Customer, amount: i64) -> Reply {
+        let r = self
+            .operator(
+                &format!("/operator/wallets/{}/adjustments", c.wallet_id),
+                json!({"direction": "credit", "amount_minor": amount, "currency": "EUR", "reason": "test funding"}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r
+    }
+
+    /// Issues a promotional grant expiring in `expires_in_secs`.
+    pub async fn grant(&self, c: &Customer, amount: i64, state: &str, expires_in_secs: i64) -> String {
+        let at = chrono::Utc::now() + chrono::Duration::seconds(expires_in_secs);
+        let r = self
+            .operator(
+                &format!("/operator/wallets/{}/grants", c.wallet_id),
+                json!({"amount_minor": amount, "currency": "EUR", "source": "CASHBACK", "state": state,
+                       "expires_at": at.to_rfc3339(), "reason": "test grant"}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let grants = r.body["data"]["balance"]["promo_grants"].as_array().unwrap();
+        grants
+            .iter()
+            .max_by_key(|g| g["grant_id"].as_str().unwrap().to_string())
+            .unwrap()["grant_id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    pub async fn balance(&self, c: &Customer) -> Value {
+        let r = send(
+            self.app
+                .get(&format!("/operator/wallets/{}", c.wallet_id))
+                .header("x-operator-key", &self.operator_key),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["data"]["balance"].clone()
+    }
+
+    /// A fresh QR payload for the customer.
+    pub async fn qr(&self, c: &Customer) -> String {
+        let r = self
+            .post("/qr/mint", json!({"customer": {"credential_type": "phone", "phone": c.phone}}))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["data"]["qr_payload"].as_str().unwrap().to_string()
+    }
+
+    /// Pays `amount` with a fresh QR nonce.
+    pub async fn pay(&self, c: &Customer, amount: i64) -> Reply {
+        let qr = self.qr(c).await;
+        self.pay_with(json!({"type": "qr", "qr_payload": qr}), amount)
+            .await
+    }
+
+    pub async fn pay_with(&self, credential: Value, amount: i64) -> Reply {
+        self.post(
+            "/payments",
+            json!({"credential": credential, "amount_minor": amount, "currency": "EUR", "order_ref": "R-1"}),
+        )
+        .await
+    }
+
+    /// Asserts the operator ledger check finds every posting balanced and every balance
+    /// equal to its entries, for this merchant.
+    pub async fn assert_ledger_consistent(&self) {
+        let r = send(
+            self.app
+                .get(&format!("/operator/ledger/check?merchant_id={}", self.merchant()))
+                .header("x-operator-key", &self.operator_key),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["data"]["consistent"], true, "ledger: {}", r.body["data"]);
+    }
+}
