@@ -230,12 +230,21 @@ mod tests {
 /// A field documented in the OpenAPI document as `T` but carried as raw JSON, for unions
 /// whose unknown variants get their own error code (CREDENTIAL_TYPE_UNSUPPORTED) rather
 /// than a parse failure. The handler decides what the value means.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[derive(Clone, Debug, serde::Deserialize)]
 #[serde(transparent)]
 pub struct Documented<T> {
     pub raw: Value,
     #[serde(skip)]
     _schema: std::marker::PhantomData<T>,
+}
+
+impl<T> Default for Documented<T> {
+    fn default() -> Self {
+        Documented {
+            raw: Value::Null,
+            _schema: std::marker::PhantomData,
+        }
+    }
 }
 
 impl<T: Type> Type for Documented<T> {

@@ -348,8 +348,6 @@ pub struct PaymentRequest {
     pub basket: Option<Basket>,
 }
 
-const KNOWN_CREDENTIALS: &[&str] = &["otp", "qr", "short_code", "pass_tap"];
-
 impl PaymentRequest {
     fn effective_order_ref(&self) -> Option<String> {
         self.order_ref

@@ -382,6 +382,7 @@ async fn unknown_or_disabled_credential_types_and_currencies_are_refused_with_th
 async fn a_customer_in_several_programs_must_name_one() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
     let second = Uuid::now_v7();
     api::store::tenancy::insert_wallet_program(
         &app.server.state.db,
@@ -392,7 +393,6 @@ async fn a_customer_in_several_programs_must_name_one() {
     )
     .await
     .unwrap();
-    let c = shop.customer().await;
     let r = shop
         .operator(
             "/operator/wallets",
@@ -489,12 +489,13 @@ async fn refunds_return_part_or_all_but_never_more_than_was_paid() {
     shop.fund(&c, 1_000).await;
     let paid = shop.pay(&c, 1_000).await;
     let id = paid.body["data"]["payment_id"].as_str().unwrap().to_string();
+    let path = format!("/payments/{id}/refund");
     let refund = |amount: Option<i64>| {
         let body = match amount {
             Some(a) => json!({"amount_minor": a, "currency": "EUR"}),
             None => json!({}),
         };
-        shop.post(&format!("/payments/{id}/refund"), body)
+        shop.post(&path, body)
     };
     let r = refund(Some(300)).await;
     assert_eq!(r.status, 200, "{}", r.body);

@@ -129,7 +129,8 @@ async fn concurrent_refunds_never_return_more_than_was_paid() {
     let paid = shop.pay(&c, 1_000).await;
     assert_eq!(paid.status, 200, "{}", paid.body);
     let id = paid.body["data"]["payment_id"].as_str().unwrap().to_string();
-    let results = join_all((0..25).map(|_| shop.post(&format!("/payments/{id}/refund"), json!({"amount_minor": 100})))).await;
+    let path = format!("/payments/{id}/refund");
+    let results = join_all((0..25).map(|_| shop.post(&path, json!({"amount_minor": 100})))).await;
     let ok = results.iter().filter(|r| r.status == 200).count();
     assert_eq!(ok, 10);
     assert!(results.iter().filter(|r| r.status != 200).all(|r| r.code() == "VALIDATION_ERROR"));
