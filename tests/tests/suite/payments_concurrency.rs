@@ -340,3 +340,54 @@ fn random_credits_payments_refunds_and_voids_agree_with_the_reference_model() {
     });
     rt.block_on(shop.assert_ledger_consistent());
 }
+
+/// Forwards one request to the service and drops the response on the floor: to the caller
+/// it is as if the service crashed after committing and before answering.
+async fn response_dropping_proxy(upstream: String) -> String {
+    use tokio::io::AsyncReadExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (client, _) = listener.accept().await.unwrap();
+        let server = tokio::net::TcpStream::connect(upstream).await.unwrap();
+        let (mut client_rx, client_tx) = client.into_split();
+        let (mut server_rx, mut server_tx) = server.into_split();
+        tokio::spawn(async move {
+            let _ = tokio::io::copy(&mut client_rx, &mut server_tx).await;
+        });
+        // Wait for the service's answer (it has committed by then), then hang up on the
+        // caller without relaying a byte of it.
+        let mut buf = vec![0u8; 64 * 1024];
+        let _ = server_rx.read(&mut buf).await;
+        drop(client_tx);
+    });
+    format!("http://{addr}/v1")
+}
+
+#[tokio::test]
+async fn a_response_lost_after_commit_is_replayed_by_the_retry_without_a_second_debit() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let qr = shop.qr(&c).await;
+    let key = Uuid::new_v4().to_string();
+    let body = shop.body(json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 300, "currency": "EUR"}));
+    let upstream = app.url.trim_start_matches("http://").trim_end_matches("/v1").to_string();
+    let via = response_dropping_proxy(upstream).await;
+    let lost = app
+        .client
+        .post(format!("{via}/payments"))
+        .bearer_auth(&shop.token)
+        .header("Idempotency-Key", &key)
+        .json(&body)
+        .send()
+        .await;
+    assert!(lost.is_err() || lost.as_ref().is_ok_and(|r| r.status().as_u16() != 200), "the caller saw no answer");
+
+    let retry = send(app.post("/payments").bearer_auth(&shop.token).header("Idempotency-Key", &key).json(&body)).await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["meta"]["idempotency_replayed"], true, "the committed original is replayed");
+    assert_eq!(shop.balance(&c).await["actual_minor"], 700, "debited once");
+    shop.assert_ledger_consistent().await;
+}
