@@ -58,7 +58,8 @@ impl Sealer {
     /// 6-digit code: without the server secret a stolen digest cannot be brute-forced.
     pub fn mac(&self, purpose: &str, data: &[u8]) -> String {
         use hmac::{Hmac, KeyInit, Mac};
-        let mut m = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.mac_key).expect("any key length");
+        let mut m =
+            <Hmac<Sha256> as KeyInit>::new_from_slice(&self.mac_key).expect("any key length");
         m.update(purpose.as_bytes());
         m.update(b"\n");
         m.update(data);

@@ -258,3 +258,54 @@ async fn logs_are_json_with_the_request_id_and_never_contain_a_key_or_secret() {
         "the capabilities request is logged with its request id"
     );
 }
+
+#[tokio::test]
+async fn ledger_check_passes_on_real_payments_and_fails_naming_a_tampered_wallet() {
+    use sea_orm::{ConnectionTrait, DbBackend, Statement};
+    let app = TestApp::spawn().await;
+    let shop = tests::shop::Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 500).await;
+    assert_eq!(shop.pay(&c, 120).await.status, 200);
+    let check = || {
+        against_this_run(wallet_api())
+            .args([
+                "ledger",
+                "check",
+                "--merchant",
+                &shop.merchant().to_string(),
+            ])
+            .output()
+            .expect("wallet-api runs")
+    };
+    let out = check();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(report["postings"].as_i64().unwrap() >= 2, "{report}");
+
+    // A balance column changed behind the ledger's back is caught.
+    let db = &app.server.state.db;
+    let backend = db.get_database_backend();
+    let sql = match backend {
+        DbBackend::Postgres => "UPDATE wallets SET actual_minor = actual_minor + 1 WHERE id = $1",
+        _ => "UPDATE wallets SET actual_minor = actual_minor + 1 WHERE id = ?",
+    };
+    let id = uuid::Uuid::parse_str(&c.wallet_id).unwrap();
+    db.execute_raw(Statement::from_sql_and_values(backend, sql, [id.into()]))
+        .await
+        .unwrap();
+    let out = check();
+    assert!(!out.status.success(), "a tampered balance fails the check");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        report["wallet_mismatches"][0]["id"],
+        c.wallet_id.as_str(),
+        "{report}"
+    );
+    assert_eq!(report["wallet_mismatches"][0]["stored_minor"], 381);
+    assert_eq!(report["wallet_mismatches"][0]["ledger_minor"], 380);
+}

@@ -86,6 +86,18 @@ impl<'a> Shop<'a> {
             .await
     }
 
+    /// POST a whole body (its envelope already edited) with a fresh Idempotency-Key.
+    pub async fn post_body(&self, path: &str, body: &Value) -> Reply {
+        send(
+            self.app
+                .post(path)
+                .bearer_auth(&self.token)
+                .header("Idempotency-Key", Uuid::new_v4().to_string())
+                .json(body),
+        )
+        .await
+    }
+
     pub async fn post_with_key(&self, path: &str, extra: Value, key: &str) -> Reply {
         send(
             self.app
@@ -142,7 +154,13 @@ impl<'a> Shop<'a> {
     }
 
     /// Issues a promotional grant expiring in `expires_in_secs`.
-    pub async fn grant(&self, c: &Customer, amount: i64, state: &str, expires_in_secs: i64) -> String {
+    pub async fn grant(
+        &self,
+        c: &Customer,
+        amount: i64,
+        state: &str,
+        expires_in_secs: i64,
+    ) -> String {
         let at = chrono::Utc::now() + chrono::Duration::seconds(expires_in_secs);
         let r = self
             .operator(
@@ -152,7 +170,9 @@ impl<'a> Shop<'a> {
             )
             .await;
         assert_eq!(r.status, 200, "{}", r.body);
-        let grants = r.body["data"]["balance"]["promo_grants"].as_array().unwrap();
+        let grants = r.body["data"]["balance"]["promo_grants"]
+            .as_array()
+            .unwrap();
         grants
             .iter()
             .max_by_key(|g| g["grant_id"].as_str().unwrap().to_string())
@@ -176,7 +196,10 @@ impl<'a> Shop<'a> {
     /// A fresh QR payload for the customer.
     pub async fn qr(&self, c: &Customer) -> String {
         let r = self
-            .post("/qr/mint", json!({"customer": {"credential_type": "phone", "phone": c.phone}}))
+            .post(
+                "/qr/mint",
+                json!({"customer": {"credential_type": "phone", "phone": c.phone}}),
+            )
             .await;
         assert_eq!(r.status, 200, "{}", r.body);
         r.body["data"]["qr_payload"].as_str().unwrap().to_string()
@@ -202,11 +225,18 @@ impl<'a> Shop<'a> {
     pub async fn assert_ledger_consistent(&self) {
         let r = send(
             self.app
-                .get(&format!("/operator/ledger/check?merchant_id={}", self.merchant()))
+                .get(&format!(
+                    "/operator/ledger/check?merchant_id={}",
+                    self.merchant()
+                ))
                 .header("x-operator-key", &self.operator_key),
         )
         .await;
         assert_eq!(r.status, 200, "{}", r.body);
-        assert_eq!(r.body["data"]["consistent"], true, "ledger: {}", r.body["data"]);
+        assert_eq!(
+            r.body["data"]["consistent"], true,
+            "ledger: {}",
+            r.body["data"]
+        );
     }
 }

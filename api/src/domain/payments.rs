@@ -115,7 +115,8 @@ pub async fn send_otp<C: ConnectionTrait>(
     wallets::require_currency(c, merchant, &req.currency).await?;
     let who = identity(c, merchant, &Customer::Phone(req.phone.clone())).await?;
     // A PENDING_PROOF wallet still gets its code: the payment is where it is refused.
-    let chosen = wallets::choose_wallet(c, &who, Some(&req.currency), req.wallet_program_id).await?;
+    let chosen =
+        wallets::choose_wallet(c, &who, Some(&req.currency), req.wallet_program_id).await?;
     // Sends for one wallet queue here, so the window count below cannot be raced.
     let w = store::wallets::lock_wallet(c, merchant, chosen.id)
         .await?
@@ -265,9 +266,7 @@ pub async fn mint_qr<C: ConnectionTrait>(
 /// A nonce pays once, before it expires, and only if it was not replaced before the payment
 /// arrived: a re-mint while a payment is in flight does not cancel that payment.
 pub fn usable_nonce(n: &qr_nonce::Model, received_at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
-    n.consumed_at.is_none()
-        && n.expires_at > now
-        && n.superseded_at.is_none_or(|s| s > received_at)
+    n.consumed_at.is_none() && n.expires_at > now && n.superseded_at.is_none_or(|s| s > received_at)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -457,7 +456,11 @@ async fn hold_credential<C: ConnectionTrait>(
                 .ok_or_else(|| ApiError::not_found("Wallet"))?;
             let who = store::wallets::find_identity(c, merchant, owner.wallet_user_id).await?;
             let phone_ok = who.is_some_and(|w| &w.phone == phone);
-            let code_ok = sealer.verify_mac("otp", format!("{}:{otp_code}", s.id).as_bytes(), &s.code_hash);
+            let code_ok = sealer.verify_mac(
+                "otp",
+                format!("{}:{otp_code}", s.id).as_bytes(),
+                &s.code_hash,
+            );
             if !(phone_ok && code_ok) {
                 return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
             }
@@ -466,7 +469,9 @@ async fn hold_credential<C: ConnectionTrait>(
         Credential::Qr { qr_payload } => {
             let n = store::payments::lock_qr_by_hash(c, merchant, &nonce_hash(qr_payload))
                 .await?
-                .ok_or_else(|| replayed("Unknown, expired or already used QR code; mint a new one."))?;
+                .ok_or_else(|| {
+                    replayed("Unknown, expired or already used QR code; mint a new one.")
+                })?;
             if !usable_nonce(&n, pay.received_at, now) {
                 return Err(replayed("Expired or already used QR code; mint a new one."));
             }
@@ -476,7 +481,9 @@ async fn hold_credential<C: ConnectionTrait>(
             let n = store::payments::lock_qr_by_short_code(c, merchant, short_code, now)
                 .await?
                 .filter(|n| usable_nonce(n, pay.received_at, now))
-                .ok_or_else(|| replayed("Unknown, expired or already used short code; mint a new one."))?;
+                .ok_or_else(|| {
+                    replayed("Unknown, expired or already used short code; mint a new one.")
+                })?;
             Ok(Held::Nonce(n))
         }
     }
@@ -490,7 +497,12 @@ pub struct Paid {
 }
 
 fn split_json(grants: &[(Uuid, i64)]) -> serde_json::Value {
-    json!(grants.iter().map(|(g, a)| json!([g.to_string(), a])).collect::<Vec<_>>())
+    json!(
+        grants
+            .iter()
+            .map(|(g, a)| json!([g.to_string(), a]))
+            .collect::<Vec<_>>()
+    )
 }
 
 fn split_from_json(v: &serde_json::Value) -> Vec<(Uuid, i64)> {
@@ -548,7 +560,10 @@ pub async fn pay<C: ConnectionTrait>(
     let w = store::wallets::lock_wallet(c, merchant, wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    if pay.wallet_program_id.is_some_and(|p| p != w.wallet_program_id) {
+    if pay
+        .wallet_program_id
+        .is_some_and(|p| p != w.wallet_program_id)
+    {
         return Err(ApiError::field(
             "/wallet_program_id",
             "credential_mismatch",
@@ -556,7 +571,9 @@ pub async fn pay<C: ConnectionTrait>(
         ));
     }
     if w.currency != pay.currency {
-        return Err(ApiError::currency_not_supported(std::slice::from_ref(&w.currency)));
+        return Err(ApiError::currency_not_supported(std::slice::from_ref(
+            &w.currency,
+        )));
     }
     let who = store::wallets::find_identity(c, merchant, w.wallet_user_id)
         .await?
@@ -623,12 +640,12 @@ pub async fn pay<C: ConnectionTrait>(
     };
     store::payments::insert(c, p.clone()).await?;
     let after = balance_after_debit(&w, &grants, &plan, now);
+    store::outbox::append(c, payment_event("payment.completed", &p, json!({}), now)).await?;
     store::outbox::append(
         c,
-        payment_event("payment.completed", &p, json!({}), now),
+        wallets::balance_changed(&w, &after, "payment", p.id, now),
     )
     .await?;
-    store::outbox::append(c, wallets::balance_changed(&w, &after, "payment", p.id, now)).await?;
     Ok(Paid {
         payment: p,
         balance_after: after,
@@ -771,7 +788,9 @@ pub async fn reverse<C: ConnectionTrait>(
                 balance_after,
             });
         }
-        return Err(ApiError::conflict("The payment was voided; nothing is left to refund."));
+        return Err(ApiError::conflict(
+            "The payment was voided; nothing is left to refund.",
+        ));
     }
     let earlier = store::payments::refunds_of(c, p.id).await?;
     if kind == ReversalKind::Void && !earlier.is_empty() {
@@ -793,13 +812,14 @@ pub async fn reverse<C: ConnectionTrait>(
     let grant_ids: Vec<Uuid> = paid.from_grants.iter().map(|(g, _)| *g).collect();
     let grants = store::wallets::grants_by_ids(c, &grant_ids).await?;
     let views: Vec<_> = grants.iter().map(wallets::grant_view).collect();
-    let plan: RefundPlan = ledger::plan_refund(&paid, &returned, &views, amount, now).ok_or_else(|| {
-        ApiError::field(
-            "/amount_minor",
-            "exceeds_refundable",
-            format!("must be between 1 and the refundable amount, {left}"),
-        )
-    })?;
+    let plan: RefundPlan =
+        ledger::plan_refund(&paid, &returned, &views, amount, now).ok_or_else(|| {
+            ApiError::field(
+                "/amount_minor",
+                "exceeds_refundable",
+                format!("must be between 1 and the refundable amount, {left}"),
+            )
+        })?;
     let posting_kind = match kind {
         ReversalKind::Void => PostingKind::Void,
         ReversalKind::Refund => PostingKind::Refund,
@@ -863,8 +883,11 @@ pub async fn reverse<C: ConnectionTrait>(
         ),
     )
     .await?;
-    store::outbox::append(c, wallets::balance_changed(&w, &balance_after, cause, refund_id, now))
-        .await?;
+    store::outbox::append(
+        c,
+        wallets::balance_changed(&w, &balance_after, cause, refund_id, now),
+    )
+    .await?;
     Ok(Reversal {
         payment: p,
         refund: Some(refund),

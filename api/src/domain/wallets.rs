@@ -219,7 +219,10 @@ pub async fn import<C: ConnectionTrait>(
         None if programs.is_empty() => None,
         None => {
             return Err(ApiError::wallet_program_ambiguous(
-                &programs.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+                &programs
+                    .iter()
+                    .map(|p| p.id.to_string())
+                    .collect::<Vec<_>>(),
             ));
         }
     }
@@ -230,7 +233,10 @@ pub async fn import<C: ConnectionTrait>(
         None => store::wallets::insert_identity(c, merchant_id, phone, state, now).await?,
     };
     let existing = store::wallets::wallets_of_identity(c, identity.id).await?;
-    let wallet = match existing.into_iter().find(|w| w.wallet_program_id == program.id) {
+    let wallet = match existing
+        .into_iter()
+        .find(|w| w.wallet_program_id == program.id)
+    {
         Some(w) => w,
         None => {
             store::wallets::insert_wallet(c, &identity, program.id, &program.currency, now).await?
@@ -330,8 +336,9 @@ pub async fn adjust<C: ConnectionTrait>(
             state,
             expires_at,
         } => {
-            let g = store::wallets::insert_grant(c, &w, amount_minor, &source, &state, expires_at, now)
-                .await?;
+            let g =
+                store::wallets::insert_grant(c, &w, amount_minor, &source, &state, expires_at, now)
+                    .await?;
             (
                 ledger::posting::grant_accrual(w.merchant_id, g.id, &w.currency, amount_minor),
                 json!({"money_class": "promo", "grant_id": g.id.to_string(), "amount_minor": amount_minor, "currency": w.currency, "source": source, "state": state}),

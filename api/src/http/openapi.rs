@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 
 use super::{
     keys::KeysApi, operator::OperatorApi, operator_wallets::OperatorWalletsApi,
-    payments::PaymentsApi, platform::PlatformApi, sandbox::SandboxApi,
-    terminal::TerminalApi, token::TokenApi,
+    payments::PaymentsApi, platform::PlatformApi, sandbox::SandboxApi, terminal::TerminalApi,
+    token::TokenApi,
 };
 
 pub type Apis = (

@@ -67,7 +67,11 @@ impl Validate for ImportWalletRequest {
             && s != wallets::VERIFIED
             && s != wallets::PENDING_PROOF
         {
-            e.push("/state", "invalid_value", "must be VERIFIED or PENDING_PROOF");
+            e.push(
+                "/state",
+                "invalid_value",
+                "must be VERIFIED or PENDING_PROOF",
+            );
         }
         reason(e, &self.reason);
     }
@@ -157,7 +161,11 @@ impl Validate for GrantRequest {
         validate::min_amount(e, "/amount_minor", self.amount_minor, 1);
         validate::currency(e, "/currency", &self.currency);
         if !wallets::GRANT_SOURCES.contains(&self.source.as_str()) {
-            e.push("/source", "invalid_value", "must be CASHBACK, RELOAD_BONUS or SKU_TOPUP_BONUS");
+            e.push(
+                "/source",
+                "invalid_value",
+                "must be CASHBACK, RELOAD_BONUS or SKU_TOPUP_BONUS",
+            );
         }
         if self.state != "RELEASED" && self.state != "LOCKED" {
             e.push("/state", "invalid_value", "must be RELEASED or LOCKED");
@@ -187,7 +195,11 @@ pub fn ledger_check_view(r: store::ledger::Report) -> LedgerCheck {
         consistent: r.is_consistent(),
         postings: r.postings,
         entries: r.entries,
-        unbalanced_postings: r.unbalanced_postings.iter().map(|u| u.to_string()).collect(),
+        unbalanced_postings: r
+            .unbalanced_postings
+            .iter()
+            .map(|u| u.to_string())
+            .collect(),
         wallet_mismatches: r.wallet_mismatches.iter().map(mismatch).collect(),
         grant_mismatches: r.grant_mismatches.iter().map(mismatch).collect(),
     }
@@ -206,8 +218,10 @@ async fn idempotent(
     json: &serde_json::Value,
     work: impl for<'t> FnOnce(
         &'t sea_orm::DatabaseTransaction,
-    ) -> futures::future::BoxFuture<'t, Result<Outcome<OperatorWallet>, ApiError>>
-    + Send,
+    ) -> futures::future::BoxFuture<
+        't,
+        Result<Outcome<OperatorWallet>, ApiError>,
+    > + Send,
 ) -> poem::Result<Reply<OperatorWallet>> {
     let key = idempotency::parse_key(key)?;
     let req = idempotency::Request::for_operator(auth.0.id, key, operation, json);
@@ -221,7 +235,11 @@ impl OperatorWalletsApi {
     ///
     /// Creates the customer's identity at the merchant (by phone) if new, and a wallet in
     /// the program. Returns the existing wallet when there is one. Audited.
-    #[oai(path = "/operator/wallets", method = "post", operation_id = "operatorImportWallet")]
+    #[oai(
+        path = "/operator/wallets",
+        method = "post",
+        operation_id = "operatorImportWallet"
+    )]
     async fn import(
         &self,
         state: Data<&AppState>,
@@ -258,7 +276,11 @@ impl OperatorWalletsApi {
     }
 
     /// Read a wallet (operators)
-    #[oai(path = "/operator/wallets/:wallet_id", method = "get", operation_id = "operatorGetWallet")]
+    #[oai(
+        path = "/operator/wallets/:wallet_id",
+        method = "get",
+        operation_id = "operatorGetWallet"
+    )]
     async fn get(
         &self,
         state: Data<&AppState>,
@@ -380,7 +402,11 @@ impl OperatorWalletsApi {
     ///
     /// Recomputes every wallet and grant balance from the ledger entries and checks every
     /// posting balances; for one merchant or all.
-    #[oai(path = "/operator/ledger/check", method = "get", operation_id = "operatorCheckLedger")]
+    #[oai(
+        path = "/operator/ledger/check",
+        method = "get",
+        operation_id = "operatorCheckLedger"
+    )]
     async fn check(
         &self,
         state: Data<&AppState>,

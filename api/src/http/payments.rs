@@ -44,7 +44,11 @@ fn ts(t: DateTime<Utc>) -> String {
 
 fn amount(e: &mut Errors, field: &str, v: i64) {
     if validate::min_amount(e, field, v, 1) && v > MAX_AMOUNT_MINOR {
-        e.push(field, "too_large", format!("must be at most {MAX_AMOUNT_MINOR}"));
+        e.push(
+            field,
+            "too_large",
+            format!("must be at most {MAX_AMOUNT_MINOR}"),
+        );
     }
 }
 
@@ -59,7 +63,11 @@ fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
     }
     let n = validate::normalize_phone(raw);
     if n.is_none() {
-        e.push(field, "invalid_phone", "must be an E.164 phone number, e.g. +4915112345678");
+        e.push(
+            field,
+            "invalid_phone",
+            "must be an E.164 phone number, e.g. +4915112345678",
+        );
     }
     n
 }
@@ -360,7 +368,12 @@ impl PaymentRequest {
     fn credential(&self) -> Result<Credential, ApiError> {
         let raw = &self.credential.raw;
         let kind = raw.get("type").and_then(Value::as_str).unwrap_or_default();
-        let field = |k: &str| raw.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let field = |k: &str| {
+            raw.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         match kind {
             "otp" => Ok(Credential::Otp {
                 phone: validate::normalize_phone(&field("phone")).unwrap_or_default(),
@@ -385,7 +398,11 @@ impl PaymentRequest {
     fn validate_credential(&self, e: &mut Errors) {
         let raw = &self.credential.raw;
         if !raw.is_object() {
-            e.push("/credential", "required", "is required: an object with a type");
+            e.push(
+                "/credential",
+                "required",
+                "is required: an object with a type",
+            );
             return;
         }
         let Some(kind) = raw.get("type").and_then(Value::as_str) else {
@@ -400,7 +417,11 @@ impl PaymentRequest {
                     None
                 }
                 Some(_) => {
-                    e.push(format!("/credential/{k}"), "invalid_type", "must be a string");
+                    e.push(
+                        format!("/credential/{k}"),
+                        "invalid_type",
+                        "must be a string",
+                    );
                     None
                 }
             }
@@ -413,7 +434,11 @@ impl PaymentRequest {
                 if let Some(code) = text(e, "otp_code")
                     && !(code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()))
                 {
-                    e.push("/credential/otp_code", "invalid_format", "must be exactly 6 digits");
+                    e.push(
+                        "/credential/otp_code",
+                        "invalid_format",
+                        "must be exactly 6 digits",
+                    );
                 }
                 if let Some(id) = text(e, "otp_session_id") {
                     validate::uuid(e, "/credential/otp_session_id", &id);
@@ -423,14 +448,22 @@ impl PaymentRequest {
                 if let Some(p) = text(e, "qr_payload")
                     && (p.len() > 200 || !p.starts_with("wq1."))
                 {
-                    e.push("/credential/qr_payload", "invalid_format", "is not a QR payload minted by this service");
+                    e.push(
+                        "/credential/qr_payload",
+                        "invalid_format",
+                        "is not a QR payload minted by this service",
+                    );
                 }
             }
             "short_code" => {
                 if let Some(c) = text(e, "short_code")
                     && !(c.chars().count() == 5 && c.chars().all(|ch| ch.is_ascii_alphanumeric()))
                 {
-                    e.push("/credential/short_code", "invalid_format", "must be 5 letters or digits");
+                    e.push(
+                        "/credential/short_code",
+                        "invalid_format",
+                        "must be 5 letters or digits",
+                    );
                 }
             }
             // Unknown and disabled types are answered by `credential()` after validation.
@@ -478,7 +511,11 @@ impl Validate for PaymentRequest {
                     if let Some(v) = v
                         && !(0..=MAX_AMOUNT_MINOR).contains(&v)
                     {
-                        e.push(f(k), "out_of_range", format!("must be between 0 and {MAX_AMOUNT_MINOR}"));
+                        e.push(
+                            f(k),
+                            "out_of_range",
+                            format!("must be between 0 and {MAX_AMOUNT_MINOR}"),
+                        );
                     }
                 }
                 if let Some(c) = &l.category {
@@ -722,7 +759,11 @@ impl PaymentsApi {
     /// Resolves the wallet from the phone, mints an OTP session bound to the order, amount
     /// and currency, and texts a 6-digit code. No money moves. At most 3 sends per order
     /// within 5 minutes (then 429 RATE_LIMITED with Retry-After).
-    #[oai(path = "/payments/otp/send", method = "post", operation_id = "sendPaymentOtp")]
+    #[oai(
+        path = "/payments/otp/send",
+        method = "post",
+        operation_id = "sendPaymentOtp"
+    )]
     async fn otp_send(
         &self,
         state: Data<&AppState>,
@@ -960,7 +1001,11 @@ impl PaymentsApi {
     /// Reverses a completed payment in full (status `voided`, event payment.reversed).
     /// Voiding a voided payment changes nothing; a partly refunded payment cannot be voided
     /// (409 CONFLICT: refund the rest instead).
-    #[oai(path = "/payments/:id/void", method = "post", operation_id = "voidPayment")]
+    #[oai(
+        path = "/payments/:id/void",
+        method = "post",
+        operation_id = "voidPayment"
+    )]
     async fn void(
         &self,
         state: Data<&AppState>,
@@ -994,7 +1039,11 @@ impl PaymentsApi {
     /// across all refunds. Actual money goes back first, then promotional parts, each to
     /// its grant while the grant is still usable (an expired or clawed-back grant's part is
     /// forfeited, not revived).
-    #[oai(path = "/payments/:id/refund", method = "post", operation_id = "refundPayment")]
+    #[oai(
+        path = "/payments/:id/refund",
+        method = "post",
+        operation_id = "refundPayment"
+    )]
     async fn refund(
         &self,
         state: Data<&AppState>,
@@ -1027,7 +1076,11 @@ impl PaymentsApi {
     /// Reserved for hold-and-capture flows. Nothing routes through it in this version:
     /// every payment completes at once, so a capture of a payment the caller can see
     /// answers VALIDATION_ERROR with `details.status`, and changes nothing.
-    #[oai(path = "/payments/:id/capture", method = "post", operation_id = "capturePayment")]
+    #[oai(
+        path = "/payments/:id/capture",
+        method = "post",
+        operation_id = "capturePayment"
+    )]
     async fn capture(
         &self,
         state: Data<&AppState>,

@@ -3,8 +3,8 @@
 use chrono::Utc;
 use entities::{ledger_entry, ledger_posting, promo_grant, wallet};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait,
-    FromQueryResult, QueryFilter, Set, Statement, Value,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
+    QueryFilter, Set, Statement, Value,
     sea_query::{Expr, ExprTrait},
 };
 use uuid::Uuid;
@@ -102,7 +102,10 @@ async fn move_grant<C: ConnectionTrait>(
 ) -> Result<bool, DbErr> {
     let remaining = Expr::col(promo_grant::Column::RemainingMinor).add(delta);
     let state = Expr::case(remaining.clone().eq(0), "CONSUMED")
-        .case(Expr::col(promo_grant::Column::State).eq("CONSUMED"), "RELEASED")
+        .case(
+            Expr::col(promo_grant::Column::State).eq("CONSUMED"),
+            "RELEASED",
+        )
         .finally(Expr::col(promo_grant::Column::State));
     let r = promo_grant::Entity::update_many()
         .col_expr(promo_grant::Column::State, state.into())
@@ -200,13 +203,10 @@ pub async fn check<C: ConnectionTrait>(c: &C, merchant: Option<Uuid>) -> Result<
             .filter(|m| m.stored_minor != m.ledger_minor || m.stored_minor < 0)
             .collect::<Vec<_>>()
     };
-    let wallets = Mismatch::find_by_statement(q(mismatches(
-        "wallets",
-        "actual_minor",
-        "wallet_actual",
-    )))
-    .all(c)
-    .await?;
+    let wallets =
+        Mismatch::find_by_statement(q(mismatches("wallets", "actual_minor", "wallet_actual")))
+            .all(c)
+            .await?;
     let grants = Mismatch::find_by_statement(q(mismatches(
         "promo_grants",
         "remaining_minor",

@@ -2,9 +2,8 @@
 use chrono::{DateTime, Utc};
 use entities::{otp_session, payment, payment_refund, qr_nonce};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait,
-    IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, Set,
-    sea_query::LockType,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, Set, sea_query::LockType,
 };
 use uuid::Uuid;
 
@@ -20,10 +19,7 @@ pub async fn insert<C: ConnectionTrait>(c: &C, p: payment::Model) -> Result<(), 
     p.into_active_model().insert(c).await.map(|_| ())
 }
 
-pub async fn find<C: ConnectionTrait>(
-    c: &C,
-    id: Uuid,
-) -> Result<Option<payment::Model>, DbErr> {
+pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<payment::Model>, DbErr> {
     payment::Entity::find_by_id(id).one(c).await
 }
 
@@ -103,8 +99,8 @@ pub async fn lock_otp<C: ConnectionTrait>(
     merchant_id: Uuid,
     id: Uuid,
 ) -> Result<Option<otp_session::Model>, DbErr> {
-    let q = otp_session::Entity::find_by_id(id)
-        .filter(otp_session::Column::MerchantId.eq(merchant_id));
+    let q =
+        otp_session::Entity::find_by_id(id).filter(otp_session::Column::MerchantId.eq(merchant_id));
     for_update(c, q).one(c).await
 }
 
@@ -132,7 +128,10 @@ pub async fn record_wrong_otp<C: ConnectionTrait>(
     id: Uuid,
     limit: i32,
 ) -> Result<Option<i32>, DbErr> {
-    let Some(s) = for_update(c, otp_session::Entity::find_by_id(id)).one(c).await? else {
+    let Some(s) = for_update(c, otp_session::Entity::find_by_id(id))
+        .one(c)
+        .await?
+    else {
         return Ok(None);
     };
     if s.status != "active" {

@@ -4,8 +4,7 @@ use chrono::{DateTime, Utc};
 use entities::{promo_grant, wallet, wallet_user};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
-    sea_query::LockType,
+    QueryOrder, QuerySelect, Set, sea_query::LockType,
 };
 use uuid::Uuid;
 

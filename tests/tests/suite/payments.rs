@@ -10,12 +10,26 @@ use uuid::Uuid;
 
 /// The code of the newest OTP SMS for the customer whose body names `order_ref`.
 async fn otp_code(shop: &Shop<'_>, c: &Customer, order_ref: &str) -> String {
-    let url = format!("/sandbox/messages?phone={}&limit=200", c.phone.replace('+', "%2B"));
+    let url = format!(
+        "/sandbox/messages?phone={}&limit=200",
+        c.phone.replace('+', "%2B")
+    );
     eventually(Duration::from_secs(20), "the OTP SMS", || async {
-        let r = send(shop.app.get(&url).header("x-api-key", &shop.tenant.platform_key)).await;
+        let r = send(
+            shop.app
+                .get(&url)
+                .header("x-api-key", &shop.tenant.platform_key),
+        )
+        .await;
         r.body["data"].as_array().and_then(|msgs| {
             msgs.iter()
-                .find(|m| m["kind"] == "otp" && m["body"].as_str().unwrap_or("").contains(&format!("order {order_ref}.")))
+                .find(|m| {
+                    m["kind"] == "otp"
+                        && m["body"]
+                            .as_str()
+                            .unwrap_or("")
+                            .contains(&format!("order {order_ref}."))
+                })
                 .and_then(|m| m["code"].as_str().map(str::to_string))
         })
     })
@@ -68,7 +82,10 @@ async fn released_promo_pays_first_earliest_expiry_first_then_actual_and_locked_
     assert_eq!(after["promo_locked_minor"], 500);
     let text = r.body.to_string();
     for forbidden in ["token", "authorization"] {
-        assert!(!text.contains(forbidden), "no debit or authorization token: {text}");
+        assert!(
+            !text.contains(forbidden),
+            "no debit or authorization token: {text}"
+        );
     }
 
     // The soon-expiring grant went first: with 250 of promo left in the other order, it
@@ -79,9 +96,21 @@ async fn released_promo_pays_first_earliest_expiry_first_then_actual_and_locked_
     let g_soon = shop.grant(&c2, 200, "RELEASED", 86_400).await;
     let r = shop.pay(&c2, 250).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let grants = r.body["data"]["balance_after"]["promo_grants"].as_array().unwrap().clone();
-    let left = |id: &str| grants.iter().find(|g| g["grant_id"] == id).map(|g| g["remaining_minor"].clone());
-    assert_eq!(left(&g_soon), None, "the earliest-expiring grant is used up first");
+    let grants = r.body["data"]["balance_after"]["promo_grants"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let left = |id: &str| {
+        grants
+            .iter()
+            .find(|g| g["grant_id"] == id)
+            .map(|g| g["remaining_minor"].clone())
+    };
+    assert_eq!(
+        left(&g_soon),
+        None,
+        "the earliest-expiring grant is used up first"
+    );
     assert_eq!(left(&g_late), Some(json!(250)));
     assert_eq!(r.body["data"]["balance_after"]["actual_minor"], 100);
     let _ = (late, soon);
@@ -98,7 +127,9 @@ async fn insufficient_funds_gives_the_details_moves_nothing_and_leaves_the_crede
     shop.grant(&c, 70, "LOCKED", 3_600).await;
     let qr = shop.qr(&c).await;
 
-    let r = shop.pay_with(json!({"type": "qr", "qr_payload": qr}), 200).await;
+    let r = shop
+        .pay_with(json!({"type": "qr", "qr_payload": qr}), 200)
+        .await;
     r.assert_envelope();
     assert_eq!(r.status, 402, "{}", r.body);
     assert_eq!(r.code(), "INSUFFICIENT_FUNDS");
@@ -110,7 +141,9 @@ async fn insufficient_funds_gives_the_details_moves_nothing_and_leaves_the_crede
     assert_eq!(shop.balance(&c).await["actual_minor"], 100);
 
     shop.fund(&c, 50).await;
-    let r = shop.pay_with(json!({"type": "qr", "qr_payload": qr}), 200).await;
+    let r = shop
+        .pay_with(json!({"type": "qr", "qr_payload": qr}), 200)
+        .await;
     assert_eq!(r.status, 200, "the same QR still pays: {}", r.body);
     shop.assert_ledger_consistent().await;
 }
@@ -125,13 +158,19 @@ async fn a_qr_nonce_pays_once_and_a_new_mint_replaces_the_previous_one() {
     let first = shop.qr(&c).await;
     let second = shop.qr(&c).await;
     assert_ne!(first, second);
-    let r = shop.pay_with(json!({"type": "qr", "qr_payload": first}), 10).await;
+    let r = shop
+        .pay_with(json!({"type": "qr", "qr_payload": first}), 10)
+        .await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED");
 
-    let r = shop.pay_with(json!({"type": "qr", "qr_payload": second}), 10).await;
+    let r = shop
+        .pay_with(json!({"type": "qr", "qr_payload": second}), 10)
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let r = shop.pay_with(json!({"type": "qr", "qr_payload": second}), 10).await;
+    let r = shop
+        .pay_with(json!({"type": "qr", "qr_payload": second}), 10)
+        .await;
     assert_eq!(r.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED", "{}", r.body);
 
     // A same-key retry of a mint returns the same nonce.
@@ -156,18 +195,36 @@ async fn a_short_code_pays_once_and_a_malformed_or_unknown_one_is_refused() {
     let c = shop.customer().await;
     shop.fund(&c, 500).await;
     let r = shop
-        .post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id, "include_short_code": true}))
+        .post(
+            "/qr/mint",
+            json!({"wallet_user_id": c.wallet_user_id, "include_short_code": true}),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let code = r.body["data"]["short_code"].as_str().unwrap().to_string();
 
-    let bad = shop.pay_with(json!({"type": "short_code", "short_code": "AB"}), 100).await;
+    let bad = shop
+        .pay_with(json!({"type": "short_code", "short_code": "AB"}), 100)
+        .await;
     assert_eq!(bad.code(), "VALIDATION_ERROR");
-    assert!(bad.field_issues().iter().any(|(f, _)| f == "/credential/short_code"), "{}", bad.body);
+    assert!(
+        bad.field_issues()
+            .iter()
+            .any(|(f, _)| f == "/credential/short_code"),
+        "{}",
+        bad.body
+    );
 
-    let r = shop.pay_with(json!({"type": "short_code", "short_code": code.to_lowercase()}), 100).await;
+    let r = shop
+        .pay_with(
+            json!({"type": "short_code", "short_code": code.to_lowercase()}),
+            100,
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let r = shop.pay_with(json!({"type": "short_code", "short_code": code}), 100).await;
+    let r = shop
+        .pay_with(json!({"type": "short_code", "short_code": code}), 100)
+        .await;
     assert_eq!(r.status, 400);
     assert_eq!(r.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED");
 }
@@ -182,7 +239,10 @@ async fn otp_payment_checks_order_amount_and_code_and_consumes_the_session_with_
     let r = send_otp(&shop, &c, 250, "ORD-1").await;
     r.assert_envelope();
     assert_eq!(r.status, 200, "{}", r.body);
-    let session = r.body["data"]["otp_session_id"].as_str().unwrap().to_string();
+    let session = r.body["data"]["otp_session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(!r.body.to_string().contains("otp_code"));
     let code = otp_code(&shop, &c, "ORD-1").await;
     assert_eq!(code.len(), 6);
@@ -200,21 +260,22 @@ async fn otp_payment_checks_order_amount_and_code_and_consumes_the_session_with_
     assert_eq!(r.body["error"]["details"]["attempts_remaining"], 2);
 
     // context.partner_session_id stands in for a missing order_ref.
-    let mut body = shop.body(json!({"credential": otp(&c, &code, &session), "amount_minor": 250, "currency": "EUR"}));
+    let mut body = shop.body(
+        json!({"credential": otp(&c, &code, &session), "amount_minor": 250, "currency": "EUR"}),
+    );
     body["context"]["partner_session_id"] = json!("ORD-1");
-    let r = send(
-        app.post("/payments")
-            .bearer_auth(&shop.token)
-            .header("Idempotency-Key", Uuid::new_v4().to_string())
-            .json(&body),
-    )
-    .await;
+    let r = shop.post_body("/payments", &body).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["order_ref"], "ORD-1");
     assert_eq!(r.body["data"]["balance_after"]["actual_minor"], 750);
 
     let r = pay_otp(&shop, otp(&c, &code, &session), 250, "ORD-1").await;
-    assert_eq!((r.status, r.code()), (400, "OTP_EXPIRED"), "a used session never pays twice: {}", r.body);
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "OTP_EXPIRED"),
+        "a used session never pays twice: {}",
+        r.body
+    );
     shop.assert_ledger_consistent().await;
     app.stop().await;
 }
@@ -226,7 +287,10 @@ async fn three_wrong_otps_lock_the_session_and_sends_are_limited_to_three_per_or
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
     let r = send_otp(&shop, &c, 100, "ORD-L").await;
-    let session = r.body["data"]["otp_session_id"].as_str().unwrap().to_string();
+    let session = r.body["data"]["otp_session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let code = otp_code(&shop, &c, "ORD-L").await;
     let wrong = if code == "000000" { "111111" } else { "000000" };
     for left in [2, 1, 0] {
@@ -235,7 +299,12 @@ async fn three_wrong_otps_lock_the_session_and_sends_are_limited_to_three_per_or
         assert_eq!(r.body["error"]["details"]["attempts_remaining"], left);
     }
     let r = pay_otp(&shop, otp(&c, &code, &session), 100, "ORD-L").await;
-    assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "locked: {}", r.body);
+    assert_eq!(
+        (r.status, r.code()),
+        (429, "RATE_LIMITED"),
+        "locked: {}",
+        r.body
+    );
     assert!(r.headers.get("retry-after").is_some());
     assert_eq!(shop.balance(&c).await["actual_minor"], 1_000);
 
@@ -248,7 +317,11 @@ async fn three_wrong_otps_lock_the_session_and_sends_are_limited_to_three_per_or
     assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
     let retry: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
     assert!((1..=300).contains(&retry), "{retry}");
-    assert_eq!(send_otp(&shop, &c, 100, "ORD-OTHER").await.status, 200, "per order");
+    assert_eq!(
+        send_otp(&shop, &c, 100, "ORD-OTHER").await.status,
+        200,
+        "per order"
+    );
     app.stop().await;
 }
 
@@ -275,22 +348,35 @@ async fn a_retry_with_the_same_key_replays_byte_for_byte_and_never_debits_twice(
     let qr = shop.qr(&c).await;
     let key = Uuid::new_v4().to_string();
     let body = shop.body(json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 400, "currency": "EUR"}));
-    let go = |b: Value| send(app.post("/payments").bearer_auth(&shop.token).header("Idempotency-Key", &key).json(&b));
+    let go = |b: Value| {
+        send(
+            app.post("/payments")
+                .bearer_auth(&shop.token)
+                .header("Idempotency-Key", &key)
+                .json(&b),
+        )
+    };
     let first = go(body.clone()).await;
     assert_eq!(first.status, 200, "{}", first.body);
     let again = go(body.clone()).await;
     assert_eq!(again.status, 200);
     assert_eq!(again.body["meta"]["idempotency_replayed"], true);
-    let restored = String::from_utf8(again.bytes.clone())
-        .unwrap()
-        .replace("\"idempotency_replayed\":true", "\"idempotency_replayed\":false");
+    let restored = String::from_utf8(again.bytes.clone()).unwrap().replace(
+        "\"idempotency_replayed\":true",
+        "\"idempotency_replayed\":false",
+    );
     assert_eq!(restored.as_bytes(), first.bytes.as_slice(), "byte for byte");
     assert_eq!(shop.balance(&c).await["actual_minor"], 600);
 
     let mut changed = body;
     changed["amount_minor"] = json!(401);
     let r = go(changed).await;
-    assert_eq!((r.status, r.code()), (422, "IDEMPOTENCY_KEY_REUSED"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.code()),
+        (422, "IDEMPOTENCY_KEY_REUSED"),
+        "{}",
+        r.body
+    );
     shop.assert_ledger_consistent().await;
 }
 
@@ -318,25 +404,44 @@ async fn another_merchant_or_tenant_cannot_use_or_see_a_customers_credential_or_
     // A token for one merchant naming another merchant in context.
     let mut body = shop.body(json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 10, "currency": "EUR"}));
     body["context"]["merchant_id"] = json!(other.merchant().to_string());
-    let r = send(app.post("/payments").bearer_auth(&shop.token).header("Idempotency-Key", Uuid::new_v4().to_string()).json(&body)).await;
+    let r = shop.post_body("/payments", &body).await;
     assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.body);
 
     // The other tenant's terminal presenting this customer's QR: as if it did not exist.
-    let r = other.pay_with(json!({"type": "qr", "qr_payload": qr}), 10).await;
+    let r = other
+        .pay_with(json!({"type": "qr", "qr_payload": qr}), 10)
+        .await;
     assert_eq!(r.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED", "{}", r.body);
-    let r = other.post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id})).await;
+    let r = other
+        .post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id}))
+        .await;
     assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.body);
 
-    let paid = shop.pay_with(json!({"type": "qr", "qr_payload": qr}), 10).await;
+    let paid = shop
+        .pay_with(json!({"type": "qr", "qr_payload": qr}), 10)
+        .await;
     assert_eq!(paid.status, 200, "{}", paid.body);
     let id = paid.body["data"]["payment_id"].as_str().unwrap();
     let mine = send(app.get(&format!("/payments/{id}")).bearer_auth(&shop.token)).await;
     assert_eq!(mine.status, 200, "{}", mine.body);
-    let theirs = send(app.get(&format!("/payments/{id}")).bearer_auth(&other.token)).await;
-    let unknown = send(app.get(&format!("/payments/{}", Uuid::now_v7())).bearer_auth(&other.token)).await;
+    let theirs = send(
+        app.get(&format!("/payments/{id}"))
+            .bearer_auth(&other.token),
+    )
+    .await;
+    let unknown = send(
+        app.get(&format!("/payments/{}", Uuid::now_v7()))
+            .bearer_auth(&other.token),
+    )
+    .await;
     assert_eq!((theirs.status, theirs.code()), (404, "NOT_FOUND"));
-    assert_eq!(theirs.body["error"], unknown.body["error"], "no difference between foreign and unknown");
-    let r = other.post(&format!("/payments/{id}/refund"), json!({})).await;
+    assert_eq!(
+        theirs.body["error"], unknown.body["error"],
+        "no difference between foreign and unknown"
+    );
+    let r = other
+        .post(&format!("/payments/{id}/refund"), json!({}))
+        .await;
     assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.body);
     assert_eq!(shop.balance(&c).await["actual_minor"], 490);
 }
@@ -345,36 +450,82 @@ async fn another_merchant_or_tenant_cannot_use_or_see_a_customers_credential_or_
 async fn unknown_or_disabled_credential_types_and_currencies_are_refused_with_the_supported_list() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
-    for cred in [json!({"type": "card", "pan": "4111"}), json!({"type": "pass_tap", "pass_serial": "p", "tap_payload": "x"})] {
+    for cred in [
+        json!({"type": "card", "pan": "4111"}),
+        json!({"type": "pass_tap", "pass_serial": "p", "tap_payload": "x"}),
+    ] {
         let r = shop.pay_with(cred, 10).await;
         r.assert_envelope();
-        assert_eq!((r.status, r.code()), (422, "CREDENTIAL_TYPE_UNSUPPORTED"), "{}", r.body);
-        assert_eq!(r.body["error"]["details"]["supported"], json!(["otp", "qr", "short_code"]));
+        assert_eq!(
+            (r.status, r.code()),
+            (422, "CREDENTIAL_TYPE_UNSUPPORTED"),
+            "{}",
+            r.body
+        );
+        assert_eq!(
+            r.body["error"]["details"]["supported"],
+            json!(["otp", "qr", "short_code"])
+        );
     }
-    let caps = send(app.get("/capabilities").header("x-api-key", &shop.tenant.platform_key)).await;
-    assert_eq!(caps.body["data"]["supported_payment_credential_types"], json!(["otp", "qr", "short_code"]));
+    let caps = send(
+        app.get("/capabilities")
+            .header("x-api-key", &shop.tenant.platform_key),
+    )
+    .await;
+    assert_eq!(
+        caps.body["data"]["supported_payment_credential_types"],
+        json!(["otp", "qr", "short_code"])
+    );
 
     let c = shop.customer().await;
     let qr = shop.qr(&c).await;
     let r = shop
         .post("/payments", json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 10, "currency": "USD"}))
         .await;
-    assert_eq!((r.status, r.code()), (422, "CURRENCY_NOT_SUPPORTED"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.code()),
+        (422, "CURRENCY_NOT_SUPPORTED"),
+        "{}",
+        r.body
+    );
     assert_eq!(r.body["error"]["details"]["supported"], json!(["EUR"]));
 
     for (body, field) in [
-        (json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 0, "currency": "EUR"}), "/amount_minor"),
-        (json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 1.5, "currency": "EUR"}), "/amount_minor"),
-        (json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 5, "currency": "EU"}), "/currency"),
-        (json!({"credential": {"type": "otp", "phone": c.phone}, "amount_minor": 5, "currency": "EUR", "order_ref": "o"}), "/credential/otp_code"),
+        (
+            json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 0, "currency": "EUR"}),
+            "/amount_minor",
+        ),
+        (
+            json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 1.5, "currency": "EUR"}),
+            "/amount_minor",
+        ),
+        (
+            json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 5, "currency": "EU"}),
+            "/currency",
+        ),
+        (
+            json!({"credential": {"type": "otp", "phone": c.phone}, "amount_minor": 5, "currency": "EUR", "order_ref": "o"}),
+            "/credential/otp_code",
+        ),
         (json!({"amount_minor": 5, "currency": "EUR"}), "/credential"),
     ] {
         let r = shop.post("/payments", body.clone()).await;
         r.assert_envelope();
-        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{body}: {}", r.body);
-        assert!(r.field_issues().iter().any(|(f, _)| f == field), "{field}: {}", r.body);
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "VALIDATION_ERROR"),
+            "{body}: {}",
+            r.body
+        );
+        assert!(
+            r.field_issues().iter().any(|(f, _)| f == field),
+            "{field}: {}",
+            r.body
+        );
     }
-    let r = shop.pay_with(json!({"type": "qr", "qr_payload": qr}), 1).await;
+    let r = shop
+        .pay_with(json!({"type": "qr", "qr_payload": qr}), 1)
+        .await;
     assert_eq!(r.status, 402, "bad requests consumed nothing: {}", r.body);
 }
 
@@ -401,16 +552,30 @@ async fn a_customer_in_several_programs_must_name_one() {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
 
-    let r = shop.post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id})).await;
-    assert_eq!((r.status, r.code()), (422, "WALLET_PROGRAM_AMBIGUOUS"), "{}", r.body);
-    let mut candidates: Vec<String> = serde_json::from_value(r.body["error"]["details"]["candidates"].clone()).unwrap();
+    let r = shop
+        .post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id}))
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (422, "WALLET_PROGRAM_AMBIGUOUS"),
+        "{}",
+        r.body
+    );
+    let mut candidates: Vec<String> =
+        serde_json::from_value(r.body["error"]["details"]["candidates"].clone()).unwrap();
     candidates.sort();
-    let mut expected = vec![shop.tenant.wallet_program_id.to_string(), second.to_string()];
+    let mut expected = vec![
+        shop.tenant.wallet_program_id.to_string(),
+        second.to_string(),
+    ];
     expected.sort();
     assert_eq!(candidates, expected);
 
     let r = shop
-        .post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id, "wallet_program_id": second.to_string()}))
+        .post(
+            "/qr/mint",
+            json!({"wallet_user_id": c.wallet_user_id, "wallet_program_id": second.to_string()}),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["wallet_program_id"], second.to_string());
@@ -436,10 +601,18 @@ async fn basket_lines_are_stored_never_change_the_debit_and_a_divergence_is_flag
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["amount_minor"], 300);
-    assert_eq!(r.body["data"]["debited_actual_minor"], 300, "the debit is amount_minor, not the basket");
-    assert_eq!(r.body["data"]["needs_reconciliation"], true, "basket totals 500");
+    assert_eq!(
+        r.body["data"]["debited_actual_minor"], 300,
+        "the debit is amount_minor, not the basket"
+    );
+    assert_eq!(
+        r.body["data"]["needs_reconciliation"], true,
+        "basket totals 500"
+    );
     let with = r.body["meta"]["data_completeness_score"].as_i64().unwrap();
-    let without = plain.body["meta"]["data_completeness_score"].as_i64().unwrap();
+    let without = plain.body["meta"]["data_completeness_score"]
+        .as_i64()
+        .unwrap();
     assert!(with > without, "{with} > {without}");
     assert_eq!(plain.body["data"]["needs_reconciliation"], false);
 
@@ -459,9 +632,17 @@ async fn a_void_reverses_in_full_once_and_returns_promo_to_its_grant() {
     let g = shop.grant(&c, 100, "RELEASED", 3_600).await;
     let paid = shop.pay(&c, 300).await;
     assert_eq!(paid.body["data"]["debited_promo_minor"], 100);
-    let id = paid.body["data"]["payment_id"].as_str().unwrap().to_string();
+    let id = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
-    let r = shop.post(&format!("/payments/{id}/void"), json!({"reason": "wrong till"})).await;
+    let r = shop
+        .post(
+            &format!("/payments/{id}/void"),
+            json!({"reason": "wrong till"}),
+        )
+        .await;
     r.assert_envelope();
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["payment"]["status"], "voided");
@@ -474,9 +655,19 @@ async fn a_void_reverses_in_full_once_and_returns_promo_to_its_grant() {
 
     let again = shop.post(&format!("/payments/{id}/void"), json!({})).await;
     assert_eq!(again.status, 200, "{}", again.body);
-    assert!(again.body["data"]["refund"].is_null(), "nothing reversed twice");
-    let refund = shop.post(&format!("/payments/{id}/refund"), json!({})).await;
-    assert_eq!((refund.status, refund.code()), (409, "CONFLICT"), "{}", refund.body);
+    assert!(
+        again.body["data"]["refund"].is_null(),
+        "nothing reversed twice"
+    );
+    let refund = shop
+        .post(&format!("/payments/{id}/refund"), json!({}))
+        .await;
+    assert_eq!(
+        (refund.status, refund.code()),
+        (409, "CONFLICT"),
+        "{}",
+        refund.body
+    );
     assert_eq!(shop.balance(&c).await["actual_minor"], 400);
     shop.assert_ledger_consistent().await;
 }
@@ -488,7 +679,10 @@ async fn refunds_return_part_or_all_but_never_more_than_was_paid() {
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
     let paid = shop.pay(&c, 1_000).await;
-    let id = paid.body["data"]["payment_id"].as_str().unwrap().to_string();
+    let id = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let path = format!("/payments/{id}/refund");
     let refund = |amount: Option<i64>| {
         let body = match amount {
@@ -502,7 +696,12 @@ async fn refunds_return_part_or_all_but_never_more_than_was_paid() {
     assert_eq!(r.body["data"]["payment"]["refunded_minor"], 300);
     assert_eq!(r.body["data"]["payment"]["status"], "completed");
     let r = refund(Some(701)).await;
-    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
     let r = refund(None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["refund"]["amount_minor"], 700);
@@ -510,14 +709,26 @@ async fn refunds_return_part_or_all_but_never_more_than_was_paid() {
     let r = refund(Some(1)).await;
     assert_eq!(r.code(), "VALIDATION_ERROR");
     let void = shop.post(&format!("/payments/{id}/void"), json!({})).await;
-    assert_eq!(void.code(), "CONFLICT", "a refunded payment is not voided: {}", void.body);
+    assert_eq!(
+        void.code(),
+        "CONFLICT",
+        "a refunded payment is not voided: {}",
+        void.body
+    );
     assert_eq!(shop.balance(&c).await["actual_minor"], 1_000);
 
     let got = send(app.get(&format!("/payments/{id}")).bearer_auth(&shop.token)).await;
     assert_eq!(got.body["data"]["refunds"].as_array().unwrap().len(), 2);
-    let capture = shop.post(&format!("/payments/{id}/capture"), json!({})).await;
+    let capture = shop
+        .post(&format!("/payments/{id}/capture"), json!({}))
+        .await;
     capture.assert_envelope();
-    assert_eq!((capture.status, capture.code()), (400, "VALIDATION_ERROR"), "{}", capture.body);
+    assert_eq!(
+        (capture.status, capture.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        capture.body
+    );
     shop.assert_ledger_consistent().await;
 }
 
@@ -531,9 +742,14 @@ async fn a_refunded_promo_part_whose_grant_expired_is_forfeited_not_revived() {
     let paid = shop.pay(&c, 250).await;
     assert_eq!(paid.status, 200, "{}", paid.body);
     assert_eq!(paid.body["data"]["debited_promo_minor"], 200);
-    let id = paid.body["data"]["payment_id"].as_str().unwrap().to_string();
+    let id = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     tokio::time::sleep(Duration::from_millis(2_500)).await;
-    let r = shop.post(&format!("/payments/{id}/refund"), json!({})).await;
+    let r = shop
+        .post(&format!("/payments/{id}/refund"), json!({}))
+        .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["refund"]["returned_actual_minor"], 50);
     assert_eq!(r.body["data"]["refund"]["forfeited_promo_minor"], 200);
@@ -551,9 +767,20 @@ async fn every_money_change_writes_its_events_in_order_per_resource() {
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
     let paid = shop.pay(&c, 600).await;
-    let id = paid.body["data"]["payment_id"].as_str().unwrap().to_string();
-    shop.post(&format!("/payments/{id}/refund"), json!({"amount_minor": 100})).await;
-    shop.post(&format!("/payments/{id}/refund"), json!({"amount_minor": 100})).await;
+    let id = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    shop.post(
+        &format!("/payments/{id}/refund"),
+        json!({"amount_minor": 100}),
+    )
+    .await;
+    shop.post(
+        &format!("/payments/{id}/refund"),
+        json!({"amount_minor": 100}),
+    )
+    .await;
     let events = |rid: String| {
         let db = app.server.state.db.clone();
         async move {
@@ -580,5 +807,8 @@ async fn every_money_change_writes_its_events_in_order_per_resource() {
     let wallet: Vec<_> = events(c.wallet_id.clone()).await;
     assert_eq!(wallet.len(), 4, "fund, pay, two refunds: {wallet:?}");
     assert!(wallet.iter().all(|(t, _)| t == "wallet.balance_changed"));
-    assert_eq!(wallet.iter().map(|(_, s)| *s).collect::<Vec<_>>(), vec![1, 2, 3, 4]);
+    assert_eq!(
+        wallet.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4]
+    );
 }

@@ -13,7 +13,12 @@ use tests::{
 use uuid::Uuid;
 
 /// Sends one OTP per order and reads every code back from the sandbox inbox.
-async fn otp_sessions(shop: &Shop<'_>, c: &Customer, n: usize, amount: i64) -> Vec<(String, String, String)> {
+async fn otp_sessions(
+    shop: &Shop<'_>,
+    c: &Customer,
+    n: usize,
+    amount: i64,
+) -> Vec<(String, String, String)> {
     let mut sessions = Vec::new();
     for i in 0..n {
         let order = format!("C-{i}");
@@ -24,11 +29,25 @@ async fn otp_sessions(shop: &Shop<'_>, c: &Customer, n: usize, amount: i64) -> V
             )
             .await;
         assert_eq!(r.status, 200, "{}", r.body);
-        sessions.push((order, r.body["data"]["otp_session_id"].as_str().unwrap().to_string()));
+        sessions.push((
+            order,
+            r.body["data"]["otp_session_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        ));
     }
-    let url = format!("/sandbox/messages?phone={}&limit=200", c.phone.replace('+', "%2B"));
+    let url = format!(
+        "/sandbox/messages?phone={}&limit=200",
+        c.phone.replace('+', "%2B")
+    );
     let msgs = eventually(Duration::from_secs(60), "every OTP SMS", || async {
-        let r = send(shop.app.get(&url).header("x-api-key", &shop.tenant.platform_key)).await;
+        let r = send(
+            shop.app
+                .get(&url)
+                .header("x-api-key", &shop.tenant.platform_key),
+        )
+        .await;
         let msgs = r.body["data"].as_array().cloned().unwrap_or_default();
         (msgs.len() >= n).then_some(msgs)
     })
@@ -38,7 +57,12 @@ async fn otp_sessions(shop: &Shop<'_>, c: &Customer, n: usize, amount: i64) -> V
         .map(|(order, session)| {
             let code = msgs
                 .iter()
-                .find(|m| m["body"].as_str().unwrap_or("").contains(&format!("order {order}.")))
+                .find(|m| {
+                    m["body"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains(&format!("order {order}."))
+                })
                 .and_then(|m| m["code"].as_str())
                 .expect("code for order")
                 .to_string();
@@ -65,7 +89,10 @@ async fn fifty_concurrent_payments_at_a_wallet_funded_for_ten_land_exactly_ten()
     }))
     .await;
     let ok = results.iter().filter(|r| r.status == 200).count();
-    let short = results.iter().filter(|r| r.code() == "INSUFFICIENT_FUNDS").count();
+    let short = results
+        .iter()
+        .filter(|r| r.code() == "INSUFFICIENT_FUNDS")
+        .count();
     let others: Vec<_> = results
         .iter()
         .filter(|r| r.status != 200 && r.code() != "INSUFFICIENT_FUNDS")
@@ -79,7 +106,13 @@ async fn fifty_concurrent_payments_at_a_wallet_funded_for_ten_land_exactly_ten()
         .sum();
     assert_eq!(promo, 400, "the grant was spent exactly once");
     let b = shop.balance(&c).await;
-    assert_eq!((b["actual_minor"].as_i64(), b["promo_available_minor"].as_i64()), (Some(0), Some(0)));
+    assert_eq!(
+        (
+            b["actual_minor"].as_i64(),
+            b["promo_available_minor"].as_i64()
+        ),
+        (Some(0), Some(0))
+    );
     shop.assert_ledger_consistent().await;
     app.stop().await;
 }
@@ -91,10 +124,25 @@ async fn one_qr_nonce_presented_concurrently_pays_exactly_once() {
     let c = shop.customer().await;
     shop.fund(&c, 10_000).await;
     let qr = shop.qr(&c).await;
-    let results = join_all((0..20).map(|_| shop.pay_with(json!({"type": "qr", "qr_payload": qr}), 100))).await;
+    let results =
+        join_all((0..20).map(|_| shop.pay_with(json!({"type": "qr", "qr_payload": qr}), 100)))
+            .await;
     let ok = results.iter().filter(|r| r.status == 200).count();
-    assert_eq!(ok, 1, "{:?}", results.iter().map(|r| r.body.to_string()).collect::<Vec<_>>());
-    assert!(results.iter().filter(|r| r.status != 200).all(|r| r.code() == "CREDENTIAL_EXPIRED_OR_REPLAYED"));
+    assert_eq!(
+        ok,
+        1,
+        "{:?}",
+        results
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.status != 200)
+            .all(|r| r.code() == "CREDENTIAL_EXPIRED_OR_REPLAYED")
+    );
     assert_eq!(shop.balance(&c).await["actual_minor"], 9_900);
     shop.assert_ledger_consistent().await;
 }
@@ -108,14 +156,19 @@ async fn concurrent_retries_with_one_idempotency_key_debit_once() {
     let qr = shop.qr(&c).await;
     let key = Uuid::new_v4().to_string();
     let extra = json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 250, "currency": "EUR"});
-    let results = join_all((0..10).map(|_| shop.post_with_key("/payments", extra.clone(), &key))).await;
+    let results =
+        join_all((0..10).map(|_| shop.post_with_key("/payments", extra.clone(), &key))).await;
     let ids: std::collections::HashSet<_> = results
         .iter()
         .filter(|r| r.status == 200)
         .map(|r| r.body["data"]["payment_id"].to_string())
         .collect();
     assert_eq!(ids.len(), 1, "one payment, the rest replays");
-    assert!(results.iter().all(|r| r.status == 200 || r.code() == "CONFLICT"));
+    assert!(
+        results
+            .iter()
+            .all(|r| r.status == 200 || r.code() == "CONFLICT")
+    );
     assert_eq!(shop.balance(&c).await["actual_minor"], 750);
 }
 
@@ -128,14 +181,25 @@ async fn concurrent_refunds_never_return_more_than_was_paid() {
     shop.grant(&c, 500, "RELEASED", 3_600).await;
     let paid = shop.pay(&c, 1_000).await;
     assert_eq!(paid.status, 200, "{}", paid.body);
-    let id = paid.body["data"]["payment_id"].as_str().unwrap().to_string();
+    let id = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let path = format!("/payments/{id}/refund");
     let results = join_all((0..25).map(|_| shop.post(&path, json!({"amount_minor": 100})))).await;
     let ok = results.iter().filter(|r| r.status == 200).count();
     assert_eq!(ok, 10);
-    assert!(results.iter().filter(|r| r.status != 200).all(|r| r.code() == "VALIDATION_ERROR"));
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.status != 200)
+            .all(|r| r.code() == "VALIDATION_ERROR")
+    );
     let b = shop.balance(&c).await;
-    assert_eq!(b["actual_minor"].as_i64().unwrap() + b["promo_available_minor"].as_i64().unwrap(), 1_500);
+    assert_eq!(
+        b["actual_minor"].as_i64().unwrap() + b["promo_available_minor"].as_i64().unwrap(),
+        1_500
+    );
     shop.assert_ledger_consistent().await;
 }
 
@@ -223,7 +287,12 @@ impl Model {
         self.actual += a;
         left -= a;
         for &(g, part) in pay.promo.iter().rev() {
-            let back: i64 = pay.promo_back.iter().filter(|(x, _)| *x == g).map(|(_, v)| v).sum();
+            let back: i64 = pay
+                .promo_back
+                .iter()
+                .filter(|(x, _)| *x == g)
+                .map(|(_, v)| v)
+                .sum();
             let take = (part - back).min(left);
             if take > 0 {
                 pay.promo_back.push((g, take));
@@ -243,7 +312,8 @@ async fn step(shop: &Shop<'_>, c: &Customer, model: &mut Model, op: &Op) -> Resu
         }
         Op::Grant(a) => {
             // Later grants expire later, so spend order is creation order.
-            shop.grant(c, *a, "RELEASED", 86_400 + 60 * model.grants.len() as i64).await;
+            shop.grant(c, *a, "RELEASED", 86_400 + 60 * model.grants.len() as i64)
+                .await;
             model.grants.push(*a);
         }
         Op::Pay(a) => {
@@ -254,7 +324,10 @@ async fn step(shop: &Shop<'_>, c: &Customer, model: &mut Model, op: &Op) -> Resu
                         return Err(format!("pay {a}: expected success, got {}", r.body));
                     }
                     let d = &r.body["data"];
-                    let got = (d["debited_actual_minor"].as_i64(), d["debited_promo_minor"].as_i64());
+                    let got = (
+                        d["debited_actual_minor"].as_i64(),
+                        d["debited_promo_minor"].as_i64(),
+                    );
                     let want = (Some(actual), Some(promo.iter().map(|p| p.1).sum::<i64>()));
                     if got != want {
                         return Err(format!("pay {a}: split {got:?} != {want:?}"));
@@ -269,7 +342,12 @@ async fn step(shop: &Shop<'_>, c: &Customer, model: &mut Model, op: &Op) -> Resu
                     });
                 }
                 None if r.code() == "INSUFFICIENT_FUNDS" => {}
-                None => return Err(format!("pay {a}: expected INSUFFICIENT_FUNDS, got {}", r.body)),
+                None => {
+                    return Err(format!(
+                        "pay {a}: expected INSUFFICIENT_FUNDS, got {}",
+                        r.body
+                    ));
+                }
             }
         }
         Op::Refund(i, a) => {
@@ -278,7 +356,12 @@ async fn step(shop: &Shop<'_>, c: &Customer, model: &mut Model, op: &Op) -> Resu
             }
             let p = i % model.payments.len();
             let id = model.payments[p].id.clone();
-            let r = shop.post(&format!("/payments/{id}/refund"), json!({"amount_minor": a})).await;
+            let r = shop
+                .post(
+                    &format!("/payments/{id}/refund"),
+                    json!({"amount_minor": a}),
+                )
+                .await;
             let expect = model.refund(p, *a);
             if expect != (r.status == 200) {
                 return Err(format!("refund {a} of {p}: model {expect}, got {}", r.body));
@@ -309,7 +392,10 @@ async fn step(shop: &Shop<'_>, c: &Customer, model: &mut Model, op: &Op) -> Resu
         }
     }
     let b = shop.balance(c).await;
-    let got = (b["actual_minor"].as_i64(), b["promo_available_minor"].as_i64());
+    let got = (
+        b["actual_minor"].as_i64(),
+        b["promo_available_minor"].as_i64(),
+    );
     let want = (Some(model.actual), Some(model.promo()));
     if got != want {
         return Err(format!("after {op:?}: balance {got:?} != model {want:?}"));
@@ -373,7 +459,11 @@ async fn a_response_lost_after_commit_is_replayed_by_the_retry_without_a_second_
     let qr = shop.qr(&c).await;
     let key = Uuid::new_v4().to_string();
     let body = shop.body(json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 300, "currency": "EUR"}));
-    let upstream = app.url.trim_start_matches("http://").trim_end_matches("/v1").to_string();
+    let upstream = app
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .to_string();
     let via = response_dropping_proxy(upstream).await;
     let lost = app
         .client
@@ -383,11 +473,23 @@ async fn a_response_lost_after_commit_is_replayed_by_the_retry_without_a_second_
         .json(&body)
         .send()
         .await;
-    assert!(lost.is_err() || lost.as_ref().is_ok_and(|r| r.status().as_u16() != 200), "the caller saw no answer");
+    assert!(
+        lost.is_err() || lost.as_ref().is_ok_and(|r| r.status().as_u16() != 200),
+        "the caller saw no answer"
+    );
 
-    let retry = send(app.post("/payments").bearer_auth(&shop.token).header("Idempotency-Key", &key).json(&body)).await;
+    let retry = send(
+        app.post("/payments")
+            .bearer_auth(&shop.token)
+            .header("Idempotency-Key", &key)
+            .json(&body),
+    )
+    .await;
     assert_eq!(retry.status, 200, "{}", retry.body);
-    assert_eq!(retry.body["meta"]["idempotency_replayed"], true, "the committed original is replayed");
+    assert_eq!(
+        retry.body["meta"]["idempotency_replayed"], true,
+        "the committed original is replayed"
+    );
     assert_eq!(shop.balance(&c).await["actual_minor"], 700, "debited once");
     shop.assert_ledger_consistent().await;
 }

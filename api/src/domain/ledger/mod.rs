@@ -23,5 +23,5 @@
 pub mod plan;
 pub mod posting;
 
-pub use posting::{Account, Posting, PostingKind};
 pub use plan::{DebitPlan, GrantState, GrantView, RefundPlan, Shortfall, plan_debit, plan_refund};
+pub use posting::{Account, Posting, PostingKind};
