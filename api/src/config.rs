@@ -51,6 +51,9 @@ pub struct Config {
     pub idempotency_ttl_hours: u32,
     /// How long a retry waits for the first request with its key to finish before 409.
     pub idempotency_wait_ms: u64,
+    /// Payment OTPs one customer wallet may receive per 5 minutes, across orders (the spec's
+    /// 3 per order applies as well).
+    pub otp_sends_per_wallet: u64,
     /// Requests per window per integration on rate-limited operations (identify, token
     /// validate); sandbox keys get `rate_limit_sandbox`.
     pub rate_limit: u32,
@@ -100,6 +103,7 @@ impl Default for Config {
             max_body_bytes: 256 * 1024,
             idempotency_ttl_hours: 24,
             idempotency_wait_ms: 5_000,
+            otp_sends_per_wallet: 10,
             rate_limit: 600,
             rate_limit_sandbox: 1200,
             rate_limit_window_secs: 60,

@@ -8,7 +8,8 @@ pub struct Model {
     pub merchant_id: Uuid,
     pub wallet_id: Uuid,
     pub nonce_hash: String,
-    pub short_code: Option<String>,
+    /// HMAC of the short code; the code itself is never stored.
+    pub short_code_hash: Option<String>,
     pub expires_at: DateTimeUtc,
     pub superseded_at: Option<DateTimeUtc>,
     pub consumed_at: Option<DateTimeUtc>,

@@ -49,8 +49,16 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(idx("ux_wallet_users_phone", "wallet_users", &["merchant_id", "phone"]).unique().to_owned())
-            .await?;
+        m.create_index(
+            idx(
+                "ux_wallet_users_phone",
+                "wallet_users",
+                &["merchant_id", "phone"],
+            )
+            .unique()
+            .to_owned(),
+        )
+        .await?;
 
         // One wallet per identity and program. Balance columns are maintained by the same
         // transaction that posts the ledger entries they summarise.
@@ -69,9 +77,18 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(idx("ux_wallets_user_program", "wallets", &["wallet_user_id", "wallet_program_id"]).unique().to_owned())
+        m.create_index(
+            idx(
+                "ux_wallets_user_program",
+                "wallets",
+                &["wallet_user_id", "wallet_program_id"],
+            )
+            .unique()
+            .to_owned(),
+        )
+        .await?;
+        m.create_index(idx("ix_wallets_merchant", "wallets", &["merchant_id"]))
             .await?;
-        m.create_index(idx("ix_wallets_merchant", "wallets", &["merchant_id"])).await?;
 
         m.create_table(
             Table::create()
@@ -92,7 +109,12 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(idx("ix_promo_grants_wallet", "promo_grants", &["wallet_id"])).await?;
+        m.create_index(idx(
+            "ix_promo_grants_wallet",
+            "promo_grants",
+            &["wallet_id"],
+        ))
+        .await?;
 
         // One business event; its entries sum to zero per currency.
         m.create_table(
@@ -109,8 +131,12 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(idx("ix_ledger_postings_ref", "ledger_postings", &["reference_type", "reference_id"]))
-            .await?;
+        m.create_index(idx(
+            "ix_ledger_postings_ref",
+            "ledger_postings",
+            &["reference_type", "reference_id"],
+        ))
+        .await?;
 
         // Append-only. `amount_minor` is signed: positive raises the account's balance.
         m.create_table(
@@ -129,10 +155,24 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(idx("ix_ledger_entries_posting", "ledger_entries", &["posting_id"])).await?;
-        m.create_index(idx("ix_ledger_entries_account", "ledger_entries", &["account_kind", "account_id"]))
-            .await?;
-        m.create_index(idx("ix_ledger_entries_merchant", "ledger_entries", &["merchant_id"])).await?;
+        m.create_index(idx(
+            "ix_ledger_entries_posting",
+            "ledger_entries",
+            &["posting_id"],
+        ))
+        .await?;
+        m.create_index(idx(
+            "ix_ledger_entries_account",
+            "ledger_entries",
+            &["account_kind", "account_id"],
+        ))
+        .await?;
+        m.create_index(idx(
+            "ix_ledger_entries_merchant",
+            "ledger_entries",
+            &["merchant_id"],
+        ))
+        .await?;
 
         m.create_table(
             Table::create()
@@ -167,9 +207,14 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(idx("ix_payments_merchant_created", "payments", &["merchant_id", "created_at"]))
+        m.create_index(idx(
+            "ix_payments_merchant_created",
+            "payments",
+            &["merchant_id", "created_at"],
+        ))
+        .await?;
+        m.create_index(idx("ix_payments_wallet", "payments", &["wallet_id"]))
             .await?;
-        m.create_index(idx("ix_payments_wallet", "payments", &["wallet_id"])).await?;
 
         // A refund or a void: what went back where.
         m.create_table(
@@ -192,7 +237,12 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(idx("ix_payment_refunds_payment", "payment_refunds", &["payment_id"])).await?;
+        m.create_index(idx(
+            "ix_payment_refunds_payment",
+            "payment_refunds",
+            &["payment_id"],
+        ))
+        .await?;
 
         m.create_table(
             Table::create()
@@ -215,8 +265,12 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(idx("ix_otp_sessions_order", "otp_sessions", &["merchant_id", "order_ref", "created_at"]))
-            .await?;
+        m.create_index(idx(
+            "ix_otp_sessions_order",
+            "otp_sessions",
+            &["merchant_id", "order_ref", "created_at"],
+        ))
+        .await?;
 
         m.create_table(
             Table::create()
@@ -226,7 +280,8 @@ impl MigrationTrait for Migration {
                 .col(uuid("wallet_id"))
                 // SHA-256 of the nonce; the nonce itself is never stored.
                 .col(string_len("nonce_hash", 64))
-                .col(string_len_null("short_code", 5))
+                // HMAC of the short code under the server secret, like the OTP code.
+                .col(string_len_null("short_code_hash", 64))
                 .col(timestamp_with_time_zone("expires_at"))
                 // When a re-mint replaced it: payments received before then still pass.
                 .col(timestamp_with_time_zone_null("superseded_at"))
@@ -236,16 +291,26 @@ impl MigrationTrait for Migration {
                 .to_owned(),
         )
         .await?;
-        m.create_index(idx("ux_qr_nonces_hash", "qr_nonces", &["nonce_hash"]).unique().to_owned())
-            .await?;
-        m.create_index(idx("ix_qr_nonces_short_code", "qr_nonces", &["merchant_id", "short_code"]))
-            .await?;
-        m.create_index(idx("ix_qr_nonces_wallet", "qr_nonces", &["wallet_id"])).await
+        m.create_index(
+            idx("ux_qr_nonces_hash", "qr_nonces", &["nonce_hash"])
+                .unique()
+                .to_owned(),
+        )
+        .await?;
+        m.create_index(idx(
+            "ix_qr_nonces_short_code",
+            "qr_nonces",
+            &["merchant_id", "short_code_hash"],
+        ))
+        .await?;
+        m.create_index(idx("ix_qr_nonces_wallet", "qr_nonces", &["wallet_id"]))
+            .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
         for t in TABLES {
-            m.drop_table(Table::drop().table(Alias::new(*t)).to_owned()).await?;
+            m.drop_table(Table::drop().table(Alias::new(*t)).to_owned())
+                .await?;
         }
         Ok(())
     }

@@ -14,7 +14,10 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{
-    credentials::scope::Acting,
+    credentials::{
+        Principal,
+        scope::{self, Acting},
+    },
     events::{NewOutbox, OutboxKind},
     ledger::{self, DebitPlan, PostingKind, RefundPlan},
     wallets::{self, Balance, PENDING_PROOF},
@@ -23,12 +26,16 @@ use crate::{
     crypto::Sealer,
     error::{ApiError, ErrorCode},
     jobs::sms_send::{self, SmsRequest},
+    kv::Kv,
     ratelimit::RateLimitInfo,
     store,
 };
 
 pub const OTP_TTL_SECS: i64 = 300;
 pub const OTP_MAX_SENDS: usize = 3;
+/// Failed short-code payments per integration per minute before RATE_LIMITED: a short code
+/// has about 28 million values, so guessing must stay slow.
+pub const SHORT_CODE_FAILURES_PER_MIN: u64 = 20;
 pub const OTP_SEND_WINDOW_SECS: i64 = 300;
 pub const OTP_MAX_WRONG: i32 = 3;
 pub const QR_TTL_SECS: i64 = 300;
@@ -80,6 +87,9 @@ pub struct OtpSend {
     pub currency: String,
     pub order_ref: String,
     pub wallet_program_id: Option<Uuid>,
+    /// Across orders, one customer's phone gets at most this many codes per window, so
+    /// nobody can mint sessions without end by varying the order reference.
+    pub max_sends_per_wallet: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -123,17 +133,30 @@ pub async fn send_otp<C: ConnectionTrait>(
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let window = Duration::seconds(OTP_SEND_WINDOW_SECS);
     let sends = store::payments::otp_sends_since(c, merchant, &req.order_ref, now - window).await?;
-    if sends.len() >= OTP_MAX_SENDS {
-        let frees_at = sends[0] + window;
-        let retry = (frees_at - now).num_seconds().max(1) as u64;
-        return Err(ApiError::rate_limited(
+    let limited = |limit: u64, retry: u64| {
+        ApiError::rate_limited(
             RateLimitInfo {
-                limit: OTP_MAX_SENDS as u64,
+                limit,
                 remaining: 0,
                 reset_secs: retry,
                 window_secs: OTP_SEND_WINDOW_SECS as u64,
             },
             retry,
+        )
+    };
+    if sends.len() >= OTP_MAX_SENDS {
+        let frees_at = sends[0] + window;
+        return Err(limited(
+            OTP_MAX_SENDS as u64,
+            (frees_at - now).num_seconds().max(1) as u64,
+        ));
+    }
+    if store::payments::otp_sends_for_wallet_since(c, w.id, now - window).await?
+        >= req.max_sends_per_wallet
+    {
+        return Err(limited(
+            req.max_sends_per_wallet,
+            OTP_SEND_WINDOW_SECS as u64,
         ));
     }
     let code = format!("{:06}", rand::rng().random_range(0..1_000_000u32));
@@ -201,7 +224,12 @@ pub struct QrMint {
 pub struct QrMinted {
     pub nonce: qr_nonce::Model,
     pub qr_payload: String,
+    pub short_code: Option<String>,
     pub wallet: wallet::Model,
+}
+
+fn short_code_hash(sealer: &Sealer, merchant: Uuid, code: &str) -> String {
+    sealer.mac("short_code", format!("{merchant}:{code}").as_bytes())
 }
 
 fn nonce_hash(nonce: &str) -> String {
@@ -212,12 +240,18 @@ fn nonce_hash(nonce: &str) -> String {
 /// superseded (payments already in flight with it still pass: see `usable_nonce`).
 pub async fn mint_qr<C: ConnectionTrait>(
     c: &C,
+    sealer: &Sealer,
     caller: &Caller,
     req: QrMint,
     now: DateTime<Utc>,
 ) -> Result<QrMinted, ApiError> {
     let merchant = caller.acting.merchant_id;
-    let who = identity(c, merchant, &req.customer).await?;
+    let found = identity(c, merchant, &req.customer).await?;
+    // Mints for one customer queue on the identity, so two concurrent mints cannot each
+    // miss the other's nonce and leave two live.
+    let who = store::wallets::lock_identity(c, merchant, found.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let w = wallets::choose_wallet(c, &who, None, req.wallet_program_id).await?;
     store::payments::supersede_qr(c, w.id, now).await?;
     let mut raw = [0u8; 32];
@@ -234,7 +268,8 @@ pub async fn mint_qr<C: ConnectionTrait>(
                     })
                     .collect()
             };
-            if !store::payments::short_code_in_use(c, merchant, &code, now).await? {
+            let hash = short_code_hash(sealer, merchant, &code);
+            if !store::payments::short_code_in_use(c, merchant, &hash, now).await? {
                 found = Some(code);
                 break;
             }
@@ -248,7 +283,9 @@ pub async fn mint_qr<C: ConnectionTrait>(
         merchant_id: merchant,
         wallet_id: w.id,
         nonce_hash: nonce_hash(&qr_payload),
-        short_code,
+        short_code_hash: short_code
+            .as_deref()
+            .map(|code| short_code_hash(sealer, merchant, code)),
         expires_at: now + Duration::seconds(QR_TTL_SECS),
         superseded_at: None,
         consumed_at: None,
@@ -259,6 +296,7 @@ pub async fn mint_qr<C: ConnectionTrait>(
     Ok(QrMinted {
         nonce,
         qr_payload,
+        short_code,
         wallet: w,
     })
 }
@@ -372,7 +410,7 @@ pub fn check_basket(pay: &Pay, caller: &Caller) -> BasketCheck {
     }
 }
 
-/// A wrong code: recorded after the payment's transaction rolled back (see `count_wrong_otp`).
+/// `details.reason` of a wrong code (counted by `verify_otp`).
 pub const WRONG_OTP: &str = "wrong_code";
 
 fn otp_invalid(reason: &str, message: &str) -> ApiError {
@@ -403,65 +441,13 @@ async fn hold_credential<C: ConnectionTrait>(
             otp_code,
             otp_session_id,
         } => {
+            // `verify_otp` already checked (and counted) the code in its own transaction;
+            // under the row lock now, make sure the session is still the one it checked.
             let s = store::payments::lock_otp(c, merchant, *otp_session_id)
                 .await?
                 .ok_or_else(|| otp_invalid("unknown_session", "Unknown OTP session."))?;
-            match s.status.as_str() {
-                "consumed" => {
-                    return Err(ApiError::new(
-                        ErrorCode::OtpExpired,
-                        "This OTP was already used; send a new one.",
-                    ));
-                }
-                "locked" => {
-                    let left = (s.expires_at - now).num_seconds().max(1) as u64;
-                    return Err(ApiError::rate_limited(
-                        RateLimitInfo {
-                            limit: OTP_MAX_WRONG as u64,
-                            remaining: 0,
-                            reset_secs: left,
-                            window_secs: OTP_TTL_SECS as u64,
-                        },
-                        left,
-                    )
-                    .with_message("Three wrong codes locked this OTP session; send a new OTP."));
-                }
-                _ => {}
-            }
-            if s.expires_at <= now {
-                return Err(ApiError::new(
-                    ErrorCode::OtpExpired,
-                    "The OTP expired; send a new one.",
-                ));
-            }
-            let mut mismatched = Vec::new();
-            if pay.order_ref.as_deref() != Some(s.order_ref.as_str()) {
-                mismatched.push("order_ref");
-            }
-            if pay.amount_minor != s.amount_minor {
-                mismatched.push("amount_minor");
-            }
-            if pay.currency != s.currency {
-                mismatched.push("currency");
-            }
-            if !mismatched.is_empty() {
-                return Err(ApiError::new(
-                    ErrorCode::OtpInvalid,
-                    "The OTP was sent for another order, amount or currency.",
-                )
-                .with_details(json!({"reason": "session_mismatch", "fields": mismatched})));
-            }
-            let owner = store::wallets::find_wallet(c, merchant, s.wallet_id)
-                .await?
-                .ok_or_else(|| ApiError::not_found("Wallet"))?;
-            let who = store::wallets::find_identity(c, merchant, owner.wallet_user_id).await?;
-            let phone_ok = who.is_some_and(|w| &w.phone == phone);
-            let code_ok = sealer.verify_mac(
-                "otp",
-                format!("{}:{otp_code}", s.id).as_bytes(),
-                &s.code_hash,
-            );
-            if !(phone_ok && code_ok) {
+            check_session(&s, pay, now)?;
+            if !code_matches(c, sealer, merchant, &s, phone, otp_code).await? {
                 return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
             }
             Ok(Held::Otp(s))
@@ -478,7 +464,8 @@ async fn hold_credential<C: ConnectionTrait>(
             Ok(Held::Nonce(n))
         }
         Credential::ShortCode { short_code } => {
-            let n = store::payments::lock_qr_by_short_code(c, merchant, short_code, now)
+            let hash = short_code_hash(sealer, merchant, short_code);
+            let n = store::payments::lock_qr_by_short_code(c, merchant, &hash, now)
                 .await?
                 .filter(|n| usable_nonce(n, pay.received_at, now))
                 .ok_or_else(|| {
@@ -684,44 +671,186 @@ fn payment_event(
     }
 }
 
-/// Counts a wrong OTP against its session, in a transaction of its own: the payment's
-/// transaction rolled back, but the attempt must stick. Returns the error the caller gets.
-pub async fn count_wrong_otp(
-    db: &DatabaseConnection,
+/// The session's state, expiry and binding to this payment, in that order. An expired
+/// session is OTP_EXPIRED even when it was locked, so a client never waits on a dead one.
+fn check_session(s: &otp_session::Model, pay: &Pay, now: DateTime<Utc>) -> Result<(), ApiError> {
+    if s.status == "consumed" {
+        return Err(ApiError::new(
+            ErrorCode::OtpExpired,
+            "This OTP was already used; send a new one.",
+        ));
+    }
+    if s.expires_at <= now {
+        return Err(ApiError::new(
+            ErrorCode::OtpExpired,
+            "The OTP expired; send a new one.",
+        ));
+    }
+    if s.status == "locked" {
+        let left = (s.expires_at - now).num_seconds().max(1) as u64;
+        return Err(ApiError::rate_limited(
+            RateLimitInfo {
+                limit: OTP_MAX_WRONG as u64,
+                remaining: 0,
+                reset_secs: left,
+                window_secs: OTP_TTL_SECS as u64,
+            },
+            left,
+        )
+        .with_message("Three wrong codes locked this OTP session; send a new OTP."));
+    }
+    let mut mismatched = Vec::new();
+    if pay.order_ref.as_deref() != Some(s.order_ref.as_str()) {
+        mismatched.push("order_ref");
+    }
+    if pay.amount_minor != s.amount_minor {
+        mismatched.push("amount_minor");
+    }
+    if pay.currency != s.currency {
+        mismatched.push("currency");
+    }
+    if !mismatched.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::OtpInvalid,
+            "The OTP was sent for another order, amount or currency.",
+        )
+        .with_details(json!({"reason": "session_mismatch", "fields": mismatched})));
+    }
+    Ok(())
+}
+
+async fn code_matches<C: ConnectionTrait>(
+    c: &C,
+    sealer: &Sealer,
     merchant: Uuid,
-    session_id: Uuid,
-) -> Result<ApiError, ApiError> {
-    let txn = store::begin(db).await?;
-    let s = store::payments::lock_otp(&txn, merchant, session_id).await?;
-    let attempts = match s {
-        Some(_) => store::payments::record_wrong_otp(&txn, session_id, OTP_MAX_WRONG).await?,
+    s: &otp_session::Model,
+    phone: &str,
+    code: &str,
+) -> Result<bool, ApiError> {
+    let owner = store::wallets::find_wallet(c, merchant, s.wallet_id).await?;
+    let who = match owner {
+        Some(w) => store::wallets::find_identity(c, merchant, w.wallet_user_id).await?,
         None => None,
     };
-    txn.commit().await?;
-    let remaining = attempts.map(|a| (OTP_MAX_WRONG - a).max(0));
-    Ok(ApiError::new(
-        ErrorCode::OtpInvalid,
-        match remaining {
-            Some(0) => "Wrong OTP. The session is now locked; send a new OTP.",
-            _ => "Wrong OTP.",
-        },
+    let phone_ok = who.is_some_and(|w| w.phone == phone);
+    let code_ok = sealer.verify_mac("otp", format!("{}:{code}", s.id).as_bytes(), &s.code_hash);
+    Ok(phone_ok && code_ok)
+}
+
+/// Checks an OTP before the payment runs, in a transaction of its own that holds the
+/// session's row lock: a wrong code is counted and committed before the lock is released,
+/// so concurrent guesses queue and the third wrong one locks the session for all of them.
+/// Runs as a task of its own, so a caller that hangs up cannot abort the count. A right
+/// code changes nothing here; the payment consumes the session with the debit.
+pub async fn verify_otp(
+    db: &DatabaseConnection,
+    sealer: &Sealer,
+    merchant: Uuid,
+    pay: &Pay,
+) -> Result<(), ApiError> {
+    let Credential::Otp {
+        phone,
+        otp_code,
+        otp_session_id,
+    } = pay.credential.clone()
+    else {
+        return Ok(());
+    };
+    let (db, sealer, pay) = (db.clone(), sealer.clone(), pay.clone());
+    let task = tokio::spawn(async move {
+        let now = Utc::now();
+        let txn = store::begin(&db).await?;
+        let s = store::payments::lock_otp(&txn, merchant, otp_session_id)
+            .await?
+            .ok_or_else(|| otp_invalid("unknown_session", "Unknown OTP session."))?;
+        check_session(&s, &pay, now)?;
+        if code_matches(&txn, &sealer, merchant, &s, &phone, &otp_code).await? {
+            return Ok(());
+        }
+        let attempts = store::payments::record_wrong_otp(&txn, s.id, OTP_MAX_WRONG).await?;
+        txn.commit().await?;
+        let remaining = attempts.map(|a| (OTP_MAX_WRONG - a).max(0));
+        Err(ApiError::new(
+            ErrorCode::OtpInvalid,
+            match remaining {
+                Some(0) => "Wrong OTP. The session is now locked; send a new OTP.",
+                _ => "Wrong OTP.",
+            },
+        )
+        .with_details(json!({"reason": WRONG_OTP, "attempts_remaining": remaining})))
+    });
+    task.await.map_err(ApiError::internal)?
+}
+
+/// RATE_LIMITED while the integration has too many recent failed short-code payments.
+pub async fn short_code_guard(kv: &Kv, integration: Uuid) -> Result<(), ApiError> {
+    let count = kv
+        .get(&short_code_failures_key(integration))
+        .await?
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    if count >= SHORT_CODE_FAILURES_PER_MIN {
+        return Err(ApiError::rate_limited(
+            RateLimitInfo {
+                limit: SHORT_CODE_FAILURES_PER_MIN,
+                remaining: 0,
+                reset_secs: 60,
+                window_secs: 60,
+            },
+            60,
+        )
+        .with_message("Too many failed short codes; wait, or pay by QR or OTP."));
+    }
+    Ok(())
+}
+
+/// Counts one failed short-code payment of the integration.
+pub async fn short_code_failed(kv: &Kv, integration: Uuid) -> Result<(), ApiError> {
+    kv.incr_window(
+        &short_code_failures_key(integration),
+        std::time::Duration::from_secs(60),
     )
-    .with_details(json!({"reason": WRONG_OTP, "attempts_remaining": remaining})))
+    .await
+    .map(|_| ())
+}
+
+fn short_code_failures_key(integration: Uuid) -> String {
+    format!("shortcode:fail:{integration}")
 }
 
 // ---------------------------------------------------------------------------------------
 // Read, void, refund
 
-/// A payment of the caller's merchant, or NOT_FOUND (another tenant's looks the same).
-pub async fn find<C: ConnectionTrait>(
+/// Whether `principal` may see or act on `p`: the integration that took it, within the
+/// credential's merchant, brand and branch scope.
+pub async fn visible<C: ConnectionTrait>(
     c: &C,
-    merchant: Uuid,
+    principal: &Principal,
+    p: &payment::Model,
+) -> Result<bool, ApiError> {
+    if p.integration_id != principal.integration_id {
+        return Ok(false);
+    }
+    match scope::authorize(c, principal, p.merchant_id, p.branch_id).await {
+        Ok(acting) => Ok(p.branch_id.is_some() || acting.branch_id.is_none()),
+        Err(e) if e.code() == ErrorCode::Forbidden => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// A payment the caller may see, or NOT_FOUND (another tenant's looks the same).
+pub async fn find_visible<C: ConnectionTrait>(
+    c: &C,
+    principal: &Principal,
     id: Uuid,
 ) -> Result<payment::Model, ApiError> {
-    store::payments::find(c, id)
-        .await?
-        .filter(|p| p.merchant_id == merchant)
-        .ok_or_else(|| ApiError::not_found("Payment"))
+    let not_found = || ApiError::not_found("Payment");
+    let p = store::payments::find(c, id).await?.ok_or_else(not_found)?;
+    if visible(c, principal, &p).await? {
+        Ok(p)
+    } else {
+        Err(not_found())
+    }
 }
 
 pub async fn refunds_of<C: ConnectionTrait>(
@@ -750,8 +879,10 @@ pub enum ReversalKind {
 /// so concurrent refunds queue and each sees what the others returned. Promotional parts go
 /// back to their grant while it can still hold credit, else to the merchant's forfeit
 /// account.
+#[allow(clippy::too_many_arguments)]
 pub async fn reverse<C: ConnectionTrait>(
     c: &C,
+    principal: &Principal,
     caller: &Caller,
     payment_id: Uuid,
     kind: ReversalKind,
@@ -764,9 +895,7 @@ pub async fn reverse<C: ConnectionTrait>(
     let p = store::payments::lock(c, merchant, payment_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Payment"))?;
-    if let Some(b) = caller.acting.branch_id
-        && p.branch_id.is_some_and(|pb| pb != b)
-    {
+    if !visible(c, principal, &p).await? {
         return Err(ApiError::not_found("Payment"));
     }
     if currency.is_some_and(|cur| cur != p.currency) {
@@ -794,8 +923,10 @@ pub async fn reverse<C: ConnectionTrait>(
     }
     let earlier = store::payments::refunds_of(c, p.id).await?;
     if kind == ReversalKind::Void && !earlier.is_empty() {
-        return Err(ApiError::conflict(
-            "The payment was partly refunded; refund the remainder instead of voiding it.",
+        return Err(ApiError::field(
+            "/",
+            "partially_refunded",
+            "the payment was partly refunded; refund the remainder instead of voiding it",
         ));
     }
     let paid = DebitPlan {
@@ -906,7 +1037,7 @@ mod tests {
             merchant_id: Uuid::now_v7(),
             wallet_id: Uuid::now_v7(),
             nonce_hash: String::new(),
-            short_code: None,
+            short_code_hash: None,
             expires_at: now + Duration::seconds(expires_in),
             superseded_at: superseded.map(|s| now + Duration::seconds(s)),
             consumed_at: consumed.then_some(now),

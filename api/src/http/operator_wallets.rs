@@ -30,6 +30,16 @@ use crate::{
 
 pub struct OperatorWalletsApi;
 
+fn amount(e: &mut Errors, v: i64) {
+    if validate::min_amount(e, "/amount_minor", v, 1) && v > super::payments::MAX_AMOUNT_MINOR {
+        e.push(
+            "/amount_minor",
+            "too_large",
+            format!("must be at most {}", super::payments::MAX_AMOUNT_MINOR),
+        );
+    }
+}
+
 fn reason(e: &mut Errors, r: &str) {
     if validate::length(e, "/reason", r, 1, 500) {
         validate::no_control_chars(e, "/reason", r);
@@ -123,7 +133,7 @@ impl Validate for AdjustmentRequest {
         if self.direction != "credit" && self.direction != "debit" {
             e.push("/direction", "invalid_value", "must be credit or debit");
         }
-        validate::min_amount(e, "/amount_minor", self.amount_minor, 1);
+        amount(e, self.amount_minor);
         validate::currency(e, "/currency", &self.currency);
         reason(e, &self.reason);
     }
@@ -158,7 +168,7 @@ impl GrantRequest {
 
 impl Validate for GrantRequest {
     fn validate(&self, e: &mut Errors) {
-        validate::min_amount(e, "/amount_minor", self.amount_minor, 1);
+        amount(e, self.amount_minor);
         validate::currency(e, "/currency", &self.currency);
         if !wallets::GRANT_SOURCES.contains(&self.source.as_str()) {
             e.push(

@@ -36,7 +36,7 @@ use crate::{
 pub struct PaymentsApi;
 
 /// Largest amount accepted in one call (keeps every sum far from integer overflow).
-const MAX_AMOUNT_MINOR: i64 = 1_000_000_000_000;
+pub const MAX_AMOUNT_MINOR: i64 = 1_000_000_000_000;
 
 fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -742,14 +742,9 @@ fn caller(p: &Principal, acting: scope::Acting, ctx: &RequestContext) -> Caller 
     }
 }
 
-fn is_wrong_otp(e: &poem::Error) -> bool {
-    e.downcast_ref::<ApiError>().is_some_and(|a| {
-        a.code() == ErrorCode::OtpInvalid
-            && a.to_body()
-                .pointer("/details/reason")
-                .and_then(Value::as_str)
-                == Some(payments::WRONG_OTP)
-    })
+fn is_failed_credential(e: &poem::Error) -> bool {
+    e.downcast_ref::<ApiError>()
+        .is_some_and(|a| a.code() == ErrorCode::CredentialExpiredOrReplayed)
 }
 
 #[OpenApi(tag = "Tag::Payments")]
@@ -784,6 +779,7 @@ impl PaymentsApi {
             currency: b.currency.clone(),
             order_ref: b.order_ref.clone(),
             wallet_program_id: program,
+            max_sends_per_wallet: st.config.otp_sends_per_wallet,
         };
         mutation::run(
             mutation::Call {
@@ -831,6 +827,7 @@ impl PaymentsApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<QrMintRequest>,
     ) -> poem::Result<Reply<QrMintResult>> {
+        let st = state.0.clone();
         let principal = auth.0.clone();
         let b = body.value.clone();
         let mut e = Errors::default();
@@ -857,16 +854,16 @@ impl PaymentsApi {
                 Box::pin(async move {
                     let now = Utc::now();
                     let who = caller(&principal, acting, &b.context);
-                    let m = payments::mint_qr(txn, &who, req, now).await?;
+                    let m = payments::mint_qr(txn, &st.sealer, &who, req, now).await?;
                     let mut out = Outcome::new(QrMintResult {
                         qr_payload: m.qr_payload.clone(),
-                        short_code: m.nonce.short_code.clone(),
+                        short_code: m.short_code.clone(),
                         wallet_program_id: m.wallet.wallet_program_id.to_string(),
                         expires_at: ts(m.nonce.expires_at),
                         expires_in: (m.nonce.expires_at - now).num_seconds(),
                     })
                     .with_secret(m.qr_payload);
-                    if let Some(code) = m.nonce.short_code {
+                    if let Some(code) = m.short_code {
                         out = out.with_secret(code);
                     }
                     Ok(out)
@@ -898,33 +895,29 @@ impl PaymentsApi {
         let b = body.value.clone();
         let mut e = Errors::default();
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
-        let credential = b.credential()?;
-        let otp_session = match &credential {
-            Credential::Otp { otp_session_id, .. } => Some(*otp_session_id),
-            _ => None,
-        };
-        let req = payments::Pay {
-            credential,
-            amount_minor: b.amount_minor,
-            currency: b.currency.clone(),
-            order_ref: b.effective_order_ref(),
-            wallet_program_id: program,
-            basket: b.basket.as_ref().map(|bk| {
-                bk.lines
-                    .iter()
-                    .map(|l| payments::BasketLine {
-                        sku: l.sku.clone(),
-                        quantity: l.quantity,
-                        unit_price_minor: l.unit_price_minor,
-                        extended_price_minor: l.extended_price_minor,
-                        category: l.category.clone(),
-                        discount_minor: l.discount_minor,
-                    })
-                    .collect()
-            }),
-            received_at,
-        };
-        let result = mutation::run(
+        // Checked after the scope guard and the replay look-up (in `prepare`), so a caller
+        // outside its scope hears FORBIDDEN and a retry of a committed payment its replay.
+        let credential = b.credential();
+        let is_short_code = matches!(credential, Ok(Credential::ShortCode { .. }));
+        let basket = b.basket.as_ref().map(|bk| {
+            bk.lines
+                .iter()
+                .map(|l| payments::BasketLine {
+                    sku: l.sku.clone(),
+                    quantity: l.quantity,
+                    unit_price_minor: l.unit_price_minor,
+                    extended_price_minor: l.extended_price_minor,
+                    category: l.category.clone(),
+                    discount_minor: l.discount_minor,
+                })
+                .collect()
+        });
+        let (amount_minor, currency, order_ref) =
+            (b.amount_minor, b.currency.clone(), b.effective_order_ref());
+        let merchant = b.context.parsed().merchant_id;
+        let integration = principal.integration_id;
+        let prep_state = st.clone();
+        let result = mutation::run_prepared(
             mutation::Call {
                 state: state.0,
                 principal: &auth.0,
@@ -934,10 +927,32 @@ impl PaymentsApi {
                 context: &body.value.context,
                 ttl: None,
             },
-            move |txn, acting| {
+            move || async move {
+                let pay = payments::Pay {
+                    credential: credential?,
+                    amount_minor,
+                    currency,
+                    order_ref,
+                    wallet_program_id: program,
+                    basket,
+                    received_at,
+                };
+                match &pay.credential {
+                    Credential::Otp { .. } => {
+                        payments::verify_otp(&prep_state.db, &prep_state.sealer, merchant, &pay)
+                            .await?
+                    }
+                    Credential::ShortCode { .. } => {
+                        payments::short_code_guard(&prep_state.kv, integration).await?
+                    }
+                    Credential::Qr { .. } => {}
+                }
+                Ok(pay)
+            },
+            move |txn, acting, pay| {
                 Box::pin(async move {
                     let who = caller(&principal, acting, &b.context);
-                    let paid = payments::pay(txn, &st.sealer, &who, req).await?;
+                    let paid = payments::pay(txn, &st.sealer, &who, pay).await?;
                     let p = paid.payment;
                     let mut out = Outcome::new(PaymentResult {
                         payment_id: p.id.to_string(),
@@ -960,15 +975,10 @@ impl PaymentsApi {
             },
         )
         .await;
-        match (result, otp_session) {
-            (Err(e), Some(session)) if is_wrong_otp(&e) => {
-                let merchant = body.value.context.parsed().merchant_id;
-                Err(payments::count_wrong_otp(&state.0.db, merchant, session)
-                    .await?
-                    .into())
-            }
-            (r, _) => r,
+        if is_short_code && result.as_ref().is_err_and(is_failed_credential) {
+            payments::short_code_failed(&state.0.kv, integration).await?;
         }
+        result
     }
 
     /// Read a payment
@@ -984,14 +994,8 @@ impl PaymentsApi {
     ) -> poem::Result<Reply<PaymentDetail>> {
         let id = payment_id(&id.0)?;
         let st = state.0;
-        let p = crate::store::payments::find(&st.db, id)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("Payment"))?;
         // Same answer for a payment that does not exist and one the caller may not see.
-        scope::authorize(&st.db, auth.principal(), p.merchant_id, p.branch_id)
-            .await
-            .map_err(|_| ApiError::not_found("Payment"))?;
+        let p = payments::find_visible(&st.db, auth.principal(), id).await?;
         let refunds = payments::refunds_of(&st.db, p.id).await?;
         Ok(Reply::ok(&detail(&p, &refunds)))
     }
@@ -1000,7 +1004,7 @@ impl PaymentsApi {
     ///
     /// Reverses a completed payment in full (status `voided`, event payment.reversed).
     /// Voiding a voided payment changes nothing; a partly refunded payment cannot be voided
-    /// (409 CONFLICT: refund the rest instead).
+    /// (VALIDATION_ERROR: refund the rest instead).
     #[oai(
         path = "/payments/:id/void",
         method = "post",
@@ -1089,8 +1093,8 @@ impl PaymentsApi {
         body: JsonBody<CaptureRequest>,
     ) -> poem::Result<Reply<PaymentDetail>> {
         let id = payment_id(&id.0)?;
-        let acting = mutation::authorize(state.0, &auth.0, &body.value.context).await?;
-        let p = payments::find(&state.0.db, acting.merchant_id, id).await?;
+        mutation::authorize(state.0, &auth.0, &body.value.context).await?;
+        let p = payments::find_visible(&state.0.db, &auth.0, id).await?;
         Err(ApiError::new(
             ErrorCode::ValidationError,
             "Nothing to capture: payments complete at once in this version; capture is reserved for hold-and-capture flows.",
@@ -1132,8 +1136,9 @@ async fn reverse(
         move |txn, acting| {
             Box::pin(async move {
                 let who = caller(&p, acting, &ctx);
-                let r = payments::reverse(txn, &who, id, kind, amount, currency.as_deref(), reason)
-                    .await?;
+                let r =
+                    payments::reverse(txn, &p, &who, id, kind, amount, currency.as_deref(), reason)
+                        .await?;
                 let refunds = payments::refunds_of(txn, r.payment.id).await?;
                 Ok(Outcome::new(ReversalResult {
                     payment: detail(&r.payment, &refunds),

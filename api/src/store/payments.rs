@@ -75,6 +75,19 @@ pub async fn insert_otp<C: ConnectionTrait>(c: &C, s: otp_session::Model) -> Res
     s.into_active_model().insert(c).await.map(|_| ())
 }
 
+/// Sends for one wallet since `since`, across orders.
+pub async fn otp_sends_for_wallet_since<C: ConnectionTrait>(
+    c: &C,
+    wallet_id: Uuid,
+    since: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    otp_session::Entity::find()
+        .filter(otp_session::Column::WalletId.eq(wallet_id))
+        .filter(otp_session::Column::CreatedAt.gt(since))
+        .count(c)
+        .await
+}
+
 /// Sends for one order since `since`, oldest first (the send limit's window).
 pub async fn otp_sends_since<C: ConnectionTrait>(
     c: &C,
@@ -182,12 +195,12 @@ pub async fn lock_qr_by_hash<C: ConnectionTrait>(
 pub async fn lock_qr_by_short_code<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
-    code: &str,
+    code_hash: &str,
     now: DateTime<Utc>,
 ) -> Result<Option<qr_nonce::Model>, DbErr> {
     let q = qr_nonce::Entity::find()
         .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
-        .filter(qr_nonce::Column::ShortCode.eq(code))
+        .filter(qr_nonce::Column::ShortCodeHash.eq(code_hash))
         .filter(qr_nonce::Column::ConsumedAt.is_null())
         .filter(qr_nonce::Column::ExpiresAt.gt(now))
         .order_by_desc(qr_nonce::Column::CreatedAt);
@@ -197,12 +210,12 @@ pub async fn lock_qr_by_short_code<C: ConnectionTrait>(
 pub async fn short_code_in_use<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
-    code: &str,
+    code_hash: &str,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
     Ok(qr_nonce::Entity::find()
         .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
-        .filter(qr_nonce::Column::ShortCode.eq(code))
+        .filter(qr_nonce::Column::ShortCodeHash.eq(code_hash))
         .filter(qr_nonce::Column::ExpiresAt.gt(now))
         .filter(qr_nonce::Column::ConsumedAt.is_null())
         .count(c)

@@ -31,6 +31,21 @@ pub async fn find_identity<C: ConnectionTrait>(
         .await
 }
 
+/// The identity, locked until the transaction ends (QR mints for one customer queue here;
+/// payments never lock identities, so this cannot close a circle with them).
+pub async fn lock_identity<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<wallet_user::Model>, DbErr> {
+    let mut q =
+        wallet_user::Entity::find_by_id(id).filter(wallet_user::Column::MerchantId.eq(merchant_id));
+    if c.get_database_backend() == DbBackend::Postgres {
+        q = q.lock(LockType::Update);
+    }
+    q.one(c).await
+}
+
 pub async fn insert_identity<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,

@@ -322,6 +322,12 @@ async fn three_wrong_otps_lock_the_session_and_sends_are_limited_to_three_per_or
         200,
         "per order"
     );
+    // Across orders, one wallet gets at most WALLET_OTP_SENDS_PER_WALLET (10) per window.
+    for i in 0..6 {
+        assert_eq!(send_otp(&shop, &c, 100, &format!("ORD-X{i}")).await.status, 200);
+    }
+    let r = send_otp(&shop, &c, 100, "ORD-Y").await;
+    assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
     app.stop().await;
 }
 
@@ -711,7 +717,7 @@ async fn refunds_return_part_or_all_but_never_more_than_was_paid() {
     let void = shop.post(&format!("/payments/{id}/void"), json!({})).await;
     assert_eq!(
         void.code(),
-        "CONFLICT",
+        "VALIDATION_ERROR",
         "a refunded payment is not voided: {}",
         void.body
     );
@@ -811,4 +817,46 @@ async fn every_money_change_writes_its_events_in_order_per_resource() {
         wallet.iter().map(|(_, s)| *s).collect::<Vec<_>>(),
         vec![1, 2, 3, 4]
     );
+}
+
+#[tokio::test]
+async fn guessing_short_codes_is_rate_limited_per_integration() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 500).await;
+    let r = shop
+        .post(
+            "/qr/mint",
+            json!({"wallet_user_id": c.wallet_user_id, "include_short_code": true}),
+        )
+        .await;
+    let real = r.body["data"]["short_code"].as_str().unwrap().to_string();
+    let mut limited = false;
+    for i in 0..30 {
+        let guess = format!("ZZ{:03}", i);
+        if guess == real {
+            continue;
+        }
+        let r = shop
+            .pay_with(json!({"type": "short_code", "short_code": guess}), 10)
+            .await;
+        if r.code() == "RATE_LIMITED" {
+            assert!(r.headers.get("retry-after").is_some());
+            limited = true;
+            break;
+        }
+        assert_eq!(r.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED", "{}", r.body);
+    }
+    assert!(limited, "guessing is cut off");
+    let r = shop
+        .pay_with(json!({"type": "short_code", "short_code": real}), 10)
+        .await;
+    assert_eq!(
+        r.code(),
+        "RATE_LIMITED",
+        "even a right code waits while limited: {}",
+        r.body
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 500);
 }

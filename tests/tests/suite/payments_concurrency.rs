@@ -73,7 +73,8 @@ async fn otp_sessions(
 
 #[tokio::test]
 async fn fifty_concurrent_payments_at_a_wallet_funded_for_ten_land_exactly_ten() {
-    let app = TestApp::spawn_with_workers().await;
+    // Fifty live OTP sessions for one wallet: above the default per-wallet send limit.
+    let app = TestApp::spawn_with(true, |c| c.otp_sends_per_wallet = 100).await;
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 600).await;
@@ -114,6 +115,55 @@ async fn fifty_concurrent_payments_at_a_wallet_funded_for_ten_land_exactly_ten()
         (Some(0), Some(0))
     );
     shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_wrong_otp_guesses_get_three_tries_in_all() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let (order, session, code) = otp_sessions(&shop, &c, 1, 100).await.remove(0);
+    let guesses: Vec<String> = (0..20)
+        .map(|i| format!("{:06}", (code.parse::<u32>().unwrap() + 1 + i) % 1_000_000))
+        .collect();
+    let results = join_all(guesses.iter().map(|g| {
+        shop.post(
+            "/payments",
+            json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": g, "otp_session_id": session},
+                   "amount_minor": 100, "currency": "EUR", "order_ref": order}),
+        )
+    }))
+    .await;
+    let wrong = results.iter().filter(|r| r.code() == "OTP_INVALID").count();
+    let locked = results
+        .iter()
+        .filter(|r| r.code() == "RATE_LIMITED")
+        .count();
+    assert_eq!(
+        (wrong, locked),
+        (3, 17),
+        "{:?}",
+        results
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+    );
+    let r = shop
+        .post(
+            "/payments",
+            json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": code, "otp_session_id": session},
+                   "amount_minor": 100, "currency": "EUR", "order_ref": order}),
+        )
+        .await;
+    assert_eq!(
+        r.code(),
+        "RATE_LIMITED",
+        "the right code no longer works: {}",
+        r.body
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 1_000);
     app.stop().await;
 }
 
@@ -386,7 +436,7 @@ async fn step(shop: &Shop<'_>, c: &Customer, model: &mut Model, op: &Op) -> Resu
                     return Err(format!("void of {p}: {}", r.body));
                 }
                 model.payments[p].voided = true;
-            } else if r.code() != "CONFLICT" {
+            } else if r.code() != "VALIDATION_ERROR" {
                 return Err(format!("void of a refunded payment: {}", r.body));
             }
         }
