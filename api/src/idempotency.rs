@@ -229,9 +229,9 @@ impl From<entities::idempotency_record::Model> for Stored {
     }
 }
 
-/// The stored response for this request's key, if any: Redis first, then the database
-/// (whose answer is copied to Redis for the next retry).
-async fn lookup(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
+/// A recent response for this request's key from Redis (or fetched with the principal).
+/// Only a copy: a miss is settled by the database under the in-flight lock.
+async fn lookup_cached(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
     let now = Utc::now();
     if let Some(text) = &r.prefetched
         && let Ok(s) = serde_json::from_str::<Stored>(text)
@@ -245,9 +245,20 @@ async fn lookup(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> 
     {
         return Ok(Some(s));
     }
-    let Some(rec) = store::idempotency::find(ctx.db, &r.owner(), &r.key, now).await? else {
+    Ok(None)
+}
+
+/// The database's record for this key, if live (copied to Redis for the next retry). An
+/// expired one is deleted, with the sealed secret it kept, so the key can be used afresh.
+async fn lookup_stored(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
+    let now = Utc::now();
+    let Some(rec) = store::idempotency::find_any(ctx.db, &r.owner(), &r.key).await? else {
         return Ok(None);
     };
+    if rec.expires_at <= now {
+        store::idempotency::delete_expired(ctx.db, &r.owner(), &r.key, now).await?;
+        return Ok(None);
+    }
     let stored = Stored::from(rec);
     cache(ctx, r, &stored).await;
     Ok(Some(stored))
@@ -334,7 +345,7 @@ where
     PrepFut: std::future::Future<Output = Result<P, ApiError>>,
     F: for<'t> FnOnce(&'t DatabaseTransaction, P) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
 {
-    if let Some(s) = lookup(&ctx, &r).await? {
+    if let Some(s) = lookup_cached(&ctx, &r).await? {
         return replay(&ctx, &r, s);
     }
     let token = Uuid::new_v4().to_string();
@@ -347,7 +358,7 @@ where
             ));
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
-        if let Some(s) = lookup(&ctx, &r).await? {
+        if let Some(s) = lookup_cached(&ctx, &r).await? {
             return replay(&ctx, &r, s);
         }
     }
@@ -373,11 +384,11 @@ where
 {
     let now = Utc::now();
     let owner = r.owner();
-    // The holder before us may have committed between our look-up and our lock.
-    if let Some(rec) = store::idempotency::find(ctx.db, &owner, &r.key, now).await? {
-        return replay(ctx, r, rec.into());
+    // The database settles what the Redis copy could not: an earlier success (older than
+    // the copy's lifetime, or committed between our look-up and our lock) is replayed.
+    if let Some(s) = lookup_stored(ctx, r).await? {
+        return replay(ctx, r, s);
     }
-    store::idempotency::delete_expired(ctx.db, &owner, &r.key, now).await?;
 
     let prepared = prepare().await?;
     let txn = store::begin(ctx.db).await?;

@@ -538,7 +538,6 @@ pub async fn pay<C: ConnectionTrait>(
 ) -> Result<Paid, ApiError> {
     let now = Utc::now();
     let merchant = caller.acting.merchant_id;
-    wallets::require_currency(c, merchant, &pay.currency).await?;
     let held = hold_credential(c, sealer, merchant, &pay, now).await?;
     let wallet_id = match &held {
         Held::Otp(s) => s.wallet_id,
@@ -558,6 +557,10 @@ pub async fn pay<C: ConnectionTrait>(
         ));
     }
     if w.currency != pay.currency {
+        // Only now is the merchant's list needed: a currency none of its programs runs in
+        // is CURRENCY_NOT_SUPPORTED with that list; one only this wallet is not in, with
+        // the wallet's own currency.
+        wallets::require_currency(c, merchant, &pay.currency).await?;
         return Err(ApiError::currency_not_supported(std::slice::from_ref(
             &w.currency,
         )));
@@ -627,10 +630,12 @@ pub async fn pay<C: ConnectionTrait>(
     };
     store::payments::insert(c, p.clone()).await?;
     let after = balance_after_debit(&w, &grants, &plan, now);
-    store::outbox::append(c, payment_event("payment.completed", &p, json!({}), now)).await?;
-    store::outbox::append(
+    store::outbox::append_all(
         c,
-        wallets::balance_changed(&w, &after, "payment", p.id, now),
+        vec![
+            payment_event("payment.completed", &p, json!({}), now),
+            wallets::balance_changed(&w, &after, "payment", p.id, now),
+        ],
     )
     .await?;
     Ok(Paid {
@@ -998,25 +1003,23 @@ pub async fn reverse<C: ConnectionTrait>(
         ReversalKind::Void => ("payment.reversed", "void"),
         ReversalKind::Refund => ("payment.refunded", "refund"),
     };
-    store::outbox::append(
+    store::outbox::append_all(
         c,
-        payment_event(
-            topic,
-            &p,
-            json!({
-                "refund_id": refund_id.to_string(),
-                "returned_minor": amount,
-                "returned_actual_minor": plan.to_actual,
-                "returned_promo_minor": plan.promo_returned(),
-                "forfeited_promo_minor": plan.forfeited_promo(),
-            }),
-            now,
-        ),
-    )
-    .await?;
-    store::outbox::append(
-        c,
-        wallets::balance_changed(&w, &balance_after, cause, refund_id, now),
+        vec![
+            payment_event(
+                topic,
+                &p,
+                json!({
+                    "refund_id": refund_id.to_string(),
+                    "returned_minor": amount,
+                    "returned_actual_minor": plan.to_actual,
+                    "returned_promo_minor": plan.promo_returned(),
+                    "forfeited_promo_minor": plan.forfeited_promo(),
+                }),
+                now,
+            ),
+            wallets::balance_changed(&w, &balance_after, cause, refund_id, now),
+        ],
     )
     .await?;
     Ok(Reversal {

@@ -20,6 +20,20 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
+/// The record of `(owner, key)` whether or not it has expired (one query where a look-up
+/// and a clean-up of an expired record would take two).
+pub async fn find_any<C: ConnectionTrait>(
+    c: &C,
+    owner: &str,
+    key: &str,
+) -> Result<Option<idempotency_record::Model>, DbErr> {
+    idempotency_record::Entity::find()
+        .filter(idempotency_record::Column::Owner.eq(owner))
+        .filter(idempotency_record::Column::IdempotencyKey.eq(key))
+        .one(c)
+        .await
+}
+
 pub struct NewRecord<'a> {
     pub id: Uuid,
     pub owner: &'a str,

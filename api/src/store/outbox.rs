@@ -1,8 +1,8 @@
 use chrono::{DateTime, Utc};
 use entities::{outbox, resource_sequence};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, Set,
     sea_query::{Expr, ExprTrait, LockBehavior, LockType, OnConflict},
 };
 use uuid::Uuid;
@@ -43,25 +43,38 @@ pub async fn next_sequence<C: ConnectionTrait>(
 
 /// Appends a row; returns its `event_id`.
 pub async fn append<C: ConnectionTrait>(c: &C, item: NewOutbox) -> Result<Uuid, DbErr> {
-    let seq = next_sequence(c, &item.resource_type, &item.resource_id).await?;
-    let event_id = Uuid::now_v7();
-    outbox::ActiveModel {
-        event_id: Set(event_id),
-        kind: Set(item.kind.as_str().to_string()),
-        topic: Set(item.topic),
-        merchant_id: Set(item.merchant_id),
-        resource_type: Set(item.resource_type),
-        resource_id: Set(item.resource_id),
-        sequence_number: Set(seq),
-        payload: Set(item.payload),
-        occurred_at: Set(item.occurred_at),
-        created_at: Set(Utc::now()),
-        relayed_at: Set(None),
-        ..Default::default()
+    Ok(append_all(c, vec![item]).await?.remove(0))
+}
+
+/// Appends rows in one insert, in order; returns their `event_id`s.
+pub async fn append_all<C: ConnectionTrait>(
+    c: &C,
+    items: Vec<NewOutbox>,
+) -> Result<Vec<Uuid>, DbErr> {
+    let now = Utc::now();
+    let mut ids = Vec::with_capacity(items.len());
+    let mut rows = Vec::with_capacity(items.len());
+    for item in items {
+        let seq = next_sequence(c, &item.resource_type, &item.resource_id).await?;
+        let event_id = Uuid::now_v7();
+        ids.push(event_id);
+        rows.push(outbox::ActiveModel {
+            event_id: Set(event_id),
+            kind: Set(item.kind.as_str().to_string()),
+            topic: Set(item.topic),
+            merchant_id: Set(item.merchant_id),
+            resource_type: Set(item.resource_type),
+            resource_id: Set(item.resource_id),
+            sequence_number: Set(seq),
+            payload: Set(item.payload),
+            occurred_at: Set(item.occurred_at),
+            created_at: Set(now),
+            relayed_at: Set(None),
+            ..Default::default()
+        });
     }
-    .insert(c)
-    .await?;
-    Ok(event_id)
+    outbox::Entity::insert_many(rows).exec(c).await?;
+    Ok(ids)
 }
 
 /// Committed rows not yet relayed, oldest first. On PostgreSQL the rows are locked with

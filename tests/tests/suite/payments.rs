@@ -324,7 +324,10 @@ async fn three_wrong_otps_lock_the_session_and_sends_are_limited_to_three_per_or
     );
     // Across orders, one wallet gets at most WALLET_OTP_SENDS_PER_WALLET (10) per window.
     for i in 0..6 {
-        assert_eq!(send_otp(&shop, &c, 100, &format!("ORD-X{i}")).await.status, 200);
+        assert_eq!(
+            send_otp(&shop, &c, 100, &format!("ORD-X{i}")).await.status,
+            200
+        );
     }
     let r = send_otp(&shop, &c, 100, "ORD-Y").await;
     assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
