@@ -18,16 +18,16 @@
 #   SKIP_PG_CEILING=1                   do not run the PostgreSQL ceiling
 #   PG_CEILING=path/to/pg-ceiling.sh    default: ../shared/bench/pg-ceiling.sh beside the repo
 #   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
+# The helpers shared with bench/payments/run.sh (service start/stop, clean-up, PostgreSQL
+# and Redis, tools, summary) are in bench/lib.sh.
 set -euo pipefail
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$BENCH_DIR/.." && pwd)
-TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
-API_BIN=$TARGET_DIR/release/wallet-api
-WORKER_BIN=$TARGET_DIR/release/wallet-worker
+LOG_TAG=bench
+# shellcheck source-path=SCRIPTDIR
+source "$BENCH_DIR/lib.sh"
+bench_paths "$BENCH_DIR" # ROOT, TARGET_DIR, API_BIN, WORKER_BIN, RESULTS, PG_CEILING
 LUA=$BENCH_DIR/wrk/bench.lua
-RESULTS=$BENCH_DIR/results
-PG_CEILING=${PG_CEILING:-$ROOT/../shared/bench/pg-ceiling.sh}
 
 MAX_PHASE_SECS=15
 clamp() { local v=$1; ((v < 1)) && v=1; ((v > MAX_PHASE_SECS)) && v=$MAX_PHASE_SECS; echo "$v"; }
@@ -45,135 +45,32 @@ PERIM_ROUNDS=${PERIM_ROUNDS:-2}
 PERIM_CONNS=${PERIM_CONNS:-32}
 PERIM_TARGET_PCT=${PERIM_TARGET_PCT:-50}
 REPLAY_CHECK_EVERY=${REPLAY_CHECK_EVERY:-100}
-BENCH_MODES=${BENCH_MODES:-embedded production}
-PGHOST_=${BENCH_PGHOST:-127.0.0.1}
-PGPORT_=${BENCH_PGPORT:-5432}
-PGUSER_=${BENCH_PGUSER:-postgres}
-REDIS_PORT=${BENCH_REDIS_PORT:-6379}
+bench_knobs # BENCH_MODES, BENCH_PG*, BENCH_REDIS_PORT; HOST
 # Keys minted during the bench (the replayed create and the fresh creates) use the lowest
 # allowed bcrypt cost; the tenant's platform key is minted at the service default.
 SERVER_BCRYPT_COST=10
 TENANT_BCRYPT_COST=12
-HOST=127.0.0.1 # all traffic stays on loopback
+REDIS_DROP_MAX=200000 # most Redis keys drop_redis_prefix deletes
 
-log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-now_ns() { date +%s%N; }
+scrub_wallet_env
 
-# Only the WALLET_* variables this script sets may reach the service: unknown ones are
-# rejected at start-up, and a stray real one would change what is measured.
-while read -r v; do unset "$v"; done < <(compgen -e | grep '^WALLET_' || true)
-unset RUST_LOG
-
-# ---------------------------------------------------------------- cleanup (trap) ----------
-WORK=$(mktemp -d /tmp/wallet-bench.XXXXXX)
-PIDS=()          # processes this script started
-DBS=()           # PostgreSQL databases this script created
-REDIS_PREFIXES=() # Redis key prefixes this script used
-
-stop_pid() { # stop_pid PID [grace_secs]: TERM, wait (bounded), then KILL
-  local pid=$1 grace=${2:-10} i
-  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null || true; forget_pid "$pid"; return 0; }
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < grace * 20; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    log "pid $pid did not stop in ${grace}s; killing it"
-    kill -KILL "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
-  forget_pid "$pid"
-}
-forget_pid() { # so the exit trap never signals a PID that may have been reused
-  local keep=() p
-  for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
-  PIDS=("${keep[@]}")
-}
-
-psql_() { PGCONNECT_TIMEOUT=5 psql -h "$PGHOST_" -p "$PGPORT_" -U "$PGUSER_" -X -q -v ON_ERROR_STOP=1 "$@"; }
-redis_() { timeout 30 redis-cli -h "$HOST" -p "$REDIS_PORT" "$@"; }
-
-drop_redis_prefix() {
-  local prefix=$1
-  redis_ --scan --pattern "${prefix}*" 2>/dev/null | head -n 200000 |
-    xargs -r -n 500 redis-cli -h "$HOST" -p "$REDIS_PORT" del >/dev/null 2>&1 || true
-}
-
-cleanup() {
-  local rc=$? pid db p
-  trap - EXIT INT TERM
-  for pid in "${PIDS[@]}"; do stop_pid "$pid" 10; done
-  for db in "${DBS[@]}"; do
-    psql_ -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 ||
-      log "could not drop database $db"
-  done
-  for p in "${REDIS_PREFIXES[@]}"; do drop_redis_prefix "$p"; done
-  rm -rf "$WORK"
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'log "interrupted"; exit 130' INT TERM
+make_workdir /tmp/wallet-bench.XXXXXX
 
 # ---------------------------------------------------------------- tools ---------------------
-need_pkg() { # need_pkg COMMAND DEBIAN_PACKAGE
-  command -v "$1" >/dev/null 2>&1 && return 0
-  log "installing $2 (Debian)"
-  local sudo=""
-  [[ $(id -u) -ne 0 ]] && sudo=sudo
-  $sudo apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$2" >/dev/null
-  command -v "$1" >/dev/null 2>&1 || die "$1 is still missing after installing $2"
-}
 need_pkg wrk wrk
-need_pkg jq jq
-need_pkg curl curl
-if [[ $BENCH_MODES == *production* || -z ${SKIP_PG_CEILING:-} ]]; then
-  need_pkg psql postgresql-client
-  need_pkg redis-cli redis-tools
-fi
-if [[ -z ${SKIP_PG_CEILING:-} ]]; then need_pkg pgbench postgresql-contrib; fi
+need_service_tools
 
-free_port() { # a port nobody listens on; bind races are harmless here (start-up would fail)
-  local p _
-  for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 30000))
-    if ! (exec 3<>"/dev/tcp/$HOST/$p") 2>/dev/null; then echo "$p"; return 0; fi
-  done
-  die "no free port found"
-}
-rand_hex() { od -An -N"$1" -tx1 /dev/urandom | tr -d ' \n'; }
 uuid() { cat /proc/sys/kernel/random/uuid; }
-status_kib() { awk -v f="$2:" '$1 == f {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
-mib() { awk -v k="${1:-0}" 'BEGIN {printf "%.1f", k / 1024}'; }
 reset_hwm() { echo 5 >"/proc/$1/clear_refs" 2>/dev/null || true; } # resets VmHWM to VmRSS
 # cpu_ticks PID: user+system CPU time of the process (all threads), in clock ticks
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 load1() { cut -d' ' -f1 /proc/loadavg; }
 
-# What is measured: the checked-out tree at the time of the build (uncommitted changes included).
-COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-# bench/ itself is left out: it is not compiled into what is measured.
-DIRTY=$(git -C "$ROOT" status --porcelain --untracked-files=no -- . ':(exclude)bench' 2>/dev/null | grep -q . && echo " (work tree had uncommitted changes outside bench/)" || true)
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
-BUILT_FROM="built from"
-[[ -n ${SKIP_BUILD:-} ]] && BUILT_FROM="binaries not rebuilt (SKIP_BUILD); tree at"
+note_tree
 
 # ---------------------------------------------------------------- build ---------------------
-if [[ -z ${SKIP_BUILD:-} ]]; then
-  log "building release binaries (cargo build --release -p api -p worker; minutes on 2 cores)"
-  build_start=$(now_ns)
-  if ! (cd "$ROOT" && cargo build --release -p api -p worker) >"$WORK/build.log" 2>&1; then
-    tail -n 40 "$WORK/build.log" >&2
-    die "release build failed"
-  fi
-  log "build done in $((($(now_ns) - build_start) / 1000000000)) s"
-fi
-# The tree can move while cargo builds (someone else working in it): say so.
-COMMIT_AFTER=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
-[[ $COMMIT_AFTER == "$COMMIT" ]] || COMMIT="$COMMIT (HEAD moved to $COMMIT_AFTER during the build; the binaries may contain either)"
+build_release -p api -p worker
 [[ -x $API_BIN && -x $WORKER_BIN ]] || die "missing $API_BIN or $WORKER_BIN"
 
 # ---------------------------------------------------------------- result rows --------------
@@ -182,21 +79,6 @@ PHASE_ROWS=() # "mode|phase|conns|secs|requests|rps|p50|p99|errors|api_peak|work
 PERIM_ROWS=() # "mode|round|letter|phase|conns|secs|requests|duration_s|rps|p50|p99|errors|api_cpu_us|checked|missing|load1"
 PERIM_LOAD=() # "mode|load1 before|load1 after"
 NOTES=()
-
-# wait_health ADDR PID T0_NS -> prints ms from T0 to the first 200 on /v1/health
-wait_health() {
-  local addr=$1 pid=$2 t0=$3 code i
-  for ((i = 0; i < 6000; i++)); do # at most ~60 s
-    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$addr/v1/health" || true)
-    if [[ $code == 200 ]]; then
-      echo $((($(now_ns) - t0) / 1000000))
-      return 0
-    fi
-    kill -0 "$pid" 2>/dev/null || return 1
-    sleep 0.005
-  done
-  return 1
-}
 
 # run_phase MODE PHASE KIND CONNS SECS API_PID WORKER_PID ADDR [PERIM_ROUND PERIM_LETTER]
 # (BENCH_* env already set). With PERIM_ROUND the row goes to the perimeter table.
@@ -260,52 +142,10 @@ run_phase() {
 # ---------------------------------------------------------------- one mode ------------------
 bench_mode() {
   local mode=$1
-  local port addr data_dir api_log worker_log env_common=()
-  port=$(free_port)
-  addr=$HOST:$port
-  data_dir=$WORK/data-$mode
-  api_log=$WORK/api-$mode.log
-  worker_log=$WORK/worker-$mode.log
-  env_common=(WALLET_DATA_DIR="$data_dir" WALLET_BCRYPT_COST="$SERVER_BCRYPT_COST")
-
-  local worker_pid="" worker_idle="-" db="" prefix=""
-  if [[ $mode == production ]]; then
-    db=wallet_bench_$$_$RANDOM
-    prefix="walletbench-$$-$(date +%s):"
-    psql_ -d postgres -c "CREATE DATABASE $db" >/dev/null || die "cannot create database $db"
-    DBS+=("$db")
-    REDIS_PREFIXES+=("$prefix")
-    env_common+=(
-      WALLET_DATABASE_URL="postgres://$PGUSER_@$PGHOST_:$PGPORT_/$db"
-      WALLET_REDIS_URL="redis://$HOST:$REDIS_PORT"
-      WALLET_JWT_SECRET="$(rand_hex 32)"
-      WALLET_SECRET_KEY="$(rand_hex 32)"
-      WALLET_REDIS_PREFIX="$prefix"
-    )
-    log "production: migrating database $db"
-    env "${env_common[@]}" "$API_BIN" migrate >"$WORK/migrate.log" 2>&1 ||
-      { cat "$WORK/migrate.log" >&2; die "migrate failed"; }
-    log "production: starting wallet-worker"
-    env "${env_common[@]}" "$WORKER_BIN" run >"$worker_log" 2>&1 &
-    worker_pid=$!
-    PIDS+=("$worker_pid")
-    local i
-    for ((i = 0; i < 300; i++)); do # up to ~30 s for "wallet-worker running"
-      grep -q 'wallet-worker running' "$worker_log" 2>/dev/null && break
-      kill -0 "$worker_pid" 2>/dev/null || { cat "$worker_log" >&2; die "wallet-worker exited"; }
-      sleep 0.1
-    done
-    grep -q 'wallet-worker running' "$worker_log" || die "wallet-worker did not report running"
-  fi
-
-  # start-up: exec -> first 200 on /v1/health
-  log "$mode: starting wallet-api on $addr"
-  local t0 api_pid startup_ms
-  t0=$(now_ns)
-  env "${env_common[@]}" WALLET_LISTEN_ADDR="$addr" "$API_BIN" serve >"$api_log" 2>&1 &
-  api_pid=$!
-  PIDS+=("$api_pid")
-  startup_ms=$(wait_health "$addr" "$api_pid" "$t0") || { tail -n 30 "$api_log" >&2; die "$mode: wallet-api never answered 200 on /v1/health"; }
+  # set by start_services (bench/lib.sh)
+  local addr data_dir api_log worker_log env_common=() worker_pid db prefix api_pid startup_ms
+  local worker_idle="-"
+  start_services "$mode" "$SERVER_BCRYPT_COST" wallet_bench walletbench
   local self_ready
   self_ready=$(grep -oE 'ready in [0-9]+ ms|"ready_ms":[0-9]+' "$api_log" | grep -oE '[0-9]+' | head -n1 || true)
   sleep 2
@@ -316,10 +156,7 @@ bench_mode() {
 
   # tenant (platform key at the service's default bcrypt cost)
   log "$mode: creating a tenant"
-  env "${env_common[@]}" WALLET_BCRYPT_COST="$TENANT_BCRYPT_COST" "$API_BIN" tenant create \
-    --name "bench-$mode" --sandbox --currency EUR --branches 1 --json \
-    >"$WORK/tenant-$mode.json" 2>"$WORK/tenant-$mode.err" ||
-    { cat "$WORK/tenant-$mode.err" >&2; die "$mode: tenant create failed"; }
+  create_tenant "$mode" "bench-$mode"
   local key merchant brand branch
   key=$(jq -er .platform_key "$WORK/tenant-$mode.json")
   merchant=$(jq -er .merchant_id "$WORK/tenant-$mode.json")
@@ -377,42 +214,25 @@ bench_mode() {
     run_phase "$mode" "POST /v1/auth/keys fresh (cost 10)" create "$CREATE_CONNS" "$CREATE_SECS" "$api_pid" "$worker_pid" "$addr"
 
   # stop (API first, like a rolling deploy), then drop state
-  local t2 stop_ms log_lines log_mib
-  t2=$(now_ns)
-  stop_pid "$api_pid" 15
-  stop_ms=$((($(now_ns) - t2) / 1000000))
-  [[ -n $worker_pid ]] && stop_pid "$worker_pid" 15
+  local stop_ms log_lines log_mib
+  stop_services
   log_lines=$(wc -l <"$api_log")
   log_mib=$(mib $(($(stat -c %s "$api_log") / 1024)))
-  if grep -qiE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$api_log"; then
-    NOTES+=("$mode: wallet-api logged $(grep -ciE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$api_log") WARN/ERROR lines; first: $(grep -iE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$api_log" | head -n1 | cut -c1-300)")
-  fi
-  if [[ -n $worker_pid ]] && grep -qiE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$worker_log"; then
-    NOTES+=("$mode: wallet-worker logged $(grep -ciE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$worker_log") WARN/ERROR lines; first: $(grep -iE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$worker_log" | head -n1 | cut -c1-300)")
-  fi
+  log_problems "$mode: wallet-api" "$api_log"
+  if [[ -n $worker_pid ]]; then log_problems "$mode: wallet-worker" "$worker_log"; fi
   MODE_ROWS+=("$mode|$startup_ms|${self_ready:--}|$api_idle|$worker_idle|$first_auth_ms|$stop_ms|$log_lines ($log_mib MiB)")
-  if [[ -n $db ]]; then
-    psql_ -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null || log "could not drop $db"
-    drop_redis_prefix "$prefix"
-  fi
-  rm -rf "$data_dir"
+  drop_state
   unset BENCH_API_KEY
 }
 
-for mode in $BENCH_MODES; do
-  case $mode in
-    embedded | production) bench_mode "$mode" ;;
-    *) die "unknown mode $mode (embedded or production)" ;;
-  esac
-done
+run_modes
 
 # ---------------------------------------------------------------- PostgreSQL ceiling ---------
 PG_LINE="" PG_TPS=""
 if [[ -z ${SKIP_PG_CEILING:-} ]]; then
   if [[ -x $PG_CEILING || -f $PG_CEILING ]]; then
     log "PostgreSQL ceiling: $PG_CLIENTS clients, ${PG_SECS}s ($PG_CEILING)"
-    PG_LINE=$(PGHOST=$PGHOST_ PGPORT=$PGPORT_ PGUSER=$PGUSER_ timeout $((PG_SECS + 300)) \
-      bash "$PG_CEILING" "$PG_CLIENTS" "$PG_SECS" 2>"$WORK/pg.err" | grep '^pg_ceiling' || true)
+    PG_LINE=$(pg_ceiling_line "$PG_CLIENTS" "$WORK/pg.err")
     [[ -n $PG_LINE ]] || { cat "$WORK/pg.err" >&2; NOTES+=("pg-ceiling.sh printed no result"); }
     PG_TPS=$(grep -oE 'tps=[0-9.]+' <<<"$PG_LINE" | cut -d= -f2 || true)
     log "$PG_LINE"
@@ -426,9 +246,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 {
   echo "# Benchmark results"
   echo
-  echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), $BUILT_FROM commit $COMMIT$DIRTY, $(nproc) cores,"\
-    "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load generator wrk on the same host (127.0.0.1)."
-  echo "Load average (1/5/15 min) before the run: $LOAD_START; after it: $LOAD_END (other work on the machine shows here)."
+  summary_intro wrk
   echo "Server WALLET_BCRYPT_COST=$SERVER_BCRYPT_COST (keys minted during the run); platform key minted at cost $TENANT_BCRYPT_COST."
   echo
   echo "## Start-up and memory"
@@ -519,16 +337,6 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
   echo '```'
   echo "${PG_LINE:-not run}"
   echo '```'
-  if ((${#NOTES[@]} > 0)); then
-    echo
-    echo "## Notes"
-    echo
-    for n in "${NOTES[@]}"; do echo "- $n"; done
-  fi
+  summary_notes
 } >"$WORK/summary.md"
-mkdir -p "$RESULTS"
-cp "$WORK/summary.md" "$RESULTS/latest.md"
-echo
-cat "$WORK/summary.md"
-echo
-log "written to ${RESULTS#"$ROOT"/}/latest.md"
+publish_summary

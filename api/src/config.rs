@@ -68,6 +68,9 @@ pub struct Config {
     /// Upper bound on acquiring a database connection.
     pub db_acquire_timeout_ms: u64,
     pub db_max_connections: u32,
+    /// PostgreSQL `lock_timeout`: the longest a request waits for a row lock before a
+    /// retryable 503 (SQLite's writers wait up to its busy timeout instead).
+    pub db_lock_timeout_ms: u64,
     /// Namespace for every Redis key, so several deployments (or test runs) can share a server.
     pub redis_prefix: String,
     /// Attempts a job gets before it is dead-lettered.
@@ -112,6 +115,7 @@ impl Default for Config {
             redis_timeout_ms: 500,
             db_acquire_timeout_ms: 3000,
             db_max_connections: 20,
+            db_lock_timeout_ms: 2_000,
             redis_prefix: "wallet:".into(),
             job_max_attempts: 8,
             job_backoff_base_ms: 2_000,

@@ -29,6 +29,13 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
                 .create_if_missing(true)
         });
     }
+    if url.starts_with("postgres") {
+        // A request never waits on a row lock longer than this (one hot wallet's queue, a
+        // payment behind a refund): past it the statement fails with 55P03, which is
+        // answered as a retryable 503, instead of the caller waiting without bound.
+        let lock_timeout = format!("{}ms", cfg.db_lock_timeout_ms);
+        opts.map_sqlx_postgres_opts(move |o| o.options([("lock_timeout", lock_timeout.as_str())]));
+    }
     let db = Database::connect(opts).await?;
     Ok(db)
 }

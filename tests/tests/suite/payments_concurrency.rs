@@ -543,3 +543,53 @@ async fn a_response_lost_after_commit_is_replayed_by_the_retry_without_a_second_
     assert_eq!(shop.balance(&c).await["actual_minor"], 700, "debited once");
     shop.assert_ledger_consistent().await;
 }
+
+#[tokio::test]
+async fn a_payment_queued_too_long_behind_a_wallet_lock_gets_a_retryable_error_not_an_endless_wait()
+{
+    use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+    if tests::mode() != tests::Mode::Production {
+        // SQLite writers queue on the database lock up to its busy timeout instead.
+        return;
+    }
+    let app = TestApp::spawn_with(false, |c| c.db_lock_timeout_ms = 300).await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let qr = shop.qr(&c).await;
+    let db = &app.server.state.db;
+    let holder = db.begin().await.unwrap();
+    holder
+        .execute_raw(Statement::from_sql_and_values(
+            sea_orm::DbBackend::Postgres,
+            "SELECT id FROM wallets WHERE id = $1 FOR UPDATE",
+            [Uuid::parse_str(&c.wallet_id).unwrap().into()],
+        ))
+        .await
+        .unwrap();
+    let key = Uuid::new_v4().to_string();
+    let extra = json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 100, "currency": "EUR"});
+    let started = std::time::Instant::now();
+    let r = shop.post_with_key("/payments", extra.clone(), &key).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (503, "INTERNAL_SERVER_ERROR"),
+        "{}",
+        r.body
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "bounded: {:?}",
+        started.elapsed()
+    );
+    assert!(r.headers.get("retry-after").is_some());
+    holder.rollback().await.unwrap();
+
+    let r = shop.post_with_key("/payments", extra, &key).await;
+    assert_eq!(
+        r.status, 200,
+        "the same key succeeds once the wallet is free: {}",
+        r.body
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 900);
+}

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Payments benchmark: builds the release binaries, then for each mode (embedded, production)
+# starts the service, creates a sandbox tenant and an operator credential, and runs
+# payments-bench against it: W wallets registered and funded (untimed), POST /v1/payments
+# at concurrency 16 and 64 (one freshly minted QR and one Idempotency-Key per payment), then
+# one hot wallet at concurrency 32 (OTP credentials). Then pg-ceiling.sh at the same
+# concurrencies, and one summary with payments/s, p50/p99, the ratio to the ceiling, the
+# API's peak RSS and PASS/MISS against the targets, also written to
+# bench/payments/results/latest.md. See bench/payments/README.md.
+#
+# Usage: bench/payments/run.sh     (from anywhere)
+# Knobs (env, all optional):
+#   BENCH_MODES="embedded production"   which modes to run
+#   WALLETS=1024            wallets of the many-wallet phases (one QR each per round)
+#   PHASE_SECS=10           timed seconds per concurrency phase (1..60)
+#   CONCURRENCIES="16 64"   the many-wallet phases (pg-ceiling.sh runs at each of them)
+#   HOT_CONC=32 HOT_OTPS=3000 HOT_SECS=10   hot-wallet phase (HOT_CONC=0 skips it)
+#   SETUP_CONC=4 MINT_CONC=32               untimed setup concurrency
+#   PG_SECS=15              seconds of each pg-ceiling.sh run (1..60)
+#   SKIP_BUILD=1            use the binaries already in target/release
+#   SKIP_PG_CEILING=1       do not run the PostgreSQL ceiling
+#   PG_CEILING=path/to/pg-ceiling.sh    default: ../shared/bench/pg-ceiling.sh beside the repo
+#   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
+# The helpers shared with bench/run.sh (service start/stop, clean-up, PostgreSQL and Redis,
+# tools, summary) are in bench/lib.sh.
+set -euo pipefail
+
+PAY_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LOG_TAG=payments
+# shellcheck source-path=SCRIPTDIR
+source "$PAY_DIR/../lib.sh"
+bench_paths "$PAY_DIR" # ROOT, TARGET_DIR, API_BIN, WORKER_BIN, RESULTS, PG_CEILING
+BENCH_BIN=$TARGET_DIR/release/payments-bench
+
+clamp() { local v=$1 lo=$2 hi=$3; ((v < lo)) && v=$lo; ((v > hi)) && v=$hi; echo "$v"; }
+WALLETS=$(clamp "${WALLETS:-1024}" 16 100000)
+PHASE_SECS=$(clamp "${PHASE_SECS:-10}" 1 60)
+CONCURRENCIES=${CONCURRENCIES:-16 64}
+HOT_CONC=${HOT_CONC:-32}
+HOT_OTPS=$(clamp "${HOT_OTPS:-3000}" 1 20000)
+HOT_SECS=$(clamp "${HOT_SECS:-10}" 1 60)
+SETUP_CONC=$(clamp "${SETUP_CONC:-4}" 1 64)
+MINT_CONC=$(clamp "${MINT_CONC:-32}" 1 256)
+PG_SECS=$(clamp "${PG_SECS:-15}" 1 60)
+bench_knobs # BENCH_MODES, BENCH_PG*, BENCH_REDIS_PORT; HOST
+# The operator credential is verified with bcrypt on every operator call (no cache), and
+# setup makes two operator calls per wallet: it is minted at the lowest allowed cost. The
+# tenant's platform key is minted at the service default (it is verified once, then cached).
+OPERATOR_BCRYPT_COST=10
+TENANT_BCRYPT_COST=12
+REDIS_DROP_MAX=500000 # most Redis keys drop_redis_prefix deletes
+for c in $CONCURRENCIES; do [[ $c =~ ^[0-9]+$ && $c -ge 1 && $c -le 512 ]] || { echo "bad CONCURRENCIES: $CONCURRENCIES" >&2; exit 2; }; done
+[[ $HOT_CONC =~ ^[0-9]+$ && $HOT_CONC -le 512 ]] || { echo "bad HOT_CONC: $HOT_CONC" >&2; exit 2; }
+
+scrub_wallet_env
+
+make_workdir /tmp/wallet-payments-bench.XXXXXX
+
+# ---------------------------------------------------------------- tools ---------------------
+need_service_tools
+
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+note_tree
+
+# ---------------------------------------------------------------- build ---------------------
+build_release -p api -p worker -p payments-bench
+[[ -x $API_BIN && -x $WORKER_BIN && -x $BENCH_BIN ]] || die "missing $API_BIN, $WORKER_BIN or $BENCH_BIN"
+
+RESULT_FILES=()
+MODE_ROWS=() # "mode|startup_ms|idle_rss|stop_ms|ledger"
+NOTES=()
+
+# ---------------------------------------------------------------- one mode ------------------
+bench_mode() {
+  local mode=$1
+  # set by start_services (bench/lib.sh)
+  local addr data_dir api_log worker_log env_common=() worker_pid db prefix api_pid startup_ms
+  start_services "$mode" "$OPERATOR_BCRYPT_COST" wallet_paybench walletpaybench
+  sleep 1
+  local api_idle
+  api_idle=$(mib "$(status_kib "$api_pid" VmRSS)")
+  log "$mode: up in $startup_ms ms, idle RSS $api_idle MiB"
+
+  log "$mode: creating a sandbox tenant and an operator credential"
+  create_tenant "$mode" "paybench-$mode"
+  env "${env_common[@]}" "$API_BIN" operator create --name "paybench-$mode" --json \
+    >"$WORK/operator-$mode.json" 2>"$WORK/operator-$mode.err" ||
+    { cat "$WORK/operator-$mode.err" >&2; die "$mode: operator create failed"; }
+  local merchant
+  merchant=$(jq -er .merchant_id "$WORK/tenant-$mode.json")
+  jq -e .operator_key "$WORK/operator-$mode.json" >/dev/null || die "$mode: no operator_key in operator create output"
+
+  local hot_args=(--hot-concurrency "$HOT_CONC" --hot-otps "$HOT_OTPS" --hot-secs "$HOT_SECS")
+  local worker_args=()
+  [[ -n $worker_pid ]] && worker_args=(--worker-pid "$worker_pid")
+  local out=$WORK/result-$mode.json
+  if ! "$BENCH_BIN" run --base "http://$addr" --mode "$mode" \
+    --tenant "$WORK/tenant-$mode.json" --operator "$WORK/operator-$mode.json" \
+    --wallets "$WALLETS" --secs "$PHASE_SECS" --concurrency "$(tr ' ' ',' <<<"$CONCURRENCIES")" \
+    --setup-concurrency "$SETUP_CONC" --mint-concurrency "$MINT_CONC" "${hot_args[@]}" \
+    --api-pid "$api_pid" "${worker_args[@]}" --clk-tck "$CLK_TCK" --out "$out"; then
+    tail -n 30 "$api_log" >&2
+    die "$mode: payments-bench failed"
+  fi
+  kill -0 "$api_pid" 2>/dev/null || die "$mode: wallet-api died during the run"
+  RESULT_FILES+=("$out")
+
+  local stop_ms
+  stop_services
+
+  # Every payment went through the ledger: check it still agrees with the balances.
+  local ledger="consistent"
+  if ! env "${env_common[@]}" "$API_BIN" ledger check --merchant "$merchant" >"$WORK/ledger-$mode.json" 2>"$WORK/ledger-$mode.err"; then
+    ledger="INCONSISTENT or failed"
+    NOTES+=("$mode: wallet-api ledger check failed: $(head -c 300 "$WORK/ledger-$mode.json" "$WORK/ledger-$mode.err" | tr '\n' ' ')")
+  else
+    ledger="consistent ($(jq -r '"\(.postings) postings, \(.entries) entries"' "$WORK/ledger-$mode.json" 2>/dev/null || echo ok))"
+  fi
+  log_problems "$mode: wallet-api" "$api_log"
+  [[ -n $worker_pid ]] && log_problems "$mode: wallet-worker" "$worker_log"
+  MODE_ROWS+=("$mode|$startup_ms|$api_idle|$stop_ms|$ledger|$(wc -l <"$api_log")")
+
+  drop_state
+}
+
+run_modes
+
+# ---------------------------------------------------------------- PostgreSQL ceiling ---------
+CEILING_ARGS=()
+PG_LINES=()
+if [[ -z ${SKIP_PG_CEILING:-} ]]; then
+  if [[ -f $PG_CEILING ]]; then
+    for c in $CONCURRENCIES; do
+      log "PostgreSQL ceiling: $c clients, ${PG_SECS}s ($PG_CEILING)"
+      line=$(pg_ceiling_line "$c" "$WORK/pg-$c.err")
+      if [[ -n $line ]]; then
+        log "$line"
+        PG_LINES+=("$line")
+        CEILING_ARGS+=(--ceiling "$line")
+      else
+        cat "$WORK/pg-$c.err" >&2
+        NOTES+=("pg-ceiling.sh $c printed no result")
+      fi
+    done
+  else
+    NOTES+=("pg-ceiling.sh not found at $PG_CEILING; ceiling skipped")
+  fi
+fi
+
+# ---------------------------------------------------------------- summary --------------------
+result_args=()
+for f in "${RESULT_FILES[@]}"; do result_args+=(--result "$f"); done
+"$BENCH_BIN" report "${result_args[@]}" "${CEILING_ARGS[@]}" >"$WORK/tables.md" ||
+  die "payments-bench report failed"
+LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
+{
+  echo "# Payments benchmark results"
+  echo
+  summary_intro payments-bench
+  echo "Settings: WALLETS=$WALLETS, PHASE_SECS=$PHASE_SECS, CONCURRENCIES=\"$CONCURRENCIES\", HOT_CONC=$HOT_CONC, HOT_OTPS=$HOT_OTPS, HOT_SECS=$HOT_SECS, PG_SECS=$PG_SECS; amount 1 EUR cent per payment."
+  echo
+  echo "## Service"
+  echo
+  echo "| mode | start-up ms (exec → first 200 /v1/health) | idle RSS MiB (api) | SIGTERM → exit ms | ledger check after the run | api log lines |"
+  echo "|---|---:|---:|---:|---|---:|"
+  for r in "${MODE_ROWS[@]}"; do echo "| ${r//|/ | } |"; done
+  echo
+  cat "$WORK/tables.md"
+  summary_notes
+} >"$WORK/summary.md"
+publish_summary
