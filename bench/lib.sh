@@ -183,7 +183,8 @@ wait_health() {
 #   addr data_dir api_log worker_log env_common worker_pid db prefix api_pid startup_ms
 # production: a fresh database DB_STEM_<pid>_<n> (migrated) and Redis prefix
 # PREFIX_STEM-<pid>-<time>:, then wallet-worker; both modes: wallet-api, timed from exec
-# to its first 200 on /v1/health. WALLET_BCRYPT_COST=BCRYPT_COST for all of them.
+# to its first 200 on /v1/health. WALLET_BCRYPT_COST=BCRYPT_COST for all of them, plus
+# the caller's EXTRA_SERVER_ENV (an array of NAME=value, empty by default).
 start_services() {
   local mode=$1 bcrypt_cost=$2 db_stem=$3 prefix_stem=$4 port
   port=$(free_port)
@@ -192,6 +193,8 @@ start_services() {
   api_log=$WORK/api-$mode.log
   worker_log=$WORK/worker-$mode.log
   env_common=(WALLET_DATA_DIR="$data_dir" WALLET_BCRYPT_COST="$bcrypt_cost")
+  # A caller's own server settings (bench/payments raises the per-wallet OTP send cap).
+  env_common+=("${EXTRA_SERVER_ENV[@]}")
 
   worker_pid="" db="" prefix=""
   if [[ $mode == production ]]; then

@@ -26,6 +26,7 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LOG_TAG=bench
 # shellcheck source-path=SCRIPTDIR
 source "$BENCH_DIR/lib.sh"
+EXTRA_SERVER_ENV=()
 bench_paths "$BENCH_DIR" # ROOT, TARGET_DIR, API_BIN, WORKER_BIN, RESULTS, PG_CEILING
 LUA=$BENCH_DIR/wrk/bench.lua
 
