@@ -265,6 +265,12 @@ async fn lookup_stored(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, Api
 }
 
 async fn cache(ctx: &Ctx<'_>, r: &Request, s: &Stored) {
+    // The copies save a database round trip in production. Embedded mode's database is a
+    // local file as fast as the in-process store, which would only hold every response of
+    // the last ten minutes in memory.
+    if !ctx.kv.is_redis() {
+        return;
+    }
     let Ok(text) = serde_json::to_string(s) else {
         return;
     };
