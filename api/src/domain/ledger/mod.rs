@@ -3,10 +3,13 @@
 //!
 //! The posting side (`posting`, persisted by `store::ledger`):
 //!
-//! - **Accounts** are per (merchant, currency): a wallet's `actual` account, one account
-//!   per promo grant, and the merchant's counter-accounts (`clearing` for money in and out
-//!   of wallets, `promo_funding` for promotional credit it issues, `escrow` for credit held
-//!   for unverified customers, `forfeit` for promo that expired or was clawed back).
+//! - **Accounts** (`posting::Account`): a wallet's `wallet_actual` account, one
+//!   `promo_grant` account per grant, and the merchant's counter-accounts, one per currency
+//!   through the entries' currency: `merchant_clearing` (money spent from and returned to
+//!   wallets), `merchant_promo_funding` (promotional credit it issues),
+//!   `merchant_promo_forfeit` (refunded promo whose grant had ended) and
+//!   `merchant_adjustment` (operators' manual corrections). Escrow for unverified
+//!   customers' credit comes with top-ups (#6).
 //! - **A posting** is one business event (payment, refund, void, credit adjustment, grant
 //!   accrual, release, expiry, clawback) with two or more **entries**; each entry moves a
 //!   signed amount on one account and the entries of a posting sum to zero per currency.
@@ -15,11 +18,12 @@
 //!   the posting's transaction under a row lock on the wallet (`SELECT … FOR UPDATE` on
 //!   PostgreSQL, the IMMEDIATE transaction on SQLite); a check recomputes them from the
 //!   entries. Wallet-side accounts can never go below zero; counter-accounts can.
-//! - **A payment** locks the wallet, runs `plan_debit`, posts grant and actual entries
+//! - **A payment** locks its credential, then the wallet, runs `plan_debit`, posts grant and actual entries
 //!   against `clearing`, writes the payment row, the idempotency record and the outbox
 //!   events (`payment.completed`, `wallet.balance_changed`) in one transaction.
-//! - **A refund** locks the payment, runs `plan_refund` against what earlier refunds
-//!   returned, and posts the three kinds of return (actual, grant, forfeit).
+//! - **A refund or void** locks the payment, then the wallet, runs `plan_refund` against
+//!   what earlier refunds returned, and posts the three kinds of return (actual, grant,
+//!   forfeit).
 pub mod plan;
 pub mod posting;
 
