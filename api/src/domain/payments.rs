@@ -437,17 +437,23 @@ async fn hold_credential<C: ConnectionTrait>(
 ) -> Result<Held, ApiError> {
     match &pay.credential {
         Credential::Otp {
-            phone,
+            phone: _,
             otp_code,
             otp_session_id,
         } => {
             // `verify_otp` already checked (and counted) the code in its own transaction;
             // under the row lock now, make sure the session is still the one it checked.
+            // The code is compared again (no query); the phone is compared with the wallet's
+            // owner once `pay` has read it.
             let s = store::payments::lock_otp(c, merchant, *otp_session_id)
                 .await?
                 .ok_or_else(|| otp_invalid("unknown_session", "Unknown OTP session."))?;
             check_session(&s, pay, now)?;
-            if !code_matches(c, sealer, merchant, &s, phone, otp_code).await? {
+            if !sealer.verify_mac(
+                "otp",
+                format!("{}:{otp_code}", s.id).as_bytes(),
+                &s.code_hash,
+            ) {
                 return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
             }
             Ok(Held::Otp(s))
@@ -568,6 +574,11 @@ pub async fn pay<C: ConnectionTrait>(
     let who = store::wallets::find_identity(c, merchant, w.wallet_user_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    if let Credential::Otp { phone, .. } = &pay.credential
+        && &who.phone != phone
+    {
+        return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
+    }
     if who.state == PENDING_PROOF {
         return Err(pending_proof());
     }

@@ -259,6 +259,12 @@ async fn otp_payment_checks_order_amount_and_code_and_consumes_the_session_with_
     assert_eq!((r.status, r.code()), (400, "OTP_INVALID"), "{}", r.body);
     assert_eq!(r.body["error"]["details"]["attempts_remaining"], 2);
 
+    // The right code from another customer's phone is a wrong attempt too.
+    let stranger = shop.customer().await;
+    let r = pay_otp(&shop, otp(&stranger, &code, &session), 250, "ORD-1").await;
+    assert_eq!((r.status, r.code()), (400, "OTP_INVALID"), "{}", r.body);
+    assert_eq!(r.body["error"]["details"]["attempts_remaining"], 1);
+
     // context.partner_session_id stands in for a missing order_ref.
     let mut body = shop.body(
         json!({"credential": otp(&c, &code, &session), "amount_minor": 250, "currency": "EUR"}),
