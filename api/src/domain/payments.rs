@@ -426,6 +426,8 @@ fn replayed(message: &str) -> ApiError {
 enum Held {
     Otp(otp_session::Model),
     Nonce(qr_nonce::Model),
+    /// A nonce already consumed for this payment.
+    Taken(qr_nonce::Model),
 }
 
 async fn hold_credential<C: ConnectionTrait>(
@@ -433,6 +435,7 @@ async fn hold_credential<C: ConnectionTrait>(
     sealer: &Sealer,
     merchant: Uuid,
     pay: &Pay,
+    payment_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Held, ApiError> {
     match &pay.credential {
@@ -459,15 +462,18 @@ async fn hold_credential<C: ConnectionTrait>(
             Ok(Held::Otp(s))
         }
         Credential::Qr { qr_payload } => {
-            let n = store::payments::lock_qr_by_hash(c, merchant, &nonce_hash(qr_payload))
-                .await?
-                .ok_or_else(|| {
-                    replayed("Unknown, expired or already used QR code; mint a new one.")
-                })?;
-            if !usable_nonce(&n, pay.received_at, now) {
-                return Err(replayed("Expired or already used QR code; mint a new one."));
-            }
-            Ok(Held::Nonce(n))
+            // One statement checks and consumes it (the rules of `usable_nonce`).
+            let n = store::payments::take_qr_by_hash(
+                c,
+                merchant,
+                &nonce_hash(qr_payload),
+                payment_id,
+                pay.received_at,
+                now,
+            )
+            .await?
+            .ok_or_else(|| replayed("Unknown, expired or already used QR code; mint a new one."))?;
+            Ok(Held::Taken(n))
         }
         Credential::ShortCode { short_code } => {
             let hash = short_code_hash(sealer, merchant, short_code);
@@ -544,10 +550,11 @@ pub async fn pay<C: ConnectionTrait>(
 ) -> Result<Paid, ApiError> {
     let now = Utc::now();
     let merchant = caller.acting.merchant_id;
-    let held = hold_credential(c, sealer, merchant, &pay, now).await?;
+    let payment_id = Uuid::now_v7();
+    let held = hold_credential(c, sealer, merchant, &pay, payment_id, now).await?;
     let wallet_id = match &held {
         Held::Otp(s) => s.wallet_id,
-        Held::Nonce(n) => n.wallet_id,
+        Held::Nonce(n) | Held::Taken(n) => n.wallet_id,
     };
     let w = store::wallets::lock_wallet(c, merchant, wallet_id)
         .await?
@@ -592,7 +599,6 @@ pub async fn pay<C: ConnectionTrait>(
             &w.currency,
         )
     })?;
-    let payment_id = Uuid::now_v7();
     let posting = ledger::posting::payment(merchant, w.id, &w.currency, &plan);
     let posting_id = store::ledger::post(
         c,
@@ -607,6 +613,7 @@ pub async fn pay<C: ConnectionTrait>(
     let consumed = match &held {
         Held::Otp(s) => store::payments::consume_otp(c, s.id, payment_id, now).await?,
         Held::Nonce(n) => store::payments::consume_qr(c, n.id, payment_id, now).await?,
+        Held::Taken(_) => true,
     };
     if !consumed {
         return Err(replayed("The credential was used by another payment."));

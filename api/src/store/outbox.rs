@@ -41,6 +41,49 @@ pub async fn next_sequence<C: ConnectionTrait>(
     Ok(row.last_value)
 }
 
+/// Next `sequence_number` of each resource, in one statement. The resources must be
+/// distinct (one upsert cannot touch a row twice).
+async fn next_sequences<C: ConnectionTrait>(
+    c: &C,
+    resources: &[(String, String)],
+) -> Result<Vec<i64>, DbErr> {
+    let rows = resources
+        .iter()
+        .map(|(t, id)| resource_sequence::ActiveModel {
+            resource_type: Set(t.clone()),
+            resource_id: Set(id.clone()),
+            last_value: Set(1),
+        });
+    let updated = resource_sequence::Entity::insert_many(rows)
+        .on_conflict(
+            OnConflict::columns([
+                resource_sequence::Column::ResourceType,
+                resource_sequence::Column::ResourceId,
+            ])
+            .value(
+                resource_sequence::Column::LastValue,
+                Expr::col((
+                    resource_sequence::Entity,
+                    resource_sequence::Column::LastValue,
+                ))
+                .add(1),
+            )
+            .to_owned(),
+        )
+        .exec_with_returning(c)
+        .await?;
+    resources
+        .iter()
+        .map(|(t, id)| {
+            updated
+                .iter()
+                .find(|m| &m.resource_type == t && &m.resource_id == id)
+                .map(|m| m.last_value)
+                .ok_or_else(|| DbErr::Custom(format!("no sequence returned for {t} {id}")))
+        })
+        .collect()
+}
+
 /// Appends a row; returns its `event_id`.
 pub async fn append<C: ConnectionTrait>(c: &C, item: NewOutbox) -> Result<Uuid, DbErr> {
     Ok(append_all(c, vec![item]).await?.remove(0))
@@ -52,10 +95,27 @@ pub async fn append_all<C: ConnectionTrait>(
     items: Vec<NewOutbox>,
 ) -> Result<Vec<Uuid>, DbErr> {
     let now = Utc::now();
+    let resources: Vec<(String, String)> = items
+        .iter()
+        .map(|i| (i.resource_type.clone(), i.resource_id.clone()))
+        .collect();
+    let distinct = resources
+        .iter()
+        .enumerate()
+        .all(|(n, r)| !resources[..n].contains(r));
+    let seqs = if distinct {
+        next_sequences(c, &resources).await?
+    } else {
+        // Several events of one resource: numbered one after another.
+        let mut v = Vec::with_capacity(resources.len());
+        for (t, id) in &resources {
+            v.push(next_sequence(c, t, id).await?);
+        }
+        v
+    };
     let mut ids = Vec::with_capacity(items.len());
     let mut rows = Vec::with_capacity(items.len());
-    for item in items {
-        let seq = next_sequence(c, &item.resource_type, &item.resource_id).await?;
+    for (item, seq) in items.into_iter().zip(seqs) {
         let event_id = Uuid::now_v7();
         ids.push(event_id);
         rows.push(outbox::ActiveModel {

@@ -180,15 +180,34 @@ pub async fn supersede_qr<C: ConnectionTrait>(
     Ok(())
 }
 
-pub async fn lock_qr_by_hash<C: ConnectionTrait>(
+/// Consumes the nonce with this hash for `payment_id` in one statement, if it can still pay:
+/// unconsumed, unexpired, and not replaced before `received_at` (the caller's transaction
+/// gives it back if the payment then fails).
+pub async fn take_qr_by_hash<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
     nonce_hash: &str,
+    payment_id: Uuid,
+    received_at: DateTime<Utc>,
+    now: DateTime<Utc>,
 ) -> Result<Option<qr_nonce::Model>, DbErr> {
-    let q = qr_nonce::Entity::find()
+    use sea_orm::sea_query::Condition;
+    Ok(qr_nonce::Entity::update_many()
+        .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
+        .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
         .filter(qr_nonce::Column::NonceHash.eq(nonce_hash))
-        .filter(qr_nonce::Column::MerchantId.eq(merchant_id));
-    for_update(c, q).one(c).await
+        .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
+        .filter(qr_nonce::Column::ConsumedAt.is_null())
+        .filter(qr_nonce::Column::ExpiresAt.gt(now))
+        .filter(
+            Condition::any()
+                .add(qr_nonce::Column::SupersededAt.is_null())
+                .add(qr_nonce::Column::SupersededAt.gt(received_at)),
+        )
+        .exec_with_returning(c)
+        .await?
+        .into_iter()
+        .next())
 }
 
 /// The newest unexpired, unconsumed nonce of the merchant carrying `code`.
