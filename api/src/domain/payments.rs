@@ -790,7 +790,7 @@ pub async fn verify_otp(
         if code_matches(&txn, &sealer, merchant, &s, &phone, &otp_code).await? {
             return Ok(());
         }
-        let attempts = store::payments::record_wrong_otp(&txn, s.id, OTP_MAX_WRONG).await?;
+        let attempts = store::payments::record_wrong_otp(&txn, s, OTP_MAX_WRONG).await?;
         txn.commit().await?;
         let remaining = attempts.map(|a| (OTP_MAX_WRONG - a).max(0));
         Err(ApiError::new(

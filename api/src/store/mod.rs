@@ -15,6 +15,21 @@ pub mod wallets;
 
 pub use db::{begin, connect, ping};
 
+/// `q` locking its rows until the transaction ends. On PostgreSQL that is `FOR UPDATE`;
+/// SQLite has no row locks, and its IMMEDIATE write transaction already excludes every
+/// other writer.
+pub fn for_update<E: sea_orm::EntityTrait, C: sea_orm::ConnectionTrait>(
+    c: &C,
+    q: sea_orm::Select<E>,
+) -> sea_orm::Select<E> {
+    use sea_orm::QuerySelect;
+    if c.get_database_backend() == sea_orm::DbBackend::Postgres {
+        q.lock(sea_orm::sea_query::LockType::Update)
+    } else {
+        q
+    }
+}
+
 /// True when `e` is a unique-constraint violation (a lost insert race), on either backend.
 pub fn is_unique_violation(e: &sea_orm::DbErr) -> bool {
     matches!(

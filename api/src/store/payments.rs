@@ -2,18 +2,12 @@
 use chrono::{DateTime, Utc};
 use entities::{otp_session, payment, payment_refund, qr_nonce};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, Set, sea_query::LockType,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
 };
 use uuid::Uuid;
 
-fn for_update<E: EntityTrait, C: ConnectionTrait>(c: &C, q: Select<E>) -> Select<E> {
-    if c.get_database_backend() == DbBackend::Postgres {
-        q.lock(LockType::Update)
-    } else {
-        q
-    }
-}
+use super::for_update;
 
 pub async fn insert<C: ConnectionTrait>(c: &C, p: payment::Model) -> Result<(), DbErr> {
     p.into_active_model().insert(c).await.map(|_| ())
@@ -134,19 +128,14 @@ pub async fn consume_otp<C: ConnectionTrait>(
     Ok(r.rows_affected == 1)
 }
 
-/// Counts one wrong code; the session locks at `limit`. Returns the attempts so far, or
-/// `None` when the session was no longer active.
+/// Counts one wrong code against a session the caller holds locked (`lock_otp`); the
+/// session locks at `limit`. Returns the attempts so far, or `None` when it was no longer
+/// active.
 pub async fn record_wrong_otp<C: ConnectionTrait>(
     c: &C,
-    id: Uuid,
+    s: otp_session::Model,
     limit: i32,
 ) -> Result<Option<i32>, DbErr> {
-    let Some(s) = for_update(c, otp_session::Entity::find_by_id(id))
-        .one(c)
-        .await?
-    else {
-        return Ok(None);
-    };
     if s.status != "active" {
         return Ok(None);
     }

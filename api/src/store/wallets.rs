@@ -3,8 +3,8 @@
 use chrono::{DateTime, Utc};
 use entities::{promo_grant, wallet, wallet_user};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Set, sea_query::LockType,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    Set,
 };
 use uuid::Uuid;
 
@@ -38,12 +38,9 @@ pub async fn lock_identity<C: ConnectionTrait>(
     merchant_id: Uuid,
     id: Uuid,
 ) -> Result<Option<wallet_user::Model>, DbErr> {
-    let mut q =
+    let q =
         wallet_user::Entity::find_by_id(id).filter(wallet_user::Column::MerchantId.eq(merchant_id));
-    if c.get_database_backend() == DbBackend::Postgres {
-        q = q.lock(LockType::Update);
-    }
-    q.one(c).await
+    super::for_update(c, q).one(c).await
 }
 
 pub async fn insert_identity<C: ConnectionTrait>(
@@ -120,11 +117,8 @@ pub async fn lock_wallet<C: ConnectionTrait>(
     merchant_id: Uuid,
     id: Uuid,
 ) -> Result<Option<wallet::Model>, DbErr> {
-    let mut q = wallet::Entity::find_by_id(id).filter(wallet::Column::MerchantId.eq(merchant_id));
-    if c.get_database_backend() == DbBackend::Postgres {
-        q = q.lock(LockType::Update);
-    }
-    q.one(c).await
+    let q = wallet::Entity::find_by_id(id).filter(wallet::Column::MerchantId.eq(merchant_id));
+    super::for_update(c, q).one(c).await
 }
 
 /// The wallet's grants that still matter for a balance: everything not in an end state.
