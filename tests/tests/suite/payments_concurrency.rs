@@ -593,3 +593,37 @@ async fn a_payment_queued_too_long_behind_a_wallet_lock_gets_a_retryable_error_n
     );
     assert_eq!(shop.balance(&c).await["actual_minor"], 900);
 }
+
+#[tokio::test]
+async fn concurrent_operator_debits_never_take_a_wallet_below_zero() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 500).await;
+    let path = format!("/operator/wallets/{}/adjustments", c.wallet_id);
+    let results = join_all((0..12).map(|_| {
+        shop.operator(
+            &path,
+            json!({"direction": "debit", "amount_minor": 100, "currency": "EUR", "reason": "correction"}),
+        )
+    }))
+    .await;
+    let ok = results.iter().filter(|r| r.status == 200).count();
+    assert_eq!(
+        ok,
+        5,
+        "{:?}",
+        results
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.status != 200)
+            .all(|r| r.code() == "INSUFFICIENT_FUNDS")
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 0);
+    shop.assert_ledger_consistent().await;
+}
