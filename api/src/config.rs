@@ -54,6 +54,16 @@ pub struct Config {
     /// Payment OTPs one customer wallet may receive per 5 minutes, across orders (the spec's
     /// 3 per order applies as well).
     pub otp_sends_per_wallet: u64,
+    /// How long a customer has to prove their phone after enrollment starts (or after a
+    /// credit for an unknown phone opened a proto-wallet) before the window lapses.
+    pub enrollment_window_secs: u64,
+    /// How often the worker looks for lapsed enrollments and timed-out checkout sessions.
+    pub sweep_interval_secs: u64,
+    /// Page the enrollment SMS links to (`?token=` is appended); unset: the SMS carries
+    /// the code only.
+    pub enrollment_link_base: Option<String>,
+    /// How long a checkout session stays open without a payment.
+    pub checkout_session_ttl_secs: u64,
     /// Requests per window per integration on rate-limited operations (identify, token
     /// validate); sandbox keys get `rate_limit_sandbox`.
     pub rate_limit: u32,
@@ -107,6 +117,10 @@ impl Default for Config {
             idempotency_ttl_hours: 24,
             idempotency_wait_ms: 5_000,
             otp_sends_per_wallet: 10,
+            enrollment_window_secs: 7 * 24 * 3600,
+            sweep_interval_secs: 30,
+            enrollment_link_base: None,
+            checkout_session_ttl_secs: 30 * 60,
             rate_limit: 600,
             rate_limit_sandbox: 1200,
             rate_limit_window_secs: 60,
@@ -271,6 +285,32 @@ impl Config {
             return Err(invalid(
                 "WALLET_IDEMPOTENCY_TTL_HOURS",
                 "must be between 1 and 720",
+            ));
+        }
+        if !(1..=90 * 24 * 3600).contains(&self.enrollment_window_secs) {
+            return Err(invalid(
+                "WALLET_ENROLLMENT_WINDOW_SECS",
+                "must be between 1 and 7776000 (90 days)",
+            ));
+        }
+        if !(1..=3600).contains(&self.sweep_interval_secs) {
+            return Err(invalid(
+                "WALLET_SWEEP_INTERVAL_SECS",
+                "must be between 1 and 3600",
+            ));
+        }
+        if !(1..=24 * 3600).contains(&self.checkout_session_ttl_secs) {
+            return Err(invalid(
+                "WALLET_CHECKOUT_SESSION_TTL_SECS",
+                "must be between 1 and 86400",
+            ));
+        }
+        if let Some(base) = &self.enrollment_link_base
+            && !(base.starts_with("https://") || base.starts_with("http://"))
+        {
+            return Err(invalid(
+                "WALLET_ENROLLMENT_LINK_BASE",
+                "must be an http(s) URL",
             ));
         }
         if self.idempotency_wait_ms > 60_000 {

@@ -2,9 +2,12 @@
 pub mod api_key;
 pub mod branch;
 pub mod brand;
+pub mod checkout_session;
 pub mod dead_letter;
+pub mod enrollment;
 pub mod enterprise;
 pub mod idempotency_record;
+pub mod identity_link;
 pub mod integration;
 pub mod integration_enterprise;
 pub mod ledger_entry;

@@ -31,6 +31,8 @@ pub struct Model {
     pub completed_at: DateTimeUtc,
     pub voided_at: Option<DateTimeUtc>,
     pub updated_at: DateTimeUtc,
+    /// The checkout session the payment ran in, if any.
+    pub service_session_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -6,6 +6,7 @@ pub use sea_orm_migration::prelude::*;
 mod m20261121_000001_foundation;
 mod m20261121_000002_operators;
 mod m20261121_000003_wallets;
+mod m20261121_000004_customers;
 
 pub struct Migrator;
 
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000001_foundation::Migration),
             Box::new(m20261121_000002_operators::Migration),
             Box::new(m20261121_000003_wallets::Migration),
+            Box::new(m20261121_000004_customers::Migration),
         ]
     }
 }

@@ -1,6 +1,9 @@
 //! Domain logic: plain Rust that knows nothing about HTTP. Services open the transaction and
 //! hand it to `store`; the change, its idempotency record and its outbox rows share it.
+pub mod checkout;
 pub mod credentials;
+pub mod customers;
+pub mod enrollment;
 pub mod events;
 pub mod ledger;
 pub mod operators;

@@ -14,13 +14,15 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{
+    checkout,
     credentials::{
         Principal,
         scope::{self, Acting},
     },
+    enrollment,
     events::{NewOutbox, OutboxKind},
     ledger::{self, DebitPlan, PostingKind, RefundPlan},
-    wallets::{self, Balance, PENDING_PROOF},
+    wallets::{self, Balance},
 };
 use crate::{
     crypto::Sealer,
@@ -228,11 +230,11 @@ pub struct QrMinted {
     pub wallet: wallet::Model,
 }
 
-fn short_code_hash(sealer: &Sealer, merchant: Uuid, code: &str) -> String {
+pub(crate) fn short_code_hash(sealer: &Sealer, merchant: Uuid, code: &str) -> String {
     sealer.mac("short_code", format!("{merchant}:{code}").as_bytes())
 }
 
-fn nonce_hash(nonce: &str) -> String {
+pub(crate) fn nonce_hash(nonce: &str) -> String {
     hex::encode(Sha256::digest(nonce.as_bytes()))
 }
 
@@ -361,6 +363,8 @@ pub struct Pay {
     pub wallet_program_id: Option<Uuid>,
     pub basket: Option<Vec<BasketLine>>,
     pub received_at: DateTime<Utc>,
+    /// `context.service_session_id`: the checkout session the payment completes.
+    pub service_session_id: Option<Uuid>,
 }
 
 /// What the basket says about the amount: its total, whether it disagrees with the debit
@@ -551,6 +555,12 @@ pub async fn pay<C: ConnectionTrait>(
     let now = Utc::now();
     let merchant = caller.acting.merchant_id;
     let payment_id = Uuid::now_v7();
+    // The session first (it is first in the lock order): two payments in one session
+    // queue here, and the second finds it closed.
+    let session = match pay.service_session_id {
+        Some(id) => Some(checkout::hold(c, caller, id, now).await?),
+        None => None,
+    };
     let held = hold_credential(c, sealer, merchant, &pay, payment_id, now).await?;
     let wallet_id = match &held {
         Held::Otp(s) => s.wallet_id,
@@ -586,8 +596,11 @@ pub async fn pay<C: ConnectionTrait>(
     {
         return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
     }
-    if who.state == PENDING_PROOF {
+    if !enrollment::may_pay(&who) {
         return Err(pending_proof());
+    }
+    if let Some(s) = &session {
+        checkout::check_customer(s, who.id)?;
     }
     let grants = store::wallets::live_grants(c, w.id).await?;
     let views: Vec<_> = grants.iter().map(wallets::grant_view).collect();
@@ -645,8 +658,12 @@ pub async fn pay<C: ConnectionTrait>(
         completed_at: now,
         voided_at: None,
         updated_at: now,
+        service_session_id: pay.service_session_id,
     };
     store::payments::insert(c, p.clone()).await?;
+    if let Some(s) = session {
+        checkout::complete(c, s, p.id, now).await?;
+    }
     let after = balance_after_debit(&w, &grants, &plan, now);
     store::outbox::append_all(
         c,

@@ -200,20 +200,16 @@ pub struct WalletRecord {
     pub balance: Balance,
 }
 
-/// Operators: registers a customer's wallet (a migration from another loyalty system, a
-/// support case). Creates the identity if the phone is new at the merchant; one wallet per
-/// program. Audited.
-pub async fn import<C: ConnectionTrait>(
+/// The program a call means: `program_id` when given (it must be one of the merchant's
+/// active programs), else the merchant's only active program. Several is
+/// WALLET_PROGRAM_AMBIGUOUS; none is NOT_FOUND.
+pub async fn program_for<C: ConnectionTrait>(
     c: &C,
-    op: &Operator,
     merchant_id: Uuid,
-    phone: &str,
     program_id: Option<Uuid>,
-    state: &str,
-    reason: &str,
-) -> Result<WalletRecord, ApiError> {
+) -> Result<entities::wallet_program::Model, ApiError> {
     let programs = store::tenancy::active_programs(c, &[merchant_id]).await?;
-    let program = match program_id {
+    match program_id {
         Some(p) => programs.into_iter().find(|x| x.id == p),
         None if programs.len() == 1 => programs.into_iter().next(),
         None if programs.is_empty() => None,
@@ -226,22 +222,64 @@ pub async fn import<C: ConnectionTrait>(
             ));
         }
     }
-    .ok_or_else(|| ApiError::not_found("Wallet program"))?;
-    let now = Utc::now();
-    let identity = match store::wallets::find_identity_by_phone(c, merchant_id, phone).await? {
-        Some(i) => i,
-        None => store::wallets::insert_identity(c, merchant_id, phone, state, now).await?,
-    };
+    .ok_or_else(|| ApiError::not_found("Wallet program"))
+}
+
+/// The identity's wallet in `program`, created (empty) if it has none yet.
+pub async fn wallet_in_program<C: ConnectionTrait>(
+    c: &C,
+    identity: &wallet_user::Model,
+    program: &entities::wallet_program::Model,
+    now: DateTime<Utc>,
+) -> Result<wallet::Model, ApiError> {
     let existing = store::wallets::wallets_of_identity(c, identity.id).await?;
-    let wallet = match existing
-        .into_iter()
-        .find(|w| w.wallet_program_id == program.id)
-    {
-        Some(w) => w,
-        None => {
-            store::wallets::insert_wallet(c, &identity, program.id, &program.currency, now).await?
-        }
-    };
+    Ok(
+        match existing
+            .into_iter()
+            .find(|w| w.wallet_program_id == program.id)
+        {
+            Some(w) => w,
+            None => {
+                store::wallets::insert_wallet(c, identity, program.id, &program.currency, now)
+                    .await?
+            }
+        },
+    )
+}
+
+/// Operators: registers a customer's wallet (a migration from another loyalty system, a
+/// support case). Creates the identity if the phone is new at the merchant; one wallet per
+/// program. A PENDING_PROOF identity gets a pending-proof window like any other. Audited.
+#[allow(clippy::too_many_arguments)]
+pub async fn import<C: ConnectionTrait>(
+    c: &C,
+    op: &Operator,
+    merchant_id: Uuid,
+    phone: &str,
+    program_id: Option<Uuid>,
+    state: &str,
+    reason: &str,
+    proof_window: chrono::Duration,
+) -> Result<WalletRecord, ApiError> {
+    let program = program_for(c, merchant_id, program_id).await?;
+    let now = Utc::now();
+    let (found, _) =
+        store::wallets::insert_identity_if_absent(c, merchant_id, phone, state, now).await?;
+    let identity = store::wallets::lock_identity(c, merchant_id, found.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let wallet = wallet_in_program(c, &identity, &program, now).await?;
+    if identity.state == PENDING_PROOF {
+        super::enrollment::open_window(
+            c,
+            &identity,
+            program.id,
+            super::enrollment::Origin::Operator,
+            proof_window,
+            now,
+        )
+        .await?;
+    }
     operators::audit(
         c,
         &op.actor(),
@@ -315,6 +353,10 @@ pub async fn adjust<C: ConnectionTrait>(
     }
     let now = Utc::now();
     let adjustment_id = Uuid::now_v7();
+    let is_credit = match &adjustment {
+        Adjustment::Actual { amount_minor } => *amount_minor > 0,
+        Adjustment::Grant { .. } => true,
+    };
     let (posting, details) = match adjustment {
         Adjustment::Actual { amount_minor } => {
             if w.actual_minor + amount_minor < 0 {
@@ -359,11 +401,27 @@ pub async fn adjust<C: ConnectionTrait>(
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let balance = current_balance(c, &wallet).await?;
-    store::outbox::append(
-        c,
-        balance_changed(&wallet, &balance, "adjustment", adjustment_id, now),
-    )
-    .await?;
+    let identity = store::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let mut events = vec![balance_changed(
+        &wallet,
+        &balance,
+        "adjustment",
+        adjustment_id,
+        now,
+    )];
+    if is_credit && identity.state != VERIFIED {
+        events.push(super::enrollment::credit_held_event(
+            &identity,
+            &wallet,
+            &balance,
+            "adjustment",
+            adjustment_id,
+            now,
+        ));
+    }
+    store::outbox::append_all(c, events).await?;
     operators::audit(
         c,
         &op.actor(),
@@ -374,9 +432,6 @@ pub async fn adjust<C: ConnectionTrait>(
         details,
     )
     .await?;
-    let identity = store::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Wallet"))?;
     Ok(WalletRecord {
         identity,
         wallet,

@@ -4,9 +4,24 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::{
-    domain::validate::{self, Errors},
+    domain::{
+        credentials::{Principal, scope::Acting},
+        payments::Caller,
+        validate::{self, Errors},
+    },
     envelope::SUPPORTED_API_VERSIONS,
 };
+
+/// Who is calling, once authenticated and scope-checked, with the terminal the request
+/// context names.
+pub fn caller(p: &Principal, acting: Acting, ctx: &RequestContext) -> Caller {
+    Caller {
+        integration_id: p.integration_id,
+        is_sandbox: p.is_sandbox,
+        acting,
+        terminal_id: ctx.terminal_id.clone(),
+    }
+}
 
 /// Request metadata.
 #[derive(Object, Deserialize, Debug, Clone, Default)]

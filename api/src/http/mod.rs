@@ -2,7 +2,10 @@
 //! security schemes and the middleware every request passes.
 pub mod auth;
 pub mod body;
+pub mod checkout;
 pub mod common;
+pub mod customers;
+pub mod enrollment;
 pub mod errors;
 pub mod keys;
 pub mod middleware;

@@ -4,9 +4,9 @@ use poem_openapi::OpenApiService;
 use serde_json::{Value, json};
 
 use super::{
-    keys::KeysApi, operator::OperatorApi, operator_wallets::OperatorWalletsApi,
-    payments::PaymentsApi, platform::PlatformApi, sandbox::SandboxApi, terminal::TerminalApi,
-    token::TokenApi,
+    checkout::CheckoutApi, customers::CustomersApi, enrollment::EnrollmentApi, keys::KeysApi,
+    operator::OperatorApi, operator_wallets::OperatorWalletsApi, payments::PaymentsApi,
+    platform::PlatformApi, sandbox::SandboxApi, terminal::TerminalApi, token::TokenApi,
 };
 
 pub type Apis = (
@@ -18,6 +18,9 @@ pub type Apis = (
     OperatorApi,
     PaymentsApi,
     OperatorWalletsApi,
+    CustomersApi,
+    CheckoutApi,
+    EnrollmentApi,
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -54,6 +57,17 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("operatorAdjustWallet", "beta"),
     ("operatorIssueGrant", "beta"),
     ("operatorCheckLedger", "beta"),
+    ("identifyCustomer", "ga"),
+    ("lookupCustomer", "beta"),
+    ("openCheckoutSession", "ga"),
+    ("getCheckoutSession", "ga"),
+    ("identifyCheckoutSession", "ga"),
+    ("cancelCheckoutSession", "beta"),
+    ("enrollInitiate", "ga"),
+    ("enrollVerify", "ga"),
+    ("enrollResend", "beta"),
+    ("createClaim", "ga"),
+    ("operatorSetIdentifyCredentialTypes", "beta"),
 ];
 
 fn apis() -> Apis {
@@ -66,6 +80,9 @@ fn apis() -> Apis {
         OperatorApi,
         PaymentsApi,
         OperatorWalletsApi,
+        CustomersApi,
+        CheckoutApi,
+        EnrollmentApi,
     )
 }
 

@@ -261,6 +261,7 @@ impl OperatorWalletsApi {
     ) -> poem::Result<Reply<OperatorWallet>> {
         let b = body.value.clone();
         let op = auth.0.clone();
+        let window = chrono::Duration::seconds(state.0.config.enrollment_window_secs as i64);
         idempotent(
             state.0,
             &auth,
@@ -276,8 +277,10 @@ impl OperatorWalletsApi {
                         .as_deref()
                         .and_then(|p| Uuid::parse_str(p).ok());
                     let state = b.state.as_deref().unwrap_or(wallets::VERIFIED);
-                    let r = wallets::import(txn, &op, merchant, &phone, program, state, &b.reason)
-                        .await?;
+                    let r = wallets::import(
+                        txn, &op, merchant, &phone, program, state, &b.reason, window,
+                    )
+                    .await?;
                     Ok(Outcome::new(view(r)))
                 })
             },

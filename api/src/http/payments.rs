@@ -15,15 +15,15 @@ use uuid::Uuid;
 use super::{
     auth::{AnyAuth, TerminalJwtAuth},
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta},
+    common::{RequestContext, RequestMeta, caller},
     mutation,
     reply::Reply,
     tags::Tag,
 };
 use crate::{
     domain::{
-        credentials::{Principal, scope},
-        payments::{self, Caller, Credential, Customer, ReversalKind},
+        credentials::Principal,
+        payments::{self, Credential, Customer, ReversalKind},
         validate::{self, Errors},
         wallets::{Balance, GrantBalance},
     },
@@ -545,6 +545,9 @@ pub struct PaymentResult {
     pub completed_at: String,
     /// True when the basket disagrees with `amount_minor`: flagged, never adjusted.
     pub needs_reconciliation: bool,
+    /// The checkout session the payment completed, when it named one.
+    #[oai(nullable)]
+    pub service_session_id: Option<String>,
 }
 
 /// A refund or void of a payment.
@@ -605,6 +608,9 @@ pub struct PaymentDetail {
     pub basket_total_minor: Option<i64>,
     pub needs_reconciliation: bool,
     pub data_completeness_score: i32,
+    /// The checkout session the payment completed, when it named one.
+    #[oai(nullable)]
+    pub service_session_id: Option<String>,
     pub created_at: String,
     pub completed_at: String,
     #[oai(nullable)]
@@ -635,6 +641,7 @@ fn detail(p: &payment::Model, refunds: &[payment_refund::Model]) -> PaymentDetai
         basket_total_minor: p.basket_total_minor,
         needs_reconciliation: p.needs_reconciliation,
         data_completeness_score: p.data_completeness_score,
+        service_session_id: p.service_session_id.map(|s| s.to_string()),
         created_at: ts(p.created_at),
         completed_at: ts(p.completed_at),
         voided_at: p.voided_at.map(ts),
@@ -731,15 +738,6 @@ impl Validate for CaptureRequest {
 fn payment_id(raw: &str) -> Result<Uuid, ApiError> {
     let mut e = Errors::default();
     validate::uuid(&mut e, "path:id", raw).ok_or_else(|| ApiError::validation(e.0))
-}
-
-fn caller(p: &Principal, acting: scope::Acting, ctx: &RequestContext) -> Caller {
-    Caller {
-        integration_id: p.integration_id,
-        is_sandbox: p.is_sandbox,
-        acting,
-        terminal_id: ctx.terminal_id.clone(),
-    }
 }
 
 fn is_failed_credential(e: &poem::Error) -> bool {
@@ -895,6 +893,11 @@ impl PaymentsApi {
         let b = body.value.clone();
         let mut e = Errors::default();
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let service_session_id = optional_uuid(
+            &mut e,
+            "/context/service_session_id",
+            &b.context.service_session_id,
+        );
         // Checked after the scope guard and the replay look-up (in `prepare`), so a caller
         // outside its scope hears FORBIDDEN and a retry of a committed payment its replay.
         let credential = b.credential();
@@ -936,6 +939,7 @@ impl PaymentsApi {
                     wallet_program_id: program,
                     basket,
                     received_at,
+                    service_session_id,
                 };
                 match &pay.credential {
                     Credential::Otp { .. } => {
@@ -966,6 +970,7 @@ impl PaymentsApi {
                         balance_after: paid.balance_after.into(),
                         completed_at: ts(p.completed_at),
                         needs_reconciliation: p.needs_reconciliation,
+                        service_session_id: p.service_session_id.map(|s| s.to_string()),
                     });
                     out.meta = MetaExtra {
                         data_completeness_score: Some(p.data_completeness_score),

@@ -13,4 +13,13 @@ pub enum Tag {
     /// Wallet payments, their credentials (OTP, QR, short code), voids and refunds.
     #[oai(rename = "payments")]
     Payments,
+    /// Identifying customers at the till and the cashier panel's lookup.
+    #[oai(rename = "customers")]
+    Customers,
+    /// Phone proof for new customers, and claiming locked grants.
+    #[oai(rename = "enrollment")]
+    Enrollment,
+    /// One interaction at the till: identity and basket attach to it, a payment completes it.
+    #[oai(rename = "checkout_session")]
+    CheckoutSession,
 }

@@ -222,3 +222,70 @@ pub async fn check<C: ConnectionTrait>(c: &C, merchant: Option<Uuid>) -> Result<
         grant_mismatches: wrong(grants),
     })
 }
+
+/// The balance of one account, summed from its entries (for merchant-side accounts, which
+/// keep no balance column).
+pub async fn account_balance<C: ConnectionTrait>(c: &C, account: Account) -> Result<i64, DbErr> {
+    let backend = c.get_database_backend();
+    let (a, b) = if backend == DbBackend::Postgres {
+        ("$1", "$2")
+    } else {
+        ("?", "?")
+    };
+    let row = CountRow::find_by_statement(Statement::from_sql_and_values(
+        backend,
+        format!(
+            "SELECT CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) AS n FROM ledger_entries \
+             WHERE account_kind = {a} AND account_id = {b}"
+        ),
+        vec![account.kind().into(), account.id().into()],
+    ))
+    .one(c)
+    .await?;
+    Ok(row.map_or(0, |r| r.n))
+}
+
+/// One posting as it moved one wallet's money (its actual money and its grants).
+#[derive(Clone, Debug, FromQueryResult)]
+pub struct WalletActivity {
+    pub posting_id: Uuid,
+    /// payment, refund, void, adjustment, grant_accrual, escrow_hold ...
+    pub kind: String,
+    pub reference_type: String,
+    pub reference_id: Uuid,
+    pub actual_delta_minor: i64,
+    pub promo_delta_minor: i64,
+    pub created_at: chrono::DateTime<Utc>,
+}
+
+/// The wallet's latest postings, newest first, with what each did to its two money classes.
+pub async fn wallet_activity<C: ConnectionTrait>(
+    c: &C,
+    wallet_id: Uuid,
+    limit: u64,
+) -> Result<Vec<WalletActivity>, DbErr> {
+    let backend = c.get_database_backend();
+    let p = if backend == DbBackend::Postgres {
+        ["$1", "$2", "$3"]
+    } else {
+        ["?", "?", "?"]
+    };
+    WalletActivity::find_by_statement(Statement::from_sql_and_values(
+        backend,
+        format!(
+            "SELECT p.id AS posting_id, p.kind AS kind, p.reference_type AS reference_type, \
+               p.reference_id AS reference_id, p.created_at AS created_at, \
+               CAST(SUM(CASE WHEN e.account_kind = 'wallet_actual' THEN e.amount_minor ELSE 0 END) AS BIGINT) AS actual_delta_minor, \
+               CAST(SUM(CASE WHEN e.account_kind = 'promo_grant' THEN e.amount_minor ELSE 0 END) AS BIGINT) AS promo_delta_minor \
+             FROM ledger_entries e JOIN ledger_postings p ON p.id = e.posting_id \
+             WHERE (e.account_kind = 'wallet_actual' AND e.account_id = {}) \
+                OR (e.account_kind = 'promo_grant' AND e.account_id IN (SELECT g.id FROM promo_grants g WHERE g.wallet_id = {})) \
+             GROUP BY p.id, p.kind, p.reference_type, p.reference_id, p.created_at \
+             ORDER BY p.created_at DESC, p.id DESC LIMIT {}",
+            p[0], p[1], p[2]
+        ),
+        vec![wallet_id.into(), wallet_id.into(), (limit as i64).into()],
+    ))
+    .all(c)
+    .await
+}

@@ -1,8 +1,10 @@
 //! Persistence: the only place that builds queries. Every finder of tenant-owned data takes
 //! the tenant (integration or merchant) so no query can forget it.
 pub mod api_keys;
+pub mod checkout;
 pub mod db;
 pub mod dead_letters;
+pub mod enrollments;
 pub mod idempotency;
 pub mod ledger;
 pub mod operators;

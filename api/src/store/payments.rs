@@ -246,3 +246,53 @@ pub async fn consume_qr<C: ConnectionTrait>(
         .await?;
     Ok(r.rows_affected == 1)
 }
+
+/// A nonce that can still pay, by hash, without locking or consuming it (identification
+/// reads it; only a payment consumes it).
+pub async fn find_live_qr_by_hash<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    nonce_hash: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<qr_nonce::Model>, DbErr> {
+    qr_nonce::Entity::find()
+        .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
+        .filter(qr_nonce::Column::NonceHash.eq(nonce_hash))
+        .filter(qr_nonce::Column::ConsumedAt.is_null())
+        .filter(qr_nonce::Column::SupersededAt.is_null())
+        .filter(qr_nonce::Column::ExpiresAt.gt(now))
+        .one(c)
+        .await
+}
+
+/// Like `find_live_qr_by_hash`, by short code (the newest when two share one).
+pub async fn find_live_qr_by_short_code<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    code_hash: &str,
+    now: DateTime<Utc>,
+) -> Result<Option<qr_nonce::Model>, DbErr> {
+    qr_nonce::Entity::find()
+        .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
+        .filter(qr_nonce::Column::ShortCodeHash.eq(code_hash))
+        .filter(qr_nonce::Column::ConsumedAt.is_null())
+        .filter(qr_nonce::Column::SupersededAt.is_null())
+        .filter(qr_nonce::Column::ExpiresAt.gt(now))
+        .order_by_desc(qr_nonce::Column::CreatedAt)
+        .one(c)
+        .await
+}
+
+/// The wallet's latest payments, newest first.
+pub async fn recent_of_wallet<C: ConnectionTrait>(
+    c: &C,
+    wallet_id: Uuid,
+    limit: u64,
+) -> Result<Vec<payment::Model>, DbErr> {
+    payment::Entity::find()
+        .filter(payment::Column::WalletId.eq(wallet_id))
+        .order_by_desc(payment::Column::CreatedAt)
+        .limit(limit)
+        .all(c)
+        .await
+}

@@ -182,3 +182,83 @@ pub async fn find_wallet_any_merchant<C: ConnectionTrait>(
 ) -> Result<Option<wallet::Model>, DbErr> {
     wallet::Entity::find_by_id(id).one(c).await
 }
+
+/// The wallet's grants in every state, newest first.
+pub async fn recent_grants<C: ConnectionTrait>(
+    c: &C,
+    wallet_id: Uuid,
+    limit: u64,
+) -> Result<Vec<promo_grant::Model>, DbErr> {
+    use sea_orm::QuerySelect;
+    promo_grant::Entity::find()
+        .filter(promo_grant::Column::WalletId.eq(wallet_id))
+        .order_by_desc(promo_grant::Column::CreatedAt)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
+/// Every grant of the wallet in one of `states`, oldest first.
+pub async fn grants_in_states<C: ConnectionTrait>(
+    c: &C,
+    wallet_id: Uuid,
+    states: &[&str],
+) -> Result<Vec<promo_grant::Model>, DbErr> {
+    promo_grant::Entity::find()
+        .filter(promo_grant::Column::WalletId.eq(wallet_id))
+        .filter(promo_grant::Column::State.is_in(states.iter().copied()))
+        .order_by_asc(promo_grant::Column::CreatedAt)
+        .all(c)
+        .await
+}
+
+/// Moves grants from LOCKED to RELEASED (only those still LOCKED: a clawback that got
+/// there first wins). Returns how many moved.
+pub async fn release_grants<C: ConnectionTrait>(
+    c: &C,
+    ids: &[Uuid],
+    now: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let r = promo_grant::Entity::update_many()
+        .col_expr(promo_grant::Column::State, "RELEASED".into())
+        .col_expr(promo_grant::Column::UpdatedAt, now.into())
+        .filter(promo_grant::Column::Id.is_in(ids.iter().copied()))
+        .filter(promo_grant::Column::State.eq("LOCKED"))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected)
+}
+
+/// Creates the identity unless one already exists for (merchant, phone); either way returns
+/// the row, so two concurrent first enrollments of one phone end with one identity.
+pub async fn insert_identity_if_absent<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    phone: &str,
+    state: &str,
+    now: DateTime<Utc>,
+) -> Result<(wallet_user::Model, bool), DbErr> {
+    let id = Uuid::now_v7();
+    let r = wallet_user::Entity::insert(wallet_user::ActiveModel {
+        id: Set(id),
+        merchant_id: Set(merchant_id),
+        phone: Set(phone.to_string()),
+        state: Set(state.to_string()),
+        provider_customer_id: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        verified_at: Set((state == "VERIFIED").then_some(now)),
+    })
+    .on_conflict_do_nothing_on([wallet_user::Column::MerchantId, wallet_user::Column::Phone])
+    .exec(c)
+    .await?;
+    let created = matches!(r, sea_orm::TryInsertResult::Inserted(_));
+    let row = find_identity_by_phone(c, merchant_id, phone)
+        .await?
+        .ok_or_else(|| DbErr::RecordNotFound("wallet identity after upsert".into()))?;
+    let created = created && row.id == id;
+    Ok((row, created))
+}

@@ -19,6 +19,9 @@ pub enum Account {
     MerchantPromoForfeit(Uuid),
     /// The other side of an operator's manual adjustment.
     MerchantAdjustment(Uuid),
+    /// Actual money of one wallet (the id) whose pending-proof window lapsed: the merchant
+    /// holds it until the customer verifies, then it goes back to the wallet.
+    MerchantEscrow(Uuid),
 }
 
 impl Account {
@@ -30,6 +33,7 @@ impl Account {
             Account::MerchantPromoFunding(_) => "merchant_promo_funding",
             Account::MerchantPromoForfeit(_) => "merchant_promo_forfeit",
             Account::MerchantAdjustment(_) => "merchant_adjustment",
+            Account::MerchantEscrow(_) => "merchant_escrow",
         }
     }
 
@@ -40,7 +44,8 @@ impl Account {
             | Account::MerchantClearing(id)
             | Account::MerchantPromoFunding(id)
             | Account::MerchantPromoForfeit(id)
-            | Account::MerchantAdjustment(id) => id,
+            | Account::MerchantAdjustment(id)
+            | Account::MerchantEscrow(id) => id,
         }
     }
 
@@ -57,6 +62,9 @@ pub enum PostingKind {
     Void,
     Adjustment,
     GrantAccrual,
+    GrantExpiry,
+    EscrowHold,
+    EscrowRelease,
 }
 
 impl PostingKind {
@@ -67,6 +75,9 @@ impl PostingKind {
             PostingKind::Void => "void",
             PostingKind::Adjustment => "adjustment",
             PostingKind::GrantAccrual => "grant_accrual",
+            PostingKind::GrantExpiry => "grant_expiry",
+            PostingKind::EscrowHold => "escrow_hold",
+            PostingKind::EscrowRelease => "escrow_release",
         }
     }
 }
@@ -171,6 +182,31 @@ pub fn grant_accrual(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: 
     p
 }
 
+/// A grant's unspent remainder leaves it when the grant ends unspent (expiry, or a lapsed
+/// enrollment): it goes back to the merchant's forfeit account.
+pub fn grant_expiry(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: i64) -> Posting {
+    let mut p = Posting::new(PostingKind::GrantExpiry, merchant_id, currency);
+    p.push(Account::Grant(grant_id), -amount);
+    p.push(Account::MerchantPromoForfeit(merchant_id), amount);
+    p
+}
+
+/// A lapsed enrollment's actual money moves into the merchant's escrow for that wallet.
+pub fn escrow_hold(merchant_id: Uuid, wallet_id: Uuid, currency: &str, amount: i64) -> Posting {
+    let mut p = Posting::new(PostingKind::EscrowHold, merchant_id, currency);
+    p.push(Account::WalletActual(wallet_id), -amount);
+    p.push(Account::MerchantEscrow(wallet_id), amount);
+    p
+}
+
+/// Escrowed money goes back to its wallet once the customer verifies.
+pub fn escrow_release(merchant_id: Uuid, wallet_id: Uuid, currency: &str, amount: i64) -> Posting {
+    let mut p = Posting::new(PostingKind::EscrowRelease, merchant_id, currency);
+    p.push(Account::MerchantEscrow(wallet_id), -amount);
+    p.push(Account::WalletActual(wallet_id), amount);
+    p
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +256,23 @@ mod tests {
         );
         assert_eq!(only_promo.entries.len(), 2);
         assert!(grant_accrual(m, Uuid::now_v7(), "EUR", 5).is_balanced());
+    }
+
+    #[test]
+    fn escrow_round_trip_returns_exactly_what_it_held() {
+        let (m, w) = (Uuid::now_v7(), Uuid::now_v7());
+        let hold = escrow_hold(m, w, "EUR", 1200);
+        let release = escrow_release(m, w, "EUR", 1200);
+        assert!(hold.is_balanced() && release.is_balanced());
+        let escrow = Account::MerchantEscrow(w);
+        assert_eq!(hold.delta(escrow) + release.delta(escrow), 0);
+        assert_eq!(
+            hold.delta(Account::WalletActual(w)) + release.delta(Account::WalletActual(w)),
+            0
+        );
+        let g = Uuid::now_v7();
+        let e = grant_expiry(m, g, "EUR", 300);
+        assert!(e.is_balanced());
+        assert_eq!(e.delta(Account::Grant(g)), -300);
     }
 }

@@ -1,0 +1,248 @@
+//! Checkout sessions: one interaction at a till. A session opens OPEN, becomes IDENTIFIED
+//! when a customer is resolved in it (again as often as needed, e.g. to switch program),
+//! and closes exactly once: COMPLETED by the wallet payment that carries its id,
+//! CANCELLED by the terminal, or EXPIRED when it stays open past its deadline. A closed
+//! session refuses every further call that names it.
+use chrono::{DateTime, Duration, Utc};
+use entities::checkout_session;
+use sea_orm::ConnectionTrait;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{
+    credentials::{Principal, scope},
+    customers::{self, IdentityCredential, Resolution, ResolutionState},
+    payments::Caller,
+};
+use crate::{
+    crypto::Sealer,
+    error::{ApiError, ErrorCode},
+    store,
+};
+
+pub const OPEN: &str = "OPEN";
+pub const IDENTIFIED: &str = "IDENTIFIED";
+pub const COMPLETED: &str = "COMPLETED";
+pub const CANCELLED: &str = "CANCELLED";
+pub const EXPIRED: &str = "EXPIRED";
+
+/// The state a reader sees: an open session past its deadline is EXPIRED even before the
+/// sweep has written it.
+pub fn effective_state(s: &checkout_session::Model, now: DateTime<Utc>) -> &str {
+    match s.state.as_str() {
+        OPEN | IDENTIFIED if s.expires_at <= now => EXPIRED,
+        other => other,
+    }
+}
+
+fn is_open(s: &checkout_session::Model, now: DateTime<Utc>) -> bool {
+    matches!(effective_state(s, now), OPEN | IDENTIFIED)
+}
+
+fn not_found() -> ApiError {
+    ApiError::not_found("Checkout session")
+}
+
+fn closed_error(s: &checkout_session::Model, now: DateTime<Utc>) -> ApiError {
+    let state = effective_state(s, now).to_string();
+    ApiError::new(
+        ErrorCode::ValidationError,
+        format!("The checkout session is {state}; open a new one."),
+    )
+    .with_details(serde_json::json!({
+        "session_state": state,
+        "fields": [{
+            "field": "/context/service_session_id",
+            "issue": "session_closed",
+            "message": format!("names a session that is {state}"),
+        }],
+    }))
+}
+
+/// A session named by a call must be this merchant's (else NOT_FOUND, as for another
+/// tenant's) and in the caller's branch and terminal (else FORBIDDEN).
+fn check_scope(s: &checkout_session::Model, caller: &Caller) -> Result<(), ApiError> {
+    if s.merchant_id != caller.acting.merchant_id {
+        return Err(not_found());
+    }
+    let other_branch = s.branch_id.is_some() && s.branch_id != caller.acting.branch_id;
+    let other_terminal =
+        matches!((&s.terminal_id, &caller.terminal_id), (Some(a), Some(b)) if a != b);
+    if other_branch || other_terminal {
+        return Err(ApiError::forbidden(
+            "The checkout session belongs to another branch or terminal.",
+        ));
+    }
+    Ok(())
+}
+
+pub struct Open {
+    pub partner_session_id: Option<String>,
+    pub basket: Option<Value>,
+    pub ttl: Duration,
+}
+
+/// POST /checkout/sessions.
+pub async fn open<C: ConnectionTrait>(
+    c: &C,
+    principal: &Principal,
+    caller: &Caller,
+    req: Open,
+    now: DateTime<Utc>,
+) -> Result<checkout_session::Model, ApiError> {
+    let brand_id = match caller.acting.branch_id {
+        Some(b) => store::tenancy::find_branch_of_enterprise(c, caller.acting.merchant_id, b)
+            .await?
+            .map(|b| b.brand_id),
+        None => principal.scope.brand_id(),
+    };
+    let s = checkout_session::Model {
+        id: Uuid::now_v7(),
+        merchant_id: caller.acting.merchant_id,
+        integration_id: caller.integration_id,
+        brand_id,
+        branch_id: caller.acting.branch_id,
+        terminal_id: caller.terminal_id.clone(),
+        cashier_id: caller.acting.cashier_id.clone(),
+        partner_session_id: req.partner_session_id,
+        state: OPEN.into(),
+        wallet_user_id: None,
+        wallet_id: None,
+        wallet_program_id: None,
+        resolution_state: None,
+        basket: req.basket,
+        payment_id: None,
+        close_reason: None,
+        expires_at: now + req.ttl,
+        created_at: now,
+        updated_at: now,
+        closed_at: None,
+    };
+    store::checkout::insert(c, s.clone()).await?;
+    Ok(s)
+}
+
+/// A session the principal may see, or NOT_FOUND (another tenant's looks the same).
+pub async fn find_visible<C: ConnectionTrait>(
+    c: &C,
+    principal: &Principal,
+    id: Uuid,
+) -> Result<checkout_session::Model, ApiError> {
+    let s = store::checkout::find(c, principal.integration_id, id)
+        .await?
+        .ok_or_else(not_found)?;
+    match scope::authorize(c, principal, s.merchant_id, s.branch_id).await {
+        Ok(acting) if s.branch_id.is_some() || acting.branch_id.is_none() => Ok(s),
+        Ok(_) => Err(not_found()),
+        Err(e) if e.code() == ErrorCode::Forbidden => Err(not_found()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The session locked for a call that names it: this caller's, and still open.
+pub async fn hold<C: ConnectionTrait>(
+    c: &C,
+    caller: &Caller,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<checkout_session::Model, ApiError> {
+    let s = store::checkout::lock(c, caller.integration_id, id)
+        .await?
+        .ok_or_else(not_found)?;
+    check_scope(&s, caller)?;
+    if !is_open(&s, now) {
+        return Err(closed_error(&s, now));
+    }
+    Ok(s)
+}
+
+/// POST /checkout/sessions/{id}/identify: resolves the customer and attaches them. A
+/// customer not found leaves the session as it was.
+pub async fn identify<C: ConnectionTrait>(
+    c: &C,
+    sealer: &Sealer,
+    caller: &Caller,
+    id: Uuid,
+    customer: &IdentityCredential,
+    program: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> Result<(checkout_session::Model, Resolution), ApiError> {
+    let mut s = hold(c, caller, id, now).await?;
+    customers::require_supported(c, caller.integration_id, customer).await?;
+    let r = customers::resolve(c, sealer, s.merchant_id, customer, program, now).await?;
+    if r.state != ResolutionState::NotFound {
+        s.state = IDENTIFIED.into();
+        s.wallet_user_id = r.identity.as_ref().map(|i| i.id);
+        s.wallet_id = r.wallet.as_ref().map(|w| w.id);
+        s.wallet_program_id = r.wallet.as_ref().map(|w| w.wallet_program_id);
+        s.resolution_state = Some(r.state.as_str().into());
+        s.updated_at = now;
+        store::checkout::update(c, s.clone()).await?;
+    }
+    if let Some(event) =
+        customers::identified_event(&r, caller, customer.type_name(), Some(s.id), now)
+    {
+        store::outbox::append(c, event).await?;
+    }
+    Ok((s, r))
+}
+
+/// Closes an open session as CANCELLED. Cancelling a cancelled session changes nothing.
+pub async fn cancel<C: ConnectionTrait>(
+    c: &C,
+    caller: &Caller,
+    id: Uuid,
+    reason: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<checkout_session::Model, ApiError> {
+    let s = store::checkout::lock(c, caller.integration_id, id)
+        .await?
+        .ok_or_else(not_found)?;
+    check_scope(&s, caller)?;
+    if s.state == CANCELLED {
+        return Ok(s);
+    }
+    if !is_open(&s, now) {
+        return Err(closed_error(&s, now));
+    }
+    let mut s = s;
+    s.state = CANCELLED.into();
+    s.close_reason = reason.or_else(|| Some("cancelled".into()));
+    s.closed_at = Some(now);
+    s.updated_at = now;
+    store::checkout::update(c, s.clone()).await?;
+    Ok(s)
+}
+
+/// A payment in the session must be the identified customer's, when one was identified.
+pub fn check_customer(s: &checkout_session::Model, wallet_user_id: Uuid) -> Result<(), ApiError> {
+    match s.wallet_user_id {
+        Some(u) if u != wallet_user_id => Err(ApiError::field(
+            "/credential",
+            "session_customer_mismatch",
+            "belongs to another customer than the one identified in the checkout session",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The payment completed the session.
+pub async fn complete<C: ConnectionTrait>(
+    c: &C,
+    mut s: checkout_session::Model,
+    payment_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    s.state = COMPLETED.into();
+    s.payment_id = Some(payment_id);
+    s.close_reason = Some("paid".into());
+    s.closed_at = Some(now);
+    s.updated_at = now;
+    store::checkout::update(c, s).await?;
+    Ok(())
+}
+
+/// Writes EXPIRED on open sessions past their deadline (readers already see them so).
+pub async fn expire_due<C: ConnectionTrait>(c: &C, now: DateTime<Utc>) -> Result<u64, ApiError> {
+    Ok(store::checkout::expire_due(c, now).await?)
+}

@@ -1,0 +1,384 @@
+//! Checkout sessions: open, read, identify the customer in one, cancel one.
+use chrono::{DateTime, SecondsFormat, Utc};
+use entities::checkout_session;
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Header, Path},
+};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{
+    auth::TerminalJwtAuth,
+    body::{Documented, JsonBody, Validate},
+    common::{RequestContext, RequestMeta, caller},
+    customers::{
+        CustomerContext, IdentityCredentialBody, customer_context, identity_credential,
+        optional_uuid,
+    },
+    mutation,
+    payments::{Basket, MAX_AMOUNT_MINOR},
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        checkout::{self, Open},
+        validate::{self, Errors},
+    },
+    error::ApiError,
+    idempotency::Outcome,
+    state::AppState,
+};
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn session_id(raw: &str) -> Result<Uuid, ApiError> {
+    let mut e = Errors::default();
+    validate::uuid(&mut e, "path:id", raw).ok_or_else(|| ApiError::validation(e.0))
+}
+
+/// A checkout session.
+#[derive(Object, Serialize)]
+pub struct CheckoutSession {
+    pub session_id: String,
+    /// OPEN, IDENTIFIED, COMPLETED (a payment ran in it), CANCELLED or EXPIRED.
+    pub state: String,
+    pub merchant_id: String,
+    #[oai(nullable)]
+    pub branch_id: Option<String>,
+    #[oai(nullable)]
+    pub terminal_id: Option<String>,
+    #[oai(nullable)]
+    pub cashier_id: Option<String>,
+    #[oai(nullable)]
+    pub partner_session_id: Option<String>,
+    /// The identified customer, once IDENTIFIED.
+    #[oai(nullable)]
+    pub wallet_user_id: Option<String>,
+    #[oai(nullable)]
+    pub wallet_id: Option<String>,
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+    /// `registered` or `pending_proof` once a customer was identified.
+    #[oai(nullable)]
+    pub resolution_state: Option<String>,
+    /// The payment that completed the session.
+    #[oai(nullable)]
+    pub payment_id: Option<String>,
+    #[oai(nullable)]
+    pub close_reason: Option<String>,
+    pub expires_at: String,
+    pub created_at: String,
+    #[oai(nullable)]
+    pub closed_at: Option<String>,
+}
+
+fn view(s: &checkout_session::Model, now: DateTime<Utc>) -> CheckoutSession {
+    let state = checkout::effective_state(s, now).to_string();
+    let timed_out = state == checkout::EXPIRED && s.closed_at.is_none();
+    CheckoutSession {
+        session_id: s.id.to_string(),
+        merchant_id: s.merchant_id.to_string(),
+        branch_id: s.branch_id.map(|b| b.to_string()),
+        terminal_id: s.terminal_id.clone(),
+        cashier_id: s.cashier_id.clone(),
+        partner_session_id: s.partner_session_id.clone(),
+        wallet_user_id: s.wallet_user_id.map(|u| u.to_string()),
+        wallet_id: s.wallet_id.map(|u| u.to_string()),
+        wallet_program_id: s.wallet_program_id.map(|u| u.to_string()),
+        resolution_state: s.resolution_state.clone(),
+        payment_id: s.payment_id.map(|u| u.to_string()),
+        close_reason: if timed_out {
+            Some("timeout".into())
+        } else {
+            s.close_reason.clone()
+        },
+        expires_at: ts(s.expires_at),
+        created_at: ts(s.created_at),
+        closed_at: if timed_out {
+            Some(ts(s.expires_at))
+        } else {
+            s.closed_at.map(ts)
+        },
+        state,
+    }
+}
+
+/// Open a checkout session.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct OpenSessionRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// The basket so far (optional; kept with the session for reconciliation).
+    #[oai(nullable)]
+    pub basket: Option<Basket>,
+}
+
+impl Validate for OpenSessionRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if let Some(b) = &self.basket {
+            if b.lines.len() > 500 {
+                e.push("/basket/lines", "too_many", "at most 500 lines");
+            }
+            for (i, l) in b.lines.iter().enumerate() {
+                validate::length(e, &format!("/basket/lines/{i}/sku"), &l.sku, 1, 64);
+                if !(0..=MAX_AMOUNT_MINOR).contains(&l.extended_price_minor) {
+                    e.push(
+                        format!("/basket/lines/{i}/extended_price_minor"),
+                        "out_of_range",
+                        format!("must be between 0 and {MAX_AMOUNT_MINOR}"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Identify the customer in a session.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct SessionIdentifyRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    #[serde(default)]
+    pub customer: Documented<IdentityCredentialBody>,
+    /// Picks the program when the customer has wallets in several.
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+}
+
+impl Validate for SessionIdentifyRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        identity_credential(e, "/customer", &self.customer.raw);
+        optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
+    }
+}
+
+/// The session after identification, and who was found.
+#[derive(Object, Serialize)]
+pub struct SessionIdentifyResult {
+    pub session: CheckoutSession,
+    pub customer: CustomerContext,
+}
+
+/// Cancel a session.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct CancelSessionRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// Up to 200 characters.
+    #[oai(nullable)]
+    pub reason: Option<String>,
+}
+
+impl Validate for CancelSessionRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if let Some(r) = &self.reason
+            && validate::length(e, "/reason", r, 1, 200)
+        {
+            validate::no_control_chars(e, "/reason", r);
+        }
+    }
+}
+
+pub struct CheckoutApi;
+
+#[OpenApi(tag = "Tag::CheckoutSession")]
+impl CheckoutApi {
+    /// Open a checkout session
+    ///
+    /// One interaction at the till, state OPEN. Identity and basket attach to it; a wallet
+    /// payment that carries its id in `context.service_session_id` completes it
+    /// (COMPLETED). It can be cancelled, and it expires (EXPIRED) when no payment
+    /// completes it within its lifetime (`expires_at`, 30 minutes by default). A closed
+    /// session refuses every call that names it.
+    #[oai(
+        path = "/checkout/sessions",
+        method = "post",
+        operation_id = "openCheckoutSession"
+    )]
+    async fn open(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<OpenSessionRequest>,
+    ) -> poem::Result<Reply<CheckoutSession>> {
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let ttl = chrono::Duration::seconds(state.0.config.checkout_session_ttl_secs as i64);
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/checkout/sessions".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let now = Utc::now();
+                    let who = caller(&p, acting, &b.context);
+                    let s = checkout::open(
+                        txn,
+                        &p,
+                        &who,
+                        Open {
+                            partner_session_id: b.context.partner_session_id.clone(),
+                            basket: b
+                                .basket
+                                .as_ref()
+                                .map(|bk| serde_json::to_value(&bk.lines).unwrap_or_default()),
+                            ttl,
+                        },
+                        now,
+                    )
+                    .await?;
+                    Ok(Outcome::new(view(&s, now)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Read a checkout session
+    ///
+    /// Another tenant's session, or one outside the caller's branch, is NOT_FOUND.
+    #[oai(
+        path = "/checkout/sessions/:id",
+        method = "get",
+        operation_id = "getCheckoutSession"
+    )]
+    async fn get(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        id: Path<String>,
+    ) -> poem::Result<Reply<CheckoutSession>> {
+        let id = session_id(&id.0)?;
+        let s = checkout::find_visible(&state.0.db, &auth.0, id).await?;
+        Ok(Reply::ok(&view(&s, Utc::now())))
+    }
+
+    /// Identify the customer in a checkout session
+    ///
+    /// The session must be OPEN or IDENTIFIED; it becomes IDENTIFIED when the customer is
+    /// resolved (`registered` or `pending_proof`), and stays as it was on `not_found`.
+    /// Identifying again replaces the customer (e.g. to pick another program with
+    /// `wallet_program_id`). Emits customer.identified for a known wallet.
+    #[oai(
+        path = "/checkout/sessions/:id/identify",
+        method = "post",
+        operation_id = "identifyCheckoutSession"
+    )]
+    async fn identify(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<SessionIdentifyRequest>,
+    ) -> poem::Result<Reply<SessionIdentifyResult>> {
+        let id = session_id(&id.0)?;
+        let st = state.0.clone();
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let presented = identity_credential(&mut e, "/customer", &b.customer.raw);
+        let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        e.finish()?;
+        let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/checkout/sessions/{id}/identify"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let now = Utc::now();
+                    let customer = presented.known(&st, p.integration_id).await?;
+                    let who = caller(&p, acting, &b.context);
+                    let (s, r) =
+                        checkout::identify(txn, &st.sealer, &who, id, &customer, program, now)
+                            .await?;
+                    Ok(Outcome::new(SessionIdentifyResult {
+                        session: view(&s, now),
+                        customer: customer_context(&r),
+                    }))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Cancel a checkout session
+    ///
+    /// Closes an OPEN or IDENTIFIED session as CANCELLED; cancelling a cancelled session
+    /// changes nothing. A completed or expired session cannot be cancelled
+    /// (VALIDATION_ERROR with `details.session_state`).
+    #[oai(
+        path = "/checkout/sessions/:id/cancel",
+        method = "post",
+        operation_id = "cancelCheckoutSession"
+    )]
+    async fn cancel(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<CancelSessionRequest>,
+    ) -> poem::Result<Reply<CheckoutSession>> {
+        let id = session_id(&id.0)?;
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/checkout/sessions/{id}/cancel"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let now = Utc::now();
+                    let who = caller(&p, acting, &b.context);
+                    let s = checkout::cancel(txn, &who, id, b.reason.clone(), now).await?;
+                    Ok(Outcome::new(view(&s, now)))
+                })
+            },
+        )
+        .await
+    }
+}

@@ -1,0 +1,692 @@
+//! Enrollment and claims: start phone proof, verify it by code or link, resend the SMS,
+//! and claim locked grants.
+use chrono::{DateTime, SecondsFormat, Utc};
+use poem::web::Data;
+use poem_openapi::{Object, OpenApi, param::Header};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    auth::TerminalJwtAuth,
+    body::{Documented, JsonBody, Validate},
+    common::{RequestContext, RequestMeta, caller},
+    customers::{
+        GrantItem, IdentityCredentialBody, grant_item, identity_credential, optional_uuid,
+    },
+    mutation,
+    payments::BalanceView,
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        customers::IdentityCredential,
+        enrollment::{self, Initiate, Policy, Proof, Released, Target},
+        payments::masked,
+        validate::{self, Errors},
+    },
+    error::ApiError,
+    idempotency::Outcome,
+    state::AppState,
+};
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn policy(st: &AppState) -> Policy {
+    Policy {
+        window: chrono::Duration::seconds(st.config.enrollment_window_secs as i64),
+        link_base: st.config.enrollment_link_base.clone(),
+    }
+}
+
+fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
+    let n = validate::normalize_phone(raw);
+    if n.is_none() {
+        e.push(
+            field,
+            "invalid_phone",
+            "must be an E.164 phone number, e.g. +4915112345678",
+        );
+    }
+    n
+}
+
+fn language(e: &mut Errors, v: &Option<String>) {
+    if let Some(l) = v {
+        let ok = (2..=16).contains(&l.len())
+            && l.split(['-', '_']).all(|p| {
+                !p.is_empty() && p.len() <= 8 && p.bytes().all(|b| b.is_ascii_alphanumeric())
+            });
+        if !ok {
+            e.push(
+                "/language",
+                "invalid_format",
+                "must be a language tag such as en, de or pt-BR",
+            );
+        }
+    }
+}
+
+/// The session named in `context.service_session_id`, if any.
+fn session(e: &mut Errors, ctx: &RequestContext) -> Option<uuid::Uuid> {
+    optional_uuid(e, "/context/service_session_id", &ctx.service_session_id)
+}
+
+// --- Initiate ----------------------------------------------------------------------------
+
+/// Start enrollment: prove the customer's phone.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct EnrollInitiateRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// Normalised to E.164; with the merchant, the identity key.
+    #[serde(default)]
+    pub phone: String,
+    /// Your POS's customer id, linked to the customer when the phone is proven (not now).
+    #[oai(nullable)]
+    pub provider_customer_id: Option<String>,
+    /// A payment card fingerprint to recognise the customer by, linked at verification
+    /// like `provider_customer_id`.
+    #[oai(nullable)]
+    pub card_fingerprint: Option<String>,
+    /// Null: the merchant's program (WALLET_PROGRAM_AMBIGUOUS when it runs several).
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+    /// SMS language (en, de, fr, es; others fall back to en).
+    #[oai(nullable)]
+    pub language: Option<String>,
+}
+
+impl Validate for EnrollInitiateRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if self.phone.is_empty() {
+            e.push("/phone", "required", "is required (E.164)");
+        } else {
+            phone(e, "/phone", &self.phone);
+        }
+        if let Some(p) = &self.provider_customer_id
+            && validate::length(e, "/provider_customer_id", p, 1, 128)
+        {
+            validate::no_control_chars(e, "/provider_customer_id", p);
+        }
+        if let Some(f) = &self.card_fingerprint
+            && (!(8..=128).contains(&f.len()) || !f.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            e.push(
+                "/card_fingerprint",
+                "invalid_format",
+                "must be 8 to 128 printable ASCII characters without spaces",
+            );
+        }
+        optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
+        language(e, &self.language);
+    }
+}
+
+/// Where an enrollment stands.
+#[derive(Object, Serialize)]
+pub struct EnrollmentResult {
+    /// `PENDING_PROOF` (waiting for the code or link) or `VERIFIED`.
+    pub state: String,
+    pub wallet_user_id: String,
+    pub wallet_id: String,
+    pub wallet_program_id: String,
+    /// Null for a customer who was already verified.
+    #[oai(nullable)]
+    pub enrollment_id: Option<String>,
+    pub phone_masked: String,
+    /// Whether this call sent an SMS (a second initiate sends none: use /enroll/resend).
+    pub sms_sent: bool,
+    /// SMS left in this window, the one just sent excluded.
+    #[oai(nullable)]
+    pub sends_remaining: Option<i64>,
+    /// When the window for proof lapses.
+    #[oai(nullable)]
+    pub expires_at: Option<String>,
+    /// When the code in the latest SMS stops working.
+    #[oai(nullable)]
+    pub code_expires_at: Option<String>,
+}
+
+fn enrollment_result(
+    identity: &entities::wallet_user::Model,
+    wallet: Option<&entities::wallet::Model>,
+    e: Option<&entities::enrollment::Model>,
+    sms_sent: bool,
+) -> EnrollmentResult {
+    let pending = e.filter(|_| identity.state != crate::domain::wallets::VERIFIED);
+    EnrollmentResult {
+        state: identity.state.clone(),
+        wallet_user_id: identity.id.to_string(),
+        wallet_id: wallet.map(|w| w.id.to_string()).unwrap_or_default(),
+        wallet_program_id: wallet
+            .map(|w| w.wallet_program_id.to_string())
+            .or_else(|| e.map(|e| e.wallet_program_id.to_string()))
+            .unwrap_or_default(),
+        enrollment_id: e.map(|e| e.id.to_string()),
+        phone_masked: masked(&identity.phone),
+        sms_sent,
+        sends_remaining: pending.map(|e| i64::from(enrollment::MAX_SENDS - e.sends)),
+        expires_at: pending.map(|e| ts(e.expires_at)),
+        code_expires_at: pending.and_then(|e| e.code_expires_at).map(ts),
+    }
+}
+
+// --- Verify ------------------------------------------------------------------------------
+
+/// Complete phone proof with the link token or the code.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct EnrollVerifyRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// The signed single-use token from the SMS link. Give this or `code`.
+    #[oai(nullable)]
+    pub verification_token: Option<String>,
+    /// The 6 digits from the SMS, keyed by the cashier. Give this or
+    /// `verification_token`. A code needs to know whose it is: give `phone` or
+    /// `enrollment_id`, or send it in the checkout session (`context.service_session_id`)
+    /// that started the enrollment.
+    #[oai(nullable)]
+    pub code: Option<String>,
+    /// With `code`: the phone being enrolled.
+    #[oai(nullable)]
+    pub phone: Option<String>,
+    /// With `code`: the enrollment from the initiate result.
+    #[oai(nullable)]
+    pub enrollment_id: Option<String>,
+}
+
+impl EnrollVerifyRequest {
+    fn proof(&self, e: &mut Errors) -> Option<Proof> {
+        match (&self.verification_token, &self.code) {
+            (Some(_), Some(_)) | (None, None) => {
+                e.push(
+                    "/verification_token",
+                    "exactly_one",
+                    "give exactly one of verification_token or code",
+                );
+                None
+            }
+            (Some(t), None) => {
+                if t.is_empty() || t.len() > 256 || !t.bytes().all(|b| b.is_ascii_graphic()) {
+                    e.push(
+                        "/verification_token",
+                        "invalid_token",
+                        "is not a verification token issued by this service",
+                    );
+                    return None;
+                }
+                Some(Proof::Token(t.clone()))
+            }
+            (None, Some(code)) => {
+                if !(code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit())) {
+                    e.push("/code", "invalid_format", "must be exactly 6 ASCII digits");
+                }
+                let target = match (
+                    &self.phone,
+                    &self.enrollment_id,
+                    &self.context.service_session_id,
+                ) {
+                    (Some(p), None, _) => phone(e, "/phone", p).map(Target::Phone),
+                    (None, Some(id), _) => {
+                        validate::uuid(e, "/enrollment_id", id).map(Target::Enrollment)
+                    }
+                    (None, None, Some(s)) => {
+                        validate::uuid(e, "/context/service_session_id", s).map(Target::Session)
+                    }
+                    (Some(_), Some(_), _) => {
+                        e.push(
+                            "/phone",
+                            "exactly_one",
+                            "give phone or enrollment_id, not both",
+                        );
+                        None
+                    }
+                    (None, None, None) => {
+                        e.push(
+                            "/phone",
+                            "required",
+                            "a code needs phone, enrollment_id or context.service_session_id to say whose it is",
+                        );
+                        None
+                    }
+                };
+                Some(Proof::Code {
+                    code: code.clone(),
+                    target: target?,
+                })
+            }
+        }
+    }
+}
+
+impl Validate for EnrollVerifyRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        self.proof(e);
+    }
+}
+
+/// A grant that could not be released, and why.
+#[derive(Object, Serialize)]
+pub struct SkippedGrant {
+    pub grant: GrantItem,
+    /// `expired`, `clawed_back` or `not_verified`.
+    pub reason: String,
+}
+
+/// A wallet's balance after the release.
+#[derive(Object, Serialize)]
+pub struct WalletBalance {
+    pub wallet_id: String,
+    pub wallet_program_id: String,
+    pub balance: BalanceView,
+}
+
+fn released_parts(r: &Released) -> (Vec<GrantItem>, Vec<SkippedGrant>, Vec<WalletBalance>) {
+    (
+        r.grants.iter().map(grant_item).collect(),
+        r.skipped
+            .iter()
+            .map(|(g, why)| SkippedGrant {
+                grant: grant_item(g),
+                reason: (*why).into(),
+            })
+            .collect(),
+        r.wallets
+            .iter()
+            .map(|(w, b)| WalletBalance {
+                wallet_id: w.id.to_string(),
+                wallet_program_id: w.wallet_program_id.to_string(),
+                balance: b.clone().into(),
+            })
+            .collect(),
+    )
+}
+
+/// The customer is verified.
+#[derive(Object, Serialize)]
+pub struct EnrollVerifyResult {
+    /// `VERIFIED`.
+    pub state: String,
+    pub wallet_user_id: String,
+    pub enrollment_id: String,
+    pub verified_at: String,
+    /// Whether the `provider_customer_id` from initiate was linked now.
+    pub provider_customer_id_linked: bool,
+    /// LOCKED grants that released with the proof.
+    pub released_grants: Vec<GrantItem>,
+    pub released_promo_minor: i64,
+    /// Actual money the merchant held in escrow after an earlier lapsed enrollment, now
+    /// back in the wallet.
+    pub escrow_returned_actual_minor: i64,
+    pub wallets: Vec<WalletBalance>,
+}
+
+// --- Resend ------------------------------------------------------------------------------
+
+/// Send the enrollment SMS again (a new code; the link keeps working).
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct EnrollResendRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// The phone being enrolled. Give this or `enrollment_id`.
+    #[oai(nullable)]
+    pub phone: Option<String>,
+    #[oai(nullable)]
+    pub enrollment_id: Option<String>,
+}
+
+impl EnrollResendRequest {
+    fn target(&self, e: &mut Errors) -> Option<Target> {
+        match (&self.phone, &self.enrollment_id) {
+            (Some(p), None) => phone(e, "/phone", p).map(Target::Phone),
+            (None, Some(id)) => validate::uuid(e, "/enrollment_id", id).map(Target::Enrollment),
+            _ => {
+                e.push(
+                    "/phone",
+                    "exactly_one",
+                    "give exactly one of phone or enrollment_id",
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Validate for EnrollResendRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        self.target(e);
+    }
+}
+
+// --- Claims ------------------------------------------------------------------------------
+
+/// Release a verified customer's locked grants.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct ClaimRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// The VERIFIED wallet identity. Give this or `customer`.
+    #[oai(nullable)]
+    pub wallet_user_id: Option<String>,
+    /// The customer by identity credential. Give this or `wallet_user_id`.
+    #[oai(nullable)]
+    pub customer: Option<Documented<IdentityCredentialBody>>,
+}
+
+impl Validate for ClaimRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        match (&self.wallet_user_id, &self.customer) {
+            (Some(id), None) => {
+                validate::uuid(e, "/wallet_user_id", id);
+            }
+            (None, Some(c)) => {
+                identity_credential(e, "/customer", &c.raw);
+            }
+            _ => e.push(
+                "/wallet_user_id",
+                "exactly_one",
+                "give exactly one of wallet_user_id or customer",
+            ),
+        }
+    }
+}
+
+/// What a claim did.
+#[derive(Object, Serialize)]
+pub struct ClaimResult {
+    pub claim_id: String,
+    /// `completed` (grants released), `nothing_to_claim` (verified, nothing locked left) or
+    /// `pending_verification` (the phone is not proven yet; nothing released).
+    pub state: String,
+    pub wallet_user_id: String,
+    pub released_grants: Vec<GrantItem>,
+    pub released_promo_minor: i64,
+    pub skipped_grants: Vec<SkippedGrant>,
+    pub wallets: Vec<WalletBalance>,
+}
+
+pub struct EnrollmentApi;
+
+#[OpenApi(tag = "Tag::Enrollment")]
+impl EnrollmentApi {
+    /// Start enrollment
+    ///
+    /// Creates the customer's PENDING_PROOF wallet identity (keyed by merchant and
+    /// normalised phone) and wallet, and texts a 6-digit code and a signed single-use
+    /// link. No money moves. A phone already VERIFIED is a success with no SMS; a second
+    /// initiate while the window is open returns it without another SMS (use
+    /// `/enroll/resend`). The window for proof lapses after a configured time (7 days by
+    /// default): enrollment.expired fires, the identity can no longer pay, and its actual
+    /// money is held in the merchant's escrow until the customer enrolls again.
+    #[oai(
+        path = "/enroll/initiate",
+        method = "post",
+        operation_id = "enrollInitiate"
+    )]
+    async fn initiate(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<EnrollInitiateRequest>,
+    ) -> poem::Result<Reply<EnrollmentResult>> {
+        let st = state.0.clone();
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let req = Initiate {
+            phone: phone(&mut e, "/phone", &b.phone).unwrap_or_default(),
+            program: optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id),
+            language: b.language.clone(),
+            provider_customer_id: b.provider_customer_id.clone(),
+            card_fingerprint: b.card_fingerprint.clone(),
+            service_session_id: session(&mut e, &b.context),
+        };
+        e.finish()?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/enroll/initiate".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let who = caller(&p, acting, &b.context);
+                    let r =
+                        enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, Utc::now())
+                            .await?;
+                    Ok(Outcome::new(enrollment_result(
+                        &r.identity,
+                        Some(&r.wallet),
+                        r.enrollment.as_ref(),
+                        r.sms_sent,
+                    )))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Verify enrollment
+    ///
+    /// Exactly one of `verification_token` (from the SMS link) or `code` (6 ASCII digits;
+    /// with `phone`, `enrollment_id` or the checkout session that started it). The
+    /// identity becomes VERIFIED and, in the same transaction, its LOCKED grants release
+    /// (promo_grant.released), escrowed money returns, the provider customer id is
+    /// linked, and enrollment.verified is emitted. A retry with the same Idempotency-Key
+    /// replays the success. A used token or code is CREDENTIAL_EXPIRED_OR_REPLAYED, a
+    /// wrong code OTP_INVALID; five wrong codes lock the code (429 RATE_LIMITED with
+    /// Retry-After until a resend may issue a new one).
+    #[oai(
+        path = "/enroll/verify",
+        method = "post",
+        operation_id = "enrollVerify"
+    )]
+    async fn verify(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<EnrollVerifyRequest>,
+    ) -> poem::Result<Reply<EnrollVerifyResult>> {
+        let st = state.0.clone();
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let proof = b.proof(&mut e);
+        e.finish()?;
+        let proof = proof.ok_or_else(|| ApiError::internal("validated proof"))?;
+        let prep = st.clone();
+        let merchant = b.context.parsed().merchant_id;
+        mutation::run_prepared(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/enroll/verify".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move || async move {
+                if let Proof::Code { code, target } = &proof {
+                    enrollment::check_code(
+                        &prep.db,
+                        &prep.sealer,
+                        merchant,
+                        target.clone(),
+                        code.clone(),
+                    )
+                    .await?;
+                }
+                Ok(proof)
+            },
+            move |txn, acting, proof| {
+                Box::pin(async move {
+                    let who = caller(&p, acting, &b.context);
+                    let v = enrollment::verify(txn, &st.sealer, &who, &proof, Utc::now()).await?;
+                    let (released_grants, _, wallets) = released_parts(&v.released);
+                    Ok(Outcome::new(EnrollVerifyResult {
+                        state: v.identity.state.clone(),
+                        wallet_user_id: v.identity.id.to_string(),
+                        enrollment_id: v.enrollment.id.to_string(),
+                        verified_at: ts(v.enrollment.verified_at.unwrap_or_else(Utc::now)),
+                        provider_customer_id_linked: v.provider_customer_id_linked,
+                        released_promo_minor: v.released.released_promo_minor(),
+                        escrow_returned_actual_minor: v.released.escrow_returned_minor,
+                        released_grants,
+                        wallets,
+                    }))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Resend the enrollment SMS
+    ///
+    /// A new code (the previous one stops working; the link keeps working) by SMS. At
+    /// most 5 SMS per enrollment window and one per 60 seconds (429 RATE_LIMITED with
+    /// Retry-After). A customer already verified is a success with no SMS; no pending
+    /// enrollment is NOT_FOUND.
+    #[oai(
+        path = "/enroll/resend",
+        method = "post",
+        operation_id = "enrollResend"
+    )]
+    async fn resend(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<EnrollResendRequest>,
+    ) -> poem::Result<Reply<EnrollmentResult>> {
+        let st = state.0.clone();
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let target = b.target(&mut e);
+        e.finish()?;
+        let target = target.ok_or_else(|| ApiError::internal("validated target"))?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/enroll/resend".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let who = caller(&p, acting, &b.context);
+                    let r = enrollment::resend(
+                        txn,
+                        &st.sealer,
+                        &who,
+                        &policy(&st),
+                        &target,
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(enrollment_result(
+                        &r.identity,
+                        None,
+                        Some(&r.enrollment),
+                        r.sms_sent,
+                    )))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Claim locked grants
+    ///
+    /// By `wallet_user_id` of a VERIFIED identity or by `customer` credential: releases
+    /// every LOCKED, unexpired grant (promo_grant.released) and reports what was released
+    /// and what was skipped with the reason (`expired`, `clawed_back`, `not_verified`).
+    /// Nothing claimable, or a customer still pending proof, is a success that releases
+    /// nothing (`state` says which).
+    #[oai(path = "/claims", method = "post", operation_id = "createClaim")]
+    async fn claim(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<ClaimRequest>,
+    ) -> poem::Result<Reply<ClaimResult>> {
+        let st = state.0.clone();
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let presented = match (&b.wallet_user_id, &b.customer) {
+            (Some(id), _) => validate::uuid(&mut e, "/wallet_user_id", id)
+                .map(|id| super::customers::Presented::Known(IdentityCredential::WalletUser(id))),
+            (None, Some(c)) => identity_credential(&mut e, "/customer", &c.raw),
+            (None, None) => None,
+        };
+        e.finish()?;
+        let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/claims".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let customer = presented.known(&st, p.integration_id).await?;
+                    let who = caller(&p, acting, &b.context);
+                    let c = enrollment::claim(txn, &st.sealer, &who, &customer, Utc::now()).await?;
+                    let (released_grants, skipped_grants, wallets) = released_parts(&c.released);
+                    Ok(Outcome::new(ClaimResult {
+                        claim_id: c.claim_id.to_string(),
+                        state: c.state.as_str().into(),
+                        wallet_user_id: c.identity.id.to_string(),
+                        released_promo_minor: c.released.released_promo_minor(),
+                        released_grants,
+                        skipped_grants,
+                        wallets,
+                    }))
+                })
+            },
+        )
+        .await
+    }
+}
