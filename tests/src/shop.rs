@@ -220,6 +220,53 @@ impl<'a> Shop<'a> {
         .await
     }
 
+    /// The newest sandbox SMS of `kind` (`otp`, `enrollment`) sent to `phone` after
+    /// `since` messages of that kind had been sent, waiting for the job to deliver it.
+    pub async fn sms_after(&self, phone: &str, kind: &str, since: usize) -> Value {
+        let url = format!(
+            "/sandbox/messages?phone={}&limit=200",
+            phone.replace('+', "%2B")
+        );
+        crate::eventually(
+            std::time::Duration::from_secs(20),
+            "the sandbox SMS",
+            || async {
+                let r = send(
+                    self.app
+                        .get(&url)
+                        .header("x-api-key", &self.tenant.platform_key),
+                )
+                .await;
+                let msgs: Vec<Value> = r.body["data"]
+                    .as_array()?
+                    .iter()
+                    .filter(|m| m["kind"] == kind)
+                    .cloned()
+                    .collect();
+                // Newest first.
+                (msgs.len() > since).then(|| msgs[0].clone())
+            },
+        )
+        .await
+    }
+
+    /// How many sandbox SMS of `kind` went to `phone` so far.
+    pub async fn sms_count(&self, phone: &str, kind: &str) -> usize {
+        let url = format!(
+            "/sandbox/messages?phone={}&limit=200",
+            phone.replace('+', "%2B")
+        );
+        let r = send(
+            self.app
+                .get(&url)
+                .header("x-api-key", &self.tenant.platform_key),
+        )
+        .await;
+        r.body["data"]
+            .as_array()
+            .map_or(0, |m| m.iter().filter(|m| m["kind"] == kind).count())
+    }
+
     /// Asserts the operator ledger check finds every posting balanced and every balance
     /// equal to its entries, for this merchant.
     pub async fn assert_ledger_consistent(&self) {

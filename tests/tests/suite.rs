@@ -1,5 +1,7 @@
 //! The black-box suite: one binary, modules named after the domain they check.
 mod suite {
+    pub mod customers;
+    pub mod enrollment;
     pub mod envelope;
     pub mod jobs;
     pub mod keys;

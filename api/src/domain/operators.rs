@@ -168,3 +168,38 @@ pub async fn set_integration_status(
     txn.commit().await?;
     Ok(updated)
 }
+
+/// Sets which identity credential types an integration may use (a subset of
+/// `customers::IDENTITY_CREDENTIAL_TYPES`, kept in the contract's order). Audited.
+pub async fn set_identify_credential_types(
+    db: &DatabaseConnection,
+    op: &Operator,
+    integration_id: Uuid,
+    types: &[String],
+    reason: String,
+) -> Result<entities::integration::Model, ApiError> {
+    let ordered: Vec<String> = crate::domain::customers::IDENTITY_CREDENTIAL_TYPES
+        .iter()
+        .filter(|t| types.iter().any(|x| x == *t))
+        .map(|t| t.to_string())
+        .collect();
+    let txn = store::begin(db).await?;
+    let integration = store::tenancy::find_integration(&txn, integration_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Integration"))?;
+    let before = integration.identify_credential_types.clone();
+    let updated =
+        store::tenancy::set_identify_credential_types(&txn, integration, &ordered).await?;
+    audit(
+        &txn,
+        &op.actor(),
+        "integration.identify_credential_types",
+        "integration",
+        Some(integration_id.to_string()),
+        Some(reason),
+        json!({"from": before, "to": ordered}),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(updated)
+}

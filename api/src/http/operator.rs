@@ -69,6 +69,43 @@ pub struct IntegrationStatus {
     pub status: String,
 }
 
+/// Which identity credential types an integration may use.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct IdentifyCredentialTypesRequest {
+    /// A non-empty subset of phone, card_fingerprint, short_code, provider_customer_id, qr.
+    #[serde(default)]
+    pub credential_types: Vec<String>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Validate for IdentifyCredentialTypesRequest {
+    fn validate(&self, e: &mut Errors) {
+        use crate::domain::customers::IDENTITY_CREDENTIAL_TYPES;
+        if self.credential_types.is_empty() {
+            e.push("/credential_types", "required", "name at least one type");
+        }
+        for (i, t) in self.credential_types.iter().enumerate() {
+            if !IDENTITY_CREDENTIAL_TYPES.contains(&t.as_str()) {
+                e.push(
+                    format!("/credential_types/{i}"),
+                    "invalid_value",
+                    format!("must be one of {}", IDENTITY_CREDENTIAL_TYPES.join(", ")),
+                );
+            }
+        }
+        validate::length(e, "/reason", &self.reason, 1, 500);
+        validate::no_control_chars(e, "/reason", &self.reason);
+    }
+}
+
+/// The identity credential types an integration may use.
+#[derive(Object, Serialize)]
+pub struct IdentifyCredentialTypes {
+    pub integration_id: String,
+    pub credential_types: Vec<String>,
+}
+
 /// One audited operator action.
 #[derive(Object, Serialize)]
 pub struct AuditEntry {
@@ -209,6 +246,39 @@ impl OperatorApi {
             body.value.reason,
         )
         .await
+    }
+
+    /// Set an integration's identity credential types (operators)
+    ///
+    /// What `POST /identify`, checkout-session identification, claims and the lookup
+    /// accept from this integration, and what `GET /capabilities` reports. Audited.
+    #[oai(
+        path = "/operator/integrations/:integration_id/identify-credential-types",
+        method = "post",
+        operation_id = "operatorSetIdentifyCredentialTypes"
+    )]
+    async fn set_identify_types(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        integration_id: Path<String>,
+        body: JsonBody<IdentifyCredentialTypesRequest>,
+    ) -> poem::Result<Reply<IdentifyCredentialTypes>> {
+        let id = self::integration_id(&integration_id.0)?;
+        let b = body.value;
+        let i = operators::set_identify_credential_types(
+            &state.0.db,
+            &auth.0,
+            id,
+            &b.credential_types,
+            b.reason,
+        )
+        .await?;
+        Ok(Reply::ok(&IdentifyCredentialTypes {
+            integration_id: i.id.to_string(),
+            credential_types: serde_json::from_value(i.identify_credential_types)
+                .map_err(ApiError::internal)?,
+        }))
     }
 
     /// List dead letters (operators)

@@ -109,7 +109,8 @@ impl Runtime {
             }),
             tokio::spawn(relay::run_loop(state.clone(), stop_rx.clone())),
             tokio::spawn(sample_metrics(state.clone(), stop_rx.clone())),
-            tokio::spawn(purge_expired_idempotency(state, stop_rx)),
+            tokio::spawn(purge_expired_idempotency(state.clone(), stop_rx.clone())),
+            tokio::spawn(sweep(state, stop_rx)),
         ];
         Ok(Runtime {
             stop,
@@ -264,6 +265,29 @@ async fn purge_expired_idempotency(state: AppState, mut stop: watch::Receiver<bo
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(300)) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+/// Lapses enrollments past their pending-proof window and closes checkout sessions past
+/// their deadline. Safe on any number of workers at once (see `enrollment::expire_due`).
+async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
+    let every = Duration::from_secs(state.config.sweep_interval_secs);
+    loop {
+        let now = Utc::now();
+        match crate::domain::enrollment::expire_due(&state.db, now).await {
+            Ok(n) if n > 0 => tracing::info!(lapsed = n, "pending-proof windows lapsed"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "lapsing enrollments failed"),
+        }
+        match crate::domain::checkout::expire_due(&state.db, now).await {
+            Ok(n) if n > 0 => tracing::info!(expired = n, "checkout sessions expired"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "expiring checkout sessions failed"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
             _ = stop.changed() => return,
         }
     }

@@ -198,3 +198,15 @@ pub async fn set_integration_status<C: ConnectionTrait>(
     am.updated_at = Set(chrono::Utc::now());
     am.update(c).await
 }
+
+pub async fn set_identify_credential_types<C: ConnectionTrait>(
+    c: &C,
+    i: integration::Model,
+    types: &[String],
+) -> Result<integration::Model, DbErr> {
+    use sea_orm::IntoActiveModel;
+    let mut am = i.into_active_model();
+    am.identify_credential_types = Set(serde_json::json!(types));
+    am.updated_at = Set(chrono::Utc::now());
+    am.update(c).await
+}

@@ -1,0 +1,523 @@
+//! Enrollment and claims, as the spec's "Wallet identity (enrollment)" and "Promotional
+//! grant" state tables state them: PENDING_PROOF cannot pay; proof (code or link) makes the
+//! identity VERIFIED and releases its locked grants in one transaction; claims release
+//! what is left; a lapsed window fires enrollment.expired and keeps the money in escrow.
+use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::{Value, json};
+use tests::{
+    TestApp,
+    shop::{Customer, Shop, random_phone},
+};
+use uuid::Uuid;
+
+async fn events(db: &DatabaseConnection, merchant: Uuid, topic: &str) -> Vec<Value> {
+    entities::outbox::Entity::find()
+        .filter(entities::outbox::Column::MerchantId.eq(merchant))
+        .filter(entities::outbox::Column::Topic.eq(topic))
+        .all(db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.payload)
+        .collect()
+}
+
+async fn initiate(shop: &Shop<'_>, phone: &str) -> tests::Reply {
+    shop.post("/enroll/initiate", json!({ "phone": phone })).await
+}
+
+/// A customer the merchant knows only from a credit: a PENDING_PROOF proto-wallet holding
+/// actual money and a LOCKED grant.
+async fn proto_wallet(shop: &Shop<'_>) -> (Customer, String) {
+    let c = shop.customer_in("PENDING_PROOF").await;
+    shop.fund(&c, 1_000).await;
+    let grant = shop.grant(&c, 250, "LOCKED", 3600).await;
+    (c, grant)
+}
+
+#[tokio::test]
+async fn the_proto_wallet_path_credit_then_proof_by_code_then_payment() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let db = &app.server.state.db;
+    let (c, grant) = proto_wallet(&shop).await;
+    let held = events(db, shop.merchant(), "enrollment.pending_proof").await;
+    assert_eq!(held.len(), 2, "the credit and the grant were each held: {held:?}");
+
+    // PENDING_PROOF cannot pay.
+    let r = shop.pay(&c, 100).await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.body);
+
+    let r = initiate(&shop, &c.phone).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["state"], "PENDING_PROOF");
+    assert_eq!(r.body["data"]["sms_sent"], true);
+    assert_eq!(r.body["data"]["wallet_id"], c.wallet_id.as_str());
+    let sms = shop.sms_after(&c.phone, "enrollment", 0).await;
+    let code = sms["code"].as_str().unwrap();
+    assert_eq!(code.len(), 6);
+    assert!(sms["body"].as_str().unwrap().contains(code));
+
+    let r = shop
+        .post("/enroll/verify", json!({"code": code, "phone": c.phone}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d = &r.body["data"];
+    assert_eq!(d["state"], "VERIFIED");
+    assert_eq!(d["released_promo_minor"], 250);
+    assert_eq!(d["released_grants"][0]["grant_id"], grant.as_str());
+    assert_eq!(d["released_grants"][0]["state"], "RELEASED");
+    assert_eq!(d["wallets"][0]["balance"]["promo_available_minor"], 250);
+    assert_eq!(d["wallets"][0]["balance"]["promo_locked_minor"], 0);
+
+    let released = events(db, shop.merchant(), "promo_grant.released").await;
+    assert_eq!(released.len(), 1);
+    assert_eq!(released[0]["grant_id"], grant.as_str());
+    assert_eq!(events(db, shop.merchant(), "enrollment.verified").await.len(), 1);
+
+    // Now it pays: the released grant first, then actual money.
+    let r = shop.pay(&c, 400).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["debited_promo_minor"], 250);
+    assert_eq!(r.body["data"]["debited_actual_minor"], 150);
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn verify_by_link_token_links_the_provider_id_and_the_token_works_once() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let db = &app.server.state.db;
+    let phone = random_phone();
+    let pid = format!("pos-{}", Uuid::new_v4().simple());
+    let r = shop
+        .post(
+            "/enroll/initiate",
+            json!({"phone": phone, "provider_customer_id": pid, "language": "de"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let wallet_user = r.body["data"]["wallet_user_id"].as_str().unwrap().to_string();
+    assert_eq!(events(db, shop.merchant(), "customer.enrolled").await.len(), 1);
+    let sms = shop.sms_after(&phone, "enrollment", 0).await;
+    assert!(sms["body"].as_str().unwrap().starts_with("Ihr"), "{sms}");
+    let token = sms["verification_token"].as_str().unwrap().to_string();
+
+    // The provider id is not linked before proof.
+    let identity = entities::wallet_user::Entity::find_by_id(Uuid::parse_str(&wallet_user).unwrap())
+        .one(db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(identity.provider_customer_id, None);
+
+    // A tampered token: validation error, nothing changes.
+    let mut tampered = token.clone();
+    let last = tampered.pop().unwrap();
+    tampered.push(if last == 'a' { 'b' } else { 'a' });
+    let r = shop
+        .post("/enroll/verify", json!({"verification_token": tampered}))
+        .await;
+    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+
+    // Another tenant cannot use the token.
+    let other = Shop::open(&app).await;
+    let r = other
+        .post("/enroll/verify", json!({"verification_token": token}))
+        .await;
+    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+
+    let key = Uuid::new_v4().to_string();
+    let r = shop
+        .post_with_key("/enroll/verify", json!({"verification_token": token}), &key)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["provider_customer_id_linked"], true);
+    let identity = entities::wallet_user::Entity::find_by_id(Uuid::parse_str(&wallet_user).unwrap())
+        .one(db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(identity.state, "VERIFIED");
+    assert_eq!(identity.provider_customer_id.as_deref(), Some(pid.as_str()));
+
+    // The same key replays the success byte for byte.
+    let again = shop
+        .post_with_key("/enroll/verify", json!({"verification_token": token}), &key)
+        .await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(again.body["data"], r.body["data"]);
+    // A new request with the used token is refused.
+    let reused = shop
+        .post("/enroll/verify", json!({"verification_token": token}))
+        .await;
+    assert_eq!(
+        (reused.status, reused.code()),
+        (400, "CREDENTIAL_EXPIRED_OR_REPLAYED"),
+        "{}",
+        reused.body
+    );
+    assert_eq!(events(db, shop.merchant(), "enrollment.verified").await.len(), 1);
+
+    // A second enrollment of the verified phone is a success with no second SMS.
+    let r = initiate(&shop, &phone).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["state"], "VERIFIED");
+    assert_eq!(r.body["data"]["sms_sent"], false);
+    let r = shop.post("/enroll/resend", json!({"phone": phone})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["sms_sent"], false);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(shop.sms_count(&phone, "enrollment").await, 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn verify_needs_exactly_one_proof_and_a_six_digit_code() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let phone = random_phone();
+    for body in [
+        json!({}),
+        json!({"verification_token": "ev1.x.y", "code": "123456", "phone": phone}),
+        json!({"code": "12345", "phone": phone}),
+        json!({"code": "1234567", "phone": phone}),
+        json!({"code": "12a456", "phone": phone}),
+        json!({"code": "１２３４５６", "phone": phone}),
+        json!({"code": "123456"}),
+        json!({"code": "123456", "phone": "not a phone"}),
+    ] {
+        let r = shop.post("/enroll/verify", body.clone()).await;
+        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{body}: {}", r.body);
+        assert!(!r.field_issues().is_empty(), "{body}");
+    }
+    let r = initiate(&shop, "0049 not a number").await;
+    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"));
+    assert_eq!(r.field_issues()[0].0, "/phone");
+    // A code for a phone with no enrollment.
+    let r = shop
+        .post("/enroll/verify", json!({"code": "123456", "phone": phone}))
+        .await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.body);
+}
+
+#[tokio::test]
+async fn wrong_codes_are_capped_then_rate_limited_and_resend_is_limited() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let phone = random_phone();
+    let r = initiate(&shop, &phone).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let enrollment_id = r.body["data"]["enrollment_id"].as_str().unwrap().to_string();
+    let code = shop.sms_after(&phone, "enrollment", 0).await["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    for left in (0..5).rev() {
+        let r = shop
+            .post("/enroll/verify", json!({"code": wrong, "enrollment_id": enrollment_id}))
+            .await;
+        assert_eq!((r.status, r.code()), (400, "OTP_INVALID"), "{}", r.body);
+        assert_eq!(r.body["error"]["details"]["attempts_remaining"], left);
+    }
+    // Even the right code is refused now, until a resend issues a new one.
+    let r = shop
+        .post("/enroll/verify", json!({"code": code, "enrollment_id": enrollment_id}))
+        .await;
+    assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
+    assert!(r.headers.get("retry-after").is_some());
+
+    // Resend within the cooldown: rate limited.
+    let r = shop.post("/enroll/resend", json!({"phone": phone})).await;
+    assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
+    assert!(r.headers.get("retry-after").is_some());
+    // Past it (moved back in the database instead of waiting a minute): a new code.
+    let db = &app.server.state.db;
+    let id = Uuid::parse_str(&enrollment_id).unwrap();
+    let mut e = entities::enrollment::Entity::find_by_id(id)
+        .one(db)
+        .await
+        .unwrap()
+        .unwrap();
+    e.last_sent_at = Some(chrono::Utc::now() - chrono::Duration::seconds(61));
+    api::store::enrollments::update(db, e).await.unwrap();
+    let r = shop.post("/enroll/resend", json!({"phone": phone})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["sms_sent"], true);
+    assert_eq!(r.body["data"]["sends_remaining"], 3);
+    let fresh = shop.sms_after(&phone, "enrollment", 1).await["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = shop
+        .post("/enroll/verify", json!({"code": fresh, "phone": phone}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn resend_is_capped_per_window() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let phone = random_phone();
+    let r = initiate(&shop, &phone).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let id = Uuid::parse_str(r.body["data"]["enrollment_id"].as_str().unwrap()).unwrap();
+    let db = &app.server.state.db;
+    for n in 2..=6 {
+        let mut e = entities::enrollment::Entity::find_by_id(id)
+            .one(db)
+            .await
+            .unwrap()
+            .unwrap();
+        e.last_sent_at = Some(chrono::Utc::now() - chrono::Duration::seconds(61));
+        api::store::enrollments::update(db, e).await.unwrap();
+        let r = shop.post("/enroll/resend", json!({"enrollment_id": id})).await;
+        if n <= 5 {
+            assert_eq!(r.status, 200, "send {n}: {}", r.body);
+        } else {
+            assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
+        }
+    }
+    // A second initiate while the window is open sends nothing either.
+    let r = initiate(&shop, &phone).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body["data"]["sms_sent"], false);
+    // Resend for a phone never enrolled: NOT_FOUND.
+    let r = shop
+        .post("/enroll/resend", json!({"phone": random_phone()}))
+        .await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"));
+}
+
+#[tokio::test]
+async fn concurrent_verifies_of_one_identity_release_each_grant_once() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let db = &app.server.state.db;
+    let (c, _) = proto_wallet(&shop).await;
+    shop.grant(&c, 100, "LOCKED", 7200).await;
+    let r = initiate(&shop, &c.phone).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sms = shop.sms_after(&c.phone, "enrollment", 0).await;
+    let token = sms["verification_token"].as_str().unwrap().to_string();
+    let code = sms["code"].as_str().unwrap().to_string();
+
+    let attempts = (0..8).map(|i| {
+        let body = if i % 2 == 0 {
+            json!({"verification_token": token})
+        } else {
+            json!({"code": code, "phone": c.phone})
+        };
+        let shop = &shop;
+        async move { shop.post("/enroll/verify", body).await }
+    });
+    let replies = futures::future::join_all(attempts).await;
+    let ok: Vec<_> = replies.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(ok.len(), 1, "{:?}", replies.iter().map(|r| &r.body).collect::<Vec<_>>());
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_eq!(r.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED", "{}", r.body);
+    }
+    assert_eq!(ok[0].body["data"]["released_promo_minor"], 350);
+    assert_eq!(events(db, shop.merchant(), "promo_grant.released").await.len(), 2);
+    assert_eq!(events(db, shop.merchant(), "enrollment.verified").await.len(), 1);
+    let balance = shop.balance(&c).await;
+    assert_eq!(balance["promo_available_minor"], 350);
+    assert_eq!(balance["actual_minor"], 1_000);
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn claims_release_locked_grants_of_verified_customers_only() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let db = &app.server.state.db;
+
+    // Pending proof: a success that releases nothing.
+    let (pending, _) = proto_wallet(&shop).await;
+    let r = shop
+        .post("/claims", json!({"wallet_user_id": pending.wallet_user_id}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["state"], "pending_verification");
+    assert_eq!(r.body["data"]["released_grants"], json!([]));
+    assert_eq!(r.body["data"]["skipped_grants"][0]["reason"], "not_verified");
+    assert_eq!(shop.balance(&pending).await["promo_locked_minor"], 250);
+
+    // Verified with locked grants (an operator credit after verification): one claimable,
+    // one already past its expiry.
+    let c = shop.customer().await;
+    let live = shop.grant(&c, 300, "LOCKED", 3600).await;
+    let stale = shop.grant(&c, 50, "LOCKED", 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    let key = Uuid::new_v4().to_string();
+    let r = shop
+        .post_with_key(
+            "/claims",
+            json!({"customer": {"credential_type": "phone", "phone": c.phone}}),
+            &key,
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d = &r.body["data"];
+    assert_eq!(d["state"], "completed");
+    assert_eq!(d["released_promo_minor"], 300);
+    assert_eq!(d["released_grants"][0]["grant_id"], live.as_str());
+    assert_eq!(d["skipped_grants"][0]["grant"]["grant_id"], stale.as_str());
+    assert_eq!(d["skipped_grants"][0]["reason"], "expired");
+    assert_eq!(d["wallets"][0]["balance"]["promo_available_minor"], 300);
+
+    // A replay, and a second claim with nothing left: both successes, nothing released twice.
+    let again = shop
+        .post_with_key(
+            "/claims",
+            json!({"customer": {"credential_type": "phone", "phone": c.phone}}),
+            &key,
+        )
+        .await;
+    assert_eq!(again.status, 200);
+    assert_eq!(again.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(again.body["data"], r.body["data"]);
+    let r = shop
+        .post("/claims", json!({"wallet_user_id": c.wallet_user_id}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["state"], "nothing_to_claim");
+    assert_eq!(r.body["data"]["released_grants"], json!([]));
+    assert_eq!(events(db, shop.merchant(), "promo_grant.released").await.len(), 1);
+
+    // Unknown, or another tenant's, customer: NOT_FOUND. Neither or both fields: invalid.
+    let other = Shop::open(&app).await;
+    let theirs = other.customer().await;
+    for body in [
+        json!({"wallet_user_id": theirs.wallet_user_id}),
+        json!({"customer": {"credential_type": "phone", "phone": theirs.phone}}),
+    ] {
+        let r = shop.post("/claims", body).await;
+        assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.body);
+    }
+    for body in [
+        json!({}),
+        json!({"wallet_user_id": c.wallet_user_id, "customer": {"credential_type": "phone", "phone": c.phone}}),
+    ] {
+        let r = shop.post("/claims", body).await;
+        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+    }
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
+async fn a_lapsed_window_expires_the_enrollment_and_escrows_the_money_until_proof() {
+    let app = TestApp::spawn_isolated(true, |cfg| {
+        cfg.enrollment_window_secs = 2;
+        cfg.sweep_interval_secs = 1;
+    })
+    .await;
+    let shop = Shop::open(&app).await;
+    let db = &app.server.state.db;
+    let (c, grant) = proto_wallet(&shop).await;
+
+    let lapsed = tests::eventually(
+        std::time::Duration::from_secs(20),
+        "enrollment.expired",
+        || async {
+            let e = events(db, shop.merchant(), "enrollment.expired").await;
+            (!e.is_empty()).then_some(e)
+        },
+    )
+    .await;
+    assert_eq!(lapsed.len(), 1);
+    assert_eq!(lapsed[0]["escrowed_actual_minor"], 1_000);
+    assert_eq!(lapsed[0]["locked_promo_minor"], 250);
+    let balance = shop.balance(&c).await;
+    assert_eq!(balance["actual_minor"], 0);
+    assert_eq!(balance["promo_locked_minor"], 250);
+    shop.assert_ledger_consistent().await;
+
+    // The escrow is in the ledger, on the merchant's escrow account for this wallet.
+    let escrow = api::store::ledger::account_balance(
+        db,
+        api::domain::ledger::Account::MerchantEscrow(Uuid::parse_str(&c.wallet_id).unwrap()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(escrow, 1_000);
+
+    // The cashier sees it; identification says not_found; payment is refused.
+    let r = tests::send(
+        app.get(&format!(
+            "/customers/lookup?phone={}",
+            c.phone.replace('+', "%2B")
+        ))
+        .bearer_auth(&shop.token),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["identity_state"], "EXPIRED");
+    assert_eq!(r.body["data"]["escrowed_actual_minor"], 1_000);
+    assert_eq!(r.body["data"]["customer"]["resolution_state"], "not_found");
+    let r = shop.pay(&c, 10).await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.body);
+
+    // Running the expiry again (as a second worker would) changes nothing.
+    let again = api::domain::enrollment::expire_due(db, chrono::Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(again, 0);
+    assert_eq!(events(db, shop.merchant(), "enrollment.expired").await.len(), 1);
+
+    // Enrolling again and proving the phone returns the escrow and releases the grant.
+    let r = initiate(&shop, &c.phone).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["state"], "PENDING_PROOF");
+    assert_eq!(r.body["data"]["sms_sent"], true);
+    let sms = shop.sms_after(&c.phone, "enrollment", 0).await;
+    let r = shop
+        .post(
+            "/enroll/verify",
+            json!({"verification_token": sms["verification_token"]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["escrow_returned_actual_minor"], 1_000);
+    assert_eq!(r.body["data"]["released_grants"][0]["grant_id"], grant.as_str());
+    let balance = shop.balance(&c).await;
+    assert_eq!(balance["actual_minor"], 1_000);
+    assert_eq!(balance["promo_available_minor"], 250);
+    shop.assert_ledger_consistent().await;
+    let enrollments = entities::enrollment::Entity::find()
+        .filter(entities::enrollment::Column::MerchantId.eq(shop.merchant()))
+        .count(db)
+        .await
+        .unwrap();
+    assert_eq!(enrollments, 2, "the lapsed window and the new one");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_enrollment_started_in_a_checkout_session_verifies_by_code_alone() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let r = shop.post("/checkout/sessions", json!({})).await;
+    let session = r.body["data"]["session_id"].as_str().unwrap().to_string();
+    let phone = random_phone();
+    let mut body = shop.body(json!({"phone": phone}));
+    body["context"]["service_session_id"] = json!(session);
+    let r = shop.post_body("/enroll/initiate", &body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let code = shop.sms_after(&phone, "enrollment", 0).await["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut body = shop.body(json!({"code": code}));
+    body["context"]["service_session_id"] = json!(session);
+    let r = shop.post_body("/enroll/verify", &body).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["state"], "VERIFIED");
+    app.stop().await;
+}
