@@ -79,7 +79,10 @@ async fn identify_resolves_a_customer_read_only_and_never_returns_a_token() {
     assert_eq!(d["resolution_state"], "registered");
     assert_eq!(d["wallet_id"], c.wallet_id.as_str());
     assert_eq!(d["wallet_user_id"], c.wallet_user_id.as_str());
-    assert_eq!(d["wallet_program_id"], shop.tenant.wallet_program_id.to_string());
+    assert_eq!(
+        d["wallet_program_id"],
+        shop.tenant.wallet_program_id.to_string()
+    );
     assert_eq!(d["balance"]["actual_minor"], 1_500);
     assert_eq!(d["balance"]["promo_available_minor"], 300);
     assert_eq!(d["badge"], "NEW");
@@ -122,7 +125,11 @@ async fn an_unknown_customer_is_not_found_with_http_200_and_no_event() {
     assert_eq!(r.body["data"]["balance"], Value::Null);
     assert_eq!(r.body["data"]["wallet_id"], Value::Null);
     let db = &app.server.state.db;
-    assert!(events_of(db, shop.merchant(), "customer.identified").await.is_empty());
+    assert!(
+        events_of(db, shop.merchant(), "customer.identified")
+            .await
+            .is_empty()
+    );
 
     // Another tenant's customer looks exactly the same.
     let other = Shop::open(&app).await;
@@ -168,7 +175,10 @@ async fn every_identity_credential_type_resolves_and_a_disabled_one_is_unsupport
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let wallet_user = r.body["data"]["wallet_user_id"].as_str().unwrap().to_string();
+    let wallet_user = r.body["data"]["wallet_user_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     let mint = shop
         .post(
@@ -251,15 +261,31 @@ async fn bad_identify_input_is_a_validation_error_naming_the_field() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
     for (credential, field) in [
-        (json!({"credential_type": "phone", "phone": "12345"}), "/credential/phone"),
+        (
+            json!({"credential_type": "phone", "phone": "12345"}),
+            "/credential/phone",
+        ),
         (json!({"credential_type": "phone"}), "/credential/phone"),
-        (json!({"phone": "+4915112345678"}), "/credential/credential_type"),
-        (json!({"credential_type": "short_code", "short_code": "AB"}), "/credential/short_code"),
-        (json!({"credential_type": "qr", "qr_payload": "http://evil"}), "/credential/qr_payload"),
+        (
+            json!({"phone": "+4915112345678"}),
+            "/credential/credential_type",
+        ),
+        (
+            json!({"credential_type": "short_code", "short_code": "AB"}),
+            "/credential/short_code",
+        ),
+        (
+            json!({"credential_type": "qr", "qr_payload": "http://evil"}),
+            "/credential/qr_payload",
+        ),
         (json!("+4915112345678"), "/credential"),
     ] {
         let r = identify(&shop, credential.clone()).await;
-        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{credential}");
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "VALIDATION_ERROR"),
+            "{credential}"
+        );
         assert!(
             r.field_issues().iter().any(|(f, _)| f == field),
             "{credential}: {:?}",
@@ -270,7 +296,9 @@ async fn bad_identify_input_is_a_validation_error_naming_the_field() {
         app.post("/identify")
             .bearer_auth(&shop.token)
             .header("Idempotency-Key", "not-a-uuid")
-            .json(&shop.body(json!({"credential": {"credential_type": "phone", "phone": random_phone()}}))),
+            .json(&shop.body(
+                json!({"credential": {"credential_type": "phone", "phone": random_phone()}}),
+            )),
     )
     .await;
     assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"));
@@ -299,9 +327,17 @@ async fn identify_of_a_customer_in_several_programs_needs_the_program() {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let r = identify(&shop, by_phone(&c)).await;
-    assert_eq!((r.status, r.code()), (422, "WALLET_PROGRAM_AMBIGUOUS"), "{}", r.body);
     assert_eq!(
-        r.body["error"]["details"]["candidates"].as_array().unwrap().len(),
+        (r.status, r.code()),
+        (422, "WALLET_PROGRAM_AMBIGUOUS"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        r.body["error"]["details"]["candidates"]
+            .as_array()
+            .unwrap()
+            .len(),
         2
     );
     let r = shop
@@ -360,7 +396,10 @@ async fn the_cashier_lookup_shows_identity_balance_activity_and_badge() {
     assert_eq!(d["identity_state"], "VERIFIED");
     assert_eq!(d["customer"]["balance"]["actual_minor"], 1_800);
     assert_eq!(d["customer"]["balance"]["promo_available_minor"], 0);
-    assert_eq!(d["recent_payments"][0]["payment_id"], paid.body["data"]["payment_id"]);
+    assert_eq!(
+        d["recent_payments"][0]["payment_id"],
+        paid.body["data"]["payment_id"]
+    );
     let kinds: Vec<&str> = d["recent_activity"]
         .as_array()
         .unwrap()
@@ -452,7 +491,12 @@ async fn a_session_opens_gets_identified_and_is_completed_by_its_payment() {
             ),
         )
         .await;
-    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
     assert_eq!(shop.balance(&stranger).await["actual_minor"], 500);
 
     let qr = shop.qr(&c).await;
@@ -467,10 +511,17 @@ async fn a_session_opens_gets_identified_and_is_completed_by_its_payment() {
         .await;
     assert_eq!(paid.status, 200, "{}", paid.body);
     assert_eq!(paid.body["data"]["service_session_id"], id.as_str());
-    let s = send(app.get(&format!("/checkout/sessions/{id}")).bearer_auth(&shop.token)).await;
+    let s = send(
+        app.get(&format!("/checkout/sessions/{id}"))
+            .bearer_auth(&shop.token),
+    )
+    .await;
     assert_eq!(s.status, 200, "{}", s.body);
     assert_eq!(s.body["data"]["state"], "COMPLETED");
-    assert_eq!(s.body["data"]["payment_id"], paid.body["data"]["payment_id"]);
+    assert_eq!(
+        s.body["data"]["payment_id"],
+        paid.body["data"]["payment_id"]
+    );
 
     // A second payment in the completed session is refused and moves nothing.
     let qr = shop.qr(&c).await;
@@ -483,7 +534,12 @@ async fn a_session_opens_gets_identified_and_is_completed_by_its_payment() {
             ),
         )
         .await;
-    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
     assert_eq!(r.body["error"]["details"]["session_state"], "COMPLETED");
     assert_eq!(shop.balance(&c).await["actual_minor"], 600);
     // And identification in it too.
@@ -535,7 +591,12 @@ async fn a_cancelled_or_expired_session_refuses_payments() {
                 ),
             )
             .await;
-        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "VALIDATION_ERROR"),
+            "{}",
+            r.body
+        );
         assert_eq!(r.body["error"]["details"]["session_state"], state);
     }
     assert_eq!(shop.balance(&c).await["actual_minor"], 1_000);

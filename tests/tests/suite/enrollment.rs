@@ -23,7 +23,8 @@ async fn events(db: &DatabaseConnection, merchant: Uuid, topic: &str) -> Vec<Val
 }
 
 async fn initiate(shop: &Shop<'_>, phone: &str) -> tests::Reply {
-    shop.post("/enroll/initiate", json!({ "phone": phone })).await
+    shop.post("/enroll/initiate", json!({ "phone": phone }))
+        .await
 }
 
 /// A customer the merchant knows only from a credit: a PENDING_PROOF proto-wallet holding
@@ -42,7 +43,11 @@ async fn the_proto_wallet_path_credit_then_proof_by_code_then_payment() {
     let db = &app.server.state.db;
     let (c, grant) = proto_wallet(&shop).await;
     let held = events(db, shop.merchant(), "enrollment.pending_proof").await;
-    assert_eq!(held.len(), 2, "the credit and the grant were each held: {held:?}");
+    assert_eq!(
+        held.len(),
+        2,
+        "the credit and the grant were each held: {held:?}"
+    );
 
     // PENDING_PROOF cannot pay.
     let r = shop.pay(&c, 100).await;
@@ -73,7 +78,12 @@ async fn the_proto_wallet_path_credit_then_proof_by_code_then_payment() {
     let released = events(db, shop.merchant(), "promo_grant.released").await;
     assert_eq!(released.len(), 1);
     assert_eq!(released[0]["grant_id"], grant.as_str());
-    assert_eq!(events(db, shop.merchant(), "enrollment.verified").await.len(), 1);
+    assert_eq!(
+        events(db, shop.merchant(), "enrollment.verified")
+            .await
+            .len(),
+        1
+    );
 
     // Now it pays: the released grant first, then actual money.
     let r = shop.pay(&c, 400).await;
@@ -98,18 +108,25 @@ async fn verify_by_link_token_links_the_provider_id_and_the_token_works_once() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let wallet_user = r.body["data"]["wallet_user_id"].as_str().unwrap().to_string();
-    assert_eq!(events(db, shop.merchant(), "customer.enrolled").await.len(), 1);
+    let wallet_user = r.body["data"]["wallet_user_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        events(db, shop.merchant(), "customer.enrolled").await.len(),
+        1
+    );
     let sms = shop.sms_after(&phone, "enrollment", 0).await;
     assert!(sms["body"].as_str().unwrap().starts_with("Ihr"), "{sms}");
     let token = sms["verification_token"].as_str().unwrap().to_string();
 
     // The provider id is not linked before proof.
-    let identity = entities::wallet_user::Entity::find_by_id(Uuid::parse_str(&wallet_user).unwrap())
-        .one(db)
-        .await
-        .unwrap()
-        .unwrap();
+    let identity =
+        entities::wallet_user::Entity::find_by_id(Uuid::parse_str(&wallet_user).unwrap())
+            .one(db)
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(identity.provider_customer_id, None);
 
     // A tampered token: validation error, nothing changes.
@@ -119,14 +136,24 @@ async fn verify_by_link_token_links_the_provider_id_and_the_token_works_once() {
     let r = shop
         .post("/enroll/verify", json!({"verification_token": tampered}))
         .await;
-    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
 
     // Another tenant cannot use the token.
     let other = Shop::open(&app).await;
     let r = other
         .post("/enroll/verify", json!({"verification_token": token}))
         .await;
-    assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
 
     let key = Uuid::new_v4().to_string();
     let r = shop
@@ -134,11 +161,12 @@ async fn verify_by_link_token_links_the_provider_id_and_the_token_works_once() {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["provider_customer_id_linked"], true);
-    let identity = entities::wallet_user::Entity::find_by_id(Uuid::parse_str(&wallet_user).unwrap())
-        .one(db)
-        .await
-        .unwrap()
-        .unwrap();
+    let identity =
+        entities::wallet_user::Entity::find_by_id(Uuid::parse_str(&wallet_user).unwrap())
+            .one(db)
+            .await
+            .unwrap()
+            .unwrap();
     assert_eq!(identity.state, "VERIFIED");
     assert_eq!(identity.provider_customer_id.as_deref(), Some(pid.as_str()));
 
@@ -159,7 +187,12 @@ async fn verify_by_link_token_links_the_provider_id_and_the_token_works_once() {
         "{}",
         reused.body
     );
-    assert_eq!(events(db, shop.merchant(), "enrollment.verified").await.len(), 1);
+    assert_eq!(
+        events(db, shop.merchant(), "enrollment.verified")
+            .await
+            .len(),
+        1
+    );
 
     // A second enrollment of the verified phone is a success with no second SMS.
     let r = initiate(&shop, &phone).await;
@@ -190,7 +223,12 @@ async fn verify_needs_exactly_one_proof_and_a_six_digit_code() {
         json!({"code": "123456", "phone": "not a phone"}),
     ] {
         let r = shop.post("/enroll/verify", body.clone()).await;
-        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{body}: {}", r.body);
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "VALIDATION_ERROR"),
+            "{body}: {}",
+            r.body
+        );
         assert!(!r.field_issues().is_empty(), "{body}");
     }
     let r = initiate(&shop, "0049 not a number").await;
@@ -210,7 +248,10 @@ async fn wrong_codes_are_capped_then_rate_limited_and_resend_is_limited() {
     let phone = random_phone();
     let r = initiate(&shop, &phone).await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let enrollment_id = r.body["data"]["enrollment_id"].as_str().unwrap().to_string();
+    let enrollment_id = r.body["data"]["enrollment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let code = shop.sms_after(&phone, "enrollment", 0).await["code"]
         .as_str()
         .unwrap()
@@ -218,14 +259,20 @@ async fn wrong_codes_are_capped_then_rate_limited_and_resend_is_limited() {
     let wrong = if code == "000000" { "111111" } else { "000000" };
     for left in (0..5).rev() {
         let r = shop
-            .post("/enroll/verify", json!({"code": wrong, "enrollment_id": enrollment_id}))
+            .post(
+                "/enroll/verify",
+                json!({"code": wrong, "enrollment_id": enrollment_id}),
+            )
             .await;
         assert_eq!((r.status, r.code()), (400, "OTP_INVALID"), "{}", r.body);
         assert_eq!(r.body["error"]["details"]["attempts_remaining"], left);
     }
     // Even the right code is refused now, until a resend issues a new one.
     let r = shop
-        .post("/enroll/verify", json!({"code": code, "enrollment_id": enrollment_id}))
+        .post(
+            "/enroll/verify",
+            json!({"code": code, "enrollment_id": enrollment_id}),
+        )
         .await;
     assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
     assert!(r.headers.get("retry-after").is_some());
@@ -276,7 +323,9 @@ async fn resend_is_capped_per_window() {
             .unwrap();
         e.last_sent_at = Some(chrono::Utc::now() - chrono::Duration::seconds(61));
         api::store::enrollments::update(db, e).await.unwrap();
-        let r = shop.post("/enroll/resend", json!({"enrollment_id": id})).await;
+        let r = shop
+            .post("/enroll/resend", json!({"enrollment_id": id}))
+            .await;
         if n <= 5 {
             assert_eq!(r.status, 200, "send {n}: {}", r.body);
         } else {
@@ -318,13 +367,28 @@ async fn concurrent_verifies_of_one_identity_release_each_grant_once() {
     });
     let replies = futures::future::join_all(attempts).await;
     let ok: Vec<_> = replies.iter().filter(|r| r.status == 200).collect();
-    assert_eq!(ok.len(), 1, "{:?}", replies.iter().map(|r| &r.body).collect::<Vec<_>>());
+    assert_eq!(
+        ok.len(),
+        1,
+        "{:?}",
+        replies.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
     for r in replies.iter().filter(|r| r.status != 200) {
         assert_eq!(r.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED", "{}", r.body);
     }
     assert_eq!(ok[0].body["data"]["released_promo_minor"], 350);
-    assert_eq!(events(db, shop.merchant(), "promo_grant.released").await.len(), 2);
-    assert_eq!(events(db, shop.merchant(), "enrollment.verified").await.len(), 1);
+    assert_eq!(
+        events(db, shop.merchant(), "promo_grant.released")
+            .await
+            .len(),
+        2
+    );
+    assert_eq!(
+        events(db, shop.merchant(), "enrollment.verified")
+            .await
+            .len(),
+        1
+    );
     let balance = shop.balance(&c).await;
     assert_eq!(balance["promo_available_minor"], 350);
     assert_eq!(balance["actual_minor"], 1_000);
@@ -346,7 +410,10 @@ async fn claims_release_locked_grants_of_verified_customers_only() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["state"], "pending_verification");
     assert_eq!(r.body["data"]["released_grants"], json!([]));
-    assert_eq!(r.body["data"]["skipped_grants"][0]["reason"], "not_verified");
+    assert_eq!(
+        r.body["data"]["skipped_grants"][0]["reason"],
+        "not_verified"
+    );
     assert_eq!(shop.balance(&pending).await["promo_locked_minor"], 250);
 
     // Verified with locked grants (an operator credit after verification): one claimable,
@@ -389,7 +456,12 @@ async fn claims_release_locked_grants_of_verified_customers_only() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["state"], "nothing_to_claim");
     assert_eq!(r.body["data"]["released_grants"], json!([]));
-    assert_eq!(events(db, shop.merchant(), "promo_grant.released").await.len(), 1);
+    assert_eq!(
+        events(db, shop.merchant(), "promo_grant.released")
+            .await
+            .len(),
+        1
+    );
 
     // Unknown, or another tenant's, customer: NOT_FOUND. Neither or both fields: invalid.
     let other = Shop::open(&app).await;
@@ -406,7 +478,12 @@ async fn claims_release_locked_grants_of_verified_customers_only() {
         json!({"wallet_user_id": c.wallet_user_id, "customer": {"credential_type": "phone", "phone": c.phone}}),
     ] {
         let r = shop.post("/claims", body).await;
-        assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"), "{}", r.body);
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "VALIDATION_ERROR"),
+            "{}",
+            r.body
+        );
     }
     shop.assert_ledger_consistent().await;
 }
@@ -469,7 +546,12 @@ async fn a_lapsed_window_expires_the_enrollment_and_escrows_the_money_until_proo
         .await
         .unwrap();
     assert_eq!(again, 0);
-    assert_eq!(events(db, shop.merchant(), "enrollment.expired").await.len(), 1);
+    assert_eq!(
+        events(db, shop.merchant(), "enrollment.expired")
+            .await
+            .len(),
+        1
+    );
 
     // Enrolling again and proving the phone returns the escrow and releases the grant.
     let r = initiate(&shop, &c.phone).await;
@@ -485,7 +567,10 @@ async fn a_lapsed_window_expires_the_enrollment_and_escrows_the_money_until_proo
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["escrow_returned_actual_minor"], 1_000);
-    assert_eq!(r.body["data"]["released_grants"][0]["grant_id"], grant.as_str());
+    assert_eq!(
+        r.body["data"]["released_grants"][0]["grant_id"],
+        grant.as_str()
+    );
     let balance = shop.balance(&c).await;
     assert_eq!(balance["actual_minor"], 1_000);
     assert_eq!(balance["promo_available_minor"], 250);

@@ -38,7 +38,13 @@ async fn the_platform_key_from_tenant_create_works_at_once() {
     );
     assert_eq!(
         d["supported_identify_credential_types"],
-        serde_json::json!(["phone", "card_fingerprint", "short_code", "provider_customer_id", "qr"])
+        serde_json::json!([
+            "phone",
+            "card_fingerprint",
+            "short_code",
+            "provider_customer_id",
+            "qr"
+        ])
     );
     let ops: Vec<&str> = d["operations"]
         .as_array()
