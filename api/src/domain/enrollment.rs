@@ -293,6 +293,27 @@ pub fn credit_held_event(
     )
 }
 
+/// `customer.enrolled`: a new customer identity exists at the merchant.
+pub fn enrolled_event(
+    identity: &wallet_user::Model,
+    w: &wallet::Model,
+    enrollment_id: Option<Uuid>,
+    now: DateTime<Utc>,
+) -> NewOutbox {
+    event(
+        "customer.enrolled",
+        identity,
+        json!({
+            "wallet_user_id": identity.id.to_string(),
+            "wallet_id": w.id.to_string(),
+            "wallet_program_id": w.wallet_program_id.to_string(),
+            "state": identity.state,
+            "enrollment_id": enrollment_id.map(|e| e.to_string()),
+        }),
+        now,
+    )
+}
+
 // ---------------------------------------------------------------------------------------
 // Initiate
 
@@ -410,18 +431,7 @@ pub async fn initiate<C: ConnectionTrait>(
         store::enrollments::update(c, e.clone()).await?;
     }
     if created_identity {
-        events.push(event(
-            "customer.enrolled",
-            &identity,
-            json!({
-                "wallet_user_id": identity.id.to_string(),
-                "wallet_id": wallet.id.to_string(),
-                "wallet_program_id": wallet.wallet_program_id.to_string(),
-                "state": identity.state,
-                "enrollment_id": e.id.to_string(),
-            }),
-            now,
-        ));
+        events.push(enrolled_event(&identity, &wallet, Some(e.id), now));
     }
     store::outbox::append_all(c, events).await?;
     Ok(Enrolled {

@@ -263,12 +263,19 @@ pub async fn import<C: ConnectionTrait>(
 ) -> Result<WalletRecord, ApiError> {
     let program = program_for(c, merchant_id, program_id).await?;
     let now = Utc::now();
-    let (found, _) =
+    let (found, created) =
         store::wallets::insert_identity_if_absent(c, merchant_id, phone, state, now).await?;
     let identity = store::wallets::lock_identity(c, merchant_id, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let wallet = wallet_in_program(c, &identity, &program, now).await?;
+    if created {
+        store::outbox::append(
+            c,
+            super::enrollment::enrolled_event(&identity, &wallet, None, now),
+        )
+        .await?;
+    }
     if identity.state == PENDING_PROOF {
         super::enrollment::open_window(
             c,
