@@ -606,3 +606,54 @@ async fn an_enrollment_started_in_a_checkout_session_verifies_by_code_alone() {
     assert_eq!(r.body["data"]["state"], "VERIFIED");
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_token_or_code_from_a_lapsed_window_is_expired_and_changes_nothing() {
+    let app = TestApp::spawn_isolated(true, |cfg| {
+        cfg.enrollment_window_secs = 2;
+        cfg.sweep_interval_secs = 1;
+    })
+    .await;
+    let shop = Shop::open(&app).await;
+    let db = &app.server.state.db;
+    let phone = random_phone();
+    let r = initiate(&shop, &phone).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sms = shop.sms_after(&phone, "enrollment", 0).await;
+    tests::eventually(
+        std::time::Duration::from_secs(20),
+        "enrollment.expired",
+        || async {
+            (!events(db, shop.merchant(), "enrollment.expired")
+                .await
+                .is_empty())
+            .then_some(())
+        },
+    )
+    .await;
+    for body in [
+        json!({"verification_token": sms["verification_token"]}),
+        json!({"code": sms["code"], "phone": phone}),
+    ] {
+        let r = shop.post("/enroll/verify", body.clone()).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "CREDENTIAL_EXPIRED_OR_REPLAYED"),
+            "{body}: {}",
+            r.body
+        );
+    }
+    assert!(
+        events(db, shop.merchant(), "enrollment.verified")
+            .await
+            .is_empty()
+    );
+    let identity = entities::wallet_user::Entity::find()
+        .filter(entities::wallet_user::Column::MerchantId.eq(shop.merchant()))
+        .one(db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(identity.state, "EXPIRED");
+    app.stop().await;
+}
