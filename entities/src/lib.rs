@@ -22,6 +22,8 @@ pub mod promo_grant;
 pub mod qr_nonce;
 pub mod resource_sequence;
 pub mod sandbox_message;
+pub mod sku;
+pub mod topup;
 pub mod wallet;
 pub mod wallet_program;
 pub mod wallet_user;

@@ -7,6 +7,7 @@ mod m20261121_000001_foundation;
 mod m20261121_000002_operators;
 mod m20261121_000003_wallets;
 mod m20261121_000004_customers;
+mod m20261121_000005_topups;
 
 pub struct Migrator;
 
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000002_operators::Migration),
             Box::new(m20261121_000003_wallets::Migration),
             Box::new(m20261121_000004_customers::Migration),
+            Box::new(m20261121_000005_topups::Migration),
         ]
     }
 }

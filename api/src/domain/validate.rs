@@ -5,6 +5,9 @@ use uuid::Uuid;
 
 use crate::error::FieldError;
 
+/// Largest amount accepted in one call (keeps every sum far from integer overflow).
+pub const MAX_AMOUNT_MINOR: i64 = 1_000_000_000_000;
+
 /// Collects field errors while a request is checked.
 #[derive(Default, Debug)]
 pub struct Errors(pub Vec<FieldError>);

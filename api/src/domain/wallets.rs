@@ -19,7 +19,7 @@ pub const PENDING_PROOF: &str = "PENDING_PROOF";
 pub const VERIFIED: &str = "VERIFIED";
 pub const GRANT_SOURCES: &[&str] = &["CASHBACK", "RELOAD_BONUS", "SKU_TOPUP_BONUS"];
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct GrantBalance {
     pub grant_id: String,
     pub source: String,
@@ -29,7 +29,7 @@ pub struct GrantBalance {
     pub expires_at: String,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct Balance {
     pub actual_minor: i64,
     pub promo_available_minor: i64,

@@ -215,6 +215,36 @@ pub fn optional_uuid(e: &mut Errors, field: &str, v: &Option<String>) -> Option<
     v.as_deref().and_then(|s| validate::uuid(e, field, s))
 }
 
+/// The merchant a read without a body acts for: `merchant_id` when given (checked
+/// against the credential), else the only merchant the credential acts for.
+pub async fn merchant_of(
+    st: &AppState,
+    principal: &crate::domain::credentials::Principal,
+    merchant_id: &Option<String>,
+) -> Result<Uuid, ApiError> {
+    let mut e = Errors::default();
+    let given = optional_uuid(&mut e, "query:merchant_id", merchant_id);
+    e.finish()?;
+    let merchant = match given.or_else(|| principal.scope.enterprise_id()) {
+        Some(m) => m,
+        None => {
+            let linked = crate::domain::platform::authorized_merchants(st, principal).await?;
+            match linked.as_slice() {
+                [only] => *only,
+                _ => {
+                    return Err(ApiError::field(
+                        "query:merchant_id",
+                        "required",
+                        "is required: the credential acts for several merchants",
+                    ));
+                }
+            }
+        }
+    };
+    crate::domain::credentials::scope::authorize(&st.db, principal, merchant, None).await?;
+    Ok(merchant)
+}
+
 // --- CustomerContext ---------------------------------------------------------------------
 
 /// Who the customer is, as far as the till needs to know. Read-only: it never carries a
@@ -520,22 +550,9 @@ impl CustomersApi {
         let branch = optional_uuid(&mut e, "query:branch_id", &branch_id.0);
         let program = optional_uuid(&mut e, "query:wallet_program_id", &wallet_program_id.0);
         e.finish()?;
-        let merchant = match merchant.or_else(|| principal.scope.enterprise_id()) {
+        let merchant = match merchant {
             Some(m) => m,
-            None => {
-                let linked = crate::domain::platform::authorized_merchants(st, principal).await?;
-                match linked.as_slice() {
-                    [only] => *only,
-                    _ => {
-                        return Err(ApiError::field(
-                            "query:merchant_id",
-                            "required",
-                            "is required: the credential acts for several merchants",
-                        )
-                        .into());
-                    }
-                }
-            }
+            None => merchant_of(st, principal, &None).await?,
         };
         let acting =
             crate::domain::credentials::scope::authorize(&st.db, principal, merchant, branch)

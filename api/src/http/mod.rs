@@ -20,6 +20,7 @@ pub mod sandbox;
 pub mod tags;
 pub mod terminal;
 pub mod token;
+pub mod topups;
 
 use poem::{
     Endpoint, EndpointExt, Response, Route, endpoint::make_sync, get, http::StatusCode, web::Html,

@@ -7,6 +7,7 @@ use super::{
     checkout::CheckoutApi, customers::CustomersApi, enrollment::EnrollmentApi, keys::KeysApi,
     operator::OperatorApi, operator_wallets::OperatorWalletsApi, payments::PaymentsApi,
     platform::PlatformApi, sandbox::SandboxApi, terminal::TerminalApi, token::TokenApi,
+    topups::TopupsApi,
 };
 
 pub type Apis = (
@@ -21,6 +22,7 @@ pub type Apis = (
     CustomersApi,
     CheckoutApi,
     EnrollmentApi,
+    TopupsApi,
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -68,6 +70,11 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("enrollResend", "beta"),
     ("createClaim", "ga"),
     ("operatorSetIdentifyCredentialTypes", "beta"),
+    ("registerSku", "ga"),
+    ("listSkus", "ga"),
+    ("topupSku", "ga"),
+    ("listCustomerGrants", "ga"),
+    ("clawbackGrant", "ga"),
 ];
 
 fn apis() -> Apis {
@@ -83,6 +90,7 @@ fn apis() -> Apis {
         CustomersApi,
         CheckoutApi,
         EnrollmentApi,
+        TopupsApi,
     )
 }
 

@@ -220,7 +220,8 @@ fn wallet_id(raw: &str) -> Result<Uuid, ApiError> {
     validate::uuid(&mut e, "path:walletId", raw).ok_or_else(|| ApiError::validation(e.0))
 }
 
-async fn idempotent(
+/// An operator mutation: idempotent on the operator's Idempotency-Key, in one transaction.
+pub(super) async fn idempotent<T: Serialize + Send>(
     st: &AppState,
     auth: &OperatorAuth,
     key: Option<&str>,
@@ -228,11 +229,9 @@ async fn idempotent(
     json: &serde_json::Value,
     work: impl for<'t> FnOnce(
         &'t sea_orm::DatabaseTransaction,
-    ) -> futures::future::BoxFuture<
-        't,
-        Result<Outcome<OperatorWallet>, ApiError>,
-    > + Send,
-) -> poem::Result<Reply<OperatorWallet>> {
+    ) -> futures::future::BoxFuture<'t, Result<Outcome<T>, ApiError>>
+    + Send,
+) -> poem::Result<Reply<T>> {
     let key = idempotency::parse_key(key)?;
     let req = idempotency::Request::for_operator(auth.0.id, key, operation, json);
     let rendered = idempotency::execute(st.idempotency(), req, work).await?;

@@ -35,8 +35,7 @@ use crate::{
 
 pub struct PaymentsApi;
 
-/// Largest amount accepted in one call (keeps every sum far from integer overflow).
-pub const MAX_AMOUNT_MINOR: i64 = 1_000_000_000_000;
+pub use crate::domain::validate::MAX_AMOUNT_MINOR;
 
 fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -73,7 +72,7 @@ fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
 }
 
 /// A promotional grant inside a balance.
-#[derive(Object, Serialize)]
+#[derive(Object, Serialize, Deserialize)]
 pub struct PromoGrant {
     pub grant_id: String,
     /// CASHBACK, RELOAD_BONUS or SKU_TOPUP_BONUS.
@@ -85,7 +84,7 @@ pub struct PromoGrant {
 }
 
 /// A wallet balance: actual money and promotional credit, in minor units.
-#[derive(Object, Serialize)]
+#[derive(Object, Serialize, Deserialize)]
 pub struct BalanceView {
     pub actual_minor: i64,
     /// Released, unexpired promotional credit: it pays before actual money.

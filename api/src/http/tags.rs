@@ -22,4 +22,10 @@ pub enum Tag {
     /// One interaction at the till: identity and basket attach to it, a payment completes it.
     #[oai(rename = "checkout_session")]
     CheckoutSession,
+    /// SKU registration and top-ups.
+    #[oai(rename = "topup")]
+    Topup,
+    /// Promotional grants: listing and clawback.
+    #[oai(rename = "incentives")]
+    Incentives,
 }

@@ -270,8 +270,8 @@ async fn purge_expired_idempotency(state: AppState, mut stop: watch::Receiver<bo
     }
 }
 
-/// Lapses enrollments past their pending-proof window and closes checkout sessions past
-/// their deadline. Safe on any number of workers at once (see `enrollment::expire_due`).
+/// Lapses enrollments past their pending-proof window, expires promotional grants past
+/// their `expires_at`, and closes checkout sessions past their deadline. Safe on any number of workers at once (see `enrollment::expire_due`).
 async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
     let every = Duration::from_secs(state.config.sweep_interval_secs);
     loop {
@@ -280,6 +280,11 @@ async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(n) if n > 0 => tracing::info!(lapsed = n, "pending-proof windows lapsed"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "lapsing enrollments failed"),
+        }
+        match crate::domain::grants::expire_due(&state.db, now).await {
+            Ok(n) if n > 0 => tracing::info!(expired = n, "promotional grants expired"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "expiring grants failed"),
         }
         match crate::domain::checkout::expire_due(&state.db, now).await {
             Ok(n) if n > 0 => tracing::info!(expired = n, "checkout sessions expired"),

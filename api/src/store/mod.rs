@@ -13,6 +13,7 @@ pub mod payments;
 pub mod relay;
 pub mod sandbox_messages;
 pub mod tenancy;
+pub mod topups;
 pub mod wallets;
 
 pub use db::{begin, connect, ping};

@@ -262,3 +262,74 @@ pub async fn insert_identity_if_absent<C: ConnectionTrait>(
     let created = created && row.id == id;
     Ok((row, created))
 }
+
+/// Grants of one identity's wallets, newest first, after `after` (a grant id: ids are
+/// time-ordered), optionally in one state and from one source.
+pub async fn grants_page<C: ConnectionTrait>(
+    c: &C,
+    wallet_ids: &[Uuid],
+    state: Option<&str>,
+    source: Option<&str>,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<promo_grant::Model>, DbErr> {
+    use sea_orm::QuerySelect;
+    if wallet_ids.is_empty() {
+        return Ok(vec![]);
+    }
+    let mut q = promo_grant::Entity::find()
+        .filter(promo_grant::Column::WalletId.is_in(wallet_ids.iter().copied()));
+    if let Some(s) = state {
+        q = q.filter(promo_grant::Column::State.eq(s));
+    }
+    if let Some(s) = source {
+        q = q.filter(promo_grant::Column::Source.eq(s));
+    }
+    if let Some(a) = after {
+        q = q.filter(promo_grant::Column::Id.lt(a));
+    }
+    q.order_by_desc(promo_grant::Column::Id)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
+pub async fn find_grant<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<promo_grant::Model>, DbErr> {
+    promo_grant::Entity::find_by_id(id).one(c).await
+}
+
+/// Live grants (RELEASED or LOCKED) whose expiry has passed, oldest first.
+pub async fn due_grants<C: ConnectionTrait>(
+    c: &C,
+    now: DateTime<Utc>,
+    limit: u64,
+) -> Result<Vec<promo_grant::Model>, DbErr> {
+    use sea_orm::QuerySelect;
+    promo_grant::Entity::find()
+        .filter(promo_grant::Column::State.is_in(["RELEASED", "LOCKED"]))
+        .filter(promo_grant::Column::ExpiresAt.lte(now))
+        .order_by_asc(promo_grant::Column::ExpiresAt)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
+/// Ends a live grant (RELEASED or LOCKED) as EXPIRED or CLAWED_BACK.
+pub async fn end_grant<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    to: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let r = promo_grant::Entity::update_many()
+        .col_expr(promo_grant::Column::State, to.into())
+        .col_expr(promo_grant::Column::UpdatedAt, now.into())
+        .filter(promo_grant::Column::Id.eq(id))
+        .filter(promo_grant::Column::State.is_in(["RELEASED", "LOCKED"]))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}

@@ -19,6 +19,8 @@ pub enum Account {
     MerchantPromoForfeit(Uuid),
     /// The other side of an operator's manual adjustment.
     MerchantAdjustment(Uuid),
+    /// The merchant's side of top-ups it sold (cash taken at the till for wallet credit).
+    MerchantTopup(Uuid),
     /// Actual money of one wallet (the id) whose pending-proof window lapsed: the merchant
     /// holds it until the customer verifies, then it goes back to the wallet.
     MerchantEscrow(Uuid),
@@ -34,6 +36,7 @@ impl Account {
             Account::MerchantPromoForfeit(_) => "merchant_promo_forfeit",
             Account::MerchantAdjustment(_) => "merchant_adjustment",
             Account::MerchantEscrow(_) => "merchant_escrow",
+            Account::MerchantTopup(_) => "merchant_topup",
         }
     }
 
@@ -45,7 +48,8 @@ impl Account {
             | Account::MerchantPromoFunding(id)
             | Account::MerchantPromoForfeit(id)
             | Account::MerchantAdjustment(id)
-            | Account::MerchantEscrow(id) => id,
+            | Account::MerchantEscrow(id)
+            | Account::MerchantTopup(id) => id,
         }
     }
 
@@ -65,6 +69,8 @@ pub enum PostingKind {
     GrantExpiry,
     EscrowHold,
     EscrowRelease,
+    Topup,
+    Clawback,
 }
 
 impl PostingKind {
@@ -78,6 +84,8 @@ impl PostingKind {
             PostingKind::GrantExpiry => "grant_expiry",
             PostingKind::EscrowHold => "escrow_hold",
             PostingKind::EscrowRelease => "escrow_release",
+            PostingKind::Topup => "topup",
+            PostingKind::Clawback => "clawback",
         }
     }
 }
@@ -186,6 +194,23 @@ pub fn grant_accrual(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: 
 /// enrollment): it goes back to the merchant's forfeit account.
 pub fn grant_expiry(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: i64) -> Posting {
     let mut p = Posting::new(PostingKind::GrantExpiry, merchant_id, currency);
+    p.push(Account::Grant(grant_id), -amount);
+    p.push(Account::MerchantPromoForfeit(merchant_id), amount);
+    p
+}
+
+/// A top-up: the merchant took the money at the till; the wallet's actual money rises.
+pub fn topup(merchant_id: Uuid, wallet_id: Uuid, currency: &str, amount: i64) -> Posting {
+    let mut p = Posting::new(PostingKind::Topup, merchant_id, currency);
+    p.push(Account::WalletActual(wallet_id), amount);
+    p.push(Account::MerchantTopup(merchant_id), -amount);
+    p
+}
+
+/// A clawback: a grant's unspent remainder goes back to the merchant. Never touches
+/// actual money.
+pub fn clawback(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: i64) -> Posting {
+    let mut p = Posting::new(PostingKind::Clawback, merchant_id, currency);
     p.push(Account::Grant(grant_id), -amount);
     p.push(Account::MerchantPromoForfeit(merchant_id), amount);
     p

@@ -1,0 +1,242 @@
+//! Promotional grants after they accrue: listing a customer's grants, operators clawing
+//! back a grant's unspent remainder, and expiry. Each ending posts through the ledger (the
+//! remainder goes to the merchant's forfeit account) under the wallet's lock, so it runs
+//! once however many workers or operators try at the same moment.
+use chrono::{DateTime, Utc};
+use entities::promo_grant;
+use sea_orm::{ConnectionTrait, DatabaseConnection};
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{
+    events::{NewOutbox, OutboxKind},
+    ledger,
+    operators::{self, Operator},
+    wallets::{self, Balance},
+};
+use crate::{error::ApiError, store};
+
+pub const STATES: &[&str] = &["LOCKED", "RELEASED", "CONSUMED", "EXPIRED", "CLAWED_BACK"];
+
+/// A page of the identity's grants (all its wallets), newest first.
+pub async fn list<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    wallet_user_id: Uuid,
+    state: Option<&str>,
+    source: Option<&str>,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<(Vec<promo_grant::Model>, bool), ApiError> {
+    store::wallets::find_identity(c, merchant, wallet_user_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Customer"))?;
+    let wallets: Vec<Uuid> = store::wallets::wallets_of_identity(c, wallet_user_id)
+        .await?
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    let mut rows =
+        store::wallets::grants_page(c, &wallets, state, source, after, limit + 1).await?;
+    let more = rows.len() as u64 > limit;
+    rows.truncate(limit as usize);
+    Ok((rows, more))
+}
+
+fn grant_event(
+    topic: &str,
+    g: &promo_grant::Model,
+    amount: i64,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> NewOutbox {
+    NewOutbox {
+        kind: OutboxKind::Event,
+        topic: topic.into(),
+        merchant_id: Some(g.merchant_id),
+        resource_type: "promo_grant".into(),
+        resource_id: g.id.to_string(),
+        payload: json!({
+            "grant_id": g.id.to_string(),
+            "wallet_id": g.wallet_id.to_string(),
+            "source": g.source,
+            "amount_minor": amount,
+            "currency": g.currency,
+            "reason": reason,
+        }),
+        occurred_at: now,
+    }
+}
+
+/// Ends one grant: its remainder leaves through `posting` and it moves to `to`. The caller
+/// holds the wallet locked and has checked the grant is live. Returns the amount removed.
+async fn end<C: ConnectionTrait>(
+    c: &C,
+    g: &promo_grant::Model,
+    to: &str,
+    posting: ledger::Posting,
+    reference: &str,
+    now: DateTime<Utc>,
+) -> Result<i64, ApiError> {
+    let amount = g.remaining_minor;
+    if amount > 0 {
+        store::ledger::post(
+            c,
+            &posting,
+            store::ledger::Reference {
+                kind: reference,
+                id: g.id,
+                memo: None,
+            },
+        )
+        .await?;
+    }
+    if !store::wallets::end_grant(c, g.id, to, now).await? {
+        return Err(ApiError::internal("grant changed under the wallet lock"));
+    }
+    Ok(amount)
+}
+
+#[derive(Clone, Debug)]
+pub struct ClawedBack {
+    pub grant: promo_grant::Model,
+    pub clawed_back_minor: i64,
+    pub balance_after: Balance,
+}
+
+/// Operators: removes the unspent remainder of a grant (never actual money), with
+/// promo_grant.clawed_back and an audit entry. A grant already clawed back is returned
+/// unchanged; one that has ended otherwise (spent, expired) has nothing to claw back.
+pub async fn clawback<C: ConnectionTrait>(
+    c: &C,
+    op: &Operator,
+    grant_id: Uuid,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<ClawedBack, ApiError> {
+    let found = store::wallets::find_grant(c, grant_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Grant"))?;
+    let w = store::wallets::lock_wallet(c, found.merchant_id, found.wallet_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Grant"))?;
+    let g = store::wallets::find_grant(c, grant_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Grant"))?;
+    let removed = match g.state.as_str() {
+        "CLAWED_BACK" => 0,
+        "RELEASED" | "LOCKED" => {
+            let amount = end(
+                c,
+                &g,
+                "CLAWED_BACK",
+                ledger::posting::clawback(g.merchant_id, g.id, &g.currency, g.remaining_minor),
+                "clawback",
+                now,
+            )
+            .await?;
+            let after = wallets::current_balance(c, &w).await?;
+            let fresh = store::wallets::find_wallet(c, w.merchant_id, w.id)
+                .await?
+                .ok_or_else(|| ApiError::not_found("Grant"))?;
+            store::outbox::append_all(
+                c,
+                vec![
+                    grant_event("promo_grant.clawed_back", &g, amount, reason, now),
+                    wallets::balance_changed(&fresh, &after, "clawback", g.id, now),
+                ],
+            )
+            .await?;
+            operators::audit(
+                c,
+                &op.actor(),
+                "grant.clawback",
+                "promo_grant",
+                Some(g.id.to_string()),
+                Some(reason.to_string()),
+                json!({"merchant_id": g.merchant_id.to_string(), "wallet_id": g.wallet_id.to_string(), "clawed_back_minor": amount, "currency": g.currency, "from_state": g.state}),
+            )
+            .await?;
+            amount
+        }
+        other => {
+            return Err(ApiError::field(
+                "path:id",
+                "nothing_to_claw_back",
+                format!("the grant is {other}: it has no unspent remainder"),
+            ));
+        }
+    };
+    let grant = store::wallets::find_grant(c, grant_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Grant"))?;
+    let balance_after = wallets::current_balance(c, &w).await?;
+    Ok(ClawedBack {
+        grant,
+        clawed_back_minor: removed,
+        balance_after,
+    })
+}
+
+/// Expires every live grant past its `expires_at`, one wallet transaction each: the
+/// remainder goes to the merchant's forfeit account (promo_grant.expired). Safe to run
+/// twice or on several workers at once: each re-reads the grant under the wallet's lock.
+/// Returns how many grants it expired.
+pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, ApiError> {
+    let mut expired = 0;
+    loop {
+        let due = store::wallets::due_grants(db, now, 200).await?;
+        let batch = due.len();
+        let mut progressed = false;
+        for found in due {
+            let txn = store::begin(db).await?;
+            let Some(w) =
+                store::wallets::lock_wallet(&txn, found.merchant_id, found.wallet_id).await?
+            else {
+                continue;
+            };
+            let Some(g) = store::wallets::find_grant(&txn, found.id).await? else {
+                continue;
+            };
+            if !matches!(g.state.as_str(), "RELEASED" | "LOCKED") || g.expires_at > now {
+                continue;
+            }
+            let amount = end(
+                &txn,
+                &g,
+                "EXPIRED",
+                ledger::posting::grant_expiry(g.merchant_id, g.id, &g.currency, g.remaining_minor),
+                "grant_expiry",
+                now,
+            )
+            .await?;
+            let mut events = vec![grant_event(
+                "promo_grant.expired",
+                &g,
+                amount,
+                "expired",
+                now,
+            )];
+            if amount > 0 {
+                let fresh = store::wallets::find_wallet(&txn, w.merchant_id, w.id)
+                    .await?
+                    .ok_or_else(|| ApiError::not_found("Wallet"))?;
+                let after = wallets::current_balance(&txn, &fresh).await?;
+                events.push(wallets::balance_changed(
+                    &fresh,
+                    &after,
+                    "grant_expiry",
+                    g.id,
+                    now,
+                ));
+            }
+            store::outbox::append_all(&txn, events).await?;
+            txn.commit().await?;
+            expired += 1;
+            progressed = true;
+        }
+        if batch < 200 || !progressed {
+            return Ok(expired);
+        }
+    }
+}

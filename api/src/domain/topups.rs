@@ -1,0 +1,481 @@
+//! Top-ups from SKU sales at the POS: the SKU registry (what a unit credits and its bonus)
+//! and the credit itself. A SKU change bumps its version and applies to later sales only:
+//! every top-up keeps the terms it was credited with.
+//!
+//! One POS order credits once: the top-up claims (merchant, pos_order_ref) with a row in
+//! its own transaction before anything else, so concurrent reports of the order queue on
+//! that claim and the later ones return the first one's result.
+use chrono::{DateTime, Duration, Utc};
+use entities::{sku, topup, wallet, wallet_user};
+use sea_orm::ConnectionTrait;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::{
+    checkout,
+    customers::{self, IdentityCredential},
+    enrollment::{self, Origin},
+    events::{NewOutbox, OutboxKind},
+    ledger,
+    payments::Caller,
+    wallets::{self, Balance, PENDING_PROOF, VERIFIED},
+};
+use crate::{crypto::Sealer, error::ApiError, store};
+
+/// Lifetime of a bonus when the SKU names none.
+pub const DEFAULT_BONUS_DAYS: i32 = 365;
+
+/// A SKU's bonus per sale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bonus {
+    /// A fixed amount per unit sold.
+    PerUnit(i64),
+    /// Basis points of the credit (rounded down).
+    PercentBps(i32),
+}
+
+impl Bonus {
+    /// The bonus on a sale of `quantity` units crediting `credit`.
+    pub fn amount(self, quantity: i64, credit: i64) -> i64 {
+        match self {
+            Bonus::PerUnit(m) => m * quantity,
+            Bonus::PercentBps(bps) => (i128::from(credit) * i128::from(bps) / 10_000) as i64,
+        }
+    }
+}
+
+pub fn bonus_of(s: &sku::Model) -> Option<Bonus> {
+    match (s.bonus_minor, s.bonus_percent_bps) {
+        (Some(m), _) if m > 0 => Some(Bonus::PerUnit(m)),
+        (_, Some(b)) if b > 0 => Some(Bonus::PercentBps(b)),
+        _ => None,
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SkuTerms {
+    pub sku_id: String,
+    pub name: String,
+    pub currency: String,
+    pub wallet_credits_minor: i64,
+    pub bonus: Option<Bonus>,
+    pub bonus_expiry_days: Option<i32>,
+    pub active: bool,
+}
+
+/// POST /skus: registers a SKU, or changes one (version + 1; past sales keep their terms).
+/// Returns the SKU and whether it was new.
+pub async fn register_sku<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+    merchant: Uuid,
+    t: SkuTerms,
+    now: DateTime<Utc>,
+) -> Result<(sku::Model, bool), ApiError> {
+    wallets::require_currency(c, merchant, &t.currency).await?;
+    let (bonus_minor, bonus_percent_bps) = match t.bonus {
+        Some(Bonus::PerUnit(m)) => (Some(m), None),
+        Some(Bonus::PercentBps(b)) => (None, Some(b)),
+        None => (None, None),
+    };
+    let fresh = sku::Model {
+        id: Uuid::now_v7(),
+        merchant_id: merchant,
+        integration_id,
+        sku_id: t.sku_id.clone(),
+        name: t.name.clone(),
+        currency: t.currency.clone(),
+        wallet_credits_minor: t.wallet_credits_minor,
+        bonus_minor,
+        bonus_percent_bps,
+        bonus_expiry_days: t.bonus_expiry_days,
+        active: t.active,
+        version: 1,
+        created_at: now,
+        updated_at: now,
+    };
+    if store::topups::insert_sku_if_absent(c, fresh.clone()).await? {
+        return Ok((fresh, true));
+    }
+    let mut s = store::topups::lock_sku(c, merchant, &t.sku_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("SKU"))?;
+    let unchanged = s.name == t.name
+        && s.currency == t.currency
+        && s.wallet_credits_minor == t.wallet_credits_minor
+        && s.bonus_minor == bonus_minor
+        && s.bonus_percent_bps == bonus_percent_bps
+        && s.bonus_expiry_days == t.bonus_expiry_days
+        && s.active == t.active;
+    if unchanged {
+        return Ok((s, false));
+    }
+    s.name = t.name;
+    s.currency = t.currency;
+    s.wallet_credits_minor = t.wallet_credits_minor;
+    s.bonus_minor = bonus_minor;
+    s.bonus_percent_bps = bonus_percent_bps;
+    s.bonus_expiry_days = t.bonus_expiry_days;
+    s.active = t.active;
+    s.version += 1;
+    s.updated_at = now;
+    Ok((store::topups::update_sku(c, s).await?, false))
+}
+
+pub async fn list_skus<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+) -> Result<Vec<sku::Model>, ApiError> {
+    Ok(store::topups::skus_of(c, merchant).await?)
+}
+
+#[derive(Clone, Debug)]
+pub struct SkuTopup {
+    pub sku_id: String,
+    pub pos_order_ref: String,
+    pub customer: IdentityCredential,
+    pub quantity: i64,
+    pub wallet_program_id: Option<Uuid>,
+    pub service_session_id: Option<Uuid>,
+}
+
+fn fingerprint(req: &SkuTopup) -> String {
+    hex::encode(Sha256::digest(
+        format!(
+            "{}|{}|{:?}|{:?}",
+            req.sku_id, req.quantity, req.customer, req.wallet_program_id
+        )
+        .as_bytes(),
+    ))
+}
+
+/// A top-up's result as the partner sees it (stored with the top-up, so every report of
+/// the order gets the same answer).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct TopupOutcome {
+    pub topup_id: String,
+    pub status: String,
+    pub sku_id: String,
+    pub sku_version: i32,
+    pub quantity: i64,
+    pub pos_order_ref: String,
+    pub wallet_id: String,
+    pub wallet_user_id: String,
+    /// VERIFIED, or PENDING_PROOF when the credit is held for a customer still to enroll.
+    pub customer_state: String,
+    pub credited_actual_minor: i64,
+    pub bonus_minor: i64,
+    pub bonus_grant_id: Option<String>,
+    /// RELEASED, or LOCKED while the customer has not proven the phone.
+    pub bonus_state: Option<String>,
+    pub bonus_expires_at: Option<String>,
+    pub currency: String,
+    pub balance_after: Balance,
+    pub created_at: String,
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+fn order_reused() -> ApiError {
+    ApiError::field(
+        "/pos_order_ref",
+        "already_used",
+        "was already reported for a different sale (another SKU, quantity or customer)",
+    )
+}
+
+/// The customer a credit goes to: the identity the credential names, or, for a phone the
+/// merchant does not know yet, a new PENDING_PROOF proto-wallet identity. Returned locked.
+async fn credit_identity<C: ConnectionTrait>(
+    c: &C,
+    sealer: &Sealer,
+    merchant: Uuid,
+    customer: &IdentityCredential,
+    now: DateTime<Utc>,
+) -> Result<(wallet_user::Model, bool), ApiError> {
+    let (found, created) =
+        match customers::find_identity(c, sealer, merchant, customer, now).await? {
+            Some((i, _)) => (i, false),
+            None => match customer {
+                IdentityCredential::Phone(p) => {
+                    store::wallets::insert_identity_if_absent(c, merchant, p, PENDING_PROOF, now)
+                        .await?
+                }
+                _ => return Err(ApiError::not_found("Customer")),
+            },
+        };
+    let identity = store::wallets::lock_identity(c, merchant, found.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Customer"))?;
+    Ok((identity, created))
+}
+
+/// POST /topup/sku/{skuId}: credits quantity × the SKU's credit as actual money and accrues
+/// its bonus as a SKU_TOPUP_BONUS grant in the same transaction: RELEASED for a VERIFIED
+/// customer; LOCKED, with the credit held in a PENDING_PROOF proto-wallet (created if
+/// absent), for anyone else. A repeated report of the order returns the first result.
+pub async fn topup_sku<C: ConnectionTrait>(
+    c: &C,
+    sealer: &Sealer,
+    caller: &Caller,
+    proof_window: Duration,
+    req: SkuTopup,
+    now: DateTime<Utc>,
+) -> Result<TopupOutcome, ApiError> {
+    let merchant = caller.acting.merchant_id;
+    let sku = store::topups::find_sku(c, merchant, &req.sku_id)
+        .await?
+        .filter(|s| s.active)
+        .ok_or_else(|| ApiError::not_found("SKU"))?;
+    customers::require_supported(c, caller.integration_id, &req.customer).await?;
+    let fp = fingerprint(&req);
+    let id = Uuid::now_v7();
+    let placeholder = topup::Model {
+        id,
+        merchant_id: merchant,
+        integration_id: caller.integration_id,
+        kind: "sku".into(),
+        order_ref: req.pos_order_ref.clone(),
+        sku_id: Some(sku.sku_id.clone()),
+        sku_version: Some(sku.version),
+        quantity: Some(req.quantity),
+        wallet_id: Uuid::nil(),
+        wallet_user_id: Uuid::nil(),
+        credited_actual_minor: 0,
+        bonus_minor: 0,
+        bonus_grant_id: None,
+        currency: sku.currency.clone(),
+        fingerprint: fp.clone(),
+        result: json!({}),
+        branch_id: caller.acting.branch_id,
+        terminal_id: caller.terminal_id.clone(),
+        cashier_id: caller.acting.cashier_id.clone(),
+        service_session_id: req.service_session_id,
+        posting_id: Uuid::nil(),
+        created_at: now,
+    };
+    if !store::topups::claim(c, placeholder.clone()).await? {
+        let first = store::topups::find_by_order(c, merchant, "sku", &req.pos_order_ref)
+            .await?
+            .ok_or_else(|| ApiError::conflict("The order is being credited; retry."))?;
+        if first.fingerprint != fp {
+            return Err(order_reused());
+        }
+        return serde_json::from_value(first.result).map_err(ApiError::internal);
+    }
+    let session = match req.service_session_id {
+        Some(s) => Some(checkout::hold(c, caller, s, now).await?),
+        None => None,
+    };
+    let (mut identity, created) = credit_identity(c, sealer, merchant, &req.customer, now).await?;
+    if let Some(s) = &session {
+        checkout::check_customer(s, identity.id)?;
+    }
+    let program = match req.wallet_program_id {
+        Some(p) => wallets::program_for(c, merchant, Some(p)).await?,
+        None => {
+            let programs: Vec<_> = store::tenancy::active_programs(c, &[merchant])
+                .await?
+                .into_iter()
+                .filter(|p| p.currency == sku.currency)
+                .collect();
+            match programs.as_slice() {
+                [only] => only.clone(),
+                [] => return Err(ApiError::currency_not_supported(&[])),
+                many => {
+                    return Err(ApiError::wallet_program_ambiguous(
+                        &many.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+                    ));
+                }
+            }
+        }
+    };
+    if program.currency != sku.currency {
+        return Err(ApiError::currency_not_supported(std::slice::from_ref(
+            &program.currency,
+        )));
+    }
+    let mut events: Vec<NewOutbox> = Vec::new();
+    if identity.state != VERIFIED {
+        // A credit for someone who has not proven the phone: held in a proto-wallet whose
+        // pending-proof window opens now (or is already open).
+        if identity.state != PENDING_PROOF {
+            store::enrollments::set_identity_state(c, identity.id, PENDING_PROOF, None, now)
+                .await?;
+            identity.state = PENDING_PROOF.into();
+        }
+        enrollment::open_window(c, &identity, program.id, Origin::Credit, proof_window, now)
+            .await?;
+    }
+    let found = wallets::wallet_in_program(c, &identity, &program, now).await?;
+    if created {
+        events.push(enrollment::enrolled_event(&identity, &found, None, now));
+    }
+    let w = store::wallets::lock_wallet(c, merchant, found.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let credit = sku
+        .wallet_credits_minor
+        .checked_mul(req.quantity)
+        .filter(|v| *v <= super::validate::MAX_AMOUNT_MINOR)
+        .ok_or_else(|| {
+            ApiError::field(
+                "/quantity",
+                "too_large",
+                "the credit would exceed the largest amount",
+            )
+        })?;
+    let posting_id = store::ledger::post(
+        c,
+        &ledger::posting::topup(merchant, w.id, &w.currency, credit),
+        store::ledger::Reference {
+            kind: "topup",
+            id,
+            memo: Some(format!(
+                "sku {} x{} order {}",
+                sku.sku_id, req.quantity, req.pos_order_ref
+            )),
+        },
+    )
+    .await?;
+    let bonus = bonus_of(&sku).map_or(0, |b| b.amount(req.quantity, credit));
+    let grant = if bonus > 0 {
+        let state = if identity.state == VERIFIED {
+            "RELEASED"
+        } else {
+            "LOCKED"
+        };
+        let days = sku.bonus_expiry_days.unwrap_or(DEFAULT_BONUS_DAYS);
+        let g = store::wallets::insert_grant(
+            c,
+            &w,
+            bonus,
+            "SKU_TOPUP_BONUS",
+            state,
+            now + Duration::days(i64::from(days)),
+            now,
+        )
+        .await?;
+        store::ledger::post(
+            c,
+            &ledger::posting::grant_accrual(merchant, g.id, &w.currency, bonus),
+            store::ledger::Reference {
+                kind: "topup",
+                id,
+                memo: Some("sku bonus".into()),
+            },
+        )
+        .await?;
+        events.push(accrued_event(&g, &w, id, now));
+        Some(g)
+    } else {
+        None
+    };
+    let w = store::wallets::find_wallet(c, merchant, w.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let balance = wallets::current_balance(c, &w).await?;
+    events.push(NewOutbox {
+        kind: OutboxKind::Event,
+        topic: "topup.confirmed".into(),
+        merchant_id: Some(merchant),
+        resource_type: "topup".into(),
+        resource_id: id.to_string(),
+        payload: json!({
+            "topup_id": id.to_string(),
+            "kind": "sku",
+            "wallet_id": w.id.to_string(),
+            "credited_actual_minor": credit,
+            "bonus_minor": bonus,
+            "currency": w.currency,
+            "sku_id": sku.sku_id,
+            "quantity": req.quantity,
+            "pos_order_ref": req.pos_order_ref,
+        }),
+        occurred_at: now,
+    });
+    events.push(wallets::balance_changed(&w, &balance, "topup", id, now));
+    if identity.state != VERIFIED {
+        events.push(enrollment::credit_held_event(
+            &identity, &w, &balance, "topup", id, now,
+        ));
+    }
+    store::outbox::append_all(c, events).await?;
+    let outcome = TopupOutcome {
+        topup_id: id.to_string(),
+        status: "credited".into(),
+        sku_id: sku.sku_id.clone(),
+        sku_version: sku.version,
+        quantity: req.quantity,
+        pos_order_ref: req.pos_order_ref.clone(),
+        wallet_id: w.id.to_string(),
+        wallet_user_id: identity.id.to_string(),
+        customer_state: identity.state.clone(),
+        credited_actual_minor: credit,
+        bonus_minor: bonus,
+        bonus_grant_id: grant.as_ref().map(|g| g.id.to_string()),
+        bonus_state: grant.as_ref().map(|g| g.state.clone()),
+        bonus_expires_at: grant.as_ref().map(|g| ts(g.expires_at)),
+        currency: w.currency.clone(),
+        balance_after: balance,
+        created_at: ts(now),
+    };
+    store::topups::update(
+        c,
+        topup::Model {
+            wallet_id: w.id,
+            wallet_user_id: identity.id,
+            credited_actual_minor: credit,
+            bonus_minor: bonus,
+            bonus_grant_id: grant.as_ref().map(|g| g.id),
+            posting_id,
+            result: serde_json::to_value(&outcome).map_err(ApiError::internal)?,
+            ..placeholder
+        },
+    )
+    .await?;
+    Ok(outcome)
+}
+
+/// `promo_grant.accrued`.
+pub fn accrued_event(
+    g: &entities::promo_grant::Model,
+    w: &wallet::Model,
+    cause_id: Uuid,
+    now: DateTime<Utc>,
+) -> NewOutbox {
+    NewOutbox {
+        kind: OutboxKind::Event,
+        topic: "promo_grant.accrued".into(),
+        merchant_id: Some(w.merchant_id),
+        resource_type: "promo_grant".into(),
+        resource_id: g.id.to_string(),
+        payload: json!({
+            "grant_id": g.id.to_string(),
+            "wallet_id": w.id.to_string(),
+            "source": g.source,
+            "state": g.state,
+            "amount_minor": g.original_minor,
+            "currency": g.currency,
+            "expires_at": g.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            "cause_id": cause_id.to_string(),
+        }),
+        occurred_at: now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bonus_is_per_unit_or_basis_points_of_the_credit_rounded_down() {
+        assert_eq!(Bonus::PerUnit(150).amount(3, 3_000), 450);
+        assert_eq!(Bonus::PercentBps(1_000).amount(2, 2_000), 200);
+        assert_eq!(Bonus::PercentBps(333).amount(1, 1_000), 33);
+        assert_eq!(Bonus::PercentBps(1).amount(1, 99), 0);
+    }
+}

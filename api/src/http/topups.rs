@@ -1,0 +1,655 @@
+//! Top-ups and incentives: SKU registration, SKU top-ups, a customer's grants, and the
+//! operators' clawback.
+use chrono::{DateTime, SecondsFormat, Utc};
+use entities::sku;
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Header, Path, Query},
+};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::{
+    auth::{AnyAuth, ApiKeyAuth, TerminalJwtAuth},
+    body::{Documented, JsonBody, Validate},
+    common::{RequestContext, RequestMeta, caller},
+    customers::{
+        GrantItem, IdentityCredentialBody, grant_item, identity_credential, optional_uuid,
+    },
+    mutation,
+    operator::OperatorAuth,
+    operator_wallets::idempotent,
+    payments::{BalanceView, MAX_AMOUNT_MINOR},
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        grants,
+        topups::{self, Bonus, SkuTerms, SkuTopup, TopupOutcome},
+        validate::{self, Errors},
+        wallets::GRANT_SOURCES,
+    },
+    envelope::Page,
+    error::ApiError,
+    idempotency::Outcome,
+    state::AppState,
+};
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+// --- SKUs --------------------------------------------------------------------------------
+
+/// A SKU's bonus: exactly one of a fixed amount per unit or basis points of the credit.
+#[derive(Object, Deserialize, Serialize, Debug, Clone)]
+pub struct SkuBonus {
+    /// Bonus per unit sold, in minor units.
+    #[oai(nullable)]
+    pub amount_minor: Option<i64>,
+    /// Bonus as basis points of the credit (1000 = 10 %), rounded down.
+    #[oai(nullable)]
+    pub percent_bps: Option<i32>,
+    /// Lifetime of the bonus grant in days (default 365): drives its `expires_at`.
+    #[oai(nullable)]
+    pub expiry_days: Option<i32>,
+}
+
+/// Register a SKU, or change one (changes apply to later sales only).
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct SkuRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// Your SKU code, 1 to 64 characters; unique per merchant.
+    #[serde(default)]
+    pub sku_id: String,
+    #[serde(default)]
+    pub name: String,
+    /// ISO-4217; one of the merchant's program currencies.
+    #[serde(default)]
+    pub currency: String,
+    /// What one unit credits to the wallet's actual money. Minimum 1.
+    #[serde(default)]
+    pub wallet_credits_minor: i64,
+    #[oai(nullable)]
+    pub bonus: Option<SkuBonus>,
+    /// False stops further sales of the SKU. Default true.
+    #[oai(nullable)]
+    pub active: Option<bool>,
+}
+
+impl Validate for SkuRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if validate::length(e, "/sku_id", &self.sku_id, 1, 64) {
+            validate::no_control_chars(e, "/sku_id", &self.sku_id);
+        }
+        if validate::length(e, "/name", &self.name, 1, 200) {
+            validate::no_control_chars(e, "/name", &self.name);
+        }
+        validate::currency(e, "/currency", &self.currency);
+        if validate::min_amount(e, "/wallet_credits_minor", self.wallet_credits_minor, 1)
+            && self.wallet_credits_minor > MAX_AMOUNT_MINOR
+        {
+            e.push(
+                "/wallet_credits_minor",
+                "too_large",
+                format!("must be at most {MAX_AMOUNT_MINOR}"),
+            );
+        }
+        if let Some(b) = &self.bonus {
+            match (b.amount_minor, b.percent_bps) {
+                (Some(a), None) => {
+                    if !(1..=MAX_AMOUNT_MINOR).contains(&a) {
+                        e.push("/bonus/amount_minor", "out_of_range", "must be at least 1");
+                    }
+                }
+                (None, Some(p)) => {
+                    if !(1..=100_000).contains(&p) {
+                        e.push(
+                            "/bonus/percent_bps",
+                            "out_of_range",
+                            "must be between 1 and 100000",
+                        );
+                    }
+                }
+                _ => e.push(
+                    "/bonus",
+                    "exactly_one",
+                    "give exactly one of amount_minor or percent_bps",
+                ),
+            }
+            if let Some(d) = b.expiry_days
+                && !(1..=3650).contains(&d)
+            {
+                e.push(
+                    "/bonus/expiry_days",
+                    "out_of_range",
+                    "must be between 1 and 3650",
+                );
+            }
+        }
+    }
+}
+
+/// A registered SKU.
+#[derive(Object, Serialize)]
+pub struct SkuView {
+    pub sku_id: String,
+    pub name: String,
+    pub currency: String,
+    pub wallet_credits_minor: i64,
+    #[oai(nullable)]
+    pub bonus: Option<SkuBonus>,
+    pub active: bool,
+    /// Counts changes; a top-up reports the version it was credited with.
+    pub version: i32,
+    pub merchant_id: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+fn sku_view(s: &sku::Model) -> SkuView {
+    SkuView {
+        sku_id: s.sku_id.clone(),
+        name: s.name.clone(),
+        currency: s.currency.clone(),
+        wallet_credits_minor: s.wallet_credits_minor,
+        bonus: topups::bonus_of(s).map(|b| SkuBonus {
+            amount_minor: match b {
+                Bonus::PerUnit(m) => Some(m),
+                Bonus::PercentBps(_) => None,
+            },
+            percent_bps: match b {
+                Bonus::PercentBps(p) => Some(p),
+                Bonus::PerUnit(_) => None,
+            },
+            expiry_days: s.bonus_expiry_days,
+        }),
+        active: s.active,
+        version: s.version,
+        merchant_id: s.merchant_id.to_string(),
+        created_at: ts(s.created_at),
+        updated_at: ts(s.updated_at),
+    }
+}
+
+// --- SKU top-up --------------------------------------------------------------------------
+
+/// Credit a wallet for a SKU sold at the POS.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct SkuTopupRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// The finalised POS order: one credit per order, however often it is reported.
+    #[serde(default)]
+    pub pos_order_ref: String,
+    /// The customer. A phone the merchant does not know yet gets a PENDING_PROOF
+    /// proto-wallet that holds the credit until the customer enrolls.
+    #[serde(default)]
+    pub customer: Documented<IdentityCredentialBody>,
+    /// Units sold, at least 1. The credit is the SKU's `wallet_credits_minor` × quantity;
+    /// money fields in the body are ignored.
+    #[serde(default)]
+    pub quantity: serde_json::Value,
+    /// Picks the program when the merchant runs several in the SKU's currency.
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+}
+
+impl SkuTopupRequest {
+    fn quantity(&self, e: &mut Errors) -> Option<i64> {
+        match self.quantity.as_i64() {
+            Some(q) if (1..=1_000_000).contains(&q) => Some(q),
+            Some(_) => {
+                e.push("/quantity", "out_of_range", "must be between 1 and 1000000");
+                None
+            }
+            None if self.quantity.is_null() => {
+                e.push(
+                    "/quantity",
+                    "required",
+                    "is required (an integer, at least 1)",
+                );
+                None
+            }
+            None => {
+                e.push("/quantity", "must_be_integer", "must be a whole number");
+                None
+            }
+        }
+    }
+}
+
+impl Validate for SkuTopupRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if validate::length(e, "/pos_order_ref", &self.pos_order_ref, 1, 128) {
+            validate::no_control_chars(e, "/pos_order_ref", &self.pos_order_ref);
+        }
+        identity_credential(e, "/customer", &self.customer.raw);
+        self.quantity(e);
+        optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
+        optional_uuid(
+            e,
+            "/context/service_session_id",
+            &self.context.service_session_id,
+        );
+    }
+}
+
+/// The credit and both money classes after it.
+#[derive(Object, Serialize, Deserialize)]
+pub struct TopupResult {
+    pub topup_id: String,
+    /// `credited`.
+    pub status: String,
+    pub sku_id: String,
+    /// The SKU terms this top-up was credited with.
+    pub sku_version: i32,
+    pub quantity: i64,
+    pub pos_order_ref: String,
+    pub wallet_id: String,
+    pub wallet_user_id: String,
+    /// VERIFIED, or PENDING_PROOF when the credit is held until the customer enrolls.
+    pub customer_state: String,
+    pub credited_actual_minor: i64,
+    pub bonus_minor: i64,
+    #[oai(nullable)]
+    pub bonus_grant_id: Option<String>,
+    /// RELEASED, or LOCKED while the customer has not proven the phone.
+    #[oai(nullable)]
+    pub bonus_state: Option<String>,
+    #[oai(nullable)]
+    pub bonus_expires_at: Option<String>,
+    pub currency: String,
+    pub balance_after: BalanceView,
+    pub created_at: String,
+}
+
+impl From<TopupOutcome> for TopupResult {
+    fn from(o: TopupOutcome) -> Self {
+        TopupResult {
+            topup_id: o.topup_id,
+            status: o.status,
+            sku_id: o.sku_id,
+            sku_version: o.sku_version,
+            quantity: o.quantity,
+            pos_order_ref: o.pos_order_ref,
+            wallet_id: o.wallet_id,
+            wallet_user_id: o.wallet_user_id,
+            customer_state: o.customer_state,
+            credited_actual_minor: o.credited_actual_minor,
+            bonus_minor: o.bonus_minor,
+            bonus_grant_id: o.bonus_grant_id,
+            bonus_state: o.bonus_state,
+            bonus_expires_at: o.bonus_expires_at,
+            currency: o.currency,
+            balance_after: o.balance_after.into(),
+            created_at: o.created_at,
+        }
+    }
+}
+
+// --- Grants ------------------------------------------------------------------------------
+
+/// Claw back a grant.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct ClawbackRequest {
+    /// Why (kept in the audit log and the event), 1 to 500 characters.
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Validate for ClawbackRequest {
+    fn validate(&self, e: &mut Errors) {
+        if validate::length(e, "/reason", &self.reason, 1, 500) {
+            validate::no_control_chars(e, "/reason", &self.reason);
+        }
+    }
+}
+
+/// What a clawback removed.
+#[derive(Object, Serialize)]
+pub struct ClawbackResult {
+    pub grant: GrantItem,
+    /// The unspent remainder removed (0 when the grant was already clawed back).
+    pub clawed_back_minor: i64,
+    pub wallet_id: String,
+    pub balance_after: BalanceView,
+}
+
+const GRANT_CURSOR: &str = "grant:";
+
+fn decode_cursor(c: &str) -> Result<Uuid, ApiError> {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    URL_SAFE_NO_PAD
+        .decode(c)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| {
+            s.strip_prefix(GRANT_CURSOR)
+                .and_then(|u| Uuid::parse_str(u).ok())
+        })
+        .ok_or_else(|| {
+            ApiError::field(
+                "query:cursor",
+                "invalid_cursor",
+                "is not a cursor this list returned",
+            )
+        })
+}
+
+fn encode_cursor(id: Uuid) -> String {
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+    URL_SAFE_NO_PAD.encode(format!("{GRANT_CURSOR}{id}"))
+}
+
+fn path_uuid(field: &str, raw: &str) -> Result<Uuid, ApiError> {
+    let mut e = Errors::default();
+    validate::uuid(&mut e, field, raw).ok_or_else(|| ApiError::validation(e.0))
+}
+
+pub struct TopupsApi;
+
+#[OpenApi]
+impl TopupsApi {
+    /// Register or change a SKU
+    ///
+    /// What one unit of a top-up SKU credits (`wallet_credits_minor`) and its optional
+    /// bonus. Registering an existing `sku_id` changes it: the version goes up and later
+    /// sales use the new terms; past sales never change.
+    #[oai(
+        path = "/skus",
+        method = "post",
+        operation_id = "registerSku",
+        tag = "Tag::Topup"
+    )]
+    async fn register_sku(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<SkuRequest>,
+    ) -> poem::Result<Reply<SkuView>> {
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/skus".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let bonus =
+                        b.bonus
+                            .as_ref()
+                            .and_then(|x| match (x.amount_minor, x.percent_bps) {
+                                (Some(a), _) => Some(Bonus::PerUnit(a)),
+                                (_, Some(p)) => Some(Bonus::PercentBps(p)),
+                                _ => None,
+                            });
+                    let (s, _) = topups::register_sku(
+                        txn,
+                        p.integration_id,
+                        acting.merchant_id,
+                        SkuTerms {
+                            sku_id: b.sku_id.clone(),
+                            name: b.name.clone(),
+                            currency: b.currency.clone(),
+                            wallet_credits_minor: b.wallet_credits_minor,
+                            bonus,
+                            bonus_expiry_days: b.bonus.as_ref().and_then(|x| x.expiry_days),
+                            active: b.active.unwrap_or(true),
+                        },
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(sku_view(&s)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// List SKUs
+    ///
+    /// The merchant's SKUs with their current terms. `merchant_id` is required unless the
+    /// key acts for exactly one merchant.
+    #[oai(
+        path = "/skus",
+        method = "get",
+        operation_id = "listSkus",
+        tag = "Tag::Topup"
+    )]
+    async fn list_skus(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<Vec<SkuView>>> {
+        let st = state.0;
+        let merchant = super::customers::merchant_of(st, &auth.0, &merchant_id.0).await?;
+        let rows = topups::list_skus(&st.db, merchant).await?;
+        Ok(Reply::ok(&rows.iter().map(sku_view).collect::<Vec<_>>()))
+    }
+
+    /// Top up by SKU sale
+    ///
+    /// Credits the customer's wallet with the SKU's `wallet_credits_minor` × `quantity` as
+    /// actual money and, in the same transaction, accrues the SKU's bonus as a
+    /// SKU_TOPUP_BONUS grant: RELEASED for a VERIFIED customer, LOCKED (and the credit
+    /// held in a PENDING_PROOF proto-wallet, created if absent) otherwise. Idempotent on
+    /// the Idempotency-Key and on `pos_order_ref`: concurrent or repeated reports of one
+    /// order credit once and all get the first report's result; the same order reported
+    /// for another sale is VALIDATION_ERROR. Another tenant's SKU is NOT_FOUND.
+    #[oai(
+        path = "/topup/sku/:sku_id",
+        method = "post",
+        operation_id = "topupSku",
+        tag = "Tag::Topup"
+    )]
+    async fn topup_sku(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        sku_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<SkuTopupRequest>,
+    ) -> poem::Result<Reply<TopupResult>> {
+        let st = state.0.clone();
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        if validate::length(&mut e, "path:sku_id", &sku_id.0, 1, 64) {
+            validate::no_control_chars(&mut e, "path:sku_id", &sku_id.0);
+        }
+        let presented = identity_credential(&mut e, "/customer", &b.customer.raw);
+        let quantity = b.quantity(&mut e);
+        let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let session = optional_uuid(
+            &mut e,
+            "/context/service_session_id",
+            &b.context.service_session_id,
+        );
+        e.finish()?;
+        let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
+        let sku = sku_id.0.clone();
+        let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/topup/sku/{}", sku_id.0),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let customer = presented.known(&st, p.integration_id).await?;
+                    let who = caller(&p, acting, &b.context);
+                    let o = topups::topup_sku(
+                        txn,
+                        &st.sealer,
+                        &who,
+                        window,
+                        SkuTopup {
+                            sku_id: sku,
+                            pos_order_ref: b.pos_order_ref.clone(),
+                            customer,
+                            quantity: quantity.unwrap_or(1),
+                            wallet_program_id: program,
+                            service_session_id: session,
+                        },
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(TopupResult::from(o)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// List a customer's grants
+    ///
+    /// The promotional grants of a customer (`customerId` is the `wallet_user_id`) in every
+    /// state, newest first, optionally filtered by `state` (LOCKED, RELEASED, CONSUMED,
+    /// EXPIRED, CLAWED_BACK) and `source` (CASHBACK, RELOAD_BONUS, SKU_TOPUP_BONUS).
+    /// Cursor-paginated (`limit` 1–200, default 50; pass `meta.next_cursor` as `cursor`).
+    /// Another tenant's customer is NOT_FOUND.
+    #[oai(
+        path = "/customers/:customer_id/grants",
+        method = "get",
+        operation_id = "listCustomerGrants",
+        tag = "Tag::Incentives"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn list_grants(
+        &self,
+        state: Data<&AppState>,
+        auth: AnyAuth,
+        customer_id: Path<String>,
+        merchant_id: Query<Option<String>>,
+        #[oai(name = "state")] grant_state: Query<Option<String>>,
+        source: Query<Option<String>>,
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
+    ) -> poem::Result<Reply<Vec<GrantItem>>> {
+        let st = state.0;
+        let id = path_uuid("path:customerId", &customer_id.0)?;
+        let mut e = Errors::default();
+        if let Some(s) = grant_state.0.as_deref()
+            && !grants::STATES.contains(&s)
+        {
+            e.push(
+                "query:state",
+                "invalid_value",
+                format!("must be one of {}", grants::STATES.join(", ")),
+            );
+        }
+        if let Some(s) = source.0.as_deref()
+            && !GRANT_SOURCES.contains(&s)
+        {
+            e.push(
+                "query:source",
+                "invalid_value",
+                format!("must be one of {}", GRANT_SOURCES.join(", ")),
+            );
+        }
+        let limit = limit.0.unwrap_or(50);
+        if !(1..=200).contains(&limit) {
+            e.push("query:limit", "out_of_range", "must be between 1 and 200");
+        }
+        e.finish()?;
+        let after = cursor.0.as_deref().map(decode_cursor).transpose()?;
+        let merchant = super::customers::merchant_of(st, auth.principal(), &merchant_id.0).await?;
+        let (rows, more) = grants::list(
+            &st.db,
+            merchant,
+            id,
+            grant_state.0.as_deref(),
+            source.0.as_deref(),
+            after,
+            limit,
+        )
+        .await?;
+        let page = Page {
+            next_cursor: if more {
+                rows.last().map(|g| encode_cursor(g.id))
+            } else {
+                None
+            },
+            has_more: more,
+        };
+        Ok(Reply::page(
+            &rows.iter().map(grant_item).collect::<Vec<_>>(),
+            &page,
+        ))
+    }
+
+    /// Claw back a grant (operators)
+    ///
+    /// Removes the unspent remainder of a promotional grant (state CLAWED_BACK, event
+    /// promo_grant.clawed_back); what was already spent stays spent and actual money is
+    /// never touched. Clawing back a clawed-back grant changes nothing; a grant that was
+    /// spent in full or expired has nothing to claw back (VALIDATION_ERROR). Audited.
+    #[oai(
+        path = "/grants/:id/clawback",
+        method = "post",
+        operation_id = "clawbackGrant",
+        tag = "Tag::Incentives"
+    )]
+    async fn clawback(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<ClawbackRequest>,
+    ) -> poem::Result<Reply<ClawbackResult>> {
+        let grant_id = path_uuid("path:id", &id.0)?;
+        let op = auth.0.clone();
+        let reason = body.value.reason.clone();
+        idempotent(
+            state.0,
+            &auth,
+            idempotency_key.0.as_deref(),
+            format!("POST /v1/grants/{grant_id}/clawback"),
+            &body.json,
+            move |txn| {
+                Box::pin(async move {
+                    let r = grants::clawback(txn, &op, grant_id, &reason, Utc::now()).await?;
+                    Ok(Outcome::new(ClawbackResult {
+                        wallet_id: r.grant.wallet_id.to_string(),
+                        grant: grant_item(&r.grant),
+                        clawed_back_minor: r.clawed_back_minor,
+                        balance_after: r.balance_after.into(),
+                    }))
+                })
+            },
+        )
+        .await
+    }
+}

@@ -1,0 +1,93 @@
+//! SKUs and top-ups.
+use entities::{sku, topup};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter, QueryOrder,
+};
+use uuid::Uuid;
+
+use super::for_update;
+
+pub async fn find_sku<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    sku_id: &str,
+) -> Result<Option<sku::Model>, DbErr> {
+    sku::Entity::find()
+        .filter(sku::Column::MerchantId.eq(merchant_id))
+        .filter(sku::Column::SkuId.eq(sku_id))
+        .one(c)
+        .await
+}
+
+pub async fn lock_sku<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    sku_id: &str,
+) -> Result<Option<sku::Model>, DbErr> {
+    let q = sku::Entity::find()
+        .filter(sku::Column::MerchantId.eq(merchant_id))
+        .filter(sku::Column::SkuId.eq(sku_id));
+    for_update(c, q).one(c).await
+}
+
+/// Inserts the SKU unless (merchant, sku_id) exists; true when this call inserted it.
+pub async fn insert_sku_if_absent<C: ConnectionTrait>(c: &C, s: sku::Model) -> Result<bool, DbErr> {
+    let r = sku::Entity::insert(s.into_active_model())
+        .on_conflict_do_nothing_on([sku::Column::MerchantId, sku::Column::SkuId])
+        .exec(c)
+        .await?;
+    Ok(matches!(r, sea_orm::TryInsertResult::Inserted(_)))
+}
+
+pub async fn update_sku<C: ConnectionTrait>(c: &C, s: sku::Model) -> Result<sku::Model, DbErr> {
+    s.into_active_model().reset_all().update(c).await
+}
+
+pub async fn skus_of<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+) -> Result<Vec<sku::Model>, DbErr> {
+    sku::Entity::find()
+        .filter(sku::Column::MerchantId.eq(merchant_id))
+        .order_by_asc(sku::Column::SkuId)
+        .all(c)
+        .await
+}
+
+/// Claims (merchant, kind, order_ref) for this transaction with a placeholder row. When
+/// another transaction holds or committed the claim, PostgreSQL waits for it to end and
+/// this returns false; SQLite's single writer never overlaps.
+pub async fn claim<C: ConnectionTrait>(c: &C, placeholder: topup::Model) -> Result<bool, DbErr> {
+    let r = topup::Entity::insert(placeholder.into_active_model())
+        .on_conflict_do_nothing_on([
+            topup::Column::MerchantId,
+            topup::Column::Kind,
+            topup::Column::OrderRef,
+        ])
+        .exec(c)
+        .await?;
+    Ok(matches!(r, sea_orm::TryInsertResult::Inserted(_)))
+}
+
+pub async fn find_by_order<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    kind: &str,
+    order_ref: &str,
+) -> Result<Option<topup::Model>, DbErr> {
+    topup::Entity::find()
+        .filter(topup::Column::MerchantId.eq(merchant_id))
+        .filter(topup::Column::Kind.eq(kind))
+        .filter(topup::Column::OrderRef.eq(order_ref))
+        .one(c)
+        .await
+}
+
+pub async fn update<C: ConnectionTrait>(c: &C, t: topup::Model) -> Result<(), DbErr> {
+    t.into_active_model()
+        .reset_all()
+        .update(c)
+        .await
+        .map(|_| ())
+}
