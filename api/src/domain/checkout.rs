@@ -131,6 +131,10 @@ pub async fn find_visible<C: ConnectionTrait>(
     let s = store::checkout::find(c, principal.integration_id, id)
         .await?
         .ok_or_else(not_found)?;
+    let other_brand = matches!((principal.scope.brand_id(), s.brand_id), (Some(mine), Some(theirs)) if mine != theirs);
+    if other_brand {
+        return Err(not_found());
+    }
     match scope::authorize(c, principal, s.merchant_id, s.branch_id).await {
         Ok(acting) if s.branch_id.is_some() || acting.branch_id.is_none() => Ok(s),
         Ok(_) => Err(not_found()),

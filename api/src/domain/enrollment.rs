@@ -372,6 +372,10 @@ pub async fn initiate<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Enrolled, ApiError> {
     let merchant = caller.acting.merchant_id;
+    if let Some(sid) = req.service_session_id {
+        // The session comes first in the lock order, and must be this terminal's and open.
+        super::checkout::hold(c, caller, sid, now).await?;
+    }
     let program = wallets::program_for(c, merchant, req.program).await?;
     if let Some(pid) = &req.provider_customer_id {
         let existing = store::wallets::find_identity_by_phone(c, merchant, &req.phone).await?;
@@ -414,10 +418,13 @@ pub async fn initiate<C: ConnectionTrait>(
         ),
     };
     let sms_sent = e.sends == 0;
+    let moved_session = req
+        .service_session_id
+        .is_some_and(|s| e.service_session_id != Some(s));
+    e.service_session_id = req.service_session_id.or(e.service_session_id);
     if sms_sent {
         e.wallet_program_id = program.id;
         e.language = req.language.clone();
-        e.service_session_id = req.service_session_id.or(e.service_session_id);
         e.provider_customer_id = req.provider_customer_id.clone();
         e.card_fingerprint_hash = req
             .card_fingerprint
@@ -427,7 +434,7 @@ pub async fn initiate<C: ConnectionTrait>(
     }
     if fresh {
         store::enrollments::insert(c, e.clone()).await?;
-    } else if sms_sent {
+    } else if sms_sent || moved_session {
         store::enrollments::update(c, e.clone()).await?;
     }
     if created_identity {
@@ -507,9 +514,13 @@ pub async fn resend<C: ConnectionTrait>(
     caller: &Caller,
     policy: &Policy,
     target: &Target,
+    service_session_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<Resent, ApiError> {
     let merchant = caller.acting.merchant_id;
+    if let Some(sid) = service_session_id {
+        super::checkout::hold(c, caller, sid, now).await?;
+    }
     let found = find_target(c, merchant, target)
         .await?
         .ok_or_else(no_enrollment)?;
@@ -548,6 +559,8 @@ pub async fn resend<C: ConnectionTrait>(
         ));
     }
     send_code(c, sealer, caller, policy, &mut e, &identity.phone, now).await?;
+    // A code sent into a checkout session can be keyed in that session alone.
+    e.service_session_id = service_session_id.or(e.service_session_id);
     store::enrollments::update(c, e.clone()).await?;
     Ok(Resent {
         identity,
@@ -828,6 +841,15 @@ pub async fn verify<C: ConnectionTrait>(
         }
         linked = identity.provider_customer_id.as_deref() != Some(pid.as_str());
     }
+    let taken = |err: sea_orm::DbErr| {
+        if store::is_unique_violation(&err) {
+            ApiError::conflict(
+                "The provider customer id or card given at enrollment was linked to another customer at the same moment; start the enrollment again without it.",
+            )
+        } else {
+            err.into()
+        }
+    };
     store::enrollments::set_identity_state(
         c,
         identity.id,
@@ -835,14 +857,16 @@ pub async fn verify<C: ConnectionTrait>(
         e.provider_customer_id.clone(),
         now,
     )
-    .await?;
+    .await
+    .map_err(taken)?;
     if let Some(hash) = &e.card_fingerprint_hash
         && store::enrollments::identity_by_link(c, merchant, "card_fingerprint", hash)
             .await?
             .is_none()
     {
         store::enrollments::insert_link(c, merchant, identity.id, "card_fingerprint", hash, now)
-            .await?;
+            .await
+            .map_err(taken)?;
     }
     e.status = VERIFIED_STATUS.into();
     e.verified_at = Some(now);
@@ -911,20 +935,33 @@ pub struct Claimed {
     pub released: Released,
 }
 
-/// POST /claims: releases the LOCKED grants of a VERIFIED identity. Nothing claimable, or
-/// an identity still pending proof, is a success that releases nothing.
+/// POST /claims: releases the LOCKED grants of a VERIFIED identity, named by one or more
+/// credentials that must agree. Nothing claimable, or an identity still pending proof, is
+/// a success that releases nothing.
 pub async fn claim<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
     caller: &Caller,
-    customer: &customers::IdentityCredential,
+    named: &[customers::IdentityCredential],
     now: DateTime<Utc>,
 ) -> Result<Claimed, ApiError> {
     let merchant = caller.acting.merchant_id;
-    customers::require_supported(c, caller.integration_id, customer).await?;
-    let (found, _) = customers::find_identity(c, sealer, merchant, customer, now)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Customer"))?;
+    let mut found: Option<wallet_user::Model> = None;
+    for customer in named {
+        customers::require_supported(c, caller.integration_id, customer).await?;
+        let (i, _) = customers::find_identity(c, sealer, merchant, customer, now)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Customer"))?;
+        if found.as_ref().is_some_and(|f| f.id != i.id) {
+            return Err(ApiError::field(
+                "/customer",
+                "customer_mismatch",
+                "names another customer than wallet_user_id",
+            ));
+        }
+        found = Some(i);
+    }
+    let found = found.ok_or_else(|| ApiError::not_found("Customer"))?;
     let identity = store::wallets::lock_identity(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Customer"))?;
@@ -1042,6 +1079,7 @@ pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<u
             return Ok(lapsed);
         }
         let batch = due.len();
+        let before = lapsed;
         for found in due {
             let txn = store::begin(db).await?;
             let Some(identity) =
@@ -1062,7 +1100,7 @@ pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<u
             txn.commit().await?;
             lapsed += 1;
         }
-        if batch < 100 {
+        if batch < 100 || lapsed == before {
             return Ok(lapsed);
         }
     }

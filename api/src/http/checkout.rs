@@ -14,8 +14,8 @@ use super::{
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller},
     customers::{
-        CustomerContext, IdentityCredentialBody, customer_context, identity_credential,
-        optional_uuid,
+        CustomerContext, IdentityCredentialBody, customer_context, identification_done,
+        identification_guard, identity_credential, optional_uuid,
     },
     mutation,
     payments::{Basket, MAX_AMOUNT_MINOR},
@@ -165,11 +165,13 @@ impl Validate for SessionIdentifyRequest {
     }
 }
 
-/// The session after identification, and who was found.
+/// The identity resolution result (CustomerContext), with the session after it.
 #[derive(Object, Serialize)]
 pub struct SessionIdentifyResult {
-    pub session: CheckoutSession,
+    #[oai(flatten)]
+    #[serde(flatten)]
     pub customer: CustomerContext,
+    pub session: CheckoutSession,
 }
 
 /// Cancel a session.
@@ -308,7 +310,11 @@ impl CheckoutApi {
         let presented = identity_credential(&mut e, "/customer", &b.customer.raw);
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
         e.finish()?;
-        let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
+        let customer = presented
+            .ok_or_else(|| ApiError::internal("validated customer"))?
+            .known(&st, p.integration_id)
+            .await?;
+        identification_guard(&st, &p, &customer).await?;
         mutation::run(
             mutation::Call {
                 state: state.0,
@@ -322,11 +328,12 @@ impl CheckoutApi {
             move |txn, acting| {
                 Box::pin(async move {
                     let now = Utc::now();
-                    let customer = presented.known(&st, p.integration_id).await?;
                     let who = caller(&p, acting, &b.context);
                     let (s, r) =
                         checkout::identify(txn, &st.sealer, &who, id, &customer, program, now)
                             .await?;
+                    identification_done(&st, p.integration_id, &customer, r.identity.is_some())
+                        .await?;
                     Ok(Outcome::new(SessionIdentifyResult {
                         session: view(&s, now),
                         customer: customer_context(&r),

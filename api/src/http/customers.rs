@@ -245,6 +245,41 @@ pub async fn merchant_of(
     Ok(merchant)
 }
 
+/// Identification is rate-limited per integration wherever it happens (identify, the
+/// cashier lookup, session identify), and a short code is guarded as at payment: while the
+/// integration has too many failed short codes, identification by short code is refused
+/// too, so no route can be used to search for live codes or for phones.
+pub async fn identification_guard(
+    st: &AppState,
+    principal: &crate::domain::credentials::Principal,
+    credential: &IdentityCredential,
+) -> Result<crate::ratelimit::RateLimitInfo, ApiError> {
+    let rate = ratelimit::check(
+        &st.kv,
+        &st.config,
+        &format!("identify:{}", principal.integration_id),
+        principal.is_sandbox,
+    )
+    .await?;
+    if matches!(credential, IdentityCredential::ShortCode(_)) {
+        crate::domain::payments::short_code_guard(&st.kv, principal.integration_id).await?;
+    }
+    Ok(rate)
+}
+
+/// Counts a short code that named no live mint as a failed guess (as a payment would).
+pub async fn identification_done(
+    st: &AppState,
+    integration: Uuid,
+    credential: &IdentityCredential,
+    found: bool,
+) -> Result<(), ApiError> {
+    if !found && matches!(credential, IdentityCredential::ShortCode(_)) {
+        crate::domain::payments::short_code_failed(&st.kv, integration).await?;
+    }
+    Ok(())
+}
+
 // --- CustomerContext ---------------------------------------------------------------------
 
 /// Who the customer is, as far as the till needs to know. Read-only: it never carries a
@@ -459,13 +494,6 @@ impl CustomersApi {
         if idempotency_key.0.is_some() {
             crate::idempotency::parse_key(idempotency_key.0.as_deref())?;
         }
-        let rate = ratelimit::check(
-            &st.kv,
-            &st.config,
-            &format!("identify:{}", principal.integration_id),
-            principal.is_sandbox,
-        )
-        .await?;
         let acting = mutation::authorize(st, principal, &body.value.context).await?;
         let b = &body.value;
         let mut e = Errors::default();
@@ -476,11 +504,19 @@ impl CustomersApi {
             .ok_or_else(|| ApiError::internal("validated credential"))?
             .known(st, principal.integration_id)
             .await?;
+        let rate = identification_guard(st, principal, &credential).await?;
         let who = caller(principal, acting, &b.context);
         let txn = crate::store::begin(&st.db).await.map_err(ApiError::from)?;
         let r =
             customers::identify(&txn, &st.sealer, &who, &credential, program, Utc::now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
+        identification_done(
+            st,
+            principal.integration_id,
+            &credential,
+            r.identity.is_some(),
+        )
+        .await?;
         Ok(Reply::rendered(
             envelope::ok(&customer_context(&r)).with_rate(rate),
         ))
@@ -561,6 +597,7 @@ impl CustomersApi {
             .ok_or_else(|| ApiError::internal("validated credential"))?
             .known(st, principal.integration_id)
             .await?;
+        let rate = identification_guard(st, principal, &credential).await?;
         let l = customers::lookup(
             &st.db,
             &st.sealer,
@@ -571,6 +608,15 @@ impl CustomersApi {
             Utc::now(),
         )
         .await?;
-        Ok(Reply::ok(&lookup_view(&l)))
+        identification_done(
+            st,
+            principal.integration_id,
+            &credential,
+            l.resolution.identity.is_some(),
+        )
+        .await?;
+        Ok(Reply::rendered(
+            envelope::ok(&lookup_view(&l)).with_rate(rate),
+        ))
     }
 }

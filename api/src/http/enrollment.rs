@@ -381,10 +381,11 @@ pub struct ClaimRequest {
     pub meta: RequestMeta,
     #[serde(default)]
     pub context: RequestContext,
-    /// The VERIFIED wallet identity. Give this or `customer`.
+    /// The VERIFIED wallet identity. Give this, `customer`, or both (naming the same
+    /// customer).
     #[oai(nullable)]
     pub wallet_user_id: Option<String>,
-    /// The customer by identity credential. Give this or `wallet_user_id`.
+    /// The customer by identity credential.
     #[oai(nullable)]
     pub customer: Option<Documented<IdentityCredentialBody>>,
 }
@@ -393,18 +394,18 @@ impl Validate for ClaimRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        match (&self.wallet_user_id, &self.customer) {
-            (Some(id), None) => {
-                validate::uuid(e, "/wallet_user_id", id);
-            }
-            (None, Some(c)) => {
-                identity_credential(e, "/customer", &c.raw);
-            }
-            _ => e.push(
+        if let Some(id) = &self.wallet_user_id {
+            validate::uuid(e, "/wallet_user_id", id);
+        }
+        if let Some(c) = &self.customer {
+            identity_credential(e, "/customer", &c.raw);
+        }
+        if self.wallet_user_id.is_none() && self.customer.is_none() {
+            e.push(
                 "/wallet_user_id",
-                "exactly_one",
-                "give exactly one of wallet_user_id or customer",
-            ),
+                "required",
+                "give wallet_user_id or customer (or both, naming the same customer)",
+            );
         }
     }
 }
@@ -594,6 +595,7 @@ impl EnrollmentApi {
         let b = body.value.clone();
         let mut e = Errors::default();
         let target = b.target(&mut e);
+        let session = self::session(&mut e, &b.context);
         e.finish()?;
         let target = target.ok_or_else(|| ApiError::internal("validated target"))?;
         mutation::run(
@@ -615,6 +617,7 @@ impl EnrollmentApi {
                         &who,
                         &policy(&st),
                         &target,
+                        session,
                         Utc::now(),
                     )
                     .await?;
@@ -651,14 +654,15 @@ impl EnrollmentApi {
         let p = auth.0.clone();
         let b = body.value.clone();
         let mut e = Errors::default();
-        let presented = match (&b.wallet_user_id, &b.customer) {
-            (Some(id), _) => validate::uuid(&mut e, "/wallet_user_id", id)
-                .map(|id| super::customers::Presented::Known(IdentityCredential::WalletUser(id))),
-            (None, Some(c)) => identity_credential(&mut e, "/customer", &c.raw),
-            (None, None) => None,
-        };
+        let by_id = b
+            .wallet_user_id
+            .as_deref()
+            .and_then(|id| validate::uuid(&mut e, "/wallet_user_id", id));
+        let by_credential = b
+            .customer
+            .as_ref()
+            .and_then(|c| identity_credential(&mut e, "/customer", &c.raw));
         e.finish()?;
-        let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         mutation::run(
             mutation::Call {
                 state: state.0,
@@ -671,9 +675,15 @@ impl EnrollmentApi {
             },
             move |txn, acting| {
                 Box::pin(async move {
-                    let customer = presented.known(&st, p.integration_id).await?;
+                    let mut named = Vec::new();
+                    if let Some(id) = by_id {
+                        named.push(IdentityCredential::WalletUser(id));
+                    }
+                    if let Some(c) = by_credential {
+                        named.push(c.known(&st, p.integration_id).await?);
+                    }
                     let who = caller(&p, acting, &b.context);
-                    let c = enrollment::claim(txn, &st.sealer, &who, &customer, Utc::now()).await?;
+                    let c = enrollment::claim(txn, &st.sealer, &who, &named, Utc::now()).await?;
                     let (released_grants, skipped_grants, wallets) = released_parts(&c.released);
                     Ok(Outcome::new(ClaimResult {
                         claim_id: c.claim_id.to_string(),

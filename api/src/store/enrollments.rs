@@ -49,7 +49,7 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
-/// The latest enrollment a checkout session started.
+/// The pending enrollment started (or resent) in a checkout session.
 pub async fn pending_of_session<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
@@ -58,6 +58,7 @@ pub async fn pending_of_session<C: ConnectionTrait>(
     enrollment::Entity::find()
         .filter(enrollment::Column::MerchantId.eq(merchant_id))
         .filter(enrollment::Column::ServiceSessionId.eq(session_id))
+        .filter(enrollment::Column::Status.eq("pending"))
         .order_by_desc(enrollment::Column::CreatedAt)
         .one(c)
         .await

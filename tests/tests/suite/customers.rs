@@ -432,6 +432,86 @@ async fn the_cashier_lookup_shows_identity_balance_activity_and_badge() {
     assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"));
 }
 
+#[tokio::test]
+async fn lookup_and_session_identify_share_the_identify_rate_limit() {
+    let app = TestApp::spawn_with(false, |cfg| {
+        cfg.rate_limit = 4;
+        cfg.rate_limit_sandbox = 4;
+    })
+    .await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    let lookup = || {
+        send(
+            app.get(&format!(
+                "/customers/lookup?phone={}",
+                c.phone.replace('+', "%2B")
+            ))
+            .bearer_auth(&shop.token),
+        )
+    };
+    assert_eq!(lookup().await.status, 200);
+    assert_eq!(identify(&shop, by_phone(&c)).await.status, 200);
+    let id = open_session(&shop).await;
+    let path = format!("/checkout/sessions/{id}/identify");
+    assert_eq!(
+        shop.post(&path, json!({"customer": by_phone(&c)}))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(lookup().await.status, 200);
+    for r in [
+        lookup().await,
+        identify(&shop, by_phone(&c)).await,
+        shop.post(&path, json!({"customer": by_phone(&c)})).await,
+    ] {
+        assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
+        assert!(r.headers.get("retry-after").is_some());
+    }
+}
+
+#[tokio::test]
+async fn guessing_short_codes_by_identification_counts_like_guessing_at_payment() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let mint = shop
+        .post(
+            "/qr/mint",
+            json!({"customer": by_phone(&c), "include_short_code": true}),
+        )
+        .await;
+    let code = mint.body["data"]["short_code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let miss = if code == "22222" { "33333" } else { "22222" };
+    for _ in 0..api::domain::payments::SHORT_CODE_FAILURES_PER_MIN {
+        let r = send(
+            app.get(&format!("/customers/lookup?short_code={miss}"))
+                .bearer_auth(&shop.token),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["data"]["customer"]["resolution_state"], "not_found");
+    }
+    // Now identification by short code is refused, and so is paying with one: even the
+    // right code, until the window passes.
+    let r = identify(
+        &shop,
+        json!({"credential_type": "short_code", "short_code": code}),
+    )
+    .await;
+    assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
+    let r = shop
+        .pay_with(json!({"type": "short_code", "short_code": code}), 100)
+        .await;
+    assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
+    assert_eq!(shop.balance(&c).await["actual_minor"], 1_000);
+}
+
 // --- Checkout sessions -------------------------------------------------------------------
 
 async fn open_session(shop: &Shop<'_>) -> String {
@@ -461,7 +541,7 @@ async fn a_session_opens_gets_identified_and_is_completed_by_its_payment() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.body["data"]["customer"]["resolution_state"], "not_found");
+    assert_eq!(r.body["data"]["resolution_state"], "not_found");
     assert_eq!(r.body["data"]["session"]["state"], "OPEN");
 
     for _ in 0..2 {
@@ -475,7 +555,9 @@ async fn a_session_opens_gets_identified_and_is_completed_by_its_payment() {
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.body["data"]["session"]["state"], "IDENTIFIED");
         assert_eq!(r.body["data"]["session"]["wallet_id"], c.wallet_id.as_str());
-        assert_eq!(r.body["data"]["customer"]["balance"]["actual_minor"], 1_000);
+        // The identity resolution result, with the session beside it.
+        assert_eq!(r.body["data"]["resolution_state"], "registered");
+        assert_eq!(r.body["data"]["balance"]["actual_minor"], 1_000);
     }
 
     // A payment by another customer cannot run in this session.

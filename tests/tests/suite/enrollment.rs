@@ -473,18 +473,33 @@ async fn claims_release_locked_grants_of_verified_customers_only() {
         let r = shop.post("/claims", body).await;
         assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.body);
     }
-    for body in [
-        json!({}),
-        json!({"wallet_user_id": c.wallet_user_id, "customer": {"credential_type": "phone", "phone": c.phone}}),
-    ] {
-        let r = shop.post("/claims", body).await;
-        assert_eq!(
-            (r.status, r.code()),
-            (400, "VALIDATION_ERROR"),
-            "{}",
-            r.body
-        );
-    }
+    // Neither field: invalid. Both naming the same customer: fine; naming two: invalid.
+    let r = shop.post("/claims", json!({})).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
+    let r = shop
+        .post(
+            "/claims",
+            json!({"wallet_user_id": c.wallet_user_id, "customer": {"credential_type": "phone", "phone": c.phone}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = shop
+        .post(
+            "/claims",
+            json!({"wallet_user_id": c.wallet_user_id, "customer": {"credential_type": "phone", "phone": pending.phone}}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
     shop.assert_ledger_consistent().await;
 }
 
@@ -604,6 +619,21 @@ async fn an_enrollment_started_in_a_checkout_session_verifies_by_code_alone() {
     let r = shop.post_body("/enroll/verify", &body).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["state"], "VERIFIED");
+
+    // A cancelled session cannot start an enrollment.
+    let r = shop.post("/checkout/sessions", json!({})).await;
+    let closed = r.body["data"]["session_id"].as_str().unwrap().to_string();
+    shop.post(&format!("/checkout/sessions/{closed}/cancel"), json!({}))
+        .await;
+    let mut body = shop.body(json!({"phone": random_phone()}));
+    body["context"]["service_session_id"] = json!(closed);
+    let r = shop.post_body("/enroll/initiate", &body).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
     app.stop().await;
 }
 
