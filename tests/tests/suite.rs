@@ -11,4 +11,5 @@ mod suite {
     pub mod payments_concurrency;
     pub mod platform;
     pub mod tokens;
+    pub mod topups;
 }

@@ -228,32 +228,6 @@ fn parse_key_id(raw: &str) -> Result<Uuid, ApiError> {
     validate::uuid(&mut e, "path:keyId", raw).ok_or_else(|| ApiError::validation(e.0))
 }
 
-const CURSOR_PREFIX: &str = "key:";
-
-fn decode_cursor(c: &str) -> Result<Uuid, ApiError> {
-    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-    URL_SAFE_NO_PAD
-        .decode(c)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| {
-            s.strip_prefix(CURSOR_PREFIX)
-                .and_then(|u| Uuid::parse_str(u).ok())
-        })
-        .ok_or_else(|| {
-            ApiError::field(
-                "query:cursor",
-                "invalid_cursor",
-                "is not a cursor this list returned",
-            )
-        })
-}
-
-fn encode_cursor(id: Uuid) -> String {
-    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-    URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{id}"))
-}
-
 #[OpenApi(tag = "Tag::Auth")]
 impl KeysApi {
     /// Create an API key
@@ -339,12 +313,16 @@ impl KeysApi {
             e.push("query:limit", "out_of_range", "must be between 1 and 200");
         }
         e.finish()?;
-        let after = cursor.0.as_deref().map(decode_cursor).transpose()?;
+        let after = cursor
+            .0
+            .as_deref()
+            .map(|c| super::cursor::decode("key", c))
+            .transpose()?;
         let (rows, more) =
             keys::list(&state.0.db, &auth.0, status.0.clone(), branch, after, limit).await?;
         let page = Page {
             next_cursor: if more {
-                rows.last().map(|k| encode_cursor(k.id))
+                rows.last().map(|k| super::cursor::encode("key", k.id))
             } else {
                 None
             },

@@ -4,6 +4,7 @@ pub mod auth;
 pub mod body;
 pub mod checkout;
 pub mod common;
+pub mod cursor;
 pub mod customers;
 pub mod enrollment;
 pub mod errors;

@@ -327,32 +327,6 @@ pub struct ClawbackResult {
     pub balance_after: BalanceView,
 }
 
-const GRANT_CURSOR: &str = "grant:";
-
-fn decode_cursor(c: &str) -> Result<Uuid, ApiError> {
-    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-    URL_SAFE_NO_PAD
-        .decode(c)
-        .ok()
-        .and_then(|b| String::from_utf8(b).ok())
-        .and_then(|s| {
-            s.strip_prefix(GRANT_CURSOR)
-                .and_then(|u| Uuid::parse_str(u).ok())
-        })
-        .ok_or_else(|| {
-            ApiError::field(
-                "query:cursor",
-                "invalid_cursor",
-                "is not a cursor this list returned",
-            )
-        })
-}
-
-fn encode_cursor(id: Uuid) -> String {
-    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-    URL_SAFE_NO_PAD.encode(format!("{GRANT_CURSOR}{id}"))
-}
-
 fn path_uuid(field: &str, raw: &str) -> Result<Uuid, ApiError> {
     let mut e = Errors::default();
     validate::uuid(&mut e, field, raw).ok_or_else(|| ApiError::validation(e.0))
@@ -581,7 +555,11 @@ impl TopupsApi {
             e.push("query:limit", "out_of_range", "must be between 1 and 200");
         }
         e.finish()?;
-        let after = cursor.0.as_deref().map(decode_cursor).transpose()?;
+        let after = cursor
+            .0
+            .as_deref()
+            .map(|c| super::cursor::decode("grant", c))
+            .transpose()?;
         let merchant = super::customers::merchant_of(st, auth.principal(), &merchant_id.0).await?;
         let (rows, more) = grants::list(
             &st.db,
@@ -595,7 +573,7 @@ impl TopupsApi {
         .await?;
         let page = Page {
             next_cursor: if more {
-                rows.last().map(|g| encode_cursor(g.id))
+                rows.last().map(|g| super::cursor::encode("grant", g.id))
             } else {
                 None
             },

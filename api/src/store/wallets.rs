@@ -317,7 +317,8 @@ pub async fn due_grants<C: ConnectionTrait>(
         .await
 }
 
-/// Ends a live grant (RELEASED or LOCKED) as EXPIRED or CLAWED_BACK.
+/// Ends a grant as EXPIRED or CLAWED_BACK. The caller checked it was live under the
+/// wallet lock; the posting that took its remainder may have marked it CONSUMED already.
 pub async fn end_grant<C: ConnectionTrait>(
     c: &C,
     id: Uuid,
@@ -328,7 +329,7 @@ pub async fn end_grant<C: ConnectionTrait>(
         .col_expr(promo_grant::Column::State, to.into())
         .col_expr(promo_grant::Column::UpdatedAt, now.into())
         .filter(promo_grant::Column::Id.eq(id))
-        .filter(promo_grant::Column::State.is_in(["RELEASED", "LOCKED"]))
+        .filter(promo_grant::Column::State.is_in(["RELEASED", "LOCKED", "CONSUMED"]))
         .exec(c)
         .await?;
     Ok(r.rows_affected == 1)
