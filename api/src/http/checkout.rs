@@ -1,5 +1,5 @@
 //! Checkout sessions: open, read, identify the customer in one, cancel one.
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use entities::checkout_session;
 use poem::web::Data;
 use poem_openapi::{
@@ -7,15 +7,14 @@ use poem_openapi::{
     param::{Header, Path},
 };
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use super::{
     auth::TerminalJwtAuth,
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller},
+    common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
     customers::{
         CustomerContext, IdentityCredentialBody, customer_context, identification_done,
-        identification_guard, identity_credential, optional_uuid,
+        identification_guard, identity_credential,
     },
     mutation,
     payments::{Basket, MAX_AMOUNT_MINOR},
@@ -31,15 +30,6 @@ use crate::{
     idempotency::Outcome,
     state::AppState,
 };
-
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
-fn session_id(raw: &str) -> Result<Uuid, ApiError> {
-    let mut e = Errors::default();
-    validate::uuid(&mut e, "path:id", raw).ok_or_else(|| ApiError::validation(e.0))
-}
 
 /// A checkout session.
 #[derive(Object, Serialize)]
@@ -276,7 +266,7 @@ impl CheckoutApi {
         auth: TerminalJwtAuth,
         id: Path<String>,
     ) -> poem::Result<Reply<CheckoutSession>> {
-        let id = session_id(&id.0)?;
+        let id = path_uuid("path:id", &id.0)?;
         let s = checkout::find_visible(&state.0.db, &auth.0, id).await?;
         Ok(Reply::ok(&view(&s, Utc::now())))
     }
@@ -302,7 +292,7 @@ impl CheckoutApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<SessionIdentifyRequest>,
     ) -> poem::Result<Reply<SessionIdentifyResult>> {
-        let id = session_id(&id.0)?;
+        let id = path_uuid("path:id", &id.0)?;
         let st = state.0.clone();
         let p = auth.0.clone();
         let b = body.value.clone();
@@ -364,7 +354,7 @@ impl CheckoutApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<CancelSessionRequest>,
     ) -> poem::Result<Reply<CheckoutSession>> {
-        let id = session_id(&id.0)?;
+        let id = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
         let b = body.value.clone();
         mutation::run(

@@ -3,6 +3,8 @@ use poem_openapi::Object;
 use serde::Deserialize;
 use uuid::Uuid;
 
+use chrono::{DateTime, SecondsFormat, Utc};
+
 use crate::{
     domain::{
         credentials::{Principal, scope::Acting},
@@ -10,7 +12,42 @@ use crate::{
         validate::{self, Errors},
     },
     envelope::SUPPORTED_API_VERSIONS,
+    error::ApiError,
 };
+
+/// Every timestamp a response carries: RFC 3339, UTC, milliseconds.
+pub fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A path id that is not a UUID is a malformed request (VALIDATION_ERROR naming `field`,
+/// e.g. `path:id`), not an unknown resource.
+pub fn path_uuid(field: &str, raw: &str) -> Result<Uuid, ApiError> {
+    let mut e = Errors::default();
+    validate::uuid(&mut e, field, raw).ok_or_else(|| ApiError::validation(e.0))
+}
+
+/// An optional UUID field, checked when present.
+pub fn optional_uuid(e: &mut Errors, field: &str, v: &Option<String>) -> Option<Uuid> {
+    v.as_deref().and_then(|s| validate::uuid(e, field, s))
+}
+
+/// A phone field normalised to E.164 (required when called).
+pub fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
+    if raw.is_empty() {
+        e.push(field, "required", "is required (E.164)");
+        return None;
+    }
+    let n = validate::normalize_phone(raw);
+    if n.is_none() {
+        e.push(
+            field,
+            "invalid_phone",
+            "must be an E.164 phone number, e.g. +4915112345678",
+        );
+    }
+    n
+}
 
 /// Who is calling, once authenticated and scope-checked, with the terminal the request
 /// context names.

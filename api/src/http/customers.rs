@@ -1,7 +1,7 @@
 //! Identification at the till: `POST /identify`, the cashier panel's
 //! `GET /customers/lookup`, and the identity credential and CustomerContext shapes that
 //! the checkout-session, enrollment and claim operations share.
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::Utc;
 use entities::{payment, promo_grant};
 use poem::web::Data;
 use poem_openapi::{
@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::{
     auth::AnyAuth,
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller},
+    common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
     mutation,
     payments::BalanceView,
     reply::Reply,
@@ -32,10 +32,6 @@ use crate::{
     ratelimit,
     state::AppState,
 };
-
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
 
 // --- Identity credential ----------------------------------------------------------------
 
@@ -209,10 +205,6 @@ pub fn identity_credential(e: &mut Errors, at: &str, raw: &Value) -> Option<Pres
         }
     };
     Some(Presented::Known(parsed))
-}
-
-pub fn optional_uuid(e: &mut Errors, field: &str, v: &Option<String>) -> Option<Uuid> {
-    v.as_deref().and_then(|s| validate::uuid(e, field, s))
 }
 
 /// The merchant a read without a body acts for: `merchant_id` when given (checked

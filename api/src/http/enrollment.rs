@@ -1,6 +1,6 @@
 //! Enrollment and claims: start phone proof, verify it by code or link, resend the SMS,
 //! and claim locked grants.
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Header};
 use serde::{Deserialize, Serialize};
@@ -8,10 +8,8 @@ use serde::{Deserialize, Serialize};
 use super::{
     auth::TerminalJwtAuth,
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller},
-    customers::{
-        GrantItem, IdentityCredentialBody, grant_item, identity_credential, optional_uuid,
-    },
+    common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
+    customers::{GrantItem, IdentityCredentialBody, grant_item, identity_credential},
     mutation,
     payments::BalanceView,
     reply::Reply,
@@ -29,27 +27,11 @@ use crate::{
     state::AppState,
 };
 
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
 fn policy(st: &AppState) -> Policy {
     Policy {
         window: chrono::Duration::seconds(st.config.enrollment_window_secs as i64),
         link_base: st.config.enrollment_link_base.clone(),
     }
-}
-
-fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
-    let n = validate::normalize_phone(raw);
-    if n.is_none() {
-        e.push(
-            field,
-            "invalid_phone",
-            "must be an E.164 phone number, e.g. +4915112345678",
-        );
-    }
-    n
 }
 
 fn language(e: &mut Errors, v: &Option<String>) {

@@ -1,5 +1,5 @@
 //! Key lifecycle: minting per-merchant keys.
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use entities::api_key;
 use poem::web::Data;
 use poem_openapi::{
@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
-    common::{RequestContext, RequestMeta},
+    common::{RequestContext, RequestMeta, path_uuid, ts},
     mutation,
     reply::Reply,
     tags::Tag,
@@ -23,7 +23,6 @@ use crate::{
         validate::{self, Errors},
     },
     envelope::Page,
-    error::ApiError,
     idempotency::Outcome,
     state::AppState,
 };
@@ -192,10 +191,6 @@ impl Validate for KeyActionRequest {
     }
 }
 
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
 fn view(m: &api_key::Model) -> ApiKeyView {
     let id = |u: Option<Uuid>| u.map(|u| u.to_string());
     ApiKeyView {
@@ -220,12 +215,6 @@ fn created(m: &api_key::Model, raw: String) -> ApiKeyCreated {
         raw_key: raw,
         key: view(m),
     }
-}
-
-/// A path id that is not a UUID is a malformed request, not an unknown key.
-fn parse_key_id(raw: &str) -> Result<Uuid, ApiError> {
-    let mut e = Errors::default();
-    validate::uuid(&mut e, "path:keyId", raw).ok_or_else(|| ApiError::validation(e.0))
 }
 
 #[OpenApi(tag = "Tag::Auth")]
@@ -384,7 +373,7 @@ impl KeysApi {
         #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<ApiKeyCreated>> {
-        let id = parse_key_id(&key_id.0)?;
+        let id = path_uuid("path:keyId", &key_id.0)?;
         let st = state.0;
         let principal = auth.0.clone();
         let reason = body.value.reason.clone();
@@ -461,7 +450,7 @@ async fn change_status(
     body: &JsonBody<KeyActionRequest>,
     change: StatusChange,
 ) -> poem::Result<Reply<KeyStatusResult>> {
-    let id = parse_key_id(raw_id)?;
+    let id = path_uuid("path:keyId", raw_id)?;
     let shared = st.clone();
     let caller = principal.clone();
     let reason = body.value.reason.clone();

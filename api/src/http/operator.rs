@@ -10,6 +10,7 @@ use poem_openapi::{
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::common::path_uuid;
 use super::{
     body::{JsonBody, Validate},
     reply::Reply,
@@ -193,11 +194,6 @@ fn dead_letter_id(raw: &str) -> Result<Uuid, ApiError> {
     validate::uuid(&mut e, "path:deadLetterId", raw).ok_or_else(|| ApiError::validation(e.0))
 }
 
-fn integration_id(raw: &str) -> Result<Uuid, ApiError> {
-    let mut e = Errors::default();
-    validate::uuid(&mut e, "path:integrationId", raw).ok_or_else(|| ApiError::validation(e.0))
-}
-
 #[OpenApi(tag = "Tag::Platform")]
 impl OperatorApi {
     /// Suspend an integration (operators)
@@ -264,7 +260,7 @@ impl OperatorApi {
         integration_id: Path<String>,
         body: JsonBody<IdentifyCredentialTypesRequest>,
     ) -> poem::Result<Reply<IdentifyCredentialTypes>> {
-        let id = self::integration_id(&integration_id.0)?;
+        let id = path_uuid("path:integrationId", &integration_id.0)?;
         let b = body.value;
         let i = operators::set_identify_credential_types(
             &state.0.db,
@@ -467,7 +463,7 @@ impl OperatorApi {
         status: &str,
         reason: String,
     ) -> poem::Result<Reply<IntegrationStatus>> {
-        let id = integration_id(raw_id)?;
+        let id = path_uuid("path:integrationId", raw_id)?;
         let i = operators::set_integration_status(&st.db, &st.key_auth(), op, id, status, reason)
             .await?;
         Ok(Reply::ok(&IntegrationStatus {

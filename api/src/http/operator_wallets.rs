@@ -10,6 +10,7 @@ use poem_openapi::{
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::common::path_uuid;
 use super::{
     body::{JsonBody, Validate},
     operator::OperatorAuth,
@@ -215,11 +216,6 @@ pub fn ledger_check_view(r: store::ledger::Report) -> LedgerCheck {
     }
 }
 
-fn wallet_id(raw: &str) -> Result<Uuid, ApiError> {
-    let mut e = Errors::default();
-    validate::uuid(&mut e, "path:walletId", raw).ok_or_else(|| ApiError::validation(e.0))
-}
-
 /// An operator mutation: idempotent on the operator's Idempotency-Key, in one transaction.
 pub(super) async fn idempotent<T: Serialize + Send>(
     st: &AppState,
@@ -299,7 +295,7 @@ impl OperatorWalletsApi {
         _auth: OperatorAuth,
         wallet_id: Path<String>,
     ) -> poem::Result<Reply<OperatorWallet>> {
-        let id = self::wallet_id(&wallet_id.0)?;
+        let id = path_uuid("path:walletId", &wallet_id.0)?;
         let r = wallets::find_for_operator(&state.0.db, id).await?;
         Ok(Reply::ok(&view(r)))
     }
@@ -324,7 +320,7 @@ impl OperatorWalletsApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<AdjustmentRequest>,
     ) -> poem::Result<Reply<OperatorWallet>> {
-        let id = self::wallet_id(&wallet_id.0)?;
+        let id = path_uuid("path:walletId", &wallet_id.0)?;
         let b = body.value.clone();
         let op = auth.0.clone();
         idempotent(
@@ -376,7 +372,7 @@ impl OperatorWalletsApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<GrantRequest>,
     ) -> poem::Result<Reply<OperatorWallet>> {
-        let id = self::wallet_id(&wallet_id.0)?;
+        let id = path_uuid("path:walletId", &wallet_id.0)?;
         let b = body.value.clone();
         let op = auth.0.clone();
         let mut e = Errors::default();

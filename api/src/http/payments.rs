@@ -1,7 +1,7 @@
 //! Payments: OTP send, QR mint, the payment itself, and reading, voiding and refunding it.
 //! Handlers parse, check scope and hand over to `domain::payments`; the idempotent
 //! transaction and the error envelope come from `mutation`.
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::Utc;
 use entities::{payment, payment_refund};
 use poem::web::Data;
 use poem_openapi::{
@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::{
     auth::{AnyAuth, TerminalJwtAuth},
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller},
+    common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, phone, ts},
     mutation,
     reply::Reply,
     tags::Tag,
@@ -37,10 +37,6 @@ pub struct PaymentsApi;
 
 pub use crate::domain::validate::MAX_AMOUNT_MINOR;
 
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
-
 fn amount(e: &mut Errors, field: &str, v: i64) {
     if validate::min_amount(e, field, v, 1) && v > MAX_AMOUNT_MINOR {
         e.push(
@@ -49,26 +45,6 @@ fn amount(e: &mut Errors, field: &str, v: i64) {
             format!("must be at most {MAX_AMOUNT_MINOR}"),
         );
     }
-}
-
-fn optional_uuid(e: &mut Errors, field: &str, v: &Option<String>) -> Option<Uuid> {
-    v.as_deref().and_then(|s| validate::uuid(e, field, s))
-}
-
-fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
-    if raw.is_empty() {
-        e.push(field, "required", "is required (E.164)");
-        return None;
-    }
-    let n = validate::normalize_phone(raw);
-    if n.is_none() {
-        e.push(
-            field,
-            "invalid_phone",
-            "must be an E.164 phone number, e.g. +4915112345678",
-        );
-    }
-    n
 }
 
 /// A promotional grant inside a balance.
@@ -734,11 +710,6 @@ impl Validate for CaptureRequest {
     }
 }
 
-fn payment_id(raw: &str) -> Result<Uuid, ApiError> {
-    let mut e = Errors::default();
-    validate::uuid(&mut e, "path:id", raw).ok_or_else(|| ApiError::validation(e.0))
-}
-
 fn is_failed_credential(e: &poem::Error) -> bool {
     e.downcast_ref::<ApiError>()
         .is_some_and(|a| a.code() == ErrorCode::CredentialExpiredOrReplayed)
@@ -996,7 +967,7 @@ impl PaymentsApi {
         auth: AnyAuth,
         id: Path<String>,
     ) -> poem::Result<Reply<PaymentDetail>> {
-        let id = payment_id(&id.0)?;
+        let id = path_uuid("path:id", &id.0)?;
         let st = state.0;
         // Same answer for a payment that does not exist and one the caller may not see.
         let p = payments::find_visible(&st.db, auth.principal(), id).await?;
@@ -1024,7 +995,7 @@ impl PaymentsApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<VoidRequest>,
     ) -> poem::Result<Reply<ReversalResult>> {
-        let id = payment_id(&id.0)?;
+        let id = path_uuid("path:id", &id.0)?;
         let reason = body.value.reason.clone();
         reverse(
             state.0,
@@ -1062,7 +1033,7 @@ impl PaymentsApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<RefundRequest>,
     ) -> poem::Result<Reply<ReversalResult>> {
-        let id = payment_id(&id.0)?;
+        let id = path_uuid("path:id", &id.0)?;
         let v = body.value.clone();
         reverse(
             state.0,
@@ -1096,7 +1067,7 @@ impl PaymentsApi {
         id: Path<String>,
         body: JsonBody<CaptureRequest>,
     ) -> poem::Result<Reply<PaymentDetail>> {
-        let id = payment_id(&id.0)?;
+        let id = path_uuid("path:id", &id.0)?;
         mutation::authorize(state.0, &auth.0, &body.value.context).await?;
         let p = payments::find_visible(&state.0.db, &auth.0, id).await?;
         Err(ApiError::new(

@@ -1,9 +1,10 @@
 //! Terminal tokens: exchange an API key for a short-lived JWT, and check a JWT.
-use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
+use chrono::{TimeZone, Utc};
 use poem::web::{Data, RemoteAddr};
 use poem_openapi::{Object, OpenApi, SecurityScheme, auth::Bearer, param::Header};
 use serde::{Deserialize, Serialize};
 
+use super::common::ts;
 use super::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
@@ -113,10 +114,6 @@ pub struct PresentedBearer(String);
 
 async fn any_bearer(_req: &poem::Request, b: Bearer) -> Option<String> {
     Some(b.token)
-}
-
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 fn scope_of(c: &jwt::Claims) -> TokenScope {

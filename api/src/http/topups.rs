@@ -1,6 +1,6 @@
 //! Top-ups and incentives: SKU registration, SKU top-ups, a customer's grants, and the
 //! operators' clawback.
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::Utc;
 use entities::sku;
 use poem::web::Data;
 use poem_openapi::{
@@ -8,15 +8,12 @@ use poem_openapi::{
     param::{Header, Path, Query},
 };
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use super::{
     auth::{AnyAuth, ApiKeyAuth, TerminalJwtAuth},
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller},
-    customers::{
-        GrantItem, IdentityCredentialBody, grant_item, identity_credential, optional_uuid,
-    },
+    common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
+    customers::{GrantItem, IdentityCredentialBody, grant_item, identity_credential},
     mutation,
     operator::OperatorAuth,
     operator_wallets::idempotent,
@@ -36,10 +33,6 @@ use crate::{
     idempotency::Outcome,
     state::AppState,
 };
-
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
 
 // --- SKUs --------------------------------------------------------------------------------
 
@@ -325,11 +318,6 @@ pub struct ClawbackResult {
     pub clawed_back_minor: i64,
     pub wallet_id: String,
     pub balance_after: BalanceView,
-}
-
-fn path_uuid(field: &str, raw: &str) -> Result<Uuid, ApiError> {
-    let mut e = Errors::default();
-    validate::uuid(&mut e, field, raw).ok_or_else(|| ApiError::validation(e.0))
 }
 
 pub struct TopupsApi;

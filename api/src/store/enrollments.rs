@@ -87,16 +87,6 @@ pub async fn due<C: ConnectionTrait>(
         .await
 }
 
-/// The identity, locked: enrollment, verification, claims and expiry of one customer
-/// queue here. Lock order: identity, then its wallets.
-pub async fn lock_identity<C: ConnectionTrait>(
-    c: &C,
-    merchant_id: Uuid,
-    id: Uuid,
-) -> Result<Option<wallet_user::Model>, DbErr> {
-    super::wallets::lock_identity(c, merchant_id, id).await
-}
-
 pub async fn set_identity_state<C: ConnectionTrait>(
     c: &C,
     id: Uuid,
