@@ -231,7 +231,12 @@ pub async fn resolve<C: ConnectionTrait>(
     };
     let state = ResolutionState::of(&identity);
     if state == ResolutionState::NotFound {
-        return Ok(Resolution::not_found());
+        // A lapsed enrollment: not found for the till, but the identity is kept for the
+        // cashier panel.
+        return Ok(Resolution {
+            identity: Some(identity),
+            ..Resolution::not_found()
+        });
     }
     let wallet = match bound_wallet {
         Some(id) => {
@@ -360,8 +365,8 @@ pub async fn lookup<C: ConnectionTrait>(
     };
     // A lapsed enrollment resolves as not_found for payments, but the cashier sees why
     // and what the merchant holds for the customer.
-    if resolution.identity.is_none()
-        && let Some((identity, _)) = find_identity(c, sealer, merchant, credential, now).await?
+    if resolution.wallet.is_none()
+        && let Some(identity) = resolution.identity.clone()
         && identity.state == EXPIRED
     {
         out.identity_state = Some(identity.state.clone());

@@ -758,12 +758,10 @@ pub async fn release_all<C: ConnectionTrait>(
                 occurred_at: now,
             });
         }
-        let w = if escrowed > 0 {
-            store::wallets::find_wallet(c, w.merchant_id, w.id)
-                .await?
-                .ok_or_else(|| ApiError::not_found("Wallet"))?
-        } else {
-            w
+        // The release returned exactly `escrowed` to actual money; nothing else moved it.
+        let w = wallet::Model {
+            actual_minor: w.actual_minor + escrowed,
+            ..w
         };
         let balance = wallets::current_balance(c, &w).await?;
         if escrowed > 0 || !release.is_empty() {
@@ -1025,10 +1023,11 @@ async fn lapse<C: ConnectionTrait>(
             .await?
             .ok_or_else(|| ApiError::not_found("Wallet"))?;
         currency.get_or_insert(w.currency.clone());
-        if w.actual_minor > 0 {
+        let held = w.actual_minor;
+        if held > 0 {
             store::ledger::post(
                 c,
-                &ledger::posting::escrow_hold(w.merchant_id, w.id, &w.currency, w.actual_minor),
+                &ledger::posting::escrow_hold(w.merchant_id, w.id, &w.currency, held),
                 store::ledger::Reference {
                     kind: "enrollment",
                     id: e.id,
@@ -1036,12 +1035,16 @@ async fn lapse<C: ConnectionTrait>(
                 },
             )
             .await?;
-            escrowed += w.actual_minor;
-            let w = store::wallets::find_wallet(c, w.merchant_id, w.id)
-                .await?
-                .ok_or_else(|| ApiError::not_found("Wallet"))?;
-            let balance = wallets::current_balance(c, &w).await?;
-            locked_promo += balance.promo_locked_minor;
+        }
+        // The hold took all of the actual money; the grants did not move.
+        let w = wallet::Model {
+            actual_minor: 0,
+            ..w
+        };
+        let balance = wallets::current_balance(c, &w).await?;
+        locked_promo += balance.promo_locked_minor;
+        if held > 0 {
+            escrowed += held;
             events.push(wallets::balance_changed(
                 &w,
                 &balance,
@@ -1049,8 +1052,6 @@ async fn lapse<C: ConnectionTrait>(
                 e.id,
                 now,
             ));
-        } else {
-            locked_promo += wallets::current_balance(c, &w).await?.promo_locked_minor;
         }
     }
     events.push(event(

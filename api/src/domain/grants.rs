@@ -123,8 +123,8 @@ pub async fn clawback<C: ConnectionTrait>(
     let g = store::wallets::find_grant(c, grant_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Grant"))?;
-    let removed = match g.state.as_str() {
-        "CLAWED_BACK" => 0,
+    let clawed = match g.state.as_str() {
+        "CLAWED_BACK" => None,
         "RELEASED" | "LOCKED" => {
             let amount = end(
                 c,
@@ -133,18 +133,6 @@ pub async fn clawback<C: ConnectionTrait>(
                 ledger::posting::clawback(g.merchant_id, g.id, &g.currency, g.remaining_minor),
                 "clawback",
                 now,
-            )
-            .await?;
-            let after = wallets::current_balance(c, &w).await?;
-            let fresh = store::wallets::find_wallet(c, w.merchant_id, w.id)
-                .await?
-                .ok_or_else(|| ApiError::not_found("Grant"))?;
-            store::outbox::append_all(
-                c,
-                vec![
-                    grant_event("promo_grant.clawed_back", &g, amount, reason, now),
-                    wallets::balance_changed(&fresh, &after, "clawback", g.id, now),
-                ],
             )
             .await?;
             operators::audit(
@@ -157,7 +145,7 @@ pub async fn clawback<C: ConnectionTrait>(
                 json!({"merchant_id": g.merchant_id.to_string(), "wallet_id": g.wallet_id.to_string(), "clawed_back_minor": amount, "currency": g.currency, "from_state": g.state}),
             )
             .await?;
-            amount
+            Some(amount)
         }
         other => {
             return Err(ApiError::field(
@@ -167,13 +155,32 @@ pub async fn clawback<C: ConnectionTrait>(
             ));
         }
     };
-    let grant = store::wallets::find_grant(c, grant_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Grant"))?;
+    // Ending a grant never moves actual money, so the wallet row locked above is still
+    // current: the balance is read once, for the event and the answer.
     let balance_after = wallets::current_balance(c, &w).await?;
+    let (grant, clawed_back_minor) = match clawed {
+        None => (g, 0),
+        Some(amount) => {
+            store::outbox::append_all(
+                c,
+                vec![
+                    grant_event("promo_grant.clawed_back", &g, amount, reason, now),
+                    wallets::balance_changed(&w, &balance_after, "clawback", g.id, now),
+                ],
+            )
+            .await?;
+            let ended = promo_grant::Model {
+                state: "CLAWED_BACK".into(),
+                remaining_minor: 0,
+                updated_at: now,
+                ..g
+            };
+            (ended, amount)
+        }
+    };
     Ok(ClawedBack {
         grant,
-        clawed_back_minor: removed,
+        clawed_back_minor,
         balance_after,
     })
 }
@@ -218,12 +225,10 @@ pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<u
                 now,
             )];
             if amount > 0 {
-                let fresh = store::wallets::find_wallet(&txn, w.merchant_id, w.id)
-                    .await?
-                    .ok_or_else(|| ApiError::not_found("Wallet"))?;
-                let after = wallets::current_balance(&txn, &fresh).await?;
+                // Expiry moves no actual money: the locked wallet row is still current.
+                let after = wallets::current_balance(&txn, &w).await?;
                 events.push(wallets::balance_changed(
-                    &fresh,
+                    &w,
                     &after,
                     "grant_expiry",
                     g.id,

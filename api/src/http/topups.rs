@@ -191,32 +191,21 @@ pub struct SkuTopupRequest {
     /// Units sold, at least 1. The credit is the SKU's `wallet_credits_minor` × quantity;
     /// money fields in the body are ignored.
     #[serde(default)]
-    pub quantity: serde_json::Value,
+    pub quantity: i64,
     /// Picks the program when the merchant runs several in the SKU's currency.
     #[oai(nullable)]
     pub wallet_program_id: Option<String>,
 }
 
 impl SkuTopupRequest {
+    /// Whole units only: a decimal, a string or null is rejected by the parser (as
+    /// `must_be_integer`); a missing quantity is 0 and fails here.
     fn quantity(&self, e: &mut Errors) -> Option<i64> {
-        match self.quantity.as_i64() {
-            Some(q) if (1..=1_000_000).contains(&q) => Some(q),
-            Some(_) => {
-                e.push("/quantity", "out_of_range", "must be between 1 and 1000000");
-                None
-            }
-            None if self.quantity.is_null() => {
-                e.push(
-                    "/quantity",
-                    "required",
-                    "is required (an integer, at least 1)",
-                );
-                None
-            }
-            None => {
-                e.push("/quantity", "must_be_integer", "must be a whole number");
-                None
-            }
+        if (1..=1_000_000).contains(&self.quantity) {
+            Some(self.quantity)
+        } else {
+            e.push("/quantity", "out_of_range", "must be between 1 and 1000000");
+            None
         }
     }
 }

@@ -337,3 +337,97 @@ async fn grant_expiry_run_twice_at_once_expires_each_grant_once() {
     assert_eq!(b["promo_locked_minor"], 0);
     shop.assert_ledger_consistent().await;
 }
+
+#[tokio::test]
+async fn a_clawback_racing_payments_removes_exactly_what_they_did_not_spend() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    let grant = shop.grant(&c, 500, "RELEASED", 3600).await;
+    // One OTP session per order (a QR re-mint would supersede the previous nonce).
+    let mut sessions = Vec::new();
+    for i in 0..4 {
+        let order = format!("RACE-{i}");
+        let r = shop
+            .post(
+                "/payments/otp/send",
+                json!({"phone": c.phone, "amount_minor": 150, "currency": "EUR", "order_ref": order}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        sessions.push((
+            order,
+            r.body["data"]["otp_session_id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        ));
+    }
+    let url = format!(
+        "/sandbox/messages?phone={}&limit=200",
+        c.phone.replace('+', "%2B")
+    );
+    let msgs: Vec<Value> = tests::eventually(
+        std::time::Duration::from_secs(20),
+        "four OTP SMS",
+        || async {
+            let r = send(app.get(&url).header("x-api-key", &shop.tenant.platform_key)).await;
+            let m: Vec<Value> = r.body["data"]
+                .as_array()?
+                .iter()
+                .filter(|m| m["kind"] == "otp")
+                .cloned()
+                .collect();
+            (m.len() == 4).then_some(m)
+        },
+    )
+    .await;
+    let code_for = |order: &str| {
+        msgs.iter()
+            .find(|m| {
+                m["body"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("order {order}."))
+            })
+            .unwrap()["code"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let payments = sessions.iter().map(|(order, session)| {
+        let body = json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": code_for(order),
+                          "otp_session_id": session}, "amount_minor": 150, "currency": "EUR", "order_ref": order});
+        let shop = &shop;
+        async move { shop.post("/payments", body).await }
+    });
+    let clawback = send(
+        app.post(&format!("/grants/{grant}/clawback"))
+            .header("x-operator-key", &shop.operator_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&json!({"reason": "race"})),
+    );
+    let (paid, clawed) = tokio::join!(futures::future::join_all(payments), clawback);
+    assert_eq!(clawed.status, 200, "{}", clawed.body);
+    let mut spent = 0;
+    for r in &paid {
+        match r.status {
+            200 => {
+                assert_eq!(r.body["data"]["debited_promo_minor"], 150, "{}", r.body);
+                spent += 150;
+            }
+            _ => assert_eq!(r.code(), "INSUFFICIENT_FUNDS", "{}", r.body),
+        }
+    }
+    let removed = clawed.body["data"]["clawed_back_minor"].as_i64().unwrap();
+    assert_eq!(
+        spent + removed,
+        500,
+        "every minor unit either spent or clawed back, once"
+    );
+    let b = shop.balance(&c).await;
+    assert_eq!(b["promo_available_minor"], 0);
+    assert_eq!(b["actual_minor"], 0);
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
