@@ -29,6 +29,8 @@ pub struct Model {
     pub service_session_id: Option<Uuid>,
     pub posting_id: Uuid,
     pub created_at: DateTimeUtc,
+    /// The reload-bonus config version a settlement top-up accrued under.
+    pub bonus_config_version: Option<i32>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

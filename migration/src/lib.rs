@@ -8,6 +8,7 @@ mod m20261121_000002_operators;
 mod m20261121_000003_wallets;
 mod m20261121_000004_customers;
 mod m20261121_000005_topups;
+mod m20261121_000006_incentives;
 
 pub struct Migrator;
 
@@ -19,6 +20,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000003_wallets::Migration),
             Box::new(m20261121_000004_customers::Migration),
             Box::new(m20261121_000005_topups::Migration),
+            Box::new(m20261121_000006_incentives::Migration),
         ]
     }
 }

@@ -215,6 +215,34 @@ pub fn badge(identity: &wallet_user::Model, has_paid: bool) -> &'static str {
 }
 
 /// Resolves a credential to the customer's wallet in one program (read-only). A customer
+
+/// The one customer every credential in `named` names (they must agree; the first is
+/// reported as `/customer` when they do not), or NOT_FOUND.
+pub async fn find_named<C: ConnectionTrait>(
+    c: &C,
+    sealer: &Sealer,
+    caller: &super::payments::Caller,
+    named: &[IdentityCredential],
+    now: DateTime<Utc>,
+) -> Result<wallet_user::Model, ApiError> {
+    let mut found: Option<wallet_user::Model> = None;
+    for customer in named {
+        require_supported(c, caller.integration_id, customer).await?;
+        let (i, _) = find_identity(c, sealer, caller.acting.merchant_id, customer, now)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Customer"))?;
+        if found.as_ref().is_some_and(|f| f.id != i.id) {
+            return Err(ApiError::field(
+                "/customer",
+                "customer_mismatch",
+                "names another customer than wallet_user_id",
+            ));
+        }
+        found = Some(i);
+    }
+    found.ok_or_else(|| ApiError::not_found("Customer"))
+}
+
 /// with wallets in several programs and no `program` given is WALLET_PROGRAM_AMBIGUOUS.
 pub async fn resolve<C: ConnectionTrait>(
     c: &C,

@@ -944,22 +944,7 @@ pub async fn claim<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Claimed, ApiError> {
     let merchant = caller.acting.merchant_id;
-    let mut found: Option<wallet_user::Model> = None;
-    for customer in named {
-        customers::require_supported(c, caller.integration_id, customer).await?;
-        let (i, _) = customers::find_identity(c, sealer, merchant, customer, now)
-            .await?
-            .ok_or_else(|| ApiError::not_found("Customer"))?;
-        if found.as_ref().is_some_and(|f| f.id != i.id) {
-            return Err(ApiError::field(
-                "/customer",
-                "customer_mismatch",
-                "names another customer than wallet_user_id",
-            ));
-        }
-        found = Some(i);
-    }
-    let found = found.ok_or_else(|| ApiError::not_found("Customer"))?;
+    let found = customers::find_named(c, sealer, caller, named, now).await?;
     let identity = store::wallets::lock_identity(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Customer"))?;

@@ -1,5 +1,7 @@
 //! Domain logic: plain Rust that knows nothing about HTTP. Services open the transaction and
 //! hand it to `store`; the change, its idempotency record and its outbox rows share it.
+pub mod budgets;
+pub mod cashback;
 pub mod checkout;
 pub mod credentials;
 pub mod customers;
@@ -9,7 +11,10 @@ pub mod grants;
 pub mod ledger;
 pub mod operators;
 pub mod payments;
+pub mod offers;
 pub mod platform;
+pub mod reload_bonus;
+pub mod settlements;
 pub mod tenancy;
 pub mod topups;
 pub mod validate;

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{
-    checkout,
+    cashback, checkout,
     credentials::{
         Principal,
         scope::{self, Acting},
@@ -497,6 +497,8 @@ async fn hold_credential<C: ConnectionTrait>(
 pub struct Paid {
     pub payment: payment::Model,
     pub balance_after: Balance,
+    /// The CASHBACK grant the payment earned under its program's rule, if any.
+    pub cashback: Option<entities::promo_grant::Model>,
 }
 
 fn split_json(grants: &[(Uuid, i64)]) -> serde_json::Value {
@@ -664,18 +666,31 @@ pub async fn pay<C: ConnectionTrait>(
     if let Some(s) = session {
         checkout::complete(c, s, p.id, now).await?;
     }
-    let after = balance_after_debit(&w, &grants, &plan, now);
-    store::outbox::append_all(
-        c,
-        vec![
-            payment_event("payment.completed", &p, json!({}), now),
-            wallets::balance_changed(&w, &after, "payment", p.id, now),
-        ],
-    )
-    .await?;
+    let cashback = cashback::accrue(c, &p, &w, now).await?;
+    let after = match &cashback {
+        // The new grant is part of the balance now: read it back rather than patch it in.
+        Some(_) => {
+            let mut w = w.clone();
+            w.actual_minor -= plan.from_actual;
+            wallets::current_balance(c, &w).await?
+        }
+        None => balance_after_debit(&w, &grants, &plan, now),
+    };
+    let mut events = vec![payment_event(
+        "payment.completed",
+        &p,
+        json!({"cashback_minor": cashback.as_ref().map_or(0, |a| a.grant.original_minor)}),
+        now,
+    )];
+    if let Some(a) = &cashback {
+        events.extend(a.events.iter().cloned());
+    }
+    events.push(wallets::balance_changed(&w, &after, "payment", p.id, now));
+    store::outbox::append_all(c, events).await?;
     Ok(Paid {
         payment: p,
         balance_after: after,
+        cashback: cashback.map(|a| a.grant),
     })
 }
 
@@ -903,6 +918,10 @@ pub async fn refunds_of<C: ConnectionTrait>(
 #[derive(Clone, Debug)]
 pub struct Reversal {
     pub payment: payment::Model,
+    /// What the reversal took back of the payment's cashback.
+    pub cashback_reversed_minor: i64,
+    /// Cashback due back that the customer had already spent (not taken from cash).
+    pub cashback_unrecovered_minor: i64,
     /// None when a void found the payment already voided (a no-op).
     pub refund: Option<payment_refund::Model>,
     pub balance_after: Balance,
@@ -953,6 +972,8 @@ pub async fn reverse<C: ConnectionTrait>(
             let balance_after = wallets::current_balance(c, &w).await?;
             return Ok(Reversal {
                 payment: p,
+                cashback_reversed_minor: 0,
+                cashback_unrecovered_minor: 0,
                 refund: None,
                 balance_after,
             });
@@ -1030,6 +1051,15 @@ pub async fn reverse<C: ConnectionTrait>(
         p.voided_at = Some(at);
     }
     p.updated_at = now;
+    let reversed = cashback::reverse(
+        c,
+        &p,
+        match kind {
+            ReversalKind::Void => "payment_voided",
+            ReversalKind::Refund => "payment_refunded",
+        },
+        now,
+    ).await?;
     let w = store::wallets::find_wallet(c, merchant, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
@@ -1038,27 +1068,27 @@ pub async fn reverse<C: ConnectionTrait>(
         ReversalKind::Void => ("payment.reversed", "void"),
         ReversalKind::Refund => ("payment.refunded", "refund"),
     };
-    store::outbox::append_all(
-        c,
-        vec![
-            payment_event(
-                topic,
-                &p,
-                json!({
-                    "refund_id": refund_id.to_string(),
-                    "returned_minor": amount,
-                    "returned_actual_minor": plan.to_actual,
-                    "returned_promo_minor": plan.promo_returned(),
-                    "forfeited_promo_minor": plan.forfeited_promo(),
-                }),
-                now,
-            ),
-            wallets::balance_changed(&w, &balance_after, cause, refund_id, now),
-        ],
-    )
-    .await?;
+    let mut events = vec![payment_event(
+        topic,
+        &p,
+        json!({
+            "refund_id": refund_id.to_string(),
+            "returned_minor": amount,
+            "returned_actual_minor": plan.to_actual,
+            "returned_promo_minor": plan.promo_returned(),
+            "forfeited_promo_minor": plan.forfeited_promo(),
+            "cashback_reversed_minor": reversed.reversed_minor,
+            "cashback_unrecovered_minor": reversed.unrecovered_minor,
+        }),
+        now,
+    )];
+    events.extend(reversed.events);
+    events.push(wallets::balance_changed(&w, &balance_after, cause, refund_id, now));
+    store::outbox::append_all(c, events).await?;
     Ok(Reversal {
         payment: p,
+        cashback_reversed_minor: reversed.reversed_minor,
+        cashback_unrecovered_minor: reversed.unrecovered_minor,
         refund: Some(refund),
         balance_after,
     })

@@ -6,7 +6,7 @@
 //! its own transaction before anything else, so concurrent reports of the order queue on
 //! that claim and the later ones return the first one's result.
 use chrono::{DateTime, Duration, Utc};
-use entities::{sku, topup, wallet, wallet_user};
+use entities::{promo_grant, sku, topup, wallet, wallet_program, wallet_user};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -189,7 +189,7 @@ fn order_reused() -> ApiError {
 
 /// The customer a credit goes to: the identity the credential names, or, for a phone the
 /// merchant does not know yet, a new PENDING_PROOF proto-wallet identity. Returned locked.
-async fn credit_identity<C: ConnectionTrait>(
+pub(crate) async fn credit_identity<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
     merchant: Uuid,
@@ -211,6 +211,158 @@ async fn credit_identity<C: ConnectionTrait>(
         .await?
         .ok_or_else(|| ApiError::not_found("Customer"))?;
     Ok((identity, created))
+}
+
+/// The program a credit in `currency` goes to: the one named, or the merchant's only
+/// active program in that currency.
+pub(crate) async fn program_for_credit<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    named: Option<Uuid>,
+    currency: &str,
+) -> Result<wallet_program::Model, ApiError> {
+    let program = match named {
+        Some(p) => wallets::program_for(c, merchant, Some(p)).await?,
+        None => {
+            let programs: Vec<_> = store::tenancy::active_programs(c, &[merchant])
+                .await?
+                .into_iter()
+                .filter(|p| p.currency == currency)
+                .collect();
+            match programs.as_slice() {
+                [only] => only.clone(),
+                [] => return Err(ApiError::currency_not_supported(&[])),
+                many => {
+                    return Err(ApiError::wallet_program_ambiguous(
+                        &many.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
+                    ));
+                }
+            }
+        }
+    };
+    if program.currency != currency {
+        return Err(ApiError::currency_not_supported(std::slice::from_ref(
+            &program.currency,
+        )));
+    }
+    Ok(program)
+}
+
+/// A bonus that accrues with a credit.
+pub(crate) struct BonusGrant {
+    pub amount: i64,
+    pub source: &'static str,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A credit of actual money to a customer's wallet in a program, with its bonus.
+pub(crate) struct Credit<'a> {
+    pub topup_id: Uuid,
+    /// Locked (see `credit_identity`).
+    pub identity: wallet_user::Model,
+    /// Whether `credit_identity` created the identity for this credit.
+    pub created: bool,
+    pub program: &'a wallet_program::Model,
+    pub amount: i64,
+    pub bonus: Option<BonusGrant>,
+    pub memo: String,
+}
+
+pub(crate) struct Credited {
+    pub identity: wallet_user::Model,
+    pub wallet: wallet::Model,
+    pub grant: Option<promo_grant::Model>,
+    pub balance: Balance,
+    pub posting_id: Uuid,
+    /// customer.enrolled, promo_grant.accrued, wallet.balance_changed and, for a credit
+    /// held for someone still to enroll, enrollment.pending_proof; not yet appended.
+    pub events: Vec<NewOutbox>,
+}
+
+/// Posts a top-up's credit and its bonus: to a VERIFIED customer's wallet with the bonus
+/// RELEASED, or held in a PENDING_PROOF proto-wallet (whose window opens now) with the
+/// bonus LOCKED.
+pub(crate) async fn credit_wallet<C: ConnectionTrait>(
+    c: &C,
+    proof_window: Duration,
+    cr: Credit<'_>,
+    now: DateTime<Utc>,
+) -> Result<Credited, ApiError> {
+    let merchant = cr.identity.merchant_id;
+    let mut identity = cr.identity;
+    let mut events: Vec<NewOutbox> = Vec::new();
+    if identity.state != VERIFIED {
+        // A credit for someone who has not proven the phone: held in a proto-wallet whose
+        // pending-proof window opens now (or is already open).
+        if identity.state != PENDING_PROOF {
+            store::enrollments::set_identity_state(c, identity.id, PENDING_PROOF, None, now)
+                .await?;
+            identity.state = PENDING_PROOF.into();
+        }
+        enrollment::open_window(c, &identity, cr.program.id, Origin::Credit, proof_window, now)
+            .await?;
+    }
+    let found = wallets::wallet_in_program(c, &identity, cr.program, now).await?;
+    if cr.created {
+        events.push(enrollment::enrolled_event(&identity, &found, None, now));
+    }
+    let w = store::wallets::lock_wallet(c, merchant, found.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let posting_id = store::ledger::post(
+        c,
+        &ledger::posting::topup(merchant, w.id, &w.currency, cr.amount),
+        store::ledger::Reference {
+            kind: "topup",
+            id: cr.topup_id,
+            memo: Some(cr.memo),
+        },
+    )
+    .await?;
+    let grant = match cr.bonus {
+        Some(b) if b.amount > 0 => {
+            let state = if identity.state == VERIFIED {
+                "RELEASED"
+            } else {
+                "LOCKED"
+            };
+            let g = store::wallets::insert_grant(c, &w, b.amount, b.source, state, b.expires_at, now)
+                .await?;
+            store::ledger::post(
+                c,
+                &ledger::posting::grant_accrual(merchant, g.id, &w.currency, b.amount),
+                store::ledger::Reference {
+                    kind: "topup",
+                    id: cr.topup_id,
+                    memo: Some(b.source.to_ascii_lowercase()),
+                },
+            )
+            .await?;
+            let mut g = g;
+            g.remaining_minor = b.amount;
+            events.push(accrued_event(&g, &w, cr.topup_id, now));
+            Some(g)
+        }
+        _ => None,
+    };
+    let w = store::wallets::find_wallet(c, merchant, w.id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let balance = wallets::current_balance(c, &w).await?;
+    events.push(wallets::balance_changed(&w, &balance, "topup", cr.topup_id, now));
+    if identity.state != VERIFIED {
+        events.push(enrollment::credit_held_event(
+            &identity, &w, &balance, "topup", cr.topup_id, now,
+        ));
+    }
+    Ok(Credited {
+        identity,
+        wallet: w,
+        grant,
+        balance,
+        posting_id,
+        events,
+    })
 }
 
 /// POST /topup/sku/{skuId}: credits quantity × the SKU's credit as actual money and accrues
@@ -256,6 +408,7 @@ pub async fn topup_sku<C: ConnectionTrait>(
         service_session_id: req.service_session_id,
         posting_id: Uuid::nil(),
         created_at: now,
+        bonus_config_version: None,
     };
     if !store::topups::claim(c, placeholder.clone()).await? {
         let first = store::topups::find_by_order(c, merchant, "sku", &req.pos_order_ref)
@@ -270,53 +423,11 @@ pub async fn topup_sku<C: ConnectionTrait>(
         Some(s) => Some(checkout::hold(c, caller, s, now).await?),
         None => None,
     };
-    let (mut identity, created) = credit_identity(c, sealer, merchant, &req.customer, now).await?;
+    let (identity, created) = credit_identity(c, sealer, merchant, &req.customer, now).await?;
     if let Some(s) = &session {
         checkout::check_customer(s, identity.id)?;
     }
-    let program = match req.wallet_program_id {
-        Some(p) => wallets::program_for(c, merchant, Some(p)).await?,
-        None => {
-            let programs: Vec<_> = store::tenancy::active_programs(c, &[merchant])
-                .await?
-                .into_iter()
-                .filter(|p| p.currency == sku.currency)
-                .collect();
-            match programs.as_slice() {
-                [only] => only.clone(),
-                [] => return Err(ApiError::currency_not_supported(&[])),
-                many => {
-                    return Err(ApiError::wallet_program_ambiguous(
-                        &many.iter().map(|p| p.id.to_string()).collect::<Vec<_>>(),
-                    ));
-                }
-            }
-        }
-    };
-    if program.currency != sku.currency {
-        return Err(ApiError::currency_not_supported(std::slice::from_ref(
-            &program.currency,
-        )));
-    }
-    let mut events: Vec<NewOutbox> = Vec::new();
-    if identity.state != VERIFIED {
-        // A credit for someone who has not proven the phone: held in a proto-wallet whose
-        // pending-proof window opens now (or is already open).
-        if identity.state != PENDING_PROOF {
-            store::enrollments::set_identity_state(c, identity.id, PENDING_PROOF, None, now)
-                .await?;
-            identity.state = PENDING_PROOF.into();
-        }
-        enrollment::open_window(c, &identity, program.id, Origin::Credit, proof_window, now)
-            .await?;
-    }
-    let found = wallets::wallet_in_program(c, &identity, &program, now).await?;
-    if created {
-        events.push(enrollment::enrolled_event(&identity, &found, None, now));
-    }
-    let w = store::wallets::lock_wallet(c, merchant, found.id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let program = program_for_credit(c, merchant, req.wallet_program_id, &sku.currency).await?;
     let credit = sku
         .wallet_credits_minor
         .checked_mul(req.quantity)
@@ -328,56 +439,37 @@ pub async fn topup_sku<C: ConnectionTrait>(
                 "the credit would exceed the largest amount",
             )
         })?;
-    let posting_id = store::ledger::post(
+    let bonus = bonus_of(&sku).map_or(0, |b| b.amount(req.quantity, credit));
+    let days = sku.bonus_expiry_days.unwrap_or(DEFAULT_BONUS_DAYS);
+    let Credited {
+        identity,
+        wallet: w,
+        grant,
+        balance,
+        posting_id,
+        mut events,
+    } = credit_wallet(
         c,
-        &ledger::posting::topup(merchant, w.id, &w.currency, credit),
-        store::ledger::Reference {
-            kind: "topup",
-            id,
-            memo: Some(format!(
+        proof_window,
+        Credit {
+            topup_id: id,
+            identity,
+            created,
+            program: &program,
+            amount: credit,
+            bonus: (bonus > 0).then(|| BonusGrant {
+                amount: bonus,
+                source: "SKU_TOPUP_BONUS",
+                expires_at: now + Duration::days(i64::from(days)),
+            }),
+            memo: format!(
                 "sku {} x{} order {}",
                 sku.sku_id, req.quantity, req.pos_order_ref
-            )),
+            ),
         },
+        now,
     )
     .await?;
-    let bonus = bonus_of(&sku).map_or(0, |b| b.amount(req.quantity, credit));
-    let grant = if bonus > 0 {
-        let state = if identity.state == VERIFIED {
-            "RELEASED"
-        } else {
-            "LOCKED"
-        };
-        let days = sku.bonus_expiry_days.unwrap_or(DEFAULT_BONUS_DAYS);
-        let g = store::wallets::insert_grant(
-            c,
-            &w,
-            bonus,
-            "SKU_TOPUP_BONUS",
-            state,
-            now + Duration::days(i64::from(days)),
-            now,
-        )
-        .await?;
-        store::ledger::post(
-            c,
-            &ledger::posting::grant_accrual(merchant, g.id, &w.currency, bonus),
-            store::ledger::Reference {
-                kind: "topup",
-                id,
-                memo: Some("sku bonus".into()),
-            },
-        )
-        .await?;
-        events.push(accrued_event(&g, &w, id, now));
-        Some(g)
-    } else {
-        None
-    };
-    let w = store::wallets::find_wallet(c, merchant, w.id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let balance = wallets::current_balance(c, &w).await?;
     events.push(NewOutbox {
         kind: OutboxKind::Event,
         topic: "topup.confirmed".into(),
@@ -397,12 +489,6 @@ pub async fn topup_sku<C: ConnectionTrait>(
         }),
         occurred_at: now,
     });
-    events.push(wallets::balance_changed(&w, &balance, "topup", id, now));
-    if identity.state != VERIFIED {
-        events.push(enrollment::credit_held_event(
-            &identity, &w, &balance, "topup", id, now,
-        ));
-    }
     store::outbox::append_all(c, events).await?;
     let outcome = TopupOutcome {
         topup_id: id.to_string(),

@@ -17,7 +17,7 @@ use crate::{error::ApiError, store};
 
 pub const PENDING_PROOF: &str = "PENDING_PROOF";
 pub const VERIFIED: &str = "VERIFIED";
-pub const GRANT_SOURCES: &[&str] = &["CASHBACK", "RELOAD_BONUS", "SKU_TOPUP_BONUS"];
+pub const GRANT_SOURCES: &[&str] = &["CASHBACK", "RELOAD_BONUS", "SKU_TOPUP_BONUS", "OFFER"];
 
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct GrantBalance {

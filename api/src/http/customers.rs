@@ -207,6 +207,53 @@ pub fn identity_credential(e: &mut Errors, at: &str, raw: &Value) -> Option<Pres
     Some(Presented::Known(parsed))
 }
 
+/// A customer named by `wallet_user_id`, an identity credential, or both (they must agree):
+/// checked here, resolved in the transaction by `CustomerNamed::credentials`.
+#[derive(Clone, Debug, Default)]
+pub struct CustomerNamed {
+    by_id: Option<Uuid>,
+    by_credential: Option<Presented>,
+}
+
+impl CustomerNamed {
+    pub fn parse(
+        e: &mut Errors,
+        wallet_user_id: &Option<String>,
+        customer: Option<&Value>,
+    ) -> CustomerNamed {
+        let by_id = wallet_user_id
+            .as_deref()
+            .and_then(|id| crate::domain::validate::uuid(e, "/wallet_user_id", id));
+        let by_credential = customer.and_then(|c| identity_credential(e, "/customer", c));
+        if wallet_user_id.is_none() && customer.is_none() {
+            e.push(
+                "/wallet_user_id",
+                "required",
+                "give wallet_user_id or customer (or both, naming the same customer)",
+            );
+        }
+        CustomerNamed {
+            by_id,
+            by_credential,
+        }
+    }
+
+    pub async fn credentials(
+        self,
+        st: &AppState,
+        integration: Uuid,
+    ) -> Result<Vec<IdentityCredential>, ApiError> {
+        let mut named = Vec::new();
+        if let Some(id) = self.by_id {
+            named.push(IdentityCredential::WalletUser(id));
+        }
+        if let Some(c) = self.by_credential {
+            named.push(c.known(st, integration).await?);
+        }
+        Ok(named)
+    }
+}
+
 /// The merchant a read without a body acts for: `merchant_id` when given (checked
 /// against the credential), else the only merchant the credential acts for.
 pub async fn merchant_of(

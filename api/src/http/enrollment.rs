@@ -9,7 +9,7 @@ use super::{
     auth::TerminalJwtAuth,
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
-    customers::{GrantItem, IdentityCredentialBody, grant_item, identity_credential},
+    customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item},
     mutation,
     payments::BalanceView,
     reply::Reply,
@@ -17,7 +17,6 @@ use super::{
 };
 use crate::{
     domain::{
-        customers::IdentityCredential,
         enrollment::{self, Initiate, Policy, Proof, Released, Target},
         payments::masked,
         validate::{self, Errors},
@@ -376,19 +375,7 @@ impl Validate for ClaimRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        if let Some(id) = &self.wallet_user_id {
-            validate::uuid(e, "/wallet_user_id", id);
-        }
-        if let Some(c) = &self.customer {
-            identity_credential(e, "/customer", &c.raw);
-        }
-        if self.wallet_user_id.is_none() && self.customer.is_none() {
-            e.push(
-                "/wallet_user_id",
-                "required",
-                "give wallet_user_id or customer (or both, naming the same customer)",
-            );
-        }
+        CustomerNamed::parse(e, &self.wallet_user_id, self.customer.as_ref().map(|c| &c.raw));
     }
 }
 
@@ -636,14 +623,11 @@ impl EnrollmentApi {
         let p = auth.0.clone();
         let b = body.value.clone();
         let mut e = Errors::default();
-        let by_id = b
-            .wallet_user_id
-            .as_deref()
-            .and_then(|id| validate::uuid(&mut e, "/wallet_user_id", id));
-        let by_credential = b
-            .customer
-            .as_ref()
-            .and_then(|c| identity_credential(&mut e, "/customer", &c.raw));
+        let named = CustomerNamed::parse(
+            &mut e,
+            &b.wallet_user_id,
+            b.customer.as_ref().map(|c| &c.raw),
+        );
         e.finish()?;
         mutation::run(
             mutation::Call {
@@ -657,13 +641,7 @@ impl EnrollmentApi {
             },
             move |txn, acting| {
                 Box::pin(async move {
-                    let mut named = Vec::new();
-                    if let Some(id) = by_id {
-                        named.push(IdentityCredential::WalletUser(id));
-                    }
-                    if let Some(c) = by_credential {
-                        named.push(c.known(&st, p.integration_id).await?);
-                    }
+                    let named = named.credentials(&st, p.integration_id).await?;
                     let who = caller(&p, acting, &b.context);
                     let c = enrollment::claim(txn, &st.sealer, &who, &named, Utc::now()).await?;
                     let (released_grants, skipped_grants, wallets) = released_parts(&c.released);

@@ -523,6 +523,10 @@ pub struct PaymentResult {
     /// The checkout session the payment completed, when it named one.
     #[oai(nullable)]
     pub service_session_id: Option<String>,
+    /// The CASHBACK grant the payment earned under its program's cashback rule (accrued in
+    /// the payment's transaction, RELEASED at once); null when it earned none.
+    #[oai(nullable)]
+    pub cashback: Option<super::customers::GrantItem>,
 }
 
 /// A refund or void of a payment.
@@ -692,6 +696,11 @@ pub struct ReversalResult {
     #[oai(nullable)]
     pub refund: Option<RefundView>,
     pub balance_after: BalanceView,
+    /// What this reversal took back of the payment's cashback: the same share as the share
+    /// of the payment returned.
+    pub cashback_reversed_minor: i64,
+    /// Cashback due back that the customer had already spent; never taken from actual money.
+    pub cashback_unrecovered_minor: i64,
 }
 
 /// Capture request (reserved).
@@ -941,6 +950,7 @@ impl PaymentsApi {
                         completed_at: ts(p.completed_at),
                         needs_reconciliation: p.needs_reconciliation,
                         service_session_id: p.service_session_id.map(|s| s.to_string()),
+                        cashback: paid.cashback.as_ref().map(super::customers::grant_item),
                     });
                     out.meta = MetaExtra {
                         data_completeness_score: Some(p.data_completeness_score),
@@ -1119,6 +1129,8 @@ async fn reverse(
                     payment: detail(&r.payment, &refunds),
                     refund: r.refund.as_ref().map(refund_view),
                     balance_after: r.balance_after.into(),
+                    cashback_reversed_minor: r.cashback_reversed_minor,
+                    cashback_unrecovered_minor: r.cashback_unrecovered_minor,
                 }))
             })
         },

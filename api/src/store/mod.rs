@@ -6,6 +6,7 @@ pub mod db;
 pub mod dead_letters;
 pub mod enrollments;
 pub mod idempotency;
+pub mod incentives;
 pub mod ledger;
 pub mod operators;
 pub mod outbox;

@@ -210,3 +210,13 @@ pub async fn set_identify_credential_types<C: ConnectionTrait>(
     am.updated_at = Set(chrono::Utc::now());
     am.update(c).await
 }
+
+/// Locks the program row until the transaction ends: orders concurrent writers of the
+/// program's versioned incentive configs.
+pub async fn lock_program<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<wallet_program::Model>, DbErr> {
+    let q = wallet_program::Entity::find_by_id(id);
+    super::for_update(c, q).one(c).await
+}

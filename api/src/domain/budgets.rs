@@ -1,0 +1,196 @@
+//! Campaign budget envelopes: a cap on the promotional credit a campaign's accruals may
+//! issue in total. Every change to a budget, an accrual included, is a compare-and-swap on
+//! its `version`, so concurrent accruals never take the spend past the limit: a writer
+//! that loses the race re-reads and tries again against the new figures.
+//!
+//! A partner's own change names the version it read (`expected_version`); when another
+//! change landed in between it gets CONFLICT and re-reads, instead of overwriting.
+use chrono::{DateTime, Utc};
+use entities::budget;
+use sea_orm::ConnectionTrait;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::{error::ApiError, store};
+
+/// Rounds of compare-and-swap before an accrual gives up (each lost round means another
+/// writer committed, so this only runs out under extreme contention).
+const MAX_ROUNDS: usize = 64;
+
+pub struct NewBudget {
+    pub name: String,
+    pub currency: String,
+    pub limit_minor: i64,
+}
+
+pub async fn create<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+    merchant: Uuid,
+    b: NewBudget,
+    now: DateTime<Utc>,
+) -> Result<budget::Model, ApiError> {
+    super::wallets::require_currency(c, merchant, &b.currency).await?;
+    Ok(store::incentives::insert_budget(
+        c,
+        budget::Model {
+            id: Uuid::now_v7(),
+            merchant_id: merchant,
+            integration_id,
+            name: b.name,
+            currency: b.currency,
+            limit_minor: b.limit_minor,
+            spent_minor: 0,
+            active: true,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        },
+    )
+    .await?)
+}
+
+pub async fn get<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    id: Uuid,
+) -> Result<budget::Model, ApiError> {
+    store::incentives::find_budget(c, merchant, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Budget"))
+}
+
+pub async fn list<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+) -> Result<Vec<budget::Model>, ApiError> {
+    Ok(store::incentives::budgets_of(c, merchant).await?)
+}
+
+/// A change of a budget's terms; `None` keeps the current value.
+#[derive(Clone, Debug, Default)]
+pub struct Change {
+    pub name: Option<String>,
+    pub limit_minor: Option<i64>,
+    pub active: Option<bool>,
+    /// The version the partner read. Stale → CONFLICT; absent → applied to the current one.
+    pub expected_version: Option<i32>,
+}
+
+fn stale(current: &budget::Model) -> ApiError {
+    ApiError::conflict("The budget changed since you read it; re-read it and retry.")
+        .with_details(json!({
+            "current_version": current.version,
+            "spent_minor": current.spent_minor,
+            "limit_minor": current.limit_minor,
+        }))
+}
+
+pub async fn change<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    id: Uuid,
+    ch: Change,
+    now: DateTime<Utc>,
+) -> Result<budget::Model, ApiError> {
+    for _ in 0..MAX_ROUNDS {
+        let b = get(c, merchant, id).await?;
+        if ch.expected_version.is_some_and(|v| v != b.version) {
+            return Err(stale(&b));
+        }
+        let limit = ch.limit_minor.unwrap_or(b.limit_minor);
+        if limit < b.spent_minor {
+            return Err(ApiError::field(
+                "/limit_minor",
+                "below_spent",
+                format!("must cover what the budget already spent, {}", b.spent_minor),
+            ));
+        }
+        let name = ch.name.clone().unwrap_or_else(|| b.name.clone());
+        let active = ch.active.unwrap_or(b.active);
+        if store::incentives::cas_terms(c, id, b.version, &name, limit, active, now).await? {
+            return get(c, merchant, id).await;
+        }
+        if ch.expected_version.is_some() {
+            // Someone else's change (an accrual, say) landed between our read and write.
+            let now_b = get(c, merchant, id).await?;
+            return Err(stale(&now_b));
+        }
+    }
+    Err(ApiError::conflict(
+        "The budget is changing too fast to update; retry.",
+    ))
+}
+
+/// How an accrual takes from a budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Take {
+    /// All of it or nothing (an offer promises its reward).
+    Exactly,
+    /// As much as is left, up to the amount (cashback and reload bonuses shrink to fit).
+    UpTo,
+}
+
+/// Takes `want` (>= 0) from the budget for an accrual and returns what it got: never more
+/// than the limit leaves, whatever runs at the same time. An inactive budget gives nothing.
+pub async fn spend<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    id: Uuid,
+    want: i64,
+    take: Take,
+    now: DateTime<Utc>,
+) -> Result<i64, ApiError> {
+    if want <= 0 {
+        return Ok(0);
+    }
+    for _ in 0..MAX_ROUNDS {
+        let b = get(c, merchant, id).await?;
+        let left = if b.active {
+            (b.limit_minor - b.spent_minor).max(0)
+        } else {
+            0
+        };
+        let amount = match take {
+            Take::Exactly if left < want => return Ok(0),
+            Take::Exactly => want,
+            Take::UpTo => want.min(left),
+        };
+        if amount == 0 {
+            return Ok(0);
+        }
+        if store::incentives::cas_spend(c, id, b.version, amount, now).await? {
+            return Ok(amount);
+        }
+    }
+    Err(ApiError::conflict(
+        "The campaign budget is changing too fast; retry.",
+    ))
+}
+
+/// Gives `amount` back to the budget (a reversed accrual).
+pub async fn give_back<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    id: Uuid,
+    amount: i64,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    if amount <= 0 {
+        return Ok(());
+    }
+    for _ in 0..MAX_ROUNDS {
+        let Some(b) = store::incentives::find_budget(c, merchant, id).await? else {
+            return Ok(());
+        };
+        let back = amount.min(b.spent_minor);
+        if back == 0
+            || store::incentives::cas_spend(c, id, b.version, -back, now).await?
+        {
+            return Ok(());
+        }
+    }
+    Err(ApiError::conflict(
+        "The campaign budget is changing too fast; retry.",
+    ))
+}

@@ -1,0 +1,328 @@
+//! Settlements, reload-bonus configs, cashback rules and accruals, budgets and offers.
+use chrono::{DateTime, Utc};
+use entities::{
+    budget, cashback_accrual, cashback_rule, offer, reload_bonus_config, settlement,
+};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
+    QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, ExprTrait},
+};
+use uuid::Uuid;
+
+use super::for_update;
+
+// --- settlements -------------------------------------------------------------------------
+
+pub async fn lock_settlement<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    reference: &str,
+) -> Result<Option<settlement::Model>, DbErr> {
+    let q = settlement::Entity::find()
+        .filter(settlement::Column::MerchantId.eq(merchant_id))
+        .filter(settlement::Column::Reference.eq(reference));
+    for_update(c, q).one(c).await
+}
+
+pub async fn find_settlement<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    reference: &str,
+) -> Result<Option<settlement::Model>, DbErr> {
+    settlement::Entity::find()
+        .filter(settlement::Column::MerchantId.eq(merchant_id))
+        .filter(settlement::Column::Reference.eq(reference))
+        .one(c)
+        .await
+}
+
+/// Inserts the settlement unless (merchant, reference) exists; true when this call did.
+pub async fn insert_settlement_if_absent<C: ConnectionTrait>(
+    c: &C,
+    s: settlement::Model,
+) -> Result<bool, DbErr> {
+    let r = settlement::Entity::insert(s.into_active_model())
+        .on_conflict_do_nothing_on([
+            settlement::Column::MerchantId,
+            settlement::Column::Reference,
+        ])
+        .exec(c)
+        .await?;
+    Ok(matches!(r, sea_orm::TryInsertResult::Inserted(_)))
+}
+
+pub async fn update_settlement<C: ConnectionTrait>(
+    c: &C,
+    s: settlement::Model,
+) -> Result<settlement::Model, DbErr> {
+    s.into_active_model().reset_all().update(c).await
+}
+
+// --- versioned configs -------------------------------------------------------------------
+
+pub async fn current_reload_config<C: ConnectionTrait>(
+    c: &C,
+    program_id: Uuid,
+) -> Result<Option<reload_bonus_config::Model>, DbErr> {
+    reload_bonus_config::Entity::find()
+        .filter(reload_bonus_config::Column::WalletProgramId.eq(program_id))
+        .order_by_desc(reload_bonus_config::Column::Version)
+        .one(c)
+        .await
+}
+
+pub async fn insert_reload_config<C: ConnectionTrait>(
+    c: &C,
+    m: reload_bonus_config::Model,
+) -> Result<reload_bonus_config::Model, DbErr> {
+    m.into_active_model().insert(c).await
+}
+
+pub async fn current_cashback_rule<C: ConnectionTrait>(
+    c: &C,
+    program_id: Uuid,
+) -> Result<Option<cashback_rule::Model>, DbErr> {
+    cashback_rule::Entity::find()
+        .filter(cashback_rule::Column::WalletProgramId.eq(program_id))
+        .order_by_desc(cashback_rule::Column::Version)
+        .one(c)
+        .await
+}
+
+pub async fn insert_cashback_rule<C: ConnectionTrait>(
+    c: &C,
+    m: cashback_rule::Model,
+) -> Result<cashback_rule::Model, DbErr> {
+    m.into_active_model().insert(c).await
+}
+
+pub async fn insert_cashback_accrual<C: ConnectionTrait>(
+    c: &C,
+    m: cashback_accrual::Model,
+) -> Result<(), DbErr> {
+    cashback_accrual::Entity::insert(m.into_active_model())
+        .exec(c)
+        .await
+        .map(|_| ())
+}
+
+pub async fn find_cashback_accrual<C: ConnectionTrait>(
+    c: &C,
+    payment_id: Uuid,
+) -> Result<Option<cashback_accrual::Model>, DbErr> {
+    cashback_accrual::Entity::find_by_id(payment_id).one(c).await
+}
+
+pub async fn update_cashback_accrual<C: ConnectionTrait>(
+    c: &C,
+    m: cashback_accrual::Model,
+) -> Result<(), DbErr> {
+    m.into_active_model()
+        .reset_all()
+        .update(c)
+        .await
+        .map(|_| ())
+}
+
+// --- budgets -----------------------------------------------------------------------------
+
+pub async fn insert_budget<C: ConnectionTrait>(
+    c: &C,
+    b: budget::Model,
+) -> Result<budget::Model, DbErr> {
+    b.into_active_model().insert(c).await
+}
+
+pub async fn find_budget<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<budget::Model>, DbErr> {
+    budget::Entity::find_by_id(id)
+        .filter(budget::Column::MerchantId.eq(merchant_id))
+        .one(c)
+        .await
+}
+
+pub async fn budgets_of<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+) -> Result<Vec<budget::Model>, DbErr> {
+    budget::Entity::find()
+        .filter(budget::Column::MerchantId.eq(merchant_id))
+        .order_by_asc(budget::Column::Id)
+        .all(c)
+        .await
+}
+
+/// Compare-and-swap: adds `amount` (negative returns credit) to what the budget spent and
+/// bumps its version, only while the version is still `version` and the spend stays within
+/// [0, limit]. False when another writer got there first (or the limit would be passed).
+pub async fn cas_spend<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    version: i32,
+    amount: i64,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let spent = Expr::col(budget::Column::SpentMinor).add(amount);
+    let r = budget::Entity::update_many()
+        .col_expr(budget::Column::SpentMinor, spent.clone())
+        .col_expr(
+            budget::Column::Version,
+            Expr::col(budget::Column::Version).add(1),
+        )
+        .col_expr(budget::Column::UpdatedAt, Expr::value(now))
+        .filter(budget::Column::Id.eq(id))
+        .filter(budget::Column::Version.eq(version))
+        .filter(spent.clone().gte(0))
+        .filter(spent.lte(Expr::col(budget::Column::LimitMinor)))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}
+
+/// Compare-and-swap of the budget's terms: applies only while the version is `version`
+/// and the new limit still covers what was spent.
+pub async fn cas_terms<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    version: i32,
+    name: &str,
+    limit_minor: i64,
+    active: bool,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let r = budget::Entity::update_many()
+        .col_expr(budget::Column::Name, Expr::value(name))
+        .col_expr(budget::Column::LimitMinor, Expr::value(limit_minor))
+        .col_expr(budget::Column::Active, Expr::value(active))
+        .col_expr(
+            budget::Column::Version,
+            Expr::col(budget::Column::Version).add(1),
+        )
+        .col_expr(budget::Column::UpdatedAt, Expr::value(now))
+        .filter(budget::Column::Id.eq(id))
+        .filter(budget::Column::Version.eq(version))
+        .filter(Expr::col(budget::Column::SpentMinor).lte(limit_minor))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}
+
+// --- offers ------------------------------------------------------------------------------
+
+pub async fn insert_offer<C: ConnectionTrait>(c: &C, o: offer::Model) -> Result<(), DbErr> {
+    offer::Entity::insert(o.into_active_model())
+        .exec(c)
+        .await
+        .map(|_| ())
+}
+
+pub async fn find_offer<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<offer::Model>, DbErr> {
+    offer::Entity::find_by_id(id)
+        .filter(offer::Column::MerchantId.eq(merchant_id))
+        .one(c)
+        .await
+}
+
+pub async fn lock_offer<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<offer::Model>, DbErr> {
+    let q = offer::Entity::find_by_id(id).filter(offer::Column::MerchantId.eq(merchant_id));
+    for_update(c, q).one(c).await
+}
+
+pub async fn update_offer<C: ConnectionTrait>(c: &C, o: offer::Model) -> Result<(), DbErr> {
+    o.into_active_model()
+        .reset_all()
+        .update(c)
+        .await
+        .map(|_| ())
+}
+
+/// The customer's offers, newest first, after the cursor.
+pub async fn offers_page<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    wallet_user_id: Option<Uuid>,
+    state: Option<&str>,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<offer::Model>, DbErr> {
+    let mut q = offer::Entity::find().filter(offer::Column::MerchantId.eq(merchant_id));
+    if let Some(w) = wallet_user_id {
+        q = q.filter(offer::Column::WalletUserId.eq(w));
+    }
+    if let Some(s) = state {
+        q = q.filter(offer::Column::State.eq(s));
+    }
+    if let Some(a) = after {
+        q = q.filter(offer::Column::Id.lt(a));
+    }
+    q.order_by_desc(offer::Column::Id).limit(limit).all(c).await
+}
+
+/// The customer's ARMED offers (for evaluation), oldest first.
+pub async fn armed_offers<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    wallet_user_id: Uuid,
+) -> Result<Vec<offer::Model>, DbErr> {
+    offer::Entity::find()
+        .filter(offer::Column::MerchantId.eq(merchant_id))
+        .filter(offer::Column::WalletUserId.eq(wallet_user_id))
+        .filter(offer::Column::State.eq("ARMED"))
+        .order_by_asc(offer::Column::Id)
+        .all(c)
+        .await
+}
+
+pub async fn offer_for_payment<C: ConnectionTrait>(
+    c: &C,
+    payment_id: Uuid,
+) -> Result<Option<offer::Model>, DbErr> {
+    offer::Entity::find()
+        .filter(offer::Column::PaymentId.eq(payment_id))
+        .one(c)
+        .await
+}
+
+pub async fn due_offers<C: ConnectionTrait>(
+    c: &C,
+    now: DateTime<Utc>,
+    limit: u64,
+) -> Result<Vec<offer::Model>, DbErr> {
+    offer::Entity::find()
+        .filter(offer::Column::State.eq("ARMED"))
+        .filter(offer::Column::ExpiresAt.lte(now))
+        .order_by_asc(offer::Column::ExpiresAt)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
+/// Moves an ARMED offer to `to`; false when it had already left ARMED (another worker or
+/// request moved it first).
+pub async fn end_armed_offer<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    to: &str,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let r = offer::Entity::update_many()
+        .col_expr(offer::Column::State, Expr::value(to))
+        .col_expr(offer::Column::UpdatedAt, Expr::value(now))
+        .filter(offer::Column::Id.eq(id))
+        .filter(offer::Column::State.eq("ARMED"))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}
