@@ -8,6 +8,8 @@ use super::{
     operator::OperatorApi, operator_wallets::OperatorWalletsApi, payments::PaymentsApi,
     platform::PlatformApi, sandbox::SandboxApi, terminal::TerminalApi, token::TokenApi,
     topups::TopupsApi,
+    settlements::SettlementsApi,
+    incentives::IncentivesApi,
 };
 
 pub type Apis = (
@@ -23,6 +25,8 @@ pub type Apis = (
     CheckoutApi,
     EnrollmentApi,
     TopupsApi,
+    SettlementsApi,
+    IncentivesApi,
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -75,6 +79,23 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("topupSku", "ga"),
     ("listCustomerGrants", "ga"),
     ("clawbackGrant", "ga"),
+    ("ingestSettlement", "ga"),
+    ("getSettlement", "ga"),
+    ("confirmTopup", "ga"),
+    ("setReloadBonusConfig", "ga"),
+    ("getReloadBonusConfig", "ga"),
+    ("setCashbackRule", "ga"),
+    ("getCashbackRule", "ga"),
+    ("createBudget", "beta"),
+    ("listBudgets", "beta"),
+    ("getBudget", "beta"),
+    ("updateBudget", "beta"),
+    ("armOffer", "beta"),
+    ("listOffers", "beta"),
+    ("getOffer", "beta"),
+    ("evaluateOffers", "beta"),
+    ("redeemOffer", "beta"),
+    ("cancelOffer", "beta"),
 ];
 
 fn apis() -> Apis {
@@ -91,6 +112,8 @@ fn apis() -> Apis {
         CheckoutApi,
         EnrollmentApi,
         TopupsApi,
+        SettlementsApi,
+        IncentivesApi,
     )
 }
 

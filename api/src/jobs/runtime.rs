@@ -271,7 +271,8 @@ async fn purge_expired_idempotency(state: AppState, mut stop: watch::Receiver<bo
 }
 
 /// Lapses enrollments past their pending-proof window, expires promotional grants past
-/// their `expires_at`, and closes checkout sessions past their deadline. Safe on any number of workers at once (see `enrollment::expire_due`).
+/// their `expires_at`, expires offers nobody redeemed, and closes checkout sessions past their
+/// deadline. Safe on any number of workers at once (see `enrollment::expire_due`).
 async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
     let every = Duration::from_secs(state.config.sweep_interval_secs);
     loop {
@@ -285,6 +286,11 @@ async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(n) if n > 0 => tracing::info!(expired = n, "promotional grants expired"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "expiring grants failed"),
+        }
+        match crate::domain::offers::expire_due(&state.db, now).await {
+            Ok(n) if n > 0 => tracing::info!(expired = n, "offers expired"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "expiring offers failed"),
         }
         match crate::domain::checkout::expire_due(&state.db, now).await {
             Ok(n) if n > 0 => tracing::info!(expired = n, "checkout sessions expired"),

@@ -1,0 +1,1063 @@
+//! Incentives: the cashback rule per program, campaign budgets (beta) and offers (beta).
+use chrono::{DateTime, Utc};
+use entities::{budget, cashback_rule, offer};
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Header, Path, Query},
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    auth::{AnyAuth, ApiKeyAuth},
+    body::{Documented, JsonBody, Validate},
+    common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
+    customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item, merchant_of},
+    mutation,
+    payments::{BalanceView, MAX_AMOUNT_MINOR},
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        budgets::{self, Change, NewBudget},
+        cashback::{self, NewRule},
+        offers::{self, NewOffer, Reward},
+        validate::{self, Errors},
+    },
+    envelope::{self, Page},
+    error::ApiError,
+    idempotency::Outcome,
+    state::AppState,
+};
+
+fn money(e: &mut Errors, at: &str, v: i64, min: i64) {
+    if !(min..=MAX_AMOUNT_MINOR).contains(&v) {
+        e.push(
+            at,
+            "out_of_range",
+            format!("must be between {min} and {MAX_AMOUNT_MINOR}"),
+        );
+    }
+}
+
+fn days(e: &mut Errors, at: &str, v: Option<i32>) {
+    if let Some(d) = v
+        && !(1..=3650).contains(&d)
+    {
+        e.push(at, "out_of_range", "must be between 1 and 3650");
+    }
+}
+
+fn name(e: &mut Errors, at: &str, v: &str) {
+    if validate::length(e, at, v, 1, 120) {
+        validate::no_control_chars(e, at, v);
+    }
+}
+
+// --- cashback ----------------------------------------------------------------------------
+
+/// Set a program's cashback rule (a new version; earlier payments keep theirs).
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct CashbackRuleRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    #[serde(default)]
+    pub wallet_program_id: String,
+    /// Exactly 3 letters: the program's currency.
+    #[serde(default)]
+    pub currency: String,
+    /// Basis points of the actual money a payment debits (100 = 1 %), 1 to 10000.
+    #[serde(default)]
+    pub rate_bps: i32,
+    /// Payments below this amount earn nothing (default 1).
+    #[oai(nullable)]
+    pub min_payment_minor: Option<i64>,
+    /// Cap per payment.
+    #[oai(nullable)]
+    pub max_cashback_minor: Option<i64>,
+    /// Lifetime of a cashback grant in days, at least 1 (default 365).
+    #[oai(nullable)]
+    pub expiry_days: Option<i32>,
+    /// False pauses the rule (default true).
+    #[oai(nullable)]
+    pub active: Option<bool>,
+    /// A campaign budget capping the cashback issued in total (beta).
+    #[oai(nullable)]
+    pub budget_id: Option<String>,
+}
+
+impl Validate for CashbackRuleRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        validate::uuid(e, "/wallet_program_id", &self.wallet_program_id);
+        validate::currency(e, "/currency", &self.currency);
+        if !(1..=10_000).contains(&self.rate_bps) {
+            e.push("/rate_bps", "out_of_range", "must be between 1 and 10000");
+        }
+        if let Some(m) = self.min_payment_minor {
+            money(e, "/min_payment_minor", m, 1);
+        }
+        if let Some(m) = self.max_cashback_minor {
+            money(e, "/max_cashback_minor", m, 1);
+        }
+        days(e, "/expiry_days", self.expiry_days);
+        optional_uuid(e, "/budget_id", &self.budget_id);
+    }
+}
+
+/// A program's cashback rule as stored.
+#[derive(Object, Serialize)]
+pub struct CashbackRuleView {
+    pub rule_id: String,
+    pub wallet_program_id: String,
+    /// Counts changes.
+    pub version: i32,
+    pub currency: String,
+    pub rate_bps: i32,
+    pub min_payment_minor: i64,
+    #[oai(nullable)]
+    pub max_cashback_minor: Option<i64>,
+    pub expiry_days: i32,
+    pub active: bool,
+    #[oai(nullable)]
+    pub budget_id: Option<String>,
+    pub merchant_id: String,
+    /// When this version came into force.
+    pub created_at: String,
+}
+
+fn rule_view(r: &cashback_rule::Model) -> CashbackRuleView {
+    CashbackRuleView {
+        rule_id: r.id.to_string(),
+        wallet_program_id: r.wallet_program_id.to_string(),
+        version: r.version,
+        currency: r.currency.clone(),
+        rate_bps: r.rate_bps,
+        min_payment_minor: r.min_payment_minor,
+        max_cashback_minor: r.max_cashback_minor,
+        expiry_days: r.expiry_days,
+        active: r.active,
+        budget_id: r.budget_id.map(|b| b.to_string()),
+        merchant_id: r.merchant_id.to_string(),
+        created_at: ts(r.created_at),
+    }
+}
+
+// --- budgets -----------------------------------------------------------------------------
+
+/// Open a campaign budget.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct BudgetRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// 1 to 120 characters.
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub currency: String,
+    /// The most promotional credit the campaign may issue, in minor units.
+    #[serde(default)]
+    pub limit_minor: i64,
+}
+
+impl Validate for BudgetRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        name(e, "/name", &self.name);
+        validate::currency(e, "/currency", &self.currency);
+        money(e, "/limit_minor", self.limit_minor, 1);
+    }
+}
+
+/// Change a budget. Send the `version` you read as `expected_version`: when another change
+/// landed in between, the answer is CONFLICT (409) and nothing changes.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct BudgetChangeRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    #[oai(nullable)]
+    pub name: Option<String>,
+    /// Never below what the budget already spent.
+    #[oai(nullable)]
+    pub limit_minor: Option<i64>,
+    /// False stops further accruals against it.
+    #[oai(nullable)]
+    pub active: Option<bool>,
+    #[oai(nullable)]
+    pub expected_version: Option<i32>,
+}
+
+impl Validate for BudgetChangeRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if let Some(n) = &self.name {
+            name(e, "/name", n);
+        }
+        if let Some(l) = self.limit_minor {
+            money(e, "/limit_minor", l, 0);
+        }
+        if self.expected_version.is_some_and(|v| v < 1) {
+            e.push("/expected_version", "out_of_range", "must be at least 1");
+        }
+    }
+}
+
+/// A campaign budget envelope.
+#[derive(Object, Serialize)]
+pub struct BudgetView {
+    pub budget_id: String,
+    pub name: String,
+    pub currency: String,
+    pub limit_minor: i64,
+    /// Promotional credit its accruals issued (reversed cashback comes back).
+    pub spent_minor: i64,
+    pub remaining_minor: i64,
+    pub active: bool,
+    /// Changes with every update and accrual: the compare-and-swap token.
+    pub version: i32,
+    pub merchant_id: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+fn budget_view(b: &budget::Model) -> BudgetView {
+    BudgetView {
+        budget_id: b.id.to_string(),
+        name: b.name.clone(),
+        currency: b.currency.clone(),
+        limit_minor: b.limit_minor,
+        spent_minor: b.spent_minor,
+        remaining_minor: (b.limit_minor - b.spent_minor).max(0),
+        active: b.active,
+        version: b.version,
+        merchant_id: b.merchant_id.to_string(),
+        created_at: ts(b.created_at),
+        updated_at: ts(b.updated_at),
+    }
+}
+
+// --- offers ------------------------------------------------------------------------------
+
+/// An offer's reward: exactly one of a fixed `amount_minor` or `percent_bps` of the payment
+/// (rounded down, optionally capped by `max_reward_minor`).
+#[derive(Object, Deserialize, Serialize, Debug, Clone)]
+pub struct RewardBody {
+    #[oai(nullable)]
+    pub amount_minor: Option<i64>,
+    #[oai(nullable)]
+    pub percent_bps: Option<i32>,
+    #[oai(nullable)]
+    pub max_reward_minor: Option<i64>,
+}
+
+impl RewardBody {
+    fn check(&self, e: &mut Errors) -> Option<Reward> {
+        match (self.amount_minor, self.percent_bps) {
+            (Some(a), None) => {
+                money(e, "/reward/amount_minor", a, 1);
+                if self.max_reward_minor.is_some() {
+                    e.push(
+                        "/reward/max_reward_minor",
+                        "not_allowed",
+                        "only with percent_bps",
+                    );
+                }
+                Some(Reward::Fixed(a))
+            }
+            (None, Some(b)) => {
+                if !(1..=10_000).contains(&b) {
+                    e.push(
+                        "/reward/percent_bps",
+                        "out_of_range",
+                        "must be between 1 and 10000",
+                    );
+                }
+                if let Some(m) = self.max_reward_minor {
+                    money(e, "/reward/max_reward_minor", m, 1);
+                }
+                Some(Reward::Percent {
+                    bps: b,
+                    max_minor: self.max_reward_minor,
+                })
+            }
+            _ => {
+                e.push(
+                    "/reward",
+                    "exactly_one",
+                    "give exactly one of amount_minor or percent_bps",
+                );
+                None
+            }
+        }
+    }
+}
+
+/// Arm an offer for a customer.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct OfferRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// The customer: give this, `customer`, or both (naming the same customer).
+    #[oai(nullable)]
+    pub wallet_user_id: Option<String>,
+    /// The customer by identity credential (the same shapes as POST /identify).
+    #[oai(nullable)]
+    pub customer: Option<Documented<IdentityCredentialBody>>,
+    /// Picks the program when the merchant runs several in the currency.
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+    /// Shown to the cashier, 1 to 120 characters.
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub currency: String,
+    #[serde(default)]
+    pub reward: Option<RewardBody>,
+    /// Payments below this amount do not qualify (default 1).
+    #[oai(nullable)]
+    pub min_amount_minor: Option<i64>,
+    /// RFC 3339, in the future: unredeemed by then, the offer expires (offer.expired).
+    #[serde(default)]
+    pub expires_at: String,
+    /// A campaign budget the reward is taken from.
+    #[oai(nullable)]
+    pub budget_id: Option<String>,
+    /// Lifetime of the reward grant in days (default 90).
+    #[oai(nullable)]
+    pub grant_expiry_days: Option<i32>,
+}
+
+fn rfc3339(e: &mut Errors, at: &str, v: &str) -> Option<DateTime<Utc>> {
+    match DateTime::parse_from_rfc3339(v) {
+        Ok(t) => Some(t.with_timezone(&Utc)),
+        Err(_) => {
+            e.push(at, "invalid_timestamp", "must be an RFC 3339 timestamp");
+            None
+        }
+    }
+}
+
+impl Validate for OfferRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        CustomerNamed::parse(e, &self.wallet_user_id, self.customer.as_ref().map(|c| &c.raw));
+        optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
+        name(e, "/name", &self.name);
+        validate::currency(e, "/currency", &self.currency);
+        match &self.reward {
+            Some(r) => {
+                r.check(e);
+            }
+            None => e.push("/reward", "required", "is required"),
+        }
+        if let Some(m) = self.min_amount_minor {
+            money(e, "/min_amount_minor", m, 1);
+        }
+        rfc3339(e, "/expires_at", &self.expires_at);
+        optional_uuid(e, "/budget_id", &self.budget_id);
+        days(e, "/grant_expiry_days", self.grant_expiry_days);
+    }
+}
+
+/// An offer and where it stands.
+#[derive(Object, Serialize)]
+pub struct OfferView {
+    pub offer_id: String,
+    /// ARMED, REDEEMED, EXPIRED or CANCELLED (an ARMED offer past `expires_at` reads as
+    /// EXPIRED at once).
+    pub state: String,
+    pub wallet_user_id: String,
+    pub wallet_program_id: String,
+    pub name: String,
+    pub currency: String,
+    pub reward: RewardBody,
+    pub min_amount_minor: i64,
+    pub expires_at: String,
+    #[oai(nullable)]
+    pub budget_id: Option<String>,
+    pub grant_expiry_days: i32,
+    /// Set once redeemed.
+    #[oai(nullable)]
+    pub payment_id: Option<String>,
+    #[oai(nullable)]
+    pub grant_id: Option<String>,
+    #[oai(nullable)]
+    pub rewarded_minor: Option<i64>,
+    #[oai(nullable)]
+    pub redeemed_at: Option<String>,
+    pub merchant_id: String,
+    pub created_at: String,
+}
+
+fn offer_view(o: &offer::Model, now: DateTime<Utc>) -> OfferView {
+    OfferView {
+        offer_id: o.id.to_string(),
+        state: offers::state_at(o, now).to_string(),
+        wallet_user_id: o.wallet_user_id.to_string(),
+        wallet_program_id: o.wallet_program_id.to_string(),
+        name: o.name.clone(),
+        currency: o.currency.clone(),
+        reward: RewardBody {
+            amount_minor: o.reward_minor,
+            percent_bps: o.reward_bps,
+            max_reward_minor: o.max_reward_minor,
+        },
+        min_amount_minor: o.min_amount_minor,
+        expires_at: ts(o.expires_at),
+        budget_id: o.budget_id.map(|b| b.to_string()),
+        grant_expiry_days: o.grant_expiry_days,
+        payment_id: o.payment_id.map(|p| p.to_string()),
+        grant_id: o.grant_id.map(|g| g.to_string()),
+        rewarded_minor: o.rewarded_minor,
+        redeemed_at: o.redeemed_at.map(ts),
+        merchant_id: o.merchant_id.to_string(),
+        created_at: ts(o.created_at),
+    }
+}
+
+/// Which offers a prospective payment would earn.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct EvaluateRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    #[oai(nullable)]
+    pub wallet_user_id: Option<String>,
+    /// The customer by identity credential.
+    #[oai(nullable)]
+    pub customer: Option<Documented<IdentityCredentialBody>>,
+    /// The basket total the payment would be for.
+    #[serde(default)]
+    pub amount_minor: i64,
+    #[serde(default)]
+    pub currency: String,
+}
+
+impl Validate for EvaluateRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        CustomerNamed::parse(e, &self.wallet_user_id, self.customer.as_ref().map(|c| &c.raw));
+        money(e, "/amount_minor", self.amount_minor, 1);
+        validate::currency(e, "/currency", &self.currency);
+    }
+}
+
+/// One armed offer against the prospective payment.
+#[derive(Object, Serialize)]
+pub struct OfferEvaluation {
+    pub offer: OfferView,
+    pub eligible: bool,
+    /// What redeeming it against this payment would grant.
+    pub reward_minor: i64,
+    /// Why not, when not eligible: `currency_mismatch`, `below_minimum` or
+    /// `budget_exhausted`.
+    #[oai(nullable)]
+    pub reason: Option<String>,
+}
+
+#[derive(Object, Serialize)]
+pub struct EvaluationResult {
+    pub wallet_user_id: String,
+    pub offers: Vec<OfferEvaluation>,
+}
+
+/// Redeem an offer against a completed payment.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct RedeemRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// A completed payment of the offer's customer, made after the offer was armed.
+    #[serde(default)]
+    pub payment_id: String,
+}
+
+impl Validate for RedeemRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        validate::uuid(e, "/payment_id", &self.payment_id);
+    }
+}
+
+#[derive(Object, Serialize)]
+pub struct RedeemResult {
+    pub offer: OfferView,
+    /// The reward, a RELEASED grant with source OFFER.
+    pub grant: GrantItem,
+    pub wallet_id: String,
+    pub balance_after: BalanceView,
+}
+
+/// A body with nothing but the envelope.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct EnvelopeOnly {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+}
+
+impl Validate for EnvelopeOnly {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+    }
+}
+
+pub struct IncentivesApi;
+
+#[OpenApi(tag = "Tag::Incentives")]
+impl IncentivesApi {
+    /// Set the cashback rule
+    ///
+    /// Stores a new version of the program's cashback rule. Every completed payment then
+    /// earns `rate_bps` of the actual money it debited (promotional credit earns none),
+    /// capped by `max_cashback_minor`, as a RELEASED CASHBACK grant accrued in the
+    /// payment's own transaction and reported in the payment result. A refund takes back
+    /// the same share of the cashback as the share of the payment it returns, a void all of
+    /// it; what the customer already spent is reported as unrecovered, never taken from
+    /// actual money. Later changes never touch earlier payments.
+    #[oai(
+        path = "/incentives/cashback/config",
+        method = "post",
+        operation_id = "setCashbackRule"
+    )]
+    async fn set_cashback(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<CashbackRuleRequest>,
+    ) -> poem::Result<Reply<CashbackRuleView>> {
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let program = validate::uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
+        e.finish()?;
+        let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/incentives/cashback/config".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let r = cashback::configure(
+                        txn,
+                        p.integration_id,
+                        acting.merchant_id,
+                        NewRule {
+                            wallet_program_id: program,
+                            currency: b.currency.clone(),
+                            rate_bps: b.rate_bps,
+                            min_payment_minor: b.min_payment_minor.unwrap_or(1),
+                            max_cashback_minor: b.max_cashback_minor,
+                            expiry_days: b
+                                .expiry_days
+                                .unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
+                            active: b.active.unwrap_or(true),
+                            budget_id: budget,
+                        },
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(rule_view(&r)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Get the cashback rule
+    ///
+    /// The rule in force for the program (NOT_FOUND when none was set).
+    #[oai(
+        path = "/incentives/cashback/config",
+        method = "get",
+        operation_id = "getCashbackRule"
+    )]
+    async fn get_cashback(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        wallet_program_id: Query<String>,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<CashbackRuleView>> {
+        let st = state.0;
+        let program = path_uuid("query:wallet_program_id", &wallet_program_id.0)?;
+        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
+        let r = cashback::current(&st.db, merchant, program)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Cashback rule"))?;
+        Ok(Reply::ok(&rule_view(&r)))
+    }
+
+    /// Open a campaign budget (beta)
+    ///
+    /// A cap on the promotional credit that the accruals pointing at it (offers, cashback
+    /// rules, reload-bonus configs) issue in total. Accruals take from it with a
+    /// compare-and-swap on its `version`, so concurrent accruals never overspend it: an
+    /// offer's reward is taken whole or not at all; cashback and reload bonuses shrink to
+    /// what is left.
+    #[oai(
+        path = "/incentives/budgets",
+        method = "post",
+        operation_id = "createBudget"
+    )]
+    async fn create_budget(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<BudgetRequest>,
+    ) -> poem::Result<Reply<BudgetView>> {
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/incentives/budgets".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let r = budgets::create(
+                        txn,
+                        p.integration_id,
+                        acting.merchant_id,
+                        NewBudget {
+                            name: b.name.clone(),
+                            currency: b.currency.clone(),
+                            limit_minor: b.limit_minor,
+                        },
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(budget_view(&r)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// List campaign budgets (beta)
+    #[oai(
+        path = "/incentives/budgets",
+        method = "get",
+        operation_id = "listBudgets"
+    )]
+    async fn list_budgets(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<Vec<BudgetView>>> {
+        let st = state.0;
+        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
+        let rows = budgets::list(&st.db, merchant).await?;
+        Ok(Reply::ok(&rows.iter().map(budget_view).collect::<Vec<_>>()))
+    }
+
+    /// Get a campaign budget (beta)
+    #[oai(
+        path = "/incentives/budgets/:budget_id",
+        method = "get",
+        operation_id = "getBudget"
+    )]
+    async fn get_budget(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        budget_id: Path<String>,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<BudgetView>> {
+        let st = state.0;
+        let id = path_uuid("path:budgetId", &budget_id.0)?;
+        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
+        Ok(Reply::ok(&budget_view(
+            &budgets::get(&st.db, merchant, id).await?,
+        )))
+    }
+
+    /// Change a campaign budget (beta)
+    ///
+    /// Renames, resizes (never below what was spent) or pauses a budget. With
+    /// `expected_version`, the change applies only if the budget is still at that version
+    /// (else CONFLICT, 409, with `details.current_version`; re-read and retry).
+    #[oai(
+        path = "/incentives/budgets/:budget_id",
+        method = "patch",
+        operation_id = "updateBudget"
+    )]
+    async fn update_budget(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        budget_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<BudgetChangeRequest>,
+    ) -> poem::Result<Reply<BudgetView>> {
+        let id = path_uuid("path:budgetId", &budget_id.0)?;
+        let b = body.value.clone();
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("PATCH /v1/incentives/budgets/{id}"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let r = budgets::change(
+                        txn,
+                        acting.merchant_id,
+                        id,
+                        Change {
+                            name: b.name.clone(),
+                            limit_minor: b.limit_minor,
+                            active: b.active,
+                            expected_version: b.expected_version,
+                        },
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(budget_view(&r)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Arm an offer (beta)
+    ///
+    /// Arms a reward for one known customer until `expires_at` (offer.armed). The customer
+    /// earns it by a payment made after arming and redeemed against the offer.
+    #[oai(path = "/offers", method = "post", operation_id = "armOffer")]
+    async fn arm_offer(
+        &self,
+        state: Data<&AppState>,
+        auth: AnyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<OfferRequest>,
+    ) -> poem::Result<Reply<OfferView>> {
+        let st = state.0.clone();
+        let p = auth.principal().clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let named = CustomerNamed::parse(&mut e, &b.wallet_user_id, b.customer.as_ref().map(|c| &c.raw));
+        let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
+        let reward = b.reward.as_ref().and_then(|r| r.check(&mut e));
+        let expires_at = rfc3339(&mut e, "/expires_at", &b.expires_at);
+        e.finish()?;
+        let (reward, expires_at) = reward
+            .zip(expires_at)
+            .ok_or_else(|| ApiError::internal("validated offer"))?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: auth.principal(),
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/offers".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let named = named.credentials(&st, p.integration_id).await?;
+                    let who = caller(&p, acting, &b.context);
+                    let now = Utc::now();
+                    let o = offers::arm(
+                        txn,
+                        &st.sealer,
+                        &who,
+                        NewOffer {
+                            named,
+                            wallet_program_id: program,
+                            name: b.name.clone(),
+                            currency: b.currency.clone(),
+                            reward,
+                            min_amount_minor: b.min_amount_minor.unwrap_or(1),
+                            expires_at,
+                            budget_id: budget,
+                            grant_expiry_days: b.grant_expiry_days,
+                        },
+                        now,
+                    )
+                    .await?;
+                    Ok(Outcome::new(offer_view(&o, now)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// List offers (beta)
+    ///
+    /// Newest first, optionally for one customer (`wallet_user_id`) and in one `state`.
+    /// Cursor-paginated (`limit` 1–200, default 50).
+    #[oai(path = "/offers", method = "get", operation_id = "listOffers")]
+    #[allow(clippy::too_many_arguments)]
+    async fn list_offers(
+        &self,
+        state: Data<&AppState>,
+        auth: AnyAuth,
+        merchant_id: Query<Option<String>>,
+        wallet_user_id: Query<Option<String>>,
+        #[oai(name = "state")] offer_state: Query<Option<String>>,
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
+    ) -> poem::Result<Reply<Vec<OfferView>>> {
+        let st = state.0;
+        let mut e = Errors::default();
+        let who = optional_uuid(&mut e, "query:wallet_user_id", &wallet_user_id.0);
+        if let Some(s) = offer_state.0.as_deref()
+            && !offers::STATES.contains(&s)
+        {
+            e.push(
+                "query:state",
+                "invalid_value",
+                format!("must be one of {}", offers::STATES.join(", ")),
+            );
+        }
+        let limit = limit.0.unwrap_or(50);
+        if !(1..=200).contains(&limit) {
+            e.push("query:limit", "out_of_range", "must be between 1 and 200");
+        }
+        e.finish()?;
+        let after = cursor
+            .0
+            .as_deref()
+            .map(|c| super::cursor::decode("offer", c))
+            .transpose()?;
+        let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
+        let (rows, more) = offers::list(
+            &st.db,
+            merchant,
+            who,
+            offer_state.0.as_deref(),
+            after,
+            limit,
+        )
+        .await?;
+        let page = Page {
+            next_cursor: if more {
+                rows.last().map(|o| super::cursor::encode("offer", o.id))
+            } else {
+                None
+            },
+            has_more: more,
+        };
+        let now = Utc::now();
+        Ok(Reply::page(
+            &rows.iter().map(|o| offer_view(o, now)).collect::<Vec<_>>(),
+            &page,
+        ))
+    }
+
+    /// Get an offer (beta)
+    #[oai(path = "/offers/:offer_id", method = "get", operation_id = "getOffer")]
+    async fn get_offer(
+        &self,
+        state: Data<&AppState>,
+        auth: AnyAuth,
+        offer_id: Path<String>,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<OfferView>> {
+        let st = state.0;
+        let id = path_uuid("path:offerId", &offer_id.0)?;
+        let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
+        let o = offers::get(&st.db, merchant, id).await?;
+        Ok(Reply::ok(&offer_view(&o, Utc::now())))
+    }
+
+    /// Evaluate offers (beta)
+    ///
+    /// Which of the customer's armed offers a payment of `amount_minor` would earn, and how
+    /// much; ineligible ones say why. Read-shaped: it writes nothing, so the
+    /// Idempotency-Key header is optional.
+    #[oai(
+        path = "/offers/evaluate",
+        method = "post",
+        operation_id = "evaluateOffers"
+    )]
+    async fn evaluate(
+        &self,
+        state: Data<&AppState>,
+        auth: AnyAuth,
+        /// Optional (UUID). Evaluation writes nothing, so a retry simply evaluates again.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<EvaluateRequest>,
+    ) -> poem::Result<Reply<EvaluationResult>> {
+        let st = state.0;
+        let principal = auth.principal();
+        if idempotency_key.0.is_some() {
+            crate::idempotency::parse_key(idempotency_key.0.as_deref())?;
+        }
+        let acting = mutation::authorize(st, principal, &body.value.context).await?;
+        let b = &body.value;
+        let mut e = Errors::default();
+        let named = CustomerNamed::parse(&mut e, &b.wallet_user_id, b.customer.as_ref().map(|c| &c.raw));
+        e.finish()?;
+        let named = named.credentials(st, principal.integration_id).await?;
+        let who = caller(principal, acting, &b.context);
+        let now = Utc::now();
+        let (wallet_user_id, found) = offers::evaluate(
+            &st.db,
+            &st.sealer,
+            &who,
+            &named,
+            b.amount_minor,
+            &b.currency,
+            now,
+        )
+        .await?;
+        Ok(Reply::rendered(envelope::ok(&EvaluationResult {
+            wallet_user_id: wallet_user_id.to_string(),
+            offers: found
+                .iter()
+                .map(|x| OfferEvaluation {
+                    offer: offer_view(&x.offer, now),
+                    eligible: x.ineligible.is_none(),
+                    reward_minor: x.reward_minor,
+                    reason: x.ineligible.map(str::to_string),
+                })
+                .collect(),
+        })))
+    }
+
+    /// Redeem an offer (beta)
+    ///
+    /// Redeems an armed offer against a completed payment of its customer made after the
+    /// offer was armed: the reward (on what the payment holds after refunds) accrues as a
+    /// RELEASED grant with source OFFER (offer.redeemed, promo_grant.accrued). The reward
+    /// is taken whole from the offer's budget or the redemption fails with the issue
+    /// `budget_exhausted` and the offer stays ARMED. One offer per payment. An offer that
+    /// is not ARMED is VALIDATION_ERROR with `details.offer_state`.
+    #[oai(
+        path = "/offers/:offer_id/redeem",
+        method = "post",
+        operation_id = "redeemOffer"
+    )]
+    async fn redeem(
+        &self,
+        state: Data<&AppState>,
+        auth: AnyAuth,
+        offer_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<RedeemRequest>,
+    ) -> poem::Result<Reply<RedeemResult>> {
+        let id = path_uuid("path:offerId", &offer_id.0)?;
+        let p = auth.principal().clone();
+        let b = body.value.clone();
+        let payment = path_uuid("/payment_id", &b.payment_id)?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: auth.principal(),
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/offers/{id}/redeem"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let who = caller(&p, acting, &b.context);
+                    let now = Utc::now();
+                    let r = offers::redeem(txn, &p, &who, id, payment, now).await?;
+                    Ok(Outcome::new(RedeemResult {
+                        offer: offer_view(&r.offer, now),
+                        wallet_id: r.grant.wallet_id.to_string(),
+                        grant: grant_item(&r.grant),
+                        balance_after: r.balance_after.into(),
+                    }))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Cancel an offer (beta)
+    ///
+    /// Withdraws an ARMED offer (CANCELLED). Cancelling a cancelled offer changes nothing;
+    /// a redeemed or expired one is VALIDATION_ERROR with `details.offer_state`.
+    #[oai(
+        path = "/offers/:offer_id/cancel",
+        method = "post",
+        operation_id = "cancelOffer"
+    )]
+    async fn cancel(
+        &self,
+        state: Data<&AppState>,
+        auth: AnyAuth,
+        offer_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<EnvelopeOnly>,
+    ) -> poem::Result<Reply<OfferView>> {
+        let id = path_uuid("path:offerId", &offer_id.0)?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: auth.principal(),
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/offers/{id}/cancel"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let now = Utc::now();
+                    let o = offers::cancel(txn, acting.merchant_id, id, now).await?;
+                    Ok(Outcome::new(offer_view(&o, now)))
+                })
+            },
+        )
+        .await
+    }
+}

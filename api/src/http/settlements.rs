@@ -1,0 +1,637 @@
+//! Settlement-backed top-ups: settlement ingest (control plane), top-up confirmation at the
+//! till, and the reload-bonus tiers a confirmation accrues under.
+use chrono::Utc;
+use entities::{reload_bonus_config, settlement};
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Header, Path, Query},
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    auth::{ApiKeyAuth, TerminalJwtAuth},
+    body::{Documented, JsonBody, Validate},
+    common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
+    customers::{IdentityCredentialBody, identity_credential, merchant_of},
+    mutation,
+    payments::{BalanceView, MAX_AMOUNT_MINOR},
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        credentials::{Principal, Scope},
+        reload_bonus::{self, NewConfig, Tier},
+        settlements::{self, Confirm, Confirmed, Report},
+        validate::{self, Errors},
+    },
+    error::ApiError,
+    idempotency::Outcome,
+    state::AppState,
+};
+
+// --- settlement ingest -------------------------------------------------------------------
+
+/// A settlement your payment provider reported for a top-up the customer paid.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct SettlementRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// The provider's settlement reference, 1 to 128 characters; unique per merchant.
+    #[serde(default)]
+    pub reference: String,
+    /// What was settled, in minor units (at least 1). It is what the top-up will credit.
+    #[serde(default)]
+    pub amount_minor: i64,
+    /// ISO-4217; one of the merchant's program currencies.
+    #[serde(default)]
+    pub currency: String,
+    /// PENDING (the provider is settling), SETTLED or FAILED. A reference moves only from
+    /// PENDING to SETTLED or FAILED; reporting the same state again changes nothing.
+    #[serde(default)]
+    pub state: String,
+    /// The provider's name, up to 64 characters.
+    #[oai(nullable)]
+    pub provider: Option<String>,
+    /// Why it failed (FAILED only), up to 200 characters.
+    #[oai(nullable)]
+    pub failure_reason: Option<String>,
+}
+
+impl Validate for SettlementRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if validate::length(e, "/reference", &self.reference, 1, 128) {
+            validate::no_control_chars(e, "/reference", &self.reference);
+        }
+        if validate::min_amount(e, "/amount_minor", self.amount_minor, 1)
+            && self.amount_minor > MAX_AMOUNT_MINOR
+        {
+            e.push(
+                "/amount_minor",
+                "too_large",
+                format!("must be at most {MAX_AMOUNT_MINOR}"),
+            );
+        }
+        validate::currency(e, "/currency", &self.currency);
+        if !settlements::STATES.contains(&self.state.as_str()) {
+            e.push(
+                "/state",
+                "invalid_value",
+                format!("must be one of {}", settlements::STATES.join(", ")),
+            );
+        }
+        if let Some(p) = &self.provider
+            && validate::length(e, "/provider", p, 1, 64)
+        {
+            validate::no_control_chars(e, "/provider", p);
+        }
+        if let Some(r) = &self.failure_reason {
+            if self.state != settlements::FAILED {
+                e.push("/failure_reason", "not_allowed", "only with state FAILED");
+            } else if validate::length(e, "/failure_reason", r, 1, 200) {
+                validate::no_control_chars(e, "/failure_reason", r);
+            }
+        }
+    }
+}
+
+/// A settlement reference and what became of it.
+#[derive(Object, Serialize)]
+pub struct SettlementView {
+    pub reference: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    /// PENDING, SETTLED or FAILED.
+    pub state: String,
+    #[oai(nullable)]
+    pub provider: Option<String>,
+    #[oai(nullable)]
+    pub failure_reason: Option<String>,
+    /// True once a confirmed top-up used it (a reference credits once).
+    pub used: bool,
+    /// The top-up that used it.
+    #[oai(nullable)]
+    pub topup_id: Option<String>,
+    pub is_sandbox: bool,
+    pub merchant_id: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+fn settlement_view(s: &settlement::Model) -> SettlementView {
+    SettlementView {
+        reference: s.reference.clone(),
+        amount_minor: s.amount_minor,
+        currency: s.currency.clone(),
+        state: s.state.clone(),
+        provider: s.provider.clone(),
+        failure_reason: s.failure_reason.clone(),
+        used: s.topup_id.is_some(),
+        topup_id: s.topup_id.map(|t| t.to_string()),
+        is_sandbox: s.is_sandbox,
+        merchant_id: s.merchant_id.to_string(),
+        created_at: ts(s.created_at),
+        updated_at: ts(s.updated_at),
+    }
+}
+
+/// Settlement ingest is the merchant's control plane: a key for the whole merchant (or the
+/// platform key), never a brand's or a branch's till key.
+fn control_plane(p: &Principal) -> Result<(), ApiError> {
+    match p.scope {
+        Scope::Integration | Scope::Enterprise { .. } => Ok(()),
+        _ => Err(ApiError::forbidden(
+            "Settlement ingest needs a merchant-wide or platform key, not a brand or branch key.",
+        )),
+    }
+}
+
+// --- confirm -----------------------------------------------------------------------------
+
+/// Confirm a top-up against a settled reference.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct ConfirmRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// A SETTLED reference from settlement ingest that no top-up used yet. The amount
+    /// comes from the settlement; money fields in the body are ignored.
+    #[serde(default)]
+    pub settlement_reference: String,
+    /// The customer to credit. A phone the merchant does not know yet gets a PENDING_PROOF
+    /// proto-wallet that holds the credit until the customer enrolls.
+    #[serde(default)]
+    pub customer: Documented<IdentityCredentialBody>,
+    /// Picks the program when the merchant runs several in the settlement's currency.
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+}
+
+impl Validate for ConfirmRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if validate::length(e, "/settlement_reference", &self.settlement_reference, 1, 128) {
+            validate::no_control_chars(e, "/settlement_reference", &self.settlement_reference);
+        }
+        identity_credential(e, "/customer", &self.customer.raw);
+        optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
+    }
+}
+
+/// The credit, its reload bonus, and both money classes after it.
+#[derive(Object, Serialize)]
+pub struct ConfirmResult {
+    pub topup_id: String,
+    /// `credited`.
+    pub status: String,
+    pub settlement_reference: String,
+    pub wallet_id: String,
+    pub wallet_user_id: String,
+    /// VERIFIED, or PENDING_PROOF when the credit is held until the customer enrolls.
+    pub customer_state: String,
+    pub credited_actual_minor: i64,
+    /// The reload bonus (0 when no tier applies or the config's budget is spent).
+    pub bonus_minor: i64,
+    #[oai(nullable)]
+    pub bonus_grant_id: Option<String>,
+    /// RELEASED, or LOCKED while the customer has not proven the phone.
+    #[oai(nullable)]
+    pub bonus_state: Option<String>,
+    #[oai(nullable)]
+    pub bonus_expires_at: Option<String>,
+    /// The reload-bonus config version in force at confirmation (null: none configured).
+    #[oai(nullable)]
+    pub bonus_config_version: Option<i32>,
+    pub currency: String,
+    pub balance_after: BalanceView,
+    pub created_at: String,
+}
+
+impl From<Confirmed> for ConfirmResult {
+    fn from(o: Confirmed) -> Self {
+        ConfirmResult {
+            topup_id: o.topup_id,
+            status: o.status,
+            settlement_reference: o.settlement_reference,
+            wallet_id: o.wallet_id,
+            wallet_user_id: o.wallet_user_id,
+            customer_state: o.customer_state,
+            credited_actual_minor: o.credited_actual_minor,
+            bonus_minor: o.bonus_minor,
+            bonus_grant_id: o.bonus_grant_id,
+            bonus_state: o.bonus_state,
+            bonus_expires_at: o.bonus_expires_at,
+            bonus_config_version: o.bonus_config_version,
+            currency: o.currency,
+            balance_after: o.balance_after.into(),
+            created_at: o.created_at,
+        }
+    }
+}
+
+// --- reload bonus ------------------------------------------------------------------------
+
+/// One bonus band: top-ups from `min_amount_minor` to `max_amount_minor` (inclusive; null
+/// means no upper end) earn exactly one of a fixed `bonus_minor` or `bonus_percent_bps` of
+/// the amount (rounded down).
+#[derive(Object, Deserialize, Serialize, Debug, Clone)]
+pub struct TierBody {
+    #[serde(default)]
+    pub min_amount_minor: i64,
+    #[oai(nullable)]
+    pub max_amount_minor: Option<i64>,
+    #[oai(nullable)]
+    pub bonus_minor: Option<i64>,
+    /// Basis points of the top-up (1000 = 10 %).
+    #[oai(nullable)]
+    pub bonus_percent_bps: Option<i32>,
+}
+
+impl TierBody {
+    fn tier(&self) -> Tier {
+        Tier {
+            min_amount_minor: self.min_amount_minor,
+            max_amount_minor: self.max_amount_minor,
+            bonus_minor: self.bonus_minor,
+            bonus_percent_bps: self.bonus_percent_bps,
+        }
+    }
+
+    fn validate(&self, e: &mut Errors, at: &str) {
+        if !(1..=MAX_AMOUNT_MINOR).contains(&self.min_amount_minor) {
+            e.push(
+                format!("{at}/min_amount_minor"),
+                "out_of_range",
+                format!("must be between 1 and {MAX_AMOUNT_MINOR}"),
+            );
+        }
+        if let Some(max) = self.max_amount_minor
+            && !(self.min_amount_minor..=MAX_AMOUNT_MINOR).contains(&max)
+        {
+            e.push(
+                format!("{at}/max_amount_minor"),
+                "out_of_range",
+                "must be at least min_amount_minor",
+            );
+        }
+        match (self.bonus_minor, self.bonus_percent_bps) {
+            (Some(m), None) if !(1..=MAX_AMOUNT_MINOR).contains(&m) => e.push(
+                format!("{at}/bonus_minor"),
+                "out_of_range",
+                "must be at least 1",
+            ),
+            (None, Some(b)) if !(1..=100_000).contains(&b) => e.push(
+                format!("{at}/bonus_percent_bps"),
+                "out_of_range",
+                "must be between 1 and 100000",
+            ),
+            (Some(_), None) | (None, Some(_)) => {}
+            _ => e.push(
+                at.to_string(),
+                "exactly_one",
+                "give exactly one of bonus_minor or bonus_percent_bps",
+            ),
+        }
+    }
+}
+
+/// Set a program's reload-bonus tiers (a new version; earlier top-ups keep theirs).
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct ReloadBonusConfigRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// The program the tiers govern.
+    #[serde(default)]
+    pub wallet_program_id: String,
+    /// Exactly 3 letters: the program's currency.
+    #[serde(default)]
+    pub currency: String,
+    /// 1 to 20 non-overlapping bands.
+    #[serde(default)]
+    pub tiers: Vec<TierBody>,
+    /// Lifetime of an accrued bonus grant in days, at least 1 (default 365).
+    #[oai(nullable)]
+    pub expiry_days: Option<i32>,
+    /// A campaign budget that caps what the bonuses issue in total (beta).
+    #[oai(nullable)]
+    pub budget_id: Option<String>,
+}
+
+impl Validate for ReloadBonusConfigRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        validate::uuid(e, "/wallet_program_id", &self.wallet_program_id);
+        validate::currency(e, "/currency", &self.currency);
+        if self.tiers.is_empty() || self.tiers.len() > 20 {
+            e.push("/tiers", "out_of_range", "must hold 1 to 20 tiers");
+        }
+        let before = e.0.len();
+        for (i, t) in self.tiers.iter().enumerate() {
+            t.validate(e, &format!("/tiers/{i}"));
+        }
+        if e.0.len() == before {
+            let tiers: Vec<Tier> = self.tiers.iter().map(TierBody::tier).collect();
+            reload_bonus::check_tiers(e, &tiers);
+        }
+        if let Some(d) = self.expiry_days
+            && !(1..=3650).contains(&d)
+        {
+            e.push("/expiry_days", "out_of_range", "must be between 1 and 3650");
+        }
+        optional_uuid(e, "/budget_id", &self.budget_id);
+    }
+}
+
+/// A program's reload-bonus config as stored.
+#[derive(Object, Serialize)]
+pub struct ReloadBonusConfigView {
+    pub config_id: String,
+    pub wallet_program_id: String,
+    /// Counts changes; a confirmed top-up reports the version it accrued under.
+    pub version: i32,
+    pub currency: String,
+    pub tiers: Vec<TierBody>,
+    /// Null: the default lifetime, 365 days.
+    #[oai(nullable)]
+    pub expiry_days: Option<i32>,
+    #[oai(nullable)]
+    pub budget_id: Option<String>,
+    pub merchant_id: String,
+    /// When this version came into force.
+    pub created_at: String,
+}
+
+fn config_view(c: &reload_bonus_config::Model) -> ReloadBonusConfigView {
+    ReloadBonusConfigView {
+        config_id: c.id.to_string(),
+        wallet_program_id: c.wallet_program_id.to_string(),
+        version: c.version,
+        currency: c.currency.clone(),
+        tiers: reload_bonus::tiers_of(c)
+            .into_iter()
+            .map(|t| TierBody {
+                min_amount_minor: t.min_amount_minor,
+                max_amount_minor: t.max_amount_minor,
+                bonus_minor: t.bonus_minor,
+                bonus_percent_bps: t.bonus_percent_bps,
+            })
+            .collect(),
+        expiry_days: c.expiry_days,
+        budget_id: c.budget_id.map(|b| b.to_string()),
+        merchant_id: c.merchant_id.to_string(),
+        created_at: ts(c.created_at),
+    }
+}
+
+pub struct SettlementsApi;
+
+#[OpenApi(tag = "Tag::Topup")]
+impl SettlementsApi {
+    /// Ingest a settlement
+    ///
+    /// The control plane reports what the payment provider settled for a customer's
+    /// top-up: first as PENDING or straight away as SETTLED or FAILED, later moving a
+    /// PENDING reference on. The first report of a reference fires topup.requested, a
+    /// failure topup.failed. A reference's amount and currency never change. Sandbox keys
+    /// create sandbox references (no provider is called); a production key never confirms
+    /// against one. Needs a merchant-wide or platform key (a brand or branch key is
+    /// FORBIDDEN).
+    #[oai(
+        path = "/topup/settlements",
+        method = "post",
+        operation_id = "ingestSettlement"
+    )]
+    async fn ingest(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<SettlementRequest>,
+    ) -> poem::Result<Reply<SettlementView>> {
+        control_plane(&auth.0)?;
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/topup/settlements".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let who = caller(&p, acting, &b.context);
+                    let s = settlements::ingest(
+                        txn,
+                        &who,
+                        Report {
+                            reference: b.reference.clone(),
+                            amount_minor: b.amount_minor,
+                            currency: b.currency.clone(),
+                            state: b.state.clone(),
+                            provider: b.provider.clone(),
+                            failure_reason: b.failure_reason.clone(),
+                        },
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(settlement_view(&s)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Get a settlement
+    ///
+    /// A settlement reference's state and whether a top-up used it. `merchant_id` is
+    /// required unless the key acts for exactly one merchant.
+    #[oai(
+        path = "/topup/settlements/:reference",
+        method = "get",
+        operation_id = "getSettlement"
+    )]
+    async fn get(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        reference: Path<String>,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<SettlementView>> {
+        let st = state.0;
+        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
+        let s = crate::store::incentives::find_settlement(&st.db, merchant, &reference.0)
+            .await
+            .map_err(ApiError::from)?
+            .filter(|s| s.is_sandbox == auth.0.is_sandbox)
+            .ok_or_else(|| ApiError::not_found("Settlement"))?;
+        Ok(Reply::ok(&settlement_view(&s)))
+    }
+
+    /// Confirm a top-up
+    ///
+    /// Credits the customer's actual (cashable) money with the amount of one SETTLED
+    /// settlement reference and, in the same transaction, accrues the reload bonus of the
+    /// tier the amount falls in under the config in force now (RELOAD_BONUS grant, RELEASED
+    /// for a VERIFIED customer, else LOCKED with the credit held in a PENDING_PROOF
+    /// proto-wallet). A reference credits once: an unknown reference is NOT_FOUND; one still
+    /// PENDING, FAILED or already used is VALIDATION_ERROR with the issue
+    /// `settlement_pending`, `settlement_failed` or `settlement_already_used`. Fires
+    /// topup.confirmed (wallet_id, credited_actual_minor, currency).
+    #[oai(
+        path = "/topup/confirm",
+        method = "post",
+        operation_id = "confirmTopup"
+    )]
+    async fn confirm(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<ConfirmRequest>,
+    ) -> poem::Result<Reply<ConfirmResult>> {
+        let st = state.0.clone();
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let presented = identity_credential(&mut e, "/customer", &b.customer.raw);
+        let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        e.finish()?;
+        let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
+        let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/topup/confirm".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let customer = presented.known(&st, p.integration_id).await?;
+                    let who = caller(&p, acting, &b.context);
+                    let o = settlements::confirm(
+                        txn,
+                        &st.sealer,
+                        &who,
+                        window,
+                        Confirm {
+                            settlement_reference: b.settlement_reference.clone(),
+                            customer,
+                            wallet_program_id: program,
+                        },
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(ConfirmResult::from(o)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Set reload-bonus tiers
+    ///
+    /// Stores a new version of the program's reload-bonus config: 1 to 20 non-overlapping
+    /// amount bands (an overlap is VALIDATION_ERROR naming both tiers), the currency
+    /// (exactly the program's), and the bonus lifetime `expiry_days` (at least 1; drives the
+    /// grant's `expires_at`). Forward-looking only: a top-up confirmed earlier keeps the
+    /// bonus it got; later ones use this version.
+    #[oai(
+        path = "/topup/reload-bonus/config",
+        method = "post",
+        operation_id = "setReloadBonusConfig"
+    )]
+    async fn set_config(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<ReloadBonusConfigRequest>,
+    ) -> poem::Result<Reply<ReloadBonusConfigView>> {
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let program = validate::uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
+        e.finish()?;
+        let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/topup/reload-bonus/config".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let c = reload_bonus::configure(
+                        txn,
+                        p.integration_id,
+                        acting.merchant_id,
+                        NewConfig {
+                            wallet_program_id: program,
+                            currency: b.currency.clone(),
+                            tiers: b.tiers.iter().map(TierBody::tier).collect(),
+                            expiry_days: b.expiry_days,
+                            budget_id: budget,
+                        },
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(config_view(&c)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Get reload-bonus tiers
+    ///
+    /// The config in force for the program (NOT_FOUND when none was set).
+    #[oai(
+        path = "/topup/reload-bonus/config",
+        method = "get",
+        operation_id = "getReloadBonusConfig"
+    )]
+    async fn get_config(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        wallet_program_id: Query<String>,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<ReloadBonusConfigView>> {
+        let st = state.0;
+        let program = path_uuid("query:wallet_program_id", &wallet_program_id.0)?;
+        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
+        let c = reload_bonus::current(&st.db, merchant, program)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Reload-bonus config"))?;
+        Ok(Reply::ok(&config_view(&c)))
+    }
+}
