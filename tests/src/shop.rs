@@ -109,6 +109,18 @@ impl<'a> Shop<'a> {
         .await
     }
 
+    /// POST with the platform key (the control plane) and a fresh Idempotency-Key.
+    pub async fn control(&self, path: &str, extra: Value) -> Reply {
+        send(
+            self.app
+                .post(path)
+                .header("x-api-key", &self.tenant.platform_key)
+                .header("Idempotency-Key", Uuid::new_v4().to_string())
+                .json(&self.body(extra)),
+        )
+        .await
+    }
+
     pub async fn operator(&self, path: &str, body: Value) -> Reply {
         send(
             self.app

@@ -3,6 +3,8 @@ mod suite {
     pub mod customers;
     pub mod enrollment;
     pub mod envelope;
+    pub mod incentives;
+    pub mod offers;
     pub mod jobs;
     pub mod keys;
     pub mod openapi;

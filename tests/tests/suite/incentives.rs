@@ -1,0 +1,468 @@
+//! Settlement-backed top-ups, reload-bonus tiers and cashback, as the spec's "Top-up" and
+//! "Incentives" rules state them: a settled reference credits once with the bonus of the
+//! config in force at confirmation; bad configs change nothing; cashback accrues with the
+//! payment and a refund or void takes back its share, never actual money.
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use serde_json::{Value, json};
+use tests::{
+    TestApp,
+    shop::{Shop, random_phone},
+};
+use uuid::Uuid;
+
+async fn settle(shop: &Shop<'_>, reference: &str, amount: i64, state: &str) -> tests::Reply {
+    shop.control(
+        "/topup/settlements",
+        json!({"reference": reference, "amount_minor": amount, "currency": "EUR", "state": state,
+               "provider": "test-acquirer"}),
+    )
+    .await
+}
+
+async fn confirm(shop: &Shop<'_>, reference: &str, phone: &str) -> tests::Reply {
+    shop.post(
+        "/topup/confirm",
+        json!({"settlement_reference": reference, "amount_minor": 1,
+               "customer": {"credential_type": "phone", "phone": phone}}),
+    )
+    .await
+}
+
+async fn configure(shop: &Shop<'_>, tiers: Value, expiry_days: Value) -> tests::Reply {
+    shop.control(
+        "/topup/reload-bonus/config",
+        json!({"wallet_program_id": shop.tenant.wallet_program_id.to_string(), "currency": "EUR",
+               "tiers": tiers, "expiry_days": expiry_days}),
+    )
+    .await
+}
+
+async fn events(app: &TestApp, merchant: Uuid, topic: &str) -> Vec<entities::outbox::Model> {
+    entities::outbox::Entity::find()
+        .filter(entities::outbox::Column::MerchantId.eq(merchant))
+        .filter(entities::outbox::Column::Topic.eq(topic))
+        .all(&app.server.state.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_settled_reference_credits_once_with_the_reload_bonus_in_force_at_confirmation() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    let r = configure(
+        &shop,
+        json!([{"min_amount_minor": 1_000, "max_amount_minor": 4_999, "bonus_minor": 100},
+               {"min_amount_minor": 5_000, "bonus_percent_bps": 1_000}]),
+        json!(30),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["version"], 1);
+
+    assert_eq!(settle(&shop, "ST-1", 6_000, "SETTLED").await.status, 200);
+    let first = confirm(&shop, "ST-1", &c.phone).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let d = &first.body["data"];
+    assert_eq!(
+        d["credited_actual_minor"], 6_000,
+        "the settlement's amount, not the body's"
+    );
+    assert_eq!(d["bonus_minor"], 600);
+    assert_eq!(d["bonus_state"], "RELEASED");
+    assert_eq!(d["bonus_config_version"], 1);
+    assert_eq!(d["balance_after"]["actual_minor"], 6_000);
+    assert_eq!(d["balance_after"]["promo_available_minor"], 600);
+
+    // A reference credits once, whoever asks again.
+    let again = confirm(&shop, "ST-1", &c.phone).await;
+    assert_eq!(again.status, 400, "{}", again.body);
+    assert_eq!(again.code(), "VALIDATION_ERROR");
+    assert_eq!(
+        again.field_issues(),
+        vec![(
+            "/settlement_reference".to_string(),
+            "settlement_already_used".to_string()
+        )]
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 6_000);
+
+    // A new config applies to later confirmations only.
+    let r = configure(
+        &shop,
+        json!([{"min_amount_minor": 1, "bonus_minor": 50}]),
+        json!(7),
+    )
+    .await;
+    assert_eq!(r.body["data"]["version"], 2);
+    settle(&shop, "ST-2", 6_000, "SETTLED").await;
+    let second = confirm(&shop, "ST-2", &c.phone).await;
+    assert_eq!(second.body["data"]["bonus_minor"], 50);
+    assert_eq!(second.body["data"]["bonus_config_version"], 2);
+    let first_grant = Uuid::parse_str(d["bonus_grant_id"].as_str().unwrap()).unwrap();
+    let g = entities::promo_grant::Entity::find_by_id(first_grant)
+        .one(&app.server.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (g.original_minor, g.source.as_str()),
+        (600, "RELOAD_BONUS"),
+        "the earlier bonus is untouched"
+    );
+    let first_topup = entities::topup::Entity::find()
+        .filter(entities::topup::Column::OrderRef.eq("ST-1"))
+        .filter(entities::topup::Column::MerchantId.eq(shop.merchant()))
+        .one(&app.server.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first_topup.bonus_config_version, Some(1));
+
+    let confirmed = events(&app, shop.merchant(), "topup.confirmed").await;
+    assert_eq!(confirmed.len(), 2);
+    let p = &confirmed[0].payload;
+    assert_eq!(p["wallet_id"], c.wallet_id.as_str());
+    assert_eq!(p["credited_actual_minor"], 6_000);
+    assert_eq!(p["currency"], "EUR");
+    assert_eq!(
+        events(&app, shop.merchant(), "topup.requested").await.len(),
+        2
+    );
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
+async fn unknown_pending_failed_and_foreign_references_get_clear_codes_and_credit_nothing() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let other = Shop::open(&app).await;
+    let c = shop.customer().await;
+
+    let r = confirm(&shop, "NOPE", &c.phone).await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.body);
+
+    assert_eq!(settle(&shop, "ST-P", 2_000, "PENDING").await.status, 200);
+    let r = confirm(&shop, "ST-P", &c.phone).await;
+    assert_eq!(
+        r.field_issues(),
+        vec![(
+            "/settlement_reference".to_string(),
+            "settlement_pending".to_string()
+        )]
+    );
+
+    let r = shop
+        .control(
+            "/topup/settlements",
+            json!({"reference": "ST-P", "amount_minor": 2_000, "currency": "EUR",
+                   "state": "FAILED", "failure_reason": "card declined"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["state"], "FAILED");
+    let failed = events(&app, shop.merchant(), "topup.failed").await;
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].payload["failure_reason"], "card declined");
+    let r = confirm(&shop, "ST-P", &c.phone).await;
+    assert_eq!(
+        r.field_issues(),
+        vec![(
+            "/settlement_reference".to_string(),
+            "settlement_failed".to_string()
+        )]
+    );
+
+    // A failed reference stays failed; a reference's amount never changes.
+    let r = settle(&shop, "ST-P", 2_000, "SETTLED").await;
+    assert_eq!(
+        r.field_issues(),
+        vec![("/state".to_string(), "invalid_transition".to_string())]
+    );
+    let r = settle(&shop, "ST-P", 9_000, "FAILED").await;
+    assert_eq!(
+        r.field_issues(),
+        vec![("/reference".to_string(), "already_reported".to_string())]
+    );
+
+    // Another tenant's settled reference does not exist for this one.
+    assert_eq!(settle(&other, "ST-X", 2_000, "SETTLED").await.status, 200);
+    let r = confirm(&shop, "ST-X", &c.phone).await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"));
+
+    // Bad ingest input changes nothing.
+    let r = shop
+        .control(
+            "/topup/settlements",
+            json!({"reference": "", "amount_minor": 0, "currency": "EURO", "state": "DONE"}),
+        )
+        .await;
+    assert_eq!(r.code(), "VALIDATION_ERROR");
+    let fields: Vec<String> = r.field_issues().into_iter().map(|(f, _)| f).collect();
+    for f in ["/reference", "/amount_minor", "/currency", "/state"] {
+        assert!(fields.iter().any(|x| x == f), "{f} in {fields:?}");
+    }
+
+    assert_eq!(shop.balance(&c).await["actual_minor"], 0);
+    assert_eq!(
+        entities::topup::Entity::find()
+            .filter(entities::topup::Column::MerchantId.eq(shop.merchant()))
+            .count(&app.server.state.db)
+            .await
+            .unwrap(),
+        0
+    );
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
+async fn ten_concurrent_confirms_of_one_reference_credit_once() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    settle(&shop, "ST-C", 3_000, "SETTLED").await;
+    let replies =
+        futures::future::join_all((0..10).map(|_| confirm(&shop, "ST-C", &c.phone))).await;
+    let ok = replies.iter().filter(|r| r.status == 200).count();
+    assert_eq!(ok, 1, "{:?}", replies.iter().map(|r| &r.body).collect::<Vec<_>>());
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_eq!(r.code(), "VALIDATION_ERROR", "{}", r.body);
+    }
+    assert_eq!(shop.balance(&c).await["actual_minor"], 3_000);
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
+async fn a_confirm_for_an_unknown_phone_holds_the_credit_and_locks_the_bonus() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    configure(
+        &shop,
+        json!([{"min_amount_minor": 1, "bonus_minor": 200}]),
+        Value::Null,
+    )
+    .await;
+    settle(&shop, "ST-U", 1_000, "SETTLED").await;
+    let phone = random_phone();
+    let r = confirm(&shop, "ST-U", &phone).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["customer_state"], "PENDING_PROOF");
+    assert_eq!(r.body["data"]["bonus_state"], "LOCKED");
+    assert_eq!(r.body["data"]["balance_after"]["actual_minor"], 1_000);
+    assert_eq!(r.body["data"]["balance_after"]["promo_locked_minor"], 200);
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
+async fn bad_reload_configs_are_rejected_and_nothing_is_written() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let overlap = configure(
+        &shop,
+        json!([{"min_amount_minor": 1_000, "max_amount_minor": 5_000, "bonus_minor": 100},
+               {"min_amount_minor": 5_000, "bonus_minor": 500}]),
+        json!(30),
+    )
+    .await;
+    assert_eq!(overlap.status, 400, "{}", overlap.body);
+    assert_eq!(
+        overlap.field_issues(),
+        vec![("/tiers/1".to_string(), "overlap".to_string())]
+    );
+    let message = overlap.body["error"]["details"]["fields"][0]["message"]
+        .as_str()
+        .unwrap();
+    assert!(message.contains("/tiers/0"), "names both tiers: {message}");
+
+    let cases = [
+        (
+            json!([{"min_amount_minor": 1, "bonus_minor": 1}]),
+            json!(0),
+            "/expiry_days",
+        ),
+        (json!([]), json!(30), "/tiers"),
+        (
+            json!([{"min_amount_minor": 1.5, "bonus_minor": 1}]),
+            json!(30),
+            "/tiers/0/min_amount_minor",
+        ),
+        (
+            json!([{"min_amount_minor": 1, "bonus_minor": 1, "bonus_percent_bps": 10}]),
+            json!(30),
+            "/tiers/0",
+        ),
+    ];
+    for (tiers, days, field) in cases {
+        let r = configure(&shop, tiers.clone(), days.clone()).await;
+        assert_eq!(r.code(), "VALIDATION_ERROR", "{tiers} {days}: {}", r.body);
+        assert!(
+            r.field_issues().iter().any(|(f, _)| f == field),
+            "{field} in {}",
+            r.body
+        );
+    }
+    let r = shop
+        .control(
+            "/topup/reload-bonus/config",
+            json!({"wallet_program_id": shop.tenant.wallet_program_id.to_string(), "currency": "EU",
+                   "tiers": [{"min_amount_minor": 1, "bonus_minor": 1}]}),
+        )
+        .await;
+    assert!(
+        r.field_issues().iter().any(|(f, _)| f == "/currency"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        entities::reload_bonus_config::Entity::find()
+            .filter(entities::reload_bonus_config::Column::MerchantId.eq(shop.merchant()))
+            .count(&app.server.state.db)
+            .await
+            .unwrap(),
+        0
+    );
+}
+
+async fn cashback_rule(shop: &Shop<'_>, extra: Value) -> tests::Reply {
+    let mut body = json!({"wallet_program_id": shop.tenant.wallet_program_id.to_string(),
+                          "currency": "EUR", "rate_bps": 1_000, "expiry_days": 30});
+    if let (Some(b), Some(x)) = (body.as_object_mut(), extra.as_object()) {
+        b.extend(x.clone());
+    }
+    shop.control("/incentives/cashback/config", body).await
+}
+
+async fn refund(shop: &Shop<'_>, payment: &str, amount: Option<i64>) -> tests::Reply {
+    let mut body = json!({"reason": "test"});
+    if let Some(a) = amount {
+        body["amount_minor"] = json!(a);
+    }
+    shop.post(&format!("/payments/{payment}/refund"), body).await
+}
+
+#[tokio::test]
+async fn cashback_accrues_with_the_payment_and_refunds_and_voids_take_back_their_share() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    let r = cashback_rule(&shop, json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    let paid = shop.pay(&c, 4_000).await;
+    assert_eq!(paid.status, 200, "{}", paid.body);
+    let cashback = &paid.body["data"]["cashback"];
+    assert_eq!(cashback["source"], "CASHBACK");
+    assert_eq!(cashback["state"], "RELEASED");
+    assert_eq!(cashback["original_minor"], 400);
+    assert_eq!(
+        paid.body["data"]["balance_after"]["promo_available_minor"],
+        400
+    );
+    let first = paid.body["data"]["payment_id"].as_str().unwrap().to_string();
+
+    // A quarter of the payment back: a quarter of its cashback back.
+    let r = refund(&shop, &first, Some(1_000)).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["cashback_reversed_minor"], 100);
+    assert_eq!(r.body["data"]["balance_after"]["promo_available_minor"], 300);
+
+    // Promotional credit pays first and earns no cashback: 300 promo + 1700 actual → 170.
+    let second = shop.pay(&c, 2_000).await;
+    assert_eq!(second.body["data"]["debited_promo_minor"], 300);
+    assert_eq!(second.body["data"]["cashback"]["original_minor"], 170);
+    let second_id = second.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let void = shop
+        .post(
+            &format!("/payments/{second_id}/void"),
+            json!({"reason": "test"}),
+        )
+        .await;
+    assert_eq!(void.status, 200, "{}", void.body);
+    assert_eq!(void.body["data"]["cashback_reversed_minor"], 170);
+    let grant = Uuid::parse_str(
+        second.body["data"]["cashback"]["grant_id"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let g = entities::promo_grant::Entity::find_by_id(grant)
+        .one(&app.server.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((g.state.as_str(), g.remaining_minor), ("CLAWED_BACK", 0));
+
+    // The first payment's cashback came back to its grant with the void (300 promo): the
+    // rest of the first payment refunded takes back the other three quarters of its 400.
+    let r = refund(&shop, &first, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["cashback_reversed_minor"], 300);
+    assert_eq!(r.body["data"]["cashback_unrecovered_minor"], 0);
+    let b = shop.balance(&c).await;
+    assert_eq!(b["actual_minor"], 10_000, "every payment came back");
+    assert_eq!(b["promo_available_minor"], 0);
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
+async fn spent_cashback_is_reported_unrecovered_and_never_taken_from_cash() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    cashback_rule(&shop, json!({"rate_bps": 1_000})).await;
+    let a = shop.pay(&c, 1_000).await;
+    assert_eq!(a.body["data"]["cashback"]["original_minor"], 100);
+    // The whole cashback is spent on the next payment.
+    let b = shop.pay(&c, 100).await;
+    assert_eq!(b.status, 200, "{}", b.body);
+    assert_eq!(b.body["data"]["debited_promo_minor"], 100);
+    let a_id = a.body["data"]["payment_id"].as_str().unwrap();
+    let r = refund(&shop, a_id, None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["cashback_reversed_minor"], 0);
+    assert_eq!(r.body["data"]["cashback_unrecovered_minor"], 100);
+    assert_eq!(
+        shop.balance(&c).await["actual_minor"],
+        1_000,
+        "the refund returned all 1000 actual; nothing was taken from cash"
+    );
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
+async fn a_cashback_rule_with_a_budget_never_issues_more_than_the_budget() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let budget = shop
+        .control(
+            "/incentives/budgets",
+            json!({"name": "Cashback Q4", "currency": "EUR", "limit_minor": 250}),
+        )
+        .await;
+    assert_eq!(budget.status, 200, "{}", budget.body);
+    let id = budget.body["data"]["budget_id"].as_str().unwrap();
+    cashback_rule(&shop, json!({"budget_id": id})).await;
+    let mut earned = Vec::new();
+    for _ in 0..4 {
+        // A customer each, so no payment spends an earlier cashback (which earns none).
+        let c = shop.customer().await;
+        shop.fund(&c, 1_000).await;
+        let p = shop.pay(&c, 1_000).await;
+        earned.push(p.body["data"]["cashback"]["original_minor"].as_i64().unwrap_or(0));
+    }
+    assert_eq!(earned, vec![100, 100, 50, 0], "the last accruals shrink to what is left");
+    let r = tests::send(
+        app.get(&format!("/incentives/budgets/{id}"))
+            .header("x-api-key", &shop.tenant.platform_key),
+    )
+    .await;
+    assert_eq!(r.body["data"]["spent_minor"], 250);
+    assert_eq!(r.body["data"]["remaining_minor"], 0);
+    shop.assert_ledger_consistent().await;
+}
