@@ -4,9 +4,9 @@ mod suite {
     pub mod enrollment;
     pub mod envelope;
     pub mod incentives;
-    pub mod offers;
     pub mod jobs;
     pub mod keys;
+    pub mod offers;
     pub mod openapi;
     pub mod operators;
     pub mod payments;

@@ -78,12 +78,13 @@ pub struct Change {
 }
 
 fn stale(current: &budget::Model) -> ApiError {
-    ApiError::conflict("The budget changed since you read it; re-read it and retry.")
-        .with_details(json!({
+    ApiError::conflict("The budget changed since you read it; re-read it and retry.").with_details(
+        json!({
             "current_version": current.version,
             "spent_minor": current.spent_minor,
             "limit_minor": current.limit_minor,
-        }))
+        }),
+    )
 }
 
 pub async fn change<C: ConnectionTrait>(
@@ -103,7 +104,10 @@ pub async fn change<C: ConnectionTrait>(
             return Err(ApiError::field(
                 "/limit_minor",
                 "below_spent",
-                format!("must cover what the budget already spent, {}", b.spent_minor),
+                format!(
+                    "must cover what the budget already spent, {}",
+                    b.spent_minor
+                ),
             ));
         }
         let name = ch.name.clone().unwrap_or_else(|| b.name.clone());
@@ -184,9 +188,7 @@ pub async fn give_back<C: ConnectionTrait>(
             return Ok(());
         };
         let back = amount.min(b.spent_minor);
-        if back == 0
-            || store::incentives::cas_spend(c, id, b.version, -back, now).await?
-        {
+        if back == 0 || store::incentives::cas_spend(c, id, b.version, -back, now).await? {
             return Ok(());
         }
     }

@@ -126,8 +126,7 @@ pub async fn accrue<C: ConnectionTrait>(
     w: &wallet::Model,
     now: DateTime<Utc>,
 ) -> Result<Option<Accrued>, ApiError> {
-    let Some(rule) = store::incentives::current_cashback_rule(c, w.wallet_program_id).await?
-    else {
+    let Some(rule) = store::incentives::current_cashback_rule(c, w.wallet_program_id).await? else {
         return Ok(None);
     };
     let want = earned(&rule, p.amount_minor, p.debited_actual_minor);
@@ -140,8 +139,7 @@ pub async fn accrue<C: ConnectionTrait>(
     }
     let expires_at = now + Duration::days(i64::from(rule.expiry_days));
     let mut g =
-        store::wallets::insert_grant(c, w, amount, "CASHBACK", "RELEASED", expires_at, now)
-            .await?;
+        store::wallets::insert_grant(c, w, amount, "CASHBACK", "RELEASED", expires_at, now).await?;
     store::ledger::post(
         c,
         &ledger::posting::grant_accrual(p.merchant_id, g.id, &w.currency, amount),
@@ -279,14 +277,18 @@ mod tests {
             expiry_days: 30,
             active: true,
             budget_id: None,
-        created_at: Utc::now(),
+            created_at: Utc::now(),
         }
     }
 
     #[test]
     fn cashback_is_basis_points_of_the_actual_money_debited_capped_and_from_a_minimum() {
         assert_eq!(earned(&rule(200, 1, None), 10_000, 10_000), 200);
-        assert_eq!(earned(&rule(200, 1, None), 10_000, 4_000), 80, "promo earns none");
+        assert_eq!(
+            earned(&rule(200, 1, None), 10_000, 4_000),
+            80,
+            "promo earns none"
+        );
         assert_eq!(earned(&rule(200, 1, Some(50)), 10_000, 10_000), 50);
         assert_eq!(earned(&rule(200, 5_000, None), 4_999, 4_999), 0);
         assert_eq!(earned(&rule(333, 1, None), 100, 100), 3, "rounded down");

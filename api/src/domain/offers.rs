@@ -84,7 +84,12 @@ pub struct NewOffer {
     pub grant_expiry_days: Option<i32>,
 }
 
-fn offer_event(topic: &str, o: &offer::Model, extra: serde_json::Value, now: DateTime<Utc>) -> NewOutbox {
+fn offer_event(
+    topic: &str,
+    o: &offer::Model,
+    extra: serde_json::Value,
+    now: DateTime<Utc>,
+) -> NewOutbox {
     let mut data = json!({
         "offer_id": o.id.to_string(),
         "wallet_user_id": o.wallet_user_id.to_string(),
@@ -296,7 +301,10 @@ pub async fn redeem<C: ConnectionTrait>(
         return Err(bad("payment_not_completed", "is voided"));
     }
     if p.created_at < o.created_at {
-        return Err(bad("payment_before_offer", "was made before the offer was armed"));
+        return Err(bad(
+            "payment_before_offer",
+            "was made before the offer was armed",
+        ));
     }
     let w = store::wallets::lock_wallet(c, merchant, p.wallet_id)
         .await?
@@ -305,16 +313,25 @@ pub async fn redeem<C: ConnectionTrait>(
         return Err(bad("other_customer", "is another customer's payment"));
     }
     if p.currency != o.currency {
-        return Err(bad("currency_mismatch", "is in another currency than the offer"));
+        return Err(bad(
+            "currency_mismatch",
+            "is in another currency than the offer",
+        ));
     }
     let net = p.amount_minor - p.refunded_minor;
     if net < o.min_amount_minor {
         return Err(bad(
             "below_minimum",
-            &format!("holds {net}, below the offer's minimum {}", o.min_amount_minor),
+            &format!(
+                "holds {net}, below the offer's minimum {}",
+                o.min_amount_minor
+            ),
         ));
     }
-    if store::incentives::offer_for_payment(c, p.id).await?.is_some() {
+    if store::incentives::offer_for_payment(c, p.id)
+        .await?
+        .is_some()
+    {
         return Err(bad(
             "payment_already_rewarded",
             "already redeemed an offer (offers do not stack)",
@@ -419,8 +436,11 @@ pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<u
             if store::incentives::end_armed_offer(&txn, o.id, EXPIRED, now).await? {
                 let mut o = o;
                 o.state = EXPIRED.into();
-                store::outbox::append_all(&txn, vec![offer_event("offer.expired", &o, json!({}), now)])
-                    .await?;
+                store::outbox::append_all(
+                    &txn,
+                    vec![offer_event("offer.expired", &o, json!({}), now)],
+                )
+                .await?;
                 expired += 1;
             }
             txn.commit().await?;
@@ -438,7 +458,21 @@ mod tests {
     #[test]
     fn a_percent_reward_is_rounded_down_and_capped_a_fixed_one_is_fixed() {
         assert_eq!(Reward::Fixed(500).on(1), 500);
-        assert_eq!(Reward::Percent { bps: 1_000, max_minor: None }.on(2_345), 234);
-        assert_eq!(Reward::Percent { bps: 1_000, max_minor: Some(100) }.on(2_345), 100);
+        assert_eq!(
+            Reward::Percent {
+                bps: 1_000,
+                max_minor: None
+            }
+            .on(2_345),
+            234
+        );
+        assert_eq!(
+            Reward::Percent {
+                bps: 1_000,
+                max_minor: Some(100)
+            }
+            .on(2_345),
+            100
+        );
     }
 }

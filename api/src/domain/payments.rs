@@ -1059,7 +1059,8 @@ pub async fn reverse<C: ConnectionTrait>(
             ReversalKind::Refund => "payment_refunded",
         },
         now,
-    ).await?;
+    )
+    .await?;
     let w = store::wallets::find_wallet(c, merchant, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
@@ -1083,7 +1084,13 @@ pub async fn reverse<C: ConnectionTrait>(
         now,
     )];
     events.extend(reversed.events);
-    events.push(wallets::balance_changed(&w, &balance_after, cause, refund_id, now));
+    events.push(wallets::balance_changed(
+        &w,
+        &balance_after,
+        cause,
+        refund_id,
+        now,
+    ));
     store::outbox::append_all(c, events).await?;
     Ok(Reversal {
         payment: p,

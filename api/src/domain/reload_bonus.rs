@@ -167,13 +167,21 @@ mod tests {
         let mut e = Errors::default();
         check_tiers(
             &mut e,
-            &[tier(1_000, Some(4_999)), tier(5_000, None), tier(1, Some(999))],
+            &[
+                tier(1_000, Some(4_999)),
+                tier(5_000, None),
+                tier(1, Some(999)),
+            ],
         );
         assert!(e.is_empty(), "adjacent bands do not overlap");
 
         let mut e = Errors::default();
         check_tiers(&mut e, &[tier(1, None), tier(10_000, Some(20_000))]);
-        assert_eq!(e.0.len(), 1, "an open-ended band covers everything above it");
+        assert_eq!(
+            e.0.len(),
+            1,
+            "an open-ended band covers everything above it"
+        );
     }
 
     #[test]

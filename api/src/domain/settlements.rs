@@ -39,7 +39,12 @@ pub struct Report {
     pub failure_reason: Option<String>,
 }
 
-fn event(topic: &str, s: &settlement::Model, extra: serde_json::Value, now: DateTime<Utc>) -> NewOutbox {
+fn event(
+    topic: &str,
+    s: &settlement::Model,
+    extra: serde_json::Value,
+    now: DateTime<Utc>,
+) -> NewOutbox {
     let mut data = json!({
         "settlement_reference": s.reference,
         "settlement_state": s.state,
@@ -121,7 +126,10 @@ pub async fn ingest<C: ConnectionTrait>(
         return Err(ApiError::field(
             "/state",
             "invalid_transition",
-            format!("the reference is {} already and cannot become {}", s.state, r.state),
+            format!(
+                "the reference is {} already and cannot become {}",
+                s.state, r.state
+            ),
         ));
     }
     s.state = r.state.clone();
@@ -289,9 +297,10 @@ pub async fn confirm<C: ConnectionTrait>(
         bonus_minor,
         bonus_grant_id: grant.as_ref().map(|g| g.id.to_string()),
         bonus_state: grant.as_ref().map(|g| g.state.clone()),
-        bonus_expires_at: grant
-            .as_ref()
-            .map(|g| g.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+        bonus_expires_at: grant.as_ref().map(|g| {
+            g.expires_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        }),
         bonus_config_version: config.as_ref().map(|c| c.version),
         currency: w.currency.clone(),
         balance_after: balance,

@@ -299,8 +299,15 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
                 .await?;
             identity.state = PENDING_PROOF.into();
         }
-        enrollment::open_window(c, &identity, cr.program.id, Origin::Credit, proof_window, now)
-            .await?;
+        enrollment::open_window(
+            c,
+            &identity,
+            cr.program.id,
+            Origin::Credit,
+            proof_window,
+            now,
+        )
+        .await?;
     }
     let found = wallets::wallet_in_program(c, &identity, cr.program, now).await?;
     if cr.created {
@@ -326,8 +333,9 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
             } else {
                 "LOCKED"
             };
-            let g = store::wallets::insert_grant(c, &w, b.amount, b.source, state, b.expires_at, now)
-                .await?;
+            let g =
+                store::wallets::insert_grant(c, &w, b.amount, b.source, state, b.expires_at, now)
+                    .await?;
             store::ledger::post(
                 c,
                 &ledger::posting::grant_accrual(merchant, g.id, &w.currency, b.amount),
@@ -349,10 +357,21 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let balance = wallets::current_balance(c, &w).await?;
-    events.push(wallets::balance_changed(&w, &balance, "topup", cr.topup_id, now));
+    events.push(wallets::balance_changed(
+        &w,
+        &balance,
+        "topup",
+        cr.topup_id,
+        now,
+    ));
     if identity.state != VERIFIED {
         events.push(enrollment::credit_held_event(
-            &identity, &w, &balance, "topup", cr.topup_id, now,
+            &identity,
+            &w,
+            &balance,
+            "topup",
+            cr.topup_id,
+            now,
         ));
     }
     Ok(Credited {

@@ -375,7 +375,11 @@ impl Validate for ClaimRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        CustomerNamed::parse(e, &self.wallet_user_id, self.customer.as_ref().map(|c| &c.raw));
+        CustomerNamed::parse(
+            e,
+            &self.wallet_user_id,
+            self.customer.as_ref().map(|c| &c.raw),
+        );
     }
 }
 

@@ -353,7 +353,11 @@ impl Validate for OfferRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        CustomerNamed::parse(e, &self.wallet_user_id, self.customer.as_ref().map(|c| &c.raw));
+        CustomerNamed::parse(
+            e,
+            &self.wallet_user_id,
+            self.customer.as_ref().map(|c| &c.raw),
+        );
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
         name(e, "/name", &self.name);
         validate::currency(e, "/currency", &self.currency);
@@ -451,7 +455,11 @@ impl Validate for EvaluateRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        CustomerNamed::parse(e, &self.wallet_user_id, self.customer.as_ref().map(|c| &c.raw));
+        CustomerNamed::parse(
+            e,
+            &self.wallet_user_id,
+            self.customer.as_ref().map(|c| &c.raw),
+        );
         money(e, "/amount_minor", self.amount_minor, 1);
         validate::currency(e, "/currency", &self.currency);
     }
@@ -577,9 +585,7 @@ impl IncentivesApi {
                             rate_bps: b.rate_bps,
                             min_payment_minor: b.min_payment_minor.unwrap_or(1),
                             max_cashback_minor: b.max_cashback_minor,
-                            expiry_days: b
-                                .expiry_days
-                                .unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
+                            expiry_days: b.expiry_days.unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
                             active: b.active.unwrap_or(true),
                             budget_id: budget,
                         },
@@ -782,7 +788,11 @@ impl IncentivesApi {
         let p = auth.principal().clone();
         let b = body.value.clone();
         let mut e = Errors::default();
-        let named = CustomerNamed::parse(&mut e, &b.wallet_user_id, b.customer.as_ref().map(|c| &c.raw));
+        let named = CustomerNamed::parse(
+            &mut e,
+            &b.wallet_user_id,
+            b.customer.as_ref().map(|c| &c.raw),
+        );
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
         let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
         let reward = b.reward.as_ref().and_then(|r| r.check(&mut e));
@@ -937,7 +947,11 @@ impl IncentivesApi {
         let acting = mutation::authorize(st, principal, &body.value.context).await?;
         let b = &body.value;
         let mut e = Errors::default();
-        let named = CustomerNamed::parse(&mut e, &b.wallet_user_id, b.customer.as_ref().map(|c| &c.raw));
+        let named = CustomerNamed::parse(
+            &mut e,
+            &b.wallet_user_id,
+            b.customer.as_ref().map(|c| &c.raw),
+        );
         e.finish()?;
         let named = named.credentials(st, principal.integration_id).await?;
         let who = caller(principal, acting, &b.context);

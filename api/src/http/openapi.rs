@@ -4,12 +4,11 @@ use poem_openapi::OpenApiService;
 use serde_json::{Value, json};
 
 use super::{
-    checkout::CheckoutApi, customers::CustomersApi, enrollment::EnrollmentApi, keys::KeysApi,
-    operator::OperatorApi, operator_wallets::OperatorWalletsApi, payments::PaymentsApi,
-    platform::PlatformApi, sandbox::SandboxApi, terminal::TerminalApi, token::TokenApi,
+    checkout::CheckoutApi, customers::CustomersApi, enrollment::EnrollmentApi,
+    incentives::IncentivesApi, keys::KeysApi, operator::OperatorApi,
+    operator_wallets::OperatorWalletsApi, payments::PaymentsApi, platform::PlatformApi,
+    sandbox::SandboxApi, settlements::SettlementsApi, terminal::TerminalApi, token::TokenApi,
     topups::TopupsApi,
-    settlements::SettlementsApi,
-    incentives::IncentivesApi,
 };
 
 pub type Apis = (

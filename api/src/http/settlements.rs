@@ -177,7 +177,13 @@ impl Validate for ConfirmRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        if validate::length(e, "/settlement_reference", &self.settlement_reference, 1, 128) {
+        if validate::length(
+            e,
+            "/settlement_reference",
+            &self.settlement_reference,
+            1,
+            128,
+        ) {
             validate::no_control_chars(e, "/settlement_reference", &self.settlement_reference);
         }
         identity_credential(e, "/customer", &self.customer.raw);

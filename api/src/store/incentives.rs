@@ -1,8 +1,6 @@
 //! Settlements, reload-bonus configs, cashback rules and accruals, budgets and offers.
 use chrono::{DateTime, Utc};
-use entities::{
-    budget, cashback_accrual, cashback_rule, offer, reload_bonus_config, settlement,
-};
+use entities::{budget, cashback_accrual, cashback_rule, offer, reload_bonus_config, settlement};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
     QueryFilter, QueryOrder, QuerySelect,
@@ -111,7 +109,9 @@ pub async fn find_cashback_accrual<C: ConnectionTrait>(
     c: &C,
     payment_id: Uuid,
 ) -> Result<Option<cashback_accrual::Model>, DbErr> {
-    cashback_accrual::Entity::find_by_id(payment_id).one(c).await
+    cashback_accrual::Entity::find_by_id(payment_id)
+        .one(c)
+        .await
 }
 
 pub async fn update_cashback_accrual<C: ConnectionTrait>(

@@ -225,7 +225,12 @@ async fn ten_concurrent_confirms_of_one_reference_credit_once() {
     let replies =
         futures::future::join_all((0..10).map(|_| confirm(&shop, "ST-C", &c.phone))).await;
     let ok = replies.iter().filter(|r| r.status == 200).count();
-    assert_eq!(ok, 1, "{:?}", replies.iter().map(|r| &r.body).collect::<Vec<_>>());
+    assert_eq!(
+        ok,
+        1,
+        "{:?}",
+        replies.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
     for r in replies.iter().filter(|r| r.status != 200) {
         assert_eq!(r.code(), "VALIDATION_ERROR", "{}", r.body);
     }
@@ -338,7 +343,8 @@ async fn refund(shop: &Shop<'_>, payment: &str, amount: Option<i64>) -> tests::R
     if let Some(a) = amount {
         body["amount_minor"] = json!(a);
     }
-    shop.post(&format!("/payments/{payment}/refund"), body).await
+    shop.post(&format!("/payments/{payment}/refund"), body)
+        .await
 }
 
 #[tokio::test]
@@ -360,13 +366,19 @@ async fn cashback_accrues_with_the_payment_and_refunds_and_voids_take_back_their
         paid.body["data"]["balance_after"]["promo_available_minor"],
         400
     );
-    let first = paid.body["data"]["payment_id"].as_str().unwrap().to_string();
+    let first = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
 
     // A quarter of the payment back: a quarter of its cashback back.
     let r = refund(&shop, &first, Some(1_000)).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["cashback_reversed_minor"], 100);
-    assert_eq!(r.body["data"]["balance_after"]["promo_available_minor"], 300);
+    assert_eq!(
+        r.body["data"]["balance_after"]["promo_available_minor"],
+        300
+    );
 
     // Promotional credit pays first and earns no cashback: 300 promo + 1700 actual → 170.
     let second = shop.pay(&c, 2_000).await;
@@ -454,9 +466,17 @@ async fn a_cashback_rule_with_a_budget_never_issues_more_than_the_budget() {
         let c = shop.customer().await;
         shop.fund(&c, 1_000).await;
         let p = shop.pay(&c, 1_000).await;
-        earned.push(p.body["data"]["cashback"]["original_minor"].as_i64().unwrap_or(0));
+        earned.push(
+            p.body["data"]["cashback"]["original_minor"]
+                .as_i64()
+                .unwrap_or(0),
+        );
     }
-    assert_eq!(earned, vec![100, 100, 50, 0], "the last accruals shrink to what is left");
+    assert_eq!(
+        earned,
+        vec![100, 100, 50, 0],
+        "the last accruals shrink to what is left"
+    );
     let r = tests::send(
         app.get(&format!("/incentives/budgets/{id}"))
             .header("x-api-key", &shop.tenant.platform_key),

@@ -44,8 +44,7 @@ async fn outbox_count(app: &TestApp, merchant: uuid::Uuid, topic: &str) -> u64 {
 }
 
 #[tokio::test]
-async fn an_offer_is_evaluated_without_writes_and_redeemed_once_against_its_customers_payment()
-{
+async fn an_offer_is_evaluated_without_writes_and_redeemed_once_against_its_customers_payment() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
@@ -66,6 +65,7 @@ async fn an_offer_is_evaluated_without_writes_and_redeemed_once_against_its_cust
     assert_eq!(outbox_count(&app, shop.merchant(), "offer.armed").await, 1);
 
     let events_before = entities::outbox::Entity::find()
+        .filter(entities::outbox::Column::MerchantId.eq(shop.merchant()))
         .count(&app.server.state.db)
         .await
         .unwrap();
@@ -73,8 +73,10 @@ async fn an_offer_is_evaluated_without_writes_and_redeemed_once_against_its_cust
         send(
             app.post("/offers/evaluate")
                 .bearer_auth(&shop.token)
-                .json(&shop.body(json!({"customer": {"credential_type": "phone", "phone": c.phone},
-                                        "amount_minor": amount, "currency": "EUR"}))),
+                .json(&shop.body(
+                    json!({"customer": {"credential_type": "phone", "phone": c.phone},
+                                        "amount_minor": amount, "currency": "EUR"}),
+                )),
         )
     };
     let small = evaluate(500).await;
@@ -86,6 +88,7 @@ async fn an_offer_is_evaluated_without_writes_and_redeemed_once_against_its_cust
     assert_eq!(big.body["data"]["offers"][0]["reward_minor"], 300);
     assert_eq!(
         entities::outbox::Entity::find()
+            .filter(entities::outbox::Column::MerchantId.eq(shop.merchant()))
             .count(&app.server.state.db)
             .await
             .unwrap(),
@@ -115,8 +118,14 @@ async fn an_offer_is_evaluated_without_writes_and_redeemed_once_against_its_cust
         "10 % of 2000"
     );
     assert_eq!(r.body["data"]["grant"]["source"], "OFFER");
-    assert_eq!(r.body["data"]["balance_after"]["promo_available_minor"], 200);
-    assert_eq!(outbox_count(&app, shop.merchant(), "offer.redeemed").await, 1);
+    assert_eq!(
+        r.body["data"]["balance_after"]["promo_available_minor"],
+        200
+    );
+    assert_eq!(
+        outbox_count(&app, shop.merchant(), "offer.redeemed").await,
+        1
+    );
 
     let again = redeem(&shop, &offer_id, &id(&paid, "payment_id")).await;
     assert_eq!(again.code(), "VALIDATION_ERROR");
@@ -169,11 +178,17 @@ async fn an_unredeemed_offer_expires_once_however_many_sweeps_run() {
         api::domain::offers::expire_due(db, now)
     );
     assert!(a.unwrap() + b.unwrap() >= 1);
-    assert_eq!(outbox_count(&app, shop.merchant(), "offer.expired").await, 1);
+    assert_eq!(
+        outbox_count(&app, shop.merchant(), "offer.expired").await,
+        1
+    );
     api::domain::offers::expire_due(db, chrono::Utc::now())
         .await
         .unwrap();
-    assert_eq!(outbox_count(&app, shop.merchant(), "offer.expired").await, 1);
+    assert_eq!(
+        outbox_count(&app, shop.merchant(), "offer.expired").await,
+        1
+    );
 
     let paid = {
         shop.fund(&c, 1_000).await;
@@ -212,8 +227,7 @@ async fn concurrent_redemptions_never_overspend_the_budget() {
         assert_eq!(p.status, 200, "{}", p.body);
         pairs.push((id(&o, "offer_id"), id(&p, "payment_id")));
     }
-    let replies =
-        futures::future::join_all(pairs.iter().map(|(o, p)| redeem(&shop, o, p))).await;
+    let replies = futures::future::join_all(pairs.iter().map(|(o, p)| redeem(&shop, o, p))).await;
     let ok = replies.iter().filter(|r| r.status == 200).count();
     assert_eq!(ok, 5, "500 / 100 per reward");
     for r in replies.iter().filter(|r| r.status != 200) {
@@ -239,7 +253,10 @@ async fn concurrent_redemptions_never_overspend_the_budget() {
         .iter()
         .map(|g| g.original_minor)
         .sum();
-    assert_eq!(granted, 500, "the grants issued equal what the budget spent");
+    assert_eq!(
+        granted, 500,
+        "the grants issued equal what the budget spent"
+    );
     shop.assert_ledger_consistent().await;
 }
 
@@ -276,7 +293,10 @@ async fn a_stale_budget_version_is_conflict_and_changes_nothing() {
             .header("x-api-key", &shop.tenant.platform_key),
     )
     .await;
-    assert_eq!(b.body["data"]["limit_minor"], ok[0].body["data"]["limit_minor"]);
+    assert_eq!(
+        b.body["data"]["limit_minor"],
+        ok[0].body["data"]["limit_minor"]
+    );
     assert_eq!(b.body["data"]["version"], version + 1);
 
     let r = change(0).await;

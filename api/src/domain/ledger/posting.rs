@@ -194,7 +194,12 @@ pub fn grant_accrual(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: 
 
 /// A refund or void takes back part of a payment's cashback grant: the reverse of its
 /// accrual, back to the merchant's promotional funding.
-pub fn cashback_reversal(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: i64) -> Posting {
+pub fn cashback_reversal(
+    merchant_id: Uuid,
+    grant_id: Uuid,
+    currency: &str,
+    amount: i64,
+) -> Posting {
     let mut p = Posting::new(PostingKind::CashbackReversal, merchant_id, currency);
     p.push(Account::Grant(grant_id), -amount);
     p.push(Account::MerchantPromoFunding(merchant_id), amount);
