@@ -214,14 +214,12 @@ pub fn badge(identity: &wallet_user::Model, has_paid: bool) -> &'static str {
     }
 }
 
-/// Resolves a credential to the customer's wallet in one program (read-only). A customer
-
 /// The one customer every credential in `named` names (they must agree; the first is
 /// reported as `/customer` when they do not), or NOT_FOUND.
 pub async fn find_named<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &super::payments::Caller,
+    caller: &Caller,
     named: &[IdentityCredential],
     now: DateTime<Utc>,
 ) -> Result<wallet_user::Model, ApiError> {
@@ -243,6 +241,7 @@ pub async fn find_named<C: ConnectionTrait>(
     found.ok_or_else(|| ApiError::not_found("Customer"))
 }
 
+/// Resolves a credential to the customer's wallet in one program (read-only). A customer
 /// with wallets in several programs and no `program` given is WALLET_PROGRAM_AMBIGUOUS.
 pub async fn resolve<C: ConnectionTrait>(
     c: &C,
