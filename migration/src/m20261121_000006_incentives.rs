@@ -47,10 +47,11 @@ impl MigrationTrait for Migration {
         )
         .await?;
         m.create_index(
+            // A reference belongs to the integration that reported it.
             idx(
                 "ux_settlements_reference",
                 "settlements",
-                &["merchant_id", "reference"],
+                &["integration_id", "merchant_id", "reference"],
             )
             .unique()
             .to_owned(),
@@ -116,23 +117,49 @@ impl MigrationTrait for Migration {
         )
         .await?;
 
-        // The cashback one payment earned, and how much of it refunds and voids took back.
+        // A reward a payment earned (its cashback, an offer redeemed against it), and how
+        // much refunds and voids took back of it. `base_minor` is what the reward was
+        // worked out on and `base_refunded_minor` what was already refunded then: later
+        // refunds take back the same share of the reward as of that base.
         m.create_table(
             Table::create()
-                .table("cashback_accruals")
-                .col(pk_uuid("payment_id"))
+                .table("payment_rewards")
+                .col(pk_uuid("id"))
+                .col(uuid("payment_id"))
+                // cashback | offer
+                .col(string_len("kind", 16))
+                // The cashback rule version or the offer.
+                .col(uuid("source_id"))
                 .col(uuid("merchant_id"))
                 .col(uuid("grant_id"))
-                .col(uuid("rule_id"))
                 .col(uuid_null("budget_id"))
                 .col(big_integer("amount_minor"))
+                .col(big_integer("base_minor"))
+                .col(big_integer("base_refunded_minor"))
                 .col(big_integer("reversed_minor"))
-                // Part of a reversal the customer had already spent: not taken from cash.
+                // Due back but already spent by the customer: never taken from actual
+                // money; recovered if the spent credit comes back to the grant.
                 .col(big_integer("unrecovered_minor"))
                 .col(timestamp_with_time_zone("created_at"))
                 .col(timestamp_with_time_zone("updated_at"))
                 .to_owned(),
         )
+        .await?;
+        m.create_index(
+            idx(
+                "ux_payment_rewards_kind",
+                "payment_rewards",
+                &["payment_id", "kind"],
+            )
+            .unique()
+            .to_owned(),
+        )
+        .await?;
+        m.create_index(idx(
+            "ix_payment_rewards_grant",
+            "payment_rewards",
+            &["grant_id"],
+        ))
         .await?;
 
         m.create_table(
@@ -220,7 +247,7 @@ impl MigrationTrait for Migration {
         for t in [
             "offers",
             "budgets",
-            "cashback_accruals",
+            "payment_rewards",
             "cashback_rules",
             "reload_bonus_configs",
             "settlements",

@@ -1,21 +1,18 @@
 //! Cashback: a program's rule turns part of what a payment took from actual money into a
 //! RELEASED CASHBACK grant. It accrues in the payment's own transaction (so the payment
-//! result reports it and a payment never exists without its cashback), and a refund or void
-//! takes back the same share of it as the share of the payment returned.
+//! result reports it and a payment never exists without its cashback) and is recorded as
+//! the payment's reward, which a refund or void takes back in proportion (see `rewards`).
 //!
-//! Only actual money earns cashback: promotional credit spent on a payment earns none. A
-//! reversal takes back only what is left of the grant; the part the customer already spent
-//! is recorded as unrecovered and never taken from actual money.
+//! Only actual money earns cashback: promotional credit spent on a payment earns none.
 use chrono::{DateTime, Duration, Utc};
-use entities::{cashback_accrual, cashback_rule, payment, promo_grant, wallet};
+use entities::{cashback_rule, payment, promo_grant, wallet};
 use sea_orm::ConnectionTrait;
-use serde_json::json;
 use uuid::Uuid;
 
 use super::{
     budgets::{self, Take},
-    events::{NewOutbox, OutboxKind},
-    ledger, wallets,
+    events::NewOutbox,
+    ledger, rewards, wallets,
 };
 use crate::{error::ApiError, store};
 
@@ -41,16 +38,6 @@ pub fn earned(rule: &cashback_rule::Model, amount_minor: i64, debited_actual_min
     }
     let raw = (i128::from(debited_actual_minor) * i128::from(rule.rate_bps) / 10_000) as i64;
     rule.max_cashback_minor.map_or(raw, |m| raw.min(m))
-}
-
-/// How much of `accrued` a payment of `amount` should have given back once `refunded` of
-/// it was returned (rounded down, so the customer keeps any odd minor unit until the last
-/// refund, which returns the rest).
-pub fn share_to_reverse(accrued: i64, amount: i64, refunded: i64) -> i64 {
-    if amount <= 0 || refunded >= amount {
-        return accrued;
-    }
-    (i128::from(accrued) * i128::from(refunded) / i128::from(amount)) as i64
 }
 
 pub async fn configure<C: ConnectionTrait>(
@@ -151,112 +138,9 @@ pub async fn accrue<C: ConnectionTrait>(
     )
     .await?;
     g.remaining_minor = amount;
-    store::incentives::insert_cashback_accrual(
-        c,
-        cashback_accrual::Model {
-            payment_id: p.id,
-            merchant_id: p.merchant_id,
-            grant_id: g.id,
-            rule_id: rule.id,
-            budget_id: rule.budget_id,
-            amount_minor: amount,
-            reversed_minor: 0,
-            unrecovered_minor: 0,
-            created_at: now,
-            updated_at: now,
-        },
-    )
-    .await?;
+    rewards::record(c, p, rewards::CASHBACK, rule.id, &g, rule.budget_id, now).await?;
     let events = vec![super::topups::accrued_event(&g, w, p.id, now)];
     Ok(Some(Accrued { grant: g, events }))
-}
-
-/// What a refund or void took back of a payment's cashback.
-#[derive(Clone, Debug, Default)]
-pub struct Reversed {
-    /// Taken from the cashback grant.
-    pub reversed_minor: i64,
-    /// Due back but already spent by the customer (never taken from actual money).
-    pub unrecovered_minor: i64,
-    pub events: Vec<NewOutbox>,
-}
-
-/// After a refund or void of `p` (its `refunded_minor` already includes it): takes back the
-/// share of the payment's cashback that matches the share of the payment now returned. The
-/// caller holds the payment and the wallet locked.
-pub async fn reverse<C: ConnectionTrait>(
-    c: &C,
-    p: &payment::Model,
-    reason: &str,
-    now: DateTime<Utc>,
-) -> Result<Reversed, ApiError> {
-    let Some(mut acc) = store::incentives::find_cashback_accrual(c, p.id).await? else {
-        return Ok(Reversed::default());
-    };
-    let refunded = if p.status == "voided" {
-        p.amount_minor
-    } else {
-        p.refunded_minor
-    };
-    let due = share_to_reverse(acc.amount_minor, p.amount_minor, refunded)
-        - acc.reversed_minor
-        - acc.unrecovered_minor;
-    if due <= 0 {
-        return Ok(Reversed::default());
-    }
-    let g = store::wallets::find_grant(c, acc.grant_id)
-        .await?
-        .ok_or_else(|| ApiError::internal("cashback grant missing"))?;
-    // An expired or clawed-back grant's remainder already went back to the merchant.
-    let live = matches!(g.state.as_str(), "RELEASED" | "CONSUMED");
-    let take = if live { due.min(g.remaining_minor) } else { 0 };
-    let mut events = Vec::new();
-    if take > 0 {
-        store::ledger::post(
-            c,
-            &ledger::posting::cashback_reversal(p.merchant_id, g.id, &g.currency, take),
-            store::ledger::Reference {
-                kind: "cashback_reversal",
-                id: p.id,
-                memo: Some(reason.into()),
-            },
-        )
-        .await?;
-        let whole = acc.reversed_minor + take == acc.amount_minor;
-        if whole {
-            store::wallets::end_grant(c, g.id, "CLAWED_BACK", now).await?;
-        }
-        events.push(NewOutbox {
-            kind: OutboxKind::Event,
-            topic: "promo_grant.clawed_back".into(),
-            merchant_id: Some(g.merchant_id),
-            resource_type: "promo_grant".into(),
-            resource_id: g.id.to_string(),
-            payload: json!({
-                "grant_id": g.id.to_string(),
-                "wallet_id": g.wallet_id.to_string(),
-                "source": g.source,
-                "amount_minor": take,
-                "currency": g.currency,
-                "reason": reason,
-                "payment_id": p.id.to_string(),
-                "partial": !whole,
-            }),
-            occurred_at: now,
-        });
-        if let Some(b) = acc.budget_id {
-            budgets::give_back(c, p.merchant_id, b, take, now).await?;
-        }
-    }
-    acc.reversed_minor += take;
-    acc.unrecovered_minor += due - take;
-    acc.updated_at = now;
-    store::incentives::update_cashback_accrual(c, acc).await?;
-    Ok(Reversed {
-        reversed_minor: take,
-        unrecovered_minor: due - take,
-        events,
-    })
 }
 
 #[cfg(test)]
@@ -292,13 +176,5 @@ mod tests {
         assert_eq!(earned(&rule(200, 1, Some(50)), 10_000, 10_000), 50);
         assert_eq!(earned(&rule(200, 5_000, None), 4_999, 4_999), 0);
         assert_eq!(earned(&rule(333, 1, None), 100, 100), 3, "rounded down");
-    }
-
-    #[test]
-    fn a_refund_takes_back_the_same_share_and_the_last_refund_the_rest() {
-        assert_eq!(share_to_reverse(200, 10_000, 2_500), 50);
-        assert_eq!(share_to_reverse(101, 10_000, 5_000), 50);
-        assert_eq!(share_to_reverse(101, 10_000, 10_000), 101);
-        assert_eq!(share_to_reverse(7, 3, 1), 2);
     }
 }

@@ -14,6 +14,7 @@ pub mod operators;
 pub mod payments;
 pub mod platform;
 pub mod reload_bonus;
+pub mod rewards;
 pub mod settlements;
 pub mod tenancy;
 pub mod topups;

@@ -3,7 +3,8 @@
 //! (a RELEASED OFFER grant, offer.redeemed) or expiring unredeemed (offer.expired).
 //!
 //! A redemption takes its whole reward from the offer's campaign budget or fails: an offer
-//! promises a specific reward, so it never pays out a part. One offer per payment.
+//! promises a specific reward, so it never pays out a part. One offer per payment. The
+//! reward is the payment's: a refund or void takes back its share (see `rewards`).
 use chrono::{DateTime, Duration, Utc};
 use entities::{offer, promo_grant};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
@@ -17,7 +18,7 @@ use super::{
     events::{NewOutbox, OutboxKind},
     ledger,
     payments::{self, Caller},
-    topups,
+    rewards, topups,
     wallets::{self, Balance},
 };
 use crate::{crypto::Sealer, error::ApiError, store};
@@ -371,6 +372,7 @@ pub async fn redeem<C: ConnectionTrait>(
     )
     .await?;
     g.remaining_minor = reward;
+    rewards::record(c, &p, rewards::OFFER, o.id, &g, o.budget_id, now).await?;
     let mut o = o;
     o.state = REDEEMED.into();
     o.payment_id = Some(p.id);

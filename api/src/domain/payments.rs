@@ -22,6 +22,7 @@ use super::{
     enrollment,
     events::{NewOutbox, OutboxKind},
     ledger::{self, DebitPlan, PostingKind, RefundPlan},
+    rewards,
     wallets::{self, Balance},
 };
 use crate::{
@@ -918,10 +919,8 @@ pub async fn refunds_of<C: ConnectionTrait>(
 #[derive(Clone, Debug)]
 pub struct Reversal {
     pub payment: payment::Model,
-    /// What the reversal took back of the payment's cashback.
-    pub cashback_reversed_minor: i64,
-    /// Cashback due back that the customer had already spent (not taken from cash).
-    pub cashback_unrecovered_minor: i64,
+    /// What the reversal took back of the payment's rewards (cashback, an offer's).
+    pub rewards: rewards::Reversed,
     /// None when a void found the payment already voided (a no-op).
     pub refund: Option<payment_refund::Model>,
     pub balance_after: Balance,
@@ -972,8 +971,7 @@ pub async fn reverse<C: ConnectionTrait>(
             let balance_after = wallets::current_balance(c, &w).await?;
             return Ok(Reversal {
                 payment: p,
-                cashback_reversed_minor: 0,
-                cashback_unrecovered_minor: 0,
+                rewards: rewards::Reversed::default(),
                 refund: None,
                 balance_after,
             });
@@ -1051,7 +1049,7 @@ pub async fn reverse<C: ConnectionTrait>(
         p.voided_at = Some(at);
     }
     p.updated_at = now;
-    let reversed = cashback::reverse(
+    let mut reversed = rewards::reverse(
         c,
         &p,
         match kind {
@@ -1061,6 +1059,10 @@ pub async fn reverse<C: ConnectionTrait>(
         now,
     )
     .await?;
+    let refilled: Vec<Uuid> = plan.to_grants.iter().map(|(g, _)| *g).collect();
+    reversed
+        .events
+        .extend(rewards::recover(c, &refilled, now).await?);
     let w = store::wallets::find_wallet(c, merchant, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
@@ -1078,12 +1080,13 @@ pub async fn reverse<C: ConnectionTrait>(
             "returned_actual_minor": plan.to_actual,
             "returned_promo_minor": plan.promo_returned(),
             "forfeited_promo_minor": plan.forfeited_promo(),
-            "cashback_reversed_minor": reversed.reversed_minor,
-            "cashback_unrecovered_minor": reversed.unrecovered_minor,
+            "cashback_reversed_minor": reversed.cashback_minor,
+            "offer_reward_reversed_minor": reversed.offer_minor,
+            "rewards_unrecovered_minor": reversed.unrecovered_minor,
         }),
         now,
     )];
-    events.extend(reversed.events);
+    events.append(&mut reversed.events);
     events.push(wallets::balance_changed(
         &w,
         &balance_after,
@@ -1094,8 +1097,7 @@ pub async fn reverse<C: ConnectionTrait>(
     store::outbox::append_all(c, events).await?;
     Ok(Reversal {
         payment: p,
-        cashback_reversed_minor: reversed.reversed_minor,
-        cashback_unrecovered_minor: reversed.unrecovered_minor,
+        rewards: reversed,
         refund: Some(refund),
         balance_after,
     })

@@ -14,7 +14,6 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{
-    budgets::{self, Take},
     customers::{self, IdentityCredential},
     events::{NewOutbox, OutboxKind},
     payments::Caller,
@@ -105,10 +104,10 @@ pub async fn ingest<C: ConnectionTrait>(
         store::outbox::append_all(c, events).await?;
         return Ok(fresh);
     }
-    let mut s = store::incentives::lock_settlement(c, merchant, &r.reference)
-        .await?
-        .filter(|s| s.is_sandbox == caller.is_sandbox)
-        .ok_or_else(|| ApiError::not_found("Settlement"))?;
+    let mut s =
+        store::incentives::lock_settlement(c, caller.integration_id, merchant, &r.reference)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Settlement"))?;
     if s.amount_minor != r.amount_minor || s.currency != r.currency {
         return Err(ApiError::field(
             "/reference",
@@ -150,17 +149,6 @@ pub async fn ingest<C: ConnectionTrait>(
         .await?;
     }
     Ok(s)
-}
-
-pub async fn find<C: ConnectionTrait>(
-    c: &C,
-    caller: &Caller,
-    reference: &str,
-) -> Result<settlement::Model, ApiError> {
-    store::incentives::find_settlement(c, caller.acting.merchant_id, reference)
-        .await?
-        .filter(|s| s.is_sandbox == caller.is_sandbox)
-        .ok_or_else(|| ApiError::not_found("Settlement"))
 }
 
 #[derive(Clone, Debug)]
@@ -208,10 +196,14 @@ pub async fn confirm<C: ConnectionTrait>(
 ) -> Result<Confirmed, ApiError> {
     let merchant = caller.acting.merchant_id;
     customers::require_supported(c, caller.integration_id, &req.customer).await?;
-    let s = store::incentives::lock_settlement(c, merchant, &req.settlement_reference)
-        .await?
-        .filter(|s| s.is_sandbox == caller.is_sandbox)
-        .ok_or_else(|| ApiError::not_found("Settlement reference"))?;
+    let s = store::incentives::lock_settlement(
+        c,
+        caller.integration_id,
+        merchant,
+        &req.settlement_reference,
+    )
+    .await?
+    .ok_or_else(|| ApiError::not_found("Settlement reference"))?;
     match (s.state.as_str(), s.topup_id) {
         (_, Some(t)) => {
             return Err(unusable(
@@ -244,26 +236,19 @@ pub async fn confirm<C: ConnectionTrait>(
         topups::program_for_credit(c, merchant, req.wallet_program_id, &s.currency).await?;
     let id = Uuid::now_v7();
     let config = store::incentives::current_reload_config(c, program.id).await?;
-    let bonus = match &config {
-        Some(cfg) => {
-            let tiers = reload_bonus::tiers_of(cfg);
-            let want = reload_bonus::tier_for(&tiers, s.amount_minor)
-                .and_then(|t| t.bonus())
-                .map_or(0, |b| b.amount(1, s.amount_minor));
-            let got = match cfg.budget_id {
-                Some(b) => budgets::spend(c, merchant, b, want, Take::UpTo, now).await?,
-                None => want,
-            };
-            let days = cfg.expiry_days.unwrap_or(reload_bonus::DEFAULT_EXPIRY_DAYS);
-            (got > 0).then(|| BonusGrant {
-                amount: got,
-                source: "RELOAD_BONUS",
-                expires_at: now + Duration::days(i64::from(days)),
-            })
-        }
-        None => None,
-    };
-    let bonus_minor = bonus.as_ref().map_or(0, |b| b.amount);
+    let bonus = config.as_ref().and_then(|cfg| {
+        let tiers = reload_bonus::tiers_of(cfg);
+        let amount = reload_bonus::tier_for(&tiers, s.amount_minor)
+            .and_then(|t| t.bonus())
+            .map_or(0, |b| b.amount(1, s.amount_minor));
+        let days = cfg.expiry_days.unwrap_or(reload_bonus::DEFAULT_EXPIRY_DAYS);
+        (amount > 0).then(|| BonusGrant {
+            amount,
+            source: "RELOAD_BONUS",
+            expires_at: now + Duration::days(i64::from(days)),
+            budget_id: cfg.budget_id,
+        })
+    });
     let Credited {
         identity,
         wallet: w,
@@ -286,6 +271,8 @@ pub async fn confirm<C: ConnectionTrait>(
         now,
     )
     .await?;
+    // The budget may have given less than the tier (or nothing).
+    let bonus_minor = grant.as_ref().map_or(0, |g| g.original_minor);
     let outcome = Confirmed {
         topup_id: id.to_string(),
         status: "credited".into(),

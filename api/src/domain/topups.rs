@@ -253,6 +253,8 @@ pub(crate) struct BonusGrant {
     pub amount: i64,
     pub source: &'static str,
     pub expires_at: DateTime<Utc>,
+    /// A campaign budget that caps it: the bonus shrinks to what the budget has left.
+    pub budget_id: Option<Uuid>,
 }
 
 /// A credit of actual money to a customer's wallet in a program, with its bonus.
@@ -326,7 +328,28 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
         },
     )
     .await?;
-    let grant = match cr.bonus {
+    // The budget after the wallet: the lock order every accrual keeps.
+    let bonus = match cr.bonus {
+        Some(b) => {
+            let amount = match b.budget_id {
+                Some(id) => {
+                    super::budgets::spend(
+                        c,
+                        merchant,
+                        id,
+                        b.amount,
+                        super::budgets::Take::UpTo,
+                        now,
+                    )
+                    .await?
+                }
+                None => b.amount,
+            };
+            Some(BonusGrant { amount, ..b })
+        }
+        None => None,
+    };
+    let grant = match bonus {
         Some(b) if b.amount > 0 => {
             let state = if identity.state == VERIFIED {
                 "RELEASED"
@@ -480,6 +503,7 @@ pub async fn topup_sku<C: ConnectionTrait>(
                 amount: bonus,
                 source: "SKU_TOPUP_BONUS",
                 expires_at: now + Duration::days(i64::from(days)),
+                budget_id: None,
             }),
             memo: format!(
                 "sku {} x{} order {}",

@@ -697,10 +697,13 @@ pub struct ReversalResult {
     pub refund: Option<RefundView>,
     pub balance_after: BalanceView,
     /// What this reversal took back of the payment's cashback: the same share as the share
-    /// of the payment returned.
+    /// of the payment returned (all of it on a void or the last refund).
     pub cashback_reversed_minor: i64,
-    /// Cashback due back that the customer had already spent; never taken from actual money.
-    pub cashback_unrecovered_minor: i64,
+    /// The same for an offer reward redeemed against the payment.
+    pub offer_reward_reversed_minor: i64,
+    /// Reward credit due back that the customer had already spent; never taken from actual
+    /// money (taken later if the spent credit comes back to its grant).
+    pub rewards_unrecovered_minor: i64,
 }
 
 /// Capture request (reserved).
@@ -1129,8 +1132,9 @@ async fn reverse(
                     payment: detail(&r.payment, &refunds),
                     refund: r.refund.as_ref().map(refund_view),
                     balance_after: r.balance_after.into(),
-                    cashback_reversed_minor: r.cashback_reversed_minor,
-                    cashback_unrecovered_minor: r.cashback_unrecovered_minor,
+                    cashback_reversed_minor: r.rewards.cashback_minor,
+                    offer_reward_reversed_minor: r.rewards.offer_minor,
+                    rewards_unrecovered_minor: r.rewards.unrecovered_minor,
                 }))
             })
         },

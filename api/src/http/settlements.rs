@@ -255,7 +255,7 @@ pub struct TierBody {
     pub max_amount_minor: Option<i64>,
     #[oai(nullable)]
     pub bonus_minor: Option<i64>,
-    /// Basis points of the top-up (1000 = 10 %).
+    /// Basis points of the top-up (1000 = 10 %), 1 to 10000.
     #[oai(nullable)]
     pub bonus_percent_bps: Option<i32>,
 }
@@ -293,10 +293,10 @@ impl TierBody {
                 "out_of_range",
                 "must be at least 1",
             ),
-            (None, Some(b)) if !(1..=100_000).contains(&b) => e.push(
+            (None, Some(b)) if !(1..=10_000).contains(&b) => e.push(
                 format!("{at}/bonus_percent_bps"),
                 "out_of_range",
-                "must be between 1 and 100000",
+                "must be between 1 and 10000",
             ),
             (Some(_), None) | (None, Some(_)) => {}
             _ => e.push(
@@ -480,12 +480,17 @@ impl SettlementsApi {
         merchant_id: Query<Option<String>>,
     ) -> poem::Result<Reply<SettlementView>> {
         let st = state.0;
+        control_plane(&auth.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
-        let s = crate::store::incentives::find_settlement(&st.db, merchant, &reference.0)
-            .await
-            .map_err(ApiError::from)?
-            .filter(|s| s.is_sandbox == auth.0.is_sandbox)
-            .ok_or_else(|| ApiError::not_found("Settlement"))?;
+        let s = crate::store::incentives::find_settlement(
+            &st.db,
+            auth.0.integration_id,
+            merchant,
+            &reference.0,
+        )
+        .await
+        .map_err(ApiError::from)?
+        .ok_or_else(|| ApiError::not_found("Settlement"))?;
         Ok(Reply::ok(&settlement_view(&s)))
     }
 

@@ -1,6 +1,6 @@
 //! Settlements, reload-bonus configs, cashback rules and accruals, budgets and offers.
 use chrono::{DateTime, Utc};
-use entities::{budget, cashback_accrual, cashback_rule, offer, reload_bonus_config, settlement};
+use entities::{budget, cashback_rule, offer, payment_reward, reload_bonus_config, settlement};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
     QueryFilter, QueryOrder, QuerySelect,
@@ -14,10 +14,12 @@ use super::for_update;
 
 pub async fn lock_settlement<C: ConnectionTrait>(
     c: &C,
+    integration_id: Uuid,
     merchant_id: Uuid,
     reference: &str,
 ) -> Result<Option<settlement::Model>, DbErr> {
     let q = settlement::Entity::find()
+        .filter(settlement::Column::IntegrationId.eq(integration_id))
         .filter(settlement::Column::MerchantId.eq(merchant_id))
         .filter(settlement::Column::Reference.eq(reference));
     for_update(c, q).one(c).await
@@ -25,10 +27,12 @@ pub async fn lock_settlement<C: ConnectionTrait>(
 
 pub async fn find_settlement<C: ConnectionTrait>(
     c: &C,
+    integration_id: Uuid,
     merchant_id: Uuid,
     reference: &str,
 ) -> Result<Option<settlement::Model>, DbErr> {
     settlement::Entity::find()
+        .filter(settlement::Column::IntegrationId.eq(integration_id))
         .filter(settlement::Column::MerchantId.eq(merchant_id))
         .filter(settlement::Column::Reference.eq(reference))
         .one(c)
@@ -42,6 +46,7 @@ pub async fn insert_settlement_if_absent<C: ConnectionTrait>(
 ) -> Result<bool, DbErr> {
     let r = settlement::Entity::insert(s.into_active_model())
         .on_conflict_do_nothing_on([
+            settlement::Column::IntegrationId,
             settlement::Column::MerchantId,
             settlement::Column::Reference,
         ])
@@ -95,28 +100,42 @@ pub async fn insert_cashback_rule<C: ConnectionTrait>(
     m.into_active_model().insert(c).await
 }
 
-pub async fn insert_cashback_accrual<C: ConnectionTrait>(
+pub async fn insert_reward<C: ConnectionTrait>(
     c: &C,
-    m: cashback_accrual::Model,
+    m: payment_reward::Model,
 ) -> Result<(), DbErr> {
-    cashback_accrual::Entity::insert(m.into_active_model())
+    payment_reward::Entity::insert(m.into_active_model())
         .exec(c)
         .await
         .map(|_| ())
 }
 
-pub async fn find_cashback_accrual<C: ConnectionTrait>(
+pub async fn rewards_of_payment<C: ConnectionTrait>(
     c: &C,
     payment_id: Uuid,
-) -> Result<Option<cashback_accrual::Model>, DbErr> {
-    cashback_accrual::Entity::find_by_id(payment_id)
-        .one(c)
+) -> Result<Vec<payment_reward::Model>, DbErr> {
+    payment_reward::Entity::find()
+        .filter(payment_reward::Column::PaymentId.eq(payment_id))
+        .order_by_asc(payment_reward::Column::Id)
+        .all(c)
         .await
 }
 
-pub async fn update_cashback_accrual<C: ConnectionTrait>(
+/// Rewards paid into `grant_id` that still have something due back.
+pub async fn rewards_owing_on_grant<C: ConnectionTrait>(
     c: &C,
-    m: cashback_accrual::Model,
+    grant_id: Uuid,
+) -> Result<Vec<payment_reward::Model>, DbErr> {
+    payment_reward::Entity::find()
+        .filter(payment_reward::Column::GrantId.eq(grant_id))
+        .filter(payment_reward::Column::UnrecoveredMinor.gt(0))
+        .all(c)
+        .await
+}
+
+pub async fn update_reward<C: ConnectionTrait>(
+    c: &C,
+    m: payment_reward::Model,
 ) -> Result<(), DbErr> {
     m.into_active_model()
         .reset_all()
@@ -156,18 +175,18 @@ pub async fn budgets_of<C: ConnectionTrait>(
         .await
 }
 
-/// Compare-and-swap: adds `amount` (negative returns credit) to what the budget spent and
-/// bumps its version, only while the version is still `version` and the spend stays within
-/// [0, limit]. False when another writer got there first (or the limit would be passed).
-pub async fn cas_spend<C: ConnectionTrait>(
+/// Adds `amount` (negative gives credit back) to what an active budget spent, in one
+/// guarded statement that applies only while the spend stays within [0, limit], and bumps
+/// the version. Concurrent writers queue on the row and each re-checks the guard against
+/// the committed figures, so none can pass the limit and none fails spuriously.
+pub async fn guarded_spend<C: ConnectionTrait>(
     c: &C,
     id: Uuid,
-    version: i32,
     amount: i64,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
     let spent = Expr::col(budget::Column::SpentMinor).add(amount);
-    let r = budget::Entity::update_many()
+    let mut q = budget::Entity::update_many()
         .col_expr(budget::Column::SpentMinor, spent.clone())
         .col_expr(
             budget::Column::Version,
@@ -175,12 +194,12 @@ pub async fn cas_spend<C: ConnectionTrait>(
         )
         .col_expr(budget::Column::UpdatedAt, Expr::value(now))
         .filter(budget::Column::Id.eq(id))
-        .filter(budget::Column::Version.eq(version))
         .filter(spent.clone().gte(0))
-        .filter(spent.lte(Expr::col(budget::Column::LimitMinor)))
-        .exec(c)
-        .await?;
-    Ok(r.rows_affected == 1)
+        .filter(spent.lte(Expr::col(budget::Column::LimitMinor)));
+    if amount > 0 {
+        q = q.filter(budget::Column::Active.eq(true));
+    }
+    Ok(q.exec(c).await?.rows_affected == 1)
 }
 
 /// Compare-and-swap of the budget's terms: applies only while the version is `version`

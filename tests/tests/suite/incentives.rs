@@ -414,7 +414,7 @@ async fn cashback_accrues_with_the_payment_and_refunds_and_voids_take_back_their
     let r = refund(&shop, &first, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["cashback_reversed_minor"], 300);
-    assert_eq!(r.body["data"]["cashback_unrecovered_minor"], 0);
+    assert_eq!(r.body["data"]["rewards_unrecovered_minor"], 0);
     let b = shop.balance(&c).await;
     assert_eq!(b["actual_minor"], 10_000, "every payment came back");
     assert_eq!(b["promo_available_minor"], 0);
@@ -438,12 +438,57 @@ async fn spent_cashback_is_reported_unrecovered_and_never_taken_from_cash() {
     let r = refund(&shop, a_id, None).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["cashback_reversed_minor"], 0);
-    assert_eq!(r.body["data"]["cashback_unrecovered_minor"], 100);
+    assert_eq!(r.body["data"]["rewards_unrecovered_minor"], 100);
     assert_eq!(
         shop.balance(&c).await["actual_minor"],
         1_000,
         "the refund returned all 1000 actual; nothing was taken from cash"
     );
+    // The fully refunded payment's cashback grant is clawed back: the spent credit that a
+    // void of the other payment returns is forfeited, not handed back to the customer.
+    let b_id = b.body["data"]["payment_id"].as_str().unwrap();
+    let v = shop
+        .post(&format!("/payments/{b_id}/void"), json!({"reason": "test"}))
+        .await;
+    assert_eq!(v.status, 200, "{}", v.body);
+    let after = shop.balance(&c).await;
+    assert_eq!(after["actual_minor"], 1_000);
+    assert_eq!(after["promo_available_minor"], 0);
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
+async fn unrecovered_cashback_is_taken_when_the_spent_credit_comes_back() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    cashback_rule(&shop, json!({"rate_bps": 1_000})).await;
+    let a = shop.pay(&c, 1_000).await;
+    let b = shop.pay(&c, 100).await;
+    assert_eq!(b.body["data"]["debited_promo_minor"], 100);
+    let a_id = a.body["data"]["payment_id"].as_str().unwrap();
+    let r = refund(&shop, a_id, Some(500)).await;
+    assert_eq!(
+        r.body["data"]["rewards_unrecovered_minor"], 50,
+        "{}",
+        r.body
+    );
+    // Voiding the payment that spent the cashback puts 100 back into its grant: the 50 still
+    // owed by the half refund is taken from it then.
+    let b_id = b.body["data"]["payment_id"].as_str().unwrap();
+    let v = shop
+        .post(&format!("/payments/{b_id}/void"), json!({"reason": "test"}))
+        .await;
+    assert_eq!(v.status, 200, "{}", v.body);
+    assert_eq!(v.body["data"]["balance_after"]["promo_available_minor"], 50);
+    let reward = entities::payment_reward::Entity::find()
+        .filter(entities::payment_reward::Column::MerchantId.eq(shop.merchant()))
+        .one(&app.server.state.db)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((reward.reversed_minor, reward.unrecovered_minor), (50, 0));
     shop.assert_ledger_consistent().await;
 }
 

@@ -138,6 +138,20 @@ async fn an_offer_is_evaluated_without_writes_and_redeemed_once_against_its_cust
         vec![("/payment_id".into(), "payment_already_rewarded".into())]
     );
 
+    // The reward is the payment's: voiding the payment takes it back.
+    let void = shop
+        .post(
+            &format!("/payments/{}/void", id(&paid, "payment_id")),
+            json!({"reason": "test"}),
+        )
+        .await;
+    assert_eq!(void.status, 200, "{}", void.body);
+    assert_eq!(void.body["data"]["offer_reward_reversed_minor"], 200);
+    assert_eq!(
+        void.body["data"]["balance_after"]["promo_available_minor"],
+        0
+    );
+
     // Another tenant sees no such offer.
     let other = Shop::open(&app).await;
     let r = send(

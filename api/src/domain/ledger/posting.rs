@@ -71,7 +71,7 @@ pub enum PostingKind {
     EscrowRelease,
     Topup,
     Clawback,
-    CashbackReversal,
+    RewardReversal,
 }
 
 impl PostingKind {
@@ -87,7 +87,7 @@ impl PostingKind {
             PostingKind::EscrowRelease => "escrow_release",
             PostingKind::Topup => "topup",
             PostingKind::Clawback => "clawback",
-            PostingKind::CashbackReversal => "cashback_reversal",
+            PostingKind::RewardReversal => "reward_reversal",
         }
     }
 }
@@ -192,15 +192,10 @@ pub fn grant_accrual(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: 
     p
 }
 
-/// A refund or void takes back part of a payment's cashback grant: the reverse of its
-/// accrual, back to the merchant's promotional funding.
-pub fn cashback_reversal(
-    merchant_id: Uuid,
-    grant_id: Uuid,
-    currency: &str,
-    amount: i64,
-) -> Posting {
-    let mut p = Posting::new(PostingKind::CashbackReversal, merchant_id, currency);
+/// A refund or void takes back part of a payment's reward grant (cashback, an offer): the
+/// reverse of its accrual, back to the merchant's promotional funding.
+pub fn reward_reversal(merchant_id: Uuid, grant_id: Uuid, currency: &str, amount: i64) -> Posting {
+    let mut p = Posting::new(PostingKind::RewardReversal, merchant_id, currency);
     p.push(Account::Grant(grant_id), -amount);
     p.push(Account::MerchantPromoFunding(merchant_id), amount);
     p
