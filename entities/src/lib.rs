@@ -33,3 +33,6 @@ pub mod topup;
 pub mod wallet;
 pub mod wallet_program;
 pub mod wallet_user;
+pub mod webhook_attempt;
+pub mod webhook_delivery;
+pub mod webhook_subscription;

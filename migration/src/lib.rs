@@ -9,6 +9,7 @@ mod m20261121_000003_wallets;
 mod m20261121_000004_customers;
 mod m20261121_000005_topups;
 mod m20261121_000006_incentives;
+mod m20261121_000007_webhooks;
 
 pub struct Migrator;
 
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000004_customers::Migration),
             Box::new(m20261121_000005_topups::Migration),
             Box::new(m20261121_000006_incentives::Migration),
+            Box::new(m20261121_000007_webhooks::Migration),
         ]
     }
 }

@@ -1,0 +1,32 @@
+use sea_orm::entity::prelude::*;
+
+/// One event for one subscription: PENDING until an attempt gets a 2xx (DELIVERED), the
+/// retries run out (DEAD), or the endpoint is disabled (SUSPENDED).
+#[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
+#[sea_orm(table_name = "webhook_deliveries")]
+pub struct Model {
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    pub subscription_id: Uuid,
+    pub integration_id: Uuid,
+    pub merchant_id: Uuid,
+    pub event_id: Uuid,
+    pub event_type: String,
+    pub resource_key: String,
+    pub sequence_number: i64,
+    pub body: String,
+    pub state: String,
+    pub attempts: i32,
+    pub replays: i32,
+    pub last_status_code: Option<i32>,
+    pub last_error: Option<String>,
+    pub next_attempt_at: Option<DateTimeUtc>,
+    pub delivered_at: Option<DateTimeUtc>,
+    pub created_at: DateTimeUtc,
+    pub updated_at: DateTimeUtc,
+}
+
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}
