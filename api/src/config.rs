@@ -93,6 +93,22 @@ pub struct Config {
     pub job_concurrency: usize,
     /// How often the outbox relay looks for committed rows.
     pub outbox_poll_ms: u64,
+    /// Attempts a webhook delivery gets before it is dead-lettered (default 14: with the
+    /// default backoff, retries span roughly 16 to 33 hours).
+    pub webhook_max_attempts: u32,
+    /// Wait before the 2nd attempt; each further wait doubles (equal jitter) up to the max.
+    pub webhook_backoff_base_ms: u64,
+    pub webhook_backoff_max_ms: u64,
+    /// How long the service waits for an endpoint's answer.
+    pub webhook_timeout_ms: u64,
+    /// An endpoint is disabled when this many attempts in a row failed ...
+    pub webhook_disable_after_failures: u32,
+    /// ... over at least this long.
+    pub webhook_disable_after_secs: u64,
+    /// Allow endpoints on private, loopback and link-local addresses (tests, local setups).
+    pub webhook_allow_private_targets: bool,
+    /// How long a rotated-out secret keeps signing beside the new one, by default.
+    pub webhook_secret_grace_secs: u64,
     /// HTTP SMS provider used for non-sandbox keys.
     pub sms_provider_url: Option<String>,
     pub sms_provider_token: Option<Secret>,
@@ -137,6 +153,14 @@ impl Default for Config {
             job_timeout_ms: 30_000,
             job_concurrency: 8,
             outbox_poll_ms: 250,
+            webhook_max_attempts: 14,
+            webhook_backoff_base_ms: 60_000,
+            webhook_backoff_max_ms: 6 * 3600 * 1000,
+            webhook_timeout_ms: 10_000,
+            webhook_disable_after_failures: 200,
+            webhook_disable_after_secs: 24 * 3600,
+            webhook_allow_private_targets: false,
+            webhook_secret_grace_secs: 24 * 3600,
             sms_provider_url: None,
             sms_provider_token: None,
             sms_provider_timeout_ms: 5_000,
@@ -354,6 +378,32 @@ impl Config {
         }
         if self.job_concurrency == 0 {
             return Err(invalid("WALLET_JOB_CONCURRENCY", "must be positive"));
+        }
+        if self.webhook_max_attempts == 0 || self.webhook_max_attempts > 30 {
+            return Err(invalid(
+                "WALLET_WEBHOOK_MAX_ATTEMPTS",
+                "must be between 1 and 30",
+            ));
+        }
+        if self.webhook_backoff_base_ms == 0
+            || self.webhook_backoff_max_ms < self.webhook_backoff_base_ms
+        {
+            return Err(invalid(
+                "WALLET_WEBHOOK_BACKOFF_MAX_MS",
+                "must be at least WALLET_WEBHOOK_BACKOFF_BASE_MS, which must be positive",
+            ));
+        }
+        if self.webhook_timeout_ms == 0 || self.webhook_timeout_ms >= self.job_timeout_ms {
+            return Err(invalid(
+                "WALLET_WEBHOOK_TIMEOUT_MS",
+                "must be positive and below WALLET_JOB_TIMEOUT_MS",
+            ));
+        }
+        if self.webhook_disable_after_failures == 0 {
+            return Err(invalid(
+                "WALLET_WEBHOOK_DISABLE_AFTER_FAILURES",
+                "must be positive",
+            ));
         }
         if self.db_max_connections < 2 {
             return Err(invalid("WALLET_DB_MAX_CONNECTIONS", "must be at least 2"));

@@ -10,6 +10,7 @@ pub mod oas31;
 pub mod proxy;
 pub mod redis_server;
 pub mod shop;
+pub mod webhooks;
 
 use std::{
     path::PathBuf,
@@ -135,6 +136,13 @@ fn config_for(run: &Run) -> Config {
         job_backoff_max_ms: 200,
         job_timeout_ms: 5_000,
         outbox_poll_ms: 50,
+        webhook_max_attempts: 4,
+        webhook_backoff_base_ms: 100,
+        webhook_backoff_max_ms: 400,
+        webhook_timeout_ms: 1_000,
+        webhook_disable_after_failures: 1_000,
+        webhook_disable_after_secs: 0,
+        webhook_allow_private_targets: true,
         db_max_connections: 8,
         log_format: Some("pretty".into()),
         ..Config::default()

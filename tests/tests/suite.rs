@@ -14,4 +14,5 @@ mod suite {
     pub mod platform;
     pub mod tokens;
     pub mod topups;
+    pub mod webhooks;
 }

@@ -20,3 +20,4 @@ pub mod tenancy;
 pub mod topups;
 pub mod validate;
 pub mod wallets;
+pub mod webhooks;

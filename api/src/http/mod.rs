@@ -24,6 +24,7 @@ pub mod tags;
 pub mod terminal;
 pub mod token;
 pub mod topups;
+pub mod webhooks;
 
 use poem::{
     Endpoint, EndpointExt, Response, Route, endpoint::make_sync, get, http::StatusCode, web::Html,

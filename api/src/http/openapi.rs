@@ -8,7 +8,7 @@ use super::{
     incentives::IncentivesApi, keys::KeysApi, operator::OperatorApi,
     operator_wallets::OperatorWalletsApi, payments::PaymentsApi, platform::PlatformApi,
     sandbox::SandboxApi, settlements::SettlementsApi, terminal::TerminalApi, token::TokenApi,
-    topups::TopupsApi,
+    topups::TopupsApi, webhooks::WebhooksApi,
 };
 
 pub type Apis = (
@@ -26,6 +26,7 @@ pub type Apis = (
     TopupsApi,
     SettlementsApi,
     IncentivesApi,
+    WebhooksApi,
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -95,6 +96,14 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("evaluateOffers", "beta"),
     ("redeemOffer", "beta"),
     ("cancelOffer", "beta"),
+    ("createWebhookSubscription", "beta"),
+    ("listWebhookSubscriptions", "beta"),
+    ("disableWebhookSubscription", "beta"),
+    ("enableWebhookSubscription", "beta"),
+    ("rotateWebhookSecret", "beta"),
+    ("listWebhookDeliveries", "beta"),
+    ("redeliverWebhook", "beta"),
+    ("redeliverFailedWebhooks", "beta"),
 ];
 
 fn apis() -> Apis {
@@ -113,6 +122,7 @@ fn apis() -> Apis {
         TopupsApi,
         SettlementsApi,
         IncentivesApi,
+        WebhooksApi,
     )
 }
 

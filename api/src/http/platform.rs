@@ -185,7 +185,7 @@ impl PlatformApi {
                 sandbox: p.is_sandbox,
                 idempotency: true,
                 cursor_pagination: true,
-                webhooks: false,
+                webhooks: true,
             },
         }))
     }

@@ -25,7 +25,10 @@ pub enum Tag {
     /// SKU registration and top-ups.
     #[oai(rename = "topup")]
     Topup,
-    /// Promotional grants: listing and clawback.
+    /// Promotional grants, cashback, campaign budgets and offers.
     #[oai(rename = "incentives")]
     Incentives,
+    /// Webhook endpoints, signed event delivery and its history.
+    #[oai(rename = "webhooks")]
+    Webhooks,
 }

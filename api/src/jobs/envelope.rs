@@ -21,6 +21,9 @@ pub struct JobEnvelope {
     /// is enqueued once, however often the replay command is repeated.
     #[serde(default)]
     pub replay: u32,
+    /// How often this attempt was put off (see `JobError::Deferred`).
+    #[serde(default)]
+    pub deferrals: u32,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -47,6 +50,7 @@ impl JobEnvelope {
             first_enqueued_at: enqueued_at,
             errors: vec![],
             replay: 0,
+            deferrals: 0,
         }
     }
 
@@ -59,12 +63,27 @@ impl JobEnvelope {
             error: error.to_string(),
         });
         next.attempt += 1;
+        next.deferrals = 0;
+        next
+    }
+
+    /// The same attempt, put off once more.
+    pub fn deferred(&self) -> Self {
+        let mut next = self.clone();
+        next.deferrals += 1;
         next
     }
 
     /// One queue row per (job, replay, attempt): a relay or a retry scheduled twice
     /// enqueues once.
     pub fn idempotency_key(&self) -> String {
-        format!("{}:{}:{}", self.job_id, self.replay, self.attempt)
+        if self.deferrals == 0 {
+            format!("{}:{}:{}", self.job_id, self.replay, self.attempt)
+        } else {
+            format!(
+                "{}:{}:{}:d{}",
+                self.job_id, self.replay, self.attempt, self.deferrals
+            )
+        }
     }
 }

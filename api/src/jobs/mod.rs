@@ -14,6 +14,7 @@ pub mod queue;
 pub mod relay;
 pub mod runtime;
 pub mod sms_send;
+pub mod webhook_deliver;
 
 pub use envelope::JobEnvelope;
 pub use queue::Queue;
@@ -28,4 +29,12 @@ pub enum JobError {
     /// No attempt will succeed: dead-letter now.
     #[error("{0}")]
     Permanent(String),
+    /// Another attempt may succeed after this wait (the job keeps its own schedule and
+    /// decides itself when it has had its last attempt).
+    #[error("{0}")]
+    RetryAfter(String, std::time::Duration),
+    /// Not attempted: something must happen first (an earlier event of the resource is
+    /// still being delivered). Look again after the wait; no attempt is used up.
+    #[error("deferred")]
+    Deferred(std::time::Duration),
 }

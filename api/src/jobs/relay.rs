@@ -1,30 +1,113 @@
-//! Moves committed outbox rows onto the queues. Runs in the worker process (any number of
+//! Moves committed outbox rows onto the queues and fans catalog events out to webhook
+//! deliveries. Runs in the worker process (any number of
 //! them: PostgreSQL's SKIP LOCKED shares the backlog) and inside the API in embedded mode.
 use std::time::Duration;
 
+use chrono::Utc;
 use tokio::sync::watch;
+use uuid::Uuid;
 
-use super::{JobEnvelope, Queue};
-use crate::{state::AppState, store};
+use super::{JobEnvelope, Queue, webhook_deliver};
+use crate::{
+    domain::webhooks,
+    state::AppState,
+    store::{
+        self,
+        relay::{NewDelivery, PendingRow, Plan, SubscriptionRow},
+    },
+};
 
 const BATCH: i64 = 200;
 
+/// What a batch turns into: a job row becomes its task; a catalog event becomes one
+/// delivery per subscription that wants it (SUSPENDED for a disabled endpoint, so
+/// re-enabling can replay it), each pending one with its `webhook_deliver` task.
+fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
+    let now = Utc::now();
+    let mut plan = Plan::default();
+    for row in rows {
+        match row.kind.as_str() {
+            "job" => {
+                let env = JobEnvelope::first(
+                    row.event_id,
+                    &row.topic,
+                    row.merchant_id,
+                    row.payload.clone(),
+                    row.created_at,
+                );
+                plan.tasks
+                    .push((row.topic.clone(), Queue::task(&env, Duration::ZERO)));
+            }
+            _ => {
+                let Some(merchant) = row.merchant_id else {
+                    continue;
+                };
+                let mut body = None;
+                for s in subs.iter().filter(|s| {
+                    s.merchant_id == merchant
+                        && webhooks::wants(
+                            s.event_types.as_ref(),
+                            s.bound_merchant,
+                            &row.topic,
+                            merchant,
+                        )
+                }) {
+                    // `emitted_at` is the relay's: after the commit that caused the event.
+                    let body = body
+                        .get_or_insert_with(|| {
+                            webhooks::Envelope {
+                                event_id: row.event_id,
+                                event_type: &row.topic,
+                                occurred_at: row.occurred_at,
+                                emitted_at: now,
+                                merchant_id: merchant,
+                                data: &row.payload,
+                                sequence_number: row.sequence_number,
+                            }
+                            .body()
+                        })
+                        .clone();
+                    let state = if s.state == webhooks::ACTIVE {
+                        webhooks::PENDING
+                    } else {
+                        webhooks::SUSPENDED
+                    };
+                    let d = NewDelivery {
+                        id: Uuid::now_v7(),
+                        subscription_id: s.id,
+                        integration_id: s.integration_id,
+                        merchant_id: merchant,
+                        event_id: row.event_id,
+                        event_type: row.topic.clone(),
+                        resource_key: format!("{}:{}", row.resource_type, row.resource_id),
+                        sequence_number: row.sequence_number,
+                        body,
+                        state: state.into(),
+                    };
+                    if state == webhooks::PENDING {
+                        let env = JobEnvelope::first(
+                            Uuid::now_v7(),
+                            webhook_deliver::JOB_TYPE,
+                            Some(merchant),
+                            serde_json::json!(webhook_deliver::Payload { delivery_id: d.id }),
+                            now,
+                        );
+                        plan.tasks.push((
+                            webhook_deliver::JOB_TYPE.to_string(),
+                            Queue::task(&env, Duration::ZERO),
+                        ));
+                    }
+                    plan.deliveries.push(d);
+                }
+            }
+        }
+    }
+    plan
+}
+
 /// Relays one batch; returns how many rows it took.
 pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
-    let rows = store::relay::relay_batch(&state.db, BATCH, |row| {
-        (row.kind == "job").then(|| {
-            let env = JobEnvelope::first(
-                row.event_id,
-                &row.topic,
-                row.merchant_id,
-                row.payload.clone(),
-                row.created_at,
-            );
-            (row.topic.clone(), Queue::task(&env, Duration::ZERO))
-        })
-        // Catalog events are marked relayed; their webhook fan-out arrives with issue #7.
-    })
-    .await?;
+    let rows = store::relay::relay_batch(&state.db, BATCH, plan).await?;
     if !rows.is_empty() {
         metrics::counter!("outbox_relayed_total").increment(rows.len() as u64);
     }

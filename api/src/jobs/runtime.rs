@@ -8,7 +8,10 @@ use futures::FutureExt;
 use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
 
-use super::{JobEnvelope, JobError, Queue, backoff, poll::Tick, queue::QUEUES, relay, sms_send};
+use super::{
+    JobEnvelope, JobError, Queue, backoff, poll::Tick, queue::QUEUES, relay, sms_send,
+    webhook_deliver,
+};
 use crate::{
     sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
     state::AppState,
@@ -22,6 +25,8 @@ pub struct JobDeps {
     pub sms_mock: Arc<dyn SmsProvider>,
     /// Everyone else's.
     pub sms_live: Arc<dyn SmsProvider>,
+    /// Webhook deliveries: the published timeout, no redirects followed.
+    pub http: reqwest::Client,
 }
 
 pub struct Runtime {
@@ -42,9 +47,17 @@ impl Runtime {
             )?),
             None => Arc::new(UnconfiguredProvider),
         };
+        let webhook_timeout = Duration::from_millis(cfg.webhook_timeout_ms);
+        let http = reqwest::Client::builder()
+            .timeout(webhook_timeout)
+            .connect_timeout(webhook_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent("wallet-webhooks/1")
+            .build()?;
         let deps = Arc::new(JobDeps {
             sms_mock: Arc::new(MockProvider::new(state.db.clone())),
             sms_live,
+            http,
             state: state.clone(),
         });
         // Unique per process start: apalis refuses a worker name seen in the last 30 s.
@@ -163,6 +176,7 @@ async fn handle_in_span(
 async fn dispatch(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
     match env.job_type.as_str() {
         sms_send::JOB_TYPE => sms_send::run(deps, env).await,
+        webhook_deliver::JOB_TYPE => webhook_deliver::run(deps, env).await,
         other => Err(JobError::Permanent(format!("unknown job type {other}"))),
     }
 }
@@ -175,18 +189,35 @@ async fn after_failure(
     failure: JobError,
 ) -> Result<(), BoxDynError> {
     let cfg = &deps.state.config;
+    if let JobError::Deferred(wait) = failure {
+        // Not an attempt: the same attempt again later.
+        return match deps.state.queue.push(&env.deferred(), wait).await {
+            Ok(()) => Err(AbortError::new(JobFailed("deferred".into())).into()),
+            Err(e) => {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+                Err(JobFailed(format!("deferring failed: {e}")).into())
+            }
+        };
+    }
     let message = failure.to_string();
     metrics::counter!("jobs_failed_attempts_total", "queue" => env.job_type.clone()).increment(1);
-    let last = matches!(failure, JobError::Permanent(_)) || env.attempt >= cfg.job_max_attempts;
+    let own_wait = match &failure {
+        JobError::RetryAfter(_, w) => Some(*w),
+        _ => None,
+    };
+    let last = matches!(failure, JobError::Permanent(_))
+        || (own_wait.is_none() && env.attempt >= cfg.job_max_attempts);
     let recorded = if last {
         dead_letter(deps, env, &message).await
     } else {
         let next = env.next_attempt(&message);
-        let wait = backoff::delay_before_attempt(
-            next.attempt,
-            Duration::from_millis(cfg.job_backoff_base_ms),
-            Duration::from_millis(cfg.job_backoff_max_ms),
-        );
+        let wait = own_wait.unwrap_or_else(|| {
+            backoff::delay_before_attempt(
+                next.attempt,
+                Duration::from_millis(cfg.job_backoff_base_ms),
+                Duration::from_millis(cfg.job_backoff_max_ms),
+            )
+        });
         tracing::warn!(error = %message, next_attempt = next.attempt, wait_ms = wait.as_millis() as u64, "job attempt failed; retry scheduled");
         deps.state
             .queue

@@ -16,6 +16,7 @@ pub mod sandbox_messages;
 pub mod tenancy;
 pub mod topups;
 pub mod wallets;
+pub mod webhooks;
 
 pub use db::{begin, connect, ping};
 

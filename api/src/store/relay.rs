@@ -1,6 +1,11 @@
-//! The outbox relay's one transaction: claim committed outbox rows, insert the queue rows
-//! they ask for (apalis' tables live in the same database), mark them relayed, commit.
-//! Raw SQL because apalis' insert needs the sqlx transaction itself.
+//! The outbox relay's one transaction: claim committed outbox rows, write what they fan out
+//! to (webhook deliveries), insert the queue rows they ask for (apalis' tables live in the
+//! same database), mark them relayed, commit. Raw SQL because apalis' insert needs the
+//! sqlx transaction itself.
+//!
+//! Relays run one at a time (a transaction-scoped advisory lock on PostgreSQL; SQLite has
+//! one writer): outbox ids of one resource grow with its sequence numbers, so deliveries
+//! of a resource are always written in sequence order, which per-resource ordering needs.
 use apalis_core::task::Task;
 use chrono::{DateTime, Utc};
 use sea_orm::{
@@ -17,113 +22,332 @@ pub struct PendingRow {
     pub kind: String,
     pub topic: String,
     pub merchant_id: Option<Uuid>,
+    pub resource_type: String,
+    pub resource_id: String,
+    pub sequence_number: i64,
     pub payload: Value,
+    pub occurred_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
 }
 
-const SELECT_PG: &str = "SELECT id, event_id, kind, topic, merchant_id, payload, created_at \
-     FROM outbox WHERE relayed_at IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED";
-const SELECT_SQLITE: &str = "SELECT id, event_id, kind, topic, merchant_id, payload, created_at \
-     FROM outbox WHERE relayed_at IS NULL ORDER BY id LIMIT ?";
+/// A webhook subscription of an integration linked to `merchant_id`.
+#[derive(Clone, Debug)]
+pub struct SubscriptionRow {
+    pub id: Uuid,
+    pub integration_id: Uuid,
+    pub bound_merchant: Option<Uuid>,
+    pub event_types: Option<Value>,
+    pub state: String,
+    /// The linked merchant this row was found for.
+    pub merchant_id: Uuid,
+}
 
-/// Relays up to `limit` rows; `to_task` names the queue and task for a row that is a job.
-/// Returns the rows relayed.
+#[derive(Clone, Debug)]
+pub struct NewDelivery {
+    pub id: Uuid,
+    pub subscription_id: Uuid,
+    pub integration_id: Uuid,
+    pub merchant_id: Uuid,
+    pub event_id: Uuid,
+    pub event_type: String,
+    pub resource_key: String,
+    pub sequence_number: i64,
+    pub body: String,
+    pub state: String,
+}
+
+/// What a batch turns into.
+#[derive(Default)]
+pub struct Plan {
+    pub deliveries: Vec<NewDelivery>,
+    pub tasks: Vec<(String, Task<Vec<u8>>)>,
+}
+
+const COLUMNS: &str = "id, event_id, kind, topic, merchant_id, resource_type, resource_id, \
+     sequence_number, payload, occurred_at, created_at";
+
+const DELIVERY_COLUMNS: &str = "id, subscription_id, integration_id, merchant_id, event_id, \
+     event_type, resource_key, sequence_number, body, state, attempts, replays, created_at, \
+     updated_at";
+const DELIVERY_ARITY: usize = 14;
+
+fn placeholders(backend: DbBackend, rows: usize, arity: usize) -> String {
+    let mut n = 0;
+    (0..rows)
+        .map(|_| {
+            let cols: Vec<String> = (0..arity)
+                .map(|_| {
+                    n += 1;
+                    match backend {
+                        DbBackend::Postgres => format!("${n}"),
+                        _ => "?".to_string(),
+                    }
+                })
+                .collect();
+            format!("({})", cols.join(","))
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Relays up to `limit` rows; `plan` says what the batch fans out to. Returns the rows.
 pub async fn relay_batch<F>(
     db: &DatabaseConnection,
     limit: i64,
-    to_task: F,
+    plan: F,
 ) -> anyhow::Result<Vec<PendingRow>>
 where
-    F: Fn(&PendingRow) -> Option<(String, Task<Vec<u8>>)>,
+    F: Fn(&[PendingRow], &[SubscriptionRow]) -> Plan,
 {
-    let now = Utc::now();
     match db.get_database_backend() {
-        DbBackend::Postgres => {
-            let pool = db.get_postgres_connection_pool();
-            let mut tx = pool.begin().await?;
-            let rows = sqlx::query(SELECT_PG)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
-            let rows: Vec<PendingRow> = rows
-                .iter()
-                .map(|r| {
-                    Ok(PendingRow {
-                        id: r.try_get("id")?,
-                        event_id: r.try_get("event_id")?,
-                        kind: r.try_get("kind")?,
-                        topic: r.try_get("topic")?,
-                        merchant_id: r.try_get("merchant_id")?,
-                        payload: r.try_get("payload")?,
-                        created_at: r.try_get("created_at")?,
-                    })
-                })
-                .collect::<Result<_, sqlx::Error>>()?;
-            if rows.is_empty() {
-                return Ok(rows);
-            }
-            for (queue, tasks) in group(&rows, &to_task) {
-                apalis_postgres::queries::push_tasks(&mut *tx, &queue, tasks).await?;
-            }
-            let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-            sqlx::query("UPDATE outbox SET relayed_at = $1 WHERE id = ANY($2)")
-                .bind(now)
-                .bind(&ids)
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-            Ok(rows)
-        }
-        _ => {
-            let pool = db.get_sqlite_connection_pool();
-            // IMMEDIATE: take the write lock up front instead of failing to upgrade later.
-            let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-            let rows = sqlx::query(SELECT_SQLITE)
-                .bind(limit)
-                .fetch_all(&mut *tx)
-                .await?;
-            let rows: Vec<PendingRow> = rows
-                .iter()
-                .map(|r| {
-                    let payload: String = r.try_get("payload")?;
-                    Ok(PendingRow {
-                        id: r.try_get("id")?,
-                        event_id: r.try_get("event_id")?,
-                        kind: r.try_get("kind")?,
-                        topic: r.try_get("topic")?,
-                        merchant_id: r.try_get("merchant_id")?,
-                        payload: serde_json::from_str(&payload)
-                            .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-                        created_at: r.try_get("created_at")?,
-                    })
-                })
-                .collect::<Result<_, sqlx::Error>>()?;
-            if rows.is_empty() {
-                return Ok(rows);
-            }
-            for (queue, tasks) in group(&rows, &to_task) {
-                apalis_sqlite::queries::push_tasks(&mut *tx, &queue, &tasks).await?;
-            }
-            let placeholders = vec!["?"; rows.len()].join(",");
-            let sql = format!("UPDATE outbox SET relayed_at = ? WHERE id IN ({placeholders})");
-            // Only placeholders are interpolated, never values.
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
-            for r in &rows {
-                q = q.bind(r.id);
-            }
-            q.execute(&mut *tx).await?;
-            tx.commit().await?;
-            Ok(rows)
-        }
+        DbBackend::Postgres => relay_pg(db, limit, plan).await,
+        _ => relay_sqlite(db, limit, plan).await,
     }
 }
 
-fn group<F>(rows: &[PendingRow], to_task: &F) -> Vec<(String, Vec<Task<Vec<u8>>>)>
+fn merchants(rows: &[PendingRow]) -> Vec<Uuid> {
+    let mut m: Vec<Uuid> = rows
+        .iter()
+        .filter(|r| r.kind == "event")
+        .filter_map(|r| r.merchant_id)
+        .collect();
+    m.sort();
+    m.dedup();
+    m
+}
+
+async fn relay_pg<F>(
+    db: &DatabaseConnection,
+    limit: i64,
+    plan: F,
+) -> anyhow::Result<Vec<PendingRow>>
 where
-    F: Fn(&PendingRow) -> Option<(String, Task<Vec<u8>>)>,
+    F: Fn(&[PendingRow], &[SubscriptionRow]) -> Plan,
 {
+    let now = Utc::now();
+    let pool = db.get_postgres_connection_pool();
+    let mut tx = pool.begin().await?;
+    // One relay at a time (see the module comment); the key is this module's own.
+    sqlx::query("SELECT pg_advisory_xact_lock(7352001)")
+        .execute(&mut *tx)
+        .await?;
+    let sql = format!(
+        "SELECT {COLUMNS} FROM outbox WHERE relayed_at IS NULL ORDER BY id LIMIT $1 \
+         FOR UPDATE SKIP LOCKED"
+    );
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    let rows: Vec<PendingRow> = rows
+        .iter()
+        .map(|r| {
+            Ok(PendingRow {
+                id: r.try_get("id")?,
+                event_id: r.try_get("event_id")?,
+                kind: r.try_get("kind")?,
+                topic: r.try_get("topic")?,
+                merchant_id: r.try_get("merchant_id")?,
+                resource_type: r.try_get("resource_type")?,
+                resource_id: r.try_get("resource_id")?,
+                sequence_number: r.try_get("sequence_number")?,
+                payload: r.try_get("payload")?,
+                occurred_at: r.try_get("occurred_at")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()?;
+    if rows.is_empty() {
+        return Ok(rows);
+    }
+    let merchants = merchants(&rows);
+    let subs: Vec<SubscriptionRow> = if merchants.is_empty() {
+        Vec::new()
+    } else {
+        sqlx::query(
+            "SELECT s.id, s.integration_id, s.merchant_id, s.event_types, s.state, ie.enterprise_id \
+             FROM webhook_subscriptions s JOIN integration_enterprises ie \
+             ON ie.integration_id = s.integration_id WHERE ie.enterprise_id = ANY($1)",
+        )
+        .bind(&merchants)
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| {
+            Ok(SubscriptionRow {
+                id: r.try_get("id")?,
+                integration_id: r.try_get("integration_id")?,
+                bound_merchant: r.try_get("merchant_id")?,
+                event_types: r.try_get("event_types")?,
+                state: r.try_get("state")?,
+                merchant_id: r.try_get("enterprise_id")?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()?
+    };
+    let plan = plan(&rows, &subs);
+    for chunk in plan.deliveries.chunks(1_000) {
+        let sql = format!(
+            "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) VALUES {} \
+             ON CONFLICT (subscription_id, event_id) DO NOTHING",
+            placeholders(DbBackend::Postgres, chunk.len(), DELIVERY_ARITY)
+        );
+        // Only placeholders are interpolated, never values.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for d in chunk {
+            q = q
+                .bind(d.id)
+                .bind(d.subscription_id)
+                .bind(d.integration_id)
+                .bind(d.merchant_id)
+                .bind(d.event_id)
+                .bind(&d.event_type)
+                .bind(&d.resource_key)
+                .bind(d.sequence_number)
+                .bind(&d.body)
+                .bind(&d.state)
+                .bind(0i32)
+                .bind(0i32)
+                .bind(now)
+                .bind(now);
+        }
+        q.execute(&mut *tx).await?;
+    }
+    for (queue, tasks) in group(plan.tasks) {
+        apalis_postgres::queries::push_tasks(&mut *tx, &queue, tasks).await?;
+    }
+    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+    sqlx::query("UPDATE outbox SET relayed_at = $1 WHERE id = ANY($2)")
+        .bind(now)
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+async fn relay_sqlite<F>(
+    db: &DatabaseConnection,
+    limit: i64,
+    plan: F,
+) -> anyhow::Result<Vec<PendingRow>>
+where
+    F: Fn(&[PendingRow], &[SubscriptionRow]) -> Plan,
+{
+    let now = Utc::now();
+    let pool = db.get_sqlite_connection_pool();
+    // IMMEDIATE: take the write lock up front instead of failing to upgrade later.
+    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+    let sql = format!("SELECT {COLUMNS} FROM outbox WHERE relayed_at IS NULL ORDER BY id LIMIT ?");
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+        .bind(limit)
+        .fetch_all(&mut *tx)
+        .await?;
+    let rows: Vec<PendingRow> = rows
+        .iter()
+        .map(|r| {
+            let payload: String = r.try_get("payload")?;
+            Ok(PendingRow {
+                id: r.try_get("id")?,
+                event_id: r.try_get("event_id")?,
+                kind: r.try_get("kind")?,
+                topic: r.try_get("topic")?,
+                merchant_id: r.try_get("merchant_id")?,
+                resource_type: r.try_get("resource_type")?,
+                resource_id: r.try_get("resource_id")?,
+                sequence_number: r.try_get("sequence_number")?,
+                payload: serde_json::from_str(&payload)
+                    .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                occurred_at: r.try_get("occurred_at")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()?;
+    if rows.is_empty() {
+        return Ok(rows);
+    }
+    let merchants = merchants(&rows);
+    let subs: Vec<SubscriptionRow> = if merchants.is_empty() {
+        Vec::new()
+    } else {
+        let sql = format!(
+            "SELECT s.id, s.integration_id, s.merchant_id, s.event_types, s.state, \
+             ie.enterprise_id FROM webhook_subscriptions s JOIN integration_enterprises ie \
+             ON ie.integration_id = s.integration_id WHERE ie.enterprise_id IN ({})",
+            vec!["?"; merchants.len()].join(",")
+        );
+        // Only placeholders are interpolated, never values.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for m in &merchants {
+            q = q.bind(*m);
+        }
+        q.fetch_all(&mut *tx)
+            .await?
+            .iter()
+            .map(|r| {
+                let types: Option<String> = r.try_get("event_types")?;
+                Ok(SubscriptionRow {
+                    id: r.try_get("id")?,
+                    integration_id: r.try_get("integration_id")?,
+                    bound_merchant: r.try_get("merchant_id")?,
+                    event_types: types
+                        .map(|t| serde_json::from_str(&t))
+                        .transpose()
+                        .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
+                    state: r.try_get("state")?,
+                    merchant_id: r.try_get("enterprise_id")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?
+    };
+    let plan = plan(&rows, &subs);
+    for chunk in plan.deliveries.chunks(500) {
+        let sql = format!(
+            "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) VALUES {} \
+             ON CONFLICT (subscription_id, event_id) DO NOTHING",
+            placeholders(DbBackend::Sqlite, chunk.len(), DELIVERY_ARITY)
+        );
+        // Only placeholders are interpolated, never values.
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for d in chunk {
+            q = q
+                .bind(d.id)
+                .bind(d.subscription_id)
+                .bind(d.integration_id)
+                .bind(d.merchant_id)
+                .bind(d.event_id)
+                .bind(&d.event_type)
+                .bind(&d.resource_key)
+                .bind(d.sequence_number)
+                .bind(&d.body)
+                .bind(&d.state)
+                .bind(0i32)
+                .bind(0i32)
+                .bind(now)
+                .bind(now);
+        }
+        q.execute(&mut *tx).await?;
+    }
+    for (queue, tasks) in group(plan.tasks) {
+        apalis_sqlite::queries::push_tasks(&mut *tx, &queue, &tasks).await?;
+    }
+    let sql = format!(
+        "UPDATE outbox SET relayed_at = ? WHERE id IN ({})",
+        vec!["?"; rows.len()].join(",")
+    );
+    // Only placeholders are interpolated, never values.
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(now);
+    for r in &rows {
+        q = q.bind(r.id);
+    }
+    q.execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(rows)
+}
+
+fn group(tasks: Vec<(String, Task<Vec<u8>>)>) -> Vec<(String, Vec<Task<Vec<u8>>>)> {
     let mut out: Vec<(String, Vec<Task<Vec<u8>>>)> = vec![];
-    for (queue, task) in rows.iter().filter_map(to_task) {
+    for (queue, task) in tasks {
         match out.iter_mut().find(|(q, _)| *q == queue) {
             Some((_, v)) => v.push(task),
             None => out.push((queue, vec![task])),

@@ -1,0 +1,772 @@
+//! Webhook subscriptions and their delivery history (x-api-key).
+use std::sync::{Arc, Mutex};
+
+use chrono::{DateTime, Utc};
+use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Header, Path, Query},
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    auth::ApiKeyAuth,
+    body::{JsonBody, Validate},
+    common::{RequestContext, RequestMeta, path_uuid, ts},
+    mutation,
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        credentials::Scope,
+        validate::{self, Errors},
+        webhooks::{self, NewSubscription, WithSecret},
+    },
+    envelope::Page,
+    error::ApiError,
+    idempotency::Outcome,
+    jobs::webhook_deliver,
+    state::AppState,
+};
+
+/// Register an endpoint.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct SubscriptionRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// HTTPS URL (plain HTTP only for sandbox integrations). Hosts that resolve to private,
+    /// loopback, link-local or metadata addresses are refused.
+    #[serde(default)]
+    pub url: String,
+    /// Up to 200 characters.
+    #[oai(nullable)]
+    pub description: Option<String>,
+    /// Event types to receive (from the catalog); null or absent: all of them.
+    #[oai(nullable)]
+    pub event_types: Option<Vec<String>>,
+    /// `merchant` (default): events of `context.merchant_id` only. `integration` (platform
+    /// key only): events of every merchant linked to the integration.
+    #[oai(nullable)]
+    pub merchant_scope: Option<String>,
+}
+
+impl Validate for SubscriptionRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        validate::length(e, "/url", &self.url, 8, 2048);
+        if let Some(d) = &self.description
+            && validate::length(e, "/description", d, 1, 200)
+        {
+            validate::no_control_chars(e, "/description", d);
+        }
+        if let Some(types) = &self.event_types {
+            if types.is_empty() || types.len() > webhooks::EVENT_TYPES.len() {
+                e.push(
+                    "/event_types",
+                    "out_of_range",
+                    "give at least one event type, or null for all",
+                );
+            }
+            for (i, t) in types.iter().enumerate() {
+                if !webhooks::EVENT_TYPES.contains(&t.as_str()) {
+                    e.push(
+                        format!("/event_types/{i}"),
+                        "invalid_value",
+                        "is not a catalog event type",
+                    );
+                }
+            }
+        }
+        if let Some(s) = &self.merchant_scope
+            && s != "merchant"
+            && s != "integration"
+        {
+            e.push(
+                "/merchant_scope",
+                "invalid_value",
+                "must be merchant or integration",
+            );
+        }
+    }
+}
+
+/// A webhook endpoint.
+#[derive(Object, Serialize)]
+pub struct SubscriptionView {
+    pub subscription_id: String,
+    pub url: String,
+    #[oai(nullable)]
+    pub description: Option<String>,
+    /// Null: every event type.
+    #[oai(nullable)]
+    pub event_types: Option<Vec<String>>,
+    /// The merchant whose events it gets; null: every merchant of the integration.
+    #[oai(nullable)]
+    pub merchant_id: Option<String>,
+    /// ACTIVE or DISABLED.
+    pub state: String,
+    /// `manual`, or `failing` when sustained failure disabled it.
+    #[oai(nullable)]
+    pub disabled_reason: Option<String>,
+    #[oai(nullable)]
+    pub disabled_at: Option<String>,
+    /// Failed attempts in a row (reset by a success).
+    pub failure_streak: i32,
+    /// While a rotated-out secret still signs beside the current one.
+    #[oai(nullable)]
+    pub previous_secret_expires_at: Option<String>,
+    pub is_sandbox: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+fn view(s: &webhook_subscription::Model, now: DateTime<Utc>) -> SubscriptionView {
+    SubscriptionView {
+        subscription_id: s.id.to_string(),
+        url: s.url.clone(),
+        description: s.description.clone(),
+        event_types: s
+            .event_types
+            .as_ref()
+            .and_then(|v| serde_json::from_value(v.clone()).ok()),
+        merchant_id: s.merchant_id.map(|m| m.to_string()),
+        state: s.state.clone(),
+        disabled_reason: s.disabled_reason.clone(),
+        disabled_at: s.disabled_at.map(ts),
+        failure_streak: s.failure_streak,
+        previous_secret_expires_at: s.previous_secret_until.filter(|u| *u > now).map(ts),
+        is_sandbox: s.is_sandbox,
+        created_at: ts(s.created_at),
+        updated_at: ts(s.updated_at),
+    }
+}
+
+/// A subscription with its signing secret: shown here once (at creation and rotation).
+#[derive(Object, Serialize)]
+pub struct SubscriptionWithSecret {
+    pub subscription: SubscriptionView,
+    /// Verify `Service-Signature` with it; it is never shown again.
+    pub secret: String,
+}
+
+fn with_secret(w: WithSecret, now: DateTime<Utc>) -> Outcome<SubscriptionWithSecret> {
+    let secret = w.secret.clone();
+    Outcome::new(SubscriptionWithSecret {
+        subscription: view(&w.subscription, now),
+        secret: w.secret,
+    })
+    .with_secret(secret)
+}
+
+/// A body with the envelope only.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct WebhookEnvelope {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+}
+
+impl Validate for WebhookEnvelope {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+    }
+}
+
+/// Re-enable an endpoint.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct EnableRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// Also send the events that arrived while it was disabled (default false).
+    #[oai(nullable)]
+    pub replay_missed: Option<bool>,
+}
+
+impl Validate for EnableRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+    }
+}
+
+#[derive(Object, Serialize)]
+pub struct EnableResult {
+    pub subscription: SubscriptionView,
+    /// Events that arrived while it was disabled.
+    pub missed_deliveries: u64,
+    /// How many of them are being sent now.
+    pub replayed_deliveries: u64,
+}
+
+/// Rotate the signing secret.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct RotateRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// How long the previous secret keeps signing beside the new one (0 to 604800 seconds;
+    /// default 86400). Deliveries carry both signatures meanwhile.
+    #[oai(nullable)]
+    pub grace_period_secs: Option<i64>,
+}
+
+impl Validate for RotateRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if let Some(g) = self.grace_period_secs
+            && !(0..=604_800).contains(&g)
+        {
+            e.push(
+                "/grace_period_secs",
+                "out_of_range",
+                "must be between 0 and 604800",
+            );
+        }
+    }
+}
+
+/// Redeliver every failed delivery since a time.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct RedeliverRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// RFC 3339: deliveries created at or after it that are DEAD (retries ran out) or
+    /// SUSPENDED (the endpoint was disabled) are sent again.
+    #[serde(default)]
+    pub since: String,
+}
+
+impl Validate for RedeliverRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if DateTime::parse_from_rfc3339(&self.since).is_err() {
+            e.push(
+                "/since",
+                "invalid_timestamp",
+                "must be an RFC 3339 timestamp",
+            );
+        }
+    }
+}
+
+#[derive(Object, Serialize)]
+pub struct RedeliverResult {
+    /// Deliveries sent again.
+    pub redelivered: u64,
+    pub delivery_ids: Vec<String>,
+}
+
+/// One HTTP attempt.
+#[derive(Object, Serialize)]
+pub struct AttemptView {
+    pub attempt: i32,
+    pub at: String,
+    /// The endpoint's HTTP status; null when it never answered (timeout, refused).
+    #[oai(nullable)]
+    pub status_code: Option<i32>,
+    pub latency_ms: i64,
+    #[oai(nullable)]
+    pub error: Option<String>,
+    pub succeeded: bool,
+    /// When the next attempt is due, if one is scheduled.
+    #[oai(nullable)]
+    pub next_retry_at: Option<String>,
+}
+
+fn attempt_view(a: &webhook_attempt::Model) -> AttemptView {
+    AttemptView {
+        attempt: a.attempt,
+        at: ts(a.started_at),
+        status_code: a.status_code,
+        latency_ms: a.latency_ms,
+        error: a.error.clone(),
+        succeeded: a.succeeded,
+        next_retry_at: a.next_retry_at.map(ts),
+    }
+}
+
+/// One event for the endpoint, with every attempt.
+#[derive(Object, Serialize)]
+pub struct DeliveryView {
+    pub delivery_id: String,
+    pub event_id: String,
+    pub event_type: String,
+    pub sequence_number: i64,
+    /// PENDING (being sent or retried), DELIVERED, DEAD (retries ran out; dead-lettered)
+    /// or SUSPENDED (the endpoint was disabled).
+    pub state: String,
+    pub attempts_made: i32,
+    #[oai(nullable)]
+    pub last_status_code: Option<i32>,
+    #[oai(nullable)]
+    pub last_error: Option<String>,
+    #[oai(nullable)]
+    pub next_attempt_at: Option<String>,
+    #[oai(nullable)]
+    pub delivered_at: Option<String>,
+    pub created_at: String,
+    pub attempts: Vec<AttemptView>,
+}
+
+fn delivery_view(d: &webhook_delivery::Model, attempts: &[webhook_attempt::Model]) -> DeliveryView {
+    DeliveryView {
+        delivery_id: d.id.to_string(),
+        event_id: d.event_id.to_string(),
+        event_type: d.event_type.clone(),
+        sequence_number: d.sequence_number,
+        state: d.state.clone(),
+        attempts_made: d.attempts,
+        last_status_code: d.last_status_code,
+        last_error: d.last_error.clone(),
+        next_attempt_at: d.next_attempt_at.map(ts),
+        delivered_at: d.delivered_at.map(ts),
+        created_at: ts(d.created_at),
+        attempts: attempts.iter().map(attempt_view).collect(),
+    }
+}
+
+type Queued = Arc<Mutex<Vec<webhook_delivery::Model>>>;
+
+/// Puts requeued deliveries on the delivery queue once their transaction committed.
+async fn enqueue(st: &AppState, queued: &Queued) {
+    let rows = std::mem::take(&mut *queued.lock().expect("queue list"));
+    for d in rows {
+        if let Err(e) = st
+            .queue
+            .push(&webhook_deliver::envelope(&d), std::time::Duration::ZERO)
+            .await
+        {
+            tracing::error!(delivery = %d.id, error = %e, "could not enqueue a webhook redelivery");
+        }
+    }
+}
+
+pub struct WebhooksApi;
+
+#[OpenApi(tag = "Tag::Webhooks")]
+impl WebhooksApi {
+    /// Register a webhook endpoint
+    ///
+    /// Events are POSTed as the event envelope with `Service-Signature:
+    /// t=<unix>,v1=<hex HMAC-SHA256 of "<t>.<raw body>">` keyed by the subscription's
+    /// secret, shown once in this response. At least once: dedup on `event_id`. Ordered
+    /// per resource. Retries: 14 attempts with exponential backoff and jitter (1 min,
+    /// doubling to 6 h; about 16 to 33 hours in all), then the delivery is DEAD and
+    /// dead-lettered. An endpoint whose attempts failed 200 times in a row over at least
+    /// 24 hours is disabled (`disabled_reason: failing`) until re-enabled.
+    #[oai(
+        path = "/webhooks/subscriptions",
+        method = "post",
+        operation_id = "createWebhookSubscription"
+    )]
+    async fn create(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<SubscriptionRequest>,
+    ) -> poem::Result<Reply<SubscriptionWithSecret>> {
+        let st = state.0.clone();
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let all = b.merchant_scope.as_deref() == Some("integration");
+        if all && p.scope != Scope::Integration {
+            return Err(ApiError::forbidden(
+                "Only the platform key subscribes to every merchant of the integration.",
+            )
+            .into());
+        }
+        webhooks::check_url(
+            &b.url,
+            p.is_sandbox,
+            st.config.webhook_allow_private_targets,
+        )
+        .await?;
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: "POST /v1/webhooks/subscriptions".into(),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let now = Utc::now();
+                    let w = webhooks::create(
+                        txn,
+                        &st.sealer,
+                        &p,
+                        NewSubscription {
+                            url: b.url.clone(),
+                            description: b.description.clone(),
+                            event_types: b.event_types.clone(),
+                            merchant_id: (!all).then_some(acting.merchant_id),
+                        },
+                        now,
+                    )
+                    .await?;
+                    Ok(with_secret(w, now))
+                })
+            },
+        )
+        .await
+    }
+
+    /// List webhook endpoints
+    #[oai(
+        path = "/webhooks/subscriptions",
+        method = "get",
+        operation_id = "listWebhookSubscriptions"
+    )]
+    async fn list(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+    ) -> poem::Result<Reply<Vec<SubscriptionView>>> {
+        let now = Utc::now();
+        let rows = webhooks::list(&state.0.db, &auth.0).await?;
+        Ok(Reply::ok(
+            &rows.iter().map(|s| view(s, now)).collect::<Vec<_>>(),
+        ))
+    }
+
+    /// Disable a webhook endpoint
+    ///
+    /// Nothing is sent while it is disabled; events meanwhile are kept (SUSPENDED) for
+    /// re-enabling to replay. Disabling a disabled endpoint changes nothing.
+    #[oai(
+        path = "/webhooks/subscriptions/:id/disable",
+        method = "post",
+        operation_id = "disableWebhookSubscription"
+    )]
+    async fn disable(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<WebhookEnvelope>,
+    ) -> poem::Result<Reply<SubscriptionView>> {
+        let sid = path_uuid("path:id", &id.0)?;
+        let p = auth.0.clone();
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/webhooks/subscriptions/{sid}/disable"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, _| {
+                Box::pin(async move {
+                    let now = Utc::now();
+                    let s = webhooks::disable(txn, &p, sid, now).await?;
+                    Ok(Outcome::new(view(&s, now)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Enable a webhook endpoint
+    ///
+    /// Resumes deliveries (and clears the failure streak). With `replay_missed: true`, the
+    /// events that arrived while it was disabled are sent too, in order per resource.
+    #[oai(
+        path = "/webhooks/subscriptions/:id/enable",
+        method = "post",
+        operation_id = "enableWebhookSubscription"
+    )]
+    async fn enable(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<EnableRequest>,
+    ) -> poem::Result<Reply<EnableResult>> {
+        let sid = path_uuid("path:id", &id.0)?;
+        let p = auth.0.clone();
+        let replay = body.value.replay_missed.unwrap_or(false);
+        let queued: Queued = Arc::default();
+        let q = queued.clone();
+        let reply = mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/webhooks/subscriptions/{sid}/enable"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, _| {
+                Box::pin(async move {
+                    let now = Utc::now();
+                    let (s, missed, replayed) = webhooks::enable(txn, &p, sid, replay, now).await?;
+                    let n = replayed.len() as u64;
+                    q.lock().expect("queue list").extend(replayed);
+                    Ok(Outcome::new(EnableResult {
+                        subscription: view(&s, now),
+                        missed_deliveries: missed,
+                        replayed_deliveries: n,
+                    }))
+                })
+            },
+        )
+        .await?;
+        enqueue(state.0, &queued).await;
+        Ok(reply)
+    }
+
+    /// Rotate a webhook signing secret
+    ///
+    /// Returns the new secret once. The previous one keeps signing beside it for the grace
+    /// period: deliveries carry two `v1=` signatures meanwhile, so receivers can switch
+    /// without losing events.
+    #[oai(
+        path = "/webhooks/subscriptions/:id/rotate-secret",
+        method = "post",
+        operation_id = "rotateWebhookSecret"
+    )]
+    async fn rotate(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<RotateRequest>,
+    ) -> poem::Result<Reply<SubscriptionWithSecret>> {
+        let sid = path_uuid("path:id", &id.0)?;
+        let st = state.0.clone();
+        let p = auth.0.clone();
+        let grace = chrono::Duration::seconds(
+            body.value
+                .grace_period_secs
+                .unwrap_or(st.config.webhook_secret_grace_secs as i64),
+        );
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/webhooks/subscriptions/{sid}/rotate-secret"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, _| {
+                Box::pin(async move {
+                    let now = Utc::now();
+                    let w = webhooks::rotate(txn, &st.sealer, &p, sid, grace, now).await?;
+                    Ok(with_secret(w, now))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Delivery history
+    ///
+    /// Every delivery to the endpoint, newest first, each with all its attempts (time,
+    /// status code, latency, error, next retry). Filters: `event_type`, `outcome`
+    /// (PENDING, DELIVERED, DEAD, SUSPENDED). Cursor-paginated (`limit` 1–200, default 50).
+    #[oai(
+        path = "/webhooks/subscriptions/:id/deliveries",
+        method = "get",
+        operation_id = "listWebhookDeliveries"
+    )]
+    async fn deliveries(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        id: Path<String>,
+        event_type: Query<Option<String>>,
+        outcome: Query<Option<String>>,
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
+    ) -> poem::Result<Reply<Vec<DeliveryView>>> {
+        let sid = path_uuid("path:id", &id.0)?;
+        let mut e = Errors::default();
+        if let Some(o) = outcome.0.as_deref()
+            && !webhooks::DELIVERY_STATES.contains(&o)
+        {
+            e.push(
+                "query:outcome",
+                "invalid_value",
+                format!("must be one of {}", webhooks::DELIVERY_STATES.join(", ")),
+            );
+        }
+        let limit = limit.0.unwrap_or(50);
+        if !(1..=200).contains(&limit) {
+            e.push("query:limit", "out_of_range", "must be between 1 and 200");
+        }
+        e.finish()?;
+        let after = cursor
+            .0
+            .as_deref()
+            .map(|c| super::cursor::decode("delivery", c))
+            .transpose()?;
+        let page = webhooks::deliveries(
+            &state.0.db,
+            &auth.0,
+            sid,
+            event_type.0.as_deref(),
+            outcome.0.as_deref(),
+            after,
+            limit,
+        )
+        .await?;
+        let meta = Page {
+            next_cursor: if page.more {
+                page.deliveries
+                    .last()
+                    .map(|(d, _)| super::cursor::encode("delivery", d.id))
+            } else {
+                None
+            },
+            has_more: page.more,
+        };
+        Ok(Reply::page(
+            &page
+                .deliveries
+                .iter()
+                .map(|(d, a)| delivery_view(d, a))
+                .collect::<Vec<_>>(),
+            &meta,
+        ))
+    }
+
+    /// Redeliver one event
+    ///
+    /// Sends the delivery again as a new series of attempts, whatever its state.
+    #[oai(
+        path = "/webhooks/subscriptions/:id/deliveries/:delivery_id/redeliver",
+        method = "post",
+        operation_id = "redeliverWebhook"
+    )]
+    async fn redeliver(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        id: Path<String>,
+        delivery_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<WebhookEnvelope>,
+    ) -> poem::Result<Reply<RedeliverResult>> {
+        let sid = path_uuid("path:id", &id.0)?;
+        let did = path_uuid("path:deliveryId", &delivery_id.0)?;
+        let p = auth.0.clone();
+        let queued: Queued = Arc::default();
+        let q = queued.clone();
+        let reply = mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!(
+                    "POST /v1/webhooks/subscriptions/{sid}/deliveries/{did}/redeliver"
+                ),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, _| {
+                Box::pin(async move {
+                    let d = webhooks::redeliver(txn, &p, sid, did, Utc::now()).await?;
+                    let out = RedeliverResult {
+                        redelivered: 1,
+                        delivery_ids: vec![d.id.to_string()],
+                    };
+                    q.lock().expect("queue list").push(d);
+                    Ok(Outcome::new(out))
+                })
+            },
+        )
+        .await?;
+        enqueue(state.0, &queued).await;
+        Ok(reply)
+    }
+
+    /// Redeliver failed events
+    ///
+    /// Sends again every delivery created since `since` that is DEAD (its retries ran out)
+    /// or SUSPENDED (the endpoint was disabled).
+    #[oai(
+        path = "/webhooks/subscriptions/:id/redeliver",
+        method = "post",
+        operation_id = "redeliverFailedWebhooks"
+    )]
+    async fn redeliver_failed(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<RedeliverRequest>,
+    ) -> poem::Result<Reply<RedeliverResult>> {
+        let sid = path_uuid("path:id", &id.0)?;
+        let since = DateTime::parse_from_rfc3339(&body.value.since)
+            .map_err(|_| ApiError::field("/since", "invalid_timestamp", "must be RFC 3339"))?
+            .with_timezone(&Utc);
+        let p = auth.0.clone();
+        let queued: Queued = Arc::default();
+        let q = queued.clone();
+        let reply = mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/webhooks/subscriptions/{sid}/redeliver"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, _| {
+                Box::pin(async move {
+                    let rows = webhooks::redeliver_failed(txn, &p, sid, since, Utc::now()).await?;
+                    let out = RedeliverResult {
+                        redelivered: rows.len() as u64,
+                        delivery_ids: rows.iter().map(|d| d.id.to_string()).collect(),
+                    };
+                    q.lock().expect("queue list").extend(rows);
+                    Ok(Outcome::new(out))
+                })
+            },
+        )
+        .await?;
+        enqueue(state.0, &queued).await;
+        Ok(reply)
+    }
+}

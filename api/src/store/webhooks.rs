@@ -1,0 +1,253 @@
+//! Webhook subscriptions, deliveries and attempts.
+use chrono::{DateTime, Utc};
+use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
+    sea_query::{Expr, ExprTrait},
+};
+use uuid::Uuid;
+
+use super::for_update;
+
+pub async fn insert_subscription<C: ConnectionTrait>(
+    c: &C,
+    s: webhook_subscription::Model,
+) -> Result<(), DbErr> {
+    webhook_subscription::Entity::insert(s.into_active_model())
+        .exec(c)
+        .await
+        .map(|_| ())
+}
+
+pub async fn subscriptions_of<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+) -> Result<Vec<webhook_subscription::Model>, DbErr> {
+    webhook_subscription::Entity::find()
+        .filter(webhook_subscription::Column::IntegrationId.eq(integration_id))
+        .order_by_asc(webhook_subscription::Column::Id)
+        .all(c)
+        .await
+}
+
+pub async fn find_subscription<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<webhook_subscription::Model>, DbErr> {
+    webhook_subscription::Entity::find_by_id(id).one(c).await
+}
+
+pub async fn lock_subscription<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<webhook_subscription::Model>, DbErr> {
+    for_update(c, webhook_subscription::Entity::find_by_id(id))
+        .one(c)
+        .await
+}
+
+pub async fn update_subscription<C: ConnectionTrait>(
+    c: &C,
+    s: webhook_subscription::Model,
+) -> Result<webhook_subscription::Model, DbErr> {
+    s.into_active_model().reset_all().update(c).await
+}
+
+/// A failed attempt: one more in the streak (which starts now if none is running).
+/// Returns the subscription after it.
+pub async fn note_failure<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Option<webhook_subscription::Model>, DbErr> {
+    webhook_subscription::Entity::update_many()
+        .col_expr(
+            webhook_subscription::Column::FailureStreak,
+            Expr::col(webhook_subscription::Column::FailureStreak).add(1),
+        )
+        .col_expr(
+            webhook_subscription::Column::FailingSince,
+            Expr::col(webhook_subscription::Column::FailingSince).if_null(now),
+        )
+        .filter(webhook_subscription::Column::Id.eq(id))
+        .exec(c)
+        .await?;
+    find_subscription(c, id).await
+}
+
+pub async fn note_success<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<(), DbErr> {
+    webhook_subscription::Entity::update_many()
+        .col_expr(webhook_subscription::Column::FailureStreak, Expr::value(0))
+        .col_expr(
+            webhook_subscription::Column::FailingSince,
+            Expr::value(Option::<DateTime<Utc>>::None),
+        )
+        .filter(webhook_subscription::Column::Id.eq(id))
+        .filter(webhook_subscription::Column::FailureStreak.gt(0))
+        .exec(c)
+        .await
+        .map(|_| ())
+}
+
+/// Auto-disable: only an ACTIVE subscription moves (a manual disable keeps its reason).
+pub async fn disable_failing<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<bool, DbErr> {
+    let r = webhook_subscription::Entity::update_many()
+        .col_expr(webhook_subscription::Column::State, Expr::value("DISABLED"))
+        .col_expr(
+            webhook_subscription::Column::DisabledReason,
+            Expr::value("failing"),
+        )
+        .col_expr(webhook_subscription::Column::DisabledAt, Expr::value(now))
+        .col_expr(webhook_subscription::Column::UpdatedAt, Expr::value(now))
+        .filter(webhook_subscription::Column::Id.eq(id))
+        .filter(webhook_subscription::Column::State.eq("ACTIVE"))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}
+
+pub async fn find_delivery<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<webhook_delivery::Model>, DbErr> {
+    webhook_delivery::Entity::find_by_id(id).one(c).await
+}
+
+pub async fn lock_delivery<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<webhook_delivery::Model>, DbErr> {
+    for_update(c, webhook_delivery::Entity::find_by_id(id))
+        .one(c)
+        .await
+}
+
+pub async fn update_delivery<C: ConnectionTrait>(
+    c: &C,
+    d: webhook_delivery::Model,
+) -> Result<webhook_delivery::Model, DbErr> {
+    d.into_active_model().reset_all().update(c).await
+}
+
+/// Whether an earlier event of the same resource to the same subscription is still
+/// PENDING (so this one must wait to keep per-resource order).
+pub async fn earlier_pending<C: ConnectionTrait>(
+    c: &C,
+    d: &webhook_delivery::Model,
+) -> Result<bool, DbErr> {
+    Ok(webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::SubscriptionId.eq(d.subscription_id))
+        .filter(webhook_delivery::Column::ResourceKey.eq(d.resource_key.as_str()))
+        .filter(webhook_delivery::Column::SequenceNumber.lt(d.sequence_number))
+        .filter(webhook_delivery::Column::State.eq("PENDING"))
+        .count(c)
+        .await?
+        > 0)
+}
+
+pub async fn insert_attempt<C: ConnectionTrait>(
+    c: &C,
+    a: webhook_attempt::Model,
+) -> Result<(), DbErr> {
+    webhook_attempt::Entity::insert(a.into_active_model())
+        .exec(c)
+        .await
+        .map(|_| ())
+}
+
+pub async fn count_in_state<C: ConnectionTrait>(
+    c: &C,
+    subscription: Uuid,
+    state: &str,
+) -> Result<u64, DbErr> {
+    webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::SubscriptionId.eq(subscription))
+        .filter(webhook_delivery::Column::State.eq(state))
+        .count(c)
+        .await
+}
+
+/// Puts a delivery back to PENDING as a new series of attempts (replays + 1).
+pub async fn requeue<C: ConnectionTrait>(
+    c: &C,
+    mut d: webhook_delivery::Model,
+    now: DateTime<Utc>,
+) -> Result<webhook_delivery::Model, DbErr> {
+    d.state = "PENDING".into();
+    d.replays += 1;
+    d.next_attempt_at = Some(now);
+    d.updated_at = now;
+    update_delivery(c, d).await
+}
+
+/// Requeues every delivery of the subscription in `state` (created at or after `since`),
+/// oldest first.
+pub async fn requeue_in_state<C: ConnectionTrait>(
+    c: &C,
+    subscription: Uuid,
+    state: &str,
+    since: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<Vec<webhook_delivery::Model>, DbErr> {
+    let mut q = webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::SubscriptionId.eq(subscription))
+        .filter(webhook_delivery::Column::State.eq(state));
+    if let Some(s) = since {
+        q = q.filter(webhook_delivery::Column::CreatedAt.gte(s));
+    }
+    let rows = q
+        .order_by_asc(webhook_delivery::Column::Id)
+        .limit(10_000)
+        .all(c)
+        .await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for d in rows {
+        out.push(requeue(c, d, now).await?);
+    }
+    Ok(out)
+}
+
+/// Newest first, after the cursor.
+pub async fn deliveries_page<C: ConnectionTrait>(
+    c: &C,
+    subscription: Uuid,
+    event_type: Option<&str>,
+    state: Option<&str>,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<webhook_delivery::Model>, DbErr> {
+    let mut q = webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::SubscriptionId.eq(subscription));
+    if let Some(t) = event_type {
+        q = q.filter(webhook_delivery::Column::EventType.eq(t));
+    }
+    if let Some(s) = state {
+        q = q.filter(webhook_delivery::Column::State.eq(s));
+    }
+    if let Some(a) = after {
+        q = q.filter(webhook_delivery::Column::Id.lt(a));
+    }
+    q.order_by_desc(webhook_delivery::Column::Id)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
+pub async fn attempts_of<C: ConnectionTrait>(
+    c: &C,
+    deliveries: &[Uuid],
+) -> Result<Vec<webhook_attempt::Model>, DbErr> {
+    if deliveries.is_empty() {
+        return Ok(Vec::new());
+    }
+    webhook_attempt::Entity::find()
+        .filter(webhook_attempt::Column::DeliveryId.is_in(deliveries.iter().copied()))
+        .order_by_asc(webhook_attempt::Column::StartedAt)
+        .all(c)
+        .await
+}

@@ -1,0 +1,467 @@
+//! Webhooks, as the spec's "Events" section and DECISIONS.md state them: committed events
+//! are POSTed signed (`Service-Signature: t=..,v1=..`), at least once, retried with backoff
+//! and then dead-lettered, ordered per resource; every attempt is in the delivery history;
+//! sustained failure disables the endpoint; a rotated secret signs beside the new one.
+use std::{sync::Arc, time::Duration};
+
+use serde_json::{Value, json};
+use tests::{
+    TestApp, eventually, send,
+    shop::Shop,
+    webhooks::{Answer, Receiver, verify},
+};
+
+async fn subscribe(shop: &Shop<'_>, url: &str, types: Value) -> (String, String) {
+    let r = shop
+        .control(
+            "/webhooks/subscriptions",
+            json!({"url": url, "event_types": types, "description": "till events"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    (
+        r.body["data"]["subscription"]["subscription_id"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        r.body["data"]["secret"].as_str().unwrap().to_string(),
+    )
+}
+
+async fn history(shop: &Shop<'_>, id: &str) -> Vec<Value> {
+    let r = send(
+        shop.app
+            .get(&format!("/webhooks/subscriptions/{id}/deliveries"))
+            .header("x-api-key", &shop.tenant.platform_key),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"].as_array().unwrap().clone()
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+#[tokio::test]
+async fn a_payment_is_delivered_as_a_signed_envelope_that_verifies() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let receiver = Receiver::ok().await;
+    let (sub, secret) = subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let paid = shop.pay(&c, 250).await;
+    let payment_id = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let got = eventually(Duration::from_secs(20), "the delivery", || async {
+        let r = receiver.received();
+        (!r.is_empty()).then(|| r[0].clone())
+    })
+    .await;
+    verify(&got.signature, got.body.as_bytes(), &secret, now(), 300)
+        .expect("the signature verifies with the subscription's secret");
+    assert!(
+        verify(
+            &got.signature,
+            got.body.as_bytes(),
+            "whsec_wrong",
+            now(),
+            300
+        )
+        .is_err(),
+        "and with no other secret"
+    );
+    let e = &got.json;
+    assert_eq!(e["event_type"], "payment.completed");
+    assert_eq!(e["merchant_id"], shop.merchant().to_string());
+    assert_eq!(e["data"]["payment_id"], payment_id.as_str());
+    assert_eq!(e["data"]["amount_minor"], 250);
+    assert_eq!(e["data"]["currency"], "EUR");
+    assert_eq!(e["sequence_number"], 1);
+    for f in ["event_id", "occurred_at", "emitted_at"] {
+        assert!(e[f].is_string(), "{f} in {e}");
+    }
+    assert!(e["emitted_at"].as_str() >= e["occurred_at"].as_str());
+
+    let h = eventually(Duration::from_secs(10), "a DELIVERED record", || async {
+        let h = history(&shop, &sub).await;
+        (h.first().is_some_and(|d| d["state"] == "DELIVERED")).then_some(h)
+    })
+    .await;
+    assert_eq!(h.len(), 1, "only the subscribed type: {h:?}");
+    assert_eq!(h[0]["attempts"].as_array().unwrap().len(), 1);
+    assert_eq!(h[0]["attempts"][0]["status_code"], 200);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_receiver_failing_twice_gets_the_same_event_three_times_and_history_shows_each() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let receiver = Receiver::start(Arc::new(|n, _| {
+        Answer::Status(if n < 2 { 500 } else { 200 })
+    }))
+    .await;
+    let (sub, _) = subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    shop.pay(&c, 100).await;
+    let got = eventually(Duration::from_secs(20), "three requests", || async {
+        let r = receiver.received();
+        (r.len() >= 3).then_some(r)
+    })
+    .await;
+    let ids: Vec<String> = got.iter().map(|r| r.event_id()).collect();
+    assert_eq!(ids.len(), 3);
+    assert!(
+        ids.iter().all(|i| *i == ids[0]),
+        "the same event_id: {ids:?}"
+    );
+    assert_eq!(
+        got.iter()
+            .map(|r| r.body.as_str())
+            .collect::<std::collections::HashSet<_>>()
+            .len(),
+        1,
+        "every attempt sends the same body"
+    );
+    let h = eventually(Duration::from_secs(10), "the history", || async {
+        let h = history(&shop, &sub).await;
+        (h.first().is_some_and(|d| d["state"] == "DELIVERED")).then_some(h)
+    })
+    .await;
+    let attempts = h[0]["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 3);
+    assert_eq!(attempts[0]["status_code"], 500);
+    assert_eq!(attempts[0]["succeeded"], false);
+    assert!(attempts[0]["next_retry_at"].is_string());
+    assert_eq!(attempts[2]["status_code"], 200);
+    assert!(attempts.iter().all(|a| a["latency_ms"].is_i64()));
+
+    // Filters: by outcome.
+    let r = send(
+        app.get(&format!(
+            "/webhooks/subscriptions/{sub}/deliveries?outcome=DEAD"
+        ))
+        .header("x-api-key", &shop.tenant.platform_key),
+    )
+    .await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_in_time_is_dead_lettered_and_a_replay_delivers_it() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let receiver = Receiver::start(Arc::new(|_, _| Answer::Hang(Duration::from_secs(3)))).await;
+    let (sub, _) = subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    shop.pay(&c, 100).await;
+    let dead = eventually(Duration::from_secs(40), "the delivery to die", || async {
+        let h = history(&shop, &sub).await;
+        (h.first().is_some_and(|d| d["state"] == "DEAD")).then(|| h[0].clone())
+    })
+    .await;
+    assert_eq!(
+        dead["attempts"].as_array().unwrap().len(),
+        4,
+        "the test schedule"
+    );
+    assert!(
+        dead["attempts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|a| a["error"] == "timed out")
+    );
+
+    let list = send(
+        app.get(&format!(
+            "/operator/dead-letters?job_type=webhook_deliver&merchant_id={}",
+            shop.merchant()
+        ))
+        .header("x-operator-key", &shop.operator_key),
+    )
+    .await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    let letters = list.body["data"].as_array().unwrap();
+    assert_eq!(
+        letters.len(),
+        1,
+        "the delivery is dead-lettered: {}",
+        list.body
+    );
+    let letter = letters[0].clone();
+    assert_eq!(letter["attempts"], 4);
+
+    receiver.answer_with(Arc::new(|_, _| Answer::Status(200)));
+    let id = letter["dead_letter_id"].as_str().unwrap().to_string();
+    let r = shop
+        .operator(
+            &format!("/operator/dead-letters/{id}/replay"),
+            json!({"reason": "endpoint fixed"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    eventually(Duration::from_secs(20), "the replayed delivery", || async {
+        let h = history(&shop, &sub).await;
+        (h[0]["state"] == "DELIVERED").then_some(())
+    })
+    .await;
+    assert_eq!(receiver.accepted_event_ids().len(), 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn sustained_failure_disables_the_endpoint_and_enabling_replays_what_was_missed() {
+    let app = TestApp::spawn_isolated(true, |cfg| {
+        cfg.webhook_disable_after_failures = 3;
+        cfg.webhook_disable_after_secs = 0;
+        cfg.webhook_max_attempts = 10;
+    })
+    .await;
+    let shop = Shop::open(&app).await;
+    let receiver = Receiver::start(Arc::new(|_, _| Answer::Status(503))).await;
+    let (sub, _) = subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    shop.pay(&c, 100).await;
+    let subs = eventually(Duration::from_secs(20), "auto-disable", || async {
+        let r = send(
+            app.get("/webhooks/subscriptions")
+                .header("x-api-key", &shop.tenant.platform_key),
+        )
+        .await;
+        let s = r.body["data"][0].clone();
+        (s["state"] == "DISABLED").then_some(s)
+    })
+    .await;
+    assert_eq!(subs["disabled_reason"], "failing");
+    let seen = receiver.received().len();
+    assert_eq!(seen, 3, "nothing after the threshold");
+
+    // While disabled nothing is sent; the event is kept.
+    shop.pay(&c, 100).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(receiver.received().len(), seen);
+
+    receiver.answer_with(Arc::new(|_, _| Answer::Status(200)));
+    let r = send(
+        app.post(&format!("/webhooks/subscriptions/{sub}/enable"))
+            .header("x-api-key", &shop.tenant.platform_key)
+            .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+            .json(&shop.body(json!({"replay_missed": true}))),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["subscription"]["state"], "ACTIVE");
+    assert_eq!(r.body["data"]["missed_deliveries"], 2);
+    assert_eq!(r.body["data"]["replayed_deliveries"], 2);
+    eventually(Duration::from_secs(20), "both events", || async {
+        (receiver.accepted_event_ids().len() == 2).then_some(())
+    })
+    .await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotated_secret_signs_beside_the_new_one_during_the_grace_period() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let receiver = Receiver::ok().await;
+    let (sub, old) = subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
+    let r = send(
+        app.post(&format!("/webhooks/subscriptions/{sub}/rotate-secret"))
+            .header("x-api-key", &shop.tenant.platform_key)
+            .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+            .json(&shop.body(json!({"grace_period_secs": 3600}))),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let new = r.body["data"]["secret"].as_str().unwrap().to_string();
+    assert_ne!(new, old);
+    assert!(r.body["data"]["subscription"]["previous_secret_expires_at"].is_string());
+
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    shop.pay(&c, 100).await;
+    let got = eventually(Duration::from_secs(20), "the delivery", || async {
+        receiver.received().first().cloned()
+    })
+    .await;
+    assert_eq!(got.signature.matches("v1=").count(), 2, "{}", got.signature);
+    verify(&got.signature, got.body.as_bytes(), &new, now(), 300).expect("new secret");
+    verify(&got.signature, got.body.as_bytes(), &old, now(), 300).expect("old secret");
+    assert!(
+        verify(&got.signature, got.body.as_bytes(), &new, now() + 301, 300).is_err(),
+        "a stale timestamp is rejected"
+    );
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_later_event_of_a_resource_waits_for_the_earlier_one_across_retries() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    // The first event (payment.completed) fails twice; the refund that follows must not
+    // overtake it.
+    let receiver = Receiver::start(Arc::new(|_, body| {
+        let first_try = body["event_type"] == "payment.completed";
+        Answer::Status(if first_try { 500 } else { 200 })
+    }))
+    .await;
+    let (sub, _) = subscribe(
+        &shop,
+        &receiver.url,
+        json!(["payment.completed", "payment.refunded"]),
+    )
+    .await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let paid = shop.pay(&c, 300).await;
+    let pid = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let refund = shop
+        .post(
+            &format!("/payments/{pid}/refund"),
+            json!({"amount_minor": 100, "reason": "test"}),
+        )
+        .await;
+    assert_eq!(refund.status, 200, "{}", refund.body);
+    // Let the completed event fail a few times while the refund waits, then accept it.
+    eventually(Duration::from_secs(20), "two failed attempts", || async {
+        (receiver.received().len() >= 2).then_some(())
+    })
+    .await;
+    receiver.answer_with(Arc::new(|_, _| Answer::Status(200)));
+    let got = eventually(Duration::from_secs(20), "both events", || async {
+        let ok: Vec<_> = receiver
+            .received()
+            .into_iter()
+            .filter(|r| r.answered == 200)
+            .collect();
+        (ok.len() >= 2).then_some(receiver.received())
+    })
+    .await;
+    let order: Vec<(String, i64)> = got
+        .iter()
+        .map(|r| {
+            (
+                r.json["event_type"].as_str().unwrap().to_string(),
+                r.json["sequence_number"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let first_refund = order
+        .iter()
+        .position(|(t, _)| t == "payment.refunded")
+        .unwrap();
+    let completed_ok = got
+        .iter()
+        .position(|r| r.json["event_type"] == "payment.completed" && r.answered == 200)
+        .unwrap();
+    assert!(
+        first_refund > completed_ok,
+        "the refund came only after the completion was accepted: {order:?}"
+    );
+    assert!(history(&shop, &sub).await.len() == 2);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn endpoints_on_private_addresses_and_plain_http_are_refused_in_production() {
+    let app = TestApp::spawn_with(false, |cfg| cfg.webhook_allow_private_targets = false).await;
+    let shop = Shop::open(&app).await;
+    for url in [
+        "http://127.0.0.1:9/hooks",
+        "https://169.254.169.254/latest/meta-data",
+        "https://10.1.2.3/hooks",
+        "ftp://example.com/hooks",
+        "not a url",
+    ] {
+        let r = shop
+            .control("/webhooks/subscriptions", json!({"url": url}))
+            .await;
+        assert_eq!(r.code(), "VALIDATION_ERROR", "{url}: {}", r.body);
+        assert!(
+            r.field_issues().iter().any(|(f, _)| f == "/url"),
+            "{url}: {}",
+            r.body
+        );
+    }
+    let r = shop
+        .control(
+            "/webhooks/subscriptions",
+            json!({"url": "https://example.com/hooks", "event_types": ["payment.exploded"]}),
+        )
+        .await;
+    assert!(
+        r.field_issues().iter().any(|(f, _)| f == "/event_types/0"),
+        "{}",
+        r.body
+    );
+}
+
+#[tokio::test]
+async fn another_integrations_subscription_does_not_exist_for_this_one() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let other = Shop::open(&app).await;
+    let (sub, _) = subscribe(&shop, "http://127.0.0.1:9/hooks", Value::Null).await;
+    let r = send(
+        app.get(&format!("/webhooks/subscriptions/{sub}/deliveries"))
+            .header("x-api-key", &other.tenant.platform_key),
+    )
+    .await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"));
+    let r = send(
+        app.get("/webhooks/subscriptions")
+            .header("x-api-key", &other.tenant.platform_key),
+    )
+    .await;
+    assert_eq!(r.body["data"].as_array().unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn a_thousand_events_across_ten_subscriptions_arrive_exactly_once_after_dedup() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let mut receivers = Vec::new();
+    for _ in 0..10 {
+        let r = Receiver::ok().await;
+        subscribe(&shop, &r.url, json!(["payment.completed"])).await;
+        receivers.push(r);
+    }
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000_000).await;
+    let mut ids = std::collections::HashSet::new();
+    for _ in 0..100 {
+        let p = shop.pay(&c, 1).await;
+        assert_eq!(p.status, 200, "{}", p.body);
+        ids.insert(p.body["data"]["payment_id"].as_str().unwrap().to_string());
+    }
+    eventually(Duration::from_secs(120), "1000 deliveries", || async {
+        receivers
+            .iter()
+            .all(|r| r.accepted_event_ids().len() == 100)
+            .then_some(())
+    })
+    .await;
+    for r in &receivers {
+        let payments: std::collections::HashSet<String> = r
+            .received()
+            .iter()
+            .map(|x| x.json["data"]["payment_id"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(payments, ids, "every payment, to every subscription");
+    }
+    app.stop().await;
+}
