@@ -603,6 +603,7 @@ impl WebhooksApi {
         method = "get",
         operation_id = "listWebhookDeliveries"
     )]
+    #[allow(clippy::too_many_arguments)]
     async fn deliveries(
         &self,
         state: Data<&AppState>,
