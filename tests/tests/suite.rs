@@ -14,5 +14,6 @@ mod suite {
     pub mod platform;
     pub mod tokens;
     pub mod topups;
+    pub mod transactions;
     pub mod webhooks;
 }

@@ -18,6 +18,7 @@ pub mod rewards;
 pub mod settlements;
 pub mod tenancy;
 pub mod topups;
+pub mod transactions;
 pub mod validate;
 pub mod wallets;
 pub mod webhooks;

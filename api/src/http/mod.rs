@@ -24,6 +24,7 @@ pub mod tags;
 pub mod terminal;
 pub mod token;
 pub mod topups;
+pub mod transactions;
 pub mod webhooks;
 
 use poem::{

@@ -8,7 +8,7 @@ use super::{
     incentives::IncentivesApi, keys::KeysApi, operator::OperatorApi,
     operator_wallets::OperatorWalletsApi, payments::PaymentsApi, platform::PlatformApi,
     sandbox::SandboxApi, settlements::SettlementsApi, terminal::TerminalApi, token::TokenApi,
-    topups::TopupsApi, webhooks::WebhooksApi,
+    topups::TopupsApi, transactions::TransactionsApi, webhooks::WebhooksApi,
 };
 
 pub type Apis = (
@@ -27,6 +27,7 @@ pub type Apis = (
     SettlementsApi,
     IncentivesApi,
     WebhooksApi,
+    TransactionsApi,
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -104,6 +105,8 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("listWebhookDeliveries", "beta"),
     ("redeliverWebhook", "beta"),
     ("redeliverFailedWebhooks", "beta"),
+    ("listTransactions", "ga"),
+    ("getTransaction", "ga"),
 ];
 
 fn apis() -> Apis {
@@ -123,6 +126,7 @@ fn apis() -> Apis {
         SettlementsApi,
         IncentivesApi,
         WebhooksApi,
+        TransactionsApi,
     )
 }
 

@@ -547,7 +547,7 @@ pub struct RefundView {
     pub created_at: String,
 }
 
-fn refund_view(r: &payment_refund::Model) -> RefundView {
+pub(super) fn refund_view(r: &payment_refund::Model) -> RefundView {
     RefundView {
         refund_id: r.id.to_string(),
         kind: r.kind.clone(),
@@ -597,7 +597,7 @@ pub struct PaymentDetail {
     pub refunds: Vec<RefundView>,
 }
 
-fn detail(p: &payment::Model, refunds: &[payment_refund::Model]) -> PaymentDetail {
+pub(super) fn detail(p: &payment::Model, refunds: &[payment_refund::Model]) -> PaymentDetail {
     PaymentDetail {
         payment_id: p.id.to_string(),
         status: p.status.clone(),

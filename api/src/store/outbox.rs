@@ -178,3 +178,18 @@ pub async fn pending_count<C: ConnectionTrait>(c: &C) -> Result<u64, DbErr> {
         .count(c)
         .await
 }
+
+/// The events a resource caused, in sequence.
+pub async fn events_of<C: ConnectionTrait>(
+    c: &C,
+    resource_type: &str,
+    resource_id: &str,
+) -> Result<Vec<outbox::Model>, DbErr> {
+    outbox::Entity::find()
+        .filter(outbox::Column::ResourceType.eq(resource_type))
+        .filter(outbox::Column::ResourceId.eq(resource_id))
+        .filter(outbox::Column::Kind.eq("event"))
+        .order_by_asc(outbox::Column::SequenceNumber)
+        .all(c)
+        .await
+}

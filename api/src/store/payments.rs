@@ -296,3 +296,61 @@ pub async fn recent_of_wallet<C: ConnectionTrait>(
         .all(c)
         .await
 }
+
+/// What a transactions page is filtered by.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TransactionFilter {
+    pub integration_id: Uuid,
+    /// completed | partially_refunded | refunded | voided
+    pub status: Option<String>,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+    pub branch_id: Option<Uuid>,
+    /// The credential's own bounds.
+    pub merchant_id: Option<Uuid>,
+    pub branch_ids: Option<Vec<Uuid>>,
+}
+
+/// Newest first (UUIDv7 ids order by creation), after the cursor.
+pub async fn transactions_page<C: ConnectionTrait>(
+    c: &C,
+    f: &TransactionFilter,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<payment::Model>, DbErr> {
+    use sea_orm::sea_query::{Expr, ExprTrait};
+    let mut q = payment::Entity::find().filter(payment::Column::IntegrationId.eq(f.integration_id));
+    q = match f.status.as_deref() {
+        Some("completed") => q
+            .filter(payment::Column::Status.eq("completed"))
+            .filter(payment::Column::RefundedMinor.eq(0)),
+        Some("partially_refunded") => q
+            .filter(payment::Column::Status.eq("completed"))
+            .filter(payment::Column::RefundedMinor.gt(0))
+            .filter(Expr::col(payment::Column::RefundedMinor).lt(Expr::col(payment::Column::AmountMinor))),
+        Some("refunded") => q
+            .filter(payment::Column::Status.eq("completed"))
+            .filter(Expr::col(payment::Column::RefundedMinor).eq(Expr::col(payment::Column::AmountMinor))),
+        Some("voided") => q.filter(payment::Column::Status.eq("voided")),
+        _ => q,
+    };
+    if let Some(t) = f.from {
+        q = q.filter(payment::Column::CreatedAt.gte(t));
+    }
+    if let Some(t) = f.to {
+        q = q.filter(payment::Column::CreatedAt.lt(t));
+    }
+    if let Some(b) = f.branch_id {
+        q = q.filter(payment::Column::BranchId.eq(b));
+    }
+    if let Some(m) = f.merchant_id {
+        q = q.filter(payment::Column::MerchantId.eq(m));
+    }
+    if let Some(bs) = &f.branch_ids {
+        q = q.filter(payment::Column::BranchId.is_in(bs.iter().copied()));
+    }
+    if let Some(a) = after {
+        q = q.filter(payment::Column::Id.lt(a));
+    }
+    q.order_by_desc(payment::Column::Id).limit(limit).all(c).await
+}

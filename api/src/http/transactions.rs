@@ -1,0 +1,324 @@
+//! The reconciliation feed (x-api-key): `GET /{integrationId}/transactions[/{id}]`.
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use chrono::{DateTime, Utc};
+use entities::payment;
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Path, Query},
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    auth::ApiKeyAuth,
+    common::{optional_uuid, path_uuid, ts},
+    payments::{PaymentDetail, detail},
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        transactions::{self, STATUSES},
+        validate::Errors,
+    },
+    envelope::Page,
+    error::ApiError,
+    state::AppState,
+    store::payments::TransactionFilter,
+};
+
+/// One line of the feed.
+#[derive(Object, Serialize)]
+pub struct TransactionItem {
+    pub transaction_id: String,
+    /// `payment` (wallet payments; further types may be added).
+    #[oai(rename = "type")]
+    pub kind: String,
+    /// completed, partially_refunded, refunded or voided.
+    pub status: String,
+    pub merchant_id: String,
+    pub wallet_id: String,
+    pub amount_minor: i64,
+    pub debited_promo_minor: i64,
+    pub debited_actual_minor: i64,
+    pub refunded_minor: i64,
+    pub currency: String,
+    #[oai(nullable)]
+    pub order_ref: Option<String>,
+    #[oai(nullable)]
+    pub branch_id: Option<String>,
+    #[oai(nullable)]
+    pub terminal_id: Option<String>,
+    #[oai(nullable)]
+    pub cashier_id: Option<String>,
+    /// True when the basket disagreed with the amount (flagged, never adjusted).
+    pub needs_reconciliation: bool,
+    pub created_at: String,
+}
+
+fn item(p: &payment::Model) -> TransactionItem {
+    TransactionItem {
+        transaction_id: p.id.to_string(),
+        kind: "payment".into(),
+        status: transactions::status_of(p).into(),
+        merchant_id: p.merchant_id.to_string(),
+        wallet_id: p.wallet_id.to_string(),
+        amount_minor: p.amount_minor,
+        debited_promo_minor: p.debited_promo_minor,
+        debited_actual_minor: p.debited_actual_minor,
+        refunded_minor: p.refunded_minor,
+        currency: p.currency.clone(),
+        order_ref: p.order_ref.clone(),
+        branch_id: p.branch_id.map(|b| b.to_string()),
+        terminal_id: p.terminal_id.clone(),
+        cashier_id: p.cashier_id.clone(),
+        needs_reconciliation: p.needs_reconciliation,
+        created_at: ts(p.created_at),
+    }
+}
+
+/// An event the transaction caused.
+#[derive(Object, Serialize)]
+pub struct RelatedEvent {
+    pub event_id: String,
+    pub event_type: String,
+    pub sequence_number: i64,
+    pub occurred_at: String,
+}
+
+/// A promotional grant's part of the debit.
+#[derive(Object, Serialize)]
+pub struct PromoPart {
+    pub grant_id: String,
+    pub amount_minor: i64,
+}
+
+/// Everything about one transaction.
+#[derive(Object, Serialize)]
+pub struct TransactionDetail {
+    pub transaction_id: String,
+    #[oai(rename = "type")]
+    pub kind: String,
+    /// completed, partially_refunded, refunded or voided.
+    pub status: String,
+    pub merchant_id: String,
+    pub integration_id: String,
+    /// Money classes, branch, terminal, cashier, order ref, reconciliation flags, refunds.
+    pub payment: PaymentDetail,
+    /// Which grants paid the promotional part, in spend order.
+    pub promo_split: Vec<PromoPart>,
+    /// The basket as sent (null when none was).
+    #[oai(nullable)]
+    pub basket: Option<serde_json::Value>,
+    /// The events it caused, in sequence.
+    pub events: Vec<RelatedEvent>,
+}
+
+/// Filters a cursor carries, so the next page is the same list.
+#[derive(Serialize, Deserialize, PartialEq, Debug, Default)]
+struct Carried {
+    status: Option<String>,
+    from: Option<DateTime<Utc>>,
+    to: Option<DateTime<Utc>>,
+    branch_id: Option<uuid::Uuid>,
+    after: uuid::Uuid,
+}
+
+fn encode(c: &Carried) -> String {
+    URL_SAFE_NO_PAD.encode(serde_json::to_vec(c).expect("cursor serialises"))
+}
+
+fn decode(raw: &str) -> Result<Carried, ApiError> {
+    URL_SAFE_NO_PAD
+        .decode(raw)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| {
+            ApiError::field(
+                "query:cursor",
+                "invalid_cursor",
+                "is not a cursor this list returned",
+            )
+        })
+}
+
+fn time(e: &mut Errors, at: &str, v: &Option<String>) -> Option<DateTime<Utc>> {
+    let raw = v.as_deref()?;
+    match DateTime::parse_from_rfc3339(raw) {
+        Ok(t) => Some(t.with_timezone(&Utc)),
+        Err(_) => {
+            e.push(at, "invalid_timestamp", "must be an RFC 3339 timestamp");
+            None
+        }
+    }
+}
+
+pub struct TransactionsApi;
+
+#[OpenApi(tag = "Tag::Payments")]
+impl TransactionsApi {
+    /// List transactions (reconciliation feed)
+    ///
+    /// The integration's wallet payments, newest first (a stable order: ids grow with
+    /// time), within the key's merchant, brand or branch. Filters: `status` (completed,
+    /// partially_refunded, refunded, voided), `from` (inclusive) and `to` (exclusive) on
+    /// the creation time, `branch_id`. Cursor-paginated (`limit` 1–200, default 50); the
+    /// cursor keeps its filters: pass it alone for the next page (filters sent with it must
+    /// be the same). Another integration in the path is FORBIDDEN.
+    #[oai(
+        path = "/:integration_id/transactions",
+        method = "get",
+        operation_id = "listTransactions"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        integration_id: Path<String>,
+        status: Query<Option<String>>,
+        from: Query<Option<String>>,
+        to: Query<Option<String>>,
+        branch_id: Query<Option<String>>,
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
+    ) -> poem::Result<Reply<Vec<TransactionItem>>> {
+        let st = state.0;
+        let integration = path_uuid("path:integrationId", &integration_id.0)?;
+        transactions::check_integration(&auth.0, integration)?;
+        let mut e = Errors::default();
+        if let Some(s) = status.0.as_deref()
+            && !STATUSES.contains(&s)
+        {
+            e.push(
+                "query:status",
+                "invalid_value",
+                format!("must be one of {}", STATUSES.join(", ")),
+            );
+        }
+        let from = time(&mut e, "query:from", &from.0);
+        let to = time(&mut e, "query:to", &to.0);
+        let branch = optional_uuid(&mut e, "query:branch_id", &branch_id.0);
+        let limit = limit.0.unwrap_or(50);
+        if !(1..=200).contains(&limit) {
+            e.push("query:limit", "out_of_range", "must be between 1 and 200");
+        }
+        e.finish()?;
+        let asked = Carried {
+            status: status.0.clone(),
+            from,
+            to,
+            branch_id: branch,
+            after: uuid::Uuid::nil(),
+        };
+        let (carried, after) = match cursor.0.as_deref() {
+            Some(raw) => {
+                let c = decode(raw)?;
+                let given = asked.status.is_some()
+                    || asked.from.is_some()
+                    || asked.to.is_some()
+                    || asked.branch_id.is_some();
+                let same = c.status == asked.status
+                    && c.from == asked.from
+                    && c.to == asked.to
+                    && c.branch_id == asked.branch_id;
+                if given && !same {
+                    return Err(ApiError::field(
+                        "query:cursor",
+                        "filters_differ",
+                        "was made for other filters; send it alone or with the same filters",
+                    )
+                    .into());
+                }
+                let after = c.after;
+                (c, Some(after))
+            }
+            None => (asked, None),
+        };
+        let mut f = TransactionFilter {
+            integration_id: integration,
+            status: carried.status.clone(),
+            from: carried.from,
+            to: carried.to,
+            branch_id: carried.branch_id,
+            ..Default::default()
+        };
+        transactions::bound(&st.db, &auth.0, &mut f).await?;
+        let (rows, more) = transactions::page(&st.db, &f, after, limit).await?;
+        let page = Page {
+            next_cursor: if more {
+                rows.last().map(|p| {
+                    encode(&Carried {
+                        after: p.id,
+                        status: carried.status.clone(),
+                        from: carried.from,
+                        to: carried.to,
+                        branch_id: carried.branch_id,
+                    })
+                })
+            } else {
+                None
+            },
+            has_more: more,
+        };
+        Ok(Reply::page(
+            &rows.iter().map(item).collect::<Vec<_>>(),
+            &page,
+        ))
+    }
+
+    /// Get a transaction
+    ///
+    /// Full detail: money classes and the grants that paid, basket and reconciliation
+    /// flags, branch, terminal, cashier, order refs, refunds and the events it caused.
+    /// Another integration's transaction is FORBIDDEN; an unknown id NOT_FOUND.
+    #[oai(
+        path = "/:integration_id/transactions/:transaction_id",
+        method = "get",
+        operation_id = "getTransaction"
+    )]
+    async fn get(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        integration_id: Path<String>,
+        transaction_id: Path<String>,
+    ) -> poem::Result<Reply<TransactionDetail>> {
+        let integration = path_uuid("path:integrationId", &integration_id.0)?;
+        let id = path_uuid("path:transactionId", &transaction_id.0)?;
+        let d = transactions::detail(&state.0.db, &auth.0, integration, id).await?;
+        let p = &d.payment;
+        let split = p
+            .promo_split
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| {
+                Some(PromoPart {
+                    grant_id: x.get(0)?.as_str()?.to_string(),
+                    amount_minor: x.get(1)?.as_i64()?,
+                })
+            })
+            .collect();
+        Ok(Reply::ok(&TransactionDetail {
+            transaction_id: p.id.to_string(),
+            kind: "payment".into(),
+            status: transactions::status_of(p).into(),
+            merchant_id: p.merchant_id.to_string(),
+            integration_id: p.integration_id.to_string(),
+            payment: detail(p, &d.refunds),
+            promo_split: split,
+            basket: p.basket.clone(),
+            events: d
+                .events
+                .iter()
+                .map(|e| RelatedEvent {
+                    event_id: e.event_id.to_string(),
+                    event_type: e.topic.clone(),
+                    sequence_number: e.sequence_number,
+                    occurred_at: ts(e.occurred_at),
+                })
+                .collect(),
+        }))
+    }
+}

@@ -1,0 +1,132 @@
+//! The reconciliation feed, as the spec's "Transactions" rows state it: scoped to the
+//! integration in the path and the key; another integration's transaction is 403, an
+//! unknown one 404; cursor pagination in a stable order that keeps its filters.
+use serde_json::json;
+use tests::{TestApp, send, shop::Shop};
+use uuid::Uuid;
+
+async fn get(shop: &Shop<'_>, path: &str) -> tests::Reply {
+    send(
+        shop.app
+            .get(path)
+            .header("x-api-key", &shop.tenant.platform_key),
+    )
+    .await
+}
+
+fn ids(r: &tests::Reply) -> Vec<String> {
+    r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["transaction_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_feed_filters_by_status_pages_with_its_filters_and_details_each_transaction() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    let mut paid = Vec::new();
+    for amount in [100, 200, 300, 400] {
+        let p = shop.pay(&c, amount).await;
+        paid.push(p.body["data"]["payment_id"].as_str().unwrap().to_string());
+    }
+    let r = shop
+        .post(
+            &format!("/payments/{}/refund", paid[1]),
+            json!({"amount_minor": 50, "reason": "test"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = shop
+        .post(&format!("/payments/{}/void", paid[2]), json!({"reason": "test"}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let base = format!("/{}/transactions", shop.tenant.integration_id);
+
+    let all = get(&shop, &base).await;
+    assert_eq!(all.status, 200, "{}", all.body);
+    let newest_first: Vec<String> = paid.iter().rev().cloned().collect();
+    assert_eq!(ids(&all), newest_first);
+
+    let partial = get(&shop, &format!("{base}?status=partially_refunded")).await;
+    assert_eq!(ids(&partial), vec![paid[1].clone()]);
+    let voided = get(&shop, &format!("{base}?status=voided")).await;
+    assert_eq!(ids(&voided), vec![paid[2].clone()]);
+
+    // Page by one through the completed ones: the cursor keeps the filter.
+    let first = get(&shop, &format!("{base}?status=completed&limit=1")).await;
+    assert_eq!(ids(&first), vec![paid[3].clone()]);
+    assert_eq!(first.body["meta"]["has_more"], true);
+    let cursor = first.body["meta"]["next_cursor"].as_str().unwrap();
+    let second = get(&shop, &format!("{base}?limit=1&cursor={cursor}")).await;
+    assert_eq!(ids(&second), vec![paid[0].clone()], "still completed only");
+    assert_eq!(second.body["meta"]["has_more"], false);
+    let clash = get(&shop, &format!("{base}?status=voided&cursor={cursor}")).await;
+    assert_eq!(clash.code(), "VALIDATION_ERROR");
+
+    // A date window that ends before the payments holds none of them.
+    let past = get(&shop, &format!("{base}?to=2020-01-01T00:00:00Z")).await;
+    assert_eq!(ids(&past).len(), 0);
+
+    let d = get(&shop, &format!("{base}/{}", paid[1])).await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    let data = &d.body["data"];
+    assert_eq!(data["status"], "partially_refunded");
+    assert_eq!(data["payment"]["amount_minor"], 200);
+    assert_eq!(data["payment"]["refunded_minor"], 50);
+    assert_eq!(data["payment"]["terminal_id"], "till-1");
+    assert_eq!(data["payment"]["refunds"].as_array().unwrap().len(), 1);
+    let events: Vec<&str> = data["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, vec!["payment.completed", "payment.refunded"]);
+}
+
+#[tokio::test]
+async fn another_integrations_transactions_are_forbidden_and_unknown_ones_not_found() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let other = Shop::open(&app).await;
+    let c = other.customer().await;
+    other.fund(&c, 1_000).await;
+    let theirs = other.pay(&c, 100).await;
+    let theirs = theirs.body["data"]["payment_id"].as_str().unwrap();
+
+    let r = get(
+        &shop,
+        &format!("/{}/transactions", other.tenant.integration_id),
+    )
+    .await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"));
+    let r = get(
+        &shop,
+        &format!("/{}/transactions/{theirs}", shop.tenant.integration_id),
+    )
+    .await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.body);
+    let body = r.body.to_string();
+    assert!(!body.contains(theirs) && !body.contains("100"), "{body}");
+    let r = get(
+        &shop,
+        &format!(
+            "/{}/transactions/{}",
+            shop.tenant.integration_id,
+            Uuid::now_v7()
+        ),
+    )
+    .await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"));
+    let r = get(
+        &shop,
+        &format!("/{}/transactions?status=settled", shop.tenant.integration_id),
+    )
+    .await;
+    assert_eq!(r.code(), "VALIDATION_ERROR");
+}
