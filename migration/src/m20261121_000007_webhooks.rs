@@ -109,6 +109,13 @@ impl MigrationTrait for Migration {
             &["subscription_id", "state"],
         ))
         .await?;
+        // The sweep's look for deliveries whose job went missing.
+        m.create_index(idx(
+            "ix_webhook_deliveries_due",
+            "webhook_deliveries",
+            &["state", "next_attempt_at"],
+        ))
+        .await?;
 
         m.create_table(
             Table::create()

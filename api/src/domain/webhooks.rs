@@ -139,6 +139,9 @@ fn private(ip: IpAddr) -> bool {
                 || v4.octets()[0] == 0
                 // Carrier-grade NAT 100.64.0.0/10.
                 || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)
+                // Benchmarking 198.18.0.0/15, reserved 240.0.0.0/4.
+                || (v4.octets()[0] == 198 && (v4.octets()[1] & 0xfe) == 18)
+                || v4.octets()[0] >= 240
         }
         IpAddr::V6(v6) => {
             v6.is_loopback()
@@ -146,7 +149,11 @@ fn private(ip: IpAddr) -> bool {
                 // fc00::/7 unique local, fe80::/10 link-local.
                 || (v6.segments()[0] & 0xfe00) == 0xfc00
                 || (v6.segments()[0] & 0xffc0) == 0xfe80
-                || v6.to_ipv4_mapped().is_some_and(|v4| private(IpAddr::V4(v4)))
+                // NAT64 64:ff9b::/96 and 6to4 2002::/16 reach IPv4 hosts; so do
+                // IPv4-mapped and IPv4-compatible addresses. Refuse them all.
+                || (v6.segments()[0] == 0x64 && v6.segments()[1] == 0xff9b)
+                || v6.segments()[0] == 0x2002
+                || v6.to_ipv4().is_some()
         }
     }
 }
@@ -218,21 +225,26 @@ pub fn live_secrets(
     Ok(out)
 }
 
-/// The merchant a credential's subscriptions are bound to: none for the platform key
-/// (every merchant of the integration), else the key's own.
-fn bound_merchant(p: &Principal) -> Option<Uuid> {
+/// Subscriptions are the control plane's: the platform key (every merchant of the
+/// integration) or a merchant-wide key (its merchant's). A brand's or branch's key would
+/// receive other branches' events, so it manages none.
+pub fn control_plane(p: &Principal) -> Result<Option<Uuid>, ApiError> {
     match p.scope {
-        Scope::Integration => None,
-        _ => p.scope.enterprise_id(),
+        Scope::Integration => Ok(None),
+        Scope::Enterprise { enterprise_id } => Ok(Some(enterprise_id)),
+        _ => Err(ApiError::forbidden(
+            "Webhook subscriptions need a merchant-wide or platform key, not a brand or branch key.",
+        )),
     }
 }
 
 /// Subscriptions are the integration's; a merchant's key sees only its merchant's ones.
 fn visible(p: &Principal, s: &webhook_subscription::Model) -> bool {
     s.integration_id == p.integration_id
-        && match bound_merchant(p) {
-            None => true,
-            Some(m) => s.merchant_id == Some(m),
+        && match control_plane(p) {
+            Ok(None) => true,
+            Ok(Some(m)) => s.merchant_id == Some(m),
+            Err(_) => false,
         }
 }
 
@@ -258,7 +270,7 @@ pub async fn create<C: ConnectionTrait>(
     n: NewSubscription,
     now: DateTime<Utc>,
 ) -> Result<WithSecret, ApiError> {
-    if n.merchant_id.is_none() && bound_merchant(p).is_some() {
+    if n.merchant_id.is_none() && control_plane(p)?.is_some() {
         return Err(ApiError::forbidden(
             "Only the platform key subscribes to every merchant of the integration.",
         ));
@@ -345,22 +357,15 @@ pub async fn disable<C: ConnectionTrait>(
 }
 
 /// Re-enables the endpoint. With `replay_missed`, deliveries suspended while it was
-/// disabled go out again (in order per resource); returns them for the caller to enqueue
-/// after commit.
+/// disabled go out again (in order per resource). Returns how many were missed and how
+/// many are sent again.
 pub async fn enable<C: ConnectionTrait>(
     c: &C,
     p: &Principal,
     id: Uuid,
     replay_missed: bool,
     now: DateTime<Utc>,
-) -> Result<
-    (
-        webhook_subscription::Model,
-        u64,
-        Vec<webhook_delivery::Model>,
-    ),
-    ApiError,
-> {
+) -> Result<(webhook_subscription::Model, u64, u64), ApiError> {
     let mut s = lock(c, p, id).await?;
     s.state = ACTIVE.into();
     s.disabled_reason = None;
@@ -370,12 +375,12 @@ pub async fn enable<C: ConnectionTrait>(
     s.updated_at = now;
     let s = store::webhooks::update_subscription(c, s).await?;
     let missed = store::webhooks::count_in_state(c, s.id, SUSPENDED).await?;
-    let replay = if replay_missed {
-        store::webhooks::requeue_in_state(c, s.id, SUSPENDED, None, now).await?
+    let replayed = if replay_missed {
+        requeue_all(c, s.id, SUSPENDED, None, now).await?
     } else {
-        Vec::new()
+        0
     };
-    Ok((s, missed, replay))
+    Ok((s, missed, replayed))
 }
 
 /// A new secret; the previous one keeps signing beside it for `grace`.
@@ -388,6 +393,15 @@ pub async fn rotate<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<WithSecret, ApiError> {
     let mut s = lock(c, p, id).await?;
+    if let Some(until) = s.previous_secret_until.filter(|u| *u > now) {
+        // Rotating again now would drop a secret receivers may still be using.
+        return Err(ApiError::conflict(
+            "The previous secret is still in its grace period; rotate again after it ends.",
+        )
+        .with_details(json!({
+            "previous_secret_expires_at": until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        })));
+    }
     let secret = new_secret();
     s.previous_secret_sealed = Some(s.secret_sealed.clone());
     s.previous_secret_until = Some(now + grace);
@@ -432,8 +446,24 @@ pub async fn deliveries<C: ConnectionTrait>(
     Ok(DeliveryPage { deliveries, more })
 }
 
-/// Sends one delivery again, whatever its state (a new series of attempts); returns it for
-/// the caller to enqueue after commit.
+/// Puts deliveries back to PENDING as a new series and asks for their jobs through the
+/// outbox, in the caller's transaction.
+async fn requeue_all<C: ConnectionTrait>(
+    c: &C,
+    subscription: Uuid,
+    state: &str,
+    since: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> Result<u64, ApiError> {
+    let rows = store::webhooks::requeue_in_state(c, subscription, state, since, now).await?;
+    for d in &rows {
+        crate::jobs::webhook_deliver::enqueue(c, d).await?;
+    }
+    Ok(rows.len() as u64)
+}
+
+/// Sends one delivery again as a new series of attempts, whatever its state (a job of an
+/// older series stops at its next look).
 pub async fn redeliver<C: ConnectionTrait>(
     c: &C,
     p: &Principal,
@@ -442,26 +472,27 @@ pub async fn redeliver<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<webhook_delivery::Model, ApiError> {
     let s = lock(c, p, subscription).await?;
-    let d = store::webhooks::find_delivery(c, delivery)
+    let d = store::webhooks::lock_delivery(c, delivery)
         .await?
         .filter(|d| d.subscription_id == s.id)
         .ok_or_else(|| ApiError::not_found("Delivery"))?;
-    Ok(store::webhooks::requeue(c, d, now).await?)
+    let d = store::webhooks::requeue(c, d, now).await?;
+    crate::jobs::webhook_deliver::enqueue(c, &d).await?;
+    Ok(d)
 }
 
 /// Sends again every delivery that failed for good (DEAD) or was suspended, created at or
-/// after `since`.
+/// after `since`. Returns how many.
 pub async fn redeliver_failed<C: ConnectionTrait>(
     c: &C,
     p: &Principal,
     subscription: Uuid,
     since: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> Result<Vec<webhook_delivery::Model>, ApiError> {
+) -> Result<u64, ApiError> {
     let s = lock(c, p, subscription).await?;
-    let mut out = store::webhooks::requeue_in_state(c, s.id, DEAD, Some(since), now).await?;
-    out.extend(store::webhooks::requeue_in_state(c, s.id, SUSPENDED, Some(since), now).await?);
-    Ok(out)
+    Ok(requeue_all(c, s.id, DEAD, Some(since), now).await?
+        + requeue_all(c, s.id, SUSPENDED, Some(since), now).await?)
 }
 
 #[cfg(test)]

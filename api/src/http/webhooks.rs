@@ -1,6 +1,4 @@
 //! Webhook subscriptions and their delivery history (x-api-key).
-use std::sync::{Arc, Mutex};
-
 use chrono::{DateTime, Utc};
 use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
 use poem::web::Data;
@@ -27,7 +25,6 @@ use crate::{
     envelope::Page,
     error::ApiError,
     idempotency::Outcome,
-    jobs::webhook_deliver,
     state::AppState,
 };
 
@@ -265,9 +262,8 @@ impl Validate for RedeliverRequest {
 
 #[derive(Object, Serialize)]
 pub struct RedeliverResult {
-    /// Deliveries sent again.
+    /// Deliveries sent again (each as a new series of attempts).
     pub redelivered: u64,
-    pub delivery_ids: Vec<String>,
 }
 
 /// One HTTP attempt.
@@ -339,22 +335,6 @@ fn delivery_view(d: &webhook_delivery::Model, attempts: &[webhook_attempt::Model
     }
 }
 
-type Queued = Arc<Mutex<Vec<webhook_delivery::Model>>>;
-
-/// Puts requeued deliveries on the delivery queue once their transaction committed.
-async fn enqueue(st: &AppState, queued: &Queued) {
-    let rows = std::mem::take(&mut *queued.lock().expect("queue list"));
-    for d in rows {
-        if let Err(e) = st
-            .queue
-            .push(&webhook_deliver::envelope(&d), std::time::Duration::ZERO)
-            .await
-        {
-            tracing::error!(delivery = %d.id, error = %e, "could not enqueue a webhook redelivery");
-        }
-    }
-}
-
 pub struct WebhooksApi;
 
 #[OpenApi(tag = "Tag::Webhooks")]
@@ -382,6 +362,7 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<SubscriptionRequest>,
     ) -> poem::Result<Reply<SubscriptionWithSecret>> {
+        webhooks::control_plane(&auth.0)?;
         let st = state.0.clone();
         let p = auth.0.clone();
         let b = body.value.clone();
@@ -442,6 +423,7 @@ impl WebhooksApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
     ) -> poem::Result<Reply<Vec<SubscriptionView>>> {
+        webhooks::control_plane(&auth.0)?;
         let now = Utc::now();
         let rows = webhooks::list(&state.0.db, &auth.0).await?;
         Ok(Reply::ok(
@@ -468,6 +450,7 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<WebhookEnvelope>,
     ) -> poem::Result<Reply<SubscriptionView>> {
+        webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
         mutation::run(
@@ -510,12 +493,11 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<EnableRequest>,
     ) -> poem::Result<Reply<EnableResult>> {
+        webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
         let replay = body.value.replay_missed.unwrap_or(false);
-        let queued: Queued = Arc::default();
-        let q = queued.clone();
-        let reply = mutation::run(
+        mutation::run(
             mutation::Call {
                 state: state.0,
                 principal: &auth.0,
@@ -529,19 +511,15 @@ impl WebhooksApi {
                 Box::pin(async move {
                     let now = Utc::now();
                     let (s, missed, replayed) = webhooks::enable(txn, &p, sid, replay, now).await?;
-                    let n = replayed.len() as u64;
-                    q.lock().expect("queue list").extend(replayed);
                     Ok(Outcome::new(EnableResult {
                         subscription: view(&s, now),
                         missed_deliveries: missed,
-                        replayed_deliveries: n,
+                        replayed_deliveries: replayed,
                     }))
                 })
             },
         )
-        .await?;
-        enqueue(state.0, &queued).await;
-        Ok(reply)
+        .await
     }
 
     /// Rotate a webhook signing secret
@@ -564,6 +542,7 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<RotateRequest>,
     ) -> poem::Result<Reply<SubscriptionWithSecret>> {
+        webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let st = state.0.clone();
         let p = auth.0.clone();
@@ -614,6 +593,7 @@ impl WebhooksApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<DeliveryView>>> {
+        webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let mut e = Errors::default();
         if let Some(o) = outcome.0.as_deref()
@@ -684,12 +664,11 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<WebhookEnvelope>,
     ) -> poem::Result<Reply<RedeliverResult>> {
+        webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let did = path_uuid("path:deliveryId", &delivery_id.0)?;
         let p = auth.0.clone();
-        let queued: Queued = Arc::default();
-        let q = queued.clone();
-        let reply = mutation::run(
+        mutation::run(
             mutation::Call {
                 state: state.0,
                 principal: &auth.0,
@@ -703,19 +682,12 @@ impl WebhooksApi {
             },
             move |txn, _| {
                 Box::pin(async move {
-                    let d = webhooks::redeliver(txn, &p, sid, did, Utc::now()).await?;
-                    let out = RedeliverResult {
-                        redelivered: 1,
-                        delivery_ids: vec![d.id.to_string()],
-                    };
-                    q.lock().expect("queue list").push(d);
-                    Ok(Outcome::new(out))
+                    webhooks::redeliver(txn, &p, sid, did, Utc::now()).await?;
+                    Ok(Outcome::new(RedeliverResult { redelivered: 1 }))
                 })
             },
         )
-        .await?;
-        enqueue(state.0, &queued).await;
-        Ok(reply)
+        .await
     }
 
     /// Redeliver failed events
@@ -737,14 +709,13 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<RedeliverRequest>,
     ) -> poem::Result<Reply<RedeliverResult>> {
+        webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let since = DateTime::parse_from_rfc3339(&body.value.since)
             .map_err(|_| ApiError::field("/since", "invalid_timestamp", "must be RFC 3339"))?
             .with_timezone(&Utc);
         let p = auth.0.clone();
-        let queued: Queued = Arc::default();
-        let q = queued.clone();
-        let reply = mutation::run(
+        mutation::run(
             mutation::Call {
                 state: state.0,
                 principal: &auth.0,
@@ -756,18 +727,11 @@ impl WebhooksApi {
             },
             move |txn, _| {
                 Box::pin(async move {
-                    let rows = webhooks::redeliver_failed(txn, &p, sid, since, Utc::now()).await?;
-                    let out = RedeliverResult {
-                        redelivered: rows.len() as u64,
-                        delivery_ids: rows.iter().map(|d| d.id.to_string()).collect(),
-                    };
-                    q.lock().expect("queue list").extend(rows);
-                    Ok(Outcome::new(out))
+                    let n = webhooks::redeliver_failed(txn, &p, sid, since, Utc::now()).await?;
+                    Ok(Outcome::new(RedeliverResult { redelivered: n }))
                 })
             },
         )
-        .await?;
-        enqueue(state.0, &queued).await;
-        Ok(reply)
+        .await
     }
 }

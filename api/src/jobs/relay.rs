@@ -89,7 +89,10 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
                             Uuid::now_v7(),
                             webhook_deliver::JOB_TYPE,
                             Some(merchant),
-                            serde_json::json!(webhook_deliver::Payload { delivery_id: d.id }),
+                            serde_json::json!(webhook_deliver::Payload {
+                                delivery_id: d.id,
+                                series: 0
+                            }),
                             now,
                         );
                         plan.tasks.push((

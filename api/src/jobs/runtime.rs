@@ -205,8 +205,13 @@ async fn after_failure(
         JobError::RetryAfter(_, w) => Some(*w),
         _ => None,
     };
-    let last = matches!(failure, JobError::Permanent(_))
-        || (own_wait.is_none() && env.attempt >= cfg.job_max_attempts);
+    // A job type with its own schedule keeps its own cap for its infrastructure errors too.
+    let cap = match env.job_type.as_str() {
+        webhook_deliver::JOB_TYPE => cfg.webhook_max_attempts,
+        _ => cfg.job_max_attempts,
+    };
+    let last =
+        matches!(failure, JobError::Permanent(_)) || (own_wait.is_none() && env.attempt >= cap);
     let recorded = if last {
         dead_letter(deps, env, &message).await
     } else {
@@ -242,6 +247,9 @@ async fn after_failure(
 struct JobFailed(String);
 
 async fn dead_letter(deps: &JobDeps, env: &JobEnvelope, message: &str) -> Result<(), String> {
+    if env.job_type == webhook_deliver::JOB_TYPE {
+        webhook_deliver::on_dead_letter(deps, env).await;
+    }
     let history = env.next_attempt(message).errors;
     tracing::error!(error = %message, attempts = env.attempt, "job dead-lettered");
     metrics::counter!("jobs_dead_lettered_total", "queue" => env.job_type.clone()).increment(1);
@@ -322,6 +330,11 @@ async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(n) if n > 0 => tracing::info!(expired = n, "offers expired"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "expiring offers failed"),
+        }
+        match webhook_deliver::requeue_stalled(&state.db, now).await {
+            Ok(n) if n > 0 => tracing::warn!(requeued = n, "stalled webhook deliveries requeued"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "requeueing stalled webhook deliveries failed"),
         }
         match crate::domain::checkout::expire_due(&state.db, now).await {
             Ok(n) if n > 0 => tracing::info!(expired = n, "checkout sessions expired"),

@@ -3,17 +3,25 @@
 //! retried on the webhook schedule (each retry a persisted job with its run-after time),
 //! and after the last attempt the delivery is DEAD and the job dead-lettered, where
 //! `dlq replay` (or a partner's redelivery) sends it again.
+//!
+//! Each send of a delivery belongs to a series (`replays`): a redelivery or a dead-letter
+//! replay starts a new one, and a job of an older series stops at its next look instead of
+//! sending beside it.
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use entities::{webhook_attempt, webhook_delivery};
+use sea_orm::{ConnectionTrait, DbErr};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
 
 use super::{JobEnvelope, JobError, backoff, runtime::JobDeps};
 use crate::{
-    domain::webhooks::{self, DEAD, DELIVERED, DISABLED, PENDING, SUSPENDED},
+    domain::{
+        events::{NewOutbox, OutboxKind},
+        webhooks::{self, DEAD, DELIVERED, DISABLED, PENDING, SUSPENDED},
+    },
     store,
 };
 
@@ -22,27 +30,78 @@ pub const JOB_TYPE: &str = "webhook_deliver";
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Payload {
     pub delivery_id: Uuid,
+    /// The delivery's `replays` when the job was made.
+    #[serde(default)]
+    pub series: i32,
 }
 
-/// A fresh job for a delivery (first send, redelivery, replay of missed events).
-pub fn envelope(d: &webhook_delivery::Model) -> JobEnvelope {
-    JobEnvelope::first(
-        Uuid::now_v7(),
-        JOB_TYPE,
-        Some(d.merchant_id),
-        json!(Payload { delivery_id: d.id }),
-        Utc::now(),
+/// Asks for a send of `d` (its current series) through the outbox, in the caller's
+/// transaction: the job exists if and only if the change that asked for it committed.
+pub async fn enqueue<C: ConnectionTrait>(c: &C, d: &webhook_delivery::Model) -> Result<(), DbErr> {
+    store::outbox::append(
+        c,
+        NewOutbox {
+            kind: OutboxKind::Job,
+            topic: JOB_TYPE.into(),
+            merchant_id: Some(d.merchant_id),
+            resource_type: "webhook_delivery".into(),
+            resource_id: d.id.to_string(),
+            payload: json!(Payload {
+                delivery_id: d.id,
+                series: d.replays
+            }),
+            occurred_at: Utc::now(),
+        },
     )
+    .await
+    .map(|_| ())
 }
 
-fn retryable(e: sea_orm::DbErr) -> JobError {
+fn retryable(e: DbErr) -> JobError {
     JobError::Retryable(format!("database: {e}"))
 }
 
-/// How long a delivery waits for an earlier event of its resource: doubling from 1 s, at
-/// most a minute between looks.
+/// How long a delivery waits for an earlier event of its resource before looking again:
+/// doubling from 1 s to at most 10 s, with up to a second of jitter so waiters spread out.
 fn deferral(env: &JobEnvelope) -> Duration {
-    Duration::from_secs(1u64 << env.deferrals.min(6))
+    let base = Duration::from_secs((1u64 << env.deferrals.min(4)).min(10));
+    base + Duration::from_millis(rand::random_range(0..1_000))
+}
+
+/// The delivery to send for this job, or None when there is nothing to send: delivered,
+/// suspended, or superseded by a newer series. A DEAD delivery (a dead-letter replay) is
+/// claimed as a new series.
+async fn current(deps: &JobDeps, p: &Payload) -> Result<Option<webhook_delivery::Model>, JobError> {
+    let st = &deps.state;
+    let Some(d) = store::webhooks::find_delivery(&st.db, p.delivery_id)
+        .await
+        .map_err(retryable)?
+    else {
+        return Err(JobError::Permanent("the delivery no longer exists".into()));
+    };
+    match d.state.as_str() {
+        DELIVERED | SUSPENDED => Ok(None),
+        DEAD => {
+            let txn = store::begin(&st.db).await.map_err(retryable)?;
+            let Some(mut d) = store::webhooks::lock_delivery(&txn, p.delivery_id)
+                .await
+                .map_err(retryable)?
+                .filter(|d| d.state == DEAD)
+            else {
+                return Ok(None);
+            };
+            d.state = PENDING.into();
+            d.replays += 1;
+            d.updated_at = Utc::now();
+            let d = store::webhooks::update_delivery(&txn, d)
+                .await
+                .map_err(retryable)?;
+            txn.commit().await.map_err(retryable)?;
+            Ok(Some(d))
+        }
+        _ if d.replays != p.series => Ok(None),
+        _ => Ok(Some(d)),
+    }
 }
 
 pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
@@ -50,16 +109,10 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
     let cfg = &st.config;
     let p: Payload = serde_json::from_value(env.payload.clone())
         .map_err(|e| JobError::Permanent(format!("undecodable webhook payload: {e}")))?;
-    let Some(d) = store::webhooks::find_delivery(&st.db, p.delivery_id)
-        .await
-        .map_err(retryable)?
-    else {
-        return Err(JobError::Permanent("the delivery no longer exists".into()));
-    };
-    // Delivered already (a job run twice) or set aside: nothing to send.
-    if d.state == DELIVERED || d.state == SUSPENDED {
+    let Some(d) = current(deps, &p).await? else {
         return Ok(());
-    }
+    };
+    let series = d.replays;
     let Some(sub) = store::webhooks::find_subscription(&st.db, d.subscription_id)
         .await
         .map_err(retryable)?
@@ -69,46 +122,53 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
         ));
     };
     if sub.state == DISABLED {
-        set_state(deps, d, SUSPENDED).await?;
+        suspend(deps, &d).await?;
         return Ok(());
     }
-    if d.state == PENDING
-        && store::webhooks::earlier_pending(&st.db, &d)
-            .await
-            .map_err(retryable)?
+    if store::webhooks::earlier_pending(&st.db, &d)
+        .await
+        .map_err(retryable)?
     {
         return Err(JobError::Deferred(deferral(env)));
     }
     let now = Utc::now();
     let secrets = webhooks::live_secrets(&st.sealer, &sub, now)
         .map_err(|e| JobError::Permanent(e.to_string()))?;
-    let t = now.timestamp();
     let started = Instant::now();
-    let sent = deps
-        .http
-        .post(&sub.url)
-        .header("content-type", "application/json")
-        .header(
-            "Service-Signature",
-            webhooks::signature_header(&secrets, t, &d.body),
-        )
-        .header("Service-Event-Id", d.event_id.to_string())
-        .header("Service-Event-Type", d.event_type.as_str())
-        .header("Service-Delivery-Id", d.id.to_string())
-        .body(d.body.clone())
-        .send()
-        .await;
-    let latency_ms = started.elapsed().as_millis() as i64;
-    let (status, error) = match sent {
-        Ok(r) if r.status().is_success() => (Some(i32::from(r.status().as_u16())), None),
-        Ok(r) => (
-            Some(i32::from(r.status().as_u16())),
-            Some(format!("HTTP {}", r.status().as_u16())),
-        ),
-        Err(e) if e.is_timeout() => (None, Some("timed out".to_string())),
-        Err(e) if e.is_connect() => (None, Some("could not connect".to_string())),
-        Err(_) => (None, Some("request failed".to_string())),
+    // The target is checked again at each send: a name may resolve elsewhere by now.
+    let allowed = webhooks::check_url(&sub.url, sub.is_sandbox, cfg.webhook_allow_private_targets)
+        .await
+        .map_err(|_| "the endpoint's address is not allowed".to_string());
+    let (status, error) = match allowed {
+        Err(e) => (None, Some(e)),
+        Ok(()) => {
+            let sent = deps
+                .http
+                .post(&sub.url)
+                .header("content-type", "application/json")
+                .header(
+                    "Service-Signature",
+                    webhooks::signature_header(&secrets, now.timestamp(), &d.body),
+                )
+                .header("Service-Event-Id", d.event_id.to_string())
+                .header("Service-Event-Type", d.event_type.as_str())
+                .header("Service-Delivery-Id", d.id.to_string())
+                .body(d.body.clone())
+                .send()
+                .await;
+            match sent {
+                Ok(r) if r.status().is_success() => (Some(i32::from(r.status().as_u16())), None),
+                Ok(r) => (
+                    Some(i32::from(r.status().as_u16())),
+                    Some(format!("HTTP {}", r.status().as_u16())),
+                ),
+                Err(e) if e.is_timeout() => (None, Some("timed out".to_string())),
+                Err(e) if e.is_connect() => (None, Some("could not connect".to_string())),
+                Err(_) => (None, Some("request failed".to_string())),
+            }
+        }
     };
+    let latency_ms = started.elapsed().as_millis() as i64;
     let last = env.attempt >= cfg.webhook_max_attempts;
     let wait = (error.is_some() && !last).then(|| {
         backoff::delay_before_attempt(
@@ -120,10 +180,11 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
     let next_retry_at = wait.map(|w| now + chrono::Duration::from_std(w).unwrap_or_default());
     let outcome = record(
         deps,
-        d,
+        d.id,
+        series,
         webhook_attempt::Model {
             id: Uuid::now_v7(),
-            delivery_id: p.delivery_id,
+            delivery_id: d.id,
             subscription_id: sub.id,
             attempt: 0,
             started_at: now,
@@ -138,27 +199,30 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
     .await?;
     metrics::histogram!("webhook_delivery_latency_seconds").record(latency_ms as f64 / 1000.0);
     match (error, outcome) {
-        (None, _) => Ok(()),
-        // The endpoint was disabled by this failure: the delivery waits for re-enabling.
-        (Some(_), Recorded::Suspended) => Ok(()),
-        (Some(e), _) if last => Err(JobError::Permanent(format!(
+        (None, _) | (Some(_), Recorded::Stopped) => Ok(()),
+        (Some(e), Recorded::Continue) if last => Err(JobError::Permanent(format!(
             "{e} after {} attempts",
             env.attempt
         ))),
-        (Some(e), _) => Err(JobError::RetryAfter(e, wait.unwrap_or_default())),
+        (Some(e), Recorded::Continue) => Err(JobError::RetryAfter(e, wait.unwrap_or_default())),
     }
 }
 
 enum Recorded {
-    Done,
-    Suspended,
+    /// Retry (or dead-letter) as planned.
+    Continue,
+    /// Nothing more for this job: the endpoint was disabled by this failure, or a newer
+    /// series took the delivery over meanwhile.
+    Stopped,
 }
 
 /// The attempt, the delivery's new state and the endpoint's failure streak, in one
-/// transaction; a streak past the published threshold disables the endpoint.
+/// transaction under the delivery's lock; a streak past the published threshold disables
+/// the endpoint.
 async fn record(
     deps: &JobDeps,
-    mut d: webhook_delivery::Model,
+    delivery: Uuid,
+    series: i32,
     mut a: webhook_attempt::Model,
     last: bool,
 ) -> Result<Recorded, JobError> {
@@ -166,16 +230,32 @@ async fn record(
     let cfg = &st.config;
     let now = a.started_at;
     let txn = store::begin(&st.db).await.map_err(retryable)?;
+    let Some(mut d) = store::webhooks::lock_delivery(&txn, delivery)
+        .await
+        .map_err(retryable)?
+    else {
+        return Err(JobError::Permanent("the delivery no longer exists".into()));
+    };
+    let superseded = d.replays != series || d.state != PENDING;
     d.attempts += 1;
     a.attempt = d.attempts;
-    d.last_status_code = a.status_code;
-    d.last_error = a.error.clone();
-    d.next_attempt_at = a.next_retry_at;
     d.updated_at = Utc::now();
-    let mut outcome = Recorded::Done;
+    let mut outcome = Recorded::Continue;
+    if superseded {
+        // Keep the attempt in the history; the newer series owns the state.
+        a.next_retry_at = None;
+        outcome = Recorded::Stopped;
+    } else {
+        d.last_status_code = a.status_code;
+        d.last_error = a.error.clone();
+        d.next_attempt_at = a.next_retry_at;
+    }
     if a.succeeded {
-        d.state = DELIVERED.into();
-        d.delivered_at = Some(now);
+        if !superseded || d.state == PENDING {
+            d.state = DELIVERED.into();
+            d.delivered_at = Some(now);
+            d.next_attempt_at = None;
+        }
         store::webhooks::note_success(&txn, d.subscription_id)
             .await
             .map_err(retryable)?;
@@ -197,12 +277,12 @@ async fn record(
             tracing::warn!(subscription = %d.subscription_id, "webhook endpoint disabled after sustained failure");
             metrics::counter!("webhook_endpoints_disabled_total").increment(1);
         }
-        if failing {
+        if !superseded && failing {
             d.state = SUSPENDED.into();
             d.next_attempt_at = None;
             a.next_retry_at = None;
-            outcome = Recorded::Suspended;
-        } else if last {
+            outcome = Recorded::Stopped;
+        } else if !superseded && last {
             d.state = DEAD.into();
             d.next_attempt_at = None;
         }
@@ -217,16 +297,84 @@ async fn record(
     Ok(outcome)
 }
 
-async fn set_state(
-    deps: &JobDeps,
-    mut d: webhook_delivery::Model,
-    state: &str,
-) -> Result<(), JobError> {
-    d.state = state.into();
-    d.next_attempt_at = None;
-    d.updated_at = Utc::now();
-    store::webhooks::update_delivery(&deps.state.db, d)
+/// Sets a delivery aside while its endpoint is disabled, under the subscription's lock so an
+/// enable that commits first is seen (and this delivery then goes out after all).
+async fn suspend(deps: &JobDeps, d: &webhook_delivery::Model) -> Result<(), JobError> {
+    let st = &deps.state;
+    let txn = store::begin(&st.db).await.map_err(retryable)?;
+    let sub = store::webhooks::lock_subscription(&txn, d.subscription_id)
         .await
         .map_err(retryable)?;
+    let Some(mut d) = store::webhooks::lock_delivery(&txn, d.id)
+        .await
+        .map_err(retryable)?
+    else {
+        return Ok(());
+    };
+    if sub.is_some_and(|s| s.state == DISABLED) && d.state == PENDING {
+        d.state = SUSPENDED.into();
+        d.next_attempt_at = None;
+        d.updated_at = Utc::now();
+        store::webhooks::update_delivery(&txn, d)
+            .await
+            .map_err(retryable)?;
+    } else if d.state == PENDING {
+        // Enabled meanwhile: send it after all, as a new series.
+        let d = store::webhooks::requeue(&txn, d, Utc::now())
+            .await
+            .map_err(retryable)?;
+        enqueue(&txn, &d).await.map_err(retryable)?;
+    }
+    txn.commit().await.map_err(retryable)?;
     Ok(())
+}
+
+/// The runtime dead-lettered a job of this type (its own errors ran out of attempts): the
+/// delivery it was sending is DEAD, unless a newer series owns it.
+pub async fn on_dead_letter(deps: &JobDeps, env: &JobEnvelope) {
+    let Ok(p) = serde_json::from_value::<Payload>(env.payload.clone()) else {
+        return;
+    };
+    let db = &deps.state.db;
+    let result = async {
+        let txn = store::begin(db).await?;
+        if let Some(mut d) = store::webhooks::lock_delivery(&txn, p.delivery_id).await?
+            && d.state == PENDING
+            && d.replays == p.series
+        {
+            d.state = DEAD.into();
+            d.next_attempt_at = None;
+            d.updated_at = Utc::now();
+            store::webhooks::update_delivery(&txn, d).await?;
+        }
+        txn.commit().await
+    }
+    .await;
+    if let Err(e) = result {
+        tracing::error!(delivery = %p.delivery_id, error = %e, "could not mark a dead-lettered delivery DEAD");
+    }
+}
+
+/// Deliveries still PENDING well past their due time have lost their job (a queue row lost
+/// to an outage): each gets a new series. Safe on several workers: each requeue locks the
+/// row and re-checks it.
+pub async fn requeue_stalled(
+    db: &sea_orm::DatabaseConnection,
+    now: chrono::DateTime<Utc>,
+) -> Result<usize, DbErr> {
+    let cutoff = now - chrono::Duration::minutes(15);
+    let mut n = 0;
+    for found in store::webhooks::stalled(db, cutoff, 200).await? {
+        let txn = store::begin(db).await?;
+        if let Some(d) = store::webhooks::lock_delivery(&txn, found.id).await?
+            && d.state == PENDING
+            && d.updated_at <= cutoff
+        {
+            let d = store::webhooks::requeue(&txn, d, now).await?;
+            enqueue(&txn, &d).await?;
+            n += 1;
+        }
+        txn.commit().await?;
+    }
+    Ok(n)
 }

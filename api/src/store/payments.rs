@@ -327,10 +327,13 @@ pub async fn transactions_page<C: ConnectionTrait>(
         Some("partially_refunded") => q
             .filter(payment::Column::Status.eq("completed"))
             .filter(payment::Column::RefundedMinor.gt(0))
-            .filter(Expr::col(payment::Column::RefundedMinor).lt(Expr::col(payment::Column::AmountMinor))),
-        Some("refunded") => q
-            .filter(payment::Column::Status.eq("completed"))
-            .filter(Expr::col(payment::Column::RefundedMinor).eq(Expr::col(payment::Column::AmountMinor))),
+            .filter(
+                Expr::col(payment::Column::RefundedMinor)
+                    .lt(Expr::col(payment::Column::AmountMinor)),
+            ),
+        Some("refunded") => q.filter(payment::Column::Status.eq("completed")).filter(
+            Expr::col(payment::Column::RefundedMinor).eq(Expr::col(payment::Column::AmountMinor)),
+        ),
         Some("voided") => q.filter(payment::Column::Status.eq("voided")),
         _ => q,
     };
@@ -352,5 +355,8 @@ pub async fn transactions_page<C: ConnectionTrait>(
     if let Some(a) = after {
         q = q.filter(payment::Column::Id.lt(a));
     }
-    q.order_by_desc(payment::Column::Id).limit(limit).all(c).await
+    q.order_by_desc(payment::Column::Id)
+        .limit(limit)
+        .all(c)
+        .await
 }

@@ -167,7 +167,8 @@ where
         sqlx::query(
             "SELECT s.id, s.integration_id, s.merchant_id, s.event_types, s.state, ie.enterprise_id \
              FROM webhook_subscriptions s JOIN integration_enterprises ie \
-             ON ie.integration_id = s.integration_id WHERE ie.enterprise_id = ANY($1)",
+             ON ie.integration_id = s.integration_id WHERE ie.enterprise_id = ANY($1) \
+             FOR SHARE OF s",
         )
         .bind(&merchants)
         .fetch_all(&mut *tx)

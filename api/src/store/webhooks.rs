@@ -251,3 +251,23 @@ pub async fn attempts_of<C: ConnectionTrait>(
         .all(c)
         .await
 }
+
+/// PENDING deliveries untouched since `cutoff` and not due after it.
+pub async fn stalled<C: ConnectionTrait>(
+    c: &C,
+    cutoff: DateTime<Utc>,
+    limit: u64,
+) -> Result<Vec<webhook_delivery::Model>, DbErr> {
+    use sea_orm::Condition;
+    webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::State.eq("PENDING"))
+        .filter(
+            Condition::any()
+                .add(webhook_delivery::Column::NextAttemptAt.is_null())
+                .add(webhook_delivery::Column::NextAttemptAt.lte(cutoff)),
+        )
+        .filter(webhook_delivery::Column::UpdatedAt.lte(cutoff))
+        .limit(limit)
+        .all(c)
+        .await
+}

@@ -42,7 +42,10 @@ async fn the_feed_filters_by_status_pages_with_its_filters_and_details_each_tran
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let r = shop
-        .post(&format!("/payments/{}/void", paid[2]), json!({"reason": "test"}))
+        .post(
+            &format!("/payments/{}/void", paid[2]),
+            json!({"reason": "test"}),
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     let base = format!("/{}/transactions", shop.tenant.integration_id);
@@ -125,7 +128,10 @@ async fn another_integrations_transactions_are_forbidden_and_unknown_ones_not_fo
     assert_eq!((r.status, r.code()), (404, "NOT_FOUND"));
     let r = get(
         &shop,
-        &format!("/{}/transactions?status=settled", shop.tenant.integration_id),
+        &format!(
+            "/{}/transactions?status=settled",
+            shop.tenant.integration_id
+        ),
     )
     .await;
     assert_eq!(r.code(), "VALIDATION_ERROR");
