@@ -190,7 +190,64 @@ pub fn stability_of(operation_id: &str) -> Option<&'static str> {
         .map(|(_, s)| *s)
 }
 
+/// Each catalog event's `data` fields (what the service emits), documented as OpenAPI 3.1
+/// `webhooks`: one POST per event type to the subscriber's URL, with the envelope.
+const EVENT_CATALOG: &str = include_str!("event_catalog.json");
+
+fn add_webhooks(doc: &mut Value) {
+    let catalog: serde_json::Map<String, Value> =
+        serde_json::from_str(EVENT_CATALOG).expect("the event catalog is JSON");
+    let mut hooks = serde_json::Map::new();
+    let schemas = &mut doc["components"]["schemas"];
+    for (event, spec) in &catalog {
+        let fields = spec["fields"].as_object().cloned().unwrap_or_default();
+        let properties: serde_json::Map<String, Value> = fields
+            .iter()
+            .map(|(k, f)| {
+                (
+                    k.clone(),
+                    json!({"type": f["type"], "description": f["description"]}),
+                )
+            })
+            .collect();
+        let name = format!("Event_{}", event.replace('.', "_"));
+        schemas[&name] = json!({
+            "type": "object",
+            "description": format!("The envelope of `{event}`: {}", spec["description"].as_str().unwrap_or("")),
+            "required": ["event_id", "event_type", "occurred_at", "emitted_at", "merchant_id", "data", "sequence_number"],
+            "properties": {
+                "event_id": {"type": "string", "description": "Globally unique; dedup on it."},
+                "event_type": {"type": "string", "const": event},
+                "occurred_at": {"type": "string", "format": "date-time"},
+                "emitted_at": {"type": "string", "format": "date-time", "description": "When the relay emitted it, always after the transaction that caused it committed."},
+                "merchant_id": {"type": "string"},
+                "sequence_number": {"type": "integer", "description": "Monotonic per resource."},
+                "data": {"type": "object", "properties": properties},
+            },
+        });
+        hooks.insert(
+            event.clone(),
+            json!({"post": {
+                "operationId": format!("event_{}", event.replace('.', "_")),
+                "summary": spec["description"],
+                "tags": ["webhooks"],
+                "parameters": [{
+                    "name": "Service-Signature", "in": "header", "required": true,
+                    "schema": {"type": "string"},
+                    "description": "t=<unix seconds>,v1=<lowercase hex HMAC-SHA256 of \"<t>.<raw body>\"> keyed by the subscription secret; a second v1 during a secret rotation."
+                }],
+                "requestBody": {"required": true, "content": {"application/json": {
+                    "schema": {"$ref": format!("#/components/schemas/{name}")}}}},
+                "responses": {"2XX": {"description": "Received. Anything else (or no answer within 10 s) is retried."}},
+                "x-stability": "beta",
+            }}),
+        );
+    }
+    doc["webhooks"] = Value::Object(hooks);
+}
+
 fn annotate(doc: &mut Value) {
+    add_webhooks(doc);
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for item in paths.values_mut().filter_map(Value::as_object_mut) {
             for op in item.values_mut().filter_map(Value::as_object_mut) {

@@ -13,6 +13,7 @@
 mod client;
 mod procfs;
 mod report;
+mod webhooks;
 
 use std::{
     collections::HashMap,
@@ -47,6 +48,8 @@ enum Command {
     Run(RunArgs),
     /// Print the Markdown summary of one or more results, with the ceiling and the targets.
     Report(report::ReportArgs),
+    /// Webhook delivery throughput and commit-to-delivery latency against a running service.
+    Webhooks(webhooks::WebhookArgs),
 }
 
 #[derive(Args)]
@@ -181,6 +184,7 @@ async fn main() -> std::process::ExitCode {
     let res = match cli.command {
         Command::Run(a) => run(a).await,
         Command::Report(a) => report::report(a),
+        Command::Webhooks(a) => webhooks::run(a).await,
     };
     match res {
         Ok(()) => std::process::ExitCode::SUCCESS,
