@@ -101,6 +101,8 @@ pub struct Config {
     pub webhook_backoff_max_ms: u64,
     /// How long the service waits for an endpoint's answer.
     pub webhook_timeout_ms: u64,
+    /// Deliveries in flight per worker process (they mostly wait on the network).
+    pub webhook_concurrency: usize,
     /// An endpoint is disabled when this many attempts in a row failed ...
     pub webhook_disable_after_failures: u32,
     /// ... over at least this long.
@@ -157,6 +159,7 @@ impl Default for Config {
             webhook_backoff_base_ms: 60_000,
             webhook_backoff_max_ms: 6 * 3600 * 1000,
             webhook_timeout_ms: 10_000,
+            webhook_concurrency: 32,
             webhook_disable_after_failures: 200,
             webhook_disable_after_secs: 24 * 3600,
             webhook_allow_private_targets: false,
@@ -397,6 +400,12 @@ impl Config {
             return Err(invalid(
                 "WALLET_WEBHOOK_TIMEOUT_MS",
                 "must be positive and below WALLET_JOB_TIMEOUT_MS",
+            ));
+        }
+        if self.webhook_concurrency == 0 || self.webhook_concurrency > 1024 {
+            return Err(invalid(
+                "WALLET_WEBHOOK_CONCURRENCY",
+                "must be between 1 and 1024",
             ));
         }
         if self.webhook_disable_after_failures == 0 {

@@ -77,6 +77,11 @@ impl Runtime {
             .shutdown_timeout(Duration::from_secs(30));
         for queue in QUEUES {
             let instance = instance.clone();
+            let concurrency = if *queue == webhook_deliver::JOB_TYPE {
+                cfg.webhook_concurrency
+            } else {
+                concurrency
+            };
             let name = move |restarts: usize| format!("{queue}-{instance}-{restarts}");
             match &state.queue {
                 Queue::Sqlite(pool) => {
@@ -330,6 +335,15 @@ async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(n) if n > 0 => tracing::info!(expired = n, "offers expired"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "expiring offers failed"),
+        }
+        // A day past expiry an unused OTP session or QR nonce can no longer matter (a
+        // late payment with it is refused either way); one DELETE each, safe anywhere.
+        match store::payments::purge_dead_credentials(&state.db, now - chrono::Duration::days(1))
+            .await
+        {
+            Ok(n) if n > 0 => tracing::info!(purged = n, "expired OTP sessions and QR nonces deleted"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "purging expired OTP sessions and QR nonces failed"),
         }
         match webhook_deliver::requeue_stalled(&state.db, now).await {
             Ok(n) if n > 0 => tracing::warn!(requeued = n, "stalled webhook deliveries requeued"),

@@ -152,33 +152,45 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
 
     eprintln!("webhooks bench: {} payments at concurrency {}", a.payments, a.concurrency);
     let started = Instant::now();
-    let commits: Vec<(String, Instant)> = stream::iter(0..a.payments)
-        .map(|i| {
+    // One till per wallet, paying one after another: a QR mint supersedes the wallet's
+    // previous nonce, so two payments of one wallet must not overlap.
+    let tills = a.concurrency.min(wallets.len()).max(1);
+    let per_till = a.payments.div_ceil(tills);
+    let commits: Vec<(String, Instant)> = stream::iter(0..tills)
+        .map(|t| {
             let (api, token, m) = (api.clone(), token.clone(), merchant.clone());
-            let user = wallets[i % wallets.len()].clone();
+            let user = wallets[t].clone();
+            let count = per_till.min(a.payments.saturating_sub(t * per_till));
             async move {
-                let qr = api.mint_qr(&token, &m, &user).await?;
-                let body = json!({"meta": meta(), "context": {"merchant_id": m},
-                    "credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 1,
-                    "currency": "EUR", "order_ref": format!("WB-{i}")});
-                let data = api
-                    .send(
-                        "POST /v1/payments",
-                        api.http
-                            .post(api.url("/payments"))
-                            .header("authorization", token.clone())
-                            .header("idempotency-key", uuid::Uuid::new_v4().to_string())
-                            .json(&body),
-                    )
-                    .await?;
-                Ok::<_, anyhow::Error>((str_field(&data, "payment_id")?, Instant::now()))
+                let mut out = Vec::with_capacity(count);
+                for i in 0..count {
+                    let qr = api.mint_qr(&token, &m, &user).await?;
+                    let body = json!({"meta": meta(), "context": {"merchant_id": m},
+                        "credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 1,
+                        "currency": "EUR", "order_ref": format!("WB-{t}-{i}")});
+                    let data = api
+                        .send(
+                            "POST /v1/payments",
+                            api.http
+                                .post(api.url("/payments"))
+                                .header("authorization", token.clone())
+                                .header("idempotency-key", uuid::Uuid::new_v4().to_string())
+                                .json(&body),
+                        )
+                        .await?;
+                    out.push((str_field(&data, "payment_id")?, Instant::now()));
+                }
+                Ok::<_, anyhow::Error>(out)
             }
         })
-        .buffer_unordered(a.concurrency)
+        .buffer_unordered(tills)
         .collect::<Vec<_>>()
         .await
         .into_iter()
-        .collect::<Result<_>>()?;
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .flatten()
+        .collect();
     let payments_secs = started.elapsed().as_secs_f64();
     let first_commit = commits
         .iter()
@@ -186,7 +198,7 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
         .min()
         .context("no payments")?;
 
-    let expected = a.payments * a.subscriptions;
+    let expected = commits.len() * a.subscriptions;
     let deadline = Instant::now() + Duration::from_secs(a.wait_secs);
     loop {
         let n = seen.lock().expect("seen").arrivals.len();
