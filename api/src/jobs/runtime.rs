@@ -341,9 +341,13 @@ async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
         match store::payments::purge_dead_credentials(&state.db, now - chrono::Duration::days(1))
             .await
         {
-            Ok(n) if n > 0 => tracing::info!(purged = n, "expired OTP sessions and QR nonces deleted"),
+            Ok(n) if n > 0 => {
+                tracing::info!(purged = n, "expired OTP sessions and QR nonces deleted")
+            }
             Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "purging expired OTP sessions and QR nonces failed"),
+            Err(e) => {
+                tracing::warn!(error = %e, "purging expired OTP sessions and QR nonces failed")
+            }
         }
         match webhook_deliver::requeue_stalled(&state.db, now).await {
             Ok(n) if n > 0 => tracing::warn!(requeued = n, "stalled webhook deliveries requeued"),

@@ -182,6 +182,7 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
         deps,
         d.id,
         series,
+        sub.failure_streak > 0,
         webhook_attempt::Model {
             id: Uuid::now_v7(),
             delivery_id: d.id,
@@ -223,6 +224,7 @@ async fn record(
     deps: &JobDeps,
     delivery: Uuid,
     series: i32,
+    streak_running: bool,
     mut a: webhook_attempt::Model,
     last: bool,
 ) -> Result<Recorded, JobError> {
@@ -256,9 +258,12 @@ async fn record(
             d.delivered_at = Some(now);
             d.next_attempt_at = None;
         }
-        store::webhooks::note_success(&txn, d.subscription_id)
-            .await
-            .map_err(retryable)?;
+        // Most deliveries succeed with no failure streak running: nothing to reset then.
+        if streak_running {
+            store::webhooks::note_success(&txn, d.subscription_id)
+                .await
+                .map_err(retryable)?;
+        }
     } else {
         let sub = store::webhooks::note_failure(&txn, d.subscription_id, now)
             .await

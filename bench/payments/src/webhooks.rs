@@ -103,14 +103,19 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
             let path = req.uri().path().to_string();
             let body = req.into_body().into_bytes().await.unwrap_or_default();
             let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let pid = v["data"]["payment_id"].as_str().unwrap_or_default().to_string();
+            let pid = v["data"]["payment_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             let now = Instant::now();
             let mut g = s.lock().expect("seen");
             if g.arrivals.insert((pid, path), now).is_some() {
                 g.duplicates += 1;
             }
             g.last = Some(now);
-            Response::builder().status(poem::http::StatusCode::OK).finish()
+            Response::builder()
+                .status(poem::http::StatusCode::OK)
+                .finish()
         }
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -150,7 +155,10 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
         .collect::<Result<_>>()?;
     let token = bearer(&api.token(&platform_key, &merchant).await?)?;
 
-    eprintln!("webhooks bench: {} payments at concurrency {}", a.payments, a.concurrency);
+    eprintln!(
+        "webhooks bench: {} payments at concurrency {}",
+        a.payments, a.concurrency
+    );
     let started = Instant::now();
     // One till per wallet, paying one after another: a QR mint supersedes the wallet's
     // previous nonce, so two payments of one wallet must not overlap.
@@ -212,8 +220,7 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let g = seen.lock().expect("seen");
-    let commit_of: HashMap<&str, Instant> =
-        commits.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+    let commit_of: HashMap<&str, Instant> = commits.iter().map(|(p, t)| (p.as_str(), *t)).collect();
     let mut lat: Vec<f64> = g
         .arrivals
         .iter()
@@ -223,9 +230,9 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
         })
         .collect();
     lat.sort_by(|x, y| x.total_cmp(y));
-    let span = g
-        .last
-        .map_or(0.0, |l| l.saturating_duration_since(first_commit).as_secs_f64());
+    let span = g.last.map_or(0.0, |l| {
+        l.saturating_duration_since(first_commit).as_secs_f64()
+    });
     let r = WebhookResult {
         mode: a.mode,
         subscriptions: a.subscriptions,
