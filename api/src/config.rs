@@ -91,6 +91,9 @@ pub struct Config {
     /// How long a single job run may take before it counts as a failed attempt.
     pub job_timeout_ms: u64,
     pub job_concurrency: usize,
+    /// How often a worker says it is alive. A worker silent for three of these (killed,
+    /// partitioned) is dead: the jobs it held are picked up again by the others.
+    pub job_heartbeat_secs: u64,
     /// How often the outbox relay looks for committed rows.
     pub outbox_poll_ms: u64,
     /// Attempts a webhook delivery gets before it is dead-lettered (default 14: with the
@@ -154,6 +157,7 @@ impl Default for Config {
             job_backoff_max_ms: 15 * 60 * 1000,
             job_timeout_ms: 30_000,
             job_concurrency: 8,
+            job_heartbeat_secs: 20,
             outbox_poll_ms: 250,
             webhook_max_attempts: 14,
             webhook_backoff_base_ms: 60_000,
@@ -381,6 +385,12 @@ impl Config {
         }
         if self.job_concurrency == 0 {
             return Err(invalid("WALLET_JOB_CONCURRENCY", "must be positive"));
+        }
+        if !(1..=600).contains(&self.job_heartbeat_secs) {
+            return Err(invalid(
+                "WALLET_JOB_HEARTBEAT_SECS",
+                "must be between 1 and 600",
+            ));
         }
         if self.webhook_max_attempts == 0 || self.webhook_max_attempts > 30 {
             return Err(invalid(

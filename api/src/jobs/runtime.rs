@@ -18,6 +18,9 @@ use crate::{
     store,
 };
 
+/// Heartbeats a worker may miss before its jobs count as abandoned and are run again.
+const MISSED_HEARTBEATS: usize = 3;
+
 /// What job handlers need.
 pub struct JobDeps {
     pub state: AppState,
@@ -68,6 +71,7 @@ impl Runtime {
         );
         let poll = Duration::from_millis(cfg.outbox_poll_ms.max(100));
         let concurrency = cfg.job_concurrency;
+        let heartbeat = Duration::from_secs(cfg.job_heartbeat_secs);
 
         let mut monitor = Monitor::new()
             .should_restart(|ctx, err| {
@@ -86,7 +90,12 @@ impl Runtime {
             match &state.queue {
                 Queue::Sqlite(pool) => {
                     let storage = apalis_sqlite::SqliteStorage::<JobEnvelope>::new(pool)
-                        .with_config(apalis_sqlite::Config::default().queue(*queue));
+                        .with_config(
+                            apalis_sqlite::Config::default()
+                                .queue(*queue)
+                                .heartbeat_interval(heartbeat)
+                                .missed_heartbeats(MISSED_HEARTBEATS),
+                        );
                     let deps = deps.clone();
                     let name = name.clone();
                     monitor = monitor.register(move |restarts| {
@@ -99,7 +108,12 @@ impl Runtime {
                 }
                 Queue::Postgres(pool) => {
                     let storage = apalis_postgres::PostgresStorage::<JobEnvelope>::new(pool)
-                        .with_config(apalis_postgres::Config::default().queue(*queue));
+                        .with_config(
+                            apalis_postgres::Config::default()
+                                .queue(*queue)
+                                .heartbeat_interval(heartbeat)
+                                .missed_heartbeats(MISSED_HEARTBEATS),
+                        );
                     let deps = deps.clone();
                     let name = name.clone();
                     monitor = monitor.register(move |restarts| {

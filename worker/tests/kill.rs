@@ -1,0 +1,99 @@
+//! A `wallet-worker` killed (SIGKILL) while a webhook delivery is in flight loses nothing:
+//! the job it held is abandoned, another worker picks it up once the dead one misses its
+//! heartbeats, and the event is delivered. Production mode only: there the worker is a
+//! process of its own (embedded mode runs the jobs inside the API process).
+use std::{
+    process::{Child, Command},
+    sync::Arc,
+    time::Duration,
+};
+
+use serde_json::json;
+use tests::{
+    Mode, TestApp, eventually, mode, send,
+    shop::Shop,
+    webhooks::{Answer, Receiver},
+};
+
+fn worker(app: &TestApp) -> Child {
+    let cfg = &app.server.state.config;
+    let mut cmd = tests::against_this_run(Command::new(env!("CARGO_BIN_EXE_wallet-worker")));
+    cmd.arg("run")
+        .env(
+            "WALLET_DATABASE_URL",
+            cfg.database_url.as_deref().unwrap_or_default(),
+        )
+        .env("WALLET_REDIS_PREFIX", &cfg.redis_prefix)
+        .env("WALLET_METRICS_LISTEN_ADDR", "127.0.0.1:0")
+        .env("WALLET_JOB_HEARTBEAT_SECS", "1")
+        .env("WALLET_WEBHOOK_TIMEOUT_MS", "20000")
+        .env("WALLET_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true")
+        .env("WALLET_OUTBOX_POLL_MS", "50")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    cmd.spawn().expect("wallet-worker starts")
+}
+
+#[tokio::test]
+async fn a_worker_killed_mid_delivery_loses_nothing() {
+    if mode() != Mode::Production {
+        return;
+    }
+    // A database of its own: no other test's worker may take this job.
+    let app = TestApp::spawn_isolated(false, |_| {}).await;
+    let shop = Shop::open(&app).await;
+    // The first request is never answered: the worker is killed while it waits.
+    let receiver = Receiver::start(Arc::new(|n, _| {
+        if n == 0 {
+            Answer::Hang(Duration::from_secs(60))
+        } else {
+            Answer::Status(200)
+        }
+    }))
+    .await;
+    let r = shop
+        .control(
+            "/webhooks/subscriptions",
+            json!({"url": receiver.url, "event_types": ["payment.completed"]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sub = r.body["data"]["subscription"]["subscription_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    shop.pay(&c, 100).await;
+
+    let mut first = worker(&app);
+    eventually(
+        Duration::from_secs(30),
+        "the delivery in flight",
+        || async { (!receiver.received().is_empty()).then_some(()) },
+    )
+    .await;
+    first.kill().expect("SIGKILL");
+    first.wait().expect("reaped");
+
+    let mut second = worker(&app);
+    let delivered = eventually(Duration::from_secs(60), "the delivery", || async {
+        let r = send(
+            app.get(&format!("/webhooks/subscriptions/{sub}/deliveries"))
+                .header("x-api-key", &shop.tenant.platform_key),
+        )
+        .await;
+        let d = r.body["data"][0].clone();
+        (d["state"] == "DELIVERED").then_some(d)
+    })
+    .await;
+    second.kill().expect("SIGKILL");
+    second.wait().expect("reaped");
+    assert_eq!(receiver.accepted_event_ids().len(), 1);
+    assert_eq!(
+        receiver.received()[0].event_id(),
+        delivered["event_id"].as_str().unwrap(),
+        "the event the killed worker was sending"
+    );
+    app.stop().await;
+}
