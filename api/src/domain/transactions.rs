@@ -1,8 +1,9 @@
-//! The reconciliation feed: an integration's wallet payments with their refunds, money
-//! classes, basket flags and the events they caused. Scoped to the integration in the path
+//! The reconciliation feed: an integration's wallet payments (with their refunds, money
+//! classes, basket flags and the events they caused) and its credited top-ups, in one list
+//! ordered by id (UUIDv7: creation order). Scoped to the integration in the path
 //! and the key; another integration's transaction is FORBIDDEN (the spec's rule for these
 //! reads), an unknown one NOT_FOUND.
-use entities::{branch, outbox, payment, payment_refund};
+use entities::{branch, outbox, payment, payment_refund, topup};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
@@ -72,22 +73,63 @@ pub async fn bound<C: ConnectionTrait>(
     Ok(())
 }
 
+/// One line of the feed.
+#[derive(Clone, Debug)]
+pub enum Transaction {
+    Payment(payment::Model),
+    Topup(topup::Model),
+}
+
+impl Transaction {
+    pub fn id(&self) -> Uuid {
+        match self {
+            Transaction::Payment(p) => p.id,
+            Transaction::Topup(t) => t.id,
+        }
+    }
+}
+
+/// A page of both kinds merged newest first: each kind's own page of `limit + 1`, then the
+/// first `limit` of the merge (the rest proves there is more).
 pub async fn page<C: ConnectionTrait>(
     c: &C,
     f: &TransactionFilter,
     after: Option<Uuid>,
     limit: u64,
-) -> Result<(Vec<payment::Model>, bool), ApiError> {
-    let mut rows = store::payments::transactions_page(c, f, after, limit + 1).await?;
+) -> Result<(Vec<Transaction>, bool), ApiError> {
+    let mut rows: Vec<Transaction> = Vec::new();
+    if f.kind.as_deref() != Some("topup") {
+        rows.extend(
+            store::payments::transactions_page(c, f, after, limit + 1)
+                .await?
+                .into_iter()
+                .map(Transaction::Payment),
+        );
+    }
+    if f.kind.as_deref() != Some("payment") {
+        rows.extend(
+            store::topups::transactions_page(c, f, after, limit + 1)
+                .await?
+                .into_iter()
+                .map(Transaction::Topup),
+        );
+    }
+    rows.sort_by_key(|t| std::cmp::Reverse(t.id()));
     let more = rows.len() as u64 > limit;
     rows.truncate(limit as usize);
     Ok((rows, more))
 }
 
-pub struct Detail {
-    pub payment: payment::Model,
-    pub refunds: Vec<payment_refund::Model>,
-    pub events: Vec<outbox::Model>,
+pub enum Detail {
+    Payment {
+        payment: payment::Model,
+        refunds: Vec<payment_refund::Model>,
+        events: Vec<outbox::Model>,
+    },
+    Topup {
+        topup: topup::Model,
+        events: Vec<outbox::Model>,
+    },
 }
 
 pub async fn detail<C: ConnectionTrait>(
@@ -97,18 +139,46 @@ pub async fn detail<C: ConnectionTrait>(
     id: Uuid,
 ) -> Result<Detail, ApiError> {
     check_integration(p, integration_id)?;
-    let payment = store::payments::find(c, id)
+    if let Some(payment) = store::payments::find(c, id).await? {
+        if payment.integration_id != integration_id
+            || !super::payments::visible(c, p, &payment).await?
+        {
+            return Err(other_integration());
+        }
+        let refunds = store::payments::refunds_of(c, payment.id).await?;
+        let events = store::outbox::events_of(c, "payment", &payment.id.to_string()).await?;
+        return Ok(Detail::Payment {
+            payment,
+            refunds,
+            events,
+        });
+    }
+    let topup = store::topups::find(c, id)
         .await?
+        .filter(|t| t.wallet_id != Uuid::nil())
         .ok_or_else(|| ApiError::not_found("Transaction"))?;
-    if payment.integration_id != integration_id || !super::payments::visible(c, p, &payment).await?
-    {
+    let mut bounds = TransactionFilter::default();
+    bound(c, p, &mut bounds).await?;
+    let in_scope = topup.integration_id == integration_id
+        && bounds.merchant_id.is_none_or(|m| m == topup.merchant_id)
+        && bounds
+            .branch_ids
+            .as_ref()
+            .is_none_or(|b| topup.branch_id.is_some_and(|x| b.contains(&x)));
+    if !in_scope {
         return Err(other_integration());
     }
-    let refunds = store::payments::refunds_of(c, payment.id).await?;
-    let events = store::outbox::events_of(c, "payment", &payment.id.to_string()).await?;
-    Ok(Detail {
-        payment,
-        refunds,
-        events,
-    })
+    let mut events = store::outbox::events_of(c, "topup", &topup.id.to_string()).await?;
+    if topup.kind == "settlement"
+        && let Some(s) = store::incentives::find_settlement(
+            c,
+            topup.integration_id,
+            topup.merchant_id,
+            &topup.order_ref,
+        )
+        .await?
+    {
+        events.extend(store::outbox::events_of(c, "settlement", &s.id.to_string()).await?);
+    }
+    Ok(Detail::Topup { topup, events })
 }

@@ -1,7 +1,7 @@
 //! The reconciliation feed (x-api-key): `GET /{integrationId}/transactions[/{id}]`.
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
-use entities::payment;
+use entities::{payment, topup};
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     domain::{
-        transactions::{self, STATUSES},
+        transactions::{self, Detail, STATUSES, Transaction},
         validate::Errors,
     },
     envelope::Page,
@@ -31,13 +31,16 @@ use crate::{
 #[derive(Object, Serialize)]
 pub struct TransactionItem {
     pub transaction_id: String,
-    /// `payment` (wallet payments; further types may be added).
+    /// `payment` (a wallet debit) or `topup` (a credit of actual money; further types may be
+    /// added).
     #[oai(rename = "type")]
+    #[serde(rename = "type")]
     pub kind: String,
-    /// completed, partially_refunded, refunded or voided.
+    /// completed, partially_refunded, refunded or voided (a top-up is always completed).
     pub status: String,
     pub merchant_id: String,
     pub wallet_id: String,
+    /// A payment's debit, or a top-up's credit.
     pub amount_minor: i64,
     pub debited_promo_minor: i64,
     pub debited_actual_minor: i64,
@@ -53,7 +56,36 @@ pub struct TransactionItem {
     pub cashier_id: Option<String>,
     /// True when the basket disagreed with the amount (flagged, never adjusted).
     pub needs_reconciliation: bool,
+    /// Top-ups: `sku` or `settlement`.
+    #[oai(nullable)]
+    pub topup_kind: Option<String>,
+    /// Top-ups: the promotional bonus that accrued with it.
+    #[oai(nullable)]
+    pub bonus_minor: Option<i64>,
     pub created_at: String,
+}
+
+fn topup_item(t: &topup::Model) -> TransactionItem {
+    TransactionItem {
+        transaction_id: t.id.to_string(),
+        kind: "topup".into(),
+        status: "completed".into(),
+        merchant_id: t.merchant_id.to_string(),
+        wallet_id: t.wallet_id.to_string(),
+        amount_minor: t.credited_actual_minor,
+        debited_promo_minor: 0,
+        debited_actual_minor: 0,
+        refunded_minor: 0,
+        currency: t.currency.clone(),
+        order_ref: Some(t.order_ref.clone()),
+        branch_id: t.branch_id.map(|b| b.to_string()),
+        terminal_id: t.terminal_id.clone(),
+        cashier_id: t.cashier_id.clone(),
+        needs_reconciliation: false,
+        topup_kind: Some(t.kind.clone()),
+        bonus_minor: Some(t.bonus_minor),
+        created_at: ts(t.created_at),
+    }
 }
 
 fn item(p: &payment::Model) -> TransactionItem {
@@ -73,6 +105,8 @@ fn item(p: &payment::Model) -> TransactionItem {
         terminal_id: p.terminal_id.clone(),
         cashier_id: p.cashier_id.clone(),
         needs_reconciliation: p.needs_reconciliation,
+        topup_kind: None,
+        bonus_minor: None,
         created_at: ts(p.created_at),
     }
 }
@@ -98,13 +132,19 @@ pub struct PromoPart {
 pub struct TransactionDetail {
     pub transaction_id: String,
     #[oai(rename = "type")]
+    #[serde(rename = "type")]
     pub kind: String,
     /// completed, partially_refunded, refunded or voided.
     pub status: String,
     pub merchant_id: String,
     pub integration_id: String,
-    /// Money classes, branch, terminal, cashier, order ref, reconciliation flags, refunds.
-    pub payment: PaymentDetail,
+    /// Payments: money classes, branch, terminal, cashier, order ref, reconciliation
+    /// flags, refunds.
+    #[oai(nullable)]
+    pub payment: Option<PaymentDetail>,
+    /// Top-ups: what was credited and its bonus.
+    #[oai(nullable)]
+    pub topup: Option<TopupDetail>,
     /// Which grants paid the promotional part, in spend order.
     pub promo_split: Vec<PromoPart>,
     /// The basket as sent (null when none was).
@@ -114,10 +154,44 @@ pub struct TransactionDetail {
     pub events: Vec<RelatedEvent>,
 }
 
+/// A credited top-up.
+#[derive(Object, Serialize)]
+pub struct TopupDetail {
+    /// `sku` or `settlement`.
+    pub kind: String,
+    /// The POS order (SKU top-ups) or the settlement reference.
+    pub order_ref: String,
+    pub wallet_id: String,
+    pub wallet_user_id: String,
+    pub credited_actual_minor: i64,
+    pub bonus_minor: i64,
+    #[oai(nullable)]
+    pub bonus_grant_id: Option<String>,
+    pub currency: String,
+    #[oai(nullable)]
+    pub sku_id: Option<String>,
+    #[oai(nullable)]
+    pub sku_version: Option<i32>,
+    #[oai(nullable)]
+    pub quantity: Option<i64>,
+    /// The reload-bonus config version a settlement top-up accrued under.
+    #[oai(nullable)]
+    pub bonus_config_version: Option<i32>,
+    #[oai(nullable)]
+    pub branch_id: Option<String>,
+    #[oai(nullable)]
+    pub terminal_id: Option<String>,
+    #[oai(nullable)]
+    pub cashier_id: Option<String>,
+    pub created_at: String,
+}
+
 /// Filters a cursor carries, so the next page is the same list.
 #[derive(Serialize, Deserialize, PartialEq, Debug, Default)]
 struct Carried {
     status: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
     from: Option<DateTime<Utc>>,
     to: Option<DateTime<Utc>>,
     branch_id: Option<uuid::Uuid>,
@@ -159,10 +233,11 @@ pub struct TransactionsApi;
 impl TransactionsApi {
     /// List transactions (reconciliation feed)
     ///
-    /// The integration's wallet payments, newest first (a stable order: ids grow with
-    /// time), within the key's merchant, brand or branch. Filters: `status` (completed,
-    /// partially_refunded, refunded, voided), `from` (inclusive) and `to` (exclusive) on
-    /// the creation time, `branch_id`. Cursor-paginated (`limit` 1–200, default 50); the
+    /// The integration's wallet payments and credited top-ups, newest first (a stable
+    /// order: ids grow with time), within the key's merchant, brand or branch. Filters:
+    /// `type` (payment, topup), `status` (completed, partially_refunded, refunded, voided;
+    /// top-ups are completed), `from` (inclusive) and `to` (exclusive) on the creation
+    /// time, `branch_id`. Cursor-paginated (`limit` 1–200, default 50); the
     /// cursor keeps its filters: pass it alone for the next page (filters sent with it must
     /// be the same). Another integration in the path is FORBIDDEN.
     #[oai(
@@ -177,6 +252,7 @@ impl TransactionsApi {
         auth: ApiKeyAuth,
         integration_id: Path<String>,
         status: Query<Option<String>>,
+        #[oai(name = "type")] kind: Query<Option<String>>,
         from: Query<Option<String>>,
         to: Query<Option<String>>,
         branch_id: Query<Option<String>>,
@@ -196,6 +272,12 @@ impl TransactionsApi {
                 format!("must be one of {}", STATUSES.join(", ")),
             );
         }
+        if let Some(k) = kind.0.as_deref()
+            && k != "payment"
+            && k != "topup"
+        {
+            e.push("query:type", "invalid_value", "must be payment or topup");
+        }
         let from = time(&mut e, "query:from", &from.0);
         let to = time(&mut e, "query:to", &to.0);
         let branch = optional_uuid(&mut e, "query:branch_id", &branch_id.0);
@@ -206,6 +288,7 @@ impl TransactionsApi {
         e.finish()?;
         let asked = Carried {
             status: status.0.clone(),
+            kind: kind.0.clone(),
             from,
             to,
             branch_id: branch,
@@ -215,10 +298,12 @@ impl TransactionsApi {
             Some(raw) => {
                 let c = decode(raw)?;
                 let given = asked.status.is_some()
+                    || asked.kind.is_some()
                     || asked.from.is_some()
                     || asked.to.is_some()
                     || asked.branch_id.is_some();
                 let same = c.status == asked.status
+                    && c.kind == asked.kind
                     && c.from == asked.from
                     && c.to == asked.to
                     && c.branch_id == asked.branch_id;
@@ -238,6 +323,7 @@ impl TransactionsApi {
         let mut f = TransactionFilter {
             integration_id: integration,
             status: carried.status.clone(),
+            kind: carried.kind.clone(),
             from: carried.from,
             to: carried.to,
             branch_id: carried.branch_id,
@@ -249,8 +335,9 @@ impl TransactionsApi {
             next_cursor: if more {
                 rows.last().map(|p| {
                     encode(&Carried {
-                        after: p.id,
+                        after: p.id(),
                         status: carried.status.clone(),
+                        kind: carried.kind.clone(),
                         from: carried.from,
                         to: carried.to,
                         branch_id: carried.branch_id,
@@ -262,15 +349,22 @@ impl TransactionsApi {
             has_more: more,
         };
         Ok(Reply::page(
-            &rows.iter().map(item).collect::<Vec<_>>(),
+            &rows
+                .iter()
+                .map(|t| match t {
+                    Transaction::Payment(p) => item(p),
+                    Transaction::Topup(t) => topup_item(t),
+                })
+                .collect::<Vec<_>>(),
             &page,
         ))
     }
 
     /// Get a transaction
     ///
-    /// Full detail: money classes and the grants that paid, basket and reconciliation
-    /// flags, branch, terminal, cashier, order refs, refunds and the events it caused.
+    /// Full detail. A payment: money classes and the grants that paid, basket and
+    /// reconciliation flags, branch, terminal, cashier, order refs, refunds. A top-up: what
+    /// was credited, its bonus and its SKU or settlement. Both: the events it caused.
     /// Another integration's transaction is FORBIDDEN; an unknown id NOT_FOUND.
     #[oai(
         path = "/:integration_id/transactions/:transaction_id",
@@ -287,30 +381,8 @@ impl TransactionsApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
         let d = transactions::detail(&state.0.db, &auth.0, integration, id).await?;
-        let p = &d.payment;
-        let split = p
-            .promo_split
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|x| {
-                Some(PromoPart {
-                    grant_id: x.get(0)?.as_str()?.to_string(),
-                    amount_minor: x.get(1)?.as_i64()?,
-                })
-            })
-            .collect();
-        Ok(Reply::ok(&TransactionDetail {
-            transaction_id: p.id.to_string(),
-            kind: "payment".into(),
-            status: transactions::status_of(p).into(),
-            merchant_id: p.merchant_id.to_string(),
-            integration_id: p.integration_id.to_string(),
-            payment: detail(p, &d.refunds),
-            promo_split: split,
-            basket: p.basket.clone(),
-            events: d
-                .events
+        let related = |events: &[entities::outbox::Model]| -> Vec<RelatedEvent> {
+            events
                 .iter()
                 .map(|e| RelatedEvent {
                     event_id: e.event_id.to_string(),
@@ -318,7 +390,69 @@ impl TransactionsApi {
                     sequence_number: e.sequence_number,
                     occurred_at: ts(e.occurred_at),
                 })
-                .collect(),
-        }))
+                .collect()
+        };
+        let out = match d {
+            Detail::Payment {
+                payment: p,
+                refunds,
+                events,
+            } => {
+                let split = p
+                    .promo_split
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|x| {
+                        Some(PromoPart {
+                            grant_id: x.get(0)?.as_str()?.to_string(),
+                            amount_minor: x.get(1)?.as_i64()?,
+                        })
+                    })
+                    .collect();
+                TransactionDetail {
+                    transaction_id: p.id.to_string(),
+                    kind: "payment".into(),
+                    status: transactions::status_of(&p).into(),
+                    merchant_id: p.merchant_id.to_string(),
+                    integration_id: p.integration_id.to_string(),
+                    payment: Some(detail(&p, &refunds)),
+                    topup: None,
+                    promo_split: split,
+                    basket: p.basket.clone(),
+                    events: related(&events),
+                }
+            }
+            Detail::Topup { topup: t, events } => TransactionDetail {
+                transaction_id: t.id.to_string(),
+                kind: "topup".into(),
+                status: "completed".into(),
+                merchant_id: t.merchant_id.to_string(),
+                integration_id: t.integration_id.to_string(),
+                payment: None,
+                topup: Some(TopupDetail {
+                    kind: t.kind.clone(),
+                    order_ref: t.order_ref.clone(),
+                    wallet_id: t.wallet_id.to_string(),
+                    wallet_user_id: t.wallet_user_id.to_string(),
+                    credited_actual_minor: t.credited_actual_minor,
+                    bonus_minor: t.bonus_minor,
+                    bonus_grant_id: t.bonus_grant_id.map(|g| g.to_string()),
+                    currency: t.currency.clone(),
+                    sku_id: t.sku_id.clone(),
+                    sku_version: t.sku_version,
+                    quantity: t.quantity,
+                    bonus_config_version: t.bonus_config_version,
+                    branch_id: t.branch_id.map(|b| b.to_string()),
+                    terminal_id: t.terminal_id.clone(),
+                    cashier_id: t.cashier_id.clone(),
+                    created_at: ts(t.created_at),
+                }),
+                promo_split: Vec::new(),
+                basket: None,
+                events: related(&events),
+            },
+        };
+        Ok(Reply::ok(&out))
     }
 }

@@ -303,12 +303,48 @@ pub struct TransactionFilter {
     pub integration_id: Uuid,
     /// completed | partially_refunded | refunded | voided
     pub status: Option<String>,
+    /// payment | topup (None: both)
+    pub kind: Option<String>,
     pub from: Option<DateTime<Utc>>,
     pub to: Option<DateTime<Utc>>,
     pub branch_id: Option<Uuid>,
     /// The credential's own bounds.
     pub merchant_id: Option<Uuid>,
     pub branch_ids: Option<Vec<Uuid>>,
+}
+
+impl TransactionFilter {
+    /// The date window, branch, credential bounds and cursor, on any table with these
+    /// columns (payments and top-ups share them).
+    pub fn window<C: ColumnTrait>(
+        &self,
+        after: Option<Uuid>,
+        id: C,
+        created_at: C,
+        merchant_id: C,
+        branch_id: C,
+    ) -> sea_orm::Condition {
+        let mut c = sea_orm::Condition::all();
+        if let Some(t) = self.from {
+            c = c.add(created_at.gte(t));
+        }
+        if let Some(t) = self.to {
+            c = c.add(created_at.lt(t));
+        }
+        if let Some(b) = self.branch_id {
+            c = c.add(branch_id.eq(b));
+        }
+        if let Some(m) = self.merchant_id {
+            c = c.add(merchant_id.eq(m));
+        }
+        if let Some(bs) = &self.branch_ids {
+            c = c.add(branch_id.is_in(bs.iter().copied()));
+        }
+        if let Some(a) = after {
+            c = c.add(id.lt(a));
+        }
+        c
+    }
 }
 
 /// Newest first (UUIDv7 ids order by creation), after the cursor.
@@ -337,24 +373,13 @@ pub async fn transactions_page<C: ConnectionTrait>(
         Some("voided") => q.filter(payment::Column::Status.eq("voided")),
         _ => q,
     };
-    if let Some(t) = f.from {
-        q = q.filter(payment::Column::CreatedAt.gte(t));
-    }
-    if let Some(t) = f.to {
-        q = q.filter(payment::Column::CreatedAt.lt(t));
-    }
-    if let Some(b) = f.branch_id {
-        q = q.filter(payment::Column::BranchId.eq(b));
-    }
-    if let Some(m) = f.merchant_id {
-        q = q.filter(payment::Column::MerchantId.eq(m));
-    }
-    if let Some(bs) = &f.branch_ids {
-        q = q.filter(payment::Column::BranchId.is_in(bs.iter().copied()));
-    }
-    if let Some(a) = after {
-        q = q.filter(payment::Column::Id.lt(a));
-    }
+    q = q.filter(f.window(
+        after,
+        payment::Column::Id,
+        payment::Column::CreatedAt,
+        payment::Column::MerchantId,
+        payment::Column::BranchId,
+    ));
     q.order_by_desc(payment::Column::Id)
         .limit(limit)
         .all(c)

@@ -91,3 +91,34 @@ pub async fn update<C: ConnectionTrait>(c: &C, t: topup::Model) -> Result<(), Db
         .await
         .map(|_| ())
 }
+
+/// An integration's credited top-ups, newest first, after the cursor (the feed's other
+/// half; see `payments::transactions_page` for the filter).
+pub async fn transactions_page<C: ConnectionTrait>(
+    c: &C,
+    f: &super::payments::TransactionFilter,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<topup::Model>, DbErr> {
+    use sea_orm::QuerySelect;
+    // A top-up is credited or it does not exist: only `completed` (or no status) has any.
+    if f.status.as_deref().is_some_and(|s| s != "completed") {
+        return Ok(Vec::new());
+    }
+    let q = topup::Entity::find()
+        .filter(topup::Column::IntegrationId.eq(f.integration_id))
+        // A claim row of a credit still in flight is not a transaction yet.
+        .filter(topup::Column::WalletId.ne(Uuid::nil()));
+    let q = q.filter(f.window(
+        after,
+        topup::Column::Id,
+        topup::Column::CreatedAt,
+        topup::Column::MerchantId,
+        topup::Column::BranchId,
+    ));
+    q.order_by_desc(topup::Column::Id).limit(limit).all(c).await
+}
+
+pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<topup::Model>, DbErr> {
+    topup::Entity::find_by_id(id).one(c).await
+}

@@ -136,3 +136,68 @@ async fn another_integrations_transactions_are_forbidden_and_unknown_ones_not_fo
     .await;
     assert_eq!(r.code(), "VALIDATION_ERROR");
 }
+
+#[tokio::test]
+async fn top_ups_are_in_the_feed_beside_payments_with_their_settlement_events() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let paid = shop.pay(&c, 100).await;
+    let payment = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = shop
+        .control(
+            "/topup/settlements",
+            json!({"reference": "ST-FEED", "amount_minor": 2_500, "currency": "EUR", "state": "SETTLED"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let confirmed = shop
+        .post(
+            "/topup/confirm",
+            json!({"settlement_reference": "ST-FEED",
+                   "customer": {"credential_type": "phone", "phone": c.phone}}),
+        )
+        .await;
+    assert_eq!(confirmed.status, 200, "{}", confirmed.body);
+    let topup = confirmed.body["data"]["topup_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let base = format!("/{}/transactions", shop.tenant.integration_id);
+
+    let all = get(&shop, &base).await;
+    assert_eq!(ids(&all), vec![topup.clone(), payment.clone()]);
+    assert_eq!(all.body["data"][0]["type"], "topup");
+    assert_eq!(all.body["data"][0]["amount_minor"], 2_500);
+    assert_eq!(all.body["data"][0]["topup_kind"], "settlement");
+    assert_eq!(
+        ids(&get(&shop, &format!("{base}?type=payment")).await),
+        vec![payment.clone()]
+    );
+    assert_eq!(
+        ids(&get(&shop, &format!("{base}?type=topup")).await),
+        vec![topup.clone()]
+    );
+    assert_eq!(
+        ids(&get(&shop, &format!("{base}?status=voided")).await).len(),
+        0,
+        "a top-up is never voided"
+    );
+
+    let d = get(&shop, &format!("{base}/{topup}")).await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    assert_eq!(d.body["data"]["topup"]["order_ref"], "ST-FEED");
+    assert_eq!(d.body["data"]["topup"]["credited_actual_minor"], 2_500);
+    assert!(d.body["data"]["payment"].is_null());
+    let events: Vec<&str> = d.body["data"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event_type"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, vec!["topup.requested", "topup.confirmed"]);
+}
