@@ -81,10 +81,12 @@ impl Runtime {
             .shutdown_timeout(Duration::from_secs(30));
         for queue in QUEUES {
             let instance = instance.clone();
-            let concurrency = if *queue == webhook_deliver::JOB_TYPE {
-                cfg.webhook_concurrency
-            } else {
-                concurrency
+            // SQLite has one writer: more deliveries in flight than other jobs only queue
+            // on its lock and hold pool connections the API needs.
+            let concurrency = match (&state.queue, *queue == webhook_deliver::JOB_TYPE) {
+                (Queue::Postgres(_), true) => cfg.webhook_concurrency,
+                (Queue::Sqlite(_), true) => cfg.webhook_concurrency.min(concurrency),
+                _ => concurrency,
             };
             let name = move |restarts: usize| format!("{queue}-{instance}-{restarts}");
             match &state.queue {
