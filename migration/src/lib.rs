@@ -11,6 +11,17 @@ mod m20261121_000005_topups;
 mod m20261121_000006_incentives;
 mod m20261121_000007_webhooks;
 
+/// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
+/// earlier files keep their own copy, as landed migrations are never edited.
+pub(crate) fn idx(name: &str, table: &str, cols: &[&str]) -> IndexCreateStatement {
+    let mut i = Index::create();
+    i.name(name).table(Alias::new(table));
+    for c in cols {
+        i.col(Alias::new(*c));
+    }
+    i.to_owned()
+}
+
 pub struct Migrator;
 
 impl MigratorTrait for Migrator {

@@ -3,17 +3,10 @@
 //! attempt made.
 use sea_orm_migration::{prelude::*, schema::*};
 
+use crate::idx;
+
 #[derive(DeriveMigrationName)]
 pub struct Migration;
-
-fn idx(name: &str, table: &str, cols: &[&str]) -> IndexCreateStatement {
-    let mut i = Index::create();
-    i.name(name).table(Alias::new(table));
-    for c in cols {
-        i.col(Alias::new(*c));
-    }
-    i.to_owned()
-}
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {

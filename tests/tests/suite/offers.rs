@@ -316,3 +316,35 @@ async fn a_stale_budget_version_is_conflict_and_changes_nothing() {
     let r = change(0).await;
     assert_eq!(r.code(), "CONFLICT", "the old version stays stale");
 }
+
+#[tokio::test]
+async fn one_offer_redeemed_by_five_payments_at_once_rewards_once() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    let offer = arm(&shop, &c, json!({"amount_minor": 100}), json!({})).await;
+    let offer_id = id(&offer, "offer_id");
+    let mut payments = Vec::new();
+    for _ in 0..5 {
+        payments.push(id(&shop.pay(&c, 1_000).await, "payment_id"));
+    }
+    let replies =
+        futures::future::join_all(payments.iter().map(|p| redeem(&shop, &offer_id, p))).await;
+    assert_eq!(replies.iter().filter(|r| r.status == 200).count(), 1);
+    for r in replies.iter().filter(|r| r.status != 200) {
+        assert_eq!(
+            r.body["error"]["details"]["offer_state"], "REDEEMED",
+            "{}",
+            r.body
+        );
+    }
+    let granted = entities::promo_grant::Entity::find()
+        .filter(entities::promo_grant::Column::MerchantId.eq(shop.merchant()))
+        .filter(entities::promo_grant::Column::Source.eq("OFFER"))
+        .count(&app.server.state.db)
+        .await
+        .unwrap();
+    assert_eq!(granted, 1, "one reward");
+    shop.assert_ledger_consistent().await;
+}
