@@ -201,11 +201,21 @@ pub struct Ctx<'a> {
     pub ttl: chrono::Duration,
     /// How long a retry waits for a first request that is still running.
     pub wait: Duration,
+    /// Embedded mode's copies of recent responses (production keeps them in Redis).
+    pub recent: &'a RecentResponses,
+}
+
+/// Recent stored responses by (owner, Idempotency-Key), bounded so that a busy embedded
+/// service does not hold every response of the replay window in memory.
+pub type RecentResponses = crate::cache::TtlCache<(String, String), Stored>;
+
+pub fn recent_responses() -> RecentResponses {
+    crate::cache::TtlCache::new(CACHE_TTL, 4096)
 }
 
 /// A stored response, from the database or its Redis copy.
-#[derive(Serialize, serde::Deserialize)]
-struct Stored {
+#[derive(Clone, Serialize, serde::Deserialize)]
+pub struct Stored {
     id: Uuid,
     operation: String,
     fingerprint: String,
@@ -231,6 +241,10 @@ impl From<entities::idempotency_record::Model> for Stored {
 
 /// A recent response for this request's key from Redis (or fetched with the principal).
 /// Only a copy: a miss is settled by the database under the in-flight lock.
+///
+/// Embedded mode keeps no copies (see `cache`): its database is the copy, read without
+/// the lock, so that retries of one key do not queue behind each other's lock to read a
+/// record that is already final.
 async fn lookup_cached(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
     let now = Utc::now();
     if let Some(text) = &r.prefetched
@@ -238,6 +252,19 @@ async fn lookup_cached(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, Api
         && s.expires_at > now
     {
         return Ok(Some(s));
+    }
+    if !ctx.kv.is_redis() {
+        let id = (r.owner(), r.key.clone());
+        if let Some(s) = ctx.recent.get(&id).filter(|s| s.expires_at > now) {
+            return Ok(Some(s));
+        }
+        let found = store::idempotency::find(ctx.db, &id.0, &id.1, now)
+            .await?
+            .map(Stored::from);
+        if let Some(s) = &found {
+            ctx.recent.insert(id, s.clone());
+        }
+        return Ok(found);
     }
     if let Some(text) = ctx.kv.get(&r.cache_key()).await?
         && let Ok(s) = serde_json::from_str::<Stored>(&text)
@@ -265,10 +292,11 @@ async fn lookup_stored(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, Api
 }
 
 async fn cache(ctx: &Ctx<'_>, r: &Request, s: &Stored) {
-    // The copies save a database round trip in production. Embedded mode's database is a
-    // local file as fast as the in-process store, which would only hold every response of
-    // the last ten minutes in memory.
+    // The copies save a database round trip. Embedded mode keeps them in a bounded
+    // in-process cache: its key-value store would hold every response of the last ten
+    // minutes in memory.
     if !ctx.kv.is_redis() {
+        ctx.recent.insert((r.owner(), r.key.clone()), s.clone());
         return;
     }
     let Ok(text) = serde_json::to_string(s) else {

@@ -11,6 +11,7 @@ use std::{
 };
 
 use deadpool_redis::{Pool, Runtime};
+use redis::aio::MultiplexedConnection;
 
 use crate::error::{ApiError, Subsystem};
 
@@ -22,6 +23,13 @@ pub enum Kv {
 
 pub struct RedisKv {
     pool: Pool,
+    /// The connection every call shares. A multiplexed connection pipelines concurrent
+    /// commands over one socket, so it needs no pool of its own; taking a pooled object per
+    /// call would cost deadpool's recycle check (an UNWATCH + PING round trip) on every call,
+    /// doubling each call's round trips. The pool still creates and health-checks it: after
+    /// a connection error or a timeout the shared one is dropped and the next call takes a
+    /// fresh, checked one from the pool.
+    shared: Mutex<Option<MultiplexedConnection>>,
     timeout: Duration,
     prefix: String,
 }
@@ -108,6 +116,7 @@ impl Kv {
         let pool = cfg.create_pool(Some(Runtime::Tokio1))?;
         Ok(Kv::Redis(Arc::new(RedisKv {
             pool,
+            shared: Mutex::new(None),
             timeout,
             prefix: prefix.to_string(),
         })))
@@ -119,16 +128,26 @@ impl Kv {
 
     async fn run<T, F, Fut>(r: &RedisKv, f: F) -> Result<T, ApiError>
     where
-        F: FnOnce(deadpool_redis::Connection) -> Fut,
+        F: FnOnce(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let work = async {
-            let conn = r.pool.get().await.map_err(unavailable)?;
-            f(conn).await.map_err(unavailable)
+            let conn = r.connection().await?;
+            f(conn).await.map_err(|e| {
+                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                    r.forget_connection();
+                }
+                unavailable(e)
+            })
         };
-        tokio::time::timeout(r.timeout, work)
-            .await
-            .map_err(|_| unavailable("redis call timed out"))?
+        match tokio::time::timeout(r.timeout, work).await {
+            Ok(result) => result,
+            Err(_) => {
+                // A connection that stopped answering is not reused.
+                r.forget_connection();
+                Err(unavailable("redis call timed out"))
+            }
+        }
     }
 
     fn key(r: &RedisKv, k: &str) -> String {
@@ -366,6 +385,23 @@ impl Kv {
                 Ok(n == 1)
             }
         }
+    }
+}
+
+impl RedisKv {
+    async fn connection(&self) -> Result<MultiplexedConnection, ApiError> {
+        if let Some(c) = self.shared.lock().expect("redis connection slot").clone() {
+            return Ok(c);
+        }
+        let pooled = self.pool.get().await.map_err(unavailable)?;
+        let conn = deadpool_redis::Connection::take(pooled);
+        let mut slot = self.shared.lock().expect("redis connection slot");
+        // Calls that found the slot empty at once all fetched one; the first stored wins.
+        Ok(slot.get_or_insert(conn).clone())
+    }
+
+    fn forget_connection(&self) {
+        self.shared.lock().expect("redis connection slot").take();
     }
 }
 

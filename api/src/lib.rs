@@ -1,6 +1,7 @@
 //! The wallet & loyalty partner service: the library behind `wallet-api` and
 //! `wallet-worker`. One code path serves both run modes; the mode is chosen by
 //! configuration alone (see `config`).
+pub mod cache;
 pub mod config;
 pub mod crypto;
 pub mod domain;

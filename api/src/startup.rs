@@ -122,6 +122,11 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         queue,
         openapi: http::openapi::build(),
         metrics: telemetry::metrics_handle(),
+        capabilities: crate::cache::TtlCache::new(
+            crate::domain::platform::CAPABILITIES_TTL,
+            10_000,
+        ),
+        recent_responses: crate::idempotency::recent_responses(),
     }))
 }
 

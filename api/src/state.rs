@@ -4,10 +4,14 @@ use std::{ops::Deref, sync::Arc, time::Duration};
 use metrics_exporter_prometheus::PrometheusHandle;
 use sea_orm::DatabaseConnection;
 
+use serde_json::value::RawValue;
+
 use crate::{
+    cache::TtlCache,
     config::Config,
     crypto::Sealer,
     domain::credentials::{authenticate::KeyAuth, jwt::JwtKeys},
+    domain::platform::CapabilitiesKey,
     http::openapi::OpenApiInfo,
     jobs::Queue,
     kv::Kv,
@@ -25,6 +29,10 @@ pub struct Inner {
     pub queue: Queue,
     pub openapi: OpenApiInfo,
     pub metrics: PrometheusHandle,
+    /// Rendered `GET /capabilities` answers (see `domain::platform::CAPABILITIES_TTL`).
+    pub capabilities: TtlCache<CapabilitiesKey, Arc<RawValue>>,
+    /// Embedded mode's copies of recent idempotent responses.
+    pub recent_responses: crate::idempotency::RecentResponses,
 }
 
 impl Deref for AppState {
@@ -47,6 +55,7 @@ impl AppState {
             sealer: &self.sealer,
             ttl: chrono::Duration::hours(i64::from(self.config.idempotency_ttl_hours)),
             wait: Duration::from_millis(self.config.idempotency_wait_ms),
+            recent: &self.recent_responses,
         }
     }
 

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use crate::{
     config::Mode,
-    domain::credentials::{Principal, Scope},
+    domain::credentials::{CredentialKind, Principal, Scope},
     error::{ApiError, Subsystem},
     state::AppState,
     store,
@@ -52,6 +52,30 @@ pub async fn health(state: &AppState) -> Health {
             Mode::Embedded => "embedded",
             Mode::Production => "production",
         },
+    }
+}
+
+/// How long a replica reuses a computed capabilities answer (documented on the operation).
+pub const CAPABILITIES_TTL: Duration = Duration::from_secs(5);
+
+/// What a capabilities answer depends on besides the integration's own data: two
+/// credentials with the same key get the same answer.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct CapabilitiesKey {
+    kind: CredentialKind,
+    integration_id: Uuid,
+    scope: Scope,
+    is_sandbox: bool,
+}
+
+impl CapabilitiesKey {
+    pub fn of(p: &Principal) -> Self {
+        CapabilitiesKey {
+            kind: p.kind,
+            integration_id: p.integration_id,
+            scope: p.scope.clone(),
+            is_sandbox: p.is_sandbox,
+        }
     }
 }
 

@@ -270,6 +270,7 @@ impl OperatorApi {
             b.reason,
         )
         .await?;
+        state.0.capabilities.clear();
         Ok(Reply::ok(&IdentifyCredentialTypes {
             integration_id: i.id.to_string(),
             credential_types: serde_json::from_value(i.identify_credential_types)

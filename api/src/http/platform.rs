@@ -1,12 +1,16 @@
 //! Discovery: health, capabilities and the live OpenAPI document.
+use std::sync::Arc;
+
 use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Value, value::RawValue};
 
 use super::{auth::AnyAuth, reply::Reply, tags::Tag};
 use crate::{
-    domain::credentials::CredentialKind,
+    domain::credentials::{CredentialKind, Principal},
     domain::platform::{self, Health},
+    envelope,
+    error::ApiError,
     state::AppState,
 };
 
@@ -119,6 +123,9 @@ impl PlatformApi {
     ///
     /// Enabled operations, currencies, credential types and feature flags for the caller.
     /// Clients must not assume an operation or enum value beyond what this returns.
+    /// Each API replica keeps the answer for a credential for up to 5 s, so an
+    /// operator's change to the integration can take that long to show here (it takes
+    /// effect on the operations themselves at once).
     #[oai(
         path = "/capabilities",
         method = "get",
@@ -130,64 +137,19 @@ impl PlatformApi {
         auth: AnyAuth,
     ) -> poem::Result<Reply<CapabilitiesView>> {
         let p = auth.principal();
-        let caps = platform::capabilities(state.0, p).await?;
-        let scheme = match p.kind {
-            CredentialKind::ApiKey => "ApiKeyAuth",
-            CredentialKind::TerminalJwt => "PosTerminalJWT",
+        let key = platform::CapabilitiesKey::of(p);
+        let data = match state.0.capabilities.get(&key) {
+            Some(data) => data,
+            None => {
+                let view = capabilities_view(state.0, p).await?;
+                let data: Arc<RawValue> = serde_json::value::to_raw_value(&view)
+                    .map_err(ApiError::internal)?
+                    .into();
+                state.0.capabilities.insert(key, data.clone());
+                data
+            }
         };
-        let operations = state
-            .0
-            .openapi
-            .operations
-            .iter()
-            .filter(|o| o.schemes.is_empty() || o.schemes.iter().any(|s| s == scheme))
-            .map(|o| OperationView {
-                operation_id: o.operation_id.clone(),
-                method: o.method.clone(),
-                path: o.path.clone(),
-                domain: o.domain.clone(),
-                stability: o.stability.clone(),
-            })
-            .collect();
-        let s = &p.scope;
-        Ok(Reply::ok(&CapabilitiesView {
-            credential: CredentialView {
-                kind: match p.kind {
-                    CredentialKind::ApiKey => "api_key",
-                    CredentialKind::TerminalJwt => "terminal_jwt",
-                }
-                .into(),
-                scope: s.name().into(),
-                integration_id: p.integration_id.to_string(),
-                enterprise_id: s.enterprise_id().map(|u| u.to_string()),
-                brand_id: s.brand_id().map(|u| u.to_string()),
-                branch_id: s.branch_id().map(|u| u.to_string()),
-                is_sandbox: p.is_sandbox,
-            },
-            api_versions: crate::envelope::SUPPORTED_API_VERSIONS
-                .iter()
-                .map(|v| v.to_string())
-                .collect(),
-            operations,
-            currencies: caps.currencies,
-            wallet_programs: caps
-                .programs
-                .into_iter()
-                .map(|p| ProgramView {
-                    wallet_program_id: p.id.to_string(),
-                    merchant_id: p.enterprise_id.to_string(),
-                    currency: p.currency,
-                })
-                .collect(),
-            supported_identify_credential_types: caps.identify_credential_types,
-            supported_payment_credential_types: caps.payment_credential_types,
-            features: FeatureFlags {
-                sandbox: p.is_sandbox,
-                idempotency: true,
-                cursor_pagination: true,
-                webhooks: true,
-            },
-        }))
+        Ok(Reply::rendered(envelope::ok(&*data)))
     }
 
     /// The live OpenAPI 3.1 document
@@ -203,4 +165,65 @@ impl PlatformApi {
         let doc: &Value = &state.0.openapi.document;
         Reply::ok(doc)
     }
+}
+
+/// What `GET /capabilities` answers for this principal, computed from the database.
+async fn capabilities_view(state: &AppState, p: &Principal) -> Result<CapabilitiesView, ApiError> {
+    let caps = platform::capabilities(state, p).await?;
+    let scheme = match p.kind {
+        CredentialKind::ApiKey => "ApiKeyAuth",
+        CredentialKind::TerminalJwt => "PosTerminalJWT",
+    };
+    let operations = state
+        .openapi
+        .operations
+        .iter()
+        .filter(|o| o.schemes.is_empty() || o.schemes.iter().any(|s| s == scheme))
+        .map(|o| OperationView {
+            operation_id: o.operation_id.clone(),
+            method: o.method.clone(),
+            path: o.path.clone(),
+            domain: o.domain.clone(),
+            stability: o.stability.clone(),
+        })
+        .collect();
+    let s = &p.scope;
+    Ok(CapabilitiesView {
+        credential: CredentialView {
+            kind: match p.kind {
+                CredentialKind::ApiKey => "api_key",
+                CredentialKind::TerminalJwt => "terminal_jwt",
+            }
+            .into(),
+            scope: s.name().into(),
+            integration_id: p.integration_id.to_string(),
+            enterprise_id: s.enterprise_id().map(|u| u.to_string()),
+            brand_id: s.brand_id().map(|u| u.to_string()),
+            branch_id: s.branch_id().map(|u| u.to_string()),
+            is_sandbox: p.is_sandbox,
+        },
+        api_versions: crate::envelope::SUPPORTED_API_VERSIONS
+            .iter()
+            .map(|v| v.to_string())
+            .collect(),
+        operations,
+        currencies: caps.currencies,
+        wallet_programs: caps
+            .programs
+            .into_iter()
+            .map(|p| ProgramView {
+                wallet_program_id: p.id.to_string(),
+                merchant_id: p.enterprise_id.to_string(),
+                currency: p.currency,
+            })
+            .collect(),
+        supported_identify_credential_types: caps.identify_credential_types,
+        supported_payment_credential_types: caps.payment_credential_types,
+        features: FeatureFlags {
+            sandbox: p.is_sandbox,
+            idempotency: true,
+            cursor_pagination: true,
+            webhooks: true,
+        },
+    })
 }

@@ -4,7 +4,7 @@ use uuid::Uuid;
 
 /// The scope a credential acts in. The most specific level wins; a narrower credential can
 /// never act above its level.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(tag = "scope", rename_all = "snake_case")]
 pub enum Scope {
     /// The platform key printed by `tenant create`: every merchant linked to the integration.
@@ -92,7 +92,7 @@ impl Scope {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CredentialKind {
     ApiKey,
