@@ -65,30 +65,39 @@ pub fn parse_key(value: Option<&str>) -> Result<String, ApiError> {
 /// transport-only meta fields (`sent_at`, `partner_request_id`) left out, since a faithful
 /// retry may legitimately change them.
 pub fn fingerprint(operation: &str, scope: &str, body: &Value) -> String {
-    let mut v = body.clone();
-    if let Some(meta) = v.get_mut("meta").and_then(Value::as_object_mut) {
-        meta.remove("sent_at");
-        meta.remove("partner_request_id");
-    }
     let mut h = Sha256::new();
     h.update(operation.as_bytes());
     h.update(b"\n");
     h.update(scope.as_bytes());
     h.update(b"\n");
-    write_canonical(&v, &mut h);
+    write_canonical(body, &mut h, true);
     hex::encode(h.finalize())
 }
 
-fn write_canonical(v: &Value, h: &mut Sha256) {
+/// Canonical JSON (keys sorted, compact) written straight into the digest, without
+/// `meta.sent_at` and `meta.partner_request_id`, which differ between retries of one
+/// request. The same bytes as serialising the trimmed value, so stored fingerprints keep
+/// matching.
+fn write_canonical(v: &Value, h: &mut Sha256, top: bool) {
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
             h.update(b"{");
             for k in keys {
-                h.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
+                write_json(k, h);
                 h.update(b":");
-                write_canonical(&m[k], h);
+                match &m[k] {
+                    Value::Object(meta) if top && k == "meta" => {
+                        let trimmed: serde_json::Map<String, Value> = meta
+                            .iter()
+                            .filter(|(f, _)| *f != "sent_at" && *f != "partner_request_id")
+                            .map(|(f, x)| (f.clone(), x.clone()))
+                            .collect();
+                        write_canonical(&Value::Object(trimmed), h, false);
+                    }
+                    x => write_canonical(x, h, false),
+                }
                 h.update(b",");
             }
             h.update(b"}");
@@ -96,13 +105,28 @@ fn write_canonical(v: &Value, h: &mut Sha256) {
         Value::Array(a) => {
             h.update(b"[");
             for x in a {
-                write_canonical(x, h);
+                write_canonical(x, h, false);
                 h.update(b",");
             }
             h.update(b"]");
         }
-        other => h.update(other.to_string().as_bytes()),
+        other => write_json(other, h),
     }
+}
+
+fn write_json<T: Serialize + ?Sized>(v: &T, h: &mut Sha256) {
+    struct Digest<'a>(&'a mut Sha256);
+    impl std::io::Write for Digest<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // Serialising a string or a number into a digest cannot fail.
+    let _ = serde_json::to_writer(Digest(h), v);
 }
 
 /// The result of a mutation's domain work.
@@ -220,9 +244,29 @@ pub struct Stored {
     operation: String,
     fingerprint: String,
     status: u16,
+    /// Follows the other fields' JSON line in a copy, as it is: unescaped, it costs a
+    /// replay no parsing.
+    #[serde(skip)]
     body: String,
     sealed: Option<String>,
     expires_at: chrono::DateTime<Utc>,
+}
+
+impl Stored {
+    /// The Redis copy: the fields other than the body as one JSON line, then the body.
+    fn to_copy(&self) -> Option<String> {
+        let mut text = serde_json::to_string(self).ok()?;
+        text.push('\n');
+        text.push_str(&self.body);
+        Some(text)
+    }
+
+    fn from_copy(text: &str) -> Option<Stored> {
+        let (head, body) = text.split_once('\n')?;
+        let mut s: Stored = serde_json::from_str(head).ok()?;
+        s.body = body.to_string();
+        Some(s)
+    }
 }
 
 impl From<entities::idempotency_record::Model> for Stored {
@@ -248,7 +292,7 @@ impl From<entities::idempotency_record::Model> for Stored {
 async fn lookup_cached(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
     let now = Utc::now();
     if let Some(text) = &r.prefetched
-        && let Ok(s) = serde_json::from_str::<Stored>(text)
+        && let Some(s) = Stored::from_copy(text)
         && s.expires_at > now
     {
         return Ok(Some(s));
@@ -267,7 +311,7 @@ async fn lookup_cached(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, Api
         return Ok(found);
     }
     if let Some(text) = ctx.kv.get(&r.cache_key()).await?
-        && let Ok(s) = serde_json::from_str::<Stored>(&text)
+        && let Some(s) = Stored::from_copy(&text)
         && s.expires_at > now
     {
         return Ok(Some(s));
@@ -299,7 +343,7 @@ async fn cache(ctx: &Ctx<'_>, r: &Request, s: &Stored) {
         ctx.recent.insert((r.owner(), r.key.clone()), s.clone());
         return;
     }
-    let Ok(text) = serde_json::to_string(s) else {
+    let Some(text) = s.to_copy() else {
         return;
     };
     let left = (s.expires_at - Utc::now())
@@ -325,13 +369,12 @@ fn replay(ctx: &Ctx<'_>, r: &Request, s: Stored) -> Result<Rendered, ApiError> {
     if s.fingerprint != r.fingerprint || s.operation != r.operation {
         return Err(ApiError::idempotency_key_reused());
     }
-    let mut body = s.body.into_bytes();
+    let mut text = s.body;
     if let Some(sealed) = s.sealed {
         let opened = ctx
             .sealer
             .open(&sealed, s.id.as_bytes())
             .map_err(ApiError::internal)?;
-        let mut text = String::from_utf8_lossy(&body).into_owned();
         match serde_json::from_slice::<Vec<String>>(&opened) {
             Ok(secrets) => {
                 for (i, secret) in secrets.iter().enumerate() {
@@ -344,11 +387,10 @@ fn replay(ctx: &Ctx<'_>, r: &Request, s: Stored) -> Result<Rendered, ApiError> {
                 text = text.replacen(SEALED_PLACEHOLDER, &secret, 1);
             }
         }
-        body = text.into_bytes();
     }
     Ok(Rendered {
         status: s.status,
-        body: envelope::mark_replayed(&body),
+        body: envelope::mark_replayed(text.as_bytes()),
         replayed: true,
         retry_after: None,
         rate: None,
@@ -396,7 +438,9 @@ where
             return replay(&ctx, &r, s);
         }
     }
-    let result = run_locked(&ctx, &r, prepare, work).await;
+    // Boxed: the work's state machine is large, and a replay (the hot path of a retry)
+    // should not carry and move it.
+    let result = Box::pin(run_locked(&ctx, &r, prepare, work)).await;
     // A failed release only delays the next retry until the lock's TTL; never mask the result.
     if let Err(e) = ctx.kv.del_if_eq(&r.lock_key(), &token).await {
         tracing::warn!(error = %e, "idempotency lock release failed");
@@ -530,6 +574,78 @@ mod tests {
             fingerprint("POST /v1/x", "s", &a),
             fingerprint("POST /v1/x", "t", &a)
         );
+    }
+
+    /// The digest input as records stored before the streaming writer were fingerprinted.
+    fn stored_form(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                out.push('{');
+                for k in keys {
+                    out.push_str(&serde_json::to_string(k).unwrap());
+                    out.push(':');
+                    stored_form(&m[k], out);
+                    out.push(',');
+                }
+                out.push('}');
+            }
+            Value::Array(a) => {
+                out.push('[');
+                for x in a {
+                    stored_form(x, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            other => out.push_str(&other.to_string()),
+        }
+    }
+
+    #[test]
+    fn fingerprints_of_stored_records_still_match() {
+        let body = json!({"meta": {"api_version": "2026-06-01", "partner_request_id": "p", "sent_at": "t"},
+            "s": "a\"b\u{e9}\n", "n": -1.5, "z": null, "t": true, "l": [{"k": "v"}, [], {}],
+            "nested": {"meta": {"sent_at": "kept below the top level"}}});
+        let mut trimmed = body.clone();
+        let meta = trimmed["meta"].as_object_mut().unwrap();
+        meta.remove("sent_at");
+        meta.remove("partner_request_id");
+        let mut form = String::new();
+        stored_form(&trimmed, &mut form);
+        let mut h = Sha256::new();
+        h.update(b"POST /v1/x\ns\n");
+        h.update(form.as_bytes());
+        assert_eq!(
+            fingerprint("POST /v1/x", "s", &body),
+            hex::encode(h.finalize())
+        );
+    }
+
+    #[test]
+    fn a_copy_gives_back_the_stored_response_exactly() {
+        let s = Stored {
+            id: Uuid::now_v7(),
+            operation: "POST /v1/payments".into(),
+            fingerprint: "f".into(),
+            status: 402,
+            body: "{\"a\":\"line\\nbreak\"}\n\nand raw newlines".into(),
+            sealed: Some("v1.x".into()),
+            expires_at: Utc::now(),
+        };
+        let back = Stored::from_copy(&s.to_copy().unwrap()).unwrap();
+        assert_eq!(
+            (
+                back.id,
+                back.status,
+                &back.body,
+                &back.sealed,
+                back.expires_at
+            ),
+            (s.id, s.status, &s.body, &s.sealed, s.expires_at)
+        );
+        assert!(Stored::from_copy("{\"not\": \"a copy\"}").is_none());
     }
 
     #[test]

@@ -74,6 +74,19 @@ impl KeyAuth<'_> {
             return Ok(p);
         }
 
+        // Boxed: bcrypt and the database look-up make a large state machine that the
+        // cached path (nearly every request) should not carry.
+        Box::pin(self.verify_uncached(raw, key_prefix, fp)).await
+    }
+
+    /// A cache miss: the key's row is found by its prefix and the raw key checked against
+    /// its bcrypt hash, within the per-prefix attempt budget.
+    async fn verify_uncached(
+        &self,
+        raw: &str,
+        key_prefix: &str,
+        fp: String,
+    ) -> Result<Principal, ApiError> {
         // Counted before hashing, so a burst cannot slip past the budget between a read and
         // an increment; past it, only a recently proven raw key is still worth a bcrypt.
         let (attempts, _) = self
