@@ -163,7 +163,7 @@ impl Default for Config {
             webhook_backoff_base_ms: 60_000,
             webhook_backoff_max_ms: 6 * 3600 * 1000,
             webhook_timeout_ms: 10_000,
-            webhook_concurrency: 32,
+            webhook_concurrency: 64,
             webhook_disable_after_failures: 200,
             webhook_disable_after_secs: 24 * 3600,
             webhook_allow_private_targets: false,

@@ -286,9 +286,8 @@ impl From<entities::idempotency_record::Model> for Stored {
 /// A recent response for this request's key from Redis (or fetched with the principal).
 /// Only a copy: a miss is settled by the database under the in-flight lock.
 ///
-/// Embedded mode keeps no copies (see `cache`): its database is the copy, read without
-/// the lock, so that retries of one key do not queue behind each other's lock to read a
-/// record that is already final.
+/// Embedded mode keeps its copies in process (see `cache`); a record read under the lock is
+/// copied there too, so retries of one key waiting on each other's lock find it at once.
 async fn lookup_cached(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
     let now = Utc::now();
     if let Some(text) = &r.prefetched
@@ -299,16 +298,7 @@ async fn lookup_cached(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, Api
     }
     if !ctx.kv.is_redis() {
         let id = (r.owner(), r.key.clone());
-        if let Some(s) = ctx.recent.get(&id).filter(|s| s.expires_at > now) {
-            return Ok(Some(s));
-        }
-        let found = store::idempotency::find(ctx.db, &id.0, &id.1, now)
-            .await?
-            .map(Stored::from);
-        if let Some(s) = &found {
-            ctx.recent.insert(id, s.clone());
-        }
-        return Ok(found);
+        return Ok(ctx.recent.get(&id).filter(|s| s.expires_at > now));
     }
     if let Some(text) = ctx.kv.get(&r.cache_key()).await?
         && let Some(s) = Stored::from_copy(&text)

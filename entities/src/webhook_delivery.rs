@@ -27,6 +27,19 @@ pub struct Model {
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
+pub enum Relation {
+    #[sea_orm(
+        belongs_to = "super::webhook_subscription::Entity",
+        from = "Column::SubscriptionId",
+        to = "super::webhook_subscription::Column::Id"
+    )]
+    Subscription,
+}
+
+impl Related<super::webhook_subscription::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Subscription.def()
+    }
+}
 
 impl ActiveModelBehavior for ActiveModel {}

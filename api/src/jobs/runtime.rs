@@ -113,6 +113,9 @@ impl Runtime {
                         .with_config(
                             apalis_postgres::Config::default()
                                 .queue(*queue)
+                                // A fetch per `concurrency` jobs rather than per ten keeps
+                                // a busy queue's slots full.
+                                .batch_size(concurrency.max(1))
                                 .heartbeat_interval(heartbeat)
                                 .missed_heartbeats(MISSED_HEARTBEATS),
                         );

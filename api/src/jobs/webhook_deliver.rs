@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use entities::{webhook_attempt, webhook_delivery};
+use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
 use sea_orm::{ConnectionTrait, DbErr};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -68,16 +68,24 @@ fn deferral(env: &JobEnvelope) -> Duration {
     base + Duration::from_millis(rand::random_range(0..1_000))
 }
 
-/// The delivery to send for this job, or None when there is nothing to send: delivered,
-/// suspended, or superseded by a newer series. A DEAD delivery (a dead-letter replay) is
-/// claimed as a new series.
-async fn current(deps: &JobDeps, p: &Payload) -> Result<Option<webhook_delivery::Model>, JobError> {
+/// The delivery to send for this job with its subscription, or None when there is nothing
+/// to send: delivered, suspended, or superseded by a newer series. A DEAD delivery (a
+/// dead-letter replay) is claimed as a new series.
+async fn current(
+    deps: &JobDeps,
+    p: &Payload,
+) -> Result<Option<(webhook_delivery::Model, webhook_subscription::Model)>, JobError> {
     let st = &deps.state;
-    let Some(d) = store::webhooks::find_delivery(&st.db, p.delivery_id)
+    let Some((d, sub)) = store::webhooks::find_delivery_with_subscription(&st.db, p.delivery_id)
         .await
         .map_err(retryable)?
     else {
         return Err(JobError::Permanent("the delivery no longer exists".into()));
+    };
+    let Some(sub) = sub else {
+        return Err(JobError::Permanent(
+            "the subscription no longer exists".into(),
+        ));
     };
     match d.state.as_str() {
         DELIVERED | SUSPENDED => Ok(None),
@@ -97,10 +105,10 @@ async fn current(deps: &JobDeps, p: &Payload) -> Result<Option<webhook_delivery:
                 .await
                 .map_err(retryable)?;
             txn.commit().await.map_err(retryable)?;
-            Ok(Some(d))
+            Ok(Some((d, sub)))
         }
         _ if d.replays != p.series => Ok(None),
-        _ => Ok(Some(d)),
+        _ => Ok(Some((d, sub))),
     }
 }
 
@@ -109,25 +117,19 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
     let cfg = &st.config;
     let p: Payload = serde_json::from_value(env.payload.clone())
         .map_err(|e| JobError::Permanent(format!("undecodable webhook payload: {e}")))?;
-    let Some(d) = current(deps, &p).await? else {
+    let Some((d, sub)) = current(deps, &p).await? else {
         return Ok(());
     };
     let series = d.replays;
-    let Some(sub) = store::webhooks::find_subscription(&st.db, d.subscription_id)
-        .await
-        .map_err(retryable)?
-    else {
-        return Err(JobError::Permanent(
-            "the subscription no longer exists".into(),
-        ));
-    };
     if sub.state == DISABLED {
         suspend(deps, &d).await?;
         return Ok(());
     }
-    if store::webhooks::earlier_pending(&st.db, &d)
-        .await
-        .map_err(retryable)?
+    // A resource's first event (sequence numbers start at 1) has nothing to wait for.
+    if d.sequence_number > 1
+        && store::webhooks::earlier_pending(&st.db, &d)
+            .await
+            .map_err(retryable)?
     {
         return Err(JobError::Deferred(deferral(env)));
     }
@@ -231,6 +233,15 @@ async fn record(
     let st = &deps.state;
     let cfg = &st.config;
     let now = a.started_at;
+    // Most attempts succeed with no failure streak to reset: one statement then.
+    if a.succeeded
+        && !streak_running
+        && store::webhooks::record_success(&st.db, series, &a)
+            .await
+            .map_err(retryable)?
+    {
+        return Ok(Recorded::Continue);
+    }
     let txn = store::begin(&st.db).await.map_err(retryable)?;
     let Some(mut d) = store::webhooks::lock_delivery(&txn, delivery)
         .await

@@ -118,6 +118,105 @@ pub async fn find_delivery<C: ConnectionTrait>(
     webhook_delivery::Entity::find_by_id(id).one(c).await
 }
 
+/// A delivery and its subscription, in one query.
+pub async fn find_delivery_with_subscription<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+) -> Result<Option<(webhook_delivery::Model, Option<webhook_subscription::Model>)>, DbErr> {
+    webhook_delivery::Entity::find_by_id(id)
+        .find_also_related(webhook_subscription::Entity)
+        .one(c)
+        .await
+}
+
+/// Records a successful attempt of a PENDING delivery of series `series` and marks it
+/// DELIVERED, atomically. False when the delivery is no longer that (superseded or settled
+/// meanwhile): the caller then records under the delivery's lock.
+///
+/// One statement on PostgreSQL (deliveries are the busiest writes of the worker); a short
+/// transaction on SQLite, which cannot update inside a WITH.
+pub async fn record_success(
+    db: &sea_orm::DatabaseConnection,
+    series: i32,
+    a: &webhook_attempt::Model,
+) -> Result<bool, DbErr> {
+    use sea_orm::{DbBackend, Statement, TransactionTrait};
+    if db.get_database_backend() == DbBackend::Postgres {
+        let sql = r#"
+WITH d AS (
+    UPDATE webhook_deliveries
+       SET state = 'DELIVERED', attempts = attempts + 1, delivered_at = $3,
+           last_status_code = $4, last_error = NULL, next_attempt_at = NULL, updated_at = $3
+     WHERE id = $1 AND replays = $2 AND state = 'PENDING'
+ RETURNING id, subscription_id, attempts)
+INSERT INTO webhook_attempts
+    (id, delivery_id, subscription_id, attempt, started_at, status_code, latency_ms,
+     error, succeeded, next_retry_at)
+SELECT $5, d.id, d.subscription_id, d.attempts, $3, $4, $6, NULL, TRUE, NULL FROM d"#;
+        let done = db
+            .execute_raw(Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                sql,
+                [
+                    a.delivery_id.into(),
+                    series.into(),
+                    a.started_at.into(),
+                    a.status_code.into(),
+                    a.id.into(),
+                    a.latency_ms.into(),
+                ],
+            ))
+            .await?;
+        return Ok(done.rows_affected() == 1);
+    }
+    let txn = db.begin().await?;
+    let updated = webhook_delivery::Entity::update_many()
+        .col_expr(webhook_delivery::Column::State, Expr::value("DELIVERED"))
+        .col_expr(
+            webhook_delivery::Column::Attempts,
+            Expr::col(webhook_delivery::Column::Attempts).add(1),
+        )
+        .col_expr(
+            webhook_delivery::Column::DeliveredAt,
+            Expr::value(a.started_at),
+        )
+        .col_expr(
+            webhook_delivery::Column::LastStatusCode,
+            Expr::value(a.status_code),
+        )
+        .col_expr(
+            webhook_delivery::Column::LastError,
+            Expr::value(Option::<String>::None),
+        )
+        .col_expr(
+            webhook_delivery::Column::NextAttemptAt,
+            Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+        )
+        .col_expr(
+            webhook_delivery::Column::UpdatedAt,
+            Expr::value(a.started_at),
+        )
+        .filter(webhook_delivery::Column::Id.eq(a.delivery_id))
+        .filter(webhook_delivery::Column::Replays.eq(series))
+        .filter(webhook_delivery::Column::State.eq("PENDING"))
+        .exec_with_returning(&txn)
+        .await?;
+    let Some(d) = updated.into_iter().next() else {
+        return Ok(false);
+    };
+    insert_attempt(
+        &txn,
+        webhook_attempt::Model {
+            attempt: d.attempts,
+            subscription_id: d.subscription_id,
+            ..a.clone()
+        },
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(true)
+}
+
 pub async fn lock_delivery<C: ConnectionTrait>(
     c: &C,
     id: Uuid,

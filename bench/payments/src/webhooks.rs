@@ -41,6 +41,10 @@ pub struct WebhookArgs {
     /// Concurrent tills making them.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
+    /// Payments per second offered, spread evenly over the tills (0: as fast as they can).
+    /// With S subscriptions the offered delivery rate is S times this.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
     /// Wallets paid from (setup makes two bcrypt-checked operator calls each).
     #[arg(long, default_value_t = 64)]
     wallets: usize,
@@ -57,6 +61,8 @@ pub struct WebhookResult {
     pub subscriptions: usize,
     pub payments: usize,
     pub expected_deliveries: usize,
+    /// Payments per second asked for (0: unpaced).
+    pub offered_payments_per_sec: f64,
     pub delivered: usize,
     /// Deliveries that arrived more than once (at least once allows it; receivers dedup).
     pub duplicates: usize,
@@ -169,9 +175,15 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
             let (api, token, m) = (api.clone(), token.clone(), merchant.clone());
             let user = wallets[t].clone();
             let count = per_till.min(a.payments.saturating_sub(t * per_till));
+            let rate = a.rate;
             async move {
                 let mut out = Vec::with_capacity(count);
                 for i in 0..count {
+                    if rate > 0.0 {
+                        // Payment i of till t is due at (i * tills + t) / rate seconds.
+                        let due = started + Duration::from_secs_f64((i * tills + t) as f64 / rate);
+                        tokio::time::sleep_until(due.into()).await;
+                    }
                     let qr = api.mint_qr(&token, &m, &user).await?;
                     let body = json!({"meta": meta(), "context": {"merchant_id": m},
                         "credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 1,
@@ -238,6 +250,7 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
         subscriptions: a.subscriptions,
         payments: a.payments,
         expected_deliveries: expected,
+        offered_payments_per_sec: a.rate,
         delivered: g.arrivals.len(),
         duplicates: g.duplicates,
         payments_secs,
