@@ -28,6 +28,16 @@ pub fn path_uuid(field: &str, raw: &str) -> Result<Uuid, ApiError> {
 }
 
 /// An optional UUID field, checked when present.
+/// The `limit` of a paginated read: 50 when absent, else 1 to 200 (VALIDATION_ERROR on
+/// `query:limit` otherwise).
+pub fn page_limit(e: &mut Errors, limit: Option<u64>) -> u64 {
+    let limit = limit.unwrap_or(50);
+    if !(1..=200).contains(&limit) {
+        e.push("query:limit", "out_of_range", "must be between 1 and 200");
+    }
+    limit
+}
+
 pub fn optional_uuid(e: &mut Errors, field: &str, v: &Option<String>) -> Option<Uuid> {
     v.as_deref().and_then(|s| validate::uuid(e, field, s))
 }

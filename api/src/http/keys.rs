@@ -297,10 +297,7 @@ impl KeysApi {
             .0
             .as_deref()
             .and_then(|b| validate::uuid(&mut e, "query:branch_id", b));
-        let limit = limit.0.unwrap_or(50);
-        if !(1..=200).contains(&limit) {
-            e.push("query:limit", "out_of_range", "must be between 1 and 200");
-        }
+        let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
         let after = cursor
             .0

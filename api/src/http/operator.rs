@@ -316,10 +316,7 @@ impl OperatorApi {
             .0
             .as_deref()
             .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
-        let limit = limit.0.unwrap_or(50);
-        if !(1..=200).contains(&limit) {
-            e.push("query:limit", "out_of_range", "must be between 1 and 200");
-        }
+        let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
         let f = store::dead_letters::Filter {
             status: Some(status),
@@ -415,11 +412,8 @@ impl OperatorApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<AuditEntry>>> {
-        let limit = limit.0.unwrap_or(50);
         let mut e = Errors::default();
-        if !(1..=200).contains(&limit) {
-            e.push("query:limit", "out_of_range", "must be between 1 and 200");
-        }
+        let limit = super::common::page_limit(&mut e, limit.0);
         let before = cursor
             .0
             .as_deref()

@@ -59,15 +59,9 @@ impl SandboxApi {
             )
             .into());
         };
-        let limit = limit.0.unwrap_or(50);
-        if !(1..=200).contains(&limit) {
-            return Err(ApiError::field(
-                "query:limit",
-                "out_of_range",
-                "must be between 1 and 200",
-            )
-            .into());
-        }
+        let mut e = crate::domain::validate::Errors::default();
+        let limit = super::common::page_limit(&mut e, limit.0);
+        e.finish()?;
         let rows =
             store::sandbox_messages::list_for_phone(&state.0.db, p.integration_id, &phone, limit)
                 .await

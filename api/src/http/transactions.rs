@@ -281,10 +281,7 @@ impl TransactionsApi {
         let from = time(&mut e, "query:from", &from.0);
         let to = time(&mut e, "query:to", &to.0);
         let branch = optional_uuid(&mut e, "query:branch_id", &branch_id.0);
-        let limit = limit.0.unwrap_or(50);
-        if !(1..=200).contains(&limit) {
-            e.push("query:limit", "out_of_range", "must be between 1 and 200");
-        }
+        let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
         let asked = Carried {
             status: status.0.clone(),
