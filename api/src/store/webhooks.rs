@@ -140,7 +140,7 @@ pub async fn record_success(
     series: i32,
     a: &webhook_attempt::Model,
 ) -> Result<bool, DbErr> {
-    use sea_orm::{DbBackend, Statement, TransactionTrait};
+    use sea_orm::{DbBackend, Statement};
     if db.get_database_backend() == DbBackend::Postgres {
         let sql = r#"
 WITH d AS (
@@ -169,7 +169,7 @@ SELECT $5, d.id, d.subscription_id, d.attempts, $3, $4, $6, NULL, TRUE, NULL FRO
             .await?;
         return Ok(done.rows_affected() == 1);
     }
-    let txn = db.begin().await?;
+    let txn = super::begin(db).await?;
     let updated = webhook_delivery::Entity::update_many()
         .col_expr(webhook_delivery::Column::State, Expr::value("DELIVERED"))
         .col_expr(
@@ -202,6 +202,8 @@ SELECT $5, d.id, d.subscription_id, d.attempts, $3, $4, $6, NULL, TRUE, NULL FRO
         .exec_with_returning(&txn)
         .await?;
     let Some(d) = updated.into_iter().next() else {
+        // At once, not on drop: SQLite's write lock is held until the rollback runs.
+        txn.rollback().await?;
         return Ok(false);
     };
     insert_attempt(
