@@ -60,6 +60,19 @@ pub fn rfc3339(errs: &mut Errors, field: &str, value: &str) -> Option<DateTime<U
     }
 }
 
+/// `value` must be one of `allowed` (`invalid_value`, naming them all).
+pub fn one_of(errs: &mut Errors, field: impl Into<String>, value: &str, allowed: &[&str]) -> bool {
+    if allowed.contains(&value) {
+        return true;
+    }
+    errs.push(
+        field,
+        "invalid_value",
+        format!("must be one of {}", allowed.join(", ")),
+    );
+    false
+}
+
 /// ISO-4217 shape: exactly three upper-case ASCII letters. Whether a program supports the
 /// currency is a separate check (CURRENCY_NOT_SUPPORTED).
 pub fn currency(errs: &mut Errors, field: &str, value: &str) -> bool {
@@ -171,6 +184,16 @@ pub fn future(errs: &mut Errors, field: &str, at: DateTime<Utc>, now: DateTime<U
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn one_of_names_every_allowed_value() {
+        let mut e = Errors::default();
+        assert!(one_of(&mut e, "/state", "SETTLED", &["PENDING", "SETTLED"]));
+        assert!(e.is_empty());
+        assert!(!one_of(&mut e, "/state", "settled", &["PENDING", "SETTLED"]));
+        assert_eq!(e.0[0].issue, "invalid_value");
+        assert_eq!(e.0[0].message, "must be one of PENDING, SETTLED");
+    }
 
     #[test]
     fn currency_is_exactly_three_upper_case_letters() {

@@ -339,16 +339,6 @@ pub struct OfferRequest {
     pub grant_expiry_days: Option<i32>,
 }
 
-fn rfc3339(e: &mut Errors, at: &str, v: &str) -> Option<DateTime<Utc>> {
-    match DateTime::parse_from_rfc3339(v) {
-        Ok(t) => Some(t.with_timezone(&Utc)),
-        Err(_) => {
-            e.push(at, "invalid_timestamp", "must be an RFC 3339 timestamp");
-            None
-        }
-    }
-}
-
 impl Validate for OfferRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
@@ -370,7 +360,7 @@ impl Validate for OfferRequest {
         if let Some(m) = self.min_amount_minor {
             money(e, "/min_amount_minor", m, 1);
         }
-        rfc3339(e, "/expires_at", &self.expires_at);
+        validate::rfc3339(e, "/expires_at", &self.expires_at);
         optional_uuid(e, "/budget_id", &self.budget_id);
         days(e, "/grant_expiry_days", self.grant_expiry_days);
     }
@@ -796,7 +786,7 @@ impl IncentivesApi {
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
         let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
         let reward = b.reward.as_ref().and_then(|r| r.check(&mut e));
-        let expires_at = rfc3339(&mut e, "/expires_at", &b.expires_at);
+        let expires_at = validate::rfc3339(&mut e, "/expires_at", &b.expires_at);
         e.finish()?;
         let (reward, expires_at) = reward
             .zip(expires_at)
@@ -860,14 +850,8 @@ impl IncentivesApi {
         let st = state.0;
         let mut e = Errors::default();
         let who = optional_uuid(&mut e, "query:wallet_user_id", &wallet_user_id.0);
-        if let Some(s) = offer_state.0.as_deref()
-            && !offers::STATES.contains(&s)
-        {
-            e.push(
-                "query:state",
-                "invalid_value",
-                format!("must be one of {}", offers::STATES.join(", ")),
-            );
+        if let Some(s) = offer_state.0.as_deref() {
+            validate::one_of(&mut e, "query:state", s, offers::STATES);
         }
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;

@@ -87,13 +87,12 @@ impl Validate for IdentifyCredentialTypesRequest {
             e.push("/credential_types", "required", "name at least one type");
         }
         for (i, t) in self.credential_types.iter().enumerate() {
-            if !IDENTITY_CREDENTIAL_TYPES.contains(&t.as_str()) {
-                e.push(
-                    format!("/credential_types/{i}"),
-                    "invalid_value",
-                    format!("must be one of {}", IDENTITY_CREDENTIAL_TYPES.join(", ")),
-                );
-            }
+            validate::one_of(
+                e,
+                format!("/credential_types/{i}"),
+                t,
+                IDENTITY_CREDENTIAL_TYPES,
+            );
         }
         validate::length(e, "/reason", &self.reason, 1, 500);
         validate::no_control_chars(e, "/reason", &self.reason);

@@ -78,13 +78,7 @@ impl Validate for SettlementRequest {
             );
         }
         validate::currency(e, "/currency", &self.currency);
-        if !settlements::STATES.contains(&self.state.as_str()) {
-            e.push(
-                "/state",
-                "invalid_value",
-                format!("must be one of {}", settlements::STATES.join(", ")),
-            );
-        }
+        validate::one_of(e, "/state", &self.state, settlements::STATES);
         if let Some(p) = &self.provider
             && validate::length(e, "/provider", p, 1, 64)
         {

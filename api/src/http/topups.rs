@@ -509,23 +509,11 @@ impl TopupsApi {
         let st = state.0;
         let id = path_uuid("path:customerId", &customer_id.0)?;
         let mut e = Errors::default();
-        if let Some(s) = grant_state.0.as_deref()
-            && !grants::STATES.contains(&s)
-        {
-            e.push(
-                "query:state",
-                "invalid_value",
-                format!("must be one of {}", grants::STATES.join(", ")),
-            );
+        if let Some(s) = grant_state.0.as_deref() {
+            validate::one_of(&mut e, "query:state", s, grants::STATES);
         }
-        if let Some(s) = source.0.as_deref()
-            && !GRANT_SOURCES.contains(&s)
-        {
-            e.push(
-                "query:source",
-                "invalid_value",
-                format!("must be one of {}", GRANT_SOURCES.join(", ")),
-            );
+        if let Some(s) = source.0.as_deref() {
+            validate::one_of(&mut e, "query:source", s, GRANT_SOURCES);
         }
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;

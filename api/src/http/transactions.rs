@@ -19,7 +19,7 @@ use super::{
 use crate::{
     domain::{
         transactions::{self, Detail, STATUSES, Transaction},
-        validate::Errors,
+        validate::{self, Errors},
     },
     envelope::Page,
     error::ApiError,
@@ -216,17 +216,6 @@ fn decode(raw: &str) -> Result<Carried, ApiError> {
         })
 }
 
-fn time(e: &mut Errors, at: &str, v: &Option<String>) -> Option<DateTime<Utc>> {
-    let raw = v.as_deref()?;
-    match DateTime::parse_from_rfc3339(raw) {
-        Ok(t) => Some(t.with_timezone(&Utc)),
-        Err(_) => {
-            e.push(at, "invalid_timestamp", "must be an RFC 3339 timestamp");
-            None
-        }
-    }
-}
-
 pub struct TransactionsApi;
 
 #[OpenApi(tag = "Tag::Payments")]
@@ -263,14 +252,8 @@ impl TransactionsApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         transactions::check_integration(&auth.0, integration)?;
         let mut e = Errors::default();
-        if let Some(s) = status.0.as_deref()
-            && !STATUSES.contains(&s)
-        {
-            e.push(
-                "query:status",
-                "invalid_value",
-                format!("must be one of {}", STATUSES.join(", ")),
-            );
+        if let Some(s) = status.0.as_deref() {
+            validate::one_of(&mut e, "query:status", s, STATUSES);
         }
         if let Some(k) = kind.0.as_deref()
             && k != "payment"
@@ -278,8 +261,13 @@ impl TransactionsApi {
         {
             e.push("query:type", "invalid_value", "must be payment or topup");
         }
-        let from = time(&mut e, "query:from", &from.0);
-        let to = time(&mut e, "query:to", &to.0);
+        let from = from
+            .0
+            .as_deref()
+            .and_then(|v| validate::rfc3339(&mut e, "query:from", v));
+        let to =
+            to.0.as_deref()
+                .and_then(|v| validate::rfc3339(&mut e, "query:to", v));
         let branch = optional_uuid(&mut e, "query:branch_id", &branch_id.0);
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;

@@ -250,13 +250,7 @@ impl Validate for RedeliverRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        if DateTime::parse_from_rfc3339(&self.since).is_err() {
-            e.push(
-                "/since",
-                "invalid_timestamp",
-                "must be an RFC 3339 timestamp",
-            );
-        }
+        validate::rfc3339(e, "/since", &self.since);
     }
 }
 
@@ -596,14 +590,8 @@ impl WebhooksApi {
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let mut e = Errors::default();
-        if let Some(o) = outcome.0.as_deref()
-            && !webhooks::DELIVERY_STATES.contains(&o)
-        {
-            e.push(
-                "query:outcome",
-                "invalid_value",
-                format!("must be one of {}", webhooks::DELIVERY_STATES.join(", ")),
-            );
+        if let Some(o) = outcome.0.as_deref() {
+            validate::one_of(&mut e, "query:outcome", o, webhooks::DELIVERY_STATES);
         }
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
@@ -708,8 +696,9 @@ impl WebhooksApi {
     ) -> poem::Result<Reply<RedeliverResult>> {
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
+        // The body's validation already checked it.
         let since = DateTime::parse_from_rfc3339(&body.value.since)
-            .map_err(|_| ApiError::field("/since", "invalid_timestamp", "must be RFC 3339"))?
+            .map_err(ApiError::internal)?
             .with_timezone(&Utc);
         let p = auth.0.clone();
         mutation::run(

@@ -111,13 +111,6 @@ pub async fn disable_failing<C: ConnectionTrait>(
     Ok(r.rows_affected == 1)
 }
 
-pub async fn find_delivery<C: ConnectionTrait>(
-    c: &C,
-    id: Uuid,
-) -> Result<Option<webhook_delivery::Model>, DbErr> {
-    webhook_delivery::Entity::find_by_id(id).one(c).await
-}
-
 /// A delivery and its subscription, in one query.
 pub async fn find_delivery_with_subscription<C: ConnectionTrait>(
     c: &C,
