@@ -84,6 +84,7 @@ cleanup() {
   trap - EXIT INT TERM
   for pid in "${PIDS[@]}"; do stop_pid "$pid" 10; done
   for db in "${DBS[@]}"; do
+    [[ -n ${BENCH_KEEP_DB:-} ]] && { log "kept database $db (BENCH_KEEP_DB)"; continue; }
     psql_ -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 ||
       log "could not drop database $db"
   done
@@ -258,7 +259,7 @@ stop_services() {
 
 # drop_state: the caller's database, Redis keys and data directory
 drop_state() {
-  if [[ -n $db ]]; then
+  if [[ -n $db && -z ${BENCH_KEEP_DB:-} ]]; then
     psql_ -d postgres -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null || log "could not drop $db"
     drop_redis_prefix "$prefix"
   fi

@@ -158,7 +158,7 @@ impl Default for Config {
             job_timeout_ms: 30_000,
             job_concurrency: 8,
             job_heartbeat_secs: 20,
-            outbox_poll_ms: 250,
+            outbox_poll_ms: 100,
             webhook_max_attempts: 14,
             webhook_backoff_base_ms: 60_000,
             webhook_backoff_max_ms: 6 * 3600 * 1000,

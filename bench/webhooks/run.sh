@@ -14,6 +14,8 @@
 #   RATE=0                  payments/s offered (0: as fast as the tills can); the offered
 #                           delivery rate is RATE × SUBSCRIPTIONS, so RATE=100 measures the
 #                           p99 at the 1,000 deliveries/s of the target
+#   OUTBOX_POLL_MS          the relay's poll interval (service default 250)
+#   BENCH_KEEP_DB=1         keep the production database afterwards (to query it)
 #   SKIP_BUILD=1            use the binaries already in target/release
 #   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
 set -euo pipefail
@@ -23,7 +25,7 @@ LOG_TAG=webhooks
 # shellcheck source-path=SCRIPTDIR
 source "$HOOK_DIR/../lib.sh"
 # The receiver listens on loopback.
-EXTRA_SERVER_ENV=(WALLET_WEBHOOK_ALLOW_PRIVATE_TARGETS=true ${WEBHOOK_CONCURRENCY:+WALLET_WEBHOOK_CONCURRENCY=$WEBHOOK_CONCURRENCY} ${DB_CONNECTIONS:+WALLET_DB_MAX_CONNECTIONS=$DB_CONNECTIONS})
+EXTRA_SERVER_ENV=(WALLET_WEBHOOK_ALLOW_PRIVATE_TARGETS=true ${OUTBOX_POLL_MS:+WALLET_OUTBOX_POLL_MS=$OUTBOX_POLL_MS} ${WEBHOOK_CONCURRENCY:+WALLET_WEBHOOK_CONCURRENCY=$WEBHOOK_CONCURRENCY} ${DB_CONNECTIONS:+WALLET_DB_MAX_CONNECTIONS=$DB_CONNECTIONS})
 bench_paths "$HOOK_DIR"
 BENCH_BIN=$TARGET_DIR/release/payments-bench
 SUBSCRIPTIONS=${SUBSCRIPTIONS:-10}

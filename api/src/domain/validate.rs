@@ -190,7 +190,12 @@ mod tests {
         let mut e = Errors::default();
         assert!(one_of(&mut e, "/state", "SETTLED", &["PENDING", "SETTLED"]));
         assert!(e.is_empty());
-        assert!(!one_of(&mut e, "/state", "settled", &["PENDING", "SETTLED"]));
+        assert!(!one_of(
+            &mut e,
+            "/state",
+            "settled",
+            &["PENDING", "SETTLED"]
+        ));
         assert_eq!(e.0[0].issue, "invalid_value");
         assert_eq!(e.0[0].message, "must be one of PENDING, SETTLED");
     }

@@ -14,6 +14,7 @@ pub mod queue;
 pub mod relay;
 pub mod runtime;
 pub mod sms_send;
+pub mod webhook_batch;
 pub mod webhook_deliver;
 
 pub use envelope::JobEnvelope;

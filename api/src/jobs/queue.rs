@@ -14,7 +14,11 @@ use super::JobEnvelope;
 use crate::error::{ApiError, Subsystem};
 
 /// One apalis queue per job type.
-pub const QUEUES: &[&str] = &[super::sms_send::JOB_TYPE, super::webhook_deliver::JOB_TYPE];
+pub const QUEUES: &[&str] = &[
+    super::sms_send::JOB_TYPE,
+    super::webhook_deliver::JOB_TYPE,
+    super::webhook_batch::JOB_TYPE,
+];
 
 /// apalis' own re-runs, for infrastructure failures only (our retry schedule could not be
 /// written); the job's real attempts are counted in the envelope.

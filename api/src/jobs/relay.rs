@@ -7,7 +7,7 @@ use chrono::Utc;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::{JobEnvelope, Queue, webhook_deliver};
+use super::{JobEnvelope, Queue, webhook_batch};
 use crate::{
     domain::webhooks,
     state::AppState,
@@ -21,10 +21,12 @@ const BATCH: i64 = 200;
 
 /// What a batch turns into: a job row becomes its task; a catalog event becomes one
 /// delivery per subscription that wants it (SUSPENDED for a disabled endpoint, so
-/// re-enabling can replay it), each pending one with its `webhook_deliver` task.
+/// re-enabling can replay it), and a subscription's pending ones share `webhook_batch`
+/// tasks.
 fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
     let now = Utc::now();
     let mut plan = Plan::default();
+    let mut sendable = Vec::new();
     for row in rows {
         match row.kind.as_str() {
             "job" => {
@@ -85,25 +87,25 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
                         state: state.into(),
                     };
                     if state == webhooks::PENDING {
-                        let env = JobEnvelope::first(
-                            Uuid::now_v7(),
-                            webhook_deliver::JOB_TYPE,
-                            Some(merchant),
-                            serde_json::json!(webhook_deliver::Payload {
-                                delivery_id: d.id,
-                                series: 0
-                            }),
-                            now,
-                        );
-                        plan.tasks.push((
-                            webhook_deliver::JOB_TYPE.to_string(),
-                            Queue::task(&env, Duration::ZERO),
-                        ));
+                        sendable.push((d.id, d.subscription_id, merchant));
                     }
                     plan.deliveries.push(d);
                 }
             }
         }
+    }
+    for (merchant, batch) in webhook_batch::payloads(&sendable) {
+        let env = JobEnvelope::first(
+            Uuid::now_v7(),
+            webhook_batch::JOB_TYPE,
+            Some(merchant),
+            serde_json::json!(batch),
+            now,
+        );
+        plan.tasks.push((
+            webhook_batch::JOB_TYPE.to_string(),
+            Queue::task(&env, Duration::ZERO),
+        ));
     }
     plan
 }

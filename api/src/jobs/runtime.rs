@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use super::{
     JobEnvelope, JobError, Queue, backoff, poll::Tick, queue::QUEUES, relay, sms_send,
-    webhook_deliver,
+    webhook_batch, webhook_deliver,
 };
 use crate::{
     sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
@@ -30,6 +30,9 @@ pub struct JobDeps {
     pub sms_live: Arc<dyn SmsProvider>,
     /// Webhook deliveries: the published timeout, no redirects followed.
     pub http: reqwest::Client,
+    /// Webhook requests in flight in this process (`WALLET_WEBHOOK_CONCURRENCY`), whichever
+    /// job sends them.
+    pub webhook_slots: tokio::sync::Semaphore,
 }
 
 pub struct Runtime {
@@ -61,6 +64,7 @@ impl Runtime {
             sms_mock: Arc::new(MockProvider::new(state.db.clone())),
             sms_live,
             http,
+            webhook_slots: tokio::sync::Semaphore::new(cfg.webhook_concurrency),
             state: state.clone(),
         });
         // Unique per process start: apalis refuses a worker name seen in the last 30 s.
@@ -82,10 +86,13 @@ impl Runtime {
         for queue in QUEUES {
             let instance = instance.clone();
             // SQLite has one writer: more deliveries in flight than other jobs only queue
-            // on its lock and hold pool connections the API needs.
-            let concurrency = match (&state.queue, *queue == webhook_deliver::JOB_TYPE) {
-                (Queue::Postgres(_), true) => cfg.webhook_concurrency,
-                (Queue::Sqlite(_), true) => cfg.webhook_concurrency.min(concurrency),
+            // on its lock and hold pool connections the API needs. A batch job sends many
+            // deliveries at once, so a few of them fill the process's webhook slots.
+            let concurrency = match (&state.queue, *queue) {
+                (Queue::Postgres(_), webhook_deliver::JOB_TYPE) => cfg.webhook_concurrency,
+                (Queue::Sqlite(_), webhook_deliver::JOB_TYPE) => {
+                    cfg.webhook_concurrency.min(concurrency)
+                }
                 _ => concurrency,
             };
             let name = move |restarts: usize| format!("{queue}-{instance}-{restarts}");
@@ -168,7 +175,12 @@ impl Runtime {
 
 async fn handle(env: JobEnvelope, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDynError> {
     let deps: &JobDeps = &deps;
-    let timeout = Duration::from_millis(deps.state.config.job_timeout_ms);
+    let mut timeout = Duration::from_millis(deps.state.config.job_timeout_ms);
+    if env.job_type == webhook_batch::JOB_TYPE {
+        // A hang guard only: a batch's requests have their own timeout, but a resource's
+        // events go one after another and wait for free webhook slots.
+        timeout *= 4;
+    }
     let span = tracing::info_span!("job", job_id = %env.job_id, job_type = %env.job_type, attempt = env.attempt);
     handle_in_span(deps, env, timeout).instrument(span).await
 }
@@ -201,27 +213,48 @@ async fn dispatch(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
     match env.job_type.as_str() {
         sms_send::JOB_TYPE => sms_send::run(deps, env).await,
         webhook_deliver::JOB_TYPE => webhook_deliver::run(deps, env).await,
+        webhook_batch::JOB_TYPE => webhook_batch::run(deps, env).await,
         other => Err(JobError::Permanent(format!("unknown job type {other}"))),
     }
 }
 
-/// Schedules the next attempt, or dead-letters the job after its last one. The apalis row
-/// of this attempt ends as Killed either way: the job's life goes on in a new row.
+/// Tells apalis how an attempt ended once its follow-up is written. The apalis row of this
+/// attempt ends as Killed either way: the job's life goes on in a new row.
 async fn after_failure(
     deps: &JobDeps,
     env: &JobEnvelope,
     failure: JobError,
 ) -> Result<(), BoxDynError> {
+    let message = failure.to_string();
+    match settle_failure(deps, env, failure).await {
+        Ok(()) => Err(AbortError::new(JobFailed(message)).into()),
+        Err(e) => {
+            // Neither the retry nor the dead letter could be written (database down): let
+            // apalis run this attempt again, after a pause rather than in a hot loop.
+            tracing::error!(error = %e, "could not record a failed job attempt");
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            Err(JobFailed(format!("{message}; and recording it failed: {e}")).into())
+        }
+    }
+}
+
+/// Writes what follows a failed attempt of `env`: the same attempt later (deferred), the
+/// next attempt after the backoff, or the dead letter after the last one. Also used for
+/// the attempts a `webhook_batch` job makes on its deliveries' behalf.
+pub(super) async fn settle_failure(
+    deps: &JobDeps,
+    env: &JobEnvelope,
+    failure: JobError,
+) -> Result<(), String> {
     let cfg = &deps.state.config;
     if let JobError::Deferred(wait) = failure {
         // Not an attempt: the same attempt again later.
-        return match deps.state.queue.push(&env.deferred(), wait).await {
-            Ok(()) => Err(AbortError::new(JobFailed("deferred".into())).into()),
-            Err(e) => {
-                tokio::time::sleep(Duration::from_secs(2)).await;
-                Err(JobFailed(format!("deferring failed: {e}")).into())
-            }
-        };
+        return deps
+            .state
+            .queue
+            .push(&env.deferred(), wait)
+            .await
+            .map_err(|e| format!("deferring failed: {e}"));
     }
     let message = failure.to_string();
     metrics::counter!("jobs_failed_attempts_total", "queue" => env.job_type.clone()).increment(1);
@@ -236,34 +269,23 @@ async fn after_failure(
     };
     let last =
         matches!(failure, JobError::Permanent(_)) || (own_wait.is_none() && env.attempt >= cap);
-    let recorded = if last {
-        dead_letter(deps, env, &message).await
-    } else {
-        let next = env.next_attempt(&message);
-        let wait = own_wait.unwrap_or_else(|| {
-            backoff::delay_before_attempt(
-                next.attempt,
-                Duration::from_millis(cfg.job_backoff_base_ms),
-                Duration::from_millis(cfg.job_backoff_max_ms),
-            )
-        });
-        tracing::warn!(error = %message, next_attempt = next.attempt, wait_ms = wait.as_millis() as u64, "job attempt failed; retry scheduled");
-        deps.state
-            .queue
-            .push(&next, wait)
-            .await
-            .map_err(|e| e.to_string())
-    };
-    match recorded {
-        Ok(()) => Err(AbortError::new(JobFailed(message)).into()),
-        Err(e) => {
-            // Neither the retry nor the dead letter could be written (database down): let
-            // apalis run this attempt again, after a pause rather than in a hot loop.
-            tracing::error!(error = %e, "could not record a failed job attempt");
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            Err(JobFailed(format!("{message}; and recording it failed: {e}")).into())
-        }
+    if last {
+        return dead_letter(deps, env, &message).await;
     }
+    let next = env.next_attempt(&message);
+    let wait = own_wait.unwrap_or_else(|| {
+        backoff::delay_before_attempt(
+            next.attempt,
+            Duration::from_millis(cfg.job_backoff_base_ms),
+            Duration::from_millis(cfg.job_backoff_max_ms),
+        )
+    });
+    tracing::warn!(error = %message, next_attempt = next.attempt, wait_ms = wait.as_millis() as u64, "job attempt failed; retry scheduled");
+    deps.state
+        .queue
+        .push(&next, wait)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -57,13 +57,13 @@ pub async fn enqueue<C: ConnectionTrait>(c: &C, d: &webhook_delivery::Model) -> 
     .map(|_| ())
 }
 
-fn retryable(e: DbErr) -> JobError {
+pub(super) fn retryable(e: DbErr) -> JobError {
     JobError::Retryable(format!("database: {e}"))
 }
 
 /// How long a delivery waits for an earlier event of its resource before looking again:
 /// doubling from 1 s to at most 10 s, with up to a second of jitter so waiters spread out.
-fn deferral(env: &JobEnvelope) -> Duration {
+pub(super) fn deferral(env: &JobEnvelope) -> Duration {
     let base = Duration::from_secs((1u64 << env.deferrals.min(4)).min(10));
     base + Duration::from_millis(rand::random_range(0..1_000))
 }
@@ -114,13 +114,11 @@ async fn current(
 
 pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
     let st = &deps.state;
-    let cfg = &st.config;
     let p: Payload = serde_json::from_value(env.payload.clone())
         .map_err(|e| JobError::Permanent(format!("undecodable webhook payload: {e}")))?;
     let Some((d, sub)) = current(deps, &p).await? else {
         return Ok(());
     };
-    let series = d.replays;
     if sub.state == DISABLED {
         suspend(deps, &d).await?;
         return Ok(());
@@ -133,24 +131,60 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
     {
         return Err(JobError::Deferred(deferral(env)));
     }
-    let now = Utc::now();
-    let secrets = webhooks::live_secrets(&st.sealer, &sub, now)
+    let secrets = webhooks::live_secrets(&st.sealer, &sub, Utc::now())
         .map_err(|e| JobError::Permanent(e.to_string()))?;
-    let started = Instant::now();
     // The target is checked again at each send: a name may resolve elsewhere by now.
-    let allowed = webhooks::check_url(&sub.url, sub.is_sandbox, cfg.webhook_allow_private_targets)
-        .await
-        .map_err(|_| "the endpoint's address is not allowed".to_string());
-    let (status, error) = match allowed {
-        Err(e) => (None, Some(e)),
-        Ok(()) => {
+    let allowed = allowed_target(deps, &sub).await;
+    let sent = send(deps, &sub, &secrets, allowed.as_ref().err(), &d).await;
+    conclude(deps, env.attempt, &d, &sub, sent).await
+}
+
+/// Whether the subscription's endpoint may be sent to now; the error is what the history
+/// shows when it may not.
+pub(super) async fn allowed_target(
+    deps: &JobDeps,
+    sub: &webhook_subscription::Model,
+) -> Result<(), String> {
+    webhooks::check_url(
+        &sub.url,
+        sub.is_sandbox,
+        deps.state.config.webhook_allow_private_targets,
+    )
+    .await
+    .map_err(|_| "the endpoint's address is not allowed".to_string())
+}
+
+/// One send of a delivery and what came of it.
+pub(super) struct Sent {
+    pub started_at: chrono::DateTime<Utc>,
+    pub status: Option<i32>,
+    pub error: Option<String>,
+    pub latency_ms: i64,
+}
+
+/// POSTs the delivery's body, signed with every live secret; `refused` (the target check's
+/// error) fails the attempt without a request. Holds one of the process's in-flight slots
+/// (`WALLET_WEBHOOK_CONCURRENCY`) while the request runs.
+pub(super) async fn send(
+    deps: &JobDeps,
+    sub: &webhook_subscription::Model,
+    secrets: &[String],
+    refused: Option<&String>,
+    d: &webhook_delivery::Model,
+) -> Sent {
+    let _slot = deps.webhook_slots.acquire().await;
+    let now = Utc::now();
+    let started = Instant::now();
+    let (status, error) = match refused {
+        Some(e) => (None, Some(e.clone())),
+        None => {
             let sent = deps
                 .http
                 .post(&sub.url)
                 .header("content-type", "application/json")
                 .header(
                     "Service-Signature",
-                    webhooks::signature_header(&secrets, now.timestamp(), &d.body),
+                    webhooks::signature_header(secrets, now.timestamp(), &d.body),
                 )
                 .header("Service-Event-Id", d.event_id.to_string())
                 .header("Service-Event-Type", d.event_type.as_str())
@@ -171,42 +205,69 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
         }
     };
     let latency_ms = started.elapsed().as_millis() as i64;
-    let last = env.attempt >= cfg.webhook_max_attempts;
-    let wait = (error.is_some() && !last).then(|| {
+    metrics::histogram!("webhook_delivery_latency_seconds").record(latency_ms as f64 / 1000.0);
+    Sent {
+        started_at: now,
+        status,
+        error,
+        latency_ms,
+    }
+}
+
+/// The attempt as the history keeps it (its number is set when it is recorded).
+pub(super) fn attempt_of(
+    d: &webhook_delivery::Model,
+    sent: &Sent,
+    next_retry_at: Option<chrono::DateTime<Utc>>,
+) -> webhook_attempt::Model {
+    webhook_attempt::Model {
+        id: Uuid::now_v7(),
+        delivery_id: d.id,
+        subscription_id: d.subscription_id,
+        attempt: 0,
+        started_at: sent.started_at,
+        status_code: sent.status,
+        latency_ms: sent.latency_ms,
+        error: sent.error.clone(),
+        succeeded: sent.error.is_none(),
+        next_retry_at,
+    }
+}
+
+/// Records attempt number `attempt` of the delivery (its current series) and says what
+/// the job does next: nothing more, retry after the schedule's wait, or dead-letter.
+pub(super) async fn conclude(
+    deps: &JobDeps,
+    attempt: u32,
+    d: &webhook_delivery::Model,
+    sub: &webhook_subscription::Model,
+    sent: Sent,
+) -> Result<(), JobError> {
+    let cfg = &deps.state.config;
+    let last = attempt >= cfg.webhook_max_attempts;
+    let wait = (sent.error.is_some() && !last).then(|| {
         backoff::delay_before_attempt(
-            env.attempt + 1,
+            attempt + 1,
             Duration::from_millis(cfg.webhook_backoff_base_ms),
             Duration::from_millis(cfg.webhook_backoff_max_ms),
         )
     });
-    let next_retry_at = wait.map(|w| now + chrono::Duration::from_std(w).unwrap_or_default());
+    let next_retry_at =
+        wait.map(|w| sent.started_at + chrono::Duration::from_std(w).unwrap_or_default());
     let outcome = record(
         deps,
         d.id,
-        series,
+        d.replays,
         sub.failure_streak > 0,
-        webhook_attempt::Model {
-            id: Uuid::now_v7(),
-            delivery_id: d.id,
-            subscription_id: sub.id,
-            attempt: 0,
-            started_at: now,
-            status_code: status,
-            latency_ms,
-            error: error.clone(),
-            succeeded: error.is_none(),
-            next_retry_at,
-        },
+        attempt_of(d, &sent, next_retry_at),
         last,
     )
     .await?;
-    metrics::histogram!("webhook_delivery_latency_seconds").record(latency_ms as f64 / 1000.0);
-    match (error, outcome) {
+    match (sent.error, outcome) {
         (None, _) | (Some(_), Recorded::Stopped) => Ok(()),
-        (Some(e), Recorded::Continue) if last => Err(JobError::Permanent(format!(
-            "{e} after {} attempts",
-            env.attempt
-        ))),
+        (Some(e), Recorded::Continue) if last => {
+            Err(JobError::Permanent(format!("{e} after {attempt} attempts")))
+        }
         (Some(e), Recorded::Continue) => Err(JobError::RetryAfter(e, wait.unwrap_or_default())),
     }
 }
@@ -236,9 +297,10 @@ async fn record(
     // Most attempts succeed with no failure streak to reset: one statement then.
     if a.succeeded
         && !streak_running
-        && store::webhooks::record_success(&st.db, series, &a)
+        && !store::webhooks::record_successes(&st.db, series, std::slice::from_ref(&a))
             .await
             .map_err(retryable)?
+            .is_empty()
     {
         return Ok(Recorded::Continue);
     }
@@ -315,7 +377,7 @@ async fn record(
 
 /// Sets a delivery aside while its endpoint is disabled, under the subscription's lock so an
 /// enable that commits first is seen (and this delivery then goes out after all).
-async fn suspend(deps: &JobDeps, d: &webhook_delivery::Model) -> Result<(), JobError> {
+pub(super) async fn suspend(deps: &JobDeps, d: &webhook_delivery::Model) -> Result<(), JobError> {
     let st = &deps.state;
     let txn = store::begin(&st.db).await.map_err(retryable)?;
     let sub = store::webhooks::lock_subscription(&txn, d.subscription_id)

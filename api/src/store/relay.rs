@@ -265,6 +265,9 @@ where
         })
         .collect::<Result<_, sqlx::Error>>()?;
     if rows.is_empty() {
+        // At once, not on drop: the idle relay runs every poll interval, and the write lock
+        // it took must not outlive this call.
+        tx.rollback().await?;
         return Ok(rows);
     }
     let merchants = merchants(&rows);

@@ -122,94 +122,155 @@ pub async fn find_delivery_with_subscription<C: ConnectionTrait>(
         .await
 }
 
-/// Records a successful attempt of a PENDING delivery of series `series` and marks it
-/// DELIVERED, atomically. False when the delivery is no longer that (superseded or settled
-/// meanwhile): the caller then records under the delivery's lock.
+/// Records successful attempts of PENDING deliveries of series `series` and marks each
+/// DELIVERED, atomically. Returns the deliveries it recorded; one left out is no longer
+/// that (superseded or settled meanwhile), and the caller records it under its lock.
 ///
-/// One statement on PostgreSQL (deliveries are the busiest writes of the worker); a short
-/// transaction on SQLite, which cannot update inside a WITH.
-pub async fn record_success(
+/// One statement on PostgreSQL however many there are (deliveries are the busiest writes
+/// of the worker); a short transaction on SQLite, which cannot update inside a WITH.
+pub async fn record_successes(
     db: &sea_orm::DatabaseConnection,
     series: i32,
-    a: &webhook_attempt::Model,
-) -> Result<bool, DbErr> {
+    attempts: &[webhook_attempt::Model],
+) -> Result<Vec<Uuid>, DbErr> {
     use sea_orm::{DbBackend, Statement};
+    if attempts.is_empty() {
+        return Ok(vec![]);
+    }
     if db.get_database_backend() == DbBackend::Postgres {
         let sql = r#"
-WITH d AS (
-    UPDATE webhook_deliveries
-       SET state = 'DELIVERED', attempts = attempts + 1, delivered_at = $3,
-           last_status_code = $4, last_error = NULL, next_attempt_at = NULL, updated_at = $3
-     WHERE id = $1 AND replays = $2 AND state = 'PENDING'
- RETURNING id, subscription_id, attempts)
+WITH v AS (
+    SELECT * FROM jsonb_to_recordset($2::jsonb)
+        AS v(delivery_id uuid, id uuid, started_at timestamptz, status_code int, latency_ms bigint)),
+d AS (
+    UPDATE webhook_deliveries w
+       SET state = 'DELIVERED', attempts = w.attempts + 1, delivered_at = v.started_at,
+           last_status_code = v.status_code, last_error = NULL, next_attempt_at = NULL,
+           updated_at = v.started_at
+      FROM v
+     WHERE w.id = v.delivery_id AND w.replays = $1 AND w.state = 'PENDING'
+ RETURNING w.id AS delivery_id, w.subscription_id, w.attempts, v.id, v.started_at,
+           v.status_code, v.latency_ms)
 INSERT INTO webhook_attempts
     (id, delivery_id, subscription_id, attempt, started_at, status_code, latency_ms,
      error, succeeded, next_retry_at)
-SELECT $5, d.id, d.subscription_id, d.attempts, $3, $4, $6, NULL, TRUE, NULL FROM d"#;
+SELECT id, delivery_id, subscription_id, attempts, started_at, status_code, latency_ms,
+       NULL, TRUE, NULL FROM d
+RETURNING delivery_id"#;
+        let rows: Vec<serde_json::Value> = attempts
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "delivery_id": a.delivery_id,
+                    "id": a.id,
+                    "started_at": a.started_at,
+                    "status_code": a.status_code,
+                    "latency_ms": a.latency_ms,
+                })
+            })
+            .collect();
         let done = db
-            .execute_raw(Statement::from_sql_and_values(
+            .query_all_raw(Statement::from_sql_and_values(
                 DbBackend::Postgres,
                 sql,
-                [
-                    a.delivery_id.into(),
-                    series.into(),
-                    a.started_at.into(),
-                    a.status_code.into(),
-                    a.id.into(),
-                    a.latency_ms.into(),
-                ],
+                [series.into(), serde_json::Value::Array(rows).into()],
             ))
             .await?;
-        return Ok(done.rows_affected() == 1);
+        return done
+            .iter()
+            .map(|r| r.try_get::<Uuid>("", "delivery_id"))
+            .collect();
     }
     let txn = super::begin(db).await?;
-    let updated = webhook_delivery::Entity::update_many()
-        .col_expr(webhook_delivery::Column::State, Expr::value("DELIVERED"))
-        .col_expr(
-            webhook_delivery::Column::Attempts,
-            Expr::col(webhook_delivery::Column::Attempts).add(1),
-        )
-        .col_expr(
-            webhook_delivery::Column::DeliveredAt,
-            Expr::value(a.started_at),
-        )
-        .col_expr(
-            webhook_delivery::Column::LastStatusCode,
-            Expr::value(a.status_code),
-        )
-        .col_expr(
-            webhook_delivery::Column::LastError,
-            Expr::value(Option::<String>::None),
-        )
-        .col_expr(
-            webhook_delivery::Column::NextAttemptAt,
-            Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
-        )
-        .col_expr(
-            webhook_delivery::Column::UpdatedAt,
-            Expr::value(a.started_at),
-        )
-        .filter(webhook_delivery::Column::Id.eq(a.delivery_id))
-        .filter(webhook_delivery::Column::Replays.eq(series))
-        .filter(webhook_delivery::Column::State.eq("PENDING"))
-        .exec_with_returning(&txn)
-        .await?;
-    let Some(d) = updated.into_iter().next() else {
+    let mut recorded = Vec::with_capacity(attempts.len());
+    for a in attempts {
+        let updated = webhook_delivery::Entity::update_many()
+            .col_expr(webhook_delivery::Column::State, Expr::value("DELIVERED"))
+            .col_expr(
+                webhook_delivery::Column::Attempts,
+                Expr::col(webhook_delivery::Column::Attempts).add(1),
+            )
+            .col_expr(
+                webhook_delivery::Column::DeliveredAt,
+                Expr::value(a.started_at),
+            )
+            .col_expr(
+                webhook_delivery::Column::LastStatusCode,
+                Expr::value(a.status_code),
+            )
+            .col_expr(
+                webhook_delivery::Column::LastError,
+                Expr::value(Option::<String>::None),
+            )
+            .col_expr(
+                webhook_delivery::Column::NextAttemptAt,
+                Expr::value(Option::<chrono::DateTime<chrono::Utc>>::None),
+            )
+            .col_expr(
+                webhook_delivery::Column::UpdatedAt,
+                Expr::value(a.started_at),
+            )
+            .filter(webhook_delivery::Column::Id.eq(a.delivery_id))
+            .filter(webhook_delivery::Column::Replays.eq(series))
+            .filter(webhook_delivery::Column::State.eq("PENDING"))
+            .exec_with_returning(&txn)
+            .await?;
+        if let Some(d) = updated.into_iter().next() {
+            insert_attempt(
+                &txn,
+                webhook_attempt::Model {
+                    attempt: d.attempts,
+                    subscription_id: d.subscription_id,
+                    ..a.clone()
+                },
+            )
+            .await?;
+            recorded.push(d.id);
+        }
+    }
+    if recorded.is_empty() {
         // At once, not on drop: SQLite's write lock is held until the rollback runs.
         txn.rollback().await?;
-        return Ok(false);
-    };
-    insert_attempt(
-        &txn,
-        webhook_attempt::Model {
-            attempt: d.attempts,
-            subscription_id: d.subscription_id,
-            ..a.clone()
-        },
-    )
-    .await?;
-    txn.commit().await?;
-    Ok(true)
+    } else {
+        txn.commit().await?;
+    }
+    Ok(recorded)
+}
+
+/// The deliveries with these ids (any order).
+pub async fn deliveries_by_ids<C: ConnectionTrait>(
+    c: &C,
+    ids: &[Uuid],
+) -> Result<Vec<webhook_delivery::Model>, DbErr> {
+    webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::Id.is_in(ids.iter().copied()))
+        .all(c)
+        .await
+}
+
+/// For each of `resource_keys`, the lowest sequence number of a PENDING delivery to the
+/// subscription other than `except`: an event of the resource above it must wait.
+pub async fn earliest_pending_outside<C: ConnectionTrait>(
+    c: &C,
+    subscription: Uuid,
+    resource_keys: &[&str],
+    except: &[Uuid],
+) -> Result<Vec<(String, i64)>, DbErr> {
+    if resource_keys.is_empty() {
+        return Ok(vec![]);
+    }
+    webhook_delivery::Entity::find()
+        .select_only()
+        .column(webhook_delivery::Column::ResourceKey)
+        .column_as(webhook_delivery::Column::SequenceNumber.min(), "earliest")
+        .filter(webhook_delivery::Column::SubscriptionId.eq(subscription))
+        .filter(webhook_delivery::Column::ResourceKey.is_in(resource_keys.iter().copied()))
+        .filter(webhook_delivery::Column::State.eq("PENDING"))
+        .filter(webhook_delivery::Column::Id.is_not_in(except.iter().copied()))
+        .group_by(webhook_delivery::Column::ResourceKey)
+        .into_tuple()
+        .all(c)
+        .await
 }
 
 pub async fn lock_delivery<C: ConnectionTrait>(

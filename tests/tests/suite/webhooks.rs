@@ -543,3 +543,65 @@ async fn a_thousand_events_across_ten_subscriptions_arrive_exactly_once_after_de
     }
     app.stop().await;
 }
+
+#[tokio::test]
+async fn a_resources_events_relayed_together_arrive_in_sequence_order_once_each() {
+    // A slow relay gathers the payment and both refunds into one relay batch, so they go out
+    // as one batch job: its chain for the payment must still send them one after another.
+    let app = TestApp::spawn_isolated(true, |cfg| cfg.outbox_poll_ms = 1_500).await;
+    let shop = Shop::open(&app).await;
+    let receiver = Receiver::ok().await;
+    let (sub, _) = subscribe(
+        &shop,
+        &receiver.url,
+        json!(["payment.completed", "payment.refunded"]),
+    )
+    .await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let paid = shop.pay(&c, 300).await;
+    let pid = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for _ in 0..2 {
+        let r = shop
+            .post(
+                &format!("/payments/{pid}/refund"),
+                json!({"amount_minor": 100, "reason": "test"}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let got = eventually(Duration::from_secs(20), "all three events", || async {
+        let r = receiver.received();
+        (r.len() >= 3).then_some(r)
+    })
+    .await;
+    let order: Vec<i64> = got
+        .iter()
+        .filter(|r| r.json["data"]["payment_id"] == pid.as_str())
+        .map(|r| r.json["sequence_number"].as_i64().unwrap())
+        .collect();
+    let mut sorted = order.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(order, sorted, "in sequence order, each once: {order:?}");
+    assert_eq!(order.len(), 3);
+    let h = eventually(
+        Duration::from_secs(10),
+        "three DELIVERED records",
+        || async {
+            let h = history(&shop, &sub).await;
+            (h.len() == 3 && h.iter().all(|d| d["state"] == "DELIVERED")).then_some(h)
+        },
+    )
+    .await;
+    for d in &h {
+        let attempts = d["attempts"].as_array().unwrap();
+        assert_eq!(attempts.len(), 1, "{d}");
+        assert_eq!(attempts[0]["status_code"], 200);
+        assert_eq!(attempts[0]["attempt"], 1, "{d}");
+    }
+    app.stop().await;
+}
