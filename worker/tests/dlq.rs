@@ -13,8 +13,17 @@ fn dlq_command(args: &[&str]) -> Command {
     tests::against_this_run(cmd)
 }
 
-fn dlq(args: &[&str]) -> Vec<serde_json::Value> {
-    let out = dlq_command(args).output().expect("wallet-worker runs");
+/// Runs the command off the test's runtime. The app under test (its relay and job workers)
+/// shares that runtime: blocking it while one of them held SQLite's write lock left the CLI
+/// waiting for a lock nobody could release, until its busy timeout (a flaky failure).
+async fn run(mut cmd: Command) -> std::process::Output {
+    tokio::task::spawn_blocking(move || cmd.output().expect("wallet-worker runs"))
+        .await
+        .expect("the command's thread")
+}
+
+async fn dlq(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = run(dlq_command(args)).await;
     assert!(
         out.status.success(),
         "dlq {args:?}: {}",
@@ -90,20 +99,20 @@ async fn a_replayed_dead_letter_delivers_once_more_however_often_it_is_replayed(
     let phone = format!("+4915{:07}", Uuid::new_v4().as_u128() % 10_000_000);
     let id = dead_sms(&app, &t, &phone).await;
 
-    let listed = dlq(&["list", "--queue", "sms_send", "--error", "gateway down"]);
+    let listed = dlq(&["list", "--queue", "sms_send", "--error", "gateway down"]).await;
     assert!(
         listed.iter().any(|d| d["id"] == id.to_string()),
         "{listed:?}"
     );
-    let shown = &dlq(&["show", &id.to_string()])[0];
+    let shown = &dlq(&["show", &id.to_string()]).await[0];
     assert_eq!(shown["error_history"][0]["error"], "gateway down");
 
-    let first = dlq(&["replay", &id.to_string()]);
+    let first = dlq(&["replay", &id.to_string()]).await;
     assert!(
         first[0]["outcome"].as_str().unwrap().starts_with("Done"),
         "{first:?}"
     );
-    let second = dlq(&["replay", &id.to_string()]);
+    let second = dlq(&["replay", &id.to_string()]).await;
     assert!(
         second[0]["outcome"]
             .as_str()
@@ -137,9 +146,9 @@ async fn a_purge_needs_a_reason_and_is_audited() {
     let app = TestApp::spawn().await;
     let t = app.tenant(true).await;
     let id = dead_sms(&app, &t, "+4915100000001").await;
-    let purged = dlq(&["purge", &id.to_string(), "--reason", "customer unreachable"]);
+    let purged = dlq(&["purge", &id.to_string(), "--reason", "customer unreachable"]).await;
     assert!(purged[0]["outcome"].as_str().unwrap().starts_with("Done"));
-    let shown = &dlq(&["show", &id.to_string()])[0];
+    let shown = &dlq(&["show", &id.to_string()]).await[0];
     assert_eq!(shown["status"], "purged");
     assert_eq!(shown["purge_reason"], "customer unreachable");
     let db = &app.server.state.db;
@@ -153,9 +162,7 @@ async fn a_purge_needs_a_reason_and_is_audited() {
     assert_eq!(audited.len(), 1);
     // Without a reason, nothing happens.
     let id2 = dead_sms(&app, &t, "+4915100000002").await;
-    let out = dlq_command(&["purge", &id2.to_string(), "--reason", " "])
-        .output()
-        .unwrap();
+    let out = run(dlq_command(&["purge", &id2.to_string(), "--reason", " "])).await;
     assert!(!out.status.success());
-    assert_eq!(dlq(&["show", &id2.to_string()])[0]["status"], "dead");
+    assert_eq!(dlq(&["show", &id2.to_string()]).await[0]["status"], "dead");
 }

@@ -110,14 +110,17 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
         chain.sort_by_key(|d| d.sequence_number);
     }
     // A chain whose first event has an earlier one of its resource still PENDING outside
-    // this batch waits for it (sequence numbers start at 1, so most chains need no look).
+    // the chains waits for it (sequence numbers start at 1, so most chains need no look).
+    // Outside includes this batch's own handed-on deliveries: on a re-run, one whose failed
+    // attempt was recorded still holds its resource's later events back.
     let keys: Vec<&str> = chains
         .iter()
         .filter(|(_, c)| c[0].sequence_number > 1)
         .map(|(k, _)| *k)
         .collect();
+    let sending: Vec<Uuid> = fresh.iter().map(|d| d.id).collect();
     let earliest: BTreeMap<String, i64> =
-        store::webhooks::earliest_pending_outside(&st.db, sub.id, &keys, &p.deliveries)
+        store::webhooks::earliest_pending_outside(&st.db, sub.id, &keys, &sending)
             .await
             .map_err(retryable)?
             .into_iter()
