@@ -127,6 +127,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             10_000,
         ),
         recent_responses: crate::idempotency::recent_responses(),
+        key_gate: Default::default(),
     }))
 }
 

@@ -10,7 +10,10 @@ use crate::{
     cache::TtlCache,
     config::Config,
     crypto::Sealer,
-    domain::credentials::{authenticate::KeyAuth, jwt::JwtKeys},
+    domain::credentials::{
+        authenticate::{KeyAuth, VerifyGate},
+        jwt::JwtKeys,
+    },
     domain::platform::CapabilitiesKey,
     http::openapi::OpenApiInfo,
     jobs::Queue,
@@ -33,6 +36,8 @@ pub struct Inner {
     pub capabilities: TtlCache<CapabilitiesKey, Arc<RawValue>>,
     /// Embedded mode's copies of recent idempotent responses.
     pub recent_responses: crate::idempotency::RecentResponses,
+    /// One key verification (bcrypt) per key at a time on this replica.
+    pub key_gate: VerifyGate,
 }
 
 impl Deref for AppState {
@@ -64,6 +69,7 @@ impl AppState {
             db: &self.db,
             kv: &self.kv,
             cache_ttl: Duration::from_secs(self.config.key_cache_ttl_secs),
+            gate: &self.key_gate,
         }
     }
 }

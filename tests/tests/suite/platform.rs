@@ -279,3 +279,28 @@ async fn guessing_against_a_known_key_prefix_is_throttled_without_locking_out_th
     // The real key still works from the cache.
     assert_eq!(tests::key_works(&app, &t.platform_key).await, 200);
 }
+
+#[tokio::test]
+async fn a_burst_on_a_key_not_yet_cached_verifies_it_once_and_every_request_succeeds() {
+    use api::domain::credentials::authenticate::MAX_FAILURES;
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    // Twice the prefix's verification budget, all at once, before anything is cached (as
+    // when a busy key's cached principal expires).
+    let burst = (0..MAX_FAILURES * 2).map(|_| {
+        send(
+            app.get("/capabilities")
+                .header("x-api-key", &t.platform_key),
+        )
+    });
+    for r in futures::future::join_all(burst).await {
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    // The burst cost one verification: the rest of the budget is still there for guesses.
+    let prefix_len = t.platform_key.len() - 28;
+    for i in 1..MAX_FAILURES {
+        let guess = format!("{}{:0>28}", &t.platform_key[..prefix_len], i);
+        let r = send(app.get("/capabilities").header("x-api-key", guess)).await;
+        assert_eq!(r.status, 401, "guess {i}: {}", r.body);
+    }
+}

@@ -38,10 +38,36 @@ pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
 /// holder out. Being proven grants nothing by itself.
 const PROVEN_TTL: Duration = Duration::from_secs(24 * 3600);
 
+/// Turns at verifying a key, striped by the key's fingerprint: one bcrypt per key at a time
+/// on a replica. Without it, a cached principal expiring under load sent every request
+/// that missed into its own bcrypt (about 250 ms of CPU each at cost 12), stalling the
+/// replica for seconds and using up the prefix's verification budget, so a burst of valid
+/// requests could be refused as RATE_LIMITED.
+pub struct VerifyGate([tokio::sync::Mutex<()>; 64]);
+
+impl Default for VerifyGate {
+    fn default() -> Self {
+        VerifyGate(std::array::from_fn(|_| tokio::sync::Mutex::new(())))
+    }
+}
+
+impl VerifyGate {
+    async fn turn(&self, fingerprint: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        // The fingerprint is a hex SHA-256: its first byte is as good as any hash of it.
+        let stripe = fingerprint
+            .get(..2)
+            .and_then(|h| u8::from_str_radix(h, 16).ok())
+            .unwrap_or(0) as usize
+            % self.0.len();
+        self.0[stripe].lock().await
+    }
+}
+
 pub struct KeyAuth<'a> {
     pub db: &'a sea_orm::DatabaseConnection,
     pub kv: &'a Kv,
     pub cache_ttl: Duration,
+    pub gate: &'a VerifyGate,
 }
 
 impl KeyAuth<'_> {
@@ -56,27 +82,45 @@ impl KeyAuth<'_> {
             return Err(ApiError::invalid_api_key());
         };
         let fp = api_key::cache_fingerprint(raw);
-        let mut keys = vec![cache_key(&fp)];
+        if let Some(p) = self.cached(&fp, idempotency_key).await? {
+            return p;
+        }
+        // Boxed: bcrypt and the database look-up make a large state machine that the
+        // cached path (nearly every request) should not carry.
+        Box::pin(async move {
+            let _turn = self.gate.turn(&fp).await;
+            // Whoever held the turn may have verified this very key meanwhile.
+            if let Some(p) = self.cached(&fp, idempotency_key).await? {
+                return p;
+            }
+            self.verify_uncached(raw, key_prefix, fp).await
+        })
+        .await
+    }
+
+    /// The cached principal for the key with this fingerprint (an expired key's answer
+    /// included), or None on a miss.
+    async fn cached(
+        &self,
+        fp: &str,
+        idempotency_key: Option<&str>,
+    ) -> Result<Option<Result<Principal, ApiError>>, ApiError> {
+        let mut keys = vec![cache_key(fp)];
         if let Some(k) = idempotency_key {
-            keys.push(crate::idempotency::credential_cache_key(&fp, k));
+            keys.push(crate::idempotency::credential_cache_key(fp, k));
         }
         let mut fetched = self.kv.mget(&keys).await?.into_iter();
         let cached = fetched.next().flatten();
         let prefetched = fetched.next().flatten();
-        if let Some(cached) = cached
-            && let Ok(mut p) = serde_json::from_str::<Principal>(&cached)
-        {
-            if p.expires_at.is_some_and(|t| t <= Utc::now()) {
-                return Err(ApiError::invalid_api_key());
-            }
-            p.credential_fingerprint = Some(fp);
-            p.prefetched_response = prefetched;
-            return Ok(p);
+        let Some(mut p) = cached.and_then(|c| serde_json::from_str::<Principal>(&c).ok()) else {
+            return Ok(None);
+        };
+        if p.expires_at.is_some_and(|t| t <= Utc::now()) {
+            return Ok(Some(Err(ApiError::invalid_api_key())));
         }
-
-        // Boxed: bcrypt and the database look-up make a large state machine that the
-        // cached path (nearly every request) should not carry.
-        Box::pin(self.verify_uncached(raw, key_prefix, fp)).await
+        p.credential_fingerprint = Some(fp.to_string());
+        p.prefetched_response = prefetched;
+        Ok(Some(Ok(p)))
     }
 
     /// A cache miss: the key's row is found by its prefix and the raw key checked against
