@@ -28,7 +28,7 @@ use crate::{
     domain::validate,
     envelope::{self, Rendered},
     error::ApiError,
-    kv::Kv,
+    kv::{CopyOrLock, Kv},
     store,
 };
 
@@ -283,75 +283,124 @@ impl From<entities::idempotency_record::Model> for Stored {
     }
 }
 
-/// A recent response for this request's key from Redis (or fetched with the principal).
-/// Only a copy: a miss is settled by the database under the in-flight lock.
+/// A response copy fetched together with the principal (an API key's own round trip).
+fn prefetched(r: &Request) -> Option<Stored> {
+    r.prefetched
+        .as_deref()
+        .and_then(Stored::from_copy)
+        .filter(|s| s.expires_at > Utc::now())
+}
+
+/// What a caller found when it came for the key.
+enum Claim {
+    /// A recent response for the key: replay it.
+    Copy(Stored),
+    /// This caller holds the in-flight lock.
+    Locked,
+    /// Another request holds it.
+    Held,
+}
+
+/// A recent copy of the key's response, or else the in-flight lock: one Redis round trip.
+/// The copy is only a copy: a miss is settled by the database under the lock.
 ///
 /// Embedded mode keeps its copies in process (see `cache`); a record read under the lock is
 /// copied there too, so retries of one key waiting on each other's lock find it at once.
-async fn lookup_cached(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
+async fn claim(ctx: &Ctx<'_>, r: &Request, token: &str) -> Result<Claim, ApiError> {
     let now = Utc::now();
-    if let Some(text) = &r.prefetched
-        && let Some(s) = Stored::from_copy(text)
-        && s.expires_at > now
-    {
-        return Ok(Some(s));
-    }
     if !ctx.kv.is_redis() {
-        let id = (r.owner(), r.key.clone());
-        return Ok(ctx.recent.get(&id).filter(|s| s.expires_at > now));
-    }
-    if let Some(text) = ctx.kv.get(&r.cache_key()).await?
-        && let Some(s) = Stored::from_copy(&text)
-        && s.expires_at > now
-    {
-        return Ok(Some(s));
-    }
-    Ok(None)
-}
-
-/// The database's record for this key, if live (copied to Redis for the next retry). An
-/// expired one is deleted, with the sealed secret it kept, so the key can be used afresh.
-async fn lookup_stored(ctx: &Ctx<'_>, r: &Request) -> Result<Option<Stored>, ApiError> {
-    let now = Utc::now();
-    let Some(rec) = store::idempotency::find_any(ctx.db, &r.owner(), &r.key).await? else {
-        return Ok(None);
-    };
-    if rec.expires_at <= now {
-        store::idempotency::delete_expired(ctx.db, &r.owner(), &r.key, now).await?;
-        return Ok(None);
-    }
-    let stored = Stored::from(rec);
-    cache(ctx, r, &stored).await;
-    Ok(Some(stored))
-}
-
-async fn cache(ctx: &Ctx<'_>, r: &Request, s: &Stored) {
-    // The copies save a database round trip. Embedded mode keeps them in a bounded
-    // in-process cache: its key-value store would hold every response of the last ten
-    // minutes in memory.
-    if !ctx.kv.is_redis() {
-        ctx.recent.insert((r.owner(), r.key.clone()), s.clone());
-        return;
-    }
-    let Some(text) = s.to_copy() else {
-        return;
-    };
-    let left = (s.expires_at - Utc::now())
-        .to_std()
-        .unwrap_or(Duration::ZERO);
-    let ttl = CACHE_TTL.min(left);
-    if ttl.is_zero() {
-        return;
-    }
-    // The copies are an optimisation: losing them costs one database read on the next retry.
-    let mut keys = vec![r.cache_key()];
-    if let Some(fp) = &r.credential_fingerprint {
-        keys.push(credential_cache_key(fp, &r.key));
-    }
-    for k in keys {
-        if let Err(e) = ctx.kv.set_px(&k, &text, ttl).await {
-            tracing::warn!(error = %e, "caching an idempotent response failed");
+        if let Some(s) = ctx
+            .recent
+            .get(&(r.owner(), r.key.clone()))
+            .filter(|s| s.expires_at > now)
+        {
+            return Ok(Claim::Copy(s));
         }
+    } else {
+        match ctx
+            .kv
+            .copy_or_lock(&r.cache_key(), &r.lock_key(), token, LOCK_TTL)
+            .await?
+        {
+            CopyOrLock::Copy(text) => {
+                if let Some(s) = Stored::from_copy(&text).filter(|s| s.expires_at > now) {
+                    return Ok(Claim::Copy(s));
+                }
+                // An unreadable or stale copy: the database decides, under the lock.
+            }
+            CopyOrLock::Locked => return Ok(Claim::Locked),
+            CopyOrLock::Held => return Ok(Claim::Held),
+        }
+    }
+    Ok(if ctx.kv.set_nx_px(&r.lock_key(), token, LOCK_TTL).await? {
+        Claim::Locked
+    } else {
+        Claim::Held
+    })
+}
+
+/// The live record of this key in the database (copied for the next retry).
+async fn settled(
+    ctx: &Ctx<'_>,
+    r: &Request,
+    copy: &mut Option<Stored>,
+) -> Result<Option<Stored>, ApiError> {
+    let found = store::idempotency::find(ctx.db, &r.owner(), &r.key, Utc::now())
+        .await?
+        .map(Stored::from);
+    copy.clone_from(&found);
+    Ok(found)
+}
+
+/// A run that failed: an earlier success of the key (a single-use credential it spent, say,
+/// is why this run failed), or a first run that lost its lock (Redis restart, a run past
+/// the lock's TTL) and committed meanwhile, is the answer rather than this failure.
+async fn failed(
+    ctx: &Ctx<'_>,
+    r: &Request,
+    copy: &mut Option<Stored>,
+    e: ApiError,
+) -> Result<Rendered, ApiError> {
+    match settled(ctx, r, copy).await? {
+        Some(s) => replay(ctx, r, s),
+        None => Err(e),
+    }
+}
+
+/// Copies `copy` for the next retry and releases the lock, in one round trip. Both are an
+/// optimisation and a courtesy: a lost copy costs the next retry one database read, a lock
+/// not released delays it until the lock's TTL. Neither masks the result.
+async fn release(ctx: &Ctx<'_>, r: &Request, token: &str, copy: Option<&Stored>) {
+    // Embedded mode keeps the copies in a bounded in-process cache: its key-value store
+    // would hold every response of the last ten minutes in memory.
+    let mut copies = Vec::new();
+    let mut text = None;
+    let mut ttl = Duration::ZERO;
+    if let Some(s) = copy {
+        let left = (s.expires_at - Utc::now())
+            .to_std()
+            .unwrap_or(Duration::ZERO);
+        ttl = CACHE_TTL.min(left);
+        if !ttl.is_zero() {
+            if ctx.kv.is_redis() {
+                text = s.to_copy();
+            } else {
+                ctx.recent.insert((r.owner(), r.key.clone()), s.clone());
+            }
+        }
+    }
+    if let Some(t) = &text {
+        copies.push((r.cache_key(), t.as_str()));
+        if let Some(fp) = &r.credential_fingerprint {
+            copies.push((credential_cache_key(fp, &r.key), t.as_str()));
+        }
+    }
+    if let Err(e) = ctx
+        .kv
+        .copy_and_release(&copies, ttl, &r.lock_key(), token)
+        .await
+    {
+        tracing::warn!(error = %e, "idempotency copy or lock release failed");
     }
 }
 
@@ -411,30 +460,29 @@ where
     PrepFut: std::future::Future<Output = Result<P, ApiError>>,
     F: for<'t> FnOnce(&'t DatabaseTransaction, P) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
 {
-    if let Some(s) = lookup_cached(&ctx, &r).await? {
+    if let Some(s) = prefetched(&r) {
         return replay(&ctx, &r, s);
     }
     let token = Uuid::new_v4().to_string();
     let deadline = tokio::time::Instant::now() + ctx.wait;
     // Another request holds the key: wait for its outcome, bounded.
-    while !ctx.kv.set_nx_px(&r.lock_key(), &token, LOCK_TTL).await? {
-        if tokio::time::Instant::now() >= deadline {
-            return Err(ApiError::conflict(
-                "A request with this Idempotency-Key is still in progress; retry with the same key.",
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-        if let Some(s) = lookup_cached(&ctx, &r).await? {
-            return replay(&ctx, &r, s);
+    loop {
+        match claim(&ctx, &r, &token).await? {
+            Claim::Copy(s) => return replay(&ctx, &r, s),
+            Claim::Locked => break,
+            Claim::Held if tokio::time::Instant::now() >= deadline => {
+                return Err(ApiError::conflict(
+                    "A request with this Idempotency-Key is still in progress; retry with the same key.",
+                ));
+            }
+            Claim::Held => tokio::time::sleep(Duration::from_millis(25)).await,
         }
     }
     // Boxed: the work's state machine is large, and a replay (the hot path of a retry)
     // should not carry and move it.
-    let result = Box::pin(run_locked(&ctx, &r, prepare, work)).await;
-    // A failed release only delays the next retry until the lock's TTL; never mask the result.
-    if let Err(e) = ctx.kv.del_if_eq(&r.lock_key(), &token).await {
-        tracing::warn!(error = %e, "idempotency lock release failed");
-    }
+    let mut copy = None;
+    let result = Box::pin(run_locked(&ctx, &r, prepare, work, &mut copy)).await;
+    release(&ctx, &r, &token, copy.as_ref()).await;
     result
 }
 
@@ -443,6 +491,8 @@ async fn run_locked<T, P, Prep, PrepFut, F>(
     r: &Request,
     prepare: Prep,
     work: F,
+    // Set to the stored response the next retry should find copied.
+    copy: &mut Option<Stored>,
 ) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
@@ -452,24 +502,22 @@ where
 {
     let now = Utc::now();
     let owner = r.owner();
-    // The database settles what the Redis copy could not: an earlier success (older than
-    // the copy's lifetime, or committed between our look-up and our lock) is replayed.
-    if let Some(s) = lookup_stored(ctx, r).await? {
-        return replay(ctx, r, s);
-    }
-
-    let prepared = prepare().await?;
+    // No look-up first: the database settles what the Redis copy could not (a success older
+    // than the copy's lifetime, or one that committed between our look-up and our lock) at
+    // the end. The work then either fails (a single-use credential already spent) or
+    // reaches the record insert, which the live record refuses; either way the earlier
+    // response is replayed and nothing of this run commits. A retry costs the work's reads;
+    // every first request, the common case, saves a round trip.
+    let prepared = match prepare().await {
+        Ok(p) => p,
+        Err(e) => return failed(ctx, r, copy, e).await,
+    };
     let txn = store::begin(ctx.db).await?;
     let outcome = match work(&txn, prepared).await {
         Ok(o) => o,
         Err(e) => {
             drop(txn);
-            // A first run that lost its lock (Redis restart, a run past the lock's TTL) may
-            // have committed meanwhile: its success is the answer, not our failure.
-            if let Some(rec) = store::idempotency::find(ctx.db, &owner, &r.key, Utc::now()).await? {
-                return replay(ctx, r, rec.into());
-            }
-            return Err(e);
+            return failed(ctx, r, copy, e).await;
         }
     };
     let rendered = envelope::ok_with(&outcome.data, &outcome.meta);
@@ -505,36 +553,34 @@ where
         },
     )
     .await;
-    match inserted {
-        Ok(()) => {}
-        Err(e) if store::is_unique_violation(&e) => {
-            // Another process won the race past an expired lock: its work stands, ours
-            // rolls back, and the caller gets its response.
-            drop(txn);
-            return match store::idempotency::find(ctx.db, &owner, &r.key, Utc::now()).await? {
-                Some(rec) => replay(ctx, r, rec.into()),
-                None => Err(ApiError::conflict(
-                    "Concurrent request with this Idempotency-Key; retry.",
-                )),
-            };
-        }
+    let written = match inserted {
+        Ok(w) => w,
+        // The unique index, where the upsert's own conflict target did not catch it.
+        Err(e) if store::is_unique_violation(&e) => false,
         Err(e) => return Err(e.into()),
+    };
+    if !written {
+        // A live record holds the key: an earlier success, or another process that won the
+        // race past an expired lock. Its work stands, ours rolls back, and the caller gets
+        // its response.
+        drop(txn);
+        return match settled(ctx, r, copy).await? {
+            Some(s) => replay(ctx, r, s),
+            None => Err(ApiError::conflict(
+                "Concurrent request with this Idempotency-Key; retry.",
+            )),
+        };
     }
     txn.commit().await?;
-    cache(
-        ctx,
-        r,
-        &Stored {
-            id: record_id,
-            operation: r.operation.clone(),
-            fingerprint: r.fingerprint.clone(),
-            status: rendered.status,
-            body: String::from_utf8_lossy(&stored_body).into_owned(),
-            sealed,
-            expires_at,
-        },
-    )
-    .await;
+    *copy = Some(Stored {
+        id: record_id,
+        operation: r.operation.clone(),
+        fingerprint: r.fingerprint.clone(),
+        status: rendered.status,
+        body: String::from_utf8_lossy(&stored_body).into_owned(),
+        sealed,
+        expires_at,
+    });
     Ok(rendered)
 }
 

@@ -80,6 +80,46 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 "#;
 
+// A recent response copy if there is one; only when there is none, the in-flight lock. One
+// round trip where a GET and a SET NX took two. KEYS: copy, lock. ARGV: token, ttl (ms).
+const COPY_OR_LOCK: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if v then return {'copy', v} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'locked'} end
+return {'held'}
+"#;
+
+// Stores the response copies, then releases the lock if this holder still owns it.
+// KEYS: lock, copies... ARGV: token, ttl (ms), one value per copy.
+const COPY_AND_RELEASE: &str = r#"
+for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 1], 'PX', ARGV[2]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"#;
+
+/// A script, hashed once per process (EVALSHA, falling back to EVAL after a Redis restart).
+fn script(cell: &'static std::sync::OnceLock<redis::Script>, src: &str) -> &'static redis::Script {
+    cell.get_or_init(|| redis::Script::new(src))
+}
+
+macro_rules! script {
+    ($src:expr) => {{
+        static CELL: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
+        script(&CELL, $src)
+    }};
+}
+
+/// What `copy_or_lock` found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum CopyOrLock {
+    /// A stored copy; the lock was not touched.
+    Copy(String),
+    /// No copy, and this caller now holds the lock.
+    Locked,
+    /// No copy, and another caller holds the lock.
+    Held,
+}
+
 // Fixed window counter: INCR, set the expiry on the first hit, return count and ms left.
 const INCR_WINDOW: &str = r#"
 local n = redis.call('INCR', KEYS[1])
@@ -259,7 +299,7 @@ impl Kv {
                 let k = Self::key(r, key);
                 let v = value.to_string();
                 Self::run(r, |mut c| async move {
-                    redis::Script::new(DEL_IF_EQ)
+                    script!(DEL_IF_EQ)
                         .key(k)
                         .arg(v)
                         .invoke_async::<i64>(&mut c)
@@ -306,7 +346,7 @@ impl Kv {
                 let k = Self::key(r, key);
                 let ms = window.as_millis() as u64;
                 let (n, ttl): (u64, i64) = Self::run(r, |mut c| async move {
-                    redis::Script::new(INCR_WINDOW)
+                    script!(INCR_WINDOW)
                         .key(k)
                         .arg(ms)
                         .invoke_async(&mut c)
@@ -332,7 +372,7 @@ impl Kv {
                 let (i, w) = (interval.as_millis() as u64, window.as_millis() as u64);
                 let (allowed, retry_after, reset): (i64, i64, i64) =
                     Self::run(r, |mut c| async move {
-                        redis::Script::new(GCRA)
+                        script!(GCRA)
                             .key(k)
                             .arg(i)
                             .arg(w)
@@ -345,6 +385,79 @@ impl Kv {
                     retry_after: Duration::from_millis(retry_after.max(0) as u64),
                     reset: Duration::from_millis(reset.max(0) as u64),
                 })
+            }
+        }
+    }
+
+    /// The copy under `copy_key` if there is one; otherwise `SET lock_key token NX PX ttl`.
+    /// One round trip.
+    pub async fn copy_or_lock(
+        &self,
+        copy_key: &str,
+        lock_key: &str,
+        token: &str,
+        ttl: Duration,
+    ) -> Result<CopyOrLock, ApiError> {
+        match self {
+            Kv::Local(l) => Ok(match l.get(copy_key) {
+                Some(v) => CopyOrLock::Copy(v),
+                None if l.set_nx(lock_key, token, ttl) => CopyOrLock::Locked,
+                None => CopyOrLock::Held,
+            }),
+            Kv::Redis(r) => {
+                let (ck, lk) = (Self::key(r, copy_key), Self::key(r, lock_key));
+                let (t, ms) = (token.to_string(), ttl.as_millis() as u64);
+                let mut reply: Vec<String> = Self::run(r, |mut c| async move {
+                    script!(COPY_OR_LOCK)
+                        .key(ck)
+                        .key(lk)
+                        .arg(t)
+                        .arg(ms)
+                        .invoke_async(&mut c)
+                        .await
+                })
+                .await?;
+                Ok(match reply.first().map(String::as_str) {
+                    Some("copy") if reply.len() == 2 => CopyOrLock::Copy(reply.remove(1)),
+                    Some("locked") => CopyOrLock::Locked,
+                    _ => CopyOrLock::Held,
+                })
+            }
+        }
+    }
+
+    /// Stores each of `copies` for `ttl`, then deletes `lock_key` if it still holds `token`.
+    /// One round trip.
+    pub async fn copy_and_release(
+        &self,
+        copies: &[(String, &str)],
+        ttl: Duration,
+        lock_key: &str,
+        token: &str,
+    ) -> Result<(), ApiError> {
+        match self {
+            Kv::Local(l) => {
+                for (k, v) in copies {
+                    l.set(k, v, ttl);
+                }
+                l.del_if_eq(lock_key, token);
+                Ok(())
+            }
+            Kv::Redis(r) => {
+                let mut inv = script!(COPY_AND_RELEASE).key(Self::key(r, lock_key));
+                for (k, _) in copies {
+                    inv.key(Self::key(r, k));
+                }
+                inv.arg(token).arg(ttl.as_millis() as u64);
+                for (_, v) in copies {
+                    inv.arg(*v);
+                }
+                Self::run(
+                    r,
+                    |mut c| async move { inv.invoke_async::<i64>(&mut c).await },
+                )
+                .await?;
+                Ok(())
             }
         }
     }
@@ -371,7 +484,7 @@ impl Kv {
                 let (v, iv) = (value.to_string(), index_value.to_string());
                 let ms = ttl.as_millis() as u64;
                 let n: i64 = Self::run(r, |mut c| async move {
-                    redis::Script::new(GUARDED_SET)
+                    script!(GUARDED_SET)
                         .key(k1)
                         .key(k2)
                         .key(k3)
@@ -554,6 +667,37 @@ mod tests {
         assert!(!kv.set_nx_px("l", "b", ttl).await.unwrap());
         kv.del_if_eq("l", "a").await.unwrap();
         assert!(kv.set_nx_px("l", "b", ttl).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_copy_is_returned_before_any_lock_and_release_stores_the_copy_and_frees_the_lock() {
+        let kv = Kv::Local(Arc::new(LocalKv::default()));
+        let ttl = Duration::from_secs(5);
+        assert_eq!(
+            kv.copy_or_lock("c", "l", "a", ttl).await.unwrap(),
+            CopyOrLock::Locked
+        );
+        assert_eq!(
+            kv.copy_or_lock("c", "l", "b", ttl).await.unwrap(),
+            CopyOrLock::Held
+        );
+        // Another holder's release neither frees the lock nor matters to the copy.
+        kv.copy_and_release(&[], ttl, "l", "b").await.unwrap();
+        assert_eq!(
+            kv.copy_or_lock("c", "l", "b", ttl).await.unwrap(),
+            CopyOrLock::Held
+        );
+        kv.copy_and_release(&[("c".to_string(), "resp")], ttl, "l", "a")
+            .await
+            .unwrap();
+        assert_eq!(
+            kv.copy_or_lock("c", "l", "b", ttl).await.unwrap(),
+            CopyOrLock::Copy("resp".into())
+        );
+        assert!(
+            kv.set_nx_px("l", "b", ttl).await.unwrap(),
+            "the owner's release freed the lock"
+        );
     }
 
     #[tokio::test]

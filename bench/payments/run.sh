@@ -17,6 +17,7 @@
 #   HOT_CONC=32 HOT_OTPS=3000 HOT_SECS=10   hot-wallet phase (HOT_CONC=0 skips it)
 #   SETUP_CONC=4 MINT_CONC=32               untimed setup concurrency
 #   PG_SECS=15              seconds of each pg-ceiling.sh run (1..60)
+#   DB_CONNECTIONS=20       the API's database pool (WALLET_DB_MAX_CONNECTIONS; default: the service's)
 #   SKIP_BUILD=1            use the binaries already in target/release
 #   SKIP_PG_CEILING=1       do not run the PostgreSQL ceiling
 #   PG_CEILING=path/to/pg-ceiling.sh    default: ../shared/bench/pg-ceiling.sh beside the repo
@@ -30,7 +31,7 @@ LOG_TAG=payments
 # shellcheck source-path=SCRIPTDIR
 source "$PAY_DIR/../lib.sh"
 # The hot wallet receives HOT_OTPS payment OTPs within minutes: above the default cap.
-EXTRA_SERVER_ENV=(WALLET_OTP_SENDS_PER_WALLET=1000000)
+EXTRA_SERVER_ENV=(WALLET_OTP_SENDS_PER_WALLET=1000000 ${DB_CONNECTIONS:+WALLET_DB_MAX_CONNECTIONS=$DB_CONNECTIONS})
 bench_paths "$PAY_DIR" # ROOT, TARGET_DIR, API_BIN, WORKER_BIN, RESULTS, PG_CEILING
 BENCH_BIN=$TARGET_DIR/release/payments-bench
 

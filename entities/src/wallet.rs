@@ -18,6 +18,19 @@ pub struct Model {
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
+pub enum Relation {
+    #[sea_orm(
+        belongs_to = "super::wallet_user::Entity",
+        from = "Column::WalletUserId",
+        to = "super::wallet_user::Column::Id"
+    )]
+    Owner,
+}
+
+impl Related<super::wallet_user::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Owner.def()
+    }
+}
 
 impl ActiveModelBehavior for ActiveModel {}

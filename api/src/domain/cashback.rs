@@ -104,16 +104,18 @@ pub struct Accrued {
     pub events: Vec<NewOutbox>,
 }
 
-/// Accrues the payment's cashback under the rule in force, inside the payment's
-/// transaction (the wallet is locked). None when the program has no active rule or the
-/// payment earns nothing (or the rule's budget is spent).
+/// Accrues the payment's cashback under `rule`, the rule in force for the wallet's program
+/// (read earlier in the payment's transaction), inside that transaction (the wallet is
+/// locked). None when there is no rule or the payment earns nothing (or the rule's budget
+/// is spent).
 pub async fn accrue<C: ConnectionTrait>(
     c: &C,
+    rule: Option<cashback_rule::Model>,
     p: &payment::Model,
     w: &wallet::Model,
     now: DateTime<Utc>,
 ) -> Result<Option<Accrued>, ApiError> {
-    let Some(rule) = store::incentives::current_cashback_rule(c, w.wallet_program_id).await? else {
+    let Some(rule) = rule else {
         return Ok(None);
     };
     let want = earned(&rule, p.amount_minor, p.debited_actual_minor);

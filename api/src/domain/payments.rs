@@ -426,23 +426,19 @@ fn replayed(message: &str) -> ApiError {
     ApiError::new(ErrorCode::CredentialExpiredOrReplayed, message)
 }
 
-/// The credential's wallet, checked and locked; the credential itself is consumed later,
-/// in the same transaction as the debit.
-enum Held {
-    Otp(otp_session::Model),
-    Nonce(qr_nonce::Model),
-    /// A nonce already consumed for this payment.
-    Taken(qr_nonce::Model),
-}
-
-async fn hold_credential<C: ConnectionTrait>(
+/// Checks the credential and consumes it, in the payment's transaction (a later failure
+/// rolls the consumption back with the rest), before the wallet is locked: payments of one
+/// wallet queue on its lock for as few round trips as possible. Returns the credential's
+/// wallet.
+async fn take_credential<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
     merchant: Uuid,
     pay: &Pay,
     payment_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<Held, ApiError> {
+) -> Result<Uuid, ApiError> {
+    let used = || replayed("The credential was used by another payment.");
     match &pay.credential {
         Credential::Otp {
             phone: _,
@@ -464,7 +460,10 @@ async fn hold_credential<C: ConnectionTrait>(
             ) {
                 return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
             }
-            Ok(Held::Otp(s))
+            if !store::payments::consume_otp(c, s.id, payment_id, now).await? {
+                return Err(used());
+            }
+            Ok(s.wallet_id)
         }
         Credential::Qr { qr_payload } => {
             // One statement checks and consumes it (the rules of `usable_nonce`).
@@ -478,7 +477,7 @@ async fn hold_credential<C: ConnectionTrait>(
             )
             .await?
             .ok_or_else(|| replayed("Unknown, expired or already used QR code; mint a new one."))?;
-            Ok(Held::Taken(n))
+            Ok(n.wallet_id)
         }
         Credential::ShortCode { short_code } => {
             let hash = short_code_hash(sealer, merchant, short_code);
@@ -488,7 +487,10 @@ async fn hold_credential<C: ConnectionTrait>(
                 .ok_or_else(|| {
                     replayed("Unknown, expired or already used short code; mint a new one.")
                 })?;
-            Ok(Held::Nonce(n))
+            if !store::payments::consume_qr(c, n.id, payment_id, now).await? {
+                return Err(used());
+            }
+            Ok(n.wallet_id)
         }
     }
 }
@@ -564,12 +566,11 @@ pub async fn pay<C: ConnectionTrait>(
         Some(id) => Some(checkout::hold(c, caller, id, now).await?),
         None => None,
     };
-    let held = hold_credential(c, sealer, merchant, &pay, payment_id, now).await?;
-    let wallet_id = match &held {
-        Held::Otp(s) => s.wallet_id,
-        Held::Nonce(n) | Held::Taken(n) => n.wallet_id,
-    };
-    let w = store::wallets::lock_wallet(c, merchant, wallet_id)
+    let wallet_id = take_credential(c, sealer, merchant, &pay, payment_id, now).await?;
+    // Read before the wallet is locked: one round trip less while other payments of this
+    // wallet wait.
+    let rule = store::incentives::current_cashback_rule_of_wallet(c, wallet_id).await?;
+    let (w, who) = store::wallets::lock_wallet_with_owner(c, merchant, wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     if pay
@@ -591,9 +592,6 @@ pub async fn pay<C: ConnectionTrait>(
             &w.currency,
         )));
     }
-    let who = store::wallets::find_identity(c, merchant, w.wallet_user_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Wallet"))?;
     if let Credential::Otp { phone, .. } = &pay.credential
         && &who.phone != phone
     {
@@ -626,14 +624,6 @@ pub async fn pay<C: ConnectionTrait>(
         },
     )
     .await?;
-    let consumed = match &held {
-        Held::Otp(s) => store::payments::consume_otp(c, s.id, payment_id, now).await?,
-        Held::Nonce(n) => store::payments::consume_qr(c, n.id, payment_id, now).await?,
-        Held::Taken(_) => true,
-    };
-    if !consumed {
-        return Err(replayed("The credential was used by another payment."));
-    }
     let basket = check_basket(&pay, caller);
     let p = payment::Model {
         id: payment_id,
@@ -667,7 +657,7 @@ pub async fn pay<C: ConnectionTrait>(
     if let Some(s) = session {
         checkout::complete(c, s, p.id, now).await?;
     }
-    let cashback = cashback::accrue(c, &p, &w, now).await?;
+    let cashback = cashback::accrue(c, rule, &p, &w, now).await?;
     let after = match &cashback {
         // The new grant is part of the balance now: read it back rather than patch it in.
         Some(_) => {
@@ -783,12 +773,8 @@ async fn code_matches<C: ConnectionTrait>(
     phone: &str,
     code: &str,
 ) -> Result<bool, ApiError> {
-    let owner = store::wallets::find_wallet(c, merchant, s.wallet_id).await?;
-    let who = match owner {
-        Some(w) => store::wallets::find_identity(c, merchant, w.wallet_user_id).await?,
-        None => None,
-    };
-    let phone_ok = who.is_some_and(|w| w.phone == phone);
+    let owner = store::wallets::find_wallet_with_owner(c, merchant, s.wallet_id).await?;
+    let phone_ok = owner.is_some_and(|(_, who)| who.phone == phone);
     let code_ok = sealer.verify_mac("otp", format!("{}:{code}", s.id).as_bytes(), &s.code_hash);
     Ok(phone_ok && code_ok)
 }

@@ -17,7 +17,13 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
         .min_connections(1)
         .connect_timeout(Duration::from_millis(cfg.db_acquire_timeout_ms))
         .acquire_timeout(Duration::from_millis(cfg.db_acquire_timeout_ms))
-        .sqlx_logging(false);
+        .sqlx_logging(false)
+        // sqlx pings every connection it hands out by default: a round trip on every
+        // checkout, two per mutation. Only a connection idle long enough to have been
+        // dropped by the server or the network is checked; one that breaks mid-request
+        // fails that request with a retryable error, which a retry with the same
+        // Idempotency-Key settles.
+        .test_before_acquire_if_idle_for(Duration::from_secs(10));
     if url.starts_with("sqlite:") {
         // WAL lets readers run beside the single writer; busy_timeout makes a second writer
         // wait for the first instead of failing; foreign keys are off by default in SQLite.

@@ -1,7 +1,8 @@
 use chrono::{DateTime, Utc};
 use entities::idempotency_record;
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
+    sea_query::{Expr, ExprTrait, OnConflict},
 };
 use uuid::Uuid;
 
@@ -20,20 +21,6 @@ pub async fn find<C: ConnectionTrait>(
         .await
 }
 
-/// The record of `(owner, key)` whether or not it has expired (one query where a look-up
-/// and a clean-up of an expired record would take two).
-pub async fn find_any<C: ConnectionTrait>(
-    c: &C,
-    owner: &str,
-    key: &str,
-) -> Result<Option<idempotency_record::Model>, DbErr> {
-    idempotency_record::Entity::find()
-        .filter(idempotency_record::Column::Owner.eq(owner))
-        .filter(idempotency_record::Column::IdempotencyKey.eq(key))
-        .one(c)
-        .await
-}
-
 pub struct NewRecord<'a> {
     pub id: Uuid,
     pub owner: &'a str,
@@ -47,8 +34,12 @@ pub struct NewRecord<'a> {
     pub expires_at: DateTime<Utc>,
 }
 
-pub async fn insert<C: ConnectionTrait>(c: &C, r: NewRecord<'_>) -> Result<(), DbErr> {
-    idempotency_record::ActiveModel {
+/// Writes the record, replacing an expired one of the same `(owner, key)` (and the sealed
+/// secret it kept). Returns false, writing nothing, when a live record holds the key: the
+/// unique index on `(owner, key)` decides, so a second execution can never commit.
+pub async fn insert<C: ConnectionTrait>(c: &C, r: NewRecord<'_>) -> Result<bool, DbErr> {
+    use idempotency_record::Column as Col;
+    let written = idempotency_record::Entity::insert(idempotency_record::ActiveModel {
         id: Set(r.id),
         owner: Set(r.owner.to_string()),
         idempotency_key: Set(r.key.to_string()),
@@ -59,26 +50,27 @@ pub async fn insert<C: ConnectionTrait>(c: &C, r: NewRecord<'_>) -> Result<(), D
         sealed_secret: Set(r.sealed_secret),
         created_at: Set(r.created_at),
         expires_at: Set(r.expires_at),
-    }
-    .insert(c)
+    })
+    .on_conflict(
+        OnConflict::columns([Col::Owner, Col::IdempotencyKey])
+            .update_columns([
+                Col::Id,
+                Col::Operation,
+                Col::RequestFingerprint,
+                Col::StatusCode,
+                Col::ResponseBody,
+                Col::SealedSecret,
+                Col::CreatedAt,
+                Col::ExpiresAt,
+            ])
+            .action_and_where(
+                Expr::col((idempotency_record::Entity, Col::ExpiresAt)).lte(r.created_at),
+            )
+            .to_owned(),
+    )
+    .exec_without_returning(c)
     .await?;
-    Ok(())
-}
-
-/// Drops an expired record (and the sealed secret it kept) so its key can be used afresh.
-pub async fn delete_expired<C: ConnectionTrait>(
-    c: &C,
-    owner: &str,
-    key: &str,
-    now: DateTime<Utc>,
-) -> Result<u64, DbErr> {
-    Ok(idempotency_record::Entity::delete_many()
-        .filter(idempotency_record::Column::Owner.eq(owner))
-        .filter(idempotency_record::Column::IdempotencyKey.eq(key))
-        .filter(idempotency_record::Column::ExpiresAt.lte(now))
-        .exec(c)
-        .await?
-        .rows_affected)
+    Ok(written == 1)
 }
 
 /// Purges every expired record; run periodically by the worker.

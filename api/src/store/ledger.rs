@@ -3,8 +3,8 @@
 use chrono::Utc;
 use entities::{ledger_entry, ledger_posting, promo_grant, wallet};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
-    QueryFilter, Set, Statement, Value,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, QueryFilter, Set,
+    Statement, Value,
     sea_query::{Expr, ExprTrait},
 };
 use uuid::Uuid;
@@ -35,7 +35,7 @@ pub async fn post<C: ConnectionTrait>(
     }
     let now = Utc::now();
     let id = Uuid::now_v7();
-    ledger_posting::ActiveModel {
+    ledger_posting::Entity::insert(ledger_posting::ActiveModel {
         id: Set(id),
         merchant_id: Set(posting.merchant_id),
         kind: Set(posting.kind.as_str().to_string()),
@@ -43,8 +43,8 @@ pub async fn post<C: ConnectionTrait>(
         reference_id: Set(reference.id),
         memo: Set(reference.memo),
         created_at: Set(now),
-    }
-    .insert(c)
+    })
+    .exec_without_returning(c)
     .await?;
     let rows = posting.entries.iter().map(|e| ledger_entry::ActiveModel {
         posting_id: Set(id),
@@ -56,7 +56,9 @@ pub async fn post<C: ConnectionTrait>(
         created_at: Set(now),
         ..Default::default()
     });
-    ledger_entry::Entity::insert_many(rows).exec(c).await?;
+    ledger_entry::Entity::insert_many(rows)
+        .exec_without_returning(c)
+        .await?;
     for e in &posting.entries {
         let moved = match e.account {
             Account::WalletActual(w) => move_wallet(c, w, e.amount_minor, now).await?,

@@ -133,7 +133,9 @@ pub async fn append_all<C: ConnectionTrait>(
             ..Default::default()
         });
     }
-    outbox::Entity::insert_many(rows).exec(c).await?;
+    outbox::Entity::insert_many(rows)
+        .exec_without_returning(c)
+        .await?;
     Ok(ids)
 }
 

@@ -10,7 +10,11 @@ use uuid::Uuid;
 use super::for_update;
 
 pub async fn insert<C: ConnectionTrait>(c: &C, p: payment::Model) -> Result<(), DbErr> {
-    p.into_active_model().insert(c).await.map(|_| ())
+    // Nothing to read back: the caller built the row.
+    payment::Entity::insert(p.into_active_model())
+        .exec_without_returning(c)
+        .await
+        .map(|_| ())
 }
 
 pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<payment::Model>, DbErr> {

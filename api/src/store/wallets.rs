@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use entities::{promo_grant, wallet, wallet_user};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    Set,
+    QuerySelect, Set, sea_query::LockType,
 };
 use uuid::Uuid;
 
@@ -119,6 +119,46 @@ pub async fn lock_wallet<C: ConnectionTrait>(
 ) -> Result<Option<wallet::Model>, DbErr> {
     let q = wallet::Entity::find_by_id(id).filter(wallet::Column::MerchantId.eq(merchant_id));
     super::for_update(c, q).one(c).await
+}
+
+/// The wallet with its owner's identity, in one round trip.
+pub async fn find_wallet_with_owner<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<(wallet::Model, wallet_user::Model)>, DbErr> {
+    with_owner(wallet_with_owner(merchant_id, id).one(c).await?)
+}
+
+/// The wallet, locked until the transaction ends, with its owner's identity (not locked),
+/// in one round trip.
+pub async fn lock_wallet_with_owner<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<(wallet::Model, wallet_user::Model)>, DbErr> {
+    let mut q = wallet_with_owner(merchant_id, id);
+    if c.get_database_backend() == sea_orm::DbBackend::Postgres {
+        // Only the wallet: QR mints lock identities, and payments must never.
+        QuerySelect::query(&mut q).lock_with_tables(LockType::Update, [wallet::Entity]);
+    }
+    with_owner(q.one(c).await?)
+}
+
+fn wallet_with_owner(
+    merchant_id: Uuid,
+    id: Uuid,
+) -> sea_orm::SelectTwo<wallet::Entity, wallet_user::Entity> {
+    wallet::Entity::find_by_id(id)
+        .filter(wallet::Column::MerchantId.eq(merchant_id))
+        .find_also_related(wallet_user::Entity)
+        .filter(wallet_user::Column::MerchantId.eq(merchant_id))
+}
+
+fn with_owner(
+    row: Option<(wallet::Model, Option<wallet_user::Model>)>,
+) -> Result<Option<(wallet::Model, wallet_user::Model)>, DbErr> {
+    Ok(row.and_then(|(w, who)| Some((w, who?))))
 }
 
 /// The wallet's grants that still matter for a balance: everything not in an end state.

@@ -403,6 +403,103 @@ async fn an_expired_record_is_purged_with_its_sealed_secret_and_the_key_runs_ane
     assert_ne!(again.body["data"]["key_id"], first.body["data"]["key_id"]);
 }
 
+/// Drops the short-lived response copies of `idem` (Redis in production, in-process in
+/// embedded mode), as their own expiry (10 minutes at most) would: only the database record
+/// is left.
+async fn drop_copies(app: &TestApp, t: &TestTenant, idem: &str) {
+    let fp = api::domain::credentials::api_key::cache_fingerprint(&t.platform_key);
+    let copies = vec![
+        format!("idem:resp:{}:{}", t.integration_id, idem),
+        api::idempotency::credential_cache_key(&fp, idem),
+    ];
+    app.server.state.kv.del(&copies).await.unwrap();
+    app.server.state.recent_responses.clear();
+}
+
+#[tokio::test]
+async fn a_retry_after_the_copies_are_gone_is_replayed_from_the_database_and_runs_nothing_again() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let idem = Uuid::new_v4().to_string();
+    let body = key_body(&t);
+    let first = create_key(&app, &t.platform_key, &idem, &body).await;
+    assert_eq!(first.status, 200);
+    let keys = key_count(&app, &t).await;
+    drop_copies(&app, &t, &idem).await;
+
+    let again = create_key(&app, &t.platform_key, &idem, &body).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(
+        again.body["data"], first.body["data"],
+        "the same key, raw key included"
+    );
+    assert_eq!(key_count(&app, &t).await, keys, "no second key");
+
+    drop_copies(&app, &t, &idem).await;
+    let mut other = body.clone();
+    other["label"] = json!("till 2");
+    let reused = create_key(&app, &t.platform_key, &idem, &other).await;
+    assert_eq!(reused.status, 422, "{}", reused.body);
+    assert_eq!(reused.code(), "IDEMPOTENCY_KEY_REUSED");
+    assert_eq!(key_count(&app, &t).await, keys, "still no second key");
+}
+
+#[tokio::test]
+async fn an_expired_record_not_yet_purged_gives_way_to_a_new_request_with_its_key() {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let idem = Uuid::new_v4().to_string();
+    let body = key_body(&t);
+    let first = create_key(&app, &t.platform_key, &idem, &body).await;
+    assert_eq!(first.status, 200);
+    let db = &app.server.state.db;
+    let by_key = || {
+        entities::idempotency_record::Entity::find()
+            .filter(entities::idempotency_record::Column::IdempotencyKey.eq(idem.clone()))
+            .all(db)
+    };
+    let old = by_key().await.unwrap().remove(0);
+    // The replay window passes; the purge job has not run yet.
+    entities::idempotency_record::Entity::update_many()
+        .col_expr(
+            entities::idempotency_record::Column::ExpiresAt,
+            Expr::value(chrono::Utc::now() - chrono::Duration::seconds(1)),
+        )
+        .filter(entities::idempotency_record::Column::Id.eq(old.id))
+        .exec(db)
+        .await
+        .unwrap();
+    drop_copies(&app, &t, &idem).await;
+
+    let again = create_key(&app, &t.platform_key, &idem, &body).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["meta"]["idempotency_replayed"], false);
+    assert_ne!(again.body["data"]["key_id"], first.body["data"]["key_id"]);
+    let records = by_key().await.unwrap();
+    assert_eq!(
+        records.len(),
+        1,
+        "the expired record was replaced, not kept beside"
+    );
+    assert_ne!(records[0].id, old.id);
+    assert_ne!(
+        records[0].sealed_secret, old.sealed_secret,
+        "the old sealed raw key is gone"
+    );
+    assert!(records[0].expires_at > chrono::Utc::now());
+
+    // And the new record replays as any other.
+    drop_copies(&app, &t, &idem).await;
+    let replay = create_key(&app, &t.platform_key, &idem, &body).await;
+    assert_eq!(replay.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(
+        replay.body["data"]["raw_key"],
+        again.body["data"]["raw_key"]
+    );
+}
+
 #[tokio::test]
 async fn a_replay_by_the_same_key_is_served_from_the_copy_fetched_with_the_credential() {
     if tests::mode() != tests::Mode::Production {

@@ -287,6 +287,50 @@ async fn otp_payment_checks_order_amount_and_code_and_consumes_the_session_with_
 }
 
 #[tokio::test]
+async fn an_otp_payment_retried_after_its_response_copies_expired_is_replayed_not_refused() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let r = send_otp(&shop, &c, 250, "ORD-LATE").await;
+    let session = r.body["data"]["otp_session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let code = otp_code(&shop, &c, "ORD-LATE").await;
+    let key = Uuid::new_v4().to_string();
+    let body = shop.body(
+        json!({"credential": otp(&c, &code, &session), "amount_minor": 250,
+        "currency": "EUR", "order_ref": "ORD-LATE"}),
+    );
+    let go = || {
+        send(
+            app.post("/payments")
+                .bearer_auth(&shop.token)
+                .header("Idempotency-Key", &key)
+                .json(&body),
+        )
+    };
+    let first = go().await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    // Only the database record is left: the session is spent, yet the retry is the
+    // payment's own response, not OTP_EXPIRED.
+    app.server
+        .state
+        .kv
+        .del(&[format!("idem:resp:{}:{key}", shop.tenant.integration_id)])
+        .await
+        .unwrap();
+    app.server.state.recent_responses.clear();
+    let late = go().await;
+    assert_eq!(late.status, 200, "{}", late.body);
+    assert_eq!(late.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(late.body["data"], first.body["data"]);
+    assert_eq!(shop.balance(&c).await["actual_minor"], 750, "debited once");
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
 async fn three_wrong_otps_lock_the_session_and_sends_are_limited_to_three_per_order() {
     let app = TestApp::spawn_with_workers().await;
     let shop = Shop::open(&app).await;
@@ -381,6 +425,19 @@ async fn a_retry_with_the_same_key_replays_byte_for_byte_and_never_debits_twice(
         "\"idempotency_replayed\":false",
     );
     assert_eq!(restored.as_bytes(), first.bytes.as_slice(), "byte for byte");
+    assert_eq!(shop.balance(&c).await["actual_minor"], 600);
+
+    // Past the copies' lifetime (Redis, or in process in embedded mode) only the database
+    // record is left: still the same bytes, still one debit.
+    app.server
+        .state
+        .kv
+        .del(&[format!("idem:resp:{}:{key}", shop.tenant.integration_id)])
+        .await
+        .unwrap();
+    app.server.state.recent_responses.clear();
+    let late = go(body.clone()).await;
+    assert_eq!(late.bytes, again.bytes, "{}", late.body);
     assert_eq!(shop.balance(&c).await["actual_minor"], 600);
 
     let mut changed = body;
