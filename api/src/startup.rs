@@ -128,6 +128,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         ),
         recent_responses: crate::idempotency::recent_responses(),
         key_gate: Default::default(),
+        wallet_queue: Default::default(),
     }))
 }
 

@@ -38,6 +38,8 @@ pub struct Inner {
     pub recent_responses: crate::idempotency::RecentResponses,
     /// One key verification (bcrypt) per key at a time on this replica.
     pub key_gate: VerifyGate,
+    /// Payments of one wallet take turns on this replica (see `wallet_queue`).
+    pub wallet_queue: Arc<crate::wallet_queue::WalletQueue>,
 }
 
 impl Deref for AppState {
@@ -50,6 +52,11 @@ impl Deref for AppState {
 impl AppState {
     pub fn new(inner: Inner) -> Self {
         AppState(Arc::new(inner))
+    }
+
+    /// The longest a request waits its turn for a busy row (a wallet's lock, its queue).
+    pub fn db_lock_wait(&self) -> Duration {
+        Duration::from_millis(self.config.db_lock_timeout_ms)
     }
 
     /// What the idempotency layer needs.

@@ -789,14 +789,14 @@ pub async fn verify_otp(
     sealer: &Sealer,
     merchant: Uuid,
     pay: &Pay,
-) -> Result<(), ApiError> {
+) -> Result<Option<Uuid>, ApiError> {
     let Credential::Otp {
         phone,
         otp_code,
         otp_session_id,
     } = pay.credential.clone()
     else {
-        return Ok(());
+        return Ok(None);
     };
     let (db, sealer, pay) = (db.clone(), sealer.clone(), pay.clone());
     let task = tokio::spawn(async move {
@@ -807,7 +807,7 @@ pub async fn verify_otp(
             .ok_or_else(|| otp_invalid("unknown_session", "Unknown OTP session."))?;
         check_session(&s, &pay, now)?;
         if code_matches(&txn, &sealer, merchant, &s, &phone, &otp_code).await? {
-            return Ok(());
+            return Ok(Some(s.wallet_id));
         }
         let attempts = store::payments::record_wrong_otp(&txn, s, OTP_MAX_WRONG).await?;
         txn.commit().await?;

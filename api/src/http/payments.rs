@@ -923,20 +923,40 @@ impl PaymentsApi {
                     received_at,
                     service_session_id,
                 };
-                match &pay.credential {
+                let turn = match &pay.credential {
                     Credential::Otp { .. } => {
-                        payments::verify_otp(&prep_state.db, &prep_state.sealer, merchant, &pay)
-                            .await?
+                        match payments::verify_otp(
+                            &prep_state.db,
+                            &prep_state.sealer,
+                            merchant,
+                            &pay,
+                        )
+                        .await?
+                        {
+                            // The wallet is known before the transaction: its payments take
+                            // turns here rather than on the row lock.
+                            Some(wallet) => Some(
+                                prep_state
+                                    .wallet_queue
+                                    .take(wallet, prep_state.db_lock_wait())
+                                    .await?,
+                            ),
+                            None => None,
+                        }
                     }
                     Credential::ShortCode { .. } => {
-                        payments::short_code_guard(&prep_state.kv, integration).await?
+                        payments::short_code_guard(&prep_state.kv, integration).await?;
+                        None
                     }
-                    Credential::Qr { .. } => {}
-                }
-                Ok(pay)
+                    Credential::Qr { .. } => None,
+                };
+                Ok((pay, turn))
             },
-            move |txn, acting, pay| {
+            move |txn, acting, (pay, turn)| {
                 Box::pin(async move {
+                    // Held until the work is done; the next payment of the wallet then
+                    // waits only for this one's commit.
+                    let _turn = turn;
                     let who = caller(&principal, acting, &b.context);
                     let paid = payments::pay(txn, &st.sealer, &who, pay).await?;
                     let p = paid.payment;

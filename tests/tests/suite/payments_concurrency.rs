@@ -595,6 +595,55 @@ async fn a_payment_queued_too_long_behind_a_wallet_lock_gets_a_retryable_error_n
 }
 
 #[tokio::test]
+async fn an_otp_payment_waiting_too_long_for_its_wallets_turn_gets_a_retryable_error() {
+    // Payments of one wallet whose wallet is known before the transaction (OTP) take turns
+    // in the process; the wait is bounded like a row lock's.
+    let app = TestApp::spawn_with(false, |c| c.db_lock_timeout_ms = 300).await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let (order, session, code) = otp_sessions(&shop, &c, 1, 100).await.remove(0);
+    let wallet = Uuid::parse_str(&c.wallet_id).unwrap();
+    let queue = app.server.state.wallet_queue.clone();
+    let held = queue.take(wallet, Duration::from_secs(1)).await.unwrap();
+
+    let key = Uuid::new_v4().to_string();
+    let extra = json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": code, "otp_session_id": session},
+                       "amount_minor": 100, "currency": "EUR", "order_ref": order});
+    let started = std::time::Instant::now();
+    let r = shop.post_with_key("/payments", extra.clone(), &key).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (503, "INTERNAL_SERVER_ERROR"),
+        "{}",
+        r.body
+    );
+    assert_eq!(r.body["error"]["details"]["retryable"], true);
+    assert!(r.headers.get("retry-after").is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "bounded: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        shop.balance(&c).await["actual_minor"],
+        1_000,
+        "nothing moved"
+    );
+
+    drop(held);
+    let r = shop.post_with_key("/payments", extra, &key).await;
+    assert_eq!(
+        r.status, 200,
+        "the same key succeeds in its turn: {}",
+        r.body
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 900);
+    assert_eq!(queue.busy_wallets(), 0, "no line is left behind");
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
 async fn concurrent_operator_debits_never_take_a_wallet_below_zero() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
