@@ -5,8 +5,10 @@
 //! decides who waits where. Without it every payment of a busy wallet holds a pooled
 //! connection while it waits on the row lock, and the lock is not handed out in arrival
 //! order (a newcomer that finds the row free between two commits goes first), so a few
-//! callers waited many times longer than the rest. In turn, one payment of the wallet at a
-//! time holds a connection, and the others wait in memory, in order. The queue is bounded:
+//! callers waited many times longer than the rest. In turn, at most two payments of the
+//! wallet hold a connection on this replica (one holds the row lock, the next prepares and
+//! then waits for it alone; a payment gives up its turn once it holds the lock), and the
+//! others wait in memory, in order. The queue is bounded:
 //! past `MAX_WAITING` callers, or after the configured wait, a caller gets the same
 //! retryable error as a row lock that timed out.
 use std::{

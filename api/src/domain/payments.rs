@@ -550,12 +550,15 @@ fn balance_after_debit(
 
 /// POST /payments: checks the credential, debits exactly `amount_minor` (released promo
 /// first, then actual money), consumes the credential, and writes the payment, its
-/// posting and its events, all in the caller's transaction.
-pub async fn pay<C: ConnectionTrait>(
+/// posting and its events, all in the caller's transaction. `turn`, the caller's place in
+/// the wallet's line, is given up as soon as the wallet is locked: the next payment of the
+/// wallet can then do everything up to the lock while this one finishes.
+pub async fn pay<C: ConnectionTrait, Turn: Send>(
     c: &C,
     sealer: &Sealer,
     caller: &Caller,
     pay: Pay,
+    turn: Option<Turn>,
 ) -> Result<Paid, ApiError> {
     let now = Utc::now();
     let merchant = caller.acting.merchant_id;
@@ -573,6 +576,7 @@ pub async fn pay<C: ConnectionTrait>(
     let (w, who) = store::wallets::lock_wallet_with_owner(c, merchant, wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    drop(turn);
     if pay
         .wallet_program_id
         .is_some_and(|p| p != w.wallet_program_id)

@@ -954,11 +954,8 @@ impl PaymentsApi {
             },
             move |txn, acting, (pay, turn)| {
                 Box::pin(async move {
-                    // Held until the work is done; the next payment of the wallet then
-                    // waits only for this one's commit.
-                    let _turn = turn;
                     let who = caller(&principal, acting, &b.context);
-                    let paid = payments::pay(txn, &st.sealer, &who, pay).await?;
+                    let paid = payments::pay(txn, &st.sealer, &who, pay, turn).await?;
                     let p = paid.payment;
                     let mut out = Outcome::new(PaymentResult {
                         payment_id: p.id.to_string(),
