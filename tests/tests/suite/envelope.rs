@@ -387,15 +387,8 @@ async fn an_expired_record_is_purged_with_its_sealed_secret_and_the_key_runs_ane
         record().await.unwrap().is_none(),
         "the record and its sealed raw key are gone"
     );
-    // Drop the short-lived copies too (Redis in production, in-process in embedded
-    // mode), as their own expiry (10 minutes at most, always before the record's) would.
-    let fp = api::domain::credentials::api_key::cache_fingerprint(&t.platform_key);
-    let copies = vec![
-        format!("idem:resp:{}:{}", t.integration_id, idem),
-        api::idempotency::credential_cache_key(&fp, &idem),
-    ];
-    app.server.state.kv.del(&copies).await.unwrap();
-    app.server.state.recent_responses.clear();
+    // The copies' own expiry comes before the record's.
+    drop_copies(&app, &t, &idem).await;
 
     let again = create_key(&app, &t.platform_key, &idem, &body).await;
     assert_eq!(again.status, 200, "{}", again.body);
