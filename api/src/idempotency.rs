@@ -304,8 +304,8 @@ enum Claim {
 /// A recent copy of the key's response, or else the in-flight lock: one Redis round trip.
 /// The copy is only a copy: a miss is settled by the database under the lock.
 ///
-/// Embedded mode keeps its copies in process (see `cache`); a record read under the lock is
-/// copied there too, so retries of one key waiting on each other's lock find it at once.
+/// Embedded mode keeps its copies in process (see `release`); a record read under the lock
+/// is copied there too, so retries of one key waiting on each other's lock find it at once.
 async fn claim(ctx: &Ctx<'_>, r: &Request, token: &str) -> Result<Claim, ApiError> {
     let now = Utc::now();
     if !ctx.kv.is_redis() {
