@@ -31,6 +31,16 @@ async fn create_key(
     .await
 }
 
+/// The stored idempotency records of key `idem`, expired or not.
+async fn records_of(app: &TestApp, idem: &str) -> Vec<entities::idempotency_record::Model> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    entities::idempotency_record::Entity::find()
+        .filter(entities::idempotency_record::Column::IdempotencyKey.eq(idem))
+        .all(&app.server.state.db)
+        .await
+        .unwrap()
+}
+
 async fn key_count(app: &TestApp, t: &TestTenant) -> usize {
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
     entities::api_key::Entity::find()
@@ -369,13 +379,8 @@ async fn an_expired_record_is_purged_with_its_sealed_secret_and_the_key_runs_ane
     let first = create_key(&app, &t.platform_key, &idem, &body).await;
     assert_eq!(first.status, 200);
     let db = &app.server.state.db;
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-    let record = || {
-        entities::idempotency_record::Entity::find()
-            .filter(entities::idempotency_record::Column::IdempotencyKey.eq(idem.clone()))
-            .one(db)
-    };
-    assert!(record().await.unwrap().unwrap().sealed_secret.is_some());
+    let record = || async { records_of(&app, &idem).await.pop() };
+    assert!(record().await.unwrap().sealed_secret.is_some());
 
     // The purge job, run as if the 24 hours had passed.
     let later = chrono::Utc::now() + chrono::Duration::hours(25);
@@ -384,7 +389,7 @@ async fn an_expired_record_is_purged_with_its_sealed_secret_and_the_key_runs_ane
         .unwrap();
     assert!(purged >= 1);
     assert!(
-        record().await.unwrap().is_none(),
+        record().await.is_none(),
         "the record and its sealed raw key are gone"
     );
     // The copies' own expiry comes before the record's.
@@ -448,12 +453,7 @@ async fn an_expired_record_not_yet_purged_gives_way_to_a_new_request_with_its_ke
     let first = create_key(&app, &t.platform_key, &idem, &body).await;
     assert_eq!(first.status, 200);
     let db = &app.server.state.db;
-    let by_key = || {
-        entities::idempotency_record::Entity::find()
-            .filter(entities::idempotency_record::Column::IdempotencyKey.eq(idem.clone()))
-            .all(db)
-    };
-    let old = by_key().await.unwrap().remove(0);
+    let old = records_of(&app, &idem).await.remove(0);
     // The replay window passes; the purge job has not run yet.
     entities::idempotency_record::Entity::update_many()
         .col_expr(
@@ -470,7 +470,7 @@ async fn an_expired_record_not_yet_purged_gives_way_to_a_new_request_with_its_ke
     assert_eq!(again.status, 200, "{}", again.body);
     assert_eq!(again.body["meta"]["idempotency_replayed"], false);
     assert_ne!(again.body["data"]["key_id"], first.body["data"]["key_id"]);
-    let records = by_key().await.unwrap();
+    let records = records_of(&app, &idem).await;
     assert_eq!(
         records.len(),
         1,

@@ -56,6 +56,29 @@ async fn pay_otp(shop: &Shop<'_>, cred: Value, amount: i64, order_ref: &str) -> 
     .await
 }
 
+/// An OTP sent for `order_ref`: its session id and the code the sandbox inbox got.
+async fn otp_for(shop: &Shop<'_>, c: &Customer, amount: i64, order_ref: &str) -> (String, String) {
+    let r = send_otp(shop, c, amount, order_ref).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let session = r.body["data"]["otp_session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (session, otp_code(shop, c, order_ref).await)
+}
+
+/// Drops the short-lived copies of a terminal's response under `key` (Redis in production,
+/// in process in embedded mode), as their expiry would: only the database record is left.
+async fn drop_response_copies(shop: &Shop<'_>, key: &str) {
+    let state = &shop.app.server.state;
+    state
+        .kv
+        .del(&[format!("idem:resp:{}:{key}", shop.tenant.integration_id)])
+        .await
+        .unwrap();
+    state.recent_responses.clear();
+}
+
 #[tokio::test]
 async fn released_promo_pays_first_earliest_expiry_first_then_actual_and_locked_never_pays() {
     let app = TestApp::spawn().await;
@@ -292,12 +315,7 @@ async fn an_otp_payment_retried_after_its_response_copies_expired_is_replayed_no
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
-    let r = send_otp(&shop, &c, 250, "ORD-LATE").await;
-    let session = r.body["data"]["otp_session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let code = otp_code(&shop, &c, "ORD-LATE").await;
+    let (session, code) = otp_for(&shop, &c, 250, "ORD-LATE").await;
     let key = Uuid::new_v4().to_string();
     let body = shop.body(
         json!({"credential": otp(&c, &code, &session), "amount_minor": 250,
@@ -315,13 +333,7 @@ async fn an_otp_payment_retried_after_its_response_copies_expired_is_replayed_no
     assert_eq!(first.status, 200, "{}", first.body);
     // Only the database record is left: the session is spent, yet the retry is the
     // payment's own response, not OTP_EXPIRED.
-    app.server
-        .state
-        .kv
-        .del(&[format!("idem:resp:{}:{key}", shop.tenant.integration_id)])
-        .await
-        .unwrap();
-    app.server.state.recent_responses.clear();
+    drop_response_copies(&shop, &key).await;
     let late = go().await;
     assert_eq!(late.status, 200, "{}", late.body);
     assert_eq!(late.body["meta"]["idempotency_replayed"], true);
@@ -336,12 +348,7 @@ async fn three_wrong_otps_lock_the_session_and_sends_are_limited_to_three_per_or
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
-    let r = send_otp(&shop, &c, 100, "ORD-L").await;
-    let session = r.body["data"]["otp_session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let code = otp_code(&shop, &c, "ORD-L").await;
+    let (session, code) = otp_for(&shop, &c, 100, "ORD-L").await;
     let wrong = if code == "000000" { "111111" } else { "000000" };
     for left in [2, 1, 0] {
         let r = pay_otp(&shop, otp(&c, wrong, &session), 100, "ORD-L").await;
@@ -429,13 +436,7 @@ async fn a_retry_with_the_same_key_replays_byte_for_byte_and_never_debits_twice(
 
     // Past the copies' lifetime (Redis, or in process in embedded mode) only the database
     // record is left: still the same bytes, still one debit.
-    app.server
-        .state
-        .kv
-        .del(&[format!("idem:resp:{}:{key}", shop.tenant.integration_id)])
-        .await
-        .unwrap();
-    app.server.state.recent_responses.clear();
+    drop_response_copies(&shop, &key).await;
     let late = go(body.clone()).await;
     assert_eq!(late.bytes, again.bytes, "{}", late.body);
     assert_eq!(shop.balance(&c).await["actual_minor"], 600);
