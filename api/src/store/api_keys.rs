@@ -70,6 +70,24 @@ pub async fn active_by_prefix<C: ConnectionTrait>(
     Ok(out)
 }
 
+/// An active key by id, with its integration (a cached principal's re-check).
+pub async fn active_by_id<C: ConnectionTrait>(
+    c: &C,
+    key_id: Uuid,
+) -> Result<Option<(api_key::Model, integration::Model)>, DbErr> {
+    let Some(key) = api_key::Entity::find_by_id(key_id)
+        .filter(api_key::Column::Status.eq("active"))
+        .one(c)
+        .await?
+    else {
+        return Ok(None);
+    };
+    Ok(integration::Entity::find_by_id(key.integration_id)
+        .one(c)
+        .await?
+        .map(|i| (key, i)))
+}
+
 /// A key of `integration_id` by id (any status but deleted).
 pub async fn find_live<C: ConnectionTrait>(
     c: &C,

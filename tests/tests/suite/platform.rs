@@ -244,17 +244,87 @@ async fn a_verified_key_is_served_from_the_cache_not_bcrypt() {
         "the cache never holds the raw key"
     );
     // With the row's hash replaced, only the cache can still let the key in.
+    break_key_hashes(&app, t.integration_id).await;
+    assert_eq!(tests::key_works(&app, &t.platform_key).await, 200);
+}
+
+/// Replaces the key rows' hashes of an integration: from then on only the cache (or a
+/// renewal, which never runs bcrypt) can let its keys in.
+async fn break_key_hashes(app: &TestApp, integration_id: uuid::Uuid) {
     use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
     entities::api_key::Entity::update_many()
         .col_expr(
             entities::api_key::Column::KeyHash,
             Expr::value("$2b$10$invalidinvalidinvalidinvalidinvalidinvalidinvalidinva"),
         )
-        .filter(entities::api_key::Column::IntegrationId.eq(t.integration_id))
+        .filter(entities::api_key::Column::IntegrationId.eq(integration_id))
         .exec(&app.server.state.db)
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_key_in_use_is_renewed_in_the_cache_before_its_entry_expires_without_bcrypt() {
+    // Entries live 3 s and are renewed from 2 s on.
+    let app = TestApp::spawn_with(false, |c| c.key_cache_ttl_secs = 3).await;
+    let t = app.tenant(true).await;
     assert_eq!(tests::key_works(&app, &t.platform_key).await, 200);
+    let verified = Instant::now();
+    break_key_hashes(&app, t.integration_id).await;
+
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    assert_eq!(tests::key_works(&app, &t.platform_key).await, 200);
+    // Past the first entry's lifetime: only the renewed entry can let the key in.
+    tokio::time::sleep(Duration::from_millis(3700).saturating_sub(verified.elapsed())).await;
+    assert_eq!(
+        tests::key_works(&app, &t.platform_key).await,
+        200,
+        "the entry was not renewed"
+    );
+}
+
+#[tokio::test]
+async fn a_renewal_refuses_a_key_whose_integration_was_suspended_behind_the_cache() {
+    use api::domain::credentials::{api_key, authenticate};
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, sea_query::Expr};
+    let app = TestApp::spawn_with(false, |c| c.key_cache_ttl_secs = 3).await;
+    let t = app.tenant(true).await;
+    assert_eq!(tests::key_works(&app, &t.platform_key).await, 200);
+    // Straight in the table, so nothing invalidates the cache.
+    entities::integration::Entity::update_many()
+        .col_expr(
+            entities::integration::Column::Status,
+            Expr::value("SUSPENDED"),
+        )
+        .filter(entities::integration::Column::Id.eq(t.integration_id))
+        .exec(&app.server.state.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        tests::key_works(&app, &t.platform_key).await,
+        200,
+        "served from the cache until the renewal"
+    );
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    let r = send(
+        app.get("/capabilities")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(r.code(), "INVALID_API_KEY");
+    let entry = authenticate::cache_key(&api_key::cache_fingerprint(&t.platform_key));
+    assert_eq!(
+        app.server.state.kv.get(&entry).await.unwrap(),
+        None,
+        "the refused key's entry is dropped"
+    );
+    let r = send(
+        app.get("/capabilities")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
+    assert_eq!(r.status, 401, "{}", r.body);
 }
 
 #[tokio::test]
