@@ -19,7 +19,11 @@ use entities::{api_key as key_row, integration};
 use serde::{Deserialize, Serialize};
 
 use super::{CredentialKind, Principal, Scope, api_key};
-use crate::{error::ApiError, kv::Kv, store};
+use crate::{
+    error::{ApiError, ErrorCode},
+    kv::Kv,
+    store,
+};
 
 pub fn cache_key(fingerprint: &str) -> String {
     format!("apikey:cache:{fingerprint}")
@@ -174,30 +178,34 @@ impl KeyAuth<'_> {
 
     /// Renews a cached key's entry from its row. A key that may no longer be used (its
     /// integration suspended, say, by a change that did not invalidate the cache) loses
-    /// its entry and this request is refused. A database error only postpones the renewal:
-    /// the entry is still good until it expires.
+    /// its entry and this request is refused. Any other failure (database, Redis) only
+    /// postpones the renewal: the entry is still good until it expires.
     async fn renew(&self, fp: &str, cached: &Principal) -> Result<(), ApiError> {
         let Some(key_id) = cached.key_id else {
             return Ok(());
         };
-        let row = match store::api_keys::active_by_id(self.db, key_id).await {
-            Ok(row) => row,
-            Err(e) => {
-                tracing::warn!(error = %e, %key_id, "renewing a cached api key failed");
-                return Ok(());
-            }
-        };
         let now = Utc::now();
-        let admitted = match row {
-            Some((key, integration)) => self.admit(&key, &integration, now).await,
-            None => Err(ApiError::invalid_api_key()),
+        let renewed = match store::api_keys::active_by_id(self.db, key_id).await {
+            Ok(Some((key, integration))) => match self.admit(&key, &integration, now).await {
+                Ok(principal) => self.cache(fp, &principal, now).await.map(|_| ()),
+                Err(e) => Err(e),
+            },
+            Ok(None) => Err(ApiError::invalid_api_key()),
+            Err(e) => Err(e.into()),
         };
-        match admitted {
-            Ok(principal) => self.cache(fp, &principal, now).await.map(|_| ()),
-            Err(e) => {
-                self.kv.del(&[cache_key(fp)]).await?;
+        match renewed {
+            Err(e) if e.code() == ErrorCode::InvalidApiKey => {
+                // Should the delete fail, the next renewal refuses the key again.
+                if let Err(del) = self.kv.del(&[cache_key(fp)]).await {
+                    tracing::warn!(error = %del, %key_id, "dropping a refused api key's cache entry failed");
+                }
                 Err(e)
             }
+            Err(e) => {
+                tracing::warn!(error = %e, %key_id, "renewing a cached api key failed");
+                Ok(())
+            }
+            Ok(()) => Ok(()),
         }
     }
 
