@@ -29,7 +29,7 @@ use crate::{
     envelope::{self, Rendered},
     error::ApiError,
     kv::{CopyOrLock, Kv},
-    store,
+    store::{self, writes::Writes},
 };
 
 const LOCK_TTL: Duration = Duration::from_secs(60);
@@ -138,6 +138,8 @@ pub struct Outcome<T> {
     pub secrets: Vec<String>,
     /// Extra response meta (`data_completeness_score`).
     pub meta: envelope::MetaExtra,
+    /// Writes the work held back; they go to the database with the idempotency record.
+    pub writes: Writes,
 }
 
 impl<T> Outcome<T> {
@@ -146,6 +148,7 @@ impl<T> Outcome<T> {
             data,
             secrets: Vec::new(),
             meta: envelope::MetaExtra::default(),
+            writes: Writes::default(),
         }
     }
 
@@ -537,8 +540,9 @@ where
         )
     };
     let expires_at = now + r.ttl.unwrap_or(ctx.ttl);
-    let inserted = store::idempotency::insert(
-        &txn,
+    let mut writes = outcome.writes;
+    let record = store::idempotency::defer_insert(
+        &mut writes,
         store::idempotency::NewRecord {
             id: record_id,
             owner: &owner,
@@ -551,13 +555,15 @@ where
             created_at: now,
             expires_at,
         },
-    )
-    .await;
-    let written = match inserted {
-        Ok(w) => w,
+    );
+    let written = match writes.flush(&txn).await {
+        Ok(counts) => counts.of(record) == 1,
         // The unique index, where the upsert's own conflict target did not catch it.
         Err(e) if store::is_unique_violation(&e) => false,
-        Err(e) => return Err(e.into()),
+        Err(e) => {
+            drop(txn);
+            return failed(ctx, r, copy, e.into()).await;
+        }
     };
     if !written {
         // A live record holds the key: an earlier success, or another process that won the

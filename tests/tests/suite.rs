@@ -16,4 +16,5 @@ mod suite {
     pub mod topups;
     pub mod transactions;
     pub mod webhooks;
+    pub mod writes;
 }

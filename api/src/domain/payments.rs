@@ -31,7 +31,7 @@ use crate::{
     jobs::sms_send::{self, SmsRequest},
     kv::Kv,
     ratelimit::RateLimitInfo,
-    store,
+    store::{self, writes::Writes},
 };
 
 pub const OTP_TTL_SECS: i64 = 300;
@@ -496,12 +496,13 @@ async fn take_credential<C: ConnectionTrait>(
 }
 
 /// A completed (or later voided) payment with the balance right after it.
-#[derive(Clone, Debug)]
 pub struct Paid {
     pub payment: payment::Model,
     pub balance_after: Balance,
     /// The CASHBACK grant the payment earned under its program's rule, if any.
     pub cashback: Option<entities::promo_grant::Model>,
+    /// The payment's writes, not yet sent: the caller flushes them before it commits.
+    pub writes: Writes,
 }
 
 fn split_json(grants: &[(Uuid, i64)]) -> serde_json::Value {
@@ -617,17 +618,20 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
             &w.currency,
         )
     })?;
+    // The payment's own writes need nothing back: they are held and go to the database
+    // in one batch with the idempotency record (see `store::writes`). Nothing below reads
+    // a row they touch; cashback's writes are its own rows.
+    let mut writes = Writes::default();
     let posting = ledger::posting::payment(merchant, w.id, &w.currency, &plan);
-    let posting_id = store::ledger::post(
-        c,
+    let posting_id = store::ledger::defer_post(
+        &mut writes,
         &posting,
         store::ledger::Reference {
             kind: "payment",
             id: payment_id,
             memo: pay.order_ref.clone(),
         },
-    )
-    .await?;
+    )?;
     let basket = check_basket(&pay, caller);
     let p = payment::Model {
         id: payment_id,
@@ -657,17 +661,18 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         updated_at: now,
         service_session_id: pay.service_session_id,
     };
-    store::payments::insert(c, p.clone()).await?;
+    store::payments::defer_insert(&mut writes, p.clone());
     if let Some(s) = session {
         checkout::complete(c, s, p.id, now).await?;
     }
     let cashback = cashback::accrue(c, rule, &p, &w, now).await?;
     let after = match &cashback {
-        // The new grant is part of the balance now: read it back rather than patch it in.
-        Some(_) => {
-            let mut w = w.clone();
-            w.actual_minor -= plan.from_actual;
-            wallets::current_balance(c, &w).await?
+        // The new grant is part of the balance, in its place in the spend order.
+        Some(a) => {
+            let mut grants = grants.clone();
+            grants.push(a.grant.clone());
+            grants.sort_by_key(|g| (g.expires_at, g.created_at));
+            balance_after_debit(&w, &grants, &plan, now)
         }
         None => balance_after_debit(&w, &grants, &plan, now),
     };
@@ -681,11 +686,12 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         events.extend(a.events.iter().cloned());
     }
     events.push(wallets::balance_changed(&w, &after, "payment", p.id, now));
-    store::outbox::append_all(c, events).await?;
+    store::outbox::defer_all(&mut writes, events);
     Ok(Paid {
         payment: p,
         balance_after: after,
         cashback: cashback.map(|a| a.grant),
+        writes,
     })
 }
 

@@ -258,6 +258,7 @@ impl KeysApi {
                         data: created(&m, raw.clone()),
                         secrets: vec![raw],
                         meta: Default::default(),
+                        writes: Default::default(),
                     })
                 })
             },
@@ -397,6 +398,7 @@ impl KeysApi {
                         data: created(&m, raw.clone()),
                         secrets: vec![raw],
                         meta: Default::default(),
+                        writes: Default::default(),
                     })
                 })
             },

@@ -975,6 +975,7 @@ impl PaymentsApi {
                     out.meta = MetaExtra {
                         data_completeness_score: Some(p.data_completeness_score),
                     };
+                    out.writes = paid.writes;
                     Ok(out)
                 })
             },

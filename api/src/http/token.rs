@@ -175,6 +175,7 @@ impl TokenApi {
                         // A bearer credential: the stored replay keeps it sealed.
                         secrets: vec![token],
                         meta: Default::default(),
+                        writes: Default::default(),
                     })
                 })
             },

@@ -1,10 +1,12 @@
 use chrono::{DateTime, Utc};
 use entities::idempotency_record;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, Set,
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryTrait, Set,
     sea_query::{Expr, ExprTrait, OnConflict},
 };
 use uuid::Uuid;
+
+use super::writes::{Slot, Writes};
 
 /// The live record of `(owner, key)`; an expired one counts as absent.
 pub async fn find<C: ConnectionTrait>(
@@ -34,12 +36,14 @@ pub struct NewRecord<'a> {
     pub expires_at: DateTime<Utc>,
 }
 
-/// Writes the record, replacing an expired one of the same `(owner, key)` (and the sealed
-/// secret it kept). Returns false, writing nothing, when a live record holds the key: the
-/// unique index on `(owner, key)` decides, so a second execution can never commit.
-pub async fn insert<C: ConnectionTrait>(c: &C, r: NewRecord<'_>) -> Result<bool, DbErr> {
+/// Writes the record when `w` is flushed, replacing an expired one of the same
+/// `(owner, key)` (and the sealed secret it kept). Its slot counts 0, nothing written, when
+/// a live record holds the key: the unique index on `(owner, key)` decides, so a second
+/// execution can never commit.
+pub fn defer_insert(w: &mut Writes, r: NewRecord<'_>) -> Slot {
     use idempotency_record::Column as Col;
-    let written = idempotency_record::Entity::insert(idempotency_record::ActiveModel {
+    let touches = format!("idempotency_records:{}:{}", r.owner, r.key);
+    let insert = idempotency_record::Entity::insert(idempotency_record::ActiveModel {
         id: Set(r.id),
         owner: Set(r.owner.to_string()),
         idempotency_key: Set(r.key.to_string()),
@@ -68,9 +72,8 @@ pub async fn insert<C: ConnectionTrait>(c: &C, r: NewRecord<'_>) -> Result<bool,
             )
             .to_owned(),
     )
-    .exec_without_returning(c)
-    .await?;
-    Ok(written == 1)
+    .into_query();
+    w.upsert(insert, touches)
 }
 
 /// Purges every expired record; run periodically by the worker.

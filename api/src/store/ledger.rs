@@ -3,12 +3,13 @@
 use chrono::Utc;
 use entities::{ledger_entry, ledger_posting, promo_grant, wallet};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, QueryFilter, Set,
-    Statement, Value,
-    sea_query::{Expr, ExprTrait},
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, QueryFilter,
+    QueryTrait, Set, Statement, Value,
+    sea_query::{Expr, ExprTrait, UpdateStatement},
 };
 use uuid::Uuid;
 
+use super::writes::Writes;
 use crate::domain::ledger::{Account, Posting};
 
 /// What a posting is about (a payment, a refund ...).
@@ -27,6 +28,18 @@ pub async fn post<C: ConnectionTrait>(
     posting: &Posting,
     reference: Reference<'_>,
 ) -> Result<Uuid, DbErr> {
+    let mut w = Writes::default();
+    let id = defer_post(&mut w, posting, reference)?;
+    w.flush(c).await?;
+    Ok(id)
+}
+
+/// Like `post`, written (and its guards checked) when `w` is flushed.
+pub fn defer_post(
+    w: &mut Writes,
+    posting: &Posting,
+    reference: Reference<'_>,
+) -> Result<Uuid, DbErr> {
     if !posting.is_balanced() {
         return Err(DbErr::Custom(format!(
             "refusing an unbalanced {} posting",
@@ -35,17 +48,18 @@ pub async fn post<C: ConnectionTrait>(
     }
     let now = Utc::now();
     let id = Uuid::now_v7();
-    ledger_posting::Entity::insert(ledger_posting::ActiveModel {
-        id: Set(id),
-        merchant_id: Set(posting.merchant_id),
-        kind: Set(posting.kind.as_str().to_string()),
-        reference_type: Set(reference.kind.to_string()),
-        reference_id: Set(reference.id),
-        memo: Set(reference.memo),
-        created_at: Set(now),
-    })
-    .exec_without_returning(c)
-    .await?;
+    w.insert(
+        ledger_posting::Entity::insert(ledger_posting::ActiveModel {
+            id: Set(id),
+            merchant_id: Set(posting.merchant_id),
+            kind: Set(posting.kind.as_str().to_string()),
+            reference_type: Set(reference.kind.to_string()),
+            reference_id: Set(reference.id),
+            memo: Set(reference.memo),
+            created_at: Set(now),
+        })
+        .into_query(),
+    );
     let rows = posting.entries.iter().map(|e| ledger_entry::ActiveModel {
         posting_id: Set(id),
         merchant_id: Set(posting.merchant_id),
@@ -56,33 +70,34 @@ pub async fn post<C: ConnectionTrait>(
         created_at: Set(now),
         ..Default::default()
     });
-    ledger_entry::Entity::insert_many(rows)
-        .exec_without_returning(c)
-        .await?;
+    w.insert(ledger_entry::Entity::insert_many(rows).into_query());
     for e in &posting.entries {
-        let moved = match e.account {
-            Account::WalletActual(w) => move_wallet(c, w, e.amount_minor, now).await?,
-            Account::Grant(g) => move_grant(c, g, e.amount_minor, now).await?,
-            _ => true,
-        };
-        if !moved {
-            return Err(DbErr::Custom(format!(
+        let below_zero = || {
+            format!(
                 "{} {} would go below zero",
                 e.account.kind(),
                 e.account.id()
-            )));
-        }
+            )
+        };
+        match e.account {
+            Account::WalletActual(wallet) => w.update_one(
+                move_wallet(wallet, e.amount_minor, now),
+                format!("wallets:{wallet}"),
+                below_zero(),
+            ),
+            Account::Grant(g) => w.update_one(
+                move_grant(g, e.amount_minor, now),
+                format!("promo_grants:{g}"),
+                below_zero(),
+            ),
+            _ => continue,
+        };
     }
     Ok(id)
 }
 
-async fn move_wallet<C: ConnectionTrait>(
-    c: &C,
-    id: Uuid,
-    delta: i64,
-    now: chrono::DateTime<Utc>,
-) -> Result<bool, DbErr> {
-    let r = wallet::Entity::update_many()
+fn move_wallet(id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> UpdateStatement {
+    wallet::Entity::update_many()
         .col_expr(
             wallet::Column::ActualMinor,
             Expr::col(wallet::Column::ActualMinor).add(delta),
@@ -90,18 +105,11 @@ async fn move_wallet<C: ConnectionTrait>(
         .col_expr(wallet::Column::UpdatedAt, Expr::value(now))
         .filter(wallet::Column::Id.eq(id))
         .filter(Expr::col(wallet::Column::ActualMinor).add(delta).gte(0))
-        .exec(c)
-        .await?;
-    Ok(r.rows_affected == 1)
+        .into_query()
 }
 
 /// A grant that reaches zero is CONSUMED; a refund into a CONSUMED grant releases it again.
-async fn move_grant<C: ConnectionTrait>(
-    c: &C,
-    id: Uuid,
-    delta: i64,
-    now: chrono::DateTime<Utc>,
-) -> Result<bool, DbErr> {
+fn move_grant(id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> UpdateStatement {
     let remaining = Expr::col(promo_grant::Column::RemainingMinor).add(delta);
     let state = Expr::case(remaining.clone().eq(0), "CONSUMED")
         .case(
@@ -109,15 +117,13 @@ async fn move_grant<C: ConnectionTrait>(
             "RELEASED",
         )
         .finally(Expr::col(promo_grant::Column::State));
-    let r = promo_grant::Entity::update_many()
+    promo_grant::Entity::update_many()
         .col_expr(promo_grant::Column::State, state.into())
         .col_expr(promo_grant::Column::RemainingMinor, remaining.clone())
         .col_expr(promo_grant::Column::UpdatedAt, Expr::value(now))
         .filter(promo_grant::Column::Id.eq(id))
         .filter(remaining.gte(0))
-        .exec(c)
-        .await?;
-    Ok(r.rows_affected == 1)
+        .into_query()
 }
 
 /// What the consistency check found. Empty lists mean the ledger and the balances agree.

@@ -17,6 +17,7 @@ pub mod tenancy;
 pub mod topups;
 pub mod wallets;
 pub mod webhooks;
+pub mod writes;
 
 pub use db::{begin, connect, ping};
 

@@ -2,86 +2,141 @@ use chrono::{DateTime, Utc};
 use entities::{outbox, resource_sequence};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set,
-    sea_query::{Expr, ExprTrait, LockBehavior, LockType, OnConflict},
+    QuerySelect,
+    sea_query::{
+        Alias, Expr, ExprTrait, InsertStatement, LockBehavior, LockType, OnConflict, Query,
+    },
 };
 use uuid::Uuid;
 
+use super::writes::Writes;
 use crate::domain::events::NewOutbox;
 
-/// Next `sequence_number` of a resource. The upsert holds the sequence row until the
-/// transaction ends, so two writers to one resource get consecutive numbers in commit order.
-pub async fn next_sequence<C: ConnectionTrait>(
-    c: &C,
-    resource_type: &str,
-    resource_id: &str,
-) -> Result<i64, DbErr> {
-    let row = resource_sequence::Entity::insert(resource_sequence::ActiveModel {
-        resource_type: Set(resource_type.to_string()),
-        resource_id: Set(resource_id.to_string()),
-        last_value: Set(1),
-    })
-    .on_conflict(
-        OnConflict::columns([
-            resource_sequence::Column::ResourceType,
-            resource_sequence::Column::ResourceId,
-        ])
-        .value(
-            resource_sequence::Column::LastValue,
-            Expr::col((
-                resource_sequence::Entity,
-                resource_sequence::Column::LastValue,
-            ))
-            .add(1),
-        )
-        .to_owned(),
-    )
-    .exec_with_returning(c)
-    .await?;
-    Ok(row.last_value)
+/// A batch of events, numbered per resource: `sequence_number` counts a resource's events
+/// in commit order. The upsert adding to the resource's counter holds its row until the
+/// transaction ends, so two writers to one resource get consecutive numbers.
+pub(super) struct Events {
+    /// Each resource once, with how many of the events are its.
+    resources: Vec<((String, String), i64)>,
+    /// The rows, each with its resource and how far below that resource's new last value
+    /// its number is.
+    rows: Vec<(NewOutbox, Uuid, usize, i64)>,
+    now: DateTime<Utc>,
 }
 
-/// Next `sequence_number` of each resource, in one statement. The resources must be
-/// distinct (one upsert cannot touch a row twice).
-async fn next_sequences<C: ConnectionTrait>(
-    c: &C,
-    resources: &[(String, String)],
-) -> Result<Vec<i64>, DbErr> {
-    let rows = resources
-        .iter()
-        .map(|(t, id)| resource_sequence::ActiveModel {
-            resource_type: Set(t.clone()),
-            resource_id: Set(id.clone()),
-            last_value: Set(1),
-        });
-    let updated = resource_sequence::Entity::insert_many(rows)
-        .on_conflict(
-            OnConflict::columns([
-                resource_sequence::Column::ResourceType,
-                resource_sequence::Column::ResourceId,
-            ])
-            .value(
-                resource_sequence::Column::LastValue,
-                Expr::col((
-                    resource_sequence::Entity,
-                    resource_sequence::Column::LastValue,
-                ))
-                .add(1),
-            )
-            .to_owned(),
+impl Events {
+    fn new(items: Vec<NewOutbox>, now: DateTime<Utc>) -> (Self, Vec<Uuid>) {
+        let mut resources: Vec<((String, String), i64)> = Vec::new();
+        let mut placed = Vec::with_capacity(items.len());
+        for item in &items {
+            let key = (item.resource_type.clone(), item.resource_id.clone());
+            let at = match resources.iter().position(|(r, _)| *r == key) {
+                Some(at) => at,
+                None => {
+                    resources.push((key, 0));
+                    resources.len() - 1
+                }
+            };
+            resources[at].1 += 1;
+            placed.push((at, resources[at].1));
+        }
+        let mut ids = Vec::with_capacity(items.len());
+        let rows = items
+            .into_iter()
+            .zip(placed)
+            .map(|(item, (at, nth))| {
+                let event_id = Uuid::now_v7();
+                ids.push(event_id);
+                (item, event_id, at, resources[at].1 - nth)
+            })
+            .collect();
+        (
+            Events {
+                resources,
+                rows,
+                now,
+            },
+            ids,
         )
-        .exec_with_returning(c)
-        .await?;
-    resources
-        .iter()
-        .map(|(t, id)| {
-            updated
-                .iter()
-                .find(|m| &m.resource_type == t && &m.resource_id == id)
-                .map(|m| m.last_value)
-                .ok_or_else(|| DbErr::Custom(format!("no sequence returned for {t} {id}")))
-        })
-        .collect()
+    }
+
+    pub(super) fn resource(&self, at: usize) -> (&str, &str) {
+        let (t, id) = &self.resources[at].0;
+        (t, id)
+    }
+
+    pub(super) fn touches(&self) -> Vec<String> {
+        self.resources
+            .iter()
+            .map(|((t, id), _)| format!("resource_sequences:{t}:{id}"))
+            .collect()
+    }
+
+    /// Adds each resource's count to its counter, returning the new last values.
+    pub(super) fn sequences(&self) -> InsertStatement {
+        use resource_sequence::Column as Col;
+        let mut q = Query::insert();
+        q.into_table(resource_sequence::Entity).columns([
+            Col::ResourceType,
+            Col::ResourceId,
+            Col::LastValue,
+        ]);
+        for ((t, id), n) in &self.resources {
+            q.values_panic([t.as_str().into(), id.as_str().into(), (*n).into()]);
+        }
+        q.on_conflict(
+            OnConflict::columns([Col::ResourceType, Col::ResourceId])
+                .value(
+                    Col::LastValue,
+                    Expr::col((resource_sequence::Entity, Col::LastValue))
+                        .add(Expr::col((Alias::new("excluded"), Col::LastValue))),
+                )
+                .to_owned(),
+        )
+        .returning(Query::returning().columns([
+            Col::ResourceType,
+            Col::ResourceId,
+            Col::LastValue,
+        ]));
+        q
+    }
+
+    /// The event rows; `last(resource, offset)` is the expression of the resource's new last
+    /// value minus `offset`.
+    pub(super) fn insert(
+        &self,
+        last: impl Fn(usize, i64) -> Result<Expr, DbErr>,
+    ) -> Result<InsertStatement, DbErr> {
+        use outbox::Column as Col;
+        let mut q = Query::insert();
+        q.into_table(outbox::Entity).columns([
+            Col::EventId,
+            Col::Kind,
+            Col::Topic,
+            Col::MerchantId,
+            Col::ResourceType,
+            Col::ResourceId,
+            Col::SequenceNumber,
+            Col::Payload,
+            Col::OccurredAt,
+            Col::CreatedAt,
+        ]);
+        for (item, event_id, at, offset) in &self.rows {
+            q.values_panic([
+                (*event_id).into(),
+                item.kind.as_str().into(),
+                item.topic.as_str().into(),
+                item.merchant_id.into(),
+                item.resource_type.as_str().into(),
+                item.resource_id.as_str().into(),
+                last(*at, *offset)?,
+                item.payload.clone().into(),
+                item.occurred_at.into(),
+                self.now.into(),
+            ]);
+        }
+        Ok(q)
+    }
 }
 
 /// Appends a row; returns its `event_id`.
@@ -94,49 +149,20 @@ pub async fn append_all<C: ConnectionTrait>(
     c: &C,
     items: Vec<NewOutbox>,
 ) -> Result<Vec<Uuid>, DbErr> {
-    let now = Utc::now();
-    let resources: Vec<(String, String)> = items
-        .iter()
-        .map(|i| (i.resource_type.clone(), i.resource_id.clone()))
-        .collect();
-    let distinct = resources
-        .iter()
-        .enumerate()
-        .all(|(n, r)| !resources[..n].contains(r));
-    let seqs = if distinct {
-        next_sequences(c, &resources).await?
-    } else {
-        // Several events of one resource: numbered one after another.
-        let mut v = Vec::with_capacity(resources.len());
-        for (t, id) in &resources {
-            v.push(next_sequence(c, t, id).await?);
-        }
-        v
-    };
-    let mut ids = Vec::with_capacity(items.len());
-    let mut rows = Vec::with_capacity(items.len());
-    for (item, seq) in items.into_iter().zip(seqs) {
-        let event_id = Uuid::now_v7();
-        ids.push(event_id);
-        rows.push(outbox::ActiveModel {
-            event_id: Set(event_id),
-            kind: Set(item.kind.as_str().to_string()),
-            topic: Set(item.topic),
-            merchant_id: Set(item.merchant_id),
-            resource_type: Set(item.resource_type),
-            resource_id: Set(item.resource_id),
-            sequence_number: Set(seq),
-            payload: Set(item.payload),
-            occurred_at: Set(item.occurred_at),
-            created_at: Set(now),
-            relayed_at: Set(None),
-            ..Default::default()
-        });
-    }
-    outbox::Entity::insert_many(rows)
-        .exec_without_returning(c)
-        .await?;
+    let mut w = Writes::default();
+    let ids = defer_all(&mut w, items);
+    w.flush(c).await?;
     Ok(ids)
+}
+
+/// Like `append_all`, written when `w` is flushed.
+pub fn defer_all(w: &mut Writes, items: Vec<NewOutbox>) -> Vec<Uuid> {
+    if items.is_empty() {
+        return Vec::new();
+    }
+    let (events, ids) = Events::new(items, Utc::now());
+    w.events(events);
+    ids
 }
 
 /// Committed rows not yet relayed, oldest first. On PostgreSQL the rows are locked with

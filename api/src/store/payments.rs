@@ -3,18 +3,15 @@ use chrono::{DateTime, Utc};
 use entities::{otp_session, payment, payment_refund, qr_nonce};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Set,
 };
 use uuid::Uuid;
 
-use super::for_update;
+use super::{for_update, writes::Writes};
 
-pub async fn insert<C: ConnectionTrait>(c: &C, p: payment::Model) -> Result<(), DbErr> {
-    // Nothing to read back: the caller built the row.
-    payment::Entity::insert(p.into_active_model())
-        .exec_without_returning(c)
-        .await
-        .map(|_| ())
+/// Writes the payment when `w` is flushed (nothing to read back: the caller built the row).
+pub fn defer_insert(w: &mut Writes, p: payment::Model) {
+    w.insert(payment::Entity::insert(p.into_active_model()).into_query());
 }
 
 pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<payment::Model>, DbErr> {
