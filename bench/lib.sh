@@ -37,6 +37,14 @@ bench_knobs() { # the env knobs both harnesses share, with their defaults
   PGUSER_=${BENCH_PGUSER:-postgres}
   REDIS_PORT=${BENCH_REDIS_PORT:-6379}
   HOST=127.0.0.1 # all traffic stays on loopback
+  # TLS to PostgreSQL: by default both the service (sqlx) and pgbench (libpq) negotiate it
+  # when the server offers it (sslmode=prefer). BENCH_PG_TLS=off turns it off for both, so
+  # service and ceiling stay comparable; on loopback TLS measures the crypto, not the work.
+  case ${BENCH_PG_TLS:-default} in
+    off) PG_SSLMODE=disable ;;
+    default) PG_SSLMODE="" ;;
+    *) die "BENCH_PG_TLS is 'off' or unset" ;;
+  esac
 }
 
 # ---------------------------------------------------------------- cleanup (trap) ----------
@@ -205,7 +213,7 @@ start_services() {
     DBS+=("$db")
     REDIS_PREFIXES+=("$prefix")
     env_common+=(
-      WALLET_DATABASE_URL="postgres://$PGUSER_@$PGHOST_:$PGPORT_/$db"
+      WALLET_DATABASE_URL="postgres://$PGUSER_@$PGHOST_:$PGPORT_/$db${PG_SSLMODE:+?sslmode=$PG_SSLMODE}"
       WALLET_REDIS_URL="redis://$HOST:$REDIS_PORT"
       WALLET_JWT_SECRET="$(rand_hex 32)"
       WALLET_SECRET_KEY="$(rand_hex 32)"
@@ -278,7 +286,7 @@ log_problems() { # log_problems NAME FILE: a note when the log has WARN/ERROR li
 # pg_ceiling_line CLIENTS ERR_FILE: the pg_ceiling line of one pg-ceiling.sh run (PG_SECS
 # seconds), or nothing; its stderr goes to ERR_FILE
 pg_ceiling_line() {
-  PGHOST=$PGHOST_ PGPORT=$PGPORT_ PGUSER=$PGUSER_ timeout $((PG_SECS + 300)) \
+  env PGHOST="$PGHOST_" PGPORT="$PGPORT_" PGUSER="$PGUSER_" ${PG_SSLMODE:+PGSSLMODE=$PG_SSLMODE} timeout $((PG_SECS + 300)) \
     bash "$PG_CEILING" "$1" "$PG_SECS" 2>"$2" | grep '^pg_ceiling' || true
 }
 
@@ -287,6 +295,9 @@ summary_intro() { # summary_intro LOAD_GENERATOR: when, what was built, the mach
   echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), $BUILT_FROM commit $COMMIT$DIRTY, $(nproc) cores,"\
     "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), load generator $1 on the same host (127.0.0.1)."
   echo "Load average (1/5/15 min) before the run: $LOAD_START; after it: $LOAD_END (other work on the machine shows here)."
+  local tls="as negotiated by default (sslmode=prefer; the local server offers it)"
+  [[ -n $PG_SSLMODE ]] && tls="off (sslmode=$PG_SSLMODE, BENCH_PG_TLS=off)"
+  echo "TLS to PostgreSQL, for the service and pg-ceiling.sh alike: $tls."
 }
 
 summary_notes() {
