@@ -445,13 +445,22 @@ async fn take_credential<C: ConnectionTrait>(
             otp_code,
             otp_session_id,
         } => {
-            // `verify_otp` already checked (and counted) the code in its own transaction;
-            // under the row lock now, make sure the session is still the one it checked.
-            // The code is compared again (no query); the phone is compared with the wallet's
-            // owner once `pay` has read it.
-            let s = store::payments::lock_otp(c, merchant, *otp_session_id)
-                .await?
-                .ok_or_else(|| otp_invalid("unknown_session", "Unknown OTP session."))?;
+            // `verify_otp` already checked (and counted) the code in its own transaction.
+            // One statement consumes the session if it is still active: a busy wallet's
+            // next payment reaches the wallet's lock a round trip sooner. The checks below
+            // see it as it was; a mismatch rolls the consumption back with the payment. The
+            // phone is compared with the wallet's owner once `pay` has read it.
+            let Some(mut s) =
+                store::payments::take_otp(c, merchant, *otp_session_id, payment_id, now).await?
+            else {
+                // Unknown or no longer active: read it to say which.
+                let s = store::payments::lock_otp(c, merchant, *otp_session_id)
+                    .await?
+                    .ok_or_else(|| otp_invalid("unknown_session", "Unknown OTP session."))?;
+                check_session(&s, pay, now)?;
+                return Err(used());
+            };
+            s.status = "active".into();
             check_session(&s, pay, now)?;
             if !sealer.verify_mac(
                 "otp",
@@ -459,9 +468,6 @@ async fn take_credential<C: ConnectionTrait>(
                 &s.code_hash,
             ) {
                 return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
-            }
-            if !store::payments::consume_otp(c, s.id, payment_id, now).await? {
-                return Err(used());
             }
             Ok(s.wallet_id)
         }

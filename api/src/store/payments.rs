@@ -112,21 +112,27 @@ pub async fn lock_otp<C: ConnectionTrait>(
     for_update(c, q).one(c).await
 }
 
-pub async fn consume_otp<C: ConnectionTrait>(
+/// Consumes the merchant's session `id` if it is active, in one statement, and returns it as
+/// it is now (status `consumed`); `None` when it is unknown or no longer active. The caller
+/// checks the rest of it and rolls back on a mismatch.
+pub async fn take_otp<C: ConnectionTrait>(
     c: &C,
+    merchant_id: Uuid,
     id: Uuid,
     payment_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<bool, DbErr> {
-    let r = otp_session::Entity::update_many()
+) -> Result<Option<otp_session::Model>, DbErr> {
+    Ok(otp_session::Entity::update_many()
         .col_expr(otp_session::Column::Status, "consumed".into())
         .col_expr(otp_session::Column::PaymentId, Some(payment_id).into())
         .col_expr(otp_session::Column::ConsumedAt, Some(now).into())
         .filter(otp_session::Column::Id.eq(id))
+        .filter(otp_session::Column::MerchantId.eq(merchant_id))
         .filter(otp_session::Column::Status.eq("active"))
-        .exec(c)
-        .await?;
-    Ok(r.rows_affected == 1)
+        .exec_with_returning(c)
+        .await?
+        .into_iter()
+        .next())
 }
 
 /// Counts one wrong code against a session the caller holds locked (`lock_otp`); the
