@@ -55,10 +55,6 @@ impl Counts {
 }
 
 impl Writes {
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
     fn push(&mut self, op: Op, touches: Vec<String>, exactly_one: Option<String>) -> Slot {
         self.items.push(Item {
             op,
@@ -87,11 +83,6 @@ impl Writes {
     pub(super) fn events(&mut self, e: Events) -> Slot {
         let touches = e.touches();
         self.push(Op::Events(e), touches, None)
-    }
-
-    /// Appends another batch's writes after these.
-    pub fn append(&mut self, other: Writes) {
-        self.items.extend(other.items);
     }
 
     /// Runs the batch in the caller's transaction, in order; fails if a guarded write
