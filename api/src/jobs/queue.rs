@@ -79,6 +79,9 @@ impl Queue {
         let task = Self::task(env, run_after);
         match self {
             Queue::Sqlite(pool) => {
+                let _turn = crate::store::db::write_turn(pool)
+                    .await
+                    .map_err(unavailable)?;
                 let mut tx = pool.begin().await.map_err(unavailable)?;
                 apalis_sqlite::queries::push_tasks(&mut *tx, &env.job_type, &[task])
                     .await

@@ -238,6 +238,7 @@ where
     let now = Utc::now();
     let pool = db.get_sqlite_connection_pool();
     // IMMEDIATE: take the write lock up front instead of failing to upgrade later.
+    let _turn = super::db::write_turn(pool).await?;
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let sql = format!("SELECT {COLUMNS} FROM outbox WHERE relayed_at IS NULL ORDER BY id LIMIT ?");
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
