@@ -72,7 +72,7 @@ impl Events {
             .collect()
     }
 
-    /// Adds each resource's count to its counter, returning the new last values.
+    /// Adds each resource's count to its counter.
     pub(super) fn sequences(&self) -> InsertStatement {
         use resource_sequence::Column as Col;
         let mut q = Query::insert();
@@ -92,13 +92,39 @@ impl Events {
                         .add(Expr::col((Alias::new("excluded"), Col::LastValue))),
                 )
                 .to_owned(),
-        )
-        .returning(Query::returning().columns([
+        );
+        q
+    }
+
+    /// `sequences`, returning the new last values.
+    pub(super) fn sequences_returning(&self) -> InsertStatement {
+        use resource_sequence::Column as Col;
+        let mut q = self.sequences();
+        q.returning(Query::returning().columns([
             Col::ResourceType,
             Col::ResourceId,
             Col::LastValue,
         ]));
         q
+    }
+
+    /// The event rows, numbered from the last values `sequences` left in `table` (the
+    /// counters' table, or a CTE returning its rows).
+    pub(super) fn insert_numbered_from(
+        &self,
+        table: impl sea_orm::sea_query::IntoIden + Clone,
+    ) -> Result<InsertStatement, DbErr> {
+        use resource_sequence::Column as Col;
+        self.insert(|resource, offset| {
+            let (t, id) = self.resource(resource);
+            let last = Query::select()
+                .column(Col::LastValue)
+                .from(table.clone())
+                .and_where(Expr::col(Col::ResourceType).eq(Expr::val(t)))
+                .and_where(Expr::col(Col::ResourceId).eq(Expr::val(id)))
+                .to_owned();
+            Ok(Expr::SubQuery(None, Box::new(last.into())).sub(offset))
+        })
     }
 
     /// The event rows; `last(resource, offset)` is the expression of the resource's new last

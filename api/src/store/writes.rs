@@ -3,18 +3,19 @@
 //! Most of a mutation's writes need nothing back but a row count: a posting and its entries,
 //! the balance moves, the payment row, its events, the idempotency record. On PostgreSQL a
 //! batch goes as one statement of data-modifying CTEs, one round trip where it took seven;
-//! a busy wallet's row lock is then held for three round trips instead of nine. SQLite (in
-//! process, no round trips) runs the same statements one after another, in order.
+//! a busy wallet's row lock is then held for three round trips instead of nine. SQLite runs
+//! the same statements one after another, in order, sent in one call.
 //!
 //! A held-back write is invisible until `flush`: whoever holds a batch flushes it before
 //! reading anything it touches. PostgreSQL runs the CTEs of one statement on one snapshot
 //! and cannot modify a row twice in one statement, so a write touching a row already
 //! touched in the batch starts a new statement.
+use entities::resource_sequence;
 use sea_orm::{
     ConnectionTrait, DbBackend, DbErr, Statement,
     sea_query::{
-        Alias, CommonTableExpression, Expr, ExprTrait, InsertStatement, PostgresQueryBuilder,
-        Query, ReturningClause, SubQueryStatement, UpdateStatement, WithClause,
+        Alias, CommonTableExpression, Expr, InsertStatement, PostgresQueryBuilder, Query,
+        ReturningClause, SqliteQueryBuilder, SubQueryStatement, UpdateStatement, WithClause,
     },
 };
 
@@ -102,11 +103,7 @@ impl Writes {
             }
             counts.extend(run_pg(c, group).await?);
         } else {
-            for item in self.items {
-                let n = run_one(c, item.op).await?;
-                checked(n, item.exactly_one)?;
-                counts.push(n);
-            }
+            counts = run_sqlite(c, self.items).await?;
         }
         Ok(Counts(counts))
     }
@@ -120,30 +117,59 @@ fn checked(n: u64, exactly_one: Option<String>) -> Result<(), DbErr> {
     }
 }
 
-async fn run_one<C: ConnectionTrait>(c: &C, op: Op) -> Result<u64, DbErr> {
-    Ok(match op {
-        Op::Insert(s) => c.execute(&s).await?.rows_affected(),
-        Op::Update(s) => c.execute(&s).await?.rows_affected(),
-        Op::Events(e) => {
-            let rows = c.query_all(&e.sequences()).await?;
-            let mut last = Vec::with_capacity(rows.len());
-            for r in rows {
-                last.push((
-                    r.try_get::<String>("", "resource_type")?,
-                    r.try_get::<String>("", "resource_id")?,
-                    r.try_get::<i64>("", "last_value")?,
-                ));
+/// One call: each write followed by `SELECT changes()`, whose rows come back in order.
+/// SQLite runs in process, but every call still crosses to the connection's own thread and
+/// back; while one writer holds the file, that hop is what the others wait on.
+async fn run_sqlite<C: ConnectionTrait>(c: &C, items: Vec<Item>) -> Result<Vec<u64>, DbErr> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut sql = String::new();
+    let mut values = Vec::new();
+    let mut add = |(s, v): (String, sea_orm::sea_query::Values)| {
+        sql.push_str(&s);
+        sql.push_str(";\n");
+        values.extend(v.0);
+    };
+    let mut guards = Vec::with_capacity(items.len());
+    for item in items {
+        match item.op {
+            Op::Insert(s) => add(s.build(SqliteQueryBuilder)),
+            Op::Update(s) => add(s.build(SqliteQueryBuilder)),
+            Op::Events(e) => {
+                add(e.sequences().build(SqliteQueryBuilder));
+                add(e
+                    .insert_numbered_from(resource_sequence::Entity)?
+                    .build(SqliteQueryBuilder));
             }
-            let insert = e.insert(|resource, offset| {
-                let (t, id) = e.resource(resource);
-                last.iter()
-                    .find(|(lt, lid, _)| lt == t && lid == id)
-                    .map(|(_, _, v)| Expr::val(v - offset))
-                    .ok_or_else(|| DbErr::Custom(format!("no sequence returned for {t} {id}")))
-            })?;
-            c.execute(&insert).await?.rows_affected()
         }
-    })
+        add((
+            "SELECT changes() AS n".into(),
+            sea_orm::sea_query::Values(Vec::new()),
+        ));
+        guards.push(item.exactly_one);
+    }
+    let rows = c
+        .query_all_raw(Statement::from_sql_and_values(
+            DbBackend::Sqlite,
+            sql,
+            values,
+        ))
+        .await?;
+    if rows.len() != guards.len() {
+        return Err(DbErr::Custom(format!(
+            "a batch of {} writes returned {} counts",
+            guards.len(),
+            rows.len()
+        )));
+    }
+    let mut counts = Vec::with_capacity(rows.len());
+    for (row, guard) in rows.into_iter().zip(guards) {
+        let n = row.try_get::<i64>("", "n")? as u64;
+        checked(n, guard)?;
+        counts.push(n);
+    }
+    Ok(counts)
 }
 
 /// One statement: each write a CTE returning a row per row it modified, then their counts.
@@ -165,17 +191,8 @@ async fn run_pg<C: ConnectionTrait>(c: &C, items: Vec<Item>) -> Result<Vec<u64>,
                 // The sequence upsert returns each resource's new last value; the event rows
                 // number themselves down from it.
                 let seq = format!("s{i}");
-                with.cte(cte(&seq, e.sequences().into()));
-                let mut insert = e.insert(|resource, offset| {
-                    let (t, id) = e.resource(resource);
-                    let last = Query::select()
-                        .column(Alias::new("last_value"))
-                        .from(Alias::new(&seq))
-                        .and_where(Expr::col(Alias::new("resource_type")).eq(Expr::val(t)))
-                        .and_where(Expr::col(Alias::new("resource_id")).eq(Expr::val(id)))
-                        .to_owned();
-                    Ok(Expr::SubQuery(None, Box::new(last.into())).sub(offset))
-                })?;
+                with.cte(cte(&seq, e.sequences_returning().into()));
+                let mut insert = e.insert_numbered_from(Alias::new(&seq))?;
                 insert.returning(one()).to_owned().into()
             }
         };
