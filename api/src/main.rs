@@ -134,6 +134,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 config.bcrypt_cost,
             )
             .await?;
+            db.close().await?;
             if json {
                 println!("{}", serde_json::to_string(&created)?);
             } else {
@@ -154,6 +155,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_err(|e| {
                     anyhow::anyhow!("{}", e.to_body()["message"].as_str().unwrap_or("failed"))
                 })?;
+            db.close().await?;
             if json {
                 println!("{}", serde_json::to_string(&created)?);
             } else {
@@ -167,6 +169,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let db = api::store::connect(&config).await?;
             let report = api::store::ledger::check(&db, merchant).await?;
+            db.close().await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if report.is_consistent() {
                 Ok(())

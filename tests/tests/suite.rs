@@ -6,6 +6,7 @@ mod suite {
     pub mod incentives;
     pub mod jobs;
     pub mod keys;
+    pub mod lifecycle;
     pub mod offers;
     pub mod openapi;
     pub mod operators;

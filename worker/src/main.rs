@@ -103,12 +103,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let probe_addr = config.metrics_listen_addr.clone();
             let state = api::build_state(config).await?;
             let runtime = api::jobs::Runtime::start(state.clone())?;
-            let probe = api::serve_endpoint(api::http::worker_routes(state), &probe_addr).await?;
+            let probe =
+                api::serve_endpoint(api::http::worker_routes(state.clone()), &probe_addr).await?;
             tracing::info!(metrics = %probe.addr, "wallet-worker running");
             wait_for_signal().await;
             tracing::info!("wallet-worker stopping: finishing running jobs");
             runtime.stop().await;
             probe.stop().await;
+            api::close_db(&state).await;
             Ok(())
         }
         Command::Dlq { .. } => unreachable!("handled above"),
@@ -171,6 +173,12 @@ async fn targets(
 
 async fn dlq(config: api::config::Config, cmd: Dlq) -> anyhow::Result<()> {
     let db = api::store::connect(&config).await?;
+    let done = dlq_on(&db, cmd).await;
+    db.close().await?;
+    done
+}
+
+async fn dlq_on(db: &sea_orm::DatabaseConnection, cmd: Dlq) -> anyhow::Result<()> {
     match cmd {
         Dlq::List {
             filter,
@@ -178,13 +186,13 @@ async fn dlq(config: api::config::Config, cmd: Dlq) -> anyhow::Result<()> {
             limit,
         } => {
             for d in
-                api::store::dead_letters::list(&db, &store_filter(&filter, &status), limit).await?
+                api::store::dead_letters::list(db, &store_filter(&filter, &status), limit).await?
             {
                 println!("{}", view(&d));
             }
         }
         Dlq::Show { id } => {
-            let d = api::store::dead_letters::find(&db, id)
+            let d = api::store::dead_letters::find(db, id)
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("no dead letter {id}"))?;
             let mut v = view(&d);
@@ -193,8 +201,8 @@ async fn dlq(config: api::config::Config, cmd: Dlq) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
         Dlq::Replay { id, all, filter } => {
-            for id in targets(&db, id, all, &filter).await? {
-                let out = api::jobs::dead_letters::replay(&db, id, &actor())
+            for id in targets(db, id, all, &filter).await? {
+                let out = api::jobs::dead_letters::replay(db, id, &actor())
                     .await
                     .map_err(api_err)?;
                 println!(
@@ -209,8 +217,8 @@ async fn dlq(config: api::config::Config, cmd: Dlq) -> anyhow::Result<()> {
             reason,
             filter,
         } => {
-            for id in targets(&db, id, all, &filter).await? {
-                let out = api::jobs::dead_letters::purge(&db, id, &actor(), &reason)
+            for id in targets(db, id, all, &filter).await? {
+                let out = api::jobs::dead_letters::purge(db, id, &actor(), &reason)
                     .await
                     .map_err(api_err)?;
                 println!(
