@@ -140,7 +140,9 @@ pub async fn begin(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
 const WRITE_TURN_WAIT: Duration = Duration::from_secs(10);
 
 /// The right to write to one SQLite file, held for a write transaction's life.
-pub struct WriteTurn(#[allow(dead_code)] OwnedSemaphorePermit);
+pub struct WriteTurn {
+    _permit: OwnedSemaphorePermit,
+}
 
 /// Waits for this SQLite file's write turn, in arrival order.
 ///
@@ -162,7 +164,7 @@ pub async fn write_turn(pool: &SqlitePool) -> Result<WriteTurn, DbErr> {
         .or_insert_with(|| Arc::new(Semaphore::new(1)))
         .clone();
     match tokio::time::timeout(WRITE_TURN_WAIT, gate.acquire_owned()).await {
-        Ok(Ok(permit)) => Ok(WriteTurn(permit)),
+        Ok(Ok(permit)) => Ok(WriteTurn { _permit: permit }),
         // The semaphore is never closed; a timeout is the database being too busy.
         _ => Err(DbErr::ConnectionAcquire(ConnAcquireErr::Timeout)),
     }
