@@ -24,5 +24,5 @@ pub mod wallet_queue;
 mod startup;
 
 pub use startup::{
-    Listener, Server, build_state, close_db, migrate, serve, serve_endpoint, serve_from_config,
+    Listener, Server, build_state, migrate, serve, serve_endpoint, serve_from_config,
 };

@@ -134,13 +134,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 config.bcrypt_cost,
             )
             .await?;
-            db.close().await?;
             if json {
                 println!("{}", serde_json::to_string(&created)?);
             } else {
                 println!("{}", serde_json::to_string_pretty(&created)?);
                 eprintln!("Keep platform_key safe: it is shown only now.");
             }
+            api::store::close(&db).await;
             Ok(())
         }
         Command::Operator {
@@ -155,13 +155,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .map_err(|e| {
                     anyhow::anyhow!("{}", e.to_body()["message"].as_str().unwrap_or("failed"))
                 })?;
-            db.close().await?;
             if json {
                 println!("{}", serde_json::to_string(&created)?);
             } else {
                 println!("{}", serde_json::to_string_pretty(&created)?);
                 eprintln!("Keep operator_key safe: it is shown only now.");
             }
+            api::store::close(&db).await;
             Ok(())
         }
         Command::Ledger {
@@ -169,7 +169,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let db = api::store::connect(&config).await?;
             let report = api::store::ledger::check(&db, merchant).await?;
-            db.close().await?;
+            api::store::close(&db).await;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if report.is_consistent() {
                 Ok(())

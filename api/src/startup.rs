@@ -154,20 +154,13 @@ impl Server {
         if let Some(jobs) = self.jobs {
             jobs.stop().await;
         }
-        close_db(&self.state).await;
+        store::close(&self.state.db).await;
     }
 
     /// Waits until the server ends by itself (it does not, short of an error).
     pub async fn wait(&mut self) -> std::io::Result<()> {
         (&mut self.server).await.unwrap_or(Ok(()))
     }
-}
-
-/// Ends the database sessions cleanly: a process that just exits leaves PostgreSQL to
-/// find its sockets reset, one "could not receive data from client" log line per pooled
-/// connection on every deploy. Waits for connections still checked out, for a while.
-pub async fn close_db(state: &AppState) {
-    let _ = tokio::time::timeout(Duration::from_secs(5), state.db.clone().close()).await;
 }
 
 /// A bare HTTP listener with graceful stop, for the worker's probe port.

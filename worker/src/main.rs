@@ -110,7 +110,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             tracing::info!("wallet-worker stopping: finishing running jobs");
             runtime.stop().await;
             probe.stop().await;
-            api::close_db(&state).await;
+            api::store::close(&state.db).await;
             Ok(())
         }
         Command::Dlq { .. } => unreachable!("handled above"),
@@ -174,7 +174,7 @@ async fn targets(
 async fn dlq(config: api::config::Config, cmd: Dlq) -> anyhow::Result<()> {
     let db = api::store::connect(&config).await?;
     let done = dlq_on(&db, cmd).await;
-    db.close().await?;
+    api::store::close(&db).await;
     done
 }
 

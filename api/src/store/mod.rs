@@ -19,7 +19,7 @@ pub mod wallets;
 pub mod webhooks;
 pub mod writes;
 
-pub use db::{begin, connect, ping};
+pub use db::{begin, close, connect, ping};
 
 /// `q` locking its rows until the transaction ends. On PostgreSQL that is `FOR UPDATE`;
 /// SQLite has no row locks, and its IMMEDIATE write transaction already excludes every
