@@ -577,10 +577,12 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         None => None,
     };
     let wallet_id = take_credential(c, sealer, merchant, &pay, payment_id, now).await?;
-    // Read before the wallet is locked: one round trip less while other payments of this
-    // wallet wait.
-    let rule = store::incentives::current_cashback_rule_of_wallet(c, wallet_id).await?;
-    let (w, who) = store::wallets::lock_wallet_with_owner(c, merchant, wallet_id)
+    let store::wallets::ForPayment {
+        wallet: w,
+        owner: who,
+        rule,
+        grants,
+    } = store::wallets::lock_for_payment(c, merchant, wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     drop(turn);
@@ -614,7 +616,6 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
     if let Some(s) = &session {
         checkout::check_customer(s, who.id)?;
     }
-    let grants = store::wallets::live_grants(c, w.id).await?;
     let views: Vec<_> = grants.iter().map(wallets::grant_view).collect();
     let plan = ledger::plan_debit(&views, w.actual_minor, pay.amount_minor, now).map_err(|s| {
         ApiError::insufficient_funds(

@@ -93,28 +93,6 @@ pub async fn current_cashback_rule<C: ConnectionTrait>(
         .await
 }
 
-/// The rule in force for the program of wallet `wallet_id` (the wallet is not read
-/// separately, nor locked).
-pub async fn current_cashback_rule_of_wallet<C: ConnectionTrait>(
-    c: &C,
-    wallet_id: Uuid,
-) -> Result<Option<cashback_rule::Model>, DbErr> {
-    use sea_orm::sea_query::Query;
-    cashback_rule::Entity::find()
-        .filter(
-            cashback_rule::Column::WalletProgramId.in_subquery(
-                Query::select()
-                    .column(entities::wallet::Column::WalletProgramId)
-                    .from(entities::wallet::Entity)
-                    .and_where(entities::wallet::Column::Id.eq(wallet_id))
-                    .to_owned(),
-            ),
-        )
-        .order_by_desc(cashback_rule::Column::Version)
-        .one(c)
-        .await
-}
-
 pub async fn insert_cashback_rule<C: ConnectionTrait>(
     c: &C,
     m: cashback_rule::Model,

@@ -1,10 +1,13 @@
 //! Wallet identities, wallets and their promotional grants. Every finder takes the merchant,
 //! so a wallet of another tenant is simply not found.
 use chrono::{DateTime, Utc};
-use entities::{promo_grant, wallet, wallet_user};
+use entities::{cashback_rule, promo_grant, wallet, wallet_user};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, Set, sea_query::LockType,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
+    IdenStatic, Iterable, QueryFilter, QueryOrder, QuerySelect, Set,
+    sea_query::{
+        Alias, Condition, Expr, ExprTrait, Func, JoinType, LockType, Order, Query, SelectStatement,
+    },
 };
 use uuid::Uuid;
 
@@ -130,20 +133,127 @@ pub async fn find_wallet_with_owner<C: ConnectionTrait>(
     with_owner(wallet_with_owner(merchant_id, id).one(c).await?)
 }
 
-/// The wallet, locked until the transaction ends, with its owner's identity (not locked),
-/// in one round trip.
-pub async fn lock_wallet_with_owner<C: ConnectionTrait>(
+/// A wallet a payment is about to debit, with everything the payment reads of it.
+pub struct ForPayment {
+    pub wallet: wallet::Model,
+    pub owner: wallet_user::Model,
+    /// The current version of the wallet program's cashback rule.
+    pub rule: Option<cashback_rule::Model>,
+    /// The live grants in spend order, as `live_grants` reads them.
+    pub grants: Vec<promo_grant::Model>,
+}
+
+/// The wallet locked for a payment, read with its owner and its program's current cashback
+/// rule in one statement: while a wallet is locked, every statement is one more round trip
+/// its next payment waits (in embedded mode, one more crossing to SQLite's thread and back
+/// while the file's write turn is held).
+///
+/// SQLite has one writer, so the grants come in the same statement. PostgreSQL, when the
+/// lock had to wait for another payment, re-reads only the locked row; joined grants would
+/// be as they were before that payment, so they are read by a statement of their own once
+/// the lock is held.
+pub async fn lock_for_payment<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
     id: Uuid,
-) -> Result<Option<(wallet::Model, wallet_user::Model)>, DbErr> {
+) -> Result<Option<ForPayment>, DbErr> {
+    let backend = c.get_database_backend();
+    let sqlite = backend == DbBackend::Sqlite;
     let mut q = wallet_with_owner(merchant_id, id);
-    if c.get_database_backend() == sea_orm::DbBackend::Postgres {
+    let s = QuerySelect::query(&mut q);
+    let program = || Expr::col((wallet::Entity, wallet::Column::WalletProgramId));
+    let latest = Alias::new("latest");
+    // (wallet_program_id, version) is unique: at most one rule row.
+    let latest_version = Query::select()
+        .expr(Func::max(Expr::col((
+            latest.clone(),
+            cashback_rule::Column::Version,
+        ))))
+        .from_as(cashback_rule::Entity, latest.clone())
+        .and_where(Expr::col((latest, cashback_rule::Column::WalletProgramId)).eq(program()))
+        .to_owned();
+    s.join(
+        JoinType::LeftJoin,
+        cashback_rule::Entity,
+        Condition::all()
+            .add(
+                Expr::col((
+                    cashback_rule::Entity,
+                    cashback_rule::Column::WalletProgramId,
+                ))
+                .eq(program()),
+            )
+            .add(
+                Expr::col((cashback_rule::Entity, cashback_rule::Column::Version))
+                    .in_subquery(latest_version),
+            ),
+    );
+    select_prefixed::<cashback_rule::Entity>(s, "C_");
+    if sqlite {
+        s.join(
+            JoinType::LeftJoin,
+            promo_grant::Entity,
+            Condition::all()
+                .add(
+                    Expr::col((promo_grant::Entity, promo_grant::Column::WalletId))
+                        .eq(Expr::col((wallet::Entity, wallet::Column::Id))),
+                )
+                .add(
+                    Expr::col((promo_grant::Entity, promo_grant::Column::State))
+                        .is_in(LIVE_GRANT_STATES),
+                ),
+        );
+        select_prefixed::<promo_grant::Entity>(s, "G_");
+        s.order_by(
+            (promo_grant::Entity, promo_grant::Column::ExpiresAt),
+            Order::Asc,
+        )
+        .order_by(
+            (promo_grant::Entity, promo_grant::Column::CreatedAt),
+            Order::Asc,
+        );
+    } else {
         // Only the wallet: QR mints lock identities, and payments must never.
-        QuerySelect::query(&mut q).lock_with_tables(LockType::Update, [wallet::Entity]);
+        s.lock_with_tables(LockType::Update, [wallet::Entity]);
     }
-    with_owner(q.one(c).await?)
+    let rows = c.query_all_raw(backend.build(&*s)).await?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let Some(owner) = wallet_user::Model::from_query_result_optional(first, "B_")? else {
+        return Ok(None);
+    };
+    let wallet = wallet::Model::from_query_result(first, "A_")?;
+    let rule = cashback_rule::Model::from_query_result_optional(first, "C_")?;
+    let grants = if sqlite {
+        let mut grants = Vec::with_capacity(rows.len());
+        for row in &rows {
+            grants.extend(promo_grant::Model::from_query_result_optional(row, "G_")?);
+        }
+        grants
+    } else {
+        live_grants(c, wallet.id).await?
+    };
+    Ok(Some(ForPayment {
+        wallet,
+        owner,
+        rule,
+        grants,
+    }))
 }
+
+/// Every column of `E`, named with `prefix` as sea-orm's own multi-model selects name them.
+fn select_prefixed<E: EntityTrait>(s: &mut SelectStatement, prefix: &str) {
+    for col in <E::Column as Iterable>::iter() {
+        s.expr_as(
+            col.select_as(col.into_expr()),
+            Alias::new(format!("{prefix}{}", col.as_str())),
+        );
+    }
+}
+
+/// The states of a grant that still matter for a balance.
+const LIVE_GRANT_STATES: [&str; 2] = ["RELEASED", "LOCKED"];
 
 fn wallet_with_owner(
     merchant_id: Uuid,
@@ -168,7 +278,7 @@ pub async fn live_grants<C: ConnectionTrait>(
 ) -> Result<Vec<promo_grant::Model>, DbErr> {
     promo_grant::Entity::find()
         .filter(promo_grant::Column::WalletId.eq(wallet_id))
-        .filter(promo_grant::Column::State.is_in(["RELEASED", "LOCKED"]))
+        .filter(promo_grant::Column::State.is_in(LIVE_GRANT_STATES))
         .order_by_asc(promo_grant::Column::ExpiresAt)
         .order_by_asc(promo_grant::Column::CreatedAt)
         .all(c)
@@ -349,7 +459,7 @@ pub async fn due_grants<C: ConnectionTrait>(
 ) -> Result<Vec<promo_grant::Model>, DbErr> {
     use sea_orm::QuerySelect;
     promo_grant::Entity::find()
-        .filter(promo_grant::Column::State.is_in(["RELEASED", "LOCKED"]))
+        .filter(promo_grant::Column::State.is_in(LIVE_GRANT_STATES))
         .filter(promo_grant::Column::ExpiresAt.lte(now))
         .order_by_asc(promo_grant::Column::ExpiresAt)
         .limit(limit)

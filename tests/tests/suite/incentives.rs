@@ -422,6 +422,44 @@ async fn cashback_accrues_with_the_payment_and_refunds_and_voids_take_back_their
 }
 
 #[tokio::test]
+async fn a_payment_earns_cashback_under_the_latest_version_of_its_programs_rule() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let earned = |r: &tests::Reply| r.body["data"]["cashback"]["original_minor"].clone();
+
+    let first = shop.customer().await;
+    shop.fund(&first, 1_000).await;
+    let r = shop.pay(&first, 1_000).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body["data"]["cashback"].is_null(),
+        "no rule yet: {}",
+        r.body
+    );
+
+    for (rate, expected) in [(1_000, json!(100)), (500, json!(50))] {
+        let r = cashback_rule(&shop, json!({"rate_bps": rate})).await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        let c = shop.customer().await;
+        shop.fund(&c, 1_000).await;
+        let paid = shop.pay(&c, 1_000).await;
+        assert_eq!(paid.status, 200, "{}", paid.body);
+        assert_eq!(earned(&paid), expected, "rate {rate} bps is in force");
+    }
+
+    // A paused version pauses the rule, whatever the earlier versions said.
+    let r = cashback_rule(&shop, json!({"rate_bps": 2_000, "active": false})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let paid = shop.pay(&c, 1_000).await;
+    assert_eq!(paid.status, 200, "{}", paid.body);
+    assert!(paid.body["data"]["cashback"].is_null(), "{}", paid.body);
+    assert_eq!(paid.body["data"]["balance_after"]["actual_minor"], 0);
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
 async fn spent_cashback_is_reported_unrecovered_and_never_taken_from_cash() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
