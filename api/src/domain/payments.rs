@@ -426,10 +426,15 @@ fn replayed(message: &str) -> ApiError {
     ApiError::new(ErrorCode::CredentialExpiredOrReplayed, message)
 }
 
+/// What taking a credential gave: its wallet, or its wallet already locked for the payment.
+enum Taken {
+    Wallet(Uuid),
+    Locked(store::wallets::ForPayment),
+}
+
 /// Checks the credential and consumes it, in the payment's transaction (a later failure
-/// rolls the consumption back with the rest), before the wallet is locked: payments of one
-/// wallet queue on its lock for as few round trips as possible. Returns the credential's
-/// wallet.
+/// rolls the consumption back with the rest), before or as the wallet is locked: payments
+/// of one wallet queue on its lock for as few round trips as possible.
 async fn take_credential<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
@@ -437,7 +442,7 @@ async fn take_credential<C: ConnectionTrait>(
     pay: &Pay,
     payment_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<Uuid, ApiError> {
+) -> Result<Taken, ApiError> {
     let used = || replayed("The credential was used by another payment.");
     match &pay.credential {
         Credential::Otp {
@@ -469,11 +474,12 @@ async fn take_credential<C: ConnectionTrait>(
             ) {
                 return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
             }
-            Ok(s.wallet_id)
+            Ok(Taken::Wallet(s.wallet_id))
         }
         Credential::Qr { qr_payload } => {
-            // One statement checks and consumes it (the rules of `usable_nonce`).
-            let n = store::payments::take_qr_by_hash(
+            // One statement checks and consumes it (the rules of `usable_nonce`) and locks
+            // its wallet.
+            let found = store::payments::take_qr_and_lock_wallet(
                 c,
                 merchant,
                 &nonce_hash(qr_payload),
@@ -483,7 +489,7 @@ async fn take_credential<C: ConnectionTrait>(
             )
             .await?
             .ok_or_else(|| replayed("Unknown, expired or already used QR code; mint a new one."))?;
-            Ok(n.wallet_id)
+            Ok(Taken::Locked(found))
         }
         Credential::ShortCode { short_code } => {
             let hash = short_code_hash(sealer, merchant, short_code);
@@ -496,7 +502,7 @@ async fn take_credential<C: ConnectionTrait>(
             if !store::payments::consume_qr(c, n.id, payment_id, now).await? {
                 return Err(used());
             }
-            Ok(n.wallet_id)
+            Ok(Taken::Wallet(n.wallet_id))
         }
     }
 }
@@ -576,15 +582,18 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         Some(id) => Some(checkout::hold(c, caller, id, now).await?),
         None => None,
     };
-    let wallet_id = take_credential(c, sealer, merchant, &pay, payment_id, now).await?;
+    let found = match take_credential(c, sealer, merchant, &pay, payment_id, now).await? {
+        Taken::Locked(found) => found,
+        Taken::Wallet(wallet_id) => store::wallets::lock_for_payment(c, merchant, wallet_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Wallet"))?,
+    };
     let store::wallets::ForPayment {
         wallet: w,
         owner: who,
         rule,
         grants,
-    } = store::wallets::lock_for_payment(c, merchant, wallet_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    } = found;
     drop(turn);
     if pay
         .wallet_program_id

@@ -1,13 +1,21 @@
 //! Payments, their refunds and voids, OTP sessions and QR nonces.
 use chrono::{DateTime, Utc};
-use entities::{otp_session, payment, payment_refund, qr_nonce};
+use entities::{otp_session, payment, payment_refund, qr_nonce, wallet};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Set, Statement,
+    sea_query::{
+        Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, PostgresQueryBuilder,
+        SqliteQueryBuilder, WithClause,
+    },
 };
 use uuid::Uuid;
 
-use super::{for_update, writes::Writes};
+use super::{
+    for_update,
+    wallets::{self, ForPayment},
+    writes::Writes,
+};
 
 /// Writes the payment when `w` is flushed (nothing to read back: the caller built the row).
 pub fn defer_insert(w: &mut Writes, p: payment::Model) {
@@ -176,19 +184,20 @@ pub async fn supersede_qr<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Consumes the nonce with this hash for `payment_id` in one statement, if it can still pay:
-/// unconsumed, unexpired, and not replaced before `received_at` (the caller's transaction
-/// gives it back if the payment then fails).
-pub async fn take_qr_by_hash<C: ConnectionTrait>(
+/// Consumes the usable QR nonce with this hash for `payment_id` (the rules of
+/// `usable_nonce`) and locks its wallet for the payment, in one statement on PostgreSQL
+/// (the consumption is a CTE the wallet's select joins) and one call on SQLite (the
+/// consumption, then the select joining the nonce it marked). A busy wallet's payments then
+/// reach its lock a round trip sooner. None when no usable nonce has this hash.
+pub async fn take_qr_and_lock_wallet<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
     nonce_hash: &str,
     payment_id: Uuid,
     received_at: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> Result<Option<qr_nonce::Model>, DbErr> {
-    use sea_orm::sea_query::Condition;
-    Ok(qr_nonce::Entity::update_many()
+) -> Result<Option<ForPayment>, DbErr> {
+    let mut take = qr_nonce::Entity::update_many()
         .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
         .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
         .filter(qr_nonce::Column::NonceHash.eq(nonce_hash))
@@ -200,10 +209,40 @@ pub async fn take_qr_by_hash<C: ConnectionTrait>(
                 .add(qr_nonce::Column::SupersededAt.is_null())
                 .add(qr_nonce::Column::SupersededAt.gt(received_at)),
         )
-        .exec_with_returning(c)
-        .await?
-        .into_iter()
-        .next())
+        .into_query();
+    let backend = c.get_database_backend();
+    let mut select = wallets::payment_select(backend, merchant_id);
+    let taken = Alias::new("taken");
+    let taken_wallet = Expr::col((taken.clone(), qr_nonce::Column::WalletId))
+        .equals((wallet::Entity, wallet::Column::Id));
+    let statement = if backend == DbBackend::Postgres {
+        take.returning_col(qr_nonce::Column::WalletId);
+        select.join(JoinType::InnerJoin, taken.clone(), taken_wallet);
+        let mut cte = CommonTableExpression::new();
+        cte.table_name(taken).query(take);
+        let (sql, values) = WithClause::new()
+            .cte(cte)
+            .to_owned()
+            .query(select)
+            .build(PostgresQueryBuilder);
+        Statement::from_sql_and_values(backend, sql, values)
+    } else {
+        // The nonce this payment just marked: its hash narrows the look-up to its index.
+        select.join_as(
+            JoinType::InnerJoin,
+            qr_nonce::Entity,
+            taken.clone(),
+            Condition::all()
+                .add(taken_wallet)
+                .add(Expr::col((taken.clone(), qr_nonce::Column::NonceHash)).eq(nonce_hash))
+                .add(Expr::col((taken, qr_nonce::Column::PaymentId)).eq(payment_id)),
+        );
+        let (update, mut values) = take.build(SqliteQueryBuilder);
+        let (query, more) = select.build(SqliteQueryBuilder);
+        values.0.extend(more.0);
+        Statement::from_sql_and_values(backend, format!("{update};\n{query}"), values)
+    };
+    wallets::read_for_payment(c, statement).await
 }
 
 /// The newest unexpired, unconsumed nonce of the merchant carrying `code`.

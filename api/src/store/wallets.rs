@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use entities::{cashback_rule, promo_grant, wallet, wallet_user};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
-    IdenStatic, Iterable, QueryFilter, QueryOrder, QuerySelect, Set,
+    IdenStatic, Iterable, QueryFilter, QueryOrder, QueryTrait, Set, Statement,
     sea_query::{
         Alias, Condition, Expr, ExprTrait, Func, JoinType, LockType, Order, Query, SelectStatement,
     },
@@ -147,20 +147,31 @@ pub struct ForPayment {
 /// rule in one statement: while a wallet is locked, every statement is one more round trip
 /// its next payment waits (in embedded mode, one more crossing to SQLite's thread and back
 /// while the file's write turn is held).
-///
-/// SQLite has one writer, so the grants come in the same statement. PostgreSQL, when the
-/// lock had to wait for another payment, re-reads only the locked row; joined grants would
-/// be as they were before that payment, so they are read by a statement of their own once
-/// the lock is held.
 pub async fn lock_for_payment<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
     id: Uuid,
 ) -> Result<Option<ForPayment>, DbErr> {
     let backend = c.get_database_backend();
-    let sqlite = backend == DbBackend::Sqlite;
-    let mut q = wallet_with_owner(merchant_id, id);
-    let s = QuerySelect::query(&mut q);
+    let mut s = payment_select(backend, merchant_id);
+    s.and_where(Expr::col((wallet::Entity, wallet::Column::Id)).eq(id));
+    read_for_payment(c, backend.build(&s)).await
+}
+
+/// What a payment reads of its wallet, for the wallets of `merchant_id` (the caller narrows
+/// it to one): the wallet, its owner and its program's current cashback rule; on SQLite also
+/// the live grants, one row each. On PostgreSQL the wallet row is locked.
+///
+/// SQLite has one writer, so the grants can come in the same statement. PostgreSQL, when
+/// the lock had to wait for another payment, re-reads only the locked row; joined grants
+/// would be as they were before that payment, so `read_for_payment` reads them by a
+/// statement of their own once the lock is held.
+pub(super) fn payment_select(backend: DbBackend, merchant_id: Uuid) -> SelectStatement {
+    let mut s = wallet::Entity::find()
+        .filter(wallet::Column::MerchantId.eq(merchant_id))
+        .find_also_related(wallet_user::Entity)
+        .filter(wallet_user::Column::MerchantId.eq(merchant_id))
+        .into_query();
     let program = || Expr::col((wallet::Entity, wallet::Column::WalletProgramId));
     let latest = Alias::new("latest");
     // (wallet_program_id, version) is unique: at most one rule row.
@@ -188,8 +199,8 @@ pub async fn lock_for_payment<C: ConnectionTrait>(
                     .in_subquery(latest_version),
             ),
     );
-    select_prefixed::<cashback_rule::Entity>(s, "C_");
-    if sqlite {
+    select_prefixed::<cashback_rule::Entity>(&mut s, "C_");
+    if backend == DbBackend::Sqlite {
         s.join(
             JoinType::LeftJoin,
             promo_grant::Entity,
@@ -203,7 +214,7 @@ pub async fn lock_for_payment<C: ConnectionTrait>(
                         .is_in(LIVE_GRANT_STATES),
                 ),
         );
-        select_prefixed::<promo_grant::Entity>(s, "G_");
+        select_prefixed::<promo_grant::Entity>(&mut s, "G_");
         s.order_by(
             (promo_grant::Entity, promo_grant::Column::ExpiresAt),
             Order::Asc,
@@ -216,7 +227,15 @@ pub async fn lock_for_payment<C: ConnectionTrait>(
         // Only the wallet: QR mints lock identities, and payments must never.
         s.lock_with_tables(LockType::Update, [wallet::Entity]);
     }
-    let rows = c.query_all_raw(backend.build(&*s)).await?;
+    s
+}
+
+/// Runs a statement ending in a `payment_select` (for one wallet) and reads its rows.
+pub(super) async fn read_for_payment<C: ConnectionTrait>(
+    c: &C,
+    statement: Statement,
+) -> Result<Option<ForPayment>, DbErr> {
+    let rows = c.query_all_raw(statement).await?;
     let Some(first) = rows.first() else {
         return Ok(None);
     };
@@ -225,7 +244,7 @@ pub async fn lock_for_payment<C: ConnectionTrait>(
     };
     let wallet = wallet::Model::from_query_result(first, "A_")?;
     let rule = cashback_rule::Model::from_query_result_optional(first, "C_")?;
-    let grants = if sqlite {
+    let grants = if c.get_database_backend() == DbBackend::Sqlite {
         let mut grants = Vec::with_capacity(rows.len());
         for row in &rows {
             grants.extend(promo_grant::Model::from_query_result_optional(row, "G_")?);
