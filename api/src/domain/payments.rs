@@ -429,7 +429,7 @@ fn replayed(message: &str) -> ApiError {
 /// What taking a credential gave: its wallet, or its wallet already locked for the payment.
 enum Taken {
     Wallet(Uuid),
-    Locked(store::wallets::ForPayment),
+    Locked(Box<store::wallets::ForPayment>),
 }
 
 /// Checks the credential and consumes it, in the payment's transaction (a later failure
@@ -451,12 +451,18 @@ async fn take_credential<C: ConnectionTrait>(
             otp_session_id,
         } => {
             // `verify_otp` already checked (and counted) the code in its own transaction.
-            // One statement consumes the session if it is still active: a busy wallet's
-            // next payment reaches the wallet's lock a round trip sooner. The checks below
-            // see it as it was; a mismatch rolls the consumption back with the payment. The
-            // phone is compared with the wallet's owner once `pay` has read it.
-            let Some(mut s) =
-                store::payments::take_otp(c, merchant, *otp_session_id, payment_id, now).await?
+            // One statement consumes the session if it is still active and locks its
+            // wallet. The checks below see the session as it was; a mismatch rolls the
+            // consumption back with the payment (and frees the wallet). The phone is
+            // compared with the wallet's owner once `pay` has read it.
+            let Some((found, mut s)) = store::payments::take_otp_and_lock_wallet(
+                c,
+                merchant,
+                *otp_session_id,
+                payment_id,
+                now,
+            )
+            .await?
             else {
                 // Unknown or no longer active: read it to say which.
                 let s = store::payments::lock_otp(c, merchant, *otp_session_id)
@@ -474,7 +480,7 @@ async fn take_credential<C: ConnectionTrait>(
             ) {
                 return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
             }
-            Ok(Taken::Wallet(s.wallet_id))
+            Ok(Taken::Locked(Box::new(found)))
         }
         Credential::Qr { qr_payload } => {
             // One statement checks and consumes it (the rules of `usable_nonce`) and locks
@@ -489,7 +495,7 @@ async fn take_credential<C: ConnectionTrait>(
             )
             .await?
             .ok_or_else(|| replayed("Unknown, expired or already used QR code; mint a new one."))?;
-            Ok(Taken::Locked(found))
+            Ok(Taken::Locked(Box::new(found)))
         }
         Credential::ShortCode { short_code } => {
             let hash = short_code_hash(sealer, merchant, short_code);
@@ -583,7 +589,7 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         None => None,
     };
     let found = match take_credential(c, sealer, merchant, &pay, payment_id, now).await? {
-        Taken::Locked(found) => found,
+        Taken::Locked(found) => *found,
         Taken::Wallet(wallet_id) => store::wallets::lock_for_payment(c, merchant, wallet_id)
             .await?
             .ok_or_else(|| ApiError::not_found("Wallet"))?,

@@ -2,11 +2,12 @@
 use chrono::{DateTime, Utc};
 use entities::{otp_session, payment, payment_refund, qr_nonce, wallet};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Set, Statement,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
+    IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Set,
+    Statement,
     sea_query::{
         Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, PostgresQueryBuilder,
-        SqliteQueryBuilder, WithClause,
+        SqliteQueryBuilder, UpdateStatement, WithClause,
     },
 };
 use uuid::Uuid;
@@ -120,29 +121,6 @@ pub async fn lock_otp<C: ConnectionTrait>(
     for_update(c, q).one(c).await
 }
 
-/// Consumes the merchant's session `id` if it is active, in one statement, and returns it as
-/// it is now (status `consumed`); `None` when it is unknown or no longer active. The caller
-/// checks the rest of it and rolls back on a mismatch.
-pub async fn take_otp<C: ConnectionTrait>(
-    c: &C,
-    merchant_id: Uuid,
-    id: Uuid,
-    payment_id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<Option<otp_session::Model>, DbErr> {
-    Ok(otp_session::Entity::update_many()
-        .col_expr(otp_session::Column::Status, "consumed".into())
-        .col_expr(otp_session::Column::PaymentId, Some(payment_id).into())
-        .col_expr(otp_session::Column::ConsumedAt, Some(now).into())
-        .filter(otp_session::Column::Id.eq(id))
-        .filter(otp_session::Column::MerchantId.eq(merchant_id))
-        .filter(otp_session::Column::Status.eq("active"))
-        .exec_with_returning(c)
-        .await?
-        .into_iter()
-        .next())
-}
-
 /// Counts one wrong code against a session the caller holds locked (`lock_otp`); the
 /// session locks at `limit`. Returns the attempts so far, or `None` when it was no longer
 /// active.
@@ -185,10 +163,8 @@ pub async fn supersede_qr<C: ConnectionTrait>(
 }
 
 /// Consumes the usable QR nonce with this hash for `payment_id` (the rules of
-/// `usable_nonce`) and locks its wallet for the payment, in one statement on PostgreSQL
-/// (the consumption is a CTE the wallet's select joins) and one call on SQLite (the
-/// consumption, then the select joining the nonce it marked). A busy wallet's payments then
-/// reach its lock a round trip sooner. None when no usable nonce has this hash.
+/// `usable_nonce`) and locks its wallet for the payment (see `take_and_lock`). None when no
+/// usable nonce has this hash.
 pub async fn take_qr_and_lock_wallet<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
@@ -197,7 +173,7 @@ pub async fn take_qr_and_lock_wallet<C: ConnectionTrait>(
     received_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Option<ForPayment>, DbErr> {
-    let mut take = qr_nonce::Entity::update_many()
+    let take = qr_nonce::Entity::update_many()
         .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
         .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
         .filter(qr_nonce::Column::NonceHash.eq(nonce_hash))
@@ -210,13 +186,72 @@ pub async fn take_qr_and_lock_wallet<C: ConnectionTrait>(
                 .add(qr_nonce::Column::SupersededAt.gt(received_at)),
         )
         .into_query();
+    // The hash narrows SQLite's look-up of the marked nonce to its index.
+    let marked = Condition::all()
+        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::NonceHash)).eq(nonce_hash))
+        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::PaymentId)).eq(payment_id));
+    Ok(
+        take_and_lock::<qr_nonce::Entity, C>(c, merchant_id, take, marked, false)
+            .await?
+            .map(|(found, _)| found),
+    )
+}
+
+/// Consumes the merchant's OTP session `id` for `payment_id` if it is active and locks its
+/// wallet for the payment (see `take_and_lock`). Returns the session as it is now (status
+/// `consumed`): the caller checks the rest of it and rolls back on a mismatch. None when the
+/// session is unknown or no longer active.
+pub async fn take_otp_and_lock_wallet<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+    payment_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Option<(ForPayment, otp_session::Model)>, DbErr> {
+    let take = otp_session::Entity::update_many()
+        .col_expr(otp_session::Column::Status, "consumed".into())
+        .col_expr(otp_session::Column::PaymentId, Some(payment_id).into())
+        .col_expr(otp_session::Column::ConsumedAt, Some(now).into())
+        .filter(otp_session::Column::Id.eq(id))
+        .filter(otp_session::Column::MerchantId.eq(merchant_id))
+        .filter(otp_session::Column::Status.eq("active"))
+        .into_query();
+    let marked = Condition::all()
+        .add(Expr::col((Alias::new(TAKEN), otp_session::Column::Id)).eq(id))
+        .add(Expr::col((Alias::new(TAKEN), otp_session::Column::PaymentId)).eq(payment_id));
+    Ok(
+        take_and_lock::<otp_session::Entity, C>(c, merchant_id, take, marked, true)
+            .await?
+            .and_then(|(found, s)| Some((found, s?))),
+    )
+}
+
+/// The name the consumed credential's row goes by in `take_and_lock`'s select.
+const TAKEN: &str = "taken";
+
+/// Runs `take` (the consumption of a single-use credential of table `E`, which has a
+/// `wallet_id` column) and locks the consumed credential's wallet for the payment: one
+/// statement on PostgreSQL, where the consumption is a CTE the wallet's select joins, and one
+/// call on SQLite, the `UPDATE` and then the select joining the row it marked (`marked`
+/// finds it, under the name `TAKEN`). A busy wallet's payments reach its lock a round trip
+/// sooner. With `with_row`, the consumed row comes back too, as it is after `take`.
+async fn take_and_lock<E: EntityTrait, C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    mut take: UpdateStatement,
+    marked: Condition,
+    with_row: bool,
+) -> Result<Option<(ForPayment, Option<E::Model>)>, DbErr> {
     let backend = c.get_database_backend();
     let mut select = wallets::payment_select(backend, merchant_id);
-    let taken = Alias::new("taken");
-    let taken_wallet = Expr::col((taken.clone(), qr_nonce::Column::WalletId))
+    let taken = Alias::new(TAKEN);
+    let taken_wallet = Expr::col((taken.clone(), Alias::new("wallet_id")))
         .equals((wallet::Entity, wallet::Column::Id));
+    if with_row {
+        wallets::select_prefixed_from::<E>(&mut select, &taken, "S_");
+    }
     let statement = if backend == DbBackend::Postgres {
-        take.returning_col(qr_nonce::Column::WalletId);
+        take.returning_all();
         select.join(JoinType::InnerJoin, taken.clone(), taken_wallet);
         let mut cte = CommonTableExpression::new();
         cte.table_name(taken).query(take);
@@ -227,22 +262,25 @@ pub async fn take_qr_and_lock_wallet<C: ConnectionTrait>(
             .build(PostgresQueryBuilder);
         Statement::from_sql_and_values(backend, sql, values)
     } else {
-        // The nonce this payment just marked: its hash narrows the look-up to its index.
         select.join_as(
             JoinType::InnerJoin,
-            qr_nonce::Entity,
-            taken.clone(),
-            Condition::all()
-                .add(taken_wallet)
-                .add(Expr::col((taken.clone(), qr_nonce::Column::NonceHash)).eq(nonce_hash))
-                .add(Expr::col((taken, qr_nonce::Column::PaymentId)).eq(payment_id)),
+            E::default(),
+            taken,
+            Condition::all().add(taken_wallet).add(marked),
         );
         let (update, mut values) = take.build(SqliteQueryBuilder);
         let (query, more) = select.build(SqliteQueryBuilder);
         values.0.extend(more.0);
         Statement::from_sql_and_values(backend, format!("{update};\n{query}"), values)
     };
-    wallets::read_for_payment(c, statement).await
+    wallets::read_for_payment_with(c, statement, |row| {
+        if with_row {
+            E::Model::from_query_result(row, "S_").map(Some)
+        } else {
+            Ok(None)
+        }
+    })
+    .await
 }
 
 /// The newest unexpired, unconsumed nonce of the merchant carrying `code`.

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use entities::{cashback_rule, promo_grant, wallet, wallet_user};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
-    IdenStatic, Iterable, QueryFilter, QueryOrder, QueryTrait, Set, Statement,
+    IdenStatic, Iterable, QueryFilter, QueryOrder, QueryResult, QueryTrait, Set, Statement,
     sea_query::{
         Alias, Condition, Expr, ExprTrait, Func, JoinType, LockType, Order, Query, SelectStatement,
     },
@@ -235,6 +235,17 @@ pub(super) async fn read_for_payment<C: ConnectionTrait>(
     c: &C,
     statement: Statement,
 ) -> Result<Option<ForPayment>, DbErr> {
+    Ok(read_for_payment_with(c, statement, |_| Ok(()))
+        .await?
+        .map(|(found, ())| found))
+}
+
+/// `read_for_payment`, with `extra` read from the first row (columns the statement added).
+pub(super) async fn read_for_payment_with<C: ConnectionTrait, X>(
+    c: &C,
+    statement: Statement,
+    extra: impl FnOnce(&QueryResult) -> Result<X, DbErr>,
+) -> Result<Option<(ForPayment, X)>, DbErr> {
     let rows = c.query_all_raw(statement).await?;
     let Some(first) = rows.first() else {
         return Ok(None);
@@ -242,6 +253,7 @@ pub(super) async fn read_for_payment<C: ConnectionTrait>(
     let Some(owner) = wallet_user::Model::from_query_result_optional(first, "B_")? else {
         return Ok(None);
     };
+    let extra = extra(first)?;
     let wallet = wallet::Model::from_query_result(first, "A_")?;
     let rule = cashback_rule::Model::from_query_result_optional(first, "C_")?;
     let grants = if c.get_database_backend() == DbBackend::Sqlite {
@@ -253,12 +265,15 @@ pub(super) async fn read_for_payment<C: ConnectionTrait>(
     } else {
         live_grants(c, wallet.id).await?
     };
-    Ok(Some(ForPayment {
-        wallet,
-        owner,
-        rule,
-        grants,
-    }))
+    Ok(Some((
+        ForPayment {
+            wallet,
+            owner,
+            rule,
+            grants,
+        },
+        extra,
+    )))
 }
 
 /// Every column of `E`, named with `prefix` as sea-orm's own multi-model selects name them.
@@ -266,6 +281,20 @@ fn select_prefixed<E: EntityTrait>(s: &mut SelectStatement, prefix: &str) {
     for col in <E::Column as Iterable>::iter() {
         s.expr_as(
             col.select_as(col.into_expr()),
+            Alias::new(format!("{prefix}{}", col.as_str())),
+        );
+    }
+}
+
+/// Every column of `E` as found under the alias `table`, named with `prefix`.
+pub(super) fn select_prefixed_from<E: EntityTrait>(
+    s: &mut SelectStatement,
+    table: &Alias,
+    prefix: &str,
+) {
+    for col in <E::Column as Iterable>::iter() {
+        s.expr_as(
+            Expr::col((table.clone(), col)),
             Alias::new(format!("{prefix}{}", col.as_str())),
         );
     }
