@@ -426,15 +426,10 @@ fn replayed(message: &str) -> ApiError {
     ApiError::new(ErrorCode::CredentialExpiredOrReplayed, message)
 }
 
-/// What taking a credential gave: its wallet, or its wallet already locked for the payment.
-enum Taken {
-    Wallet(Uuid),
-    Locked(Box<store::wallets::ForPayment>),
-}
-
 /// Checks the credential and consumes it, in the payment's transaction (a later failure
-/// rolls the consumption back with the rest), before or as the wallet is locked: payments
-/// of one wallet queue on its lock for as few round trips as possible.
+/// rolls the consumption back with the rest), in the statement that locks its wallet:
+/// payments of one wallet queue on its lock for as few round trips as possible. Returns the
+/// wallet, locked, with what the payment reads of it.
 async fn take_credential<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
@@ -442,8 +437,7 @@ async fn take_credential<C: ConnectionTrait>(
     pay: &Pay,
     payment_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<Taken, ApiError> {
-    let used = || replayed("The credential was used by another payment.");
+) -> Result<store::wallets::ForPayment, ApiError> {
     match &pay.credential {
         Credential::Otp {
             phone: _,
@@ -469,7 +463,7 @@ async fn take_credential<C: ConnectionTrait>(
                     .await?
                     .ok_or_else(|| otp_invalid("unknown_session", "Unknown OTP session."))?;
                 check_session(&s, pay, now)?;
-                return Err(used());
+                return Err(replayed("The credential was used by another payment."));
             };
             s.status = "active".into();
             check_session(&s, pay, now)?;
@@ -480,12 +474,12 @@ async fn take_credential<C: ConnectionTrait>(
             ) {
                 return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
             }
-            Ok(Taken::Locked(Box::new(found)))
+            Ok(found)
         }
         Credential::Qr { qr_payload } => {
             // One statement checks and consumes it (the rules of `usable_nonce`) and locks
             // its wallet.
-            let found = store::payments::take_qr_and_lock_wallet(
+            store::payments::take_qr_and_lock_wallet(
                 c,
                 merchant,
                 &nonce_hash(qr_payload),
@@ -494,21 +488,20 @@ async fn take_credential<C: ConnectionTrait>(
                 now,
             )
             .await?
-            .ok_or_else(|| replayed("Unknown, expired or already used QR code; mint a new one."))?;
-            Ok(Taken::Locked(Box::new(found)))
+            .ok_or_else(|| replayed("Unknown, expired or already used QR code; mint a new one."))
         }
         Credential::ShortCode { short_code } => {
-            let hash = short_code_hash(sealer, merchant, short_code);
-            let n = store::payments::lock_qr_by_short_code(c, merchant, &hash, now)
-                .await?
-                .filter(|n| usable_nonce(n, pay.received_at, now))
-                .ok_or_else(|| {
-                    replayed("Unknown, expired or already used short code; mint a new one.")
-                })?;
-            if !store::payments::consume_qr(c, n.id, payment_id, now).await? {
-                return Err(used());
-            }
-            Ok(Taken::Wallet(n.wallet_id))
+            // Likewise, for the newest live nonce carrying the code.
+            store::payments::take_short_code_and_lock_wallet(
+                c,
+                merchant,
+                &short_code_hash(sealer, merchant, short_code),
+                payment_id,
+                pay.received_at,
+                now,
+            )
+            .await?
+            .ok_or_else(|| replayed("Unknown, expired or already used short code; mint a new one."))
         }
     }
 }
@@ -588,18 +581,12 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         Some(id) => Some(checkout::hold(c, caller, id, now).await?),
         None => None,
     };
-    let found = match take_credential(c, sealer, merchant, &pay, payment_id, now).await? {
-        Taken::Locked(found) => *found,
-        Taken::Wallet(wallet_id) => store::wallets::lock_for_payment(c, merchant, wallet_id)
-            .await?
-            .ok_or_else(|| ApiError::not_found("Wallet"))?,
-    };
     let store::wallets::ForPayment {
         wallet: w,
         owner: who,
         rule,
         grants,
-    } = found;
+    } = take_credential(c, sealer, merchant, &pay, payment_id, now).await?;
     drop(turn);
     if pay
         .wallet_program_id

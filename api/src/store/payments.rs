@@ -6,8 +6,8 @@ use sea_orm::{
     IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Set,
     Statement,
     sea_query::{
-        Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, PostgresQueryBuilder,
-        SqliteQueryBuilder, UpdateStatement, WithClause,
+        Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, Order,
+        PostgresQueryBuilder, Query, SqliteQueryBuilder, UpdateStatement, WithClause,
     },
 };
 use uuid::Uuid;
@@ -273,7 +273,7 @@ async fn take_and_lock<E: EntityTrait, C: ConnectionTrait>(
         values.0.extend(more.0);
         Statement::from_sql_and_values(backend, format!("{update};\n{query}"), values)
     };
-    wallets::read_for_payment_with(c, statement, |row| {
+    wallets::read_for_payment(c, statement, |row| {
         if with_row {
             E::Model::from_query_result(row, "S_").map(Some)
         } else {
@@ -283,20 +283,48 @@ async fn take_and_lock<E: EntityTrait, C: ConnectionTrait>(
     .await
 }
 
-/// The newest unexpired, unconsumed nonce of the merchant carrying `code`.
-pub async fn lock_qr_by_short_code<C: ConnectionTrait>(
+/// Consumes the newest unexpired, unconsumed nonce of the merchant carrying this short code
+/// for `payment_id`, if it can still pay (the rules of `usable_nonce`), and locks its wallet
+/// for the payment (see `take_and_lock`). None when there is no such nonce.
+pub async fn take_short_code_and_lock_wallet<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
     code_hash: &str,
+    payment_id: Uuid,
+    received_at: DateTime<Utc>,
     now: DateTime<Utc>,
-) -> Result<Option<qr_nonce::Model>, DbErr> {
-    let q = qr_nonce::Entity::find()
-        .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
-        .filter(qr_nonce::Column::ShortCodeHash.eq(code_hash))
+) -> Result<Option<ForPayment>, DbErr> {
+    let newest = Query::select()
+        .column(qr_nonce::Column::Id)
+        .from(qr_nonce::Entity)
+        .and_where(qr_nonce::Column::MerchantId.eq(merchant_id))
+        .and_where(qr_nonce::Column::ShortCodeHash.eq(code_hash))
+        .and_where(qr_nonce::Column::ConsumedAt.is_null())
+        .and_where(qr_nonce::Column::ExpiresAt.gt(now))
+        .order_by(qr_nonce::Column::CreatedAt, Order::Desc)
+        .limit(1)
+        .to_owned();
+    let take = qr_nonce::Entity::update_many()
+        .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
+        .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
+        .filter(qr_nonce::Column::Id.in_subquery(newest))
+        // Checked again on the row itself: after waiting for a concurrent payment of the
+        // same code, PostgreSQL re-checks the row but keeps the sub-select's answer.
         .filter(qr_nonce::Column::ConsumedAt.is_null())
-        .filter(qr_nonce::Column::ExpiresAt.gt(now))
-        .order_by_desc(qr_nonce::Column::CreatedAt);
-    for_update(c, q).one(c).await
+        .filter(
+            Condition::any()
+                .add(qr_nonce::Column::SupersededAt.is_null())
+                .add(qr_nonce::Column::SupersededAt.gt(received_at)),
+        )
+        .into_query();
+    let marked = Condition::all()
+        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::ShortCodeHash)).eq(code_hash))
+        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::PaymentId)).eq(payment_id));
+    Ok(
+        take_and_lock::<qr_nonce::Entity, C>(c, merchant_id, take, marked, false)
+            .await?
+            .map(|(found, _)| found),
+    )
 }
 
 pub async fn short_code_in_use<C: ConnectionTrait>(
@@ -313,22 +341,6 @@ pub async fn short_code_in_use<C: ConnectionTrait>(
         .count(c)
         .await?
         > 0)
-}
-
-pub async fn consume_qr<C: ConnectionTrait>(
-    c: &C,
-    id: Uuid,
-    payment_id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<bool, DbErr> {
-    let r = qr_nonce::Entity::update_many()
-        .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
-        .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
-        .filter(qr_nonce::Column::Id.eq(id))
-        .filter(qr_nonce::Column::ConsumedAt.is_null())
-        .exec(c)
-        .await?;
-    Ok(r.rows_affected == 1)
 }
 
 /// A nonce that can still pay, by hash, without locking or consuming it (identification

@@ -143,21 +143,6 @@ pub struct ForPayment {
     pub grants: Vec<promo_grant::Model>,
 }
 
-/// The wallet locked for a payment, read with its owner and its program's current cashback
-/// rule in one statement: while a wallet is locked, every statement is one more round trip
-/// its next payment waits (in embedded mode, one more crossing to SQLite's thread and back
-/// while the file's write turn is held).
-pub async fn lock_for_payment<C: ConnectionTrait>(
-    c: &C,
-    merchant_id: Uuid,
-    id: Uuid,
-) -> Result<Option<ForPayment>, DbErr> {
-    let backend = c.get_database_backend();
-    let mut s = payment_select(backend, merchant_id);
-    s.and_where(Expr::col((wallet::Entity, wallet::Column::Id)).eq(id));
-    read_for_payment(c, backend.build(&s)).await
-}
-
 /// What a payment reads of its wallet, for the wallets of `merchant_id` (the caller narrows
 /// it to one): the wallet, its owner and its program's current cashback rule; on SQLite also
 /// the live grants, one row each. On PostgreSQL the wallet row is locked.
@@ -230,18 +215,9 @@ pub(super) fn payment_select(backend: DbBackend, merchant_id: Uuid) -> SelectSta
     s
 }
 
-/// Runs a statement ending in a `payment_select` (for one wallet) and reads its rows.
-pub(super) async fn read_for_payment<C: ConnectionTrait>(
-    c: &C,
-    statement: Statement,
-) -> Result<Option<ForPayment>, DbErr> {
-    Ok(read_for_payment_with(c, statement, |_| Ok(()))
-        .await?
-        .map(|(found, ())| found))
-}
-
-/// `read_for_payment`, with `extra` read from the first row (columns the statement added).
-pub(super) async fn read_for_payment_with<C: ConnectionTrait, X>(
+/// Runs a statement ending in a `payment_select` (for one wallet) and reads its rows, with
+/// `extra` read from the first row (columns the statement added).
+pub(super) async fn read_for_payment<C: ConnectionTrait, X>(
     c: &C,
     statement: Statement,
     extra: impl FnOnce(&QueryResult) -> Result<X, DbErr>,

@@ -198,6 +198,45 @@ async fn one_qr_nonce_presented_concurrently_pays_exactly_once() {
 }
 
 #[tokio::test]
+async fn one_short_code_presented_concurrently_pays_exactly_once() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    let r = shop
+        .post(
+            "/qr/mint",
+            json!({"wallet_user_id": c.wallet_user_id, "include_short_code": true}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let code = r.body["data"]["short_code"].as_str().unwrap().to_string();
+    // Fewer than the integration's budget of failed short codes, so every loser hears why.
+    let results = join_all(
+        (0..10).map(|_| shop.pay_with(json!({"type": "short_code", "short_code": code}), 100)),
+    )
+    .await;
+    let ok = results.iter().filter(|r| r.status == 200).count();
+    assert_eq!(
+        ok,
+        1,
+        "{:?}",
+        results
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.status != 200)
+            .all(|r| r.code() == "CREDENTIAL_EXPIRED_OR_REPLAYED")
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 9_900);
+    shop.assert_ledger_consistent().await;
+}
+
+#[tokio::test]
 async fn concurrent_retries_with_one_idempotency_key_debit_once() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
