@@ -217,6 +217,18 @@ impl<'a> Shop<'a> {
         r.body["data"]["qr_payload"].as_str().unwrap().to_string()
     }
 
+    /// Mints a QR nonce with a short code for `c` and returns the code.
+    pub async fn short_code(&self, c: &Customer) -> String {
+        let r = self
+            .post(
+                "/qr/mint",
+                json!({"wallet_user_id": c.wallet_user_id, "include_short_code": true}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["data"]["short_code"].as_str().unwrap().to_string()
+    }
+
     /// Pays `amount` with a fresh QR nonce.
     pub async fn pay(&self, c: &Customer, amount: i64) -> Reply {
         let qr = self.qr(c).await;

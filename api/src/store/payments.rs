@@ -173,28 +173,9 @@ pub async fn take_qr_and_lock_wallet<C: ConnectionTrait>(
     received_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<Option<ForPayment>, DbErr> {
-    let take = qr_nonce::Entity::update_many()
-        .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
-        .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
-        .filter(qr_nonce::Column::NonceHash.eq(nonce_hash))
-        .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
-        .filter(qr_nonce::Column::ConsumedAt.is_null())
-        .filter(qr_nonce::Column::ExpiresAt.gt(now))
-        .filter(
-            Condition::any()
-                .add(qr_nonce::Column::SupersededAt.is_null())
-                .add(qr_nonce::Column::SupersededAt.gt(received_at)),
-        )
-        .into_query();
-    // The hash narrows SQLite's look-up of the marked nonce to its index.
-    let marked = Condition::all()
-        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::NonceHash)).eq(nonce_hash))
-        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::PaymentId)).eq(payment_id));
-    Ok(
-        take_and_lock::<qr_nonce::Entity, C>(c, merchant_id, take, marked, false)
-            .await?
-            .map(|(found, _)| found),
-    )
+    let which = Condition::all().add(qr_nonce::Column::NonceHash.eq(nonce_hash));
+    let marked = (qr_nonce::Column::NonceHash, nonce_hash);
+    take_nonce_and_lock(c, merchant_id, which, marked, payment_id, received_at, now).await
 }
 
 /// Consumes the merchant's OTP session `id` for `payment_id` if it is active and locks its
@@ -304,13 +285,33 @@ pub async fn take_short_code_and_lock_wallet<C: ConnectionTrait>(
         .order_by(qr_nonce::Column::CreatedAt, Order::Desc)
         .limit(1)
         .to_owned();
+    let which = Condition::all().add(qr_nonce::Column::Id.in_subquery(newest));
+    let marked = (qr_nonce::Column::ShortCodeHash, code_hash);
+    take_nonce_and_lock(c, merchant_id, which, marked, payment_id, received_at, now).await
+}
+
+/// Consumes for `payment_id` the merchant's nonce that `which` picks, if it can still pay
+/// (the rules of `usable_nonce`), and locks its wallet (see `take_and_lock`). `marked`, a
+/// column with its value, finds the consumed nonce again on SQLite by an index.
+async fn take_nonce_and_lock<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    which: Condition,
+    marked: (qr_nonce::Column, &str),
+    payment_id: Uuid,
+    received_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<Option<ForPayment>, DbErr> {
     let take = qr_nonce::Entity::update_many()
         .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
         .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
-        .filter(qr_nonce::Column::Id.in_subquery(newest))
-        // Checked again on the row itself: after waiting for a concurrent payment of the
-        // same code, PostgreSQL re-checks the row but keeps the sub-select's answer.
+        .filter(which)
+        .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
+        // Checked on the row itself even where `which` checked it: after waiting for a
+        // concurrent payment of the same nonce, PostgreSQL re-checks the row but keeps a
+        // sub-select's answer.
         .filter(qr_nonce::Column::ConsumedAt.is_null())
+        .filter(qr_nonce::Column::ExpiresAt.gt(now))
         .filter(
             Condition::any()
                 .add(qr_nonce::Column::SupersededAt.is_null())
@@ -318,7 +319,7 @@ pub async fn take_short_code_and_lock_wallet<C: ConnectionTrait>(
         )
         .into_query();
     let marked = Condition::all()
-        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::ShortCodeHash)).eq(code_hash))
+        .add(Expr::col((Alias::new(TAKEN), marked.0)).eq(marked.1))
         .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::PaymentId)).eq(payment_id));
     Ok(
         take_and_lock::<qr_nonce::Entity, C>(c, merchant_id, take, marked, false)

@@ -217,14 +217,7 @@ async fn a_short_code_pays_once_and_a_malformed_or_unknown_one_is_refused() {
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 500).await;
-    let r = shop
-        .post(
-            "/qr/mint",
-            json!({"wallet_user_id": c.wallet_user_id, "include_short_code": true}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let code = r.body["data"]["short_code"].as_str().unwrap().to_string();
+    let code = shop.short_code(&c).await;
 
     let bad = shop
         .pay_with(json!({"type": "short_code", "short_code": "AB"}), 100)
@@ -892,13 +885,7 @@ async fn guessing_short_codes_is_rate_limited_per_integration() {
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 500).await;
-    let r = shop
-        .post(
-            "/qr/mint",
-            json!({"wallet_user_id": c.wallet_user_id, "include_short_code": true}),
-        )
-        .await;
-    let real = r.body["data"]["short_code"].as_str().unwrap().to_string();
+    let real = shop.short_code(&c).await;
     let mut limited = false;
     for i in 0..30 {
         let guess = format!("ZZ{:03}", i);

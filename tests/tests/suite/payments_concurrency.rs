@@ -167,6 +167,27 @@ async fn concurrent_wrong_otp_guesses_get_three_tries_in_all() {
     app.stop().await;
 }
 
+/// Exactly one of the payments presenting one single-use credential went through; every
+/// other one heard that the credential was used.
+fn assert_one_paid_and_the_rest_replayed(results: &[tests::Reply]) {
+    let ok = results.iter().filter(|r| r.status == 200).count();
+    assert_eq!(
+        ok,
+        1,
+        "{:?}",
+        results
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.status != 200)
+            .all(|r| r.code() == "CREDENTIAL_EXPIRED_OR_REPLAYED")
+    );
+}
+
 #[tokio::test]
 async fn one_qr_nonce_presented_concurrently_pays_exactly_once() {
     let app = TestApp::spawn().await;
@@ -177,22 +198,7 @@ async fn one_qr_nonce_presented_concurrently_pays_exactly_once() {
     let results =
         join_all((0..20).map(|_| shop.pay_with(json!({"type": "qr", "qr_payload": qr}), 100)))
             .await;
-    let ok = results.iter().filter(|r| r.status == 200).count();
-    assert_eq!(
-        ok,
-        1,
-        "{:?}",
-        results
-            .iter()
-            .map(|r| r.body.to_string())
-            .collect::<Vec<_>>()
-    );
-    assert!(
-        results
-            .iter()
-            .filter(|r| r.status != 200)
-            .all(|r| r.code() == "CREDENTIAL_EXPIRED_OR_REPLAYED")
-    );
+    assert_one_paid_and_the_rest_replayed(&results);
     assert_eq!(shop.balance(&c).await["actual_minor"], 9_900);
     shop.assert_ledger_consistent().await;
 }
@@ -203,35 +209,13 @@ async fn one_short_code_presented_concurrently_pays_exactly_once() {
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 10_000).await;
-    let r = shop
-        .post(
-            "/qr/mint",
-            json!({"wallet_user_id": c.wallet_user_id, "include_short_code": true}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let code = r.body["data"]["short_code"].as_str().unwrap().to_string();
+    let code = shop.short_code(&c).await;
     // Fewer than the integration's budget of failed short codes, so every loser hears why.
     let results = join_all(
         (0..10).map(|_| shop.pay_with(json!({"type": "short_code", "short_code": code}), 100)),
     )
     .await;
-    let ok = results.iter().filter(|r| r.status == 200).count();
-    assert_eq!(
-        ok,
-        1,
-        "{:?}",
-        results
-            .iter()
-            .map(|r| r.body.to_string())
-            .collect::<Vec<_>>()
-    );
-    assert!(
-        results
-            .iter()
-            .filter(|r| r.status != 200)
-            .all(|r| r.code() == "CREDENTIAL_EXPIRED_OR_REPLAYED")
-    );
+    assert_one_paid_and_the_rest_replayed(&results);
     assert_eq!(shop.balance(&c).await["actual_minor"], 9_900);
     shop.assert_ledger_consistent().await;
 }
