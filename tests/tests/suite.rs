@@ -3,6 +3,7 @@ mod suite {
     pub mod customers;
     pub mod enrollment;
     pub mod envelope;
+    pub mod history;
     pub mod incentives;
     pub mod jobs;
     pub mod keys;

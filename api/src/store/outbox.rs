@@ -2,7 +2,7 @@ use chrono::{DateTime, Utc};
 use entities::{outbox, resource_sequence};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    QuerySelect, Select,
     sea_query::{
         Alias, Expr, ExprTrait, InsertStatement, LockBehavior, LockType, OnConflict, Query,
     },
@@ -239,11 +239,14 @@ pub async fn events_of<C: ConnectionTrait>(
     resource_type: &str,
     resource_id: &str,
 ) -> Result<Vec<outbox::Model>, DbErr> {
+    events_of_select(resource_type, resource_id).all(c).await
+}
+
+/// `events_of`'s query, found through `ix_outbox_resource` (migration 000008).
+pub fn events_of_select(resource_type: &str, resource_id: &str) -> Select<outbox::Entity> {
     outbox::Entity::find()
         .filter(outbox::Column::ResourceType.eq(resource_type))
         .filter(outbox::Column::ResourceId.eq(resource_id))
         .filter(outbox::Column::Kind.eq("event"))
         .order_by_asc(outbox::Column::SequenceNumber)
-        .all(c)
-        .await
 }

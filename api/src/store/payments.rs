@@ -3,7 +3,7 @@ use chrono::{DateTime, Utc};
 use entities::{otp_session, payment, payment_refund, qr_nonce, wallet};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
-    IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Set,
+    IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select, Set,
     Statement,
     sea_query::{
         Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, Order,
@@ -85,11 +85,17 @@ pub async fn otp_sends_for_wallet_since<C: ConnectionTrait>(
     wallet_id: Uuid,
     since: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
+    otp_sends_for_wallet_select(wallet_id, since).count(c).await
+}
+
+/// `otp_sends_for_wallet_since`'s query, found through `ix_otp_sessions_wallet`.
+pub fn otp_sends_for_wallet_select(
+    wallet_id: Uuid,
+    since: DateTime<Utc>,
+) -> Select<otp_session::Entity> {
     otp_session::Entity::find()
         .filter(otp_session::Column::WalletId.eq(wallet_id))
         .filter(otp_session::Column::CreatedAt.gt(since))
-        .count(c)
-        .await
 }
 
 /// Sends for one order since `since`, oldest first (the send limit's window).

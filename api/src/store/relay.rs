@@ -66,6 +66,19 @@ pub struct Plan {
 const COLUMNS: &str = "id, event_id, kind, topic, merchant_id, resource_type, resource_id, \
      sequence_number, payload, occurred_at, created_at";
 
+/// The relay's poll: the oldest rows not yet relayed, up to the bound limit. It must find
+/// them through `ix_outbox_unrelayed`, which holds only those rows (migration 000008): the
+/// outbox keeps every relayed row as the event history.
+pub fn pending_select(backend: DbBackend) -> String {
+    match backend {
+        DbBackend::Postgres => format!(
+            "SELECT {COLUMNS} FROM outbox WHERE relayed_at IS NULL ORDER BY id LIMIT $1 \
+             FOR UPDATE SKIP LOCKED"
+        ),
+        _ => format!("SELECT {COLUMNS} FROM outbox WHERE relayed_at IS NULL ORDER BY id LIMIT ?"),
+    }
+}
+
 const DELIVERY_COLUMNS: &str = "id, subscription_id, integration_id, merchant_id, event_id, \
      event_type, resource_key, sequence_number, body, state, attempts, replays, created_at, \
      updated_at";
@@ -131,12 +144,12 @@ where
     sqlx::query("SELECT pg_advisory_xact_lock(7352001)")
         .execute(&mut *tx)
         .await?;
-    let sql = format!(
-        "SELECT {COLUMNS} FROM outbox WHERE relayed_at IS NULL ORDER BY id LIMIT $1 \
-         FOR UPDATE SKIP LOCKED"
-    );
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+    // The outbox's statements are planned afresh on every run (unnamed, not cached): a plan
+    // a connection cached while the outbox was small stays until the table is analyzed, and
+    // the outbox only grows, as it keeps every relayed row.
+    let rows = sqlx::query(sqlx::AssertSqlSafe(pending_select(DbBackend::Postgres)))
         .bind(limit)
+        .persistent(false)
         .fetch_all(&mut *tx)
         .await?;
     let rows: Vec<PendingRow> = rows
@@ -221,6 +234,7 @@ where
     sqlx::query("UPDATE outbox SET relayed_at = $1 WHERE id = ANY($2)")
         .bind(now)
         .bind(&ids)
+        .persistent(false)
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
@@ -240,8 +254,7 @@ where
     // IMMEDIATE: take the write lock up front instead of failing to upgrade later.
     let _turn = super::db::write_turn(pool).await?;
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-    let sql = format!("SELECT {COLUMNS} FROM outbox WHERE relayed_at IS NULL ORDER BY id LIMIT ?");
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
+    let rows = sqlx::query(sqlx::AssertSqlSafe(pending_select(DbBackend::Sqlite)))
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?;
