@@ -1,7 +1,7 @@
 //! Schema migrations. One file per migration; a migration is never edited after it lands.
 //! The same migrations run unchanged on SQLite (embedded mode) and PostgreSQL (production):
 //! only portable column types, no SQL defaults (timestamps are set in code), and a partial
-//! index only where its statement is the same on both (000008).
+//! index only where its statement is the same on both (000008, 000009).
 pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_foundation;
@@ -12,6 +12,7 @@ mod m20261121_000005_topups;
 mod m20261121_000006_incentives;
 mod m20261121_000007_webhooks;
 mod m20261122_000008_history_indexes;
+mod m20261122_000009_feed_indexes;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
 /// earlier files keep their own copy, as landed migrations are never edited.
@@ -37,6 +38,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000006_incentives::Migration),
             Box::new(m20261121_000007_webhooks::Migration),
             Box::new(m20261122_000008_history_indexes::Migration),
+            Box::new(m20261122_000009_feed_indexes::Migration),
         ]
     }
 }

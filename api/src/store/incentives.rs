@@ -276,6 +276,19 @@ pub async fn offers_page<C: ConnectionTrait>(
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<offer::Model>, DbErr> {
+    offers_select(merchant_id, wallet_user_id, state, after, limit)
+        .all(c)
+        .await
+}
+
+/// `offers_page`'s query, served in order by `ix_offers_merchant`.
+pub fn offers_select(
+    merchant_id: Uuid,
+    wallet_user_id: Option<Uuid>,
+    state: Option<&str>,
+    after: Option<Uuid>,
+    limit: u64,
+) -> sea_orm::Select<offer::Entity> {
     let mut q = offer::Entity::find().filter(offer::Column::MerchantId.eq(merchant_id));
     if let Some(w) = wallet_user_id {
         q = q.filter(offer::Column::WalletUserId.eq(w));
@@ -286,7 +299,7 @@ pub async fn offers_page<C: ConnectionTrait>(
     if let Some(a) = after {
         q = q.filter(offer::Column::Id.lt(a));
     }
-    q.order_by_desc(offer::Column::Id).limit(limit).all(c).await
+    q.order_by_desc(offer::Column::Id).limit(limit)
 }
 
 /// The customer's ARMED offers (for evaluation), oldest first.

@@ -324,7 +324,9 @@ async fn take_nonce_and_lock<C: ConnectionTrait>(
                 .add(qr_nonce::Column::SupersededAt.gt(received_at)),
         )
         .into_query();
+    // With the merchant, the short code's own index (merchant, code) finds the row too.
     let marked = Condition::all()
+        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::MerchantId)).eq(merchant_id))
         .add(Expr::col((Alias::new(TAKEN), marked.0)).eq(marked.1))
         .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::PaymentId)).eq(payment_id));
     Ok(
@@ -392,12 +394,15 @@ pub async fn recent_of_wallet<C: ConnectionTrait>(
     wallet_id: Uuid,
     limit: u64,
 ) -> Result<Vec<payment::Model>, DbErr> {
+    recent_of_wallet_select(wallet_id, limit).all(c).await
+}
+
+/// `recent_of_wallet`'s query, served in order by `ix_payments_wallet_created`.
+pub fn recent_of_wallet_select(wallet_id: Uuid, limit: u64) -> Select<payment::Entity> {
     payment::Entity::find()
         .filter(payment::Column::WalletId.eq(wallet_id))
         .order_by_desc(payment::Column::CreatedAt)
         .limit(limit)
-        .all(c)
-        .await
 }
 
 /// What a transactions page is filtered by.
@@ -457,6 +462,15 @@ pub async fn transactions_page<C: ConnectionTrait>(
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<payment::Model>, DbErr> {
+    transactions_select(f, after, limit).all(c).await
+}
+
+/// `transactions_page`'s query, served in order by `ix_payments_integration`.
+pub fn transactions_select(
+    f: &TransactionFilter,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Select<payment::Entity> {
     use sea_orm::sea_query::{Expr, ExprTrait};
     let mut q = payment::Entity::find().filter(payment::Column::IntegrationId.eq(f.integration_id));
     q = match f.status.as_deref() {
@@ -483,10 +497,7 @@ pub async fn transactions_page<C: ConnectionTrait>(
         payment::Column::MerchantId,
         payment::Column::BranchId,
     ));
-    q.order_by_desc(payment::Column::Id)
-        .limit(limit)
-        .all(c)
-        .await
+    q.order_by_desc(payment::Column::Id).limit(limit)
 }
 
 /// Deletes OTP sessions and QR nonces that expired before `before` without paying (a used

@@ -100,11 +100,20 @@ pub async fn transactions_page<C: ConnectionTrait>(
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<topup::Model>, DbErr> {
-    use sea_orm::QuerySelect;
     // A top-up is credited or it does not exist: only `completed` (or no status) has any.
     if f.status.as_deref().is_some_and(|s| s != "completed") {
         return Ok(Vec::new());
     }
+    transactions_select(f, after, limit).all(c).await
+}
+
+/// `transactions_page`'s query, served in order by `ix_topups_integration`.
+pub fn transactions_select(
+    f: &super::payments::TransactionFilter,
+    after: Option<Uuid>,
+    limit: u64,
+) -> sea_orm::Select<topup::Entity> {
+    use sea_orm::QuerySelect;
     let q = topup::Entity::find()
         .filter(topup::Column::IntegrationId.eq(f.integration_id))
         // A claim row of a credit still in flight is not a transaction yet.
@@ -116,7 +125,7 @@ pub async fn transactions_page<C: ConnectionTrait>(
         topup::Column::MerchantId,
         topup::Column::BranchId,
     ));
-    q.order_by_desc(topup::Column::Id).limit(limit).all(c).await
+    q.order_by_desc(topup::Column::Id).limit(limit)
 }
 
 pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<topup::Model>, DbErr> {

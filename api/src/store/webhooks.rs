@@ -376,6 +376,19 @@ pub async fn deliveries_page<C: ConnectionTrait>(
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<webhook_delivery::Model>, DbErr> {
+    deliveries_select(subscription, event_type, state, after, limit)
+        .all(c)
+        .await
+}
+
+/// `deliveries_page`'s query, served in order by `ix_webhook_deliveries_subscription`.
+pub fn deliveries_select(
+    subscription: Uuid,
+    event_type: Option<&str>,
+    state: Option<&str>,
+    after: Option<Uuid>,
+    limit: u64,
+) -> sea_orm::Select<webhook_delivery::Entity> {
     let mut q = webhook_delivery::Entity::find()
         .filter(webhook_delivery::Column::SubscriptionId.eq(subscription));
     if let Some(t) = event_type {
@@ -387,10 +400,7 @@ pub async fn deliveries_page<C: ConnectionTrait>(
     if let Some(a) = after {
         q = q.filter(webhook_delivery::Column::Id.lt(a));
     }
-    q.order_by_desc(webhook_delivery::Column::Id)
-        .limit(limit)
-        .all(c)
-        .await
+    q.order_by_desc(webhook_delivery::Column::Id).limit(limit)
 }
 
 pub async fn attempts_of<C: ConnectionTrait>(

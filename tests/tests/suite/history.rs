@@ -5,11 +5,12 @@ use api::store;
 use tests::TestApp;
 use uuid::Uuid;
 
-/// The outbox keeps every relayed row as the event history, and a paid OTP session is kept
-/// as its payment's record: these tables only grow. The look-ups made on every call go
-/// through indexes, never a walk of the history: the relay's poll every 100 ms for the rows
-/// still to relay (an index that holds only those), a transaction detail's events, and the
-/// per-wallet OTP send limit.
+/// The outbox keeps every relayed row as the event history, a paid OTP session is kept as
+/// its payment's record, and payments, top-ups, deliveries and offers are kept for good:
+/// these tables only grow. The look-ups made on every call go through indexes, never a walk
+/// of the history: the relay's poll every 100 ms for the rows still to relay (an index that
+/// holds only those), a transaction detail's events, the per-wallet OTP send limit, and the
+/// pages of the lists.
 #[tokio::test]
 async fn look_ups_on_tables_that_only_grow_go_through_indexes() {
     use sea_orm::{ConnectionTrait, DbBackend, QueryTrait, Statement};
@@ -61,4 +62,48 @@ async fn look_ups_on_tables_that_only_grow_go_through_indexes() {
         sends.contains("ix_otp_sessions_wallet"),
         "a wallet's OTP sends are not found through their index:\n{sends}"
     );
+
+    // Lists read a page, newest first: the index gives the order, so the limit stops the
+    // read instead of sorting the whole history first.
+    let feed = store::payments::TransactionFilter {
+        integration_id: Uuid::now_v7(),
+        status: None,
+        kind: None,
+        from: None,
+        to: None,
+        branch_id: None,
+        merchant_id: None,
+        branch_ids: None,
+    };
+    let one = Uuid::now_v7();
+    let lists = [
+        (
+            "ix_payments_integration",
+            store::payments::transactions_select(&feed, None, 51).build(backend),
+        ),
+        (
+            "ix_topups_integration",
+            store::topups::transactions_select(&feed, None, 51).build(backend),
+        ),
+        (
+            "ix_payments_wallet_created",
+            store::payments::recent_of_wallet_select(one, 1).build(backend),
+        ),
+        (
+            "ix_webhook_deliveries_subscription",
+            store::webhooks::deliveries_select(one, None, None, None, 51).build(backend),
+        ),
+        (
+            "ix_offers_merchant",
+            store::incentives::offers_select(one, None, None, None, 51).build(backend),
+        ),
+    ];
+    for (index, query) in lists {
+        let sql = query.sql.clone();
+        let plan = plan(query).await;
+        assert!(
+            plan.contains(index),
+            "{sql}\nis not read through {index}:\n{plan}"
+        );
+    }
 }
