@@ -21,6 +21,8 @@
 
 use sea_orm_migration::prelude::*;
 
+use crate::{drop_idx, idx};
+
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
@@ -36,54 +38,31 @@ impl MigrationTrait for Migration {
                 "CREATE INDEX ix_outbox_unrelayed ON outbox (id) WHERE relayed_at IS NULL",
             )
             .await?;
-        m.create_index(crate::idx(
+        m.create_index(idx(
             "ix_outbox_resource",
             "outbox",
             &["resource_type", "resource_id", "sequence_number"],
         ))
         .await?;
-        m.create_index(crate::idx(
+        m.create_index(idx(
             "ix_otp_sessions_wallet",
             "otp_sessions",
             &["wallet_id", "created_at"],
         ))
         .await?;
-        m.drop_index(
-            Index::drop()
-                .name("ix_outbox_pending")
-                .table(Alias::new("outbox"))
-                .to_owned(),
-        )
-        .await
+        m.drop_index(drop_idx("ix_outbox_pending", "outbox")).await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.create_index(crate::idx(
-            "ix_outbox_pending",
-            "outbox",
-            &["relayed_at", "id"],
-        ))
-        .await?;
-        m.drop_index(
-            Index::drop()
-                .name("ix_otp_sessions_wallet")
-                .table(Alias::new("otp_sessions"))
-                .to_owned(),
-        )
-        .await?;
-        m.drop_index(
-            Index::drop()
-                .name("ix_outbox_resource")
-                .table(Alias::new("outbox"))
-                .to_owned(),
-        )
-        .await?;
-        m.drop_index(
-            Index::drop()
-                .name("ix_outbox_unrelayed")
-                .table(Alias::new("outbox"))
-                .to_owned(),
-        )
-        .await
+        m.create_index(idx("ix_outbox_pending", "outbox", &["relayed_at", "id"]))
+            .await?;
+        for (name, table) in [
+            ("ix_otp_sessions_wallet", "otp_sessions"),
+            ("ix_outbox_resource", "outbox"),
+            ("ix_outbox_unrelayed", "outbox"),
+        ] {
+            m.drop_index(drop_idx(name, table)).await?;
+        }
+        Ok(())
     }
 }

@@ -16,7 +16,7 @@
 //!   unpaid rows; their statement is the same on SQLite and PostgreSQL.
 use sea_orm_migration::prelude::*;
 
-use crate::idx;
+use crate::{drop_idx, idx};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -53,10 +53,6 @@ const UNPAID: &[(&str, &str)] = &[
     ("ix_qr_nonces_unpaid_expiry", "qr_nonces"),
 ];
 
-fn drop(name: &str, table: &str) -> IndexDropStatement {
-    Index::drop().name(name).table(Alias::new(table)).to_owned()
-}
-
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
     fn use_transaction(&self) -> Option<bool> {
@@ -75,17 +71,18 @@ impl MigrationTrait for Migration {
                 .await?;
         }
         // (wallet_id, created_at) serves every look-up by wallet the old index did.
-        m.drop_index(drop("ix_payments_wallet", "payments")).await
+        m.drop_index(drop_idx("ix_payments_wallet", "payments"))
+            .await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
         m.create_index(idx("ix_payments_wallet", "payments", &["wallet_id"]))
             .await?;
         for (name, table) in UNPAID {
-            m.drop_index(drop(name, table)).await?;
+            m.drop_index(drop_idx(name, table)).await?;
         }
         for (name, table, _) in PLAIN {
-            m.drop_index(drop(name, table)).await?;
+            m.drop_index(drop_idx(name, table)).await?;
         }
         Ok(())
     }
