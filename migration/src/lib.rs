@@ -59,8 +59,16 @@ mod tests {
         let db = sea_orm::Database::connect("sqlite::memory:").await.unwrap();
         Migrator::up(&db, None).await.unwrap();
         Migrator::down(&db, Some(2)).await.unwrap();
-        assert_eq!(Migrator::get_pending_migrations(&db).await.unwrap().len(), 2);
+        assert_eq!(
+            Migrator::get_pending_migrations(&db).await.unwrap().len(),
+            2
+        );
         Migrator::up(&db, None).await.unwrap();
-        assert!(Migrator::get_pending_migrations(&db).await.unwrap().is_empty());
+        assert!(
+            Migrator::get_pending_migrations(&db)
+                .await
+                .unwrap()
+                .is_empty()
+        );
     }
 }
