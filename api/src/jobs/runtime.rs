@@ -154,6 +154,7 @@ impl Runtime {
             tokio::spawn(relay::run_loop(state.clone(), stop_rx.clone())),
             tokio::spawn(sample_metrics(state.clone(), stop_rx.clone())),
             tokio::spawn(purge_expired_idempotency(state.clone(), stop_rx.clone())),
+            tokio::spawn(checkpoint_wal(state.clone(), stop_rx.clone())),
             tokio::spawn(sweep(state, stop_rx)),
         ];
         Ok(Runtime {
@@ -341,6 +342,23 @@ async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {
 
 /// Idempotency records live 24 hours; past that they (and any sealed secret they keep) are
 /// deleted. Safe on any number of workers at once: it is one idempotent DELETE.
+/// Keeps SQLite's write-ahead log short without making a writer copy it (see
+/// `store::db::checkpoint`). Nothing to do on PostgreSQL.
+async fn checkpoint_wal(state: AppState, mut stop: watch::Receiver<bool>) {
+    if state.db.get_database_backend() != sea_orm::DbBackend::Sqlite {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(store::db::CHECKPOINT_EVERY) => {}
+            _ = stop.changed() => return,
+        }
+        if let Err(e) = store::db::checkpoint(&state.db).await {
+            tracing::warn!(error = %e, "checkpointing the SQLite WAL failed");
+        }
+    }
+}
+
 async fn purge_expired_idempotency(state: AppState, mut stop: watch::Receiver<bool>) {
     loop {
         match store::idempotency::purge_expired(&state.db, Utc::now()).await {

@@ -9,7 +9,8 @@ use std::{
 use sea_orm::{
     ConnAcquireErr, ConnectOptions, ConnectionTrait, Database, DatabaseConnection,
     DatabaseTransaction, DbBackend, DbErr, ExecResult, QueryResult, SqliteTransactionMode,
-    Statement, TransactionOptions, TransactionTrait, sqlx::SqlitePool,
+    SqlxSqliteConnector, Statement, TransactionOptions, TransactionTrait,
+    sqlx::{SqlitePool, sqlite::SqlitePoolOptions},
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -41,6 +42,7 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(true)
                 .create_if_missing(true)
+                .pragma("wal_autocheckpoint", WAL_BACKSTOP_PAGES.to_string())
         });
     }
     if url.starts_with("postgres") {
@@ -112,12 +114,17 @@ impl ConnectionTrait for WriteTxn {
 }
 
 /// Opens a write transaction. On SQLite it is IMMEDIATE, so concurrent writers queue on the
-/// database lock at BEGIN instead of failing at COMMIT; PostgreSQL serialises on row locks.
+/// database lock at BEGIN instead of failing at COMMIT, and it runs on the file's own writer
+/// connection (see `FileWriter`); PostgreSQL serialises on row locks.
 pub async fn begin(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
     match db.get_database_backend() {
         DbBackend::Sqlite => {
-            let turn = write_turn(db.get_sqlite_connection_pool()).await?;
-            let txn = db
+            let pool = db.get_sqlite_connection_pool();
+            let file = FileWriter::of(pool);
+            let turn = file.turn().await?;
+            let writer = file.writer(pool).await?;
+            let txn = writer
+                .unwrap_or(db)
                 .begin_with_options(TransactionOptions {
                     sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
                     ..Default::default()
@@ -139,9 +146,141 @@ pub async fn begin(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
 /// the caller gets the same retryable error.
 const WRITE_TURN_WAIT: Duration = Duration::from_secs(10);
 
+/// The writer connection's page cache (KiB, as SQLite's negative `cache_size`): enough for
+/// the pages a payment touches in every table and index it writes, which the default
+/// (2 MiB) evicts between payments once the indexes on random keys (idempotency keys,
+/// credential hashes, wallets) outgrow it. Only the one writer has it.
+const WRITER_CACHE: &str = "-32768";
+const WRITER_STATEMENTS: usize = 400;
+
+/// A connection checkpoints the WAL on its own, inside its commit, once the WAL holds this
+/// many pages. SQLite's default (1,000) did that every fifty or so payments, holding the
+/// write turn while it copied pages to the database file; `checkpoint` does it off the
+/// turn, so this is only the bound for a process that does not run it (a CLI command).
+const WAL_BACKSTOP_PAGES: u32 = 20_000;
+
+/// How often `checkpoint` should run: the WAL then holds a fraction of a second of writes.
+pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
+
+/// Copies the WAL's pages into the SQLite database file (nothing on PostgreSQL or an
+/// in-memory database).
+///
+/// The bulk runs beside the writers, without the write turn. A WAL is only rewritten from
+/// its start by a writer that finds it wholly copied, which under steady writes it never
+/// is once the copy ran beside them; so the few pages committed meanwhile are then copied
+/// under the turn, and the next writer starts the WAL over instead of growing it.
+pub async fn checkpoint(db: &DatabaseConnection) -> Result<(), DbErr> {
+    if db.get_database_backend() != DbBackend::Sqlite {
+        return Ok(());
+    }
+    let pool = db.get_sqlite_connection_pool();
+    let file = FileWriter::of(pool);
+    if file.writer(pool).await?.is_none() {
+        return Ok(());
+    }
+    db.execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
+        .await?;
+    let _turn = file.turn().await?;
+    // The writer connection: free while the turn is held, where a pool connection could
+    // keep the writers waiting for one.
+    if let Some(writer) = file.writer(pool).await? {
+        writer
+            .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
+            .await?;
+    }
+    Ok(())
+}
+
 /// The right to write to one SQLite file, held for a write transaction's life.
 pub struct WriteTurn {
     _permit: OwnedSemaphorePermit,
+}
+
+/// What every pool on one SQLite file shares: the write turn, and the connection that
+/// `begin` writes through.
+///
+/// The writes of `begin` go through one connection of their own rather than any of the
+/// pool's. In WAL mode a connection throws its whole page cache away when it starts a
+/// transaction after another connection changed the file, so with writes spread over the
+/// pool nearly every write transaction started cold and read the tables' and indexes'
+/// pages again, all of it while holding the turn. One writer keeps its cache (and its
+/// prepared statements) warm; only the few writes of the relay's and the queue's own pools
+/// cool it.
+struct FileWriter {
+    gate: Arc<Semaphore>,
+    writer: tokio::sync::OnceCell<Option<DatabaseConnection>>,
+}
+
+impl FileWriter {
+    fn of(pool: &SqlitePool) -> Arc<FileWriter> {
+        static FILES: OnceLock<Mutex<HashMap<PathBuf, Arc<FileWriter>>>> = OnceLock::new();
+        let file = pool.connect_options().get_filename().to_path_buf();
+        FILES
+            .get_or_init(Default::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(file)
+            .or_insert_with(|| {
+                Arc::new(FileWriter {
+                    gate: Arc::new(Semaphore::new(1)),
+                    writer: tokio::sync::OnceCell::new(),
+                })
+            })
+            .clone()
+    }
+
+    /// Waits for the write turn, in arrival order.
+    async fn turn(&self) -> Result<WriteTurn, DbErr> {
+        match tokio::time::timeout(WRITE_TURN_WAIT, self.gate.clone().acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(WriteTurn { _permit: permit }),
+            // The semaphore is never closed; a timeout is the database being too busy.
+            _ => Err(DbErr::ConnectionAcquire(ConnAcquireErr::Timeout)),
+        }
+    }
+
+    /// The file's writer connection, opened with `pool`'s options on first use. `None` for
+    /// an in-memory database, which only the pool's own connections share.
+    async fn writer(&self, pool: &SqlitePool) -> Result<Option<&DatabaseConnection>, DbErr> {
+        let writer = self
+            .writer
+            .get_or_try_init(|| async {
+                let options = pool.connect_options();
+                if options
+                    .get_filename()
+                    .to_string_lossy()
+                    .contains(":memory:")
+                    || options
+                        .get_filename()
+                        .to_string_lossy()
+                        .starts_with("file:sqlx-in-memory")
+                {
+                    return Ok(None);
+                }
+                let writer = SqlitePoolOptions::new()
+                    .max_connections(1)
+                    .min_connections(1)
+                    .acquire_timeout(WRITE_TURN_WAIT)
+                    // No ping per transaction: it is a call to the connection's thread and
+                    // back while the turn is held, and a file does not drop a connection.
+                    .test_before_acquire(false)
+                    // Kept for the process' life: a fresh connection starts cold.
+                    .idle_timeout(None)
+                    .max_lifetime(None)
+                    .connect_with(
+                        (*options)
+                            .clone()
+                            .pragma("cache_size", WRITER_CACHE)
+                            // Every write statement of the service is prepared on this one
+                            // connection (the pool's had the default 100 each).
+                            .statement_cache_capacity(WRITER_STATEMENTS),
+                    )
+                    .await
+                    .map_err(|e| DbErr::Conn(sea_orm::RuntimeErr::SqlxError(e.into())))?;
+                Ok::<_, DbErr>(Some(SqlxSqliteConnector::from_sqlx_sqlite_pool(writer)))
+            })
+            .await?;
+        Ok(writer.as_ref())
+    }
 }
 
 /// Waits for this SQLite file's write turn, in arrival order.
@@ -154,20 +293,7 @@ pub struct WriteTurn {
 /// one ends. The gate is per file, not per pool: the relay's and the queue's own pools,
 /// and every app a test process opens on one file, write to the same database.
 pub async fn write_turn(pool: &SqlitePool) -> Result<WriteTurn, DbErr> {
-    static GATES: OnceLock<Mutex<HashMap<PathBuf, Arc<Semaphore>>>> = OnceLock::new();
-    let file = pool.connect_options().get_filename().to_path_buf();
-    let gate = GATES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .entry(file)
-        .or_insert_with(|| Arc::new(Semaphore::new(1)))
-        .clone();
-    match tokio::time::timeout(WRITE_TURN_WAIT, gate.acquire_owned()).await {
-        Ok(Ok(permit)) => Ok(WriteTurn { _permit: permit }),
-        // The semaphore is never closed; a timeout is the database being too busy.
-        _ => Err(DbErr::ConnectionAcquire(ConnAcquireErr::Timeout)),
-    }
+    FileWriter::of(pool).turn().await
 }
 
 /// Ends the database sessions cleanly: a process that just exits leaves PostgreSQL to find
@@ -254,6 +380,128 @@ mod tests {
             }
             turn = got.unwrap();
         }
+    }
+
+    /// The service's own connection to a fresh file, as `connect` makes it, with a pool of
+    /// `connections`.
+    async fn service_db(connections: u32) -> DatabaseConnection {
+        let dir = std::env::temp_dir().join(format!("wallet-writer-{}", Uuid::now_v7()));
+        let cfg = Config {
+            data_dir: dir,
+            db_max_connections: connections,
+            db_acquire_timeout_ms: 500,
+            ..Config::default()
+        };
+        connect(&cfg).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn write_transactions_go_through_one_connection_of_their_own() {
+        let db = service_db(2).await;
+        let txn = begin(&db).await.unwrap();
+        // A temporary table lives on the connection that made it.
+        txn.execute_unprepared("CREATE TEMP TABLE mine (x INTEGER)")
+            .await
+            .unwrap();
+        txn.commit().await.unwrap();
+
+        // Every connection of the pool busy (readers, say): a writer does not wait for one.
+        let pool = db.get_sqlite_connection_pool();
+        let held = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
+        let txn = begin(&db).await.unwrap();
+        let seen = txn
+            .query_one_raw(Statement::from_string(
+                DbBackend::Sqlite,
+                "SELECT COUNT(*) AS n FROM temp.sqlite_master WHERE name = 'mine'",
+            ))
+            .await
+            .unwrap()
+            .unwrap()
+            .try_get::<i64>("", "n")
+            .unwrap();
+        assert_eq!(seen, 1, "the second write ran on another connection");
+        txn.commit().await.unwrap();
+        drop(held);
+    }
+
+    /// (frames in the WAL, frames of it copied to the database file), after copying what
+    /// it can.
+    async fn wal(db: &DatabaseConnection) -> (i64, i64) {
+        let row = db
+            .query_one_raw(Statement::from_string(
+                DbBackend::Sqlite,
+                "PRAGMA wal_checkpoint(PASSIVE)",
+            ))
+            .await
+            .unwrap()
+            .unwrap();
+        (
+            row.try_get_by_index::<i64>(1).unwrap(),
+            row.try_get_by_index::<i64>(2).unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn writers_leave_the_wal_to_the_checkpoint_which_lets_the_next_writer_start_it_over() {
+        let db = service_db(4).await;
+        let write = |sql: &'static str| {
+            let db = db.clone();
+            async move {
+                let txn = begin(&db).await.unwrap();
+                txn.execute_unprepared(sql).await.unwrap();
+                txn.commit().await.unwrap();
+            }
+        };
+        let autocheckpoint = db
+            .query_one_raw(Statement::from_string(
+                DbBackend::Sqlite,
+                "PRAGMA wal_autocheckpoint",
+            ))
+            .await
+            .unwrap()
+            .unwrap()
+            .try_get_by_index::<i64>(0)
+            .unwrap();
+        assert_eq!(autocheckpoint, i64::from(WAL_BACKSTOP_PAGES));
+        write("CREATE TABLE t (x BLOB)").await;
+        // About 1,300 pages: past SQLite's default autocheckpoint of 1,000, which would
+        // have had a writer copy them inside its commit and start the WAL over.
+        for _ in 0..650 {
+            write("INSERT INTO t VALUES (randomblob(6000))").await;
+        }
+        // The WAL's size, untouched (measuring it through SQLite would copy it).
+        let file = db
+            .get_sqlite_connection_pool()
+            .connect_options()
+            .get_filename()
+            .to_path_buf();
+        let wal_bytes = std::fs::metadata(format!("{}-wal", file.display()))
+            .unwrap()
+            .len();
+        assert!(
+            wal_bytes > 1_000 * 4096,
+            "a writer checkpointed: WAL of {wal_bytes} bytes"
+        );
+
+        checkpoint(&db).await.unwrap();
+        write("INSERT INTO t VALUES (1)").await;
+        let (frames, copied) = wal(&db).await;
+        assert!(frames < 10, "the WAL was not started over: {frames} frames");
+        assert_eq!(frames, copied);
+    }
+
+    #[tokio::test]
+    async fn a_checkpoint_of_an_in_memory_database_does_nothing() {
+        let db = Database::connect("sqlite::memory:").await.unwrap();
+        let txn = begin(&db).await.unwrap();
+        txn.execute_unprepared("CREATE TABLE t (x INTEGER)")
+            .await
+            .unwrap();
+        txn.commit().await.unwrap();
+        checkpoint(&db).await.unwrap();
+        db.execute_unprepared("INSERT INTO t VALUES (1)")
+            .await
+            .unwrap();
     }
 
     #[tokio::test]
