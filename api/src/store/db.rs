@@ -409,16 +409,13 @@ mod tests {
         let pool = db.get_sqlite_connection_pool();
         let held = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
         let txn = begin(&db).await.unwrap();
-        let seen = txn
-            .query_one_raw(Statement::from_string(
-                DbBackend::Sqlite,
-                "SELECT COUNT(*) AS n FROM temp.sqlite_master WHERE name = 'mine'",
-            ))
-            .await
-            .unwrap()
-            .unwrap()
-            .try_get::<i64>("", "n")
-            .unwrap();
+        let seen = row(
+            &*txn,
+            "SELECT COUNT(*) FROM temp.sqlite_master WHERE name = 'mine'",
+        )
+        .await
+        .try_get_by_index::<i64>(0)
+        .unwrap();
         assert_eq!(seen, 1, "the second write ran on another connection");
         txn.commit().await.unwrap();
         drop(held);
@@ -427,18 +424,18 @@ mod tests {
     /// (frames in the WAL, frames of it copied to the database file), after copying what
     /// it can.
     async fn wal(db: &DatabaseConnection) -> (i64, i64) {
-        let row = db
-            .query_one_raw(Statement::from_string(
-                DbBackend::Sqlite,
-                "PRAGMA wal_checkpoint(PASSIVE)",
-            ))
+        let r = row(db, "PRAGMA wal_checkpoint(PASSIVE)").await;
+        (
+            r.try_get_by_index::<i64>(1).unwrap(),
+            r.try_get_by_index::<i64>(2).unwrap(),
+        )
+    }
+
+    async fn row<C: ConnectionTrait>(c: &C, sql: &str) -> QueryResult {
+        c.query_one_raw(Statement::from_string(DbBackend::Sqlite, sql))
             .await
             .unwrap()
-            .unwrap();
-        (
-            row.try_get_by_index::<i64>(1).unwrap(),
-            row.try_get_by_index::<i64>(2).unwrap(),
-        )
+            .unwrap()
     }
 
     #[tokio::test]
@@ -452,19 +449,13 @@ mod tests {
                 txn.commit().await.unwrap();
             }
         };
-        let autocheckpoint = db
-            .query_one_raw(Statement::from_string(
-                DbBackend::Sqlite,
-                "PRAGMA wal_autocheckpoint",
-            ))
+        let autocheckpoint = row(&db, "PRAGMA wal_autocheckpoint")
             .await
-            .unwrap()
-            .unwrap()
             .try_get_by_index::<i64>(0)
             .unwrap();
         assert_eq!(autocheckpoint, i64::from(WAL_BACKSTOP_PAGES));
         write("CREATE TABLE t (x BLOB)").await;
-        // About 1,300 pages: past SQLite's default autocheckpoint of 1,000, which would
+        // About 2,300 pages: past SQLite's default autocheckpoint of 1,000, which would
         // have had a writer copy them inside its commit and start the WAL over.
         for _ in 0..650 {
             write("INSERT INTO t VALUES (randomblob(6000))").await;
