@@ -340,8 +340,6 @@ async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Idempotency records live 24 hours; past that they (and any sealed secret they keep) are
-/// deleted. Safe on any number of workers at once: it is one idempotent DELETE.
 /// Keeps SQLite's write-ahead log short without making a writer copy it (see
 /// `store::db::checkpoint`). Nothing to do on PostgreSQL.
 async fn checkpoint_wal(state: AppState, mut stop: watch::Receiver<bool>) {
@@ -359,6 +357,8 @@ async fn checkpoint_wal(state: AppState, mut stop: watch::Receiver<bool>) {
     }
 }
 
+/// Idempotency records live 24 hours; past that they (and any sealed secret they keep) are
+/// deleted. Safe on any number of workers at once: it is one idempotent DELETE.
 async fn purge_expired_idempotency(state: AppState, mut stop: watch::Receiver<bool>) {
     loop {
         match store::idempotency::purge_expired(&state.db, Utc::now()).await {
