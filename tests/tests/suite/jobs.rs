@@ -231,3 +231,50 @@ async fn a_production_keys_sms_goes_to_the_http_provider_with_its_token() {
     assert_eq!(body["reference"], job_id.to_string());
     app.stop().await;
 }
+
+/// The WAL header's checkpoint sequence number: SQLite counts one each time a writer starts
+/// the write-ahead log over, which it does only once the log was wholly copied into the
+/// database file. Read from the file itself, since asking SQLite would copy it.
+fn wal_restarts(db_file: &std::path::Path) -> u32 {
+    let header = std::fs::read(format!("{}-wal", db_file.display())).expect("the WAL exists");
+    u32::from_be_bytes(header[12..16].try_into().unwrap())
+}
+
+/// Embedded mode's job runtime copies the write-ahead log into the database file (its
+/// writers no longer do it inside their commits), so the log is started over and does not
+/// grow without bound.
+#[tokio::test]
+async fn the_job_runtime_keeps_the_sqlite_write_ahead_log_short() {
+    use sea_orm::{ConnectionTrait, DbBackend};
+    if tests::mode() != tests::Mode::Embedded {
+        return;
+    }
+    let app = TestApp::spawn_isolated(true, |_| {}).await;
+    let db = &app.server.state.db;
+    assert_eq!(db.get_database_backend(), DbBackend::Sqlite);
+    let file = db
+        .get_sqlite_connection_pool()
+        .connect_options()
+        .get_filename()
+        .to_path_buf();
+    let write = async |sql: &str| {
+        let txn = store::begin(db).await.unwrap();
+        txn.execute_unprepared(sql).await.unwrap();
+        txn.commit().await.unwrap();
+    };
+    write("CREATE TABLE wal_probe (x BLOB)").await;
+    let before = wal_restarts(&file);
+    for _ in 0..200 {
+        write("INSERT INTO wal_probe VALUES (randomblob(6000))").await;
+    }
+    eventually(
+        Duration::from_secs(10),
+        "the write-ahead log to be started over",
+        async || {
+            write("INSERT INTO wal_probe VALUES (1)").await;
+            (wal_restarts(&file) > before).then_some(())
+        },
+    )
+    .await;
+    app.stop().await;
+}
