@@ -175,19 +175,17 @@ pub async fn checkpoint(db: &DatabaseConnection) -> Result<(), DbErr> {
     }
     let pool = db.get_sqlite_connection_pool();
     let file = FileWriter::of(pool);
-    if file.writer(pool).await?.is_none() {
+    let Some(writer) = file.writer(pool).await? else {
         return Ok(());
-    }
+    };
     db.execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
         .await?;
     let _turn = file.turn().await?;
     // The writer connection: free while the turn is held, where a pool connection could
     // keep the writers waiting for one.
-    if let Some(writer) = file.writer(pool).await? {
-        writer
-            .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
-            .await?;
-    }
+    writer
+        .execute_unprepared("PRAGMA wal_checkpoint(PASSIVE)")
+        .await?;
     Ok(())
 }
 
@@ -204,8 +202,8 @@ pub struct WriteTurn {
 /// transaction after another connection changed the file, so with writes spread over the
 /// pool nearly every write transaction started cold and read the tables' and indexes'
 /// pages again, all of it while holding the turn. One writer keeps its cache (and its
-/// prepared statements) warm; only the few writes of the relay's and the queue's own pools
-/// cool it.
+/// prepared statements) warm; only the few writes the outbox relay and queue pushes send
+/// through the pool (under the same turn) cool it.
 struct FileWriter {
     gate: Arc<Semaphore>,
     writer: tokio::sync::OnceCell<Option<DatabaseConnection>>,
@@ -245,15 +243,8 @@ impl FileWriter {
             .writer
             .get_or_try_init(|| async {
                 let options = pool.connect_options();
-                if options
-                    .get_filename()
-                    .to_string_lossy()
-                    .contains(":memory:")
-                    || options
-                        .get_filename()
-                        .to_string_lossy()
-                        .starts_with("file:sqlx-in-memory")
-                {
+                let file = options.get_filename().to_string_lossy();
+                if file.contains(":memory:") || file.starts_with("file:sqlx-in-memory") {
                     return Ok(None);
                 }
                 let writer = SqlitePoolOptions::new()
