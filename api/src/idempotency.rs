@@ -129,6 +129,19 @@ fn write_json<T: Serialize + ?Sized>(v: &T, h: &mut Sha256) {
     let _ = serde_json::to_writer(Digest(h), v);
 }
 
+/// The exact request: the calling scope, the operation as sent (method and path) and the
+/// body's bytes. Equal digests are the same request; a faithful retry may still differ
+/// in its bytes (key order, a new `meta.sent_at`), which `fingerprint` then decides.
+pub fn request_digest(scope: &str, operation: &str, body: &[u8]) -> String {
+    let mut h = Sha256::new();
+    h.update(scope.as_bytes());
+    h.update(b"\n");
+    h.update(operation.as_bytes());
+    h.update(b"\n");
+    h.update(body);
+    hex::encode(h.finalize())
+}
+
 /// The result of a mutation's domain work.
 pub struct Outcome<T> {
     pub data: T,
@@ -171,6 +184,8 @@ pub struct Request {
     pub credential_fingerprint: Option<String>,
     /// A response copy fetched together with the principal.
     pub prefetched: Option<String>,
+    /// See `Principal::request_digest`.
+    pub request_digest: Option<String>,
 }
 
 impl Request {
@@ -184,6 +199,7 @@ impl Request {
             ttl: None,
             credential_fingerprint: principal.credential_fingerprint.clone(),
             prefetched: principal.prefetched_response.clone(),
+            request_digest: principal.request_digest.clone(),
         }
     }
 
@@ -198,6 +214,7 @@ impl Request {
             ttl: None,
             credential_fingerprint: None,
             prefetched: None,
+            request_digest: None,
         }
     }
 
@@ -253,6 +270,10 @@ pub struct Stored {
     body: String,
     sealed: Option<String>,
     expires_at: chrono::DateTime<Utc>,
+    /// The digest of the request that stored this response (see `request_digest`); only
+    /// copies made by that request carry it, the database record does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request_digest: Option<String>,
 }
 
 impl Stored {
@@ -282,6 +303,7 @@ impl From<entities::idempotency_record::Model> for Stored {
             body: m.response_body,
             sealed: m.sealed_secret,
             expires_at: m.expires_at,
+            request_digest: None,
         }
     }
 }
@@ -439,6 +461,55 @@ fn replay(ctx: &Ctx<'_>, r: &Request, s: Stored) -> Result<Rendered, ApiError> {
     })
 }
 
+/// A retry answered before its body is parsed into the operation's type: the stored
+/// response if this API key's principal came with a copy of it (or, embedded, the
+/// process holds one) and the copy is of this very request: the same operation, scope
+/// and body. The body is the same if its bytes are (the principal's `request_digest`
+/// equals the copy's), or else if `execute` would find it so (`fingerprint`); `body` is
+/// parsed only for that second comparison, so neither a first request nor a retry of
+/// the same bytes parses it here.
+///
+/// Anything else is `None`, and the request takes the full path: `execute` answers a
+/// different body with IDEMPOTENCY_KEY_REUSED, waits for a first request still running,
+/// or runs the work. A stored response is the answer to its request for as long as it
+/// lives, so it is replayed without checking the body again: a field that has gone stale
+/// since (an `expires_at` now in the past) does not turn a retry into a validation error.
+pub fn replay_early(
+    ctx: &Ctx<'_>,
+    principal: &Principal,
+    key: &str,
+    operation: &str,
+    body: impl FnOnce() -> Option<Value>,
+) -> Option<Rendered> {
+    let now = Utc::now();
+    let stored = match principal.prefetched_response.as_deref() {
+        Some(copy) => Stored::from_copy(copy),
+        None if !ctx.kv.is_redis() => ctx
+            .recent
+            .get(&(principal.integration_id.to_string(), key.to_string())),
+        None => None,
+    }
+    .filter(|s| s.expires_at > now && s.operation == operation)?;
+    let same_bytes =
+        stored.request_digest.is_some() && stored.request_digest == principal.request_digest;
+    let r = Request {
+        integration_id: principal.integration_id,
+        key: key.to_string(),
+        operation: operation.to_string(),
+        fingerprint: if same_bytes {
+            stored.fingerprint.clone()
+        } else {
+            fingerprint(operation, &principal.scope_fingerprint(), &body()?)
+        },
+        ttl: None,
+        credential_fingerprint: principal.credential_fingerprint.clone(),
+        prefetched: None,
+        request_digest: None,
+    };
+    // A different body is IDEMPOTENCY_KEY_REUSED: `execute` says so, on the full path.
+    replay(ctx, &r, stored).ok()
+}
+
 /// Runs `work` exactly once per (integration, key), or replays what it returned.
 pub async fn execute<T, F>(ctx: Ctx<'_>, r: Request, work: F) -> Result<Rendered, ApiError>
 where
@@ -586,6 +657,7 @@ where
         body: String::from_utf8_lossy(&stored_body).into_owned(),
         sealed,
         expires_at,
+        request_digest: r.request_digest.clone(),
     });
     Ok(rendered)
 }
@@ -675,6 +747,7 @@ mod tests {
             body: "{\"a\":\"line\\nbreak\"}\n\nand raw newlines".into(),
             sealed: Some("v1.x".into()),
             expires_at: Utc::now(),
+            request_digest: Some("d".into()),
         };
         let back = Stored::from_copy(&s.to_copy().unwrap()).unwrap();
         assert_eq!(
@@ -683,9 +756,17 @@ mod tests {
                 back.status,
                 &back.body,
                 &back.sealed,
-                back.expires_at
+                back.expires_at,
+                &back.request_digest
             ),
-            (s.id, s.status, &s.body, &s.sealed, s.expires_at)
+            (
+                s.id,
+                s.status,
+                &s.body,
+                &s.sealed,
+                s.expires_at,
+                &s.request_digest
+            )
         );
         assert!(Stored::from_copy("{\"not\": \"a copy\"}").is_none());
     }

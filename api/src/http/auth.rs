@@ -24,7 +24,15 @@ fn state(req: &Request) -> Result<&AppState, ApiError> {
 )]
 pub struct ApiKeyAuth(pub Principal);
 
+/// The principal of the request's API key, already found in the key cache by an outer
+/// layer (`early_replay`) of this same request.
+#[derive(Clone)]
+pub struct KeyPrincipal(pub Principal);
+
 async fn api_key_checker(req: &Request, key: ApiKey) -> poem::Result<Principal> {
+    if let Some(KeyPrincipal(p)) = req.extensions().get() {
+        return Ok(p.clone());
+    }
     let st = state(req)?;
     let idempotency_key = req
         .headers()

@@ -31,8 +31,7 @@ impl<T: Type> Payload for JsonBody<T> {
     const CONTENT_TYPE: &'static str = "application/json; charset=utf-8";
 
     fn check_content_type(content_type: &str) -> bool {
-        matches!(content_type.parse::<mime::Mime>(), Ok(m) if m.type_() == "application"
-            && (m.subtype() == "json" || m.suffix().is_some_and(|s| s == "json")))
+        is_json(content_type)
     }
 
     fn schema_ref() -> MetaSchemaRef {
@@ -42,6 +41,12 @@ impl<T: Type> Payload for JsonBody<T> {
     fn register(registry: &mut Registry) {
         T::register(registry);
     }
+}
+
+/// `application/json` or any `application/*+json`.
+pub fn is_json(content_type: &str) -> bool {
+    matches!(content_type.parse::<mime::Mime>(), Ok(m) if m.type_() == "application"
+        && (m.subtype() == "json" || m.suffix().is_some_and(|s| s == "json")))
 }
 
 impl<T: DeserializeOwned + Validate + Send> ParsePayload for JsonBody<T> {

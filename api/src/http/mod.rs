@@ -6,6 +6,7 @@ pub mod checkout;
 pub mod common;
 pub mod cursor;
 pub mod customers;
+pub mod early_replay;
 pub mod enrollment;
 pub mod errors;
 pub mod incentives;
@@ -48,7 +49,7 @@ pub fn routes(state: AppState) -> impl Endpoint {
             })),
         )
         .at("/v1/docs", get(make_sync(move |_| Html(docs_html.clone()))))
-        .nest("/v1", openapi::service())
+        .nest("/v1", openapi::service().with(early_replay::EarlyReplay))
         .at("/metrics", metrics_endpoint(metrics));
     with_middleware(app, state)
 }

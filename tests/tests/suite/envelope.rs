@@ -229,6 +229,75 @@ async fn field_errors_name_each_bad_field_by_its_json_pointer() {
     }
 }
 
+/// A stored response is the answer to its request for as long as it lives: the retry is
+/// not validated again (a field that has gone stale since does not make it an error), it
+/// is recognised in another byte form of the same body, a different (valid) body is still
+/// refused,
+/// and a revoked key gets nothing back.
+#[tokio::test]
+async fn a_stored_response_is_replayed_without_validating_the_retry_again() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let minted = create_key(&app, &t.platform_key, Uuid::new_v4(), &key_body(&t)).await;
+    assert_eq!(minted.status, 200, "{}", minted.body);
+    let key = minted.body["data"]["raw_key"].as_str().unwrap().to_string();
+
+    let idem = Uuid::new_v4().to_string();
+    let mut body = key_body(&t);
+    body["expires_at"] = json!((chrono::Utc::now() + chrono::Duration::seconds(2)).to_rfc3339());
+    let first = create_key(&app, &key, &idem, &body).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+
+    let flipped = String::from_utf8(first.bytes.clone()).unwrap().replace(
+        "\"idempotency_replayed\":false",
+        "\"idempotency_replayed\":true",
+    );
+    let again = create_key(&app, &key, &idem, &body).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(String::from_utf8(again.bytes.clone()).unwrap(), flipped);
+    // The same body in another byte form (spaces, keys reordered) is the same request.
+    let pretty = serde_json::to_string_pretty(&body).unwrap();
+    let reordered = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &key)
+            .header("Idempotency-Key", &idem)
+            .header("Content-Type", "application/json")
+            .body(pretty),
+    )
+    .await;
+    assert_eq!(reordered.status, 200, "{}", reordered.body);
+    assert_eq!(String::from_utf8(reordered.bytes).unwrap(), flipped);
+    // A fresh request with the stale field is still a validation error.
+    let fresh = create_key(&app, &key, Uuid::new_v4(), &body).await;
+    assert_eq!(fresh.status, 400, "{}", fresh.body);
+    assert_eq!(fresh.code(), "VALIDATION_ERROR");
+
+    let mut changed = body.clone();
+    changed["expires_at"] = json!(null);
+    let changed = create_key(&app, &key, &idem, &changed).await;
+    assert_eq!(changed.status, 422, "{}", changed.body);
+    assert_eq!(changed.code(), "IDEMPOTENCY_KEY_REUSED");
+
+    let key_id = minted.body["data"]["key_id"].as_str().unwrap();
+    let revoke = json!({
+        "meta": {"partner_request_id": Uuid::new_v4().to_string(), "api_version": "2026-06-01"},
+        "context": {"merchant_id": t.merchant_id.to_string()},
+        "reason": "test",
+    });
+    let revoked = send(
+        app.post(&format!("/auth/keys/{key_id}/revoke"))
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&revoke),
+    )
+    .await;
+    assert_eq!(revoked.status, 200, "{}", revoked.body);
+    let refused = create_key(&app, &key, &idem, &body).await;
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    assert_eq!(refused.code(), "INVALID_API_KEY");
+}
+
 #[tokio::test]
 async fn a_retry_with_the_same_key_replays_the_first_response_byte_for_byte() {
     let app = TestApp::spawn().await;

@@ -99,7 +99,7 @@ enum Found {
     /// A cached key that has expired since.
     Expired,
     Hit {
-        principal: Principal,
+        principal: Box<Principal>,
         renew: bool,
     },
 }
@@ -128,7 +128,7 @@ impl KeyAuth<'_> {
                 if renew && let Some(_turn) = self.gate.try_turn(&fp) {
                     Box::pin(self.renew(&fp, &principal)).await?;
                 }
-                return Ok(principal);
+                return Ok(*principal);
             }
             Found::Expired => return Err(ApiError::invalid_api_key()),
             Found::Miss => {}
@@ -139,12 +139,32 @@ impl KeyAuth<'_> {
             let _turn = self.gate.turn(&fp).await;
             // Whoever held the turn may have verified this very key meanwhile.
             match self.cached(&fp, idempotency_key).await? {
-                Found::Hit { principal, .. } => Ok(principal),
+                Found::Hit { principal, .. } => Ok(*principal),
                 Found::Expired => Err(ApiError::invalid_api_key()),
                 Found::Miss => self.verify_uncached(raw, key_prefix, fp).await,
             }
         })
         .await
+    }
+
+    /// The principal of `raw` if the cache vouches for it as it is: no renewal due, nothing
+    /// to verify. Anything else (unknown, expired, due for renewal, Redis failing) is
+    /// `None`, for `authenticate` to settle: this look-up never reads the database, runs
+    /// bcrypt or fails a request.
+    pub async fn cached_principal(
+        &self,
+        raw: &str,
+        idempotency_key: Option<&str>,
+    ) -> Option<Principal> {
+        api_key::split(raw)?;
+        let fp = api_key::cache_fingerprint(raw);
+        match self.cached(&fp, idempotency_key).await {
+            Ok(Found::Hit {
+                principal,
+                renew: false,
+            }) => Some(*principal),
+            _ => None,
+        }
     }
 
     /// What the cache holds for the key with this fingerprint.
@@ -171,7 +191,7 @@ impl KeyAuth<'_> {
         p.credential_fingerprint = Some(fp.to_string());
         p.prefetched_response = prefetched;
         Ok(Found::Hit {
-            principal: p,
+            principal: Box::new(p),
             renew: renew_at <= now,
         })
     }
@@ -241,6 +261,7 @@ impl KeyAuth<'_> {
             linked_merchants,
             credential_fingerprint: None,
             prefetched_response: None,
+            request_digest: None,
         })
     }
 

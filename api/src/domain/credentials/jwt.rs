@@ -172,6 +172,7 @@ impl Claims {
             linked_merchants: vec![],
             credential_fingerprint: None,
             prefetched_response: None,
+            request_digest: None,
         }
     }
 }

@@ -124,6 +124,11 @@ pub struct Principal {
     /// the same round trip as the principal: a replay then needs no further round trip.
     #[serde(skip)]
     pub prefetched_response: Option<String>,
+    /// The digest of this exact request (scope, method and path, body bytes), when the
+    /// layer that fetched the copy computed it: a stored response keeps it, so a retry of
+    /// the same bytes is recognised without parsing its body. Never cached.
+    #[serde(skip)]
+    pub request_digest: Option<String>,
 }
 
 impl Principal {
