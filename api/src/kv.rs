@@ -506,6 +506,13 @@ impl RedisKv {
         if let Some(c) = self.shared.lock().expect("redis connection slot").clone() {
             return Ok(c);
         }
+        // Boxed: the pool's checkout is a state machine of several kilobytes, which every
+        // call's future (and every future awaiting one, up to the request's) would
+        // otherwise carry and copy, though only the first call after a failure needs it.
+        Box::pin(self.fresh_connection()).await
+    }
+
+    async fn fresh_connection(&self) -> Result<MultiplexedConnection, ApiError> {
         let pooled = self.pool.get().await.map_err(unavailable)?;
         let conn = deadpool_redis::Connection::take(pooled);
         let mut slot = self.shared.lock().expect("redis connection slot");

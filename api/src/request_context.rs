@@ -4,9 +4,14 @@ tokio::task_local! {
     static REQUEST_ID: String;
 }
 
-/// Runs `fut` with `id` as the current request id.
-pub async fn scope<F: std::future::Future>(id: String, fut: F) -> F::Output {
-    REQUEST_ID.scope(id, fut).await
+/// Runs `fut` with `id` as the current request id. A plain function, not an `async fn`:
+/// an `async fn` would keep its `fut` argument beside the scope holding it, doubling the
+/// size of every request's future (and of each copy of it).
+pub fn scope<F: std::future::Future>(
+    id: String,
+    fut: F,
+) -> impl std::future::Future<Output = F::Output> {
+    REQUEST_ID.scope(id, fut)
 }
 
 /// The current request id, or a fresh one outside a request (CLI, jobs).
