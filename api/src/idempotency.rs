@@ -71,7 +71,7 @@ pub fn fingerprint(operation: &str, scope: &str, body: &Value) -> String {
     h.update(scope.as_bytes());
     h.update(b"\n");
     write_canonical(body, &mut h, true);
-    hex::encode(h.finalize())
+    crate::crypto::hex(&h.finalize())
 }
 
 /// Canonical JSON (keys sorted, compact) written straight into the digest, without
@@ -139,7 +139,7 @@ pub fn request_digest(scope: &str, operation: &str, body: &[u8]) -> String {
     h.update(operation.as_bytes());
     h.update(b"\n");
     h.update(body);
-    hex::encode(h.finalize())
+    crate::crypto::hex(&h.finalize())
 }
 
 /// The result of a mutation's domain work.
@@ -269,6 +269,7 @@ pub struct Stored {
     #[serde(skip)]
     body: String,
     sealed: Option<String>,
+    #[serde(with = "crate::timestamp")]
     expires_at: chrono::DateTime<Utc>,
     /// The digest of the request that stored this response (see `request_digest`); only
     /// copies made by that request carry it, the database record does not.

@@ -19,6 +19,7 @@ pub mod sms;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod timestamp;
 pub mod wallet_queue;
 
 mod startup;

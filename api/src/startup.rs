@@ -50,7 +50,7 @@ fn embedded_secrets(config: &Config) -> anyhow::Result<EmbeddedSecrets> {
     let random_hex = || {
         let mut b = [0u8; 32];
         getrandom::fill(&mut b).expect("the operating system CSPRNG is unavailable");
-        hex::encode(b)
+        crate::crypto::hex(&b)
     };
     let s = EmbeddedSecrets {
         jwt_secret: random_hex(),

@@ -10,7 +10,6 @@ use entities::{otp_session, payment, payment_refund, qr_nonce, wallet, wallet_us
 use rand::Rng;
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{
@@ -236,7 +235,7 @@ pub(crate) fn short_code_hash(sealer: &Sealer, merchant: Uuid, code: &str) -> St
 }
 
 pub(crate) fn nonce_hash(nonce: &str) -> String {
-    hex::encode(Sha256::digest(nonce.as_bytes()))
+    crate::crypto::sha256_hex(nonce.as_bytes())
 }
 
 /// A new single-use nonce for the customer's wallet; every earlier one still usable is

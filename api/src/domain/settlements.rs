@@ -10,7 +10,6 @@ use chrono::{DateTime, Duration, Utc};
 use entities::{settlement, topup};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{
@@ -311,9 +310,9 @@ pub async fn confirm<C: ConnectionTrait>(
             bonus_minor,
             bonus_grant_id: grant.as_ref().map(|g| g.id),
             currency: w.currency.clone(),
-            fingerprint: hex::encode(Sha256::digest(
+            fingerprint: crate::crypto::sha256_hex(
                 format!("{:?}|{:?}", req.customer, req.wallet_program_id).as_bytes(),
-            )),
+            ),
             result: serde_json::to_value(&outcome).map_err(ApiError::internal)?,
             branch_id: caller.acting.branch_id,
             terminal_id: caller.terminal_id.clone(),

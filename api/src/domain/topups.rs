@@ -9,7 +9,6 @@ use chrono::{DateTime, Duration, Utc};
 use entities::{promo_grant, sku, topup, wallet, wallet_program, wallet_user};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::{
@@ -141,13 +140,13 @@ pub struct SkuTopup {
 }
 
 fn fingerprint(req: &SkuTopup) -> String {
-    hex::encode(Sha256::digest(
+    crate::crypto::sha256_hex(
         format!(
             "{}|{}|{:?}|{:?}",
             req.sku_id, req.quantity, req.customer, req.wallet_program_id
         )
         .as_bytes(),
-    ))
+    )
 }
 
 /// A top-up's result as the partner sees it (stored with the top-up, so every report of

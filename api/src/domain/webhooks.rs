@@ -113,7 +113,7 @@ pub fn sign(secret: &str, t: i64, body: &str) -> String {
     mac.update(t.to_string().as_bytes());
     mac.update(b".");
     mac.update(body.as_bytes());
-    hex::encode(mac.finalize().into_bytes())
+    crate::crypto::hex(&mac.finalize().into_bytes())
 }
 
 /// `Service-Signature: t=<unix>,v1=<hex>[,v1=<hex>]`: one `v1` per live secret (the new one

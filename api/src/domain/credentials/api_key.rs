@@ -4,7 +4,6 @@
 //! (prefix, segment and the first 4 random characters, used to find the row) and the last
 //! four characters.
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use sha2::{Digest, Sha256};
 
 pub const PREFIX: &str = "wk";
 /// Operator keys have their own prefix, so neither kind can pass for the other.
@@ -66,7 +65,7 @@ pub fn split_with<'a>(prefix: &str, raw: &'a str) -> Option<(&'a str, &'a str)> 
 
 /// The cache key of a raw key: a SHA-256, so the raw key never sits in Redis.
 pub fn cache_fingerprint(raw: &str) -> String {
-    hex::encode(Sha256::digest(raw.as_bytes()))
+    crate::crypto::sha256_hex(raw.as_bytes())
 }
 
 pub fn hash(raw: &str, cost: u32) -> Result<String, bcrypt::BcryptError> {

@@ -90,6 +90,7 @@ impl VerifyGate {
 struct Cached {
     principal: Principal,
     /// From then on, a request renews the entry from the key's row.
+    #[serde(with = "crate::timestamp")]
     renew_at: DateTime<Utc>,
 }
 

@@ -109,6 +109,7 @@ pub struct Principal {
     pub scope: Scope,
     pub is_sandbox: bool,
     /// When the credential stops working (key expiry or JWT `exp`).
+    #[serde(with = "crate::timestamp::option", default)]
     pub expires_at: Option<DateTime<Utc>>,
     /// Only from a terminal JWT, where it was validated at mint time.
     pub cashier_id: Option<String>,
