@@ -109,6 +109,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_cipher_gives_the_published_answer_with_the_backend_this_build_chose() {
+        // draft-arciszewski-xchacha-03, appendix A.3.1. `.cargo/config.toml` picks
+        // poly1305's portable backend: what any conforming build sealed must still open.
+        let h = |s: &str| ::hex::decode(s).unwrap();
+        let cipher = XChaCha20Poly1305::new_from_slice(&h(
+            "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f",
+        ))
+        .unwrap();
+        let nonce =
+            XNonce::clone_from_slice(&h("404142434445464748494a4b4c4d4e4f5051525354555657"));
+        let aad = h("50515253c0c1c2c3c4c5c6c7");
+        let plaintext: &[u8] = b"Ladies and Gentlemen of the class of '99: If I could offer you \
+            only one tip for the future, sunscreen would be it.";
+        let sealed = h(concat!(
+            "bd6d179d3e83d43b9576579493c0e939572a1700252bfaccbed2902c21396cbb",
+            "731c7f1b0b4aa6440bf3a82f4eda7e39ae64c6708c54c216cb96b72e1213b452",
+            "2f8c9ba40db5d945b11b69b982c1bb9e3f3fac2bc369488f76b2383565d3fff9",
+            "21f9664c97637da9768812f615c68b13b52e",
+            "c0875924c1c7987947deafd8780acf49",
+        ));
+        let payload = |msg| Payload { msg, aad: &aad };
+        assert_eq!(cipher.encrypt(&nonce, payload(plaintext)).unwrap(), sealed);
+        assert_eq!(
+            cipher.decrypt(&nonce, payload(sealed.as_slice())).unwrap(),
+            plaintext
+        );
+    }
+
+    #[test]
     fn hex_is_the_lowercase_hex_of_every_byte() {
         let all: Vec<u8> = (0..=255).collect();
         assert_eq!(hex(&all), ::hex::encode(&all));
