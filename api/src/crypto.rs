@@ -117,8 +117,10 @@ mod tests {
             "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f",
         ))
         .unwrap();
-        let nonce =
-            XNonce::clone_from_slice(&h("404142434445464748494a4b4c4d4e4f5051525354555657"));
+        let nonce: [u8; 24] = h("404142434445464748494a4b4c4d4e4f5051525354555657")
+            .try_into()
+            .unwrap();
+        let nonce = XNonce::from(nonce);
         let aad = h("50515253c0c1c2c3c4c5c6c7");
         let plaintext: &[u8] = b"Ladies and Gentlemen of the class of '99: If I could offer you \
             only one tip for the future, sunscreen would be it.";
