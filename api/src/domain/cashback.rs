@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{
     budgets::{self, Take},
     events::NewOutbox,
-    ledger, rewards, wallets,
+    ledger, money, rewards, wallets,
 };
 use crate::{error::ApiError, store};
 
@@ -36,7 +36,9 @@ pub fn earned(rule: &cashback_rule::Model, amount_minor: i64, debited_actual_min
     if !rule.active || amount_minor < rule.min_payment_minor {
         return 0;
     }
-    let raw = (i128::from(debited_actual_minor) * i128::from(rule.rate_bps) / 10_000) as i64;
+    // The rate is at most 100 %, so the share is bounded whenever the debit is; a share
+    // that is not (a rule written before the bound) earns nothing rather than wrapping.
+    let raw = money::basis_points(debited_actual_minor, rule.rate_bps).unwrap_or(0);
     rule.max_cashback_minor.map_or(raw, |m| raw.min(m))
 }
 

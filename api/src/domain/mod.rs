@@ -9,6 +9,7 @@ pub mod enrollment;
 pub mod events;
 pub mod grants;
 pub mod ledger;
+pub mod money;
 pub mod offers;
 pub mod operators;
 pub mod payments;

@@ -16,7 +16,7 @@ use super::{
     credentials::Principal,
     customers::{self, IdentityCredential},
     events::{NewOutbox, OutboxKind},
-    ledger,
+    ledger, money,
     payments::{self, Caller},
     rewards, topups,
     wallets::{self, Balance},
@@ -50,13 +50,13 @@ impl Reward {
         }
     }
 
-    /// The reward on a payment of `amount`.
-    pub fn on(self, amount: i64) -> i64 {
+    /// The reward on a payment of `amount`; None when it would exceed the largest amount.
+    pub fn on(self, amount: i64) -> Option<i64> {
         match self {
-            Reward::Fixed(m) => m,
+            Reward::Fixed(m) => money::bounded(i128::from(m)),
             Reward::Percent { bps, max_minor } => {
-                let raw = (i128::from(amount) * i128::from(bps) / 10_000) as i64;
-                max_minor.map_or(raw, |m| raw.min(m))
+                let raw = money::basis_points(amount, bps)?;
+                Some(max_minor.map_or(raw, |m| raw.min(m)))
             }
         }
     }
@@ -228,9 +228,12 @@ pub async fn evaluate<C: ConnectionTrait>(
         if o.expires_at <= now {
             continue;
         }
-        let reward = Reward::of(&o).on(amount);
+        let computed = Reward::of(&o).on(amount);
+        let reward = computed.unwrap_or(0);
         let ineligible = if o.currency != currency {
             Some("currency_mismatch")
+        } else if computed.is_none() {
+            Some("too_large")
         } else if amount < o.min_amount_minor {
             Some("below_minimum")
         } else {
@@ -338,10 +341,13 @@ pub async fn redeem<C: ConnectionTrait>(
             "already redeemed an offer (offers do not stack)",
         ));
     }
-    let reward = Reward::of(&o).on(net);
+    let reward = Reward::of(&o)
+        .on(net)
+        .ok_or_else(|| bad("too_large", "its reward would exceed the largest amount"))?;
     if reward <= 0 {
         return Err(bad("no_reward", "earns no reward under this offer"));
     }
+    wallets::ensure_room(c, &w, reward, "/payment_id").await?;
     if let Some(b) = o.budget_id
         && budgets::spend(c, merchant, b, reward, Take::Exactly, now).await? == 0
     {
@@ -459,14 +465,14 @@ mod tests {
 
     #[test]
     fn a_percent_reward_is_rounded_down_and_capped_a_fixed_one_is_fixed() {
-        assert_eq!(Reward::Fixed(500).on(1), 500);
+        assert_eq!(Reward::Fixed(500).on(1), Some(500));
         assert_eq!(
             Reward::Percent {
                 bps: 1_000,
                 max_minor: None
             }
             .on(2_345),
-            234
+            Some(234)
         );
         assert_eq!(
             Reward::Percent {
@@ -474,7 +480,15 @@ mod tests {
                 max_minor: Some(100)
             }
             .on(2_345),
-            100
+            Some(100)
+        );
+        assert_eq!(
+            Reward::Percent {
+                bps: i32::MAX,
+                max_minor: None
+            }
+            .on(money::MAX_AMOUNT_MINOR),
+            None
         );
     }
 }

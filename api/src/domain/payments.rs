@@ -1014,6 +1014,10 @@ pub async fn reverse<C: ConnectionTrait>(
                 format!("must be between 1 and the refundable amount, {left}"),
             )
         })?;
+    // What the refund returns to the wallet (a part whose grant ended is forfeited, not
+    // returned); the reward it takes back is left out, so the check errs on the safe side.
+    let back = plan.to_actual.saturating_add(plan.promo_returned());
+    wallets::ensure_room(c, &w, back, "/amount_minor").await?;
     let posting_kind = match kind {
         ReversalKind::Void => PostingKind::Void,
         ReversalKind::Refund => PostingKind::Refund,

@@ -68,7 +68,8 @@ pub fn due_back(amount: i64, base: i64, base_refunded: i64, refunded: i64) -> i6
     if returned <= 0 {
         return 0;
     }
-    (i128::from(amount) * i128::from(returned) / i128::from(held)) as i64
+    // returned < held, so the share is below `amount`: it always fits.
+    i64::try_from(i128::from(amount) * i128::from(returned) / i128::from(held)).unwrap_or(amount)
 }
 
 /// What a refund or void took back of a payment's rewards.

@@ -235,19 +235,29 @@ pub async fn confirm<C: ConnectionTrait>(
         topups::program_for_credit(c, merchant, req.wallet_program_id, &s.currency).await?;
     let id = Uuid::now_v7();
     let config = store::incentives::current_reload_config(c, program.id).await?;
-    let bonus = config.as_ref().and_then(|cfg| {
-        let tiers = reload_bonus::tiers_of(cfg);
-        let amount = reload_bonus::tier_for(&tiers, s.amount_minor)
-            .and_then(|t| t.bonus())
-            .map_or(0, |b| b.amount(1, s.amount_minor));
-        let days = cfg.expiry_days.unwrap_or(reload_bonus::DEFAULT_EXPIRY_DAYS);
-        (amount > 0).then(|| BonusGrant {
-            amount,
-            source: "RELOAD_BONUS",
-            expires_at: now + Duration::days(i64::from(days)),
-            budget_id: cfg.budget_id,
-        })
-    });
+    let bonus = match &config {
+        Some(cfg) => {
+            let tiers = reload_bonus::tiers_of(cfg);
+            let amount =
+                match reload_bonus::tier_for(&tiers, s.amount_minor).and_then(|t| t.bonus()) {
+                    Some(b) => b.amount(1, s.amount_minor).ok_or_else(|| {
+                        unusable(
+                            "too_large",
+                            "its reload bonus would exceed the largest amount".into(),
+                        )
+                    })?,
+                    None => 0,
+                };
+            let days = cfg.expiry_days.unwrap_or(reload_bonus::DEFAULT_EXPIRY_DAYS);
+            (amount > 0).then(|| BonusGrant {
+                amount,
+                source: "RELOAD_BONUS",
+                expires_at: now + Duration::days(i64::from(days)),
+                budget_id: cfg.budget_id,
+            })
+        }
+        None => None,
+    };
     let Credited {
         identity,
         wallet: w,
@@ -266,6 +276,7 @@ pub async fn confirm<C: ConnectionTrait>(
             amount: s.amount_minor,
             bonus,
             memo: format!("settlement {}", s.reference),
+            field: "/settlement_reference",
         },
         now,
     )

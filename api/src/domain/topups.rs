@@ -16,7 +16,7 @@ use super::{
     customers::{self, IdentityCredential},
     enrollment::{self, Origin},
     events::{NewOutbox, OutboxKind},
-    ledger,
+    ledger, money,
     payments::Caller,
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
 };
@@ -35,11 +35,12 @@ pub enum Bonus {
 }
 
 impl Bonus {
-    /// The bonus on a sale of `quantity` units crediting `credit`.
-    pub fn amount(self, quantity: i64, credit: i64) -> i64 {
+    /// The bonus on a sale of `quantity` units crediting `credit`; None when it would
+    /// exceed the largest amount (the sale is refused).
+    pub fn amount(self, quantity: i64, credit: i64) -> Option<i64> {
         match self {
-            Bonus::PerUnit(m) => m * quantity,
-            Bonus::PercentBps(bps) => (i128::from(credit) * i128::from(bps) / 10_000) as i64,
+            Bonus::PerUnit(m) => money::times(m, quantity),
+            Bonus::PercentBps(bps) => money::basis_points(credit, bps),
         }
     }
 }
@@ -267,6 +268,8 @@ pub(crate) struct Credit<'a> {
     pub amount: i64,
     pub bonus: Option<BonusGrant>,
     pub memo: String,
+    /// The request field a refusal names (the wallet would hold too much).
+    pub field: &'static str,
 }
 
 pub(crate) struct Credited {
@@ -317,16 +320,6 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
     let w = store::wallets::lock_wallet(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let posting_id = store::ledger::post(
-        c,
-        &ledger::posting::topup(merchant, w.id, &w.currency, cr.amount),
-        store::ledger::Reference {
-            kind: "topup",
-            id: cr.topup_id,
-            memo: Some(cr.memo),
-        },
-    )
-    .await?;
     // The budget after the wallet: the lock order every accrual keeps.
     let bonus = match cr.bonus {
         Some(b) => {
@@ -348,6 +341,24 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
         }
         None => None,
     };
+    let bonus_minor = bonus.as_ref().map_or(0, |b| b.amount);
+    wallets::ensure_room(
+        c,
+        &w,
+        money::sum([cr.amount, bonus_minor]).unwrap_or(i64::MAX),
+        cr.field,
+    )
+    .await?;
+    let posting_id = store::ledger::post(
+        c,
+        &ledger::posting::topup(merchant, w.id, &w.currency, cr.amount),
+        store::ledger::Reference {
+            kind: "topup",
+            id: cr.topup_id,
+            memo: Some(cr.memo),
+        },
+    )
+    .await?;
     let grant = match bonus {
         Some(b) if b.amount > 0 => {
             let state = if identity.state == VERIFIED {
@@ -469,18 +480,24 @@ pub async fn topup_sku<C: ConnectionTrait>(
         checkout::check_customer(s, identity.id)?;
     }
     let program = program_for_credit(c, merchant, req.wallet_program_id, &sku.currency).await?;
-    let credit = sku
-        .wallet_credits_minor
-        .checked_mul(req.quantity)
-        .filter(|v| *v <= super::validate::MAX_AMOUNT_MINOR)
-        .ok_or_else(|| {
-            ApiError::field(
-                "/quantity",
-                "too_large",
-                "the credit would exceed the largest amount",
-            )
-        })?;
-    let bonus = bonus_of(&sku).map_or(0, |b| b.amount(req.quantity, credit));
+    let too_large = |what: &str| {
+        ApiError::field(
+            "/quantity",
+            "too_large",
+            format!(
+                "the {what} would exceed the largest amount ({})",
+                money::MAX_AMOUNT_MINOR
+            ),
+        )
+    };
+    let credit =
+        money::times(sku.wallet_credits_minor, req.quantity).ok_or_else(|| too_large("credit"))?;
+    let bonus = match bonus_of(&sku) {
+        Some(b) => b
+            .amount(req.quantity, credit)
+            .ok_or_else(|| too_large("bonus"))?,
+        None => 0,
+    };
     let days = sku.bonus_expiry_days.unwrap_or(DEFAULT_BONUS_DAYS);
     let Credited {
         identity,
@@ -508,6 +525,7 @@ pub async fn topup_sku<C: ConnectionTrait>(
                 "sku {} x{} order {}",
                 sku.sku_id, req.quantity, req.pos_order_ref
             ),
+            field: "/quantity",
         },
         now,
     )
@@ -601,9 +619,18 @@ mod tests {
 
     #[test]
     fn a_bonus_is_per_unit_or_basis_points_of_the_credit_rounded_down() {
-        assert_eq!(Bonus::PerUnit(150).amount(3, 3_000), 450);
-        assert_eq!(Bonus::PercentBps(1_000).amount(2, 2_000), 200);
-        assert_eq!(Bonus::PercentBps(333).amount(1, 1_000), 33);
-        assert_eq!(Bonus::PercentBps(1).amount(1, 99), 0);
+        assert_eq!(Bonus::PerUnit(150).amount(3, 3_000), Some(450));
+        assert_eq!(Bonus::PercentBps(1_000).amount(2, 2_000), Some(200));
+        assert_eq!(Bonus::PercentBps(333).amount(1, 1_000), Some(33));
+        assert_eq!(Bonus::PercentBps(1).amount(1, 99), Some(0));
+        // Issue 25: a per-unit bonus of 10^12 on a million units is 10^18; refused.
+        assert_eq!(
+            Bonus::PerUnit(money::MAX_AMOUNT_MINOR).amount(1_000_000, 1_000_000),
+            None
+        );
+        assert_eq!(
+            Bonus::PercentBps(100_000).amount(1, money::MAX_AMOUNT_MINOR),
+            None
+        );
     }
 }

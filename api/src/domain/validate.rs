@@ -5,8 +5,7 @@ use uuid::Uuid;
 
 use crate::error::FieldError;
 
-/// Largest amount accepted in one call (keeps every sum far from integer overflow).
-pub const MAX_AMOUNT_MINOR: i64 = 1_000_000_000_000;
+pub use super::money::MAX_AMOUNT_MINOR;
 
 /// Collects field errors while a request is checked.
 #[derive(Default, Debug)]

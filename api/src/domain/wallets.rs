@@ -11,6 +11,7 @@ use uuid::Uuid;
 use super::{
     events::{NewOutbox, OutboxKind},
     ledger::{self, GrantState, GrantView},
+    money,
     operators::{self, Operator},
 };
 use crate::{error::ApiError, store};
@@ -78,11 +79,11 @@ pub fn balance(w: &wallet::Model, grants: &[promo_grant::Model], now: DateTime<U
         let state = match (g.state.as_str(), expired) {
             (_, true) => "EXPIRED",
             ("LOCKED", false) => {
-                b.promo_locked_minor += g.remaining_minor;
+                b.promo_locked_minor = b.promo_locked_minor.saturating_add(g.remaining_minor);
                 "LOCKED"
             }
             ("RELEASED", false) => {
-                b.promo_available_minor += g.remaining_minor;
+                b.promo_available_minor = b.promo_available_minor.saturating_add(g.remaining_minor);
                 "RELEASED"
             }
             _ => continue,
@@ -96,6 +97,31 @@ pub fn balance(w: &wallet::Model, grants: &[promo_grant::Model], now: DateTime<U
         });
     }
     b
+}
+
+/// Refuses a credit of `credit` that would take `w` (locked by the caller) past
+/// `money::MAX_HOLDING_MINOR`, actual money and live grants together, naming `field`.
+pub async fn ensure_room<C: ConnectionTrait>(
+    c: &C,
+    w: &wallet::Model,
+    credit: i64,
+    field: &str,
+) -> Result<(), ApiError> {
+    let grants = store::wallets::live_grants(c, w.id).await?;
+    let held = money::saturating_sum(
+        std::iter::once(w.actual_minor).chain(grants.iter().map(|g| g.remaining_minor)),
+    );
+    if money::fits_in_wallet(held, credit) {
+        return Ok(());
+    }
+    Err(ApiError::field(
+        field,
+        "wallet_limit",
+        format!(
+            "the wallet would hold more than {} (it holds {held})",
+            money::MAX_HOLDING_MINOR
+        ),
+    ))
 }
 
 /// Reads a wallet's balance now.
@@ -360,10 +386,11 @@ pub async fn adjust<C: ConnectionTrait>(
     }
     let now = Utc::now();
     let adjustment_id = Uuid::now_v7();
-    let is_credit = match &adjustment {
-        Adjustment::Actual { amount_minor } => *amount_minor > 0,
-        Adjustment::Grant { .. } => true,
+    let (is_credit, credit) = match &adjustment {
+        Adjustment::Actual { amount_minor } => (*amount_minor > 0, (*amount_minor).max(0)),
+        Adjustment::Grant { amount_minor, .. } => (true, *amount_minor),
     };
+    ensure_room(c, &w, credit, "/amount_minor").await?;
     let (posting, details) = match adjustment {
         Adjustment::Actual { amount_minor } => {
             if w.actual_minor + amount_minor < 0 {

@@ -431,3 +431,146 @@ async fn a_clawback_racing_payments_removes_exactly_what_they_did_not_spend() {
     shop.assert_ledger_consistent().await;
     app.stop().await;
 }
+
+/// Issue 25, point 0: a SKU with a large per-unit bonus sold in a large quantity once made
+/// a 10^18 grant; ten of them wrapped the promotional sum negative and a wallet holding a
+/// million refused a payment of 5. Every derived amount stays within the largest amount a
+/// request may carry, and a sale that would leave it is refused before anything is written.
+#[tokio::test]
+async fn a_bonus_past_the_largest_amount_is_refused_and_the_wallet_still_pays() {
+    const MAX: i64 = 1_000_000_000_000;
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 100_000_000).await;
+    let r = register_sku(&shop, "BIG-BONUS", 1, json!({"amount_minor": MAX})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    for order in 0..10 {
+        let r = topup(
+            &shop,
+            "BIG-BONUS",
+            &c.phone,
+            &format!("BIG-{order}"),
+            json!(1_000_000),
+        )
+        .await;
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "VALIDATION_ERROR"),
+            "{}",
+            r.body
+        );
+        assert_eq!(
+            r.field_issues(),
+            vec![("/quantity".to_string(), "too_large".to_string())]
+        );
+    }
+    let b = shop.balance(&c).await;
+    assert_eq!(b["actual_minor"], 100_000_000);
+    assert_eq!(b["promo_available_minor"], 0, "nothing was written: {b}");
+    let sales = entities::topup::Entity::find()
+        .filter(entities::topup::Column::MerchantId.eq(shop.merchant()))
+        .count(&app.server.state.db)
+        .await
+        .unwrap();
+    assert_eq!(sales, 0);
+    let paid = shop.pay(&c, 5).await;
+    assert_eq!(paid.status, 200, "{}", paid.body);
+    assert_eq!(
+        paid.body["data"]["balance_after"]["actual_minor"],
+        99_999_995
+    );
+    shop.assert_ledger_consistent().await;
+}
+
+/// Issue 25, point 3: a wallet never holds more than the largest amount, actual money and
+/// grants together; a credit that would take it past that is refused whole.
+#[tokio::test]
+async fn a_credit_that_would_overfill_a_wallet_is_refused_whole() {
+    const MAX: i64 = 1_000_000_000_000;
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 100_000_000).await;
+    register_sku(&shop, "TENTH", MAX / 10, json!({"percent_bps": 100})).await;
+    // Ten tenths and their 1 % bonus: more than a wallet may hold.
+    let r = topup(&shop, "TENTH", &c.phone, "FULL-1", json!(10)).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        r.field_issues(),
+        vec![("/quantity".to_string(), "wallet_limit".to_string())]
+    );
+    // Nine fit, with the bonus.
+    let r = topup(&shop, "TENTH", &c.phone, "FULL-2", json!(9)).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let held = 100_000_000 + 9 * (MAX / 10) + 9 * (MAX / 10) / 100;
+    assert_eq!(
+        r.body["data"]["balance_after"]["actual_minor"]
+            .as_i64()
+            .unwrap()
+            + r.body["data"]["balance_after"]["promo_available_minor"]
+                .as_i64()
+                .unwrap(),
+        held
+    );
+    // The operator's credit and grant hit the same limit.
+    let room = MAX - held;
+    let r = shop
+        .operator(
+            &format!("/operator/wallets/{}/adjustments", c.wallet_id),
+            json!({"direction": "credit", "amount_minor": room + 1, "currency": "EUR", "reason": "too much"}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
+    assert_eq!(r.field_issues()[0].1, "wallet_limit");
+    let r = shop
+        .operator(
+            &format!("/operator/wallets/{}/adjustments", c.wallet_id),
+            json!({"direction": "credit", "amount_minor": room, "currency": "EUR", "reason": "to the brim"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // A refund into the full wallet would overfill it too.
+    let paid = shop.pay(&c, 1_000).await;
+    assert_eq!(paid.status, 200, "{}", paid.body);
+    let again = shop
+        .operator(
+            &format!("/operator/wallets/{}/adjustments", c.wallet_id),
+            json!({"direction": "credit", "amount_minor": 1_000, "currency": "EUR", "reason": "refill"}),
+        )
+        .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    let pid = paid.body["data"]["payment_id"].as_str().unwrap();
+    let r = shop
+        .post(
+            &format!("/payments/{pid}/refund"),
+            json!({"amount_minor": 1, "currency": "EUR"}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "VALIDATION_ERROR"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        r.field_issues(),
+        vec![("/amount_minor".to_string(), "wallet_limit".to_string())]
+    );
+    let b = shop.balance(&c).await;
+    assert_eq!(
+        b["actual_minor"].as_i64().unwrap() + b["promo_available_minor"].as_i64().unwrap(),
+        MAX
+    );
+    shop.assert_ledger_consistent().await;
+}
