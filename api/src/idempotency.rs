@@ -32,7 +32,13 @@ use crate::{
     store::{self, writes::Writes},
 };
 
-const LOCK_TTL: Duration = Duration::from_secs(60);
+/// The in-flight lock is a lease: it lapses this soon after its holder stops renewing it
+/// (a crashed process), so a retry then runs instead of waiting out a long TTL. The
+/// database record stays the guard against a second execution; the lock only keeps
+/// concurrent retries from doing the work twice only to throw one away.
+const LOCK_LEASE: Duration = Duration::from_secs(4);
+/// How often a running request renews its lease.
+const LEASE_RENEW_EVERY: Duration = Duration::from_secs(1);
 /// How long Redis keeps a copy of a recent response.
 const CACHE_TTL: Duration = Duration::from_secs(600);
 /// Stands in for a sealed secret inside a stored response body (records from before
@@ -345,7 +351,7 @@ async fn claim(ctx: &Ctx<'_>, r: &Request, token: &str) -> Result<Claim, ApiErro
     } else {
         match ctx
             .kv
-            .copy_or_lock(&r.cache_key(), &r.lock_key(), token, LOCK_TTL)
+            .copy_or_lock(&r.cache_key(), &r.lock_key(), token, LOCK_LEASE)
             .await?
         {
             CopyOrLock::Copy(text) => {
@@ -358,11 +364,13 @@ async fn claim(ctx: &Ctx<'_>, r: &Request, token: &str) -> Result<Claim, ApiErro
             CopyOrLock::Held => return Ok(Claim::Held),
         }
     }
-    Ok(if ctx.kv.set_nx_px(&r.lock_key(), token, LOCK_TTL).await? {
-        Claim::Locked
-    } else {
-        Claim::Held
-    })
+    Ok(
+        if ctx.kv.set_nx_px(&r.lock_key(), token, LOCK_LEASE).await? {
+            Claim::Locked
+        } else {
+            Claim::Held
+        },
+    )
 }
 
 /// The live record of this key in the database (copied for the next retry).
@@ -556,9 +564,48 @@ where
     // Boxed: the work's state machine is large, and a replay (the hot path of a retry)
     // should not carry and move it.
     let mut copy = None;
-    let result = Box::pin(run_locked(&ctx, &r, prepare, work, &mut copy)).await;
+    let result = leased(
+        &ctx,
+        &r,
+        &token,
+        Box::pin(run_locked(&ctx, &r, prepare, work, &mut copy)),
+    )
+    .await;
     release(&ctx, &r, &token, copy.as_ref()).await;
     result
+}
+
+/// Runs `work` while renewing the in-flight lock's lease.
+async fn leased<T>(
+    ctx: &Ctx<'_>,
+    r: &Request,
+    token: &str,
+    work: impl std::future::Future<Output = T>,
+) -> T {
+    let renew = async {
+        let lock = r.lock_key();
+        let start = tokio::time::Instant::now() + LEASE_RENEW_EVERY;
+        let mut tick = tokio::time::interval_at(start, LEASE_RENEW_EVERY);
+        loop {
+            tick.tick().await;
+            match ctx.kv.extend_if_eq(&lock, token, LOCK_LEASE).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    // Lapsed (a stall longer than the lease): a retry may run beside this
+                    // one now, and the database record decides which of them stands.
+                    tracing::warn!("idempotency lease lapsed while the request ran");
+                    return std::future::pending::<()>().await;
+                }
+                Err(e) => tracing::warn!(error = %e, "renewing an idempotency lease failed"),
+            }
+        }
+    };
+    tokio::pin!(work);
+    tokio::pin!(renew);
+    match futures::future::select(work, renew).await {
+        futures::future::Either::Left((out, _)) => out,
+        futures::future::Either::Right(((), work)) => work.await,
+    }
 }
 
 async fn run_locked<T, P, Prep, PrepFut, F>(

@@ -80,6 +80,12 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 "#;
 
+// A lock's lease renewed by its holder: the expiry moves only while it still holds it.
+const EXTEND_IF_EQ: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"#;
+
 // A recent response copy if there is one; only when there is none, the in-flight lock. One
 // round trip where a GET and a SET NX took two. KEYS: copy, lock. ARGV: token, ttl (ms).
 const COPY_OR_LOCK: &str = r#"
@@ -307,6 +313,34 @@ impl Kv {
                 })
                 .await?;
                 Ok(())
+            }
+        }
+    }
+
+    /// Renews `key`'s expiry to `ttl` while it still holds `value` (a lock's lease renewed
+    /// by its holder); false when it no longer does.
+    pub async fn extend_if_eq(
+        &self,
+        key: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<bool, ApiError> {
+        match self {
+            Kv::Local(l) => Ok(l.extend_if_eq(key, value, ttl)),
+            Kv::Redis(r) => {
+                let k = Self::key(r, key);
+                let v = value.to_string();
+                let ms = ttl.as_millis() as u64;
+                let n = Self::run(r, |mut c| async move {
+                    script!(EXTEND_IF_EQ)
+                        .key(k)
+                        .arg(v)
+                        .arg(ms)
+                        .invoke_async::<i64>(&mut c)
+                        .await
+                })
+                .await?;
+                Ok(n == 1)
             }
         }
     }
@@ -613,6 +647,17 @@ impl LocalKv {
 
     fn del(&self, key: &str) {
         self.lock().remove(key);
+    }
+
+    fn extend_if_eq(&self, key: &str, value: &str, ttl: Duration) -> bool {
+        let mut m = self.lock();
+        match m.get_mut(key) {
+            Some(e) if Self::live(e) && e.0 == value => {
+                e.1 = Some(Instant::now() + ttl);
+                true
+            }
+            _ => false,
+        }
     }
 
     fn del_if_eq(&self, key: &str, value: &str) {

@@ -71,6 +71,13 @@ impl AppState {
         }
     }
 
+    pub fn standing(&self) -> crate::domain::credentials::standing::Standing<'_> {
+        crate::domain::credentials::standing::Standing {
+            db: &self.db,
+            kv: &self.kv,
+        }
+    }
+
     pub fn key_auth(&self) -> KeyAuth<'_> {
         KeyAuth {
             db: &self.db,

@@ -8,7 +8,11 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::{
-    domain::credentials::{api_key, authenticate::KeyAuth},
+    domain::credentials::{
+        api_key,
+        authenticate::KeyAuth,
+        standing::{ACTIVE, Standing},
+    },
     error::ApiError,
     store,
 };
@@ -130,10 +134,37 @@ pub async fn audit<C: ConnectionTrait>(
 }
 
 /// Suspends or reactivates an integration. Suspension takes every key of the integration
-/// out of every replica's cache first, so none of them works on the next request.
+/// out of every replica's cache and publishes the status for terminal tokens first, so
+/// neither its keys nor the tokens minted from them work on the next request.
 pub async fn set_integration_status(
     db: &DatabaseConnection,
     auth: &KeyAuth<'_>,
+    standing: &Standing<'_>,
+    op: &Operator,
+    integration_id: Uuid,
+    status: &str,
+    reason: String,
+) -> Result<entities::integration::Model, ApiError> {
+    let changed =
+        change_integration_status(db, auth, standing, op, integration_id, status, reason).await;
+    match &changed {
+        Ok(i) if i.status == ACTIVE => standing.publish(integration_id, ACTIVE).await?,
+        Ok(_) => {}
+        // A suspension published before it failed: let the database decide again.
+        Err(_) if status != ACTIVE => {
+            if let Err(e) = standing.forget(integration_id).await {
+                tracing::warn!(error = %e, %integration_id, "dropping a published status failed");
+            }
+        }
+        Err(_) => {}
+    }
+    changed
+}
+
+async fn change_integration_status(
+    db: &DatabaseConnection,
+    auth: &KeyAuth<'_>,
+    standing: &Standing<'_>,
     op: &Operator,
     integration_id: Uuid,
     status: &str,
@@ -144,7 +175,8 @@ pub async fn set_integration_status(
         .await?
         .ok_or_else(|| ApiError::not_found("Integration"))?;
     let before = integration.status.clone();
-    if status == "SUSPENDED" {
+    if status != ACTIVE {
+        standing.publish(integration_id, status).await?;
         for key_id in store::api_keys::ids_of_integration(&txn, integration_id).await? {
             auth.invalidate(key_id).await?;
         }

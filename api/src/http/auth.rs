@@ -57,10 +57,13 @@ pub struct TerminalJwtAuth(pub Principal);
 
 async fn jwt_checker(req: &Request, bearer: Bearer) -> poem::Result<Principal> {
     let st = state(req)?;
-    match st.jwt.verify(&bearer.token) {
-        Ok(claims) => Ok(claims.principal()),
-        Err(_) => Err(ApiError::invalid_api_key().into()),
-    }
+    let claims = st
+        .jwt
+        .verify(&bearer.token)
+        .map_err(|_| ApiError::invalid_api_key())?;
+    // A token outlives nothing its integration's suspension ended (see `standing`).
+    st.standing().require_active(claims.integration_id).await?;
+    Ok(claims.principal())
 }
 
 /// Either credential. The JWT is tried first, so an API-key caller's own error (for

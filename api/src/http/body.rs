@@ -66,13 +66,7 @@ pub fn parse<T: DeserializeOwned + Validate>(bytes: &[u8]) -> Result<JsonBody<T>
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::field("/", "required", "a JSON body is required"));
     }
-    let json: Value = serde_json::from_slice(bytes).map_err(|e| {
-        ApiError::field(
-            "/",
-            "malformed_json",
-            format!("the body is not valid JSON: {e}"),
-        )
-    })?;
+    let json = super::strict_json::parse(bytes)?;
     if !json.is_object() {
         return Err(ApiError::field(
             "/",

@@ -75,7 +75,8 @@ async fn answer(req: &mut Request) -> Option<Response> {
     ));
     let replayed =
         idempotency::replay_early(&state.idempotency(), &principal, &key, &operation, || {
-            serde_json::from_slice::<serde_json::Value>(&bytes)
+            // The same reading as the full path: a body it refuses is never a replay.
+            super::strict_json::parse(&bytes)
                 .ok()
                 .filter(serde_json::Value::is_object)
         });

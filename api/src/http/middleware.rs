@@ -125,3 +125,129 @@ impl PanicHandler for EnvelopePanic {
 pub fn catch_panic() -> CatchPanic<impl PanicHandler> {
     CatchPanic::new().with_handler(EnvelopePanic)
 }
+
+/// Refuses a request whose path or query string decodes to a control character, before
+/// anything routes it: the body's strings follow the same rule (`strict_json`), so no
+/// string of any route reaches the database, a log line or a lookup with one in it.
+pub struct RefuseControlChars;
+
+impl<E: Endpoint> Middleware<E> for RefuseControlChars {
+    type Output = RefuseControlCharsEp<E>;
+    fn transform(&self, ep: E) -> Self::Output {
+        RefuseControlCharsEp { inner: ep }
+    }
+}
+
+pub struct RefuseControlCharsEp<E> {
+    inner: E,
+}
+
+impl<E: Endpoint> Endpoint for RefuseControlCharsEp<E> {
+    type Output = E::Output;
+
+    async fn call(&self, req: Request) -> poem::Result<E::Output> {
+        if let Some(field) = control_chars_in(req.uri().path(), req.uri().query()) {
+            return Err(ApiError::field(
+                field,
+                "control_characters",
+                "must not contain control characters",
+            )
+            .into());
+        }
+        self.inner.call(req).await
+    }
+}
+
+/// The field (`path`, or `query:<name>`) whose decoded text holds a control character.
+pub fn control_chars_in(path: &str, query: Option<&str>) -> Option<String> {
+    // Percent-encoding is the only way a control character reaches a URI: skip the work
+    // for the common case of a URI with no escapes.
+    if path.contains('%') && bad(&percent_decode(path, false)) {
+        return Some("path".into());
+    }
+    let query = query.filter(|q| q.contains('%'))?;
+    for pair in query.split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let name = percent_decode(name, true);
+        if bad(&name) {
+            return Some("query".into());
+        }
+        if bad(&percent_decode(value, true)) {
+            return Some(format!("query:{name}"));
+        }
+    }
+    None
+}
+
+fn bad(s: &str) -> bool {
+    super::strict_json::has_control_chars(s)
+}
+
+/// `%XX` escapes decoded (and `+` as a space in a query), invalid UTF-8 replaced.
+fn percent_decode(s: &str, plus_is_space: bool) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' if plus_is_space => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_control_character_in_the_path_or_a_query_value_is_named() {
+        assert_eq!(
+            control_chars_in("/v1/settlements/ab%00cd", None).as_deref(),
+            Some("path")
+        );
+        assert_eq!(
+            control_chars_in(
+                "/v1/webhooks/subscriptions",
+                Some("limit=5&event_type=payment.completed%00")
+            )
+            .as_deref(),
+            Some("query:event_type")
+        );
+        assert_eq!(
+            control_chars_in("/v1/operator/dead-letters", Some("queue=a%0Ab")).as_deref(),
+            Some("query:queue")
+        );
+        assert_eq!(
+            control_chars_in("/v1/x", Some("error=%C2%85")).as_deref(),
+            Some("query:error"),
+            "C1 controls, UTF-8 encoded"
+        );
+        assert_eq!(
+            control_chars_in("/v1/x", Some("a%01=1")).as_deref(),
+            Some("query")
+        );
+    }
+
+    #[test]
+    fn ordinary_escapes_pass() {
+        assert_eq!(
+            control_chars_in("/v1/a%20b", Some("phone=%2B4915112345678&q=a+b")),
+            None
+        );
+        assert_eq!(control_chars_in("/v1/a", Some("x=100%")), None);
+        assert_eq!(control_chars_in("/v1/a%", Some("x=%4")), None);
+        assert_eq!(control_chars_in("/v1/caf%C3%A9", None), None);
+    }
+}

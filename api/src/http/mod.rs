@@ -21,6 +21,7 @@ pub mod platform;
 pub mod reply;
 pub mod sandbox;
 pub mod settlements;
+pub mod strict_json;
 pub mod tags;
 pub mod terminal;
 pub mod token;
@@ -49,7 +50,12 @@ pub fn routes(state: AppState) -> impl Endpoint {
             })),
         )
         .at("/v1/docs", get(make_sync(move |_| Html(docs_html.clone()))))
-        .nest("/v1", openapi::service().with(early_replay::EarlyReplay))
+        .nest(
+            "/v1",
+            openapi::service()
+                .with(early_replay::EarlyReplay)
+                .with(middleware::RefuseControlChars),
+        )
         .at("/metrics", metrics_endpoint(metrics));
     with_middleware(app, state)
 }

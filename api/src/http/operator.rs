@@ -458,8 +458,16 @@ impl OperatorApi {
         reason: String,
     ) -> poem::Result<Reply<IntegrationStatus>> {
         let id = path_uuid("path:integrationId", raw_id)?;
-        let i = operators::set_integration_status(&st.db, &st.key_auth(), op, id, status, reason)
-            .await?;
+        let i = operators::set_integration_status(
+            &st.db,
+            &st.key_auth(),
+            &st.standing(),
+            op,
+            id,
+            status,
+            reason,
+        )
+        .await?;
         Ok(Reply::ok(&IntegrationStatus {
             integration_id: i.id.to_string(),
             status: i.status,

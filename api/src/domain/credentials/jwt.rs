@@ -10,14 +10,21 @@ use super::{CredentialKind, Principal, Scope};
 pub const ISSUER: &str = "service-pos-terminal";
 pub const AUDIENCE: &str = "service-api";
 pub const TTL_SECS: i64 = 600;
+/// How far a token's `iat` or `nbf` may lie ahead of this server's clock (clocks of the
+/// replicas that mint and check tokens differ a little); further ahead, it is refused.
+pub const CLOCK_SKEW_SECS: i64 = 30;
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Claims {
     pub iss: String,
+    /// One audience; a token naming several (an array) is ours if one of them is.
+    #[serde(deserialize_with = "one_audience")]
     pub aud: String,
     pub sub: String,
     pub iat: i64,
     pub exp: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<i64>,
     pub jti: String,
     pub integration_id: Uuid,
     pub enterprise_id: Uuid,
@@ -101,7 +108,7 @@ impl JwtKeys {
         v.set_audience(&[AUDIENCE]);
         v.leeway = 0;
         v.set_required_spec_claims(&["exp", "iss", "aud", "iat"]);
-        jsonwebtoken::decode::<Claims>(token, key, &v)
+        let claims = jsonwebtoken::decode::<Claims>(token, key, &v)
             .map(|d| d.claims)
             .map_err(|e| match e.kind() {
                 ErrorKind::ExpiredSignature => Invalid::Expired,
@@ -112,8 +119,32 @@ impl JwtKeys {
                 // Readable header and claims with a damaged signature (e.g. truncated).
                 _ if claims_readable(token) => Invalid::BadSignature,
                 _ => Invalid::Malformed,
-            })
+            })?;
+        if !claims.lifetime_is_ours(Utc::now().timestamp()) {
+            return Err(Invalid::Malformed);
+        }
+        Ok(claims)
     }
+}
+
+/// `aud` as a string, or an array of them: ours if it lists ours (else its first, which the
+/// audience check then refuses as `wrong_audience`).
+fn one_audience<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Aud {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Aud::deserialize(d)? {
+        Aud::One(a) => a,
+        Aud::Many(all) => all
+            .iter()
+            .find(|a| *a == AUDIENCE)
+            .or(all.first())
+            .cloned()
+            .unwrap_or_default(),
+    })
 }
 
 fn claims_readable(token: &str) -> bool {
@@ -137,6 +168,17 @@ fn names_an_algorithm(token: &str) -> bool {
 }
 
 impl Claims {
+    /// Whether the token's times are those of a token this service mints: it lives at most
+    /// `TTL_SECS` from its `iat` (a leaked signing secret must not mint ten-year tokens),
+    /// and it was not issued, nor does it start, in the future beyond `CLOCK_SKEW_SECS`.
+    pub fn lifetime_is_ours(&self, now: i64) -> bool {
+        self.exp.saturating_sub(self.iat) <= TTL_SECS
+            && self.iat <= now.saturating_add(CLOCK_SKEW_SECS)
+            && self
+                .nbf
+                .is_none_or(|nbf| nbf <= now.saturating_add(CLOCK_SKEW_SECS))
+    }
+
     pub fn expires_at(&self) -> DateTime<Utc> {
         Utc.timestamp_opt(self.exp, 0)
             .single()
@@ -189,6 +231,7 @@ mod tests {
             sub: "k".into(),
             iat: now,
             exp: now + exp_in,
+            nbf: None,
             jti: Uuid::now_v7().to_string(),
             integration_id: Uuid::now_v7(),
             enterprise_id: Uuid::now_v7(),
@@ -242,6 +285,75 @@ mod tests {
         assert_eq!(
             keys.verify(&format!("{h}.{p}.")),
             Err(Invalid::BadSignature)
+        );
+    }
+
+    #[test]
+    fn a_token_living_longer_than_its_ttl_or_issued_in_the_future_is_malformed() {
+        let keys = JwtKeys::new("k1", &[1u8; 32], &[]);
+        // What a leaked secret could mint: valid for ten years.
+        let ten_years = claims(10 * 365 * 24 * 3600);
+        assert_eq!(
+            keys.verify(&keys.sign(&ten_years).unwrap()),
+            Err(Invalid::Malformed)
+        );
+        let mut c = claims(601);
+        assert_eq!(
+            keys.verify(&keys.sign(&c).unwrap()),
+            Err(Invalid::Malformed)
+        );
+        c.exp -= 1;
+        assert!(
+            keys.verify(&keys.sign(&c).unwrap()).is_ok(),
+            "exactly 600 s"
+        );
+        let mut future = claims(600);
+        future.iat += 120;
+        future.exp += 120;
+        assert_eq!(
+            keys.verify(&keys.sign(&future).unwrap()),
+            Err(Invalid::Malformed)
+        );
+        let mut skewed = claims(600);
+        skewed.iat += CLOCK_SKEW_SECS - 5;
+        assert!(
+            keys.verify(&keys.sign(&skewed).unwrap()).is_ok(),
+            "within the skew"
+        );
+        let mut not_yet = claims(600);
+        not_yet.nbf = Some(not_yet.iat + 300);
+        assert_eq!(
+            keys.verify(&keys.sign(&not_yet).unwrap()),
+            Err(Invalid::Malformed)
+        );
+    }
+
+    #[test]
+    fn an_audience_array_is_ours_only_if_it_names_us() {
+        use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+        use hmac::{Hmac, KeyInit, Mac};
+        let secret = [1u8; 32];
+        let keys = JwtKeys::new("k1", &secret, &[]);
+        let sign_with_aud = |aud: serde_json::Value| {
+            let mut body = serde_json::to_value(claims(600)).unwrap();
+            body["aud"] = aud;
+            let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT","kid":"k1"}"#);
+            let p = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&body).unwrap());
+            let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&secret).unwrap();
+            mac.update(format!("{h}.{p}").as_bytes());
+            let sig = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+            format!("{h}.{p}.{sig}")
+        };
+        assert_eq!(
+            keys.verify(&sign_with_aud(serde_json::json!(["consumer-app", "other"]))),
+            Err(Invalid::WrongAudience)
+        );
+        assert!(
+            keys.verify(&sign_with_aud(serde_json::json!([
+                "consumer-app",
+                AUDIENCE
+            ])))
+            .is_ok()
         );
     }
 }

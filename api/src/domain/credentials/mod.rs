@@ -5,6 +5,7 @@ pub mod jwt;
 pub mod keys;
 pub mod principal;
 pub mod scope;
+pub mod standing;
 pub mod token;
 
 pub use principal::{CredentialKind, Principal, Scope};

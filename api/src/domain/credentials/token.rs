@@ -45,6 +45,7 @@ pub async fn mint<C: ConnectionTrait>(
         sub: key_id.to_string(),
         iat: now,
         exp,
+        nbf: None,
         jti: Uuid::now_v7().to_string(),
         integration_id: caller.integration_id,
         enterprise_id: acting.merchant_id,

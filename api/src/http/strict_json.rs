@@ -1,0 +1,284 @@
+//! The one reading of a request body's JSON, stricter than the JSON grammar in two ways
+//! that keep every reader of the body seeing the same request:
+//!
+//! - **No duplicated member names**, at any depth. `{"amount_minor": 1, "amount_minor":
+//!   4321}` is valid JSON whose meaning depends on the reader (serde keeps the last, many
+//!   proxies, WAFs and log pipelines the first), so it is refused as `duplicate_member`.
+//! - **No control characters** (Unicode category Cc: U+0000–U+001F, U+007F–U+009F) in any
+//!   string or member name. No field of the contract carries one; a NUL would reach the
+//!   database (PostgreSQL refuses it in text) and logs. Refused as `control_characters`.
+//!
+//! Both name the offending member as a JSON pointer, like every other field error.
+use std::{cell::RefCell, fmt};
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use crate::error::{ApiError, FieldError};
+
+/// Parses `bytes` as one JSON value under the rules above.
+pub fn parse(bytes: &[u8]) -> Result<Value, ApiError> {
+    let found = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let parsed = Reader {
+        at: &mut String::new(),
+        found: &found,
+    }
+    .deserialize(&mut de)
+    .and_then(|v| de.end().map(|()| v));
+    match (parsed, found.into_inner()) {
+        (Ok(v), _) => Ok(v),
+        (Err(_), Some(field)) => Err(ApiError::validation(vec![field])),
+        (Err(e), None) => Err(ApiError::field(
+            "/",
+            "malformed_json",
+            format!("the body is not valid JSON: {e}"),
+        )),
+    }
+}
+
+/// Whether `s` holds a character the contract never accepts in a string.
+pub fn has_control_chars(s: &str) -> bool {
+    s.chars().any(char::is_control)
+}
+
+fn control_chars(at: &str) -> FieldError {
+    FieldError::new(
+        pointer_or_root(at),
+        "control_characters",
+        "must not contain control characters",
+    )
+}
+
+fn pointer_or_root(at: &str) -> String {
+    if at.is_empty() { "/".into() } else { at.into() }
+}
+
+/// Reads the value at pointer `at`, recording the first rule it breaks in `found`.
+struct Reader<'a> {
+    at: &'a mut String,
+    found: &'a RefCell<Option<FieldError>>,
+}
+
+impl Reader<'_> {
+    fn refuse<E: de::Error>(&self, e: FieldError) -> E {
+        let message = format!("{}: {}", e.field, e.message);
+        self.found.borrow_mut().get_or_insert(e);
+        E::custom(message)
+    }
+
+    fn push(&mut self, segment: &str) -> usize {
+        let len = self.at.len();
+        self.at.push('/');
+        // A control character in a member name is itself the error: never echo it back.
+        for c in segment.chars() {
+            match c {
+                '~' => self.at.push_str("~0"),
+                '/' => self.at.push_str("~1"),
+                c if c.is_control() => self.at.push('\u{fffd}'),
+                c => self.at.push(c),
+            }
+        }
+        len
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Reader<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Reader<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        if has_control_chars(v) {
+            return Err(self.refuse(control_chars(self.at)));
+        }
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        if has_control_chars(&v) {
+            return Err(self.refuse(control_chars(self.at)));
+        }
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+        loop {
+            let back = self.push(&out.len().to_string());
+            let next = seq.next_element_seed(Reader {
+                at: &mut *self.at,
+                found: self.found,
+            })?;
+            self.at.truncate(back);
+            match next {
+                Some(v) => out.push(v),
+                None => return Ok(Value::Array(out)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let back = self.push(&key);
+            if has_control_chars(&key) {
+                return Err(self.refuse(control_chars(self.at)));
+            }
+            if out.contains_key(&key) {
+                return Err(self.refuse(FieldError::new(
+                    self.at.clone(),
+                    "duplicate_member",
+                    "appears more than once in its object; send each member once",
+                )));
+            }
+            let value = map.next_value_seed(Reader {
+                at: &mut *self.at,
+                found: self.found,
+            })?;
+            self.at.truncate(back);
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn refused(body: &str) -> (String, String) {
+        let e = parse(body.as_bytes())
+            .expect_err("must be refused")
+            .to_body();
+        assert_eq!(e["code"], "VALIDATION_ERROR", "{e}");
+        let f = &e["details"]["fields"][0];
+        (
+            f["field"].as_str().unwrap().into(),
+            f["issue"].as_str().unwrap().into(),
+        )
+    }
+
+    #[test]
+    fn a_duplicated_member_is_refused_at_any_depth() {
+        assert_eq!(
+            refused(r#"{"amount_minor": 1, "amount_minor": 4321}"#),
+            ("/amount_minor".into(), "duplicate_member".into())
+        );
+        assert_eq!(
+            refused(r#"{"context": {"merchant_id": "a"}, "context": {"merchant_id": "b"}}"#),
+            ("/context".into(), "duplicate_member".into())
+        );
+        assert_eq!(
+            refused(r#"{"basket": {"lines": [{"sku": "A"}, {"sku": "B", "sku": "C"}]}}"#),
+            ("/basket/lines/1/sku".into(), "duplicate_member".into())
+        );
+        assert_eq!(
+            refused(r#"{"a/b~c": 1, "a/b~c": 2}"#),
+            ("/a~1b~0c".into(), "duplicate_member".into())
+        );
+        // The same name in sibling objects is no duplicate.
+        assert!(parse(br#"{"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 1}, {"x": 2}]}"#).is_ok());
+    }
+
+    #[test]
+    fn a_control_character_is_refused_in_any_string_or_name() {
+        assert_eq!(
+            refused(r#"{"basket": {"lines": [{"sku": "A\u0000"}]}}"#),
+            ("/basket/lines/0/sku".into(), "control_characters".into())
+        );
+        assert_eq!(
+            refused(r#"{"reason": "two\nlines"}"#),
+            ("/reason".into(), "control_characters".into())
+        );
+        assert_eq!(
+            refused(r#"{"x\u0007": 1}"#),
+            ("/x\u{fffd}".into(), "control_characters".into())
+        );
+        assert_eq!(
+            refused("{\"c1\": \"\u{85}\"}"),
+            ("/c1".into(), "control_characters".into())
+        );
+        assert_eq!(
+            refused(r#""\u0000""#),
+            ("/".into(), "control_characters".into())
+        );
+        assert!(parse("{\"name\": \"Caf\u{e9} \u{1F600}\", \"tab\": \"a b\"}".as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn malformed_json_and_trailing_bytes_are_malformed() {
+        assert_eq!(refused("{not json"), ("/".into(), "malformed_json".into()));
+        assert_eq!(
+            refused(r#"{"a": 1} {"a": 2}"#),
+            ("/".into(), "malformed_json".into())
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn what_it_accepts_is_exactly_what_serde_json_reads(v in arb_json()) {
+            let text = serde_json::to_string(&v).unwrap();
+            prop_assert_eq!(parse(text.as_bytes()).unwrap(), v);
+        }
+
+        #[test]
+        fn any_control_character_anywhere_in_a_string_is_refused(
+            prefix in "[a-z]{0,5}", c in 0u32..0xa0, suffix in "[a-z]{0,5}",
+        ) {
+            let ch = char::from_u32(c).unwrap();
+            prop_assume!(ch.is_control());
+            let body = serde_json::json!({"outer": [{"field": format!("{prefix}{ch}{suffix}")}]});
+            let e = parse(body.to_string().as_bytes()).unwrap_err().to_body();
+            prop_assert_eq!(&e["details"]["fields"][0]["field"], "/outer/0/field");
+            prop_assert_eq!(&e["details"]["fields"][0]["issue"], "control_characters");
+        }
+    }
+
+    fn arb_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            "[ -~\u{e9}\u{4e2d}]{0,12}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-z_/~]{1,8}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+}
