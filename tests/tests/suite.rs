@@ -1,6 +1,7 @@
 //! The black-box suite: one binary, modules named after the domain they check.
 mod suite {
     pub mod customers;
+    pub mod edge;
     pub mod enrollment;
     pub mod envelope;
     pub mod history;

@@ -327,3 +327,186 @@ async fn token_validation_is_rate_limited_with_all_four_headers_and_recovers() {
         "the window recovers"
     );
 }
+
+/// Issue 25, point 5: a token signed with our secret but made to live longer than ten
+/// minutes, or issued (or starting) in the future, is not one we mint; an `aud` array
+/// without our audience is the wrong audience, not a malformed token.
+#[tokio::test]
+async fn a_token_we_would_never_mint_is_refused_by_its_reason() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let good = token_for(&app, &t, None, None).await;
+    let claims: Claims = serde_json::from_value(part(&good, 1)).unwrap();
+    let sign = |c: &Value| {
+        use hmac::{Hmac, KeyInit, Mac};
+        let h = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT","kid":"k1"}"#);
+        let p = URL_SAFE_NO_PAD.encode(serde_json::to_vec(c).unwrap());
+        let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(&secret()).unwrap();
+        mac.update(format!("{h}.{p}").as_bytes());
+        format!(
+            "{h}.{p}.{}",
+            URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+        )
+    };
+    let base = serde_json::to_value(&claims).unwrap();
+    let with = |f: &dyn Fn(&mut Value)| {
+        let mut c = base.clone();
+        f(&mut c);
+        sign(&c)
+    };
+    let iat = claims.iat;
+    let cases = [
+        (
+            with(&|c| c["exp"] = json!(iat + 10 * 365 * 24 * 3600)),
+            "malformed",
+        ),
+        (with(&|c| c["exp"] = json!(iat + 601)), "malformed"),
+        (
+            with(&|c| {
+                c["iat"] = json!(iat + 300);
+                c["exp"] = json!(iat + 600);
+            }),
+            "malformed",
+        ),
+        (with(&|c| c["nbf"] = json!(iat + 300)), "malformed"),
+        (
+            with(&|c| c["aud"] = json!(["consumer-app", "partner-portal"])),
+            "wrong_audience",
+        ),
+    ];
+    for (token, reason) in cases {
+        let v = validate(&app, &token).await;
+        assert_eq!(v.status, 200, "{reason}: {}", v.body);
+        assert_eq!(v.body["data"]["valid"], false, "{reason}");
+        assert_eq!(v.body["data"]["reason"], reason, "{}", part(&token, 1));
+        let hb = heartbeat(&app, &token, t.merchant_id, None).await;
+        assert_eq!((hb.status, hb.code()), (401, "INVALID_API_KEY"), "{reason}");
+    }
+    // The same claims with our audience among others, and our own token, are good.
+    for token in [
+        with(&|c| c["aud"] = json!(["consumer-app", "service-api"])),
+        good,
+    ] {
+        assert_eq!(validate(&app, &token).await.body["data"]["valid"], true);
+        assert_eq!(
+            heartbeat(&app, &token, t.merchant_id, None).await.status,
+            200
+        );
+    }
+}
+
+/// Issue 25, point 5: suspending an integration ends its terminal tokens on the next
+/// request, on every replica, though they were minted before; reactivating brings them
+/// back. (Revoking the key a token came from does not: see the next test.)
+#[tokio::test]
+async fn a_suspended_integrations_tokens_stop_at_once_on_every_replica() {
+    use tests::shop::Shop;
+    let a = TestApp::spawn().await;
+    // A second replica: its own process state, sharing the database and (in production)
+    // Redis; embedded mode is one process, whose replicas share one in-process store.
+    let b = TestApp::spawn().await;
+    let shop = Shop::open(&a).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    assert_eq!(shop.pay(&c, 10).await.status, 200);
+    let mint = |app: &TestApp| {
+        send(
+            app.post("/qr/mint")
+                .bearer_auth(&shop.token)
+                .header("Idempotency-Key", Uuid::new_v4().to_string())
+                .json(
+                    &shop.body(json!({"customer": {"credential_type": "phone", "phone": c.phone}})),
+                ),
+        )
+    };
+    // Replica b has seen the integration active (and cached that).
+    assert_eq!(mint(&b).await.status, 200);
+
+    let r = shop
+        .operator(
+            &format!(
+                "/operator/integrations/{}/suspend",
+                shop.tenant.integration_id
+            ),
+            json!({"reason": "fraud review"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    for app in [&a, &b] {
+        let r = mint(app).await;
+        assert_eq!((r.status, r.code()), (401, "INVALID_API_KEY"), "{}", r.body);
+        let qr = "any";
+        let r = send(
+            app.post("/payments")
+                .bearer_auth(&shop.token)
+                .header("Idempotency-Key", Uuid::new_v4().to_string())
+                .json(
+                    &shop.body(json!({"credential": {"type": "qr", "qr_payload": qr},
+                                        "amount_minor": 10, "currency": "EUR"})),
+                ),
+        )
+        .await;
+        assert_eq!((r.status, r.code()), (401, "INVALID_API_KEY"), "{}", r.body);
+    }
+    assert_eq!(shop.balance(&c).await["actual_minor"], 990);
+
+    let r = shop
+        .operator(
+            &format!(
+                "/operator/integrations/{}/reactivate",
+                shop.tenant.integration_id
+            ),
+            json!({"reason": "cleared"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    for app in [&a, &b] {
+        assert_eq!(mint(app).await.status, 200);
+    }
+}
+
+/// The contract keeps already-minted tokens alive for their TTL when their key is revoked
+/// (no revocation list); the key itself stops at once.
+#[tokio::test]
+async fn a_revoked_keys_tokens_live_out_their_ttl_as_the_contract_says() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let r = send(
+        app.post("/auth/keys")
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&json!({
+                "meta": {"partner_request_id": Uuid::new_v4().to_string(), "api_version": "2026-06-01"},
+                "context": {"merchant_id": t.merchant_id.to_string()},
+                "enterprise_id": t.merchant_id.to_string(), "label": "till"})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let (key, key_id) = (
+        r.body["data"]["raw_key"].as_str().unwrap().to_string(),
+        r.body["data"]["key_id"].as_str().unwrap().to_string(),
+    );
+    let minted = exchange(
+        &app,
+        &key,
+        &envelope(t.merchant_id, None),
+        &Uuid::new_v4().to_string(),
+    )
+    .await;
+    let token = minted.body["data"]["token"].as_str().unwrap().to_string();
+    let r = send(
+        app.post(&format!("/auth/keys/{key_id}/revoke"))
+            .header("x-api-key", &t.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&json!({
+                "meta": {"partner_request_id": Uuid::new_v4().to_string(), "api_version": "2026-06-01"},
+                "context": {"merchant_id": t.merchant_id.to_string()}})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(tests::key_works(&app, &key).await, 401);
+    assert_eq!(
+        heartbeat(&app, &token, t.merchant_id, None).await.status,
+        200
+    );
+}
