@@ -81,6 +81,12 @@ pub struct Config {
     /// PostgreSQL `lock_timeout`: the longest a request waits for a row lock before a
     /// retryable 503 (SQLite's writers wait up to its busy timeout instead).
     pub db_lock_timeout_ms: u64,
+    /// PostgreSQL `statement_timeout`: the server cancels any one statement running longer.
+    pub db_statement_timeout_ms: u64,
+    /// The bound on a whole request, whatever it waits on (a database or Redis that stopped
+    /// answering without refusing): past it the caller gets a retryable 503 and the work is
+    /// abandoned (its transaction never commits; an Idempotency-Key retry settles it).
+    pub request_timeout_ms: u64,
     /// Namespace for every Redis key, so several deployments (or test runs) can share a server.
     pub redis_prefix: String,
     /// Attempts a job gets before it is dead-lettered.
@@ -151,6 +157,8 @@ impl Default for Config {
             db_acquire_timeout_ms: 3000,
             db_max_connections: 20,
             db_lock_timeout_ms: 2_000,
+            db_statement_timeout_ms: 5_000,
+            request_timeout_ms: 10_000,
             redis_prefix: "wallet:".into(),
             job_max_attempts: 8,
             job_backoff_base_ms: 2_000,
@@ -342,6 +350,20 @@ impl Config {
             return Err(invalid(
                 "WALLET_ENROLLMENT_LINK_BASE",
                 "must be an http(s) URL",
+            ));
+        }
+        if !(1_000..=120_000).contains(&self.request_timeout_ms)
+            || self.request_timeout_ms <= self.idempotency_wait_ms
+        {
+            return Err(invalid(
+                "WALLET_REQUEST_TIMEOUT_MS",
+                "must be between 1000 and 120000, and above WALLET_IDEMPOTENCY_WAIT_MS",
+            ));
+        }
+        if !(100..=600_000).contains(&self.db_statement_timeout_ms) {
+            return Err(invalid(
+                "WALLET_DB_STATEMENT_TIMEOUT_MS",
+                "must be between 100 and 600000",
             ));
         }
         if self.idempotency_wait_ms > 60_000 {

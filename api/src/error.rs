@@ -125,6 +125,8 @@ pub enum Subsystem {
     Database,
     Redis,
     Queue,
+    /// The request ran past `WALLET_REQUEST_TIMEOUT_MS`, waiting on one of the others.
+    Deadline,
 }
 
 impl Subsystem {
@@ -133,6 +135,7 @@ impl Subsystem {
             Subsystem::Database => "database",
             Subsystem::Redis => "redis",
             Subsystem::Queue => "queue",
+            Subsystem::Deadline => "deadline",
         }
     }
 }

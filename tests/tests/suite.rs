@@ -12,6 +12,7 @@ mod suite {
     pub mod offers;
     pub mod openapi;
     pub mod operators;
+    pub mod outages;
     pub mod payments;
     pub mod payments_concurrency;
     pub mod platform;

@@ -126,6 +126,52 @@ pub fn catch_panic() -> CatchPanic<impl PanicHandler> {
     CatchPanic::new().with_handler(EnvelopePanic)
 }
 
+/// The bound on a whole request (`WALLET_REQUEST_TIMEOUT_MS`). Each dependency has
+/// bounds of its own (connect and acquire timeouts, `statement_timeout`, `lock_timeout`,
+/// the Redis call timeout), but a server that stops answering without refusing (packets
+/// dropped) can hold a query or a write on an open connection for as long as TCP keeps
+/// retransmitting. Past the deadline the work is dropped: an open transaction rolls back,
+/// a commit in flight either landed (a retry with the same Idempotency-Key replays it)
+/// or did not (the retry runs it), and the caller gets a retryable 503.
+pub struct Deadline(pub std::time::Duration);
+
+impl<E: Endpoint> Middleware<E> for Deadline {
+    type Output = DeadlineEp<E>;
+    fn transform(&self, ep: E) -> Self::Output {
+        DeadlineEp {
+            inner: ep,
+            limit: self.0,
+        }
+    }
+}
+
+pub struct DeadlineEp<E> {
+    inner: E,
+    limit: std::time::Duration,
+}
+
+impl<E: Endpoint> Endpoint for DeadlineEp<E> {
+    type Output = Response;
+
+    async fn call(&self, req: Request) -> poem::Result<Response> {
+        match tokio::time::timeout(self.limit, self.inner.call(req)).await {
+            Ok(r) => r.map(IntoResponse::into_response),
+            Err(_) => {
+                tracing::warn!(
+                    limit_ms = self.limit.as_millis() as u64,
+                    "request ran past its deadline"
+                );
+                metrics::counter!("http_request_deadline_exceeded_total").increment(1);
+                Err(ApiError::Unavailable {
+                    subsystem: crate::error::Subsystem::Deadline,
+                    cause: "the request ran past its deadline".into(),
+                }
+                .into())
+            }
+        }
+    }
+}
+
 /// Refuses a request whose path or query string decodes to a control character, before
 /// anything routes it: the body's strings follow the same rule (`strict_json`), so no
 /// string of any route reaches the database, a log line or a lookup with one in it.

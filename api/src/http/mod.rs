@@ -91,8 +91,10 @@ fn metrics_endpoint(handle: metrics_exporter_prometheus::PrometheusHandle) -> im
 /// deliberately failing endpoint behind the real stack.
 pub fn with_middleware<E: Endpoint + 'static>(ep: E, state: AppState) -> impl Endpoint {
     let max = state.config.max_body_bytes;
+    let deadline = std::time::Duration::from_millis(state.config.request_timeout_ms);
     ep.with(middleware::BufferBody(max))
         .with(middleware::catch_panic())
         .data(state)
+        .with(middleware::Deadline(deadline))
         .with(middleware::RequestContext)
 }

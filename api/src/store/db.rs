@@ -50,7 +50,18 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
         // payment behind a refund): past it the statement fails with 55P03, which is
         // answered as a retryable 503, instead of the caller waiting without bound.
         let lock_timeout = format!("{}ms", cfg.db_lock_timeout_ms);
-        opts.map_sqlx_postgres_opts(move |o| o.options([("lock_timeout", lock_timeout.as_str())]));
+        // A statement the server runs too long is cancelled there; a server that stopped
+        // answering at all is bounded by the request deadline (`http::middleware`).
+        let statement_timeout = format!("{}ms", cfg.db_statement_timeout_ms);
+        opts.map_sqlx_postgres_opts(move |o| {
+            o.options([
+                ("lock_timeout", lock_timeout.as_str()),
+                ("statement_timeout", statement_timeout.as_str()),
+                // A transaction left open by a client that vanished mid-request (killed,
+                // cut off) releases its row locks instead of holding them indefinitely.
+                ("idle_in_transaction_session_timeout", "15000"),
+            ])
+        });
     }
     let db = Database::connect(opts).await?;
     Ok(db)
