@@ -29,7 +29,16 @@ fn worker(app: &TestApp) -> Child {
         .env("WALLET_WEBHOOK_TIMEOUT_MS", "20000")
         .env("WALLET_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true")
         .env("WALLET_OUTBOX_POLL_MS", "50")
-        .stdout(std::process::Stdio::null())
+        .stdout(match std::env::var("KILL_TEST_LOG") {
+            Ok(path) => std::process::Stdio::from(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .expect("log file"),
+            ),
+            Err(_) => std::process::Stdio::null(),
+        })
         .stderr(std::process::Stdio::null());
     cmd.spawn().expect("wallet-worker starts")
 }
@@ -95,5 +104,81 @@ async fn a_worker_killed_mid_delivery_loses_nothing() {
         delivered["event_id"].as_str().unwrap(),
         "the event the killed worker was sending"
     );
+    app.stop().await;
+}
+
+/// Issue 25, point 6: events of one resource wait, in order, for the one a killed worker
+/// was sending. Once another worker picks that one up (within the heartbeat window), the
+/// chain behind it follows at once rather than one event per deferral look (up to ten
+/// seconds apart each: 161 events once took six minutes).
+#[tokio::test]
+async fn a_chain_behind_a_killed_workers_delivery_resumes_within_the_heartbeat_window() {
+    if mode() != Mode::Production {
+        return;
+    }
+    let app = TestApp::spawn_isolated(false, |_| {}).await;
+    let shop = Shop::open(&app).await;
+    let receiver = Receiver::start(Arc::new(|n, _| {
+        if n == 0 {
+            Answer::Hang(Duration::from_secs(120))
+        } else {
+            Answer::Status(200)
+        }
+    }))
+    .await;
+    let r = shop
+        .control(
+            "/webhooks/subscriptions",
+            json!({"url": receiver.url, "event_types": ["wallet.balance_changed"]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+
+    let mut first = worker(&app);
+    eventually(
+        Duration::from_secs(30),
+        "the head of the chain in flight",
+        || async { (!receiver.received().is_empty()).then_some(()) },
+    )
+    .await;
+    const BEHIND: usize = 30;
+    for _ in 0..BEHIND {
+        assert_eq!(shop.pay(&c, 10).await.status, 200);
+    }
+    // Long enough for every waiting event to have been put off several times (its looks
+    // are then up to ten seconds apart), short of the head's 20-second send timeout: the
+    // head is still in flight when its worker dies.
+    tokio::time::sleep(Duration::from_secs(14)).await;
+    assert_eq!(receiver.received().len(), 1, "nothing overtook the head");
+    first.kill().expect("SIGKILL");
+    first.wait().expect("reaped");
+    let killed_at = std::time::Instant::now();
+
+    let mut second = worker(&app);
+    eventually(Duration::from_secs(120), "the whole chain", || async {
+        (receiver.accepted_event_ids().len() == BEHIND + 1).then_some(())
+    })
+    .await;
+    let took = killed_at.elapsed();
+    second.kill().expect("SIGKILL");
+    second.wait().expect("reaped");
+    // Heartbeat 1 s: the dead worker's delivery is free after 3 s, seen at the next beat.
+    assert!(
+        took < Duration::from_secs(12),
+        "the chain resumed {took:?} after the kill"
+    );
+    // In the resource's order.
+    let seqs: Vec<i64> = receiver
+        .received()
+        .iter()
+        .filter(|r| r.answered == 200)
+        .map(|r| r.json["sequence_number"].as_i64().unwrap())
+        .collect();
+    let mut sorted = seqs.clone();
+    sorted.sort();
+    assert_eq!(seqs, sorted, "per-resource order");
+    eprintln!("chain of {} resumed {took:?} after the kill", BEHIND + 1);
     app.stop().await;
 }

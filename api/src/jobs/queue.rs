@@ -102,6 +102,47 @@ impl Queue {
         }
     }
 
+    /// Moves the deferred (put off, not yet due: see `JobError::Deferred`) jobs of
+    /// `job_type` whose envelope contains `needle` to now: a job waiting for something
+    /// that has just happened runs at once instead of at its next look. A retry waiting
+    /// out its backoff is not deferred and keeps its time. Returns how many were moved.
+    pub async fn run_deferred_now(&self, job_type: &str, needle: &str) -> Result<u64, ApiError> {
+        // An envelope ends with its deferral count (`JobEnvelope` field order).
+        let undeferred = b"\"deferrals\":0}";
+        match self {
+            Queue::Sqlite(pool) => {
+                let _turn = crate::store::db::write_turn(pool)
+                    .await
+                    .map_err(unavailable)?;
+                sqlx::query(
+                    "UPDATE Jobs SET run_at = strftime('%s', 'now') \
+                     WHERE job_type = ?1 AND status = 'Pending' \
+                     AND run_at > strftime('%s', 'now') AND instr(job, ?2) > 0 \
+                     AND instr(job, ?3) = 0",
+                )
+                .bind(job_type)
+                .bind(needle.as_bytes())
+                .bind(&undeferred[..])
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+            }
+            Queue::Postgres(pool) => sqlx::query(
+                "UPDATE apalis.jobs SET run_at = now() \
+                 WHERE job_type = $1 AND status = 'Pending' \
+                 AND run_at > now() AND position($2::bytea IN job) > 0 \
+                 AND position($3::bytea IN job) = 0",
+            )
+            .bind(job_type)
+            .bind(needle.as_bytes())
+            .bind(&undeferred[..])
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()),
+        }
+        .map_err(unavailable)
+    }
+
     pub async fn ping(&self) -> Result<(), ApiError> {
         match self {
             Queue::Sqlite(pool) => sqlx::query("SELECT 1 FROM Jobs LIMIT 1")
@@ -135,5 +176,33 @@ impl Queue {
         }
         .map_err(unavailable)?;
         Ok(rows)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run_deferred_now` finds jobs by their envelope's bytes: a delivery's id in the
+    /// payload, and a deferral count other than zero at the end.
+    #[test]
+    fn an_envelope_shows_its_delivery_and_ends_with_its_deferral_count() {
+        let delivery = uuid::Uuid::now_v7();
+        let env = JobEnvelope::first(
+            uuid::Uuid::now_v7(),
+            super::super::webhook_deliver::JOB_TYPE,
+            None,
+            serde_json::json!(super::super::webhook_deliver::Payload {
+                delivery_id: delivery,
+                series: 0
+            }),
+            chrono::Utc::now(),
+        );
+        let text = |e: &JobEnvelope| String::from_utf8(serde_json::to_vec(e).unwrap()).unwrap();
+        assert!(text(&env).contains(&format!("\"delivery_id\":\"{delivery}\"")));
+        assert!(text(&env).ends_with("\"deferrals\":0}"));
+        let later = env.deferred();
+        assert!(text(&later).ends_with("\"deferrals\":1}"));
+        assert!(!text(&later).contains("\"deferrals\":0}"));
     }
 }

@@ -186,19 +186,40 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
     let recorded = store::webhooks::record_successes(&st.db, 0, &attempts)
         .await
         .map_err(retryable)?;
+    // The last event of each resource this batch settled: the one whose successor, sent
+    // by another job, may be waiting for it.
+    let mut chain_ends: BTreeMap<&str, &webhook_delivery::Model> = BTreeMap::new();
     for (d, s) in delivered {
-        if !recorded.contains(&d.id) {
+        if recorded.contains(&d.id) {
+            chain_end(&mut chain_ends, d);
+        } else {
             // Settled or superseded meanwhile: recorded under its lock instead.
             unsettled.push((d, s));
         }
     }
     for (d, s) in unsettled {
-        let outcome = webhook_deliver::conclude(deps, 1, d, &sub, s).await;
-        if let Err(failure) = outcome {
-            handed_on.push((single(env, d, 1), Some(failure)));
+        let ok = s.error.is_none();
+        match webhook_deliver::conclude(deps, 1, d, &sub, s).await {
+            Ok(()) if ok => chain_end(&mut chain_ends, d),
+            Ok(()) => {}
+            Err(failure) => handed_on.push((single(env, d, 1), Some(failure))),
         }
     }
+    for d in chain_ends.into_values() {
+        webhook_deliver::wake_next(deps, d).await;
+    }
     hand_on(deps, handed_on).await
+}
+
+/// Keeps `d` as its resource's chain end if it is the latest settled so far.
+fn chain_end<'a>(
+    ends: &mut BTreeMap<&'a str, &'a webhook_delivery::Model>,
+    d: &'a webhook_delivery::Model,
+) {
+    let end = ends.entry(d.resource_key.as_str()).or_insert(d);
+    if d.sequence_number > end.sequence_number {
+        *end = d;
+    }
 }
 
 /// Queues what the batch leaves to single-delivery jobs: a failed attempt's retry or dead

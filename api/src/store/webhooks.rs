@@ -305,6 +305,22 @@ pub async fn earlier_pending<C: ConnectionTrait>(
         > 0)
 }
 
+/// The PENDING delivery of `d`'s resource to `d`'s subscription that comes next after it:
+/// the one whose turn it is once `d` is settled.
+pub async fn next_pending_after<C: ConnectionTrait>(
+    c: &C,
+    d: &webhook_delivery::Model,
+) -> Result<Option<webhook_delivery::Model>, DbErr> {
+    webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::SubscriptionId.eq(d.subscription_id))
+        .filter(webhook_delivery::Column::ResourceKey.eq(d.resource_key.as_str()))
+        .filter(webhook_delivery::Column::SequenceNumber.gt(d.sequence_number))
+        .filter(webhook_delivery::Column::State.eq("PENDING"))
+        .order_by_asc(webhook_delivery::Column::SequenceNumber)
+        .one(c)
+        .await
+}
+
 pub async fn insert_attempt<C: ConnectionTrait>(
     c: &C,
     a: webhook_attempt::Model,
