@@ -6,7 +6,9 @@
 //! `WALLET_TEST_DATABASE_URL`, plus Redis at `WALLET_TEST_REDIS_URL`). Each test run gets
 //! its own database and Redis key prefix; each test its own tenant, so tests run in
 //! parallel.
+pub mod cluster;
 pub mod oas31;
+pub mod procs;
 pub mod proxy;
 pub mod redis_server;
 pub mod shop;

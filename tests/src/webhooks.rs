@@ -62,6 +62,8 @@ pub struct Received {
     pub json: Value,
     /// What the receiver answered (0: it did not answer in time).
     pub answered: u16,
+    /// When the request arrived.
+    pub at: chrono::DateTime<chrono::Utc>,
 }
 
 impl Received {
@@ -102,6 +104,7 @@ impl Receiver {
                     .header("service-signature")
                     .unwrap_or_default()
                     .to_string();
+                let at = chrono::Utc::now();
                 let body = req.into_body().into_string().await.unwrap_or_default();
                 let json: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
                 let n = g.lock().unwrap().len();
@@ -114,6 +117,7 @@ impl Receiver {
                             body,
                             json,
                             answered: 0,
+                            at,
                         });
                         tokio::time::sleep(d).await;
                         return Response::builder().status(StatusCode::OK).finish();
@@ -124,6 +128,7 @@ impl Receiver {
                     body,
                     json,
                     answered: status,
+                    at,
                 });
                 Response::builder()
                     .status(StatusCode::from_u16(status).unwrap_or(StatusCode::OK))

@@ -164,6 +164,7 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
 
     let mut delivered = Vec::new();
     let mut unsettled: Vec<(&webhook_delivery::Model, Sent)> = Vec::new();
+    let mut waiting = Vec::new();
     for (sent, deferred) in results {
         for (d, s) in sent {
             // A running failure streak is reset under the delivery's lock (`conclude`).
@@ -173,11 +174,20 @@ pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
                 unsettled.push((d, s));
             }
         }
-        for d in deferred {
-            let one = single(env, d, 1);
-            let wait = webhook_deliver::deferral(&one);
-            handed_on.push((one, Some(JobError::Deferred(wait))));
-        }
+        waiting.extend(deferred.into_iter().map(|d| d.id));
+    }
+    // The chains that must wait go on together as one batch, put off: when the delivery
+    // they wait for settles it wakes this batch, whose chains then go out one event after
+    // another in this process. (As single jobs, a long chain advanced one event per queue
+    // round trip, and every look at it wrote a queue row per event.)
+    if !waiting.is_empty() {
+        let mut rest = env.clone();
+        rest.payload = json!(Payload {
+            subscription_id: p.subscription_id,
+            deliveries: waiting,
+        });
+        let wait = webhook_deliver::deferral(&rest);
+        handed_on.push((rest, Some(JobError::Deferred(wait))));
     }
     let attempts: Vec<_> = delivered
         .iter()

@@ -156,12 +156,19 @@ pub(super) async fn wake_next(deps: &JobDeps, d: &webhook_delivery::Model) {
             .await
             .map_err(|e| e.to_string())?
         else {
-            return Ok(0);
+            return Ok::<u64, String>(0);
         };
-        st.queue
-            .run_deferred_now(JOB_TYPE, &format!("\"delivery_id\":\"{}\"", next.id))
-            .await
-            .map_err(|e| e.to_string())
+        // Waiting as a single delivery, or in a batch's chain (both carry its id).
+        let needle = format!("\"{}\"", next.id);
+        let mut woken = 0;
+        for queue in [JOB_TYPE, super::webhook_batch::JOB_TYPE] {
+            woken += st
+                .queue
+                .run_deferred_now(queue, &needle)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(woken)
     }
     .await;
     if let Err(e) = woken {
