@@ -87,6 +87,11 @@ pub struct Config {
     /// answering without refusing): past it the caller gets a retryable 503 and the work is
     /// abandoned (its transaction never commits; an Idempotency-Key retry settles it).
     pub request_timeout_ms: u64,
+    /// Requests of `/v1` that run at once in one API process (0: twice
+    /// `db_max_connections`); `max_queued_requests` more wait; past both, a fast 503.
+    pub max_inflight_requests: usize,
+    /// 0: twice `max_inflight_requests`.
+    pub max_queued_requests: usize,
     /// Namespace for every Redis key, so several deployments (or test runs) can share a server.
     pub redis_prefix: String,
     /// Attempts a job gets before it is dead-lettered.
@@ -159,6 +164,8 @@ impl Default for Config {
             db_lock_timeout_ms: 2_000,
             db_statement_timeout_ms: 5_000,
             request_timeout_ms: 10_000,
+            max_inflight_requests: 0,
+            max_queued_requests: 0,
             redis_prefix: "wallet:".into(),
             job_max_attempts: 8,
             job_backoff_base_ms: 2_000,
@@ -360,6 +367,12 @@ impl Config {
                 "must be between 1000 and 120000, and above WALLET_IDEMPOTENCY_WAIT_MS",
             ));
         }
+        if self.max_inflight_requests > 100_000 || self.max_queued_requests > 100_000 {
+            return Err(invalid(
+                "WALLET_MAX_INFLIGHT_REQUESTS",
+                "WALLET_MAX_INFLIGHT_REQUESTS and WALLET_MAX_QUEUED_REQUESTS must be at most 100000",
+            ));
+        }
         if !(100..=600_000).contains(&self.db_statement_timeout_ms) {
             return Err(invalid(
                 "WALLET_DB_STATEMENT_TIMEOUT_MS",
@@ -476,6 +489,19 @@ impl Config {
             Some(f) => f == "json",
             None => self.mode() == Mode::Production,
         }
+    }
+
+    /// Requests that run at once, and that wait, before the API sheds load.
+    pub fn admission(&self) -> (usize, usize) {
+        let inflight = match self.max_inflight_requests {
+            0 => 2 * self.db_max_connections as usize,
+            n => n,
+        };
+        let queued = match self.max_queued_requests {
+            0 => 2 * inflight,
+            n => n,
+        };
+        (inflight, queued)
     }
 
     pub fn redis_timeout(&self) -> Duration {

@@ -127,6 +127,8 @@ pub enum Subsystem {
     Queue,
     /// The request ran past `WALLET_REQUEST_TIMEOUT_MS`, waiting on one of the others.
     Deadline,
+    /// The service sheds load: too many requests are running or waiting in this process.
+    Capacity,
 }
 
 impl Subsystem {
@@ -136,6 +138,7 @@ impl Subsystem {
             Subsystem::Redis => "redis",
             Subsystem::Queue => "queue",
             Subsystem::Deadline => "deadline",
+            Subsystem::Capacity => "capacity",
         }
     }
 }

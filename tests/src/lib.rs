@@ -146,6 +146,10 @@ fn config_for(run: &Run) -> Config {
         webhook_disable_after_secs: 0,
         webhook_allow_private_targets: true,
         db_max_connections: 8,
+        // Several tests fire 50 requests at once on purpose; admission control has a test
+        // of its own (`outages::past_its_running_and_waiting_requests_…`).
+        max_inflight_requests: 64,
+        max_queued_requests: 64,
         log_format: Some("pretty".into()),
         ..Config::default()
     }

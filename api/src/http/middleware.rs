@@ -172,6 +172,85 @@ impl<E: Endpoint> Endpoint for DeadlineEp<E> {
     }
 }
 
+/// Admission control: sheds load before the database's queue grows without bound. At most
+/// `inflight` requests run at once and `queued` more wait (in arrival order) for one of
+/// them to finish; a request past both is refused at once with a retryable 503
+/// (`details.subsystem: capacity`, `Retry-After`). So under twice the traffic the service
+/// can serve, the requests it takes keep their latency and the rest learn within
+/// microseconds to come back, instead of every request waiting out the pool's timeout.
+#[derive(Clone)]
+pub struct Admission {
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    in_system: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    limit: usize,
+}
+
+impl Admission {
+    pub fn new(inflight: usize, queued: usize) -> Admission {
+        Admission {
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(inflight.max(1))),
+            in_system: std::sync::Arc::default(),
+            limit: inflight.max(1) + queued,
+        }
+    }
+}
+
+impl<E: Endpoint> Middleware<E> for Admission {
+    type Output = AdmissionEp<E>;
+    fn transform(&self, ep: E) -> Self::Output {
+        AdmissionEp {
+            inner: ep,
+            gate: self.clone(),
+        }
+    }
+}
+
+pub struct AdmissionEp<E> {
+    inner: E,
+    gate: Admission,
+}
+
+/// Counts a request out of the system however it ends (a dropped future included).
+struct InSystem<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for InSystem<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+impl<E: Endpoint> Endpoint for AdmissionEp<E> {
+    type Output = E::Output;
+
+    async fn call(&self, req: Request) -> poem::Result<E::Output> {
+        // Health must answer whatever the load: it is how an orchestrator tells a busy
+        // replica from a dead one.
+        if req.original_uri().path() == "/v1/health" {
+            return self.inner.call(req).await;
+        }
+        let counted = self
+            .gate
+            .in_system
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        let _out = InSystem(&self.gate.in_system);
+        if counted >= self.gate.limit {
+            metrics::counter!("http_requests_shed_total").increment(1);
+            return Err(ApiError::Unavailable {
+                subsystem: crate::error::Subsystem::Capacity,
+                cause: "too many requests in the service".into(),
+            }
+            .into());
+        }
+        let _permit = self
+            .gate
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| ApiError::internal("the admission gate closed"))?;
+        self.inner.call(req).await
+    }
+}
+
 /// Refuses a request whose path or query string decodes to a control character, before
 /// anything routes it: the body's strings follow the same rule (`strict_json`), so no
 /// string of any route reaches the database, a log line or a lookup with one in it.

@@ -40,6 +40,8 @@ pub fn routes(state: AppState) -> impl Endpoint {
     let doc_json = state.openapi.json.clone();
     let docs_html = state.openapi.docs_html.clone();
     let metrics = state.metrics.clone();
+    let (inflight, queued) = state.config.admission();
+    let admission = middleware::Admission::new(inflight, queued);
     let app = Route::new()
         .at(
             "/v1/openapi.json",
@@ -54,7 +56,8 @@ pub fn routes(state: AppState) -> impl Endpoint {
             "/v1",
             openapi::service()
                 .with(early_replay::EarlyReplay)
-                .with(middleware::RefuseControlChars),
+                .with(middleware::RefuseControlChars)
+                .with(admission),
         )
         .at("/metrics", metrics_endpoint(metrics));
     with_middleware(app, state)

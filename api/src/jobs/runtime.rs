@@ -340,6 +340,9 @@ async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {
         if let Ok(n) = store::outbox::pending_count(&state.db).await {
             metrics::gauge!("outbox_pending").set(n as f64);
         }
+        if let Ok(age) = store::outbox::oldest_pending_age(&state.db, Utc::now()).await {
+            metrics::gauge!("outbox_oldest_pending_seconds").set(age);
+        }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(5)) => {}
             _ = stop.changed() => return,

@@ -233,6 +233,22 @@ pub async fn pending_count<C: ConnectionTrait>(c: &C) -> Result<u64, DbErr> {
         .await
 }
 
+/// How long the oldest committed row the relay has not moved yet has waited, in seconds
+/// (0 when none waits): the relay's lag.
+pub async fn oldest_pending_age<C: ConnectionTrait>(
+    c: &C,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<f64, DbErr> {
+    let oldest = outbox::Entity::find()
+        .filter(outbox::Column::RelayedAt.is_null())
+        .order_by_asc(outbox::Column::Id)
+        .one(c)
+        .await?;
+    Ok(oldest.map_or(0.0, |o| {
+        Ord::max((now - o.created_at).num_milliseconds(), 0) as f64 / 1000.0
+    }))
+}
+
 /// The events a resource caused, in sequence.
 pub async fn events_of<C: ConnectionTrait>(
     c: &C,

@@ -11,6 +11,7 @@
 //! `payments-bench report` turns the JSON results and the pg-ceiling.sh lines into the
 //! Markdown tables of results/latest.md, with PASS/MISS against the targets.
 mod client;
+mod load;
 mod procfs;
 mod report;
 mod webhooks;
@@ -50,6 +51,8 @@ enum Command {
     Report(report::ReportArgs),
     /// Webhook delivery throughput and commit-to-delivery latency against a running service.
     Webhooks(webhooks::WebhookArgs),
+    /// Overload and soak: open-loop sales at multiples of the measured capacity.
+    Load(load::LoadArgs),
 }
 
 #[derive(Args)]
@@ -185,6 +188,7 @@ async fn main() -> std::process::ExitCode {
         Command::Run(a) => run(a).await,
         Command::Report(a) => report::report(a),
         Command::Webhooks(a) => webhooks::run(a).await,
+        Command::Load(a) => load::run(a).await,
     };
     match res {
         Ok(()) => std::process::ExitCode::SUCCESS,
