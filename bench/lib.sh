@@ -278,7 +278,7 @@ log_problems() { # log_problems NAME FILE: a note when the log has WARN/ERROR li
   local name=$1 file=$2 n
   n=$(grep -ciE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$file" || true)
   if ((n > 0)); then
-    NOTES+=("$name logged $n WARN/ERROR lines; first: $(grep -iE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$file" | head -n1 | cut -c1-300)")
+    NOTES+=("$name logged $n WARN/ERROR lines; first: $(grep -m1 -iE '"level":"(ERROR|WARN)"| ERROR | WARN ' "$file" | cut -c1-300)")
   fi
 }
 

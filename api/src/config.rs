@@ -90,7 +90,7 @@ pub struct Config {
     /// Requests of `/v1` that run at once in one API process (0: twice
     /// `db_max_connections`); `max_queued_requests` more wait; past both, a fast 503.
     pub max_inflight_requests: usize,
-    /// 0: twice `max_inflight_requests`.
+    /// 0: as many as `max_inflight_requests`.
     pub max_queued_requests: usize,
     /// Namespace for every Redis key, so several deployments (or test runs) can share a server.
     pub redis_prefix: String,
@@ -497,8 +497,10 @@ impl Config {
             0 => 2 * self.db_max_connections as usize,
             n => n,
         };
+        // About as many as run: enough for the 64 concurrent callers a replica is
+        // measured at, and past that waiting only adds latency (bench/load).
         let queued = match self.max_queued_requests {
-            0 => 2 * inflight,
+            0 => inflight,
             n => n,
         };
         (inflight, queued)

@@ -181,4 +181,17 @@ mod tests {
         assert_eq!(earned(&rule(200, 5_000, None), 4_999, 4_999), 0);
         assert_eq!(earned(&rule(333, 1, None), 100, 100), 3, "rounded down");
     }
+
+    proptest::proptest! {
+        /// Cashback never exceeds what the payment took from actual money, nor the bound.
+        #[test]
+        fn cashback_is_at_most_the_actual_money_debited(
+            debited in 0..=money::MAX_AMOUNT_MINOR,
+            bps in 1..=10_000i32,
+            cap in proptest::option::of(0..=money::MAX_AMOUNT_MINOR),
+        ) {
+            let c = earned(&rule(bps, 1, cap), debited.max(1), debited);
+            proptest::prop_assert!(c >= 0 && c <= debited && c <= money::MAX_AMOUNT_MINOR);
+        }
+    }
 }

@@ -491,4 +491,29 @@ mod tests {
             None
         );
     }
+
+    proptest::proptest! {
+        /// An offer's reward on any payment is exact and bounded, or refused.
+        #[test]
+        fn a_reward_is_exact_and_bounded_or_refused(
+            amount in 0..=money::MAX_AMOUNT_MINOR,
+            fixed in proptest::prelude::any::<i64>(),
+            bps in proptest::prelude::any::<i32>(),
+            cap in proptest::option::of(0..=money::MAX_AMOUNT_MINOR),
+        ) {
+            let max = i128::from(money::MAX_AMOUNT_MINOR);
+            match Reward::Fixed(fixed).on(amount) {
+                Some(v) => proptest::prop_assert_eq!(v, fixed),
+                None => proptest::prop_assert!(fixed < 0 || i128::from(fixed) > max),
+            }
+            let exact = i128::from(amount) * i128::from(bps) / 10_000;
+            match (Reward::Percent { bps, max_minor: cap }).on(amount) {
+                Some(v) => {
+                    proptest::prop_assert!((0..=max).contains(&i128::from(v)));
+                    proptest::prop_assert_eq!(i128::from(v), cap.map_or(exact, |c| exact.min(i128::from(c))));
+                }
+                None => proptest::prop_assert!(exact < 0 || exact > max),
+            }
+        }
+    }
 }

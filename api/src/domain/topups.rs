@@ -633,4 +633,37 @@ mod tests {
             None
         );
     }
+
+    proptest::proptest! {
+        /// Issue 25, point 3: whatever a SKU says and however many units sell, a sale's
+        /// credit and bonus are each the exact figure within the largest amount, or the
+        /// sale is refused; never a wrapped or negative number.
+        #[test]
+        fn a_sales_credit_and_bonus_are_exact_and_bounded_or_refused(
+            unit in 1..=money::MAX_AMOUNT_MINOR,
+            per_unit in 1..=money::MAX_AMOUNT_MINOR,
+            bps in 1..=100_000i32,
+            quantity in proptest::prelude::any::<i64>(),
+        ) {
+            let max = i128::from(money::MAX_AMOUNT_MINOR);
+            let credit = money::times(unit, quantity);
+            let exact = i128::from(unit) * i128::from(quantity);
+            match credit {
+                Some(c) => proptest::prop_assert_eq!(i128::from(c), exact),
+                None => proptest::prop_assert!(exact < 0 || exact > max),
+            }
+            if let Some(c) = credit {
+                for bonus in [Bonus::PerUnit(per_unit), Bonus::PercentBps(bps)] {
+                    let exact = match bonus {
+                        Bonus::PerUnit(m) => i128::from(m) * i128::from(quantity),
+                        Bonus::PercentBps(b) => i128::from(c) * i128::from(b) / 10_000,
+                    };
+                    match bonus.amount(quantity, c) {
+                        Some(v) => proptest::prop_assert_eq!(i128::from(v), exact),
+                        None => proptest::prop_assert!(exact < 0 || exact > max),
+                    }
+                }
+            }
+        }
+    }
 }
