@@ -97,8 +97,36 @@ cleanup() {
       log "could not drop database $db"
   done
   for p in "${REDIS_PREFIXES[@]}"; do drop_redis_prefix "$p"; done
+  if [[ -n ${PRIVATE_PG_DIR:-} ]]; then
+    "${PRIVATE_PG_CTL[@]}" -m fast stop >/dev/null 2>&1 || true
+    rm -rf "$PRIVATE_PG_DIR"
+  fi
   rm -rf "$WORK"
   exit "$rc"
+}
+
+# start_private_pg: a PostgreSQL cluster of this run's own, from the machine's PostgreSQL
+# packages, with the server's defaults (autovacuum on, as in production; a shared CI
+# server may have it off), on a free port; points the harness (PGPORT_) at it. The exit
+# trap stops and removes it. initdb refuses root, so as root it runs as `postgres`.
+start_private_pg() {
+  local bindir run=() port
+  bindir=$(pg_config --bindir 2>/dev/null || true)
+  [[ -x $bindir/initdb ]] || bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
+  [[ -x $bindir/initdb ]] || die "initdb not found (the postgresql server package)"
+  PRIVATE_PG_DIR=$(mktemp -d /tmp/wallet-bench-pg.XXXXXX)
+  if [[ $(id -u) == 0 ]]; then
+    chown postgres:postgres "$PRIVATE_PG_DIR"
+    run=(runuser -u postgres --)
+  fi
+  port=$(free_port)
+  "${run[@]}" "$bindir/initdb" -D "$PRIVATE_PG_DIR/data" -A trust -U postgres --no-sync -E UTF8 \
+    >"$WORK/initdb.log" 2>&1 || { cat "$WORK/initdb.log" >&2; die "initdb failed"; }
+  PRIVATE_PG_CTL=("${run[@]}" "$bindir/pg_ctl" -D "$PRIVATE_PG_DIR/data")
+  "${PRIVATE_PG_CTL[@]}" -o "-p $port -k $PRIVATE_PG_DIR -c listen_addresses=$PGHOST_ -c max_connections=200" \
+    -l "$PRIVATE_PG_DIR/server.log" -w -t 60 start >/dev/null || { cat "$PRIVATE_PG_DIR/server.log" >&2; die "private PostgreSQL did not start"; }
+  PGPORT_=$port
+  log "private PostgreSQL $("$bindir/postgres" --version | awk '{print $NF}') on port $port (autovacuum $(psql_ -d postgres -Atc 'SHOW autovacuum'))"
 }
 
 # ---------------------------------------------------------------- tools ---------------------

@@ -90,7 +90,7 @@ pub struct Config {
     /// Requests of `/v1` that run at once in one API process (0: twice
     /// `db_max_connections`); `max_queued_requests` more wait; past both, a fast 503.
     pub max_inflight_requests: usize,
-    /// 0: as many as `max_inflight_requests`.
+    /// 0: enough for 64 requests in all, at least a quarter of `max_inflight_requests`.
     pub max_queued_requests: usize,
     /// Namespace for every Redis key, so several deployments (or test runs) can share a server.
     pub redis_prefix: String,
@@ -497,10 +497,12 @@ impl Config {
             0 => 2 * self.db_max_connections as usize,
             n => n,
         };
-        // About as many as run: enough for the 64 concurrent callers a replica is
-        // measured at, and past that waiting only adds latency (bench/load).
+        // Room for 64 concurrent callers in all (what a replica's capacity is measured at),
+        // at least a quarter of the running ones. Every request waiting lengthens the wait
+        // of every admitted one: under twice the capacity, 40 waiting behind 40 running
+        // gave admitted payments a p99 of 125 ms against 70 ms at capacity (bench/load).
         let queued = match self.max_queued_requests {
-            0 => inflight,
+            0 => 64usize.saturating_sub(inflight).max(inflight / 4),
             n => n,
         };
         (inflight, queued)

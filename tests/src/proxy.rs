@@ -79,6 +79,19 @@ impl Proxy {
     }
 }
 
+/// A proxy in front of this test run's PostgreSQL, and the run's database URL through it.
+/// Panics unless the run's database is on 127.0.0.1:5432 (what `.ci/run` sets).
+pub async fn database() -> (Proxy, String) {
+    let url = crate::test_config().database_url.expect("a database URL");
+    let proxy = Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let proxied = url.replacen("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port), 1);
+    assert_ne!(
+        proxied, url,
+        "the test database URL must point at 127.0.0.1:5432"
+    );
+    (proxy, proxied)
+}
+
 impl Drop for Proxy {
     fn drop(&mut self) {
         self.accept.abort();

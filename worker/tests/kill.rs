@@ -43,6 +43,33 @@ fn worker(app: &TestApp) -> Child {
     cmd.spawn().expect("wallet-worker starts")
 }
 
+/// A receiver whose first request hangs (its worker is killed meanwhile), the rest 200.
+async fn hanging_first(hang: Duration) -> Receiver {
+    Receiver::start(Arc::new(move |n, _| {
+        if n == 0 {
+            Answer::Hang(hang)
+        } else {
+            Answer::Status(200)
+        }
+    }))
+    .await
+}
+
+/// Subscribes `receiver` to `event_type`; returns the subscription id.
+async fn subscribe(shop: &Shop<'_>, receiver: &Receiver, event_type: &str) -> String {
+    let r = shop
+        .control(
+            "/webhooks/subscriptions",
+            json!({"url": receiver.url, "event_types": [event_type]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"]["subscription"]["subscription_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 #[tokio::test]
 async fn a_worker_killed_mid_delivery_loses_nothing() {
     if mode() != Mode::Production {
@@ -52,25 +79,8 @@ async fn a_worker_killed_mid_delivery_loses_nothing() {
     let app = TestApp::spawn_isolated(false, |_| {}).await;
     let shop = Shop::open(&app).await;
     // The first request is never answered: the worker is killed while it waits.
-    let receiver = Receiver::start(Arc::new(|n, _| {
-        if n == 0 {
-            Answer::Hang(Duration::from_secs(60))
-        } else {
-            Answer::Status(200)
-        }
-    }))
-    .await;
-    let r = shop
-        .control(
-            "/webhooks/subscriptions",
-            json!({"url": receiver.url, "event_types": ["payment.completed"]}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let sub = r.body["data"]["subscription"]["subscription_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let receiver = hanging_first(Duration::from_secs(60)).await;
+    let sub = subscribe(&shop, &receiver, "payment.completed").await;
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
     shop.pay(&c, 100).await;
@@ -118,21 +128,8 @@ async fn a_chain_behind_a_killed_workers_delivery_resumes_within_the_heartbeat_w
     }
     let app = TestApp::spawn_isolated(false, |_| {}).await;
     let shop = Shop::open(&app).await;
-    let receiver = Receiver::start(Arc::new(|n, _| {
-        if n == 0 {
-            Answer::Hang(Duration::from_secs(120))
-        } else {
-            Answer::Status(200)
-        }
-    }))
-    .await;
-    let r = shop
-        .control(
-            "/webhooks/subscriptions",
-            json!({"url": receiver.url, "event_types": ["wallet.balance_changed"]}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    let receiver = hanging_first(Duration::from_secs(120)).await;
+    subscribe(&shop, &receiver, "wallet.balance_changed").await;
     let c = shop.customer().await;
     shop.fund(&c, 10_000).await;
 

@@ -145,8 +145,38 @@ pub async fn set_integration_status(
     status: &str,
     reason: String,
 ) -> Result<entities::integration::Model, ApiError> {
-    let changed =
-        change_integration_status(db, auth, standing, op, integration_id, status, reason).await;
+    let changed = async {
+        let txn = store::begin(db).await?;
+        let integration = store::tenancy::find_integration(&txn, integration_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Integration"))?;
+        let before = integration.status.clone();
+        if status != ACTIVE {
+            standing.publish(integration_id, status).await?;
+            for key_id in store::api_keys::ids_of_integration(&txn, integration_id).await? {
+                auth.invalidate(key_id).await?;
+            }
+        }
+        let updated = store::tenancy::set_integration_status(&txn, integration, status).await?;
+        let action = if status == "SUSPENDED" {
+            "integration.suspend"
+        } else {
+            "integration.reactivate"
+        };
+        audit(
+            &txn,
+            &op.actor(),
+            action,
+            "integration",
+            Some(integration_id.to_string()),
+            Some(reason),
+            json!({"from": before, "to": status}),
+        )
+        .await?;
+        txn.commit().await?;
+        Ok::<_, ApiError>(updated)
+    }
+    .await;
     match &changed {
         Ok(i) if i.status == ACTIVE => standing.publish(integration_id, ACTIVE).await?,
         Ok(_) => {}
@@ -159,46 +189,6 @@ pub async fn set_integration_status(
         Err(_) => {}
     }
     changed
-}
-
-async fn change_integration_status(
-    db: &DatabaseConnection,
-    auth: &KeyAuth<'_>,
-    standing: &Standing<'_>,
-    op: &Operator,
-    integration_id: Uuid,
-    status: &str,
-    reason: String,
-) -> Result<entities::integration::Model, ApiError> {
-    let txn = store::begin(db).await?;
-    let integration = store::tenancy::find_integration(&txn, integration_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Integration"))?;
-    let before = integration.status.clone();
-    if status != ACTIVE {
-        standing.publish(integration_id, status).await?;
-        for key_id in store::api_keys::ids_of_integration(&txn, integration_id).await? {
-            auth.invalidate(key_id).await?;
-        }
-    }
-    let updated = store::tenancy::set_integration_status(&txn, integration, status).await?;
-    let action = if status == "SUSPENDED" {
-        "integration.suspend"
-    } else {
-        "integration.reactivate"
-    };
-    audit(
-        &txn,
-        &op.actor(),
-        action,
-        "integration",
-        Some(integration_id.to_string()),
-        Some(reason),
-        json!({"from": before, "to": status}),
-    )
-    .await?;
-    txn.commit().await?;
-    Ok(updated)
 }
 
 /// Sets which identity credential types an integration may use (a subset of

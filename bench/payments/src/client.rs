@@ -19,6 +19,23 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 pub const API_VERSION: &str = "2026-06-01";
+
+/// The service a command runs against, and the credentials the harness made for it.
+#[derive(clap::Args)]
+pub struct Target {
+    /// The service, e.g. http://127.0.0.1:8080 (without /v1).
+    #[arg(long)]
+    pub base: String,
+    /// A label for the result (embedded, production).
+    #[arg(long)]
+    pub mode: String,
+    /// The output of `wallet-api tenant create --sandbox --json`.
+    #[arg(long)]
+    pub tenant: std::path::PathBuf,
+    /// The output of `wallet-api operator create --json`.
+    #[arg(long)]
+    pub operator: std::path::PathBuf,
+}
 const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// A client for loopback HTTP/1.1 with keep-alive: `pool` idle connections are kept, so a

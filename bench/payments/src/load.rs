@@ -42,17 +42,8 @@ use crate::{client, procfs};
 
 #[derive(Args)]
 pub struct LoadArgs {
-    /// The service, e.g. http://127.0.0.1:8080 (without /v1).
-    #[arg(long)]
-    base: String,
-    #[arg(long)]
-    mode: String,
-    /// The output of `wallet-api tenant create --sandbox --json`.
-    #[arg(long)]
-    tenant: PathBuf,
-    /// The output of `wallet-api operator create --json`.
-    #[arg(long)]
-    operator: PathBuf,
+    #[command(flatten)]
+    target: client::Target,
     #[arg(long, default_value_t = 2048)]
     wallets: usize,
     #[arg(long, default_value_t = 4)]
@@ -347,8 +338,10 @@ fn log(msg: impl AsRef<str>) {
 }
 
 pub async fn run(a: LoadArgs) -> Result<()> {
-    let tenant: Tenant = serde_json::from_slice(&std::fs::read(&a.tenant)?).context("tenant")?;
-    let op: Operator = serde_json::from_slice(&std::fs::read(&a.operator)?).context("operator")?;
+    let tenant: Tenant =
+        serde_json::from_slice(&std::fs::read(&a.target.tenant)?).context("tenant")?;
+    let op: Operator =
+        serde_json::from_slice(&std::fs::read(&a.target.operator)?).context("operator")?;
     let phases: Vec<(f64, f64)> = a
         .phases
         .split(',')
@@ -365,7 +358,7 @@ pub async fn run(a: LoadArgs) -> Result<()> {
         .pool_max_idle_per_host(4096)
         .timeout(Duration::from_secs_f64(a.timeout_secs))
         .build()?;
-    let api = client::Api::new(http.clone(), &a.base);
+    let api = client::Api::new(http.clone(), &a.target.base);
     let token = api.token(&tenant.platform_key, &tenant.merchant_id).await?;
     let shared = Arc::new(Shared {
         http: http.clone(),
@@ -395,7 +388,7 @@ pub async fn run(a: LoadArgs) -> Result<()> {
 
     log(format!(
         "{}: registering and funding {} wallets",
-        a.mode, a.wallets
+        a.target.mode, a.wallets
     ));
     let run_tag = Uuid::new_v4().as_u128() as u32;
     let t_setup = Instant::now();
@@ -565,7 +558,7 @@ pub async fn run(a: LoadArgs) -> Result<()> {
     }
     renewing.abort();
     let result = LoadResult {
-        mode: a.mode.clone(),
+        mode: a.target.mode.clone(),
         wallets: wallets.len(),
         capacity_concurrency: a.capacity_concurrency,
         capacity_sales_per_sec: capacity,

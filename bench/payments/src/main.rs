@@ -57,18 +57,8 @@ enum Command {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The service, e.g. http://127.0.0.1:8080 (without /v1).
-    #[arg(long)]
-    base: String,
-    /// A label for the result (embedded, production).
-    #[arg(long)]
-    mode: String,
-    /// The output of `wallet-api tenant create --sandbox --json`.
-    #[arg(long)]
-    tenant: PathBuf,
-    /// The output of `wallet-api operator create --json`.
-    #[arg(long)]
-    operator: PathBuf,
+    #[command(flatten)]
+    target: client::Target,
     /// Wallets paid from in the concurrency phases: one QR each per round.
     #[arg(long, default_value_t = 1024)]
     wallets: usize,
@@ -316,11 +306,13 @@ async fn run(a: RunArgs) -> Result<()> {
         bail!("--concurrency and --wallets must be positive");
     }
     let tenant: Tenant = serde_json::from_slice(
-        &std::fs::read(&a.tenant).with_context(|| format!("reading {}", a.tenant.display()))?,
+        &std::fs::read(&a.target.tenant)
+            .with_context(|| format!("reading {}", a.target.tenant.display()))?,
     )
     .context("tenant json")?;
     let op: OperatorCreated = serde_json::from_slice(
-        &std::fs::read(&a.operator).with_context(|| format!("reading {}", a.operator.display()))?,
+        &std::fs::read(&a.target.operator)
+            .with_context(|| format!("reading {}", a.target.operator.display()))?,
     )
     .context("operator json")?;
     let max_conc = a
@@ -332,7 +324,7 @@ async fn run(a: RunArgs) -> Result<()> {
         .unwrap_or(64);
     let http = client::client(max_conc)?;
     let mut ctx = Ctx {
-        api: Api::new(http, &a.base),
+        api: Api::new(http, &a.target.base),
         tenant,
         operator_key: op.operator_key,
         token: None,
@@ -349,7 +341,7 @@ async fn run(a: RunArgs) -> Result<()> {
     let n_setup = a.wallets + usize::from(hot);
     log(format!(
         "{}: registering and funding {n_setup} wallets ({} operator calls at concurrency {})",
-        a.mode,
+        a.target.mode,
         2 * n_setup,
         a.setup_concurrency
     ));
@@ -387,7 +379,7 @@ async fn run(a: RunArgs) -> Result<()> {
     let setup_secs = t_setup.elapsed().as_secs_f64();
     log(format!(
         "{}: setup done in {setup_secs:.1} s ({:.1} operator calls/s)",
-        a.mode,
+        a.target.mode,
         2.0 * n_setup as f64 / setup_secs
     ));
     let (pool, hot_wallet) = if hot {
@@ -399,12 +391,12 @@ async fn run(a: RunArgs) -> Result<()> {
     let mut phases = Vec::new();
     for &c in &a.concurrency {
         let r = qr_phase(&mut ctx, &a, pool, c).await?;
-        print_phase(&a.mode, &r);
+        print_phase(&a.target.mode, &r);
         phases.push(r);
     }
     if let Some(hot_phone) = hot_wallet {
         let r = hot_phase(&mut ctx, &a, &hot_phone, run_tag).await?;
-        print_phase(&a.mode, &r);
+        print_phase(&a.target.mode, &r);
         phases.push(r);
     }
     for p in &phases {
@@ -426,7 +418,7 @@ async fn run(a: RunArgs) -> Result<()> {
         p.phase_peak();
     }
     let result = RunResult {
-        mode: a.mode.clone(),
+        mode: a.target.mode.clone(),
         wallets: a.wallets,
         setup_secs,
         api_idle_kib,
@@ -545,7 +537,7 @@ impl Ctx {
 async fn qr_phase(ctx: &mut Ctx, a: &RunArgs, pool: &[Wallet], conc: usize) -> Result<PhaseResult> {
     log(format!(
         "{}: payments phase, concurrency {conc}, {:.0} s in rounds of {} (QR minted per round)",
-        a.mode,
+        a.target.mode,
         a.secs,
         pool.len()
     ));
@@ -620,7 +612,7 @@ async fn hot_phase(ctx: &mut Ctx, a: &RunArgs, phone: &str, run_tag: u32) -> Res
     let conc = a.hot_concurrency;
     log(format!(
         "{}: hot wallet: sending {} OTPs in batches of {} and reading their codes",
-        a.mode, a.hot_otps, a.otp_batch
+        a.target.mode, a.hot_otps, a.otp_batch
     ));
     ctx.phase_start();
     let t_prep = Instant::now();
@@ -686,7 +678,7 @@ async fn hot_phase(ctx: &mut Ctx, a: &RunArgs, phone: &str, run_tag: u32) -> Res
         .unwrap_or_else(|| "-".into());
     log(format!(
         "{}: hot wallet: {} OTPs ready in {:.1} s (API peak RSS so far in this phase: {prep_peak})",
-        a.mode,
+        a.target.mode,
         creds.len(),
         prep.as_secs_f64()
     ));

@@ -22,17 +22,8 @@ use crate::client::{self, Api, bearer, meta, str_field};
 
 #[derive(Args)]
 pub struct WebhookArgs {
-    /// The service, e.g. http://127.0.0.1:8080 (without /v1).
-    #[arg(long)]
-    base: String,
-    #[arg(long)]
-    mode: String,
-    /// The output of `wallet-api tenant create --sandbox --json`.
-    #[arg(long)]
-    tenant: PathBuf,
-    /// The output of `wallet-api operator create --json`.
-    #[arg(long)]
-    operator: PathBuf,
+    #[command(flatten)]
+    target: client::Target,
     #[arg(long, default_value_t = 10)]
     subscriptions: usize,
     /// Payments made (each one event, delivered to every subscription).
@@ -93,12 +84,12 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 }
 
 pub async fn run(a: WebhookArgs) -> Result<()> {
-    let tenant: Value = serde_json::from_slice(&std::fs::read(&a.tenant)?)?;
-    let operator: Value = serde_json::from_slice(&std::fs::read(&a.operator)?)?;
+    let tenant: Value = serde_json::from_slice(&std::fs::read(&a.target.tenant)?)?;
+    let operator: Value = serde_json::from_slice(&std::fs::read(&a.target.operator)?)?;
     let merchant = str_field(&tenant, "merchant_id")?;
     let platform_key = str_field(&tenant, "platform_key")?;
     let operator_key = str_field(&operator, "operator_key")?;
-    let api = Api::new(client::client(a.concurrency.max(16))?, &a.base);
+    let api = Api::new(client::client(a.concurrency.max(16))?, &a.target.base);
 
     // The receiver: records each arrival, answers 200 at once.
     let seen: Arc<Mutex<Seen>> = Arc::default();
@@ -246,7 +237,7 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
         l.saturating_duration_since(first_commit).as_secs_f64()
     });
     let r = WebhookResult {
-        mode: a.mode,
+        mode: a.target.mode,
         subscriptions: a.subscriptions,
         payments: a.payments,
         expected_deliveries: expected,

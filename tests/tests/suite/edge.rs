@@ -45,67 +45,40 @@ async fn a_member_named_twice_is_refused_naming_it_and_nothing_is_charged() {
     let qr = shop.qr(&c).await;
     let ctx = |m: Uuid| json!({"merchant_id": m.to_string()}).to_string();
 
-    // The last one would win for serde; a proxy or log line reading the first sees 1.
-    let r = post_text(
-        &shop,
-        "/payments",
-        payment_text(
-            &shop,
-            &qr,
-            &format!(
-                r#""context": {}, "amount_minor": 1, "amount_minor": 4321"#,
-                ctx(shop.merchant())
-            ),
+    let mine = ctx(shop.merchant());
+    let cases = [
+        // The last one would win for serde; a proxy or log line reading the first sees 1.
+        (
+            format!(r#""context": {mine}, "amount_minor": 1, "amount_minor": 4321"#),
+            "/amount_minor",
         ),
-    )
-    .await;
-    r.assert_envelope();
-    assert_eq!(
-        (r.status, r.code()),
-        (400, "VALIDATION_ERROR"),
-        "{}",
-        r.body
-    );
-    assert_eq!(issues(&r), one("/amount_minor", "duplicate_member"));
-
-    // Two contexts naming different merchants.
-    let r = post_text(
-        &shop,
-        "/payments",
-        payment_text(
-            &shop,
-            &qr,
-            &format!(
-                r#""amount_minor": 5, "context": {}, "context": {}"#,
-                ctx(other.merchant_id),
-                ctx(shop.merchant())
+        // Two contexts naming different merchants.
+        (
+            format!(
+                r#""amount_minor": 5, "context": {}, "context": {mine}"#,
+                ctx(other.merchant_id)
             ),
+            "/context",
         ),
-    )
-    .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (400, "VALIDATION_ERROR"),
-        "{}",
-        r.body
-    );
-    assert_eq!(issues(&r), one("/context", "duplicate_member"));
-
-    // At any depth.
-    let r = post_text(
-        &shop,
-        "/payments",
-        payment_text(
-            &shop,
-            &qr,
-            &format!(
-                r#""amount_minor": 5, "context": {}, "basket": {{"lines": [{{"sku": "A", "sku": "B", "quantity": 1, "unit_price_minor": 5, "extended_price_minor": 5}}]}}"#,
-                ctx(shop.merchant())
+        // At any depth.
+        (
+            format!(
+                r#""amount_minor": 5, "context": {mine}, "basket": {{"lines": [{{"sku": "A", "sku": "B", "quantity": 1, "unit_price_minor": 5, "extended_price_minor": 5}}]}}"#
             ),
+            "/basket/lines/0/sku",
         ),
-    )
-    .await;
-    assert_eq!(issues(&r), one("/basket/lines/0/sku", "duplicate_member"));
+    ];
+    for (tail, field) in cases {
+        let r = post_text(&shop, "/payments", payment_text(&shop, &qr, &tail)).await;
+        r.assert_envelope();
+        assert_eq!(
+            (r.status, r.code()),
+            (400, "VALIDATION_ERROR"),
+            "{}",
+            r.body
+        );
+        assert_eq!(issues(&r), one(field, "duplicate_member"));
+    }
 
     assert_eq!(shop.balance(&c).await["actual_minor"], 10_000);
     // The QR nonce was not consumed either.

@@ -117,13 +117,7 @@ async fn a_black_holed_database_ends_every_request_within_the_deadline_and_recov
         eprintln!("production mode only: an embedded SQLite file has no network to lose");
         return;
     }
-    let url = tests::test_config().database_url.unwrap();
-    let proxy = Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
-    let proxied = url.replacen("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port), 1);
-    assert_ne!(
-        proxied, url,
-        "the test database URL must point at 127.0.0.1:5432"
-    );
+    let (proxy, proxied) = tests::proxy::database().await;
     let app = TestApp::spawn_with(false, |c| {
         c.database_url = Some(proxied);
         c.request_timeout_ms = DEADLINE_MS;

@@ -166,14 +166,7 @@ async fn health_reports_the_database_degraded_and_calls_fail_fast_and_retryable(
         eprintln!("production mode only: an embedded SQLite file has no server to stop");
         return;
     }
-    let cfg = tests::test_config();
-    let url = cfg.database_url.clone().unwrap();
-    let proxy = tests::proxy::Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
-    let proxied = url.replacen("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port), 1);
-    assert_ne!(
-        proxied, url,
-        "the test database URL must point at 127.0.0.1:5432"
-    );
+    let (proxy, proxied) = tests::proxy::database().await;
     let app = TestApp::spawn_with(false, |c| {
         c.database_url = Some(proxied);
         c.db_acquire_timeout_ms = 1000;

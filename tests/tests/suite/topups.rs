@@ -520,12 +520,7 @@ async fn a_credit_that_would_overfill_a_wallet_is_refused_whole() {
     );
     // The operator's credit and grant hit the same limit.
     let room = MAX - held;
-    let r = shop
-        .operator(
-            &format!("/operator/wallets/{}/adjustments", c.wallet_id),
-            json!({"direction": "credit", "amount_minor": room + 1, "currency": "EUR", "reason": "too much"}),
-        )
-        .await;
+    let r = shop.credit(&c, room + 1).await;
     assert_eq!(
         (r.status, r.code()),
         (400, "VALIDATION_ERROR"),
@@ -533,22 +528,12 @@ async fn a_credit_that_would_overfill_a_wallet_is_refused_whole() {
         r.body
     );
     assert_eq!(r.field_issues()[0].1, "wallet_limit");
-    let r = shop
-        .operator(
-            &format!("/operator/wallets/{}/adjustments", c.wallet_id),
-            json!({"direction": "credit", "amount_minor": room, "currency": "EUR", "reason": "to the brim"}),
-        )
-        .await;
+    let r = shop.credit(&c, room).await;
     assert_eq!(r.status, 200, "{}", r.body);
     // A refund into the full wallet would overfill it too.
     let paid = shop.pay(&c, 1_000).await;
     assert_eq!(paid.status, 200, "{}", paid.body);
-    let again = shop
-        .operator(
-            &format!("/operator/wallets/{}/adjustments", c.wallet_id),
-            json!({"direction": "credit", "amount_minor": 1_000, "currency": "EUR", "reason": "refill"}),
-        )
-        .await;
+    let again = shop.credit(&c, 1_000).await;
     assert_eq!(again.status, 200, "{}", again.body);
     let pid = paid.body["data"]["payment_id"].as_str().unwrap();
     let r = shop
