@@ -126,7 +126,7 @@ start_private_pg() {
   "${PRIVATE_PG_CTL[@]}" -o "-p $port -k $PRIVATE_PG_DIR -c listen_addresses=$PGHOST_ -c max_connections=200" \
     -l "$PRIVATE_PG_DIR/server.log" -w -t 60 start >/dev/null || { cat "$PRIVATE_PG_DIR/server.log" >&2; die "private PostgreSQL did not start"; }
   PGPORT_=$port
-  log "private PostgreSQL $("$bindir/postgres" --version | awk '{print $NF}') on port $port (autovacuum $(psql_ -d postgres -Atc 'SHOW autovacuum'))"
+  log "private PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') on port $port (autovacuum $(psql_ -d postgres -Atc 'SHOW autovacuum'))"
 }
 
 # ---------------------------------------------------------------- tools ---------------------
@@ -150,9 +150,13 @@ need_service_tools() { # jq and curl; the PostgreSQL and Redis clients when they
 }
 
 free_port() { # a port nobody listens on; bind races are harmless here (start-up would fail)
-  local p _
+  local p _ lo
+  # Below the kernel's ephemeral range: a port in it can be taken by any outgoing
+  # connection (a client of the private PostgreSQL, say) between this check and the bind.
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  ((lo > 21000)) || lo=32768
   for _ in $(seq 1 100); do
-    p=$((20000 + RANDOM % 30000))
+    p=$((20000 + RANDOM % (lo - 20000)))
     if ! (exec 3<>"/dev/tcp/$HOST/$p") 2>/dev/null; then echo "$p"; return 0; fi
   done
   die "no free port found"

@@ -33,6 +33,19 @@ pub fn metrics_handle() -> PrometheusHandle {
             let recorder = PrometheusBuilder::new().build_recorder();
             let handle = recorder.handle();
             let _ = metrics::set_global_recorder(recorder);
+            // A built (not installed) recorder leaves upkeep to its owner: without it every
+            // histogram observation is kept until the next scrape, so a process nobody
+            // scrapes grew without bound (about 0.65 MiB a minute at 660 requests/s in the
+            // soak). Its own thread: it must outlive any one runtime.
+            let upkeep = handle.clone();
+            let _ = std::thread::Builder::new()
+                .name("metrics-upkeep".into())
+                .spawn(move || {
+                    loop {
+                        std::thread::sleep(std::time::Duration::from_secs(5));
+                        upkeep.run_upkeep();
+                    }
+                });
             handle
         })
         .clone()

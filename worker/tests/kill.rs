@@ -15,7 +15,24 @@ use tests::{
     webhooks::{Answer, Receiver},
 };
 
-fn worker(app: &TestApp) -> Child {
+/// A worker process, SIGKILLed when dropped: a failing test leaves none behind.
+struct Worker(Child);
+
+impl Worker {
+    /// SIGKILL, and reap.
+    fn kill(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn worker(app: &TestApp) -> Worker {
     let cfg = &app.server.state.config;
     let mut cmd = tests::against_this_run(Command::new(env!("CARGO_BIN_EXE_wallet-worker")));
     cmd.arg("run")
@@ -40,7 +57,7 @@ fn worker(app: &TestApp) -> Child {
             Err(_) => std::process::Stdio::null(),
         })
         .stderr(std::process::Stdio::null());
-    cmd.spawn().expect("wallet-worker starts")
+    Worker(cmd.spawn().expect("wallet-worker starts"))
 }
 
 /// A receiver whose first request hangs (its worker is killed meanwhile), the rest 200.
@@ -92,8 +109,7 @@ async fn a_worker_killed_mid_delivery_loses_nothing() {
         || async { (!receiver.received().is_empty()).then_some(()) },
     )
     .await;
-    first.kill().expect("SIGKILL");
-    first.wait().expect("reaped");
+    first.kill();
 
     let mut second = worker(&app);
     let delivered = eventually(Duration::from_secs(60), "the delivery", || async {
@@ -106,8 +122,7 @@ async fn a_worker_killed_mid_delivery_loses_nothing() {
         (d["state"] == "DELIVERED").then_some(d)
     })
     .await;
-    second.kill().expect("SIGKILL");
-    second.wait().expect("reaped");
+    second.kill();
     assert_eq!(receiver.accepted_event_ids().len(), 1);
     assert_eq!(
         receiver.received()[0].event_id(),
@@ -149,8 +164,7 @@ async fn a_chain_behind_a_killed_workers_delivery_resumes_within_the_heartbeat_w
     // head is still in flight when its worker dies.
     tokio::time::sleep(Duration::from_secs(14)).await;
     assert_eq!(receiver.received().len(), 1, "nothing overtook the head");
-    first.kill().expect("SIGKILL");
-    first.wait().expect("reaped");
+    first.kill();
     let killed_at = std::time::Instant::now();
 
     let mut second = worker(&app);
@@ -159,8 +173,7 @@ async fn a_chain_behind_a_killed_workers_delivery_resumes_within_the_heartbeat_w
     })
     .await;
     let took = killed_at.elapsed();
-    second.kill().expect("SIGKILL");
-    second.wait().expect("reaped");
+    second.kill();
     // Heartbeat 1 s: the dead worker's delivery is free after 3 s, seen at the next beat.
     assert!(
         took < Duration::from_secs(12),
