@@ -143,6 +143,45 @@ impl Queue {
         .map_err(unavailable)
     }
 
+    /// Returns to the queue the jobs held by `worker`, an incarnation of one of this
+    /// process's queue workers that has failed and been replaced. Its jobs' futures ended
+    /// with it (apalis runs them inside the worker's stream), so nothing runs them any
+    /// more; left alone they would wait out the dead-worker timeout (three missed
+    /// heartbeats, a minute by default) before another worker took them. Counted as an
+    /// attempt, as apalis counts a dead worker's.
+    pub async fn hand_back(&self, worker: &str) -> Result<u64, ApiError> {
+        const RESULT: &str =
+            r#"{"Err": "Re-enqueued: the worker holding it failed and was restarted."}"#;
+        match self {
+            Queue::Sqlite(pool) => {
+                let _turn = crate::store::db::write_turn(pool)
+                    .await
+                    .map_err(unavailable)?;
+                sqlx::query(
+                    "UPDATE Jobs SET status = 'Pending', done_at = NULL, lock_by = NULL, \
+                     lock_at = NULL, attempts = attempts + 1, last_result = ?2 \
+                     WHERE lock_by = ?1 AND status IN ('Running', 'Queued')",
+                )
+                .bind(worker)
+                .bind(RESULT)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+            }
+            Queue::Postgres(pool) => sqlx::query(
+                "UPDATE apalis.jobs SET status = 'Pending', done_at = NULL, lock_by = NULL, \
+                 lock_at = NULL, attempts = attempts + 1, last_result = $2::jsonb \
+                 WHERE lock_by = $1 AND status IN ('Running', 'Queued')",
+            )
+            .bind(worker)
+            .bind(RESULT)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected()),
+        }
+        .map_err(unavailable)
+    }
+
     pub async fn ping(&self) -> Result<(), ApiError> {
         match self {
             Queue::Sqlite(pool) => sqlx::query("SELECT 1 FROM Jobs LIMIT 1")

@@ -114,7 +114,9 @@ impl Runtime {
                         );
                     let deps = deps.clone();
                     let name = name.clone();
+                    let queue = state.queue.clone();
                     monitor = monitor.register(move |restarts| {
+                        hand_back_previous(&queue, restarts, &name);
                         WorkerBuilder::new(name(restarts))
                             .backend(storage.clone().poll_with_strategy(Tick::new(poll)))
                             .data(deps.clone())
@@ -135,7 +137,9 @@ impl Runtime {
                         );
                     let deps = deps.clone();
                     let name = name.clone();
+                    let queue = state.queue.clone();
                     monitor = monitor.register(move |restarts| {
+                        hand_back_previous(&queue, restarts, &name);
                         WorkerBuilder::new(name(restarts))
                             .backend(
                                 storage
@@ -179,6 +183,28 @@ impl Runtime {
             let _ = tokio::time::timeout(Duration::from_secs(35), t).await;
         }
     }
+}
+
+/// A restarted worker's previous incarnation failed, and the jobs it was running ended
+/// with it (apalis keeps them inside the worker's stream): put them back in the queue now,
+/// in the background, rather than after the dead-worker timeout. If the database is still
+/// away, that timeout remains the backstop.
+fn hand_back_previous(queue: &Queue, restarts: usize, name: &impl Fn(usize) -> String) {
+    let Some(previous) = restarts.checked_sub(1).map(name) else {
+        return;
+    };
+    let queue = queue.clone();
+    tokio::spawn(async move {
+        match queue.hand_back(&previous).await {
+            Ok(0) => {}
+            Ok(n) => {
+                tracing::warn!(worker = %previous, jobs = n, "handed back a failed worker's jobs")
+            }
+            Err(e) => {
+                tracing::warn!(worker = %previous, error = %e, "could not hand back a failed worker's jobs; they run again once it counts as dead")
+            }
+        }
+    });
 }
 
 async fn handle(env: JobEnvelope, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDynError> {

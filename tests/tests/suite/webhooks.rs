@@ -605,3 +605,51 @@ async fn a_resources_events_relayed_together_arrive_in_sequence_order_once_each(
     }
     app.stop().await;
 }
+
+/// A queue worker that loses its database connection fails and is restarted; the delivery
+/// it was sending ended with it. The restarted worker hands that job back at once, so the
+/// event arrives seconds later, not after the minute a dead worker's jobs wait.
+#[tokio::test]
+async fn a_delivery_whose_worker_failed_mid_send_goes_out_again_at_once() {
+    use tests::{Mode, mode, proxy::Proxy};
+    if mode() != Mode::Production {
+        eprintln!("production mode only: an embedded SQLite file has no connection to lose");
+        return;
+    }
+    let proxy = Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
+    let port = proxy.port;
+    let app = TestApp::spawn_isolated(true, |c| {
+        let url = c.database_url.take().expect("a database URL");
+        c.database_url = Some(url.replacen("127.0.0.1:5432", &format!("127.0.0.1:{port}"), 1));
+    })
+    .await;
+    let shop = Shop::open(&app).await;
+    // The first request is held while the database goes away under the worker sending it.
+    let receiver = Receiver::start(Arc::new(|n, _| match n {
+        0 => Answer::Hang(Duration::from_millis(900)),
+        _ => Answer::Status(200),
+    }))
+    .await;
+    let (sub, _) = subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    shop.pay(&c, 100).await;
+    eventually(Duration::from_secs(20), "the first send", || async {
+        (!receiver.received().is_empty()).then_some(())
+    })
+    .await;
+    proxy.cut();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    proxy.heal();
+    let started = std::time::Instant::now();
+    eventually(Duration::from_secs(20), "the delivery", || async {
+        let h = history(&shop, &sub).await;
+        (h.first().is_some_and(|d| d["state"] == "DELIVERED")).then_some(())
+    })
+    .await;
+    eprintln!(
+        "delivered {:?} after the database came back",
+        started.elapsed()
+    );
+    app.stop().await;
+}
