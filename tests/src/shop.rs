@@ -34,10 +34,16 @@ pub fn envelope(merchant: Uuid) -> Value {
     })
 }
 
+/// `base` with `extra`'s members; an object in both is merged member by member, so an
+/// `extra` of `{"context": {"service_session_id": ..}}` keeps the envelope's merchant.
 fn merge(mut base: Value, extra: Value) -> Value {
-    if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+    if let (Some(b), Value::Object(e)) = (base.as_object_mut(), extra) {
         for (k, v) in e {
-            b.insert(k.clone(), v.clone());
+            let merged = match b.remove(&k) {
+                Some(old @ Value::Object(_)) if v.is_object() => merge(old, v),
+                _ => v,
+            };
+            b.insert(k, merged);
         }
     }
     base

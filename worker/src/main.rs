@@ -160,13 +160,15 @@ async fn targets(
 ) -> anyhow::Result<Vec<uuid::Uuid>> {
     match (id, all) {
         (Some(id), false) => Ok(vec![id]),
-        (None, true) => Ok(
-            api::store::dead_letters::list(db, &store_filter(f, "dead"), 10_000)
-                .await?
-                .into_iter()
-                .map(|d| d.id)
-                .collect(),
-        ),
+        (None, true) => {
+            Ok(
+                api::store::dead_letters::list(db, &store_filter(f, "dead"), None, 10_000)
+                    .await?
+                    .into_iter()
+                    .map(|d| d.id)
+                    .collect(),
+            )
+        }
         _ => anyhow::bail!("name one dead letter id, or --all with optional filters"),
     }
 }
@@ -186,7 +188,8 @@ async fn dlq_on(db: &sea_orm::DatabaseConnection, cmd: Dlq) -> anyhow::Result<()
             limit,
         } => {
             for d in
-                api::store::dead_letters::list(db, &store_filter(&filter, &status), limit).await?
+                api::store::dead_letters::list(db, &store_filter(&filter, &status), None, limit)
+                    .await?
             {
                 println!("{}", view(&d));
             }

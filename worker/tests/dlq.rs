@@ -83,13 +83,18 @@ async fn dead_sms(app: &TestApp, t: &TestTenant, phone: &str) -> Uuid {
     )
     .await
     .unwrap();
-    store::dead_letters::list(&state.db, &store::dead_letters::Filter::default(), 10_000)
-        .await
-        .unwrap()
-        .into_iter()
-        .find(|d| d.job_id == job)
-        .unwrap()
-        .id
+    store::dead_letters::list(
+        &state.db,
+        &store::dead_letters::Filter::default(),
+        None,
+        10_000,
+    )
+    .await
+    .unwrap()
+    .into_iter()
+    .find(|d| d.job_id == job)
+    .unwrap()
+    .id
 }
 
 #[tokio::test]

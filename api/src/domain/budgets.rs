@@ -64,11 +64,15 @@ pub async fn get<C: ConnectionTrait>(
         .ok_or_else(|| ApiError::not_found("Budget"))
 }
 
+/// A page of the merchant's budgets, oldest first.
 pub async fn list<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
-) -> Result<Vec<budget::Model>, ApiError> {
-    Ok(store::incentives::budgets_of(c, merchant).await?)
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<(Vec<budget::Model>, bool), ApiError> {
+    let rows = store::incentives::budgets_page(c, merchant, after, limit + 1).await?;
+    Ok(super::page_of(rows, limit))
 }
 
 /// A change of a budget's terms; `None` keeps the current value.

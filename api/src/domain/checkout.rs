@@ -150,14 +150,34 @@ pub async fn hold<C: ConnectionTrait>(
     id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<checkout_session::Model, ApiError> {
+    let s = hold_any_state(c, caller, id).await?;
+    ensure_open(&s, now)?;
+    Ok(s)
+}
+
+/// Locks the caller's session `id` whatever its state: for a payment, which checks its
+/// credential before the session's state (`ensure_open`), so a replayed QR nonce is
+/// CREDENTIAL_EXPIRED_OR_REPLAYED, telling the cashier to mint a new one, even when its
+/// session has completed.
+pub async fn hold_any_state<C: ConnectionTrait>(
+    c: &C,
+    caller: &Caller,
+    id: Uuid,
+) -> Result<checkout_session::Model, ApiError> {
     let s = store::checkout::lock(c, caller.integration_id, id)
         .await?
         .ok_or_else(not_found)?;
     check_scope(&s, caller)?;
-    if !is_open(&s, now) {
-        return Err(closed_error(&s, now));
-    }
     Ok(s)
+}
+
+/// VALIDATION_ERROR `session_closed` unless the session is OPEN or IDENTIFIED.
+pub fn ensure_open(s: &checkout_session::Model, now: DateTime<Utc>) -> Result<(), ApiError> {
+    if is_open(s, now) {
+        Ok(())
+    } else {
+        Err(closed_error(s, now))
+    }
 }
 
 /// POST /checkout/sessions/{id}/identify: resolves the customer and attaches them. A
@@ -218,11 +238,29 @@ pub async fn cancel<C: ConnectionTrait>(
     Ok(s)
 }
 
-/// A payment in the session must be the identified customer's, when one was identified.
-pub fn check_customer(s: &checkout_session::Model, wallet_user_id: Uuid) -> Result<(), ApiError> {
+/// The customer an IDENTIFIED session names; VALIDATION_ERROR on the session field while
+/// no customer was identified in it.
+pub fn identified_customer(s: &checkout_session::Model) -> Result<Uuid, ApiError> {
+    match (s.state.as_str(), s.wallet_user_id) {
+        (IDENTIFIED, Some(u)) => Ok(u),
+        _ => Err(ApiError::field(
+            "/context/service_session_id",
+            "session_not_identified",
+            "names a session in which no customer was identified yet (POST /checkout/sessions/{id}/identify)",
+        )),
+    }
+}
+
+/// A payment (or mint, or top-up) in the session must be the identified customer's, when
+/// one was identified; `field` names what named the other customer.
+pub fn check_customer(
+    s: &checkout_session::Model,
+    wallet_user_id: Uuid,
+    field: &str,
+) -> Result<(), ApiError> {
     match s.wallet_user_id {
         Some(u) if u != wallet_user_id => Err(ApiError::field(
-            "/credential",
+            field,
             "session_customer_mismatch",
             "belongs to another customer than the one identified in the checkout session",
         )),

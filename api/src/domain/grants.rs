@@ -36,11 +36,8 @@ pub async fn list<C: ConnectionTrait>(
         .into_iter()
         .map(|w| w.id)
         .collect();
-    let mut rows =
-        store::wallets::grants_page(c, &wallets, state, source, after, limit + 1).await?;
-    let more = rows.len() as u64 > limit;
-    rows.truncate(limit as usize);
-    Ok((rows, more))
+    let rows = store::wallets::grants_page(c, &wallets, state, source, after, limit + 1).await?;
+    Ok(super::page_of(rows, limit))
 }
 
 fn grant_event(

@@ -23,3 +23,11 @@ pub mod transactions;
 pub mod validate;
 pub mod wallets;
 pub mod webhooks;
+
+/// A page of a cursor-paginated list from the `limit + 1` rows its query read: the first
+/// `limit`, and whether there were more.
+pub fn page_of<T>(mut rows: Vec<T>, limit: u64) -> (Vec<T>, bool) {
+    let more = rows.len() as u64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    (rows, more)
+}

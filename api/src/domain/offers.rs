@@ -192,12 +192,9 @@ pub async fn list<C: ConnectionTrait>(
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<(Vec<offer::Model>, bool), ApiError> {
-    let mut rows =
-        store::incentives::offers_page(c, merchant, wallet_user_id, state, after, limit + 1)
-            .await?;
-    let more = rows.len() as u64 > limit;
-    rows.truncate(limit as usize);
-    Ok((rows, more))
+    let rows = store::incentives::offers_page(c, merchant, wallet_user_id, state, after, limit + 1)
+        .await?;
+    Ok(super::page_of(rows, limit))
 }
 
 /// One armed offer measured against a prospective payment.

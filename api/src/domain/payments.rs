@@ -217,7 +217,9 @@ fn format_minor(m: i64) -> String {
 
 #[derive(Clone, Debug)]
 pub struct QrMint {
-    pub customer: Customer,
+    /// Named by the caller; `None`: the customer the checkout session identified.
+    pub customer: Option<Customer>,
+    pub service_session_id: Option<Uuid>,
     pub with_short_code: bool,
     pub wallet_program_id: Option<Uuid>,
 }
@@ -248,13 +250,36 @@ pub async fn mint_qr<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<QrMinted, ApiError> {
     let merchant = caller.acting.merchant_id;
-    let found = identity(c, merchant, &req.customer).await?;
+    // The session is the caller's, open and (unless the body names the customer)
+    // identified; its program is the default choice.
+    let session = match req.service_session_id {
+        Some(id) => Some(checkout::hold(c, caller, id, now).await?),
+        None => None,
+    };
+    let customer = match (req.customer, &session) {
+        (Some(named), _) => named,
+        (None, Some(s)) => Customer::WalletUser(checkout::identified_customer(s)?),
+        (None, None) => {
+            return Err(ApiError::field(
+                "/context/service_session_id",
+                "required",
+                "name the checkout session the customer was identified in, or the customer",
+            ));
+        }
+    };
+    let found = identity(c, merchant, &customer).await?;
+    if let Some(s) = &session {
+        checkout::check_customer(s, found.id, "/customer")?;
+    }
+    let program = req
+        .wallet_program_id
+        .or(session.as_ref().and_then(|s| s.wallet_program_id));
     // Mints for one customer queue on the identity, so two concurrent mints cannot each
     // miss the other's nonce and leave two live.
     let who = store::wallets::lock_identity(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let w = wallets::choose_wallet(c, &who, None, req.wallet_program_id).await?;
+    let w = wallets::choose_wallet(c, &who, None, program).await?;
     store::payments::supersede_qr(c, w.id, now).await?;
     let mut raw = [0u8; 32];
     getrandom::fill(&mut raw).map_err(ApiError::internal)?;
@@ -575,9 +600,11 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
     let merchant = caller.acting.merchant_id;
     let payment_id = Uuid::now_v7();
     // The session first (it is first in the lock order): two payments in one session
-    // queue here, and the second finds it closed.
+    // queue here, and the second finds it closed. Its state is checked after the
+    // credential, whose error tells the cashier what to do (a used QR nonce of a completed
+    // session: mint a new one); what the credential took is rolled back with the error.
     let session = match pay.service_session_id {
-        Some(id) => Some(checkout::hold(c, caller, id, now).await?),
+        Some(id) => Some(checkout::hold_any_state(c, caller, id).await?),
         None => None,
     };
     let store::wallets::ForPayment {
@@ -587,6 +614,9 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         grants,
     } = take_credential(c, sealer, merchant, &pay, payment_id, now).await?;
     drop(turn);
+    if let Some(s) = &session {
+        checkout::ensure_open(s, now)?;
+    }
     if pay
         .wallet_program_id
         .is_some_and(|p| p != w.wallet_program_id)
@@ -615,7 +645,7 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         return Err(pending_proof());
     }
     if let Some(s) = &session {
-        checkout::check_customer(s, who.id)?;
+        checkout::check_customer(s, who.id, "/credential")?;
     }
     let views: Vec<_> = grants.iter().map(wallets::grant_view).collect();
     let plan = ledger::plan_debit(&views, w.actual_minor, pay.amount_minor, now).map_err(|s| {

@@ -123,11 +123,15 @@ pub async fn register_sku<C: ConnectionTrait>(
     Ok((store::topups::update_sku(c, s).await?, false))
 }
 
+/// A page of the merchant's SKUs, oldest first.
 pub async fn list_skus<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
-) -> Result<Vec<sku::Model>, ApiError> {
-    Ok(store::topups::skus_of(c, merchant).await?)
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<(Vec<sku::Model>, bool), ApiError> {
+    let rows = store::topups::skus_page(c, merchant, after, limit + 1).await?;
+    Ok(super::page_of(rows, limit))
 }
 
 #[derive(Clone, Debug)]
@@ -477,7 +481,7 @@ pub async fn topup_sku<C: ConnectionTrait>(
     };
     let (identity, created) = credit_identity(c, sealer, merchant, &req.customer, now).await?;
     if let Some(s) = &session {
-        checkout::check_customer(s, identity.id)?;
+        checkout::check_customer(s, identity.id, "/customer")?;
     }
     let program = program_for_credit(c, merchant, req.wallet_program_id, &sku.currency).await?;
     let too_large = |what: &str| {

@@ -303,15 +303,17 @@ pub async fn create<C: ConnectionTrait>(
     })
 }
 
+/// A page of the subscriptions the caller sees (`visible`), oldest first.
 pub async fn list<C: ConnectionTrait>(
     c: &C,
     p: &Principal,
-) -> Result<Vec<webhook_subscription::Model>, ApiError> {
-    Ok(store::webhooks::subscriptions_of(c, p.integration_id)
-        .await?
-        .into_iter()
-        .filter(|s| visible(p, s))
-        .collect())
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<(Vec<webhook_subscription::Model>, bool), ApiError> {
+    let merchant = control_plane(p)?;
+    let rows = store::webhooks::subscriptions_page(c, p.integration_id, merchant, after, limit + 1)
+        .await?;
+    Ok(super::page_of(rows, limit))
 }
 
 /// The caller's subscription, locked; another integration's (or merchant's) is NOT_FOUND.
@@ -430,10 +432,9 @@ pub async fn deliveries<C: ConnectionTrait>(
     limit: u64,
 ) -> Result<DeliveryPage, ApiError> {
     let s = get(c, p, subscription).await?;
-    let mut rows =
+    let rows =
         store::webhooks::deliveries_page(c, s.id, event_type, state, after, limit + 1).await?;
-    let more = rows.len() as u64 > limit;
-    rows.truncate(limit as usize);
+    let (rows, more) = super::page_of(rows, limit);
     let ids: Vec<Uuid> = rows.iter().map(|d| d.id).collect();
     let mut attempts = store::webhooks::attempts_of(c, &ids).await?;
     let deliveries = rows

@@ -135,8 +135,8 @@ impl Validate for OpenSessionRequest {
 /// Identify the customer in a session.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct SessionIdentifyRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
+    /// Optional here: omitted, nothing is checked; given, it must be valid.
+    pub meta: Option<RequestMeta>,
     #[serde(default)]
     pub context: RequestContext,
     #[serde(default)]
@@ -148,7 +148,7 @@ pub struct SessionIdentifyRequest {
 
 impl Validate for SessionIdentifyRequest {
     fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
+        RequestMeta::validate_optional(&self.meta, e);
         self.context.validate(e);
         identity_credential(e, "/customer", &self.customer.raw);
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);

@@ -87,6 +87,14 @@ pub struct RequestMeta {
 }
 
 impl RequestMeta {
+    /// For the operations whose `meta` the spec marks optional (enrollment, claims, SKU
+    /// top-up, reload-bonus config, session identify): a missing `meta` is no error.
+    pub fn validate_optional(meta: &Option<Self>, e: &mut Errors) {
+        if let Some(m) = meta {
+            m.validate(e);
+        }
+    }
+
     pub fn validate(&self, e: &mut Errors) {
         if self.partner_request_id.is_empty() {
             e.push(

@@ -3,10 +3,27 @@
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::{envelope::Page, error::ApiError};
 
 pub fn encode(list: &str, id: Uuid) -> String {
     URL_SAFE_NO_PAD.encode(format!("{list}:{id}"))
+}
+
+/// The `cursor` query parameter of `list`, decoded when present.
+pub fn after(list: &str, cursor: &Option<String>) -> Result<Option<Uuid>, ApiError> {
+    cursor.as_deref().map(|c| decode(list, c)).transpose()
+}
+
+/// The page meta of a list page: the cursor after its last row when there is more.
+pub fn page<T>(list: &str, rows: &[T], more: bool, id: impl Fn(&T) -> Uuid) -> Page {
+    Page {
+        next_cursor: if more {
+            rows.last().map(|r| encode(list, id(r)))
+        } else {
+            None
+        },
+        has_more: more,
+    }
 }
 
 pub fn decode(list: &str, cursor: &str) -> Result<Uuid, ApiError> {

@@ -110,6 +110,19 @@ impl Presented {
             )),
         }
     }
+
+    /// `known`, counted against the integration's identification budget: every route that
+    /// resolves a customer from an identifier (claims, offers, top-ups, ...) shares the
+    /// identify limit, so none is a side door for enumerating phones or codes.
+    pub async fn guarded(
+        self,
+        state: &AppState,
+        principal: &crate::domain::credentials::Principal,
+    ) -> Result<IdentityCredential, ApiError> {
+        let credential = self.known(state, principal.integration_id).await?;
+        identification_guard(state, principal, &credential).await?;
+        Ok(credential)
+    }
 }
 
 /// Checks the credential object at `at` (a JSON pointer) and returns what it names, or
@@ -238,17 +251,19 @@ impl CustomerNamed {
         }
     }
 
+    /// What names the customer; an identity credential counts against the identify limit
+    /// (`Presented::guarded`).
     pub async fn credentials(
         self,
         st: &AppState,
-        integration: Uuid,
+        principal: &crate::domain::credentials::Principal,
     ) -> Result<Vec<IdentityCredential>, ApiError> {
         let mut named = Vec::new();
         if let Some(id) = self.by_id {
             named.push(IdentityCredential::WalletUser(id));
         }
         if let Some(c) = self.by_credential {
-            named.push(c.known(st, integration).await?);
+            named.push(c.guarded(st, principal).await?);
         }
         Ok(named)
     }
@@ -285,7 +300,8 @@ pub async fn merchant_of(
 }
 
 /// Identification is rate-limited per integration wherever it happens (identify, the
-/// cashier lookup, session identify), and a short code is guarded as at payment: while the
+/// cashier lookup, session identify, and every route that takes a customer's identifier:
+/// see `Presented::guarded`), and a short code is guarded as at payment: while the
 /// integration has too many failed short codes, identification by short code is refused
 /// too, so no route can be used to search for live codes or for phones.
 pub async fn identification_guard(

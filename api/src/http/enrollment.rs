@@ -59,8 +59,8 @@ fn session(e: &mut Errors, ctx: &RequestContext) -> Option<uuid::Uuid> {
 /// Start enrollment: prove the customer's phone.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct EnrollInitiateRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
+    /// Optional here: omitted, nothing is checked; given, it must be valid.
+    pub meta: Option<RequestMeta>,
     #[serde(default)]
     pub context: RequestContext,
     /// Normalised to E.164; with the merchant, the identity key.
@@ -83,7 +83,7 @@ pub struct EnrollInitiateRequest {
 
 impl Validate for EnrollInitiateRequest {
     fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
+        RequestMeta::validate_optional(&self.meta, e);
         self.context.validate(e);
         if self.phone.is_empty() {
             e.push("/phone", "required", "is required (E.164)");
@@ -163,8 +163,8 @@ fn enrollment_result(
 /// Complete phone proof with the link token or the code.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct EnrollVerifyRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
+    /// Optional here: omitted, nothing is checked; given, it must be valid.
+    pub meta: Option<RequestMeta>,
     #[serde(default)]
     pub context: RequestContext,
     /// The signed single-use token from the SMS link. Give this or `code`.
@@ -250,7 +250,7 @@ impl EnrollVerifyRequest {
 
 impl Validate for EnrollVerifyRequest {
     fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
+        RequestMeta::validate_optional(&self.meta, e);
         self.context.validate(e);
         self.proof(e);
     }
@@ -317,8 +317,8 @@ pub struct EnrollVerifyResult {
 /// Send the enrollment SMS again (a new code; the link keeps working).
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct EnrollResendRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
+    /// Optional here: omitted, nothing is checked; given, it must be valid.
+    pub meta: Option<RequestMeta>,
     #[serde(default)]
     pub context: RequestContext,
     /// The phone being enrolled. Give this or `enrollment_id`.
@@ -347,7 +347,7 @@ impl EnrollResendRequest {
 
 impl Validate for EnrollResendRequest {
     fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
+        RequestMeta::validate_optional(&self.meta, e);
         self.context.validate(e);
         self.target(e);
     }
@@ -358,8 +358,8 @@ impl Validate for EnrollResendRequest {
 /// Release a verified customer's locked grants.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct ClaimRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
+    /// Optional here: omitted, nothing is checked; given, it must be valid.
+    pub meta: Option<RequestMeta>,
     #[serde(default)]
     pub context: RequestContext,
     /// The VERIFIED wallet identity. Give this, `customer`, or both (naming the same
@@ -373,7 +373,7 @@ pub struct ClaimRequest {
 
 impl Validate for ClaimRequest {
     fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
+        RequestMeta::validate_optional(&self.meta, e);
         self.context.validate(e);
         CustomerNamed::parse(
             e,
@@ -645,7 +645,7 @@ impl EnrollmentApi {
             },
             move |txn, acting| {
                 Box::pin(async move {
-                    let named = named.credentials(&st, p.integration_id).await?;
+                    let named = named.credentials(&st, &p).await?;
                     let who = caller(&p, acting, &b.context);
                     let c = enrollment::claim(txn, &st.sealer, &who, &named, Utc::now()).await?;
                     let (released_grants, skipped_grants, wallets) = released_parts(&c.released);

@@ -25,7 +25,7 @@ use crate::{
         offers::{self, NewOffer, Reward},
         validate::{self, Errors},
     },
-    envelope::{self, Page},
+    envelope,
     error::ApiError,
     idempotency::Outcome,
     state::AppState,
@@ -668,6 +668,9 @@ impl IncentivesApi {
     }
 
     /// List campaign budgets (beta)
+    ///
+    /// In the order they were opened. Cursor-paginated (`limit` 1–200, default 50; pass
+    /// `meta.next_cursor` as `cursor`).
     #[oai(
         path = "/incentives/budgets",
         method = "get",
@@ -678,11 +681,21 @@ impl IncentivesApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         merchant_id: Query<Option<String>>,
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<BudgetView>>> {
         let st = state.0;
+        let mut e = Errors::default();
+        let limit = super::common::page_limit(&mut e, limit.0);
+        e.finish()?;
+        let after = super::cursor::after("budget", &cursor.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
-        let rows = budgets::list(&st.db, merchant).await?;
-        Ok(Reply::ok(&rows.iter().map(budget_view).collect::<Vec<_>>()))
+        let (rows, more) = budgets::list(&st.db, merchant, after, limit).await?;
+        let page = super::cursor::page("budget", &rows, more, |b| b.id);
+        Ok(Reply::page(
+            &rows.iter().map(budget_view).collect::<Vec<_>>(),
+            &page,
+        ))
     }
 
     /// Get a campaign budget (beta)
@@ -803,7 +816,7 @@ impl IncentivesApi {
             },
             move |txn, acting| {
                 Box::pin(async move {
-                    let named = named.credentials(&st, p.integration_id).await?;
+                    let named = named.credentials(&st, &p).await?;
                     let who = caller(&p, acting, &b.context);
                     let now = Utc::now();
                     let o = offers::arm(
@@ -855,11 +868,7 @@ impl IncentivesApi {
         }
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
-        let after = cursor
-            .0
-            .as_deref()
-            .map(|c| super::cursor::decode("offer", c))
-            .transpose()?;
+        let after = super::cursor::after("offer", &cursor.0)?;
         let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
         let (rows, more) = offers::list(
             &st.db,
@@ -870,14 +879,7 @@ impl IncentivesApi {
             limit,
         )
         .await?;
-        let page = Page {
-            next_cursor: if more {
-                rows.last().map(|o| super::cursor::encode("offer", o.id))
-            } else {
-                None
-            },
-            has_more: more,
-        };
+        let page = super::cursor::page("offer", &rows, more, |o| o.id);
         let now = Utc::now();
         Ok(Reply::page(
             &rows.iter().map(|o| offer_view(o, now)).collect::<Vec<_>>(),
@@ -934,7 +936,7 @@ impl IncentivesApi {
             b.customer.as_ref().map(|c| &c.raw),
         );
         e.finish()?;
-        let named = named.credentials(st, principal.integration_id).await?;
+        let named = named.credentials(st, principal).await?;
         let who = caller(principal, acting, &b.context);
         let now = Utc::now();
         let (wallet_user_id, found) = offers::evaluate(

@@ -22,7 +22,6 @@ use crate::{
         credentials::keys::{self, CreateKey},
         validate::{self, Errors},
     },
-    envelope::Page,
     idempotency::Outcome,
     state::AppState,
 };
@@ -300,21 +299,10 @@ impl KeysApi {
             .and_then(|b| validate::uuid(&mut e, "query:branch_id", b));
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
-        let after = cursor
-            .0
-            .as_deref()
-            .map(|c| super::cursor::decode("key", c))
-            .transpose()?;
+        let after = super::cursor::after("key", &cursor.0)?;
         let (rows, more) =
             keys::list(&state.0.db, &auth.0, status.0.clone(), branch, after, limit).await?;
-        let page = Page {
-            next_cursor: if more {
-                rows.last().map(|k| super::cursor::encode("key", k.id))
-            } else {
-                None
-            },
-            has_more: more,
-        };
+        let page = super::cursor::page("key", &rows, more, |k| k.id);
         let items: Vec<ApiKeyItem> = rows
             .iter()
             .map(|m| ApiKeyItem {

@@ -21,7 +21,6 @@ use crate::{
         operators::{self, Operator},
         validate::{self, Errors},
     },
-    envelope::Page,
     error::ApiError,
     jobs::dead_letters,
     state::AppState,
@@ -301,6 +300,7 @@ impl OperatorApi {
         error: Query<Option<String>>,
         /// 1 to 200, default 50.
         limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<DeadLetterView>>> {
         let mut e = Errors::default();
         let status = status.0.unwrap_or_else(|| "dead".into());
@@ -317,6 +317,7 @@ impl OperatorApi {
             .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
+        let before = super::cursor::after("dead_letter", &cursor.0)?;
         let f = store::dead_letters::Filter {
             status: Some(status),
             queue: queue.0,
@@ -327,11 +328,14 @@ impl OperatorApi {
                 .map(|s| chrono::Utc::now() - chrono::Duration::seconds(s)),
             error_contains: error.0,
         };
-        let rows = store::dead_letters::list(&state.0.db, &f, limit)
+        let rows = store::dead_letters::list(&state.0.db, &f, before, limit + 1)
             .await
             .map_err(ApiError::from)?;
-        Ok(Reply::ok(
+        let (rows, more) = crate::domain::page_of(rows, limit);
+        let page = super::cursor::page("dead_letter", &rows, more, |d| d.id);
+        Ok(Reply::page(
             &rows.into_iter().map(dead_letter_view).collect::<Vec<_>>(),
+            &page,
         ))
     }
 
@@ -413,24 +417,13 @@ impl OperatorApi {
     ) -> poem::Result<Reply<Vec<AuditEntry>>> {
         let mut e = Errors::default();
         let limit = super::common::page_limit(&mut e, limit.0);
-        let before = cursor
-            .0
-            .as_deref()
-            .and_then(|c| validate::uuid(&mut e, "query:cursor", c));
         e.finish()?;
-        let mut rows = store::operators::audit_page(&state.0.db, before, limit + 1)
+        let before = super::cursor::after("audit", &cursor.0)?;
+        let rows = store::operators::audit_page(&state.0.db, before, limit + 1)
             .await
             .map_err(ApiError::from)?;
-        let more = rows.len() as u64 > limit;
-        rows.truncate(limit as usize);
-        let page = Page {
-            next_cursor: if more {
-                rows.last().map(|r| r.id.to_string())
-            } else {
-                None
-            },
-            has_more: more,
-        };
+        let (rows, more) = crate::domain::page_of(rows, limit);
+        let page = super::cursor::page("audit", &rows, more, |r| r.id);
         let items: Vec<AuditEntry> = rows
             .into_iter()
             .map(|r| AuditEntry {

@@ -23,6 +23,7 @@ use super::{
 use crate::{
     domain::{
         credentials::Principal,
+        customers::IdentityCredential,
         payments::{self, Credential, Customer, ReversalKind},
         validate::{self, Errors},
         wallets::{Balance, GrantBalance},
@@ -164,36 +165,55 @@ pub struct CustomerCredential {
     pub phone: Option<String>,
 }
 
-/// Mint a single-use QR nonce (and optionally a short code) for a customer's wallet.
+/// Mint a single-use QR nonce (and optionally a short code) for a customer's wallet. The
+/// customer is the one a cashier identified in the checkout session that
+/// `context.service_session_id` names; the wallet app (no session) names the customer
+/// with `customer` or `wallet_user_id` instead.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct QrMintRequest {
     #[serde(default)]
     pub meta: RequestMeta,
     #[serde(default)]
     pub context: RequestContext,
-    /// The customer, by identity credential. Give this or `wallet_user_id`.
+    /// The customer, by identity credential, when no identified checkout session names
+    /// them. At most one of `customer` and `wallet_user_id`.
     #[oai(nullable)]
     pub customer: Option<CustomerCredential>,
-    /// The customer, by wallet identity id (from identification).
+    /// The customer, by wallet identity id (from identification), when no identified
+    /// checkout session names them.
     #[oai(nullable)]
     pub wallet_user_id: Option<String>,
-    /// Also return a 5-character alphanumeric code the customer can read out.
+    /// Also return a 5-character alphanumeric code the customer can read out. Default
+    /// false.
     #[serde(default)]
+    #[oai(default)]
     pub include_short_code: bool,
-    /// Picks the program when the customer has wallets in several.
+    /// Picks the program when the customer has wallets in several (default: the program
+    /// the session's identification chose).
     #[oai(nullable)]
     pub wallet_program_id: Option<String>,
 }
 
 impl QrMintRequest {
+    /// The customer the body names, if any; `None` leaves it to the checkout session.
     fn customer(&self, e: &mut Errors) -> Option<Customer> {
         match (&self.customer, &self.wallet_user_id) {
-            (Some(_), Some(_)) | (None, None) => {
+            (Some(_), Some(_)) => {
                 e.push(
                     "/customer",
-                    "exactly_one",
-                    "give exactly one of customer or wallet_user_id",
+                    "at_most_one",
+                    "give at most one of customer or wallet_user_id",
                 );
+                None
+            }
+            (None, None) => {
+                if self.context.service_session_id.is_none() {
+                    e.push(
+                        "/context/service_session_id",
+                        "required",
+                        "name the checkout session the customer was identified in, or the customer (customer or wallet_user_id)",
+                    );
+                }
                 None
             }
             (None, Some(id)) => validate::uuid(e, "/wallet_user_id", id).map(Customer::WalletUser),
@@ -773,6 +793,9 @@ impl PaymentsApi {
             },
             move |txn, acting| {
                 Box::pin(async move {
+                    // The phone resolves a wallet: it counts as an identification.
+                    let phone = IdentityCredential::Phone(req.phone.clone());
+                    super::customers::identification_guard(&st, &principal, &phone).await?;
                     let who = caller(&principal, acting, &b.context);
                     let sent = payments::send_otp(txn, &st.sealer, &who, req, Utc::now()).await?;
                     Ok(Outcome::new(OtpSendResult {
@@ -794,9 +817,14 @@ impl PaymentsApi {
     /// Mint a QR nonce
     ///
     /// A single-use nonce bound to the customer's wallet, valid 5 minutes, optionally with a
-    /// 5-character short code. A new mint replaces the previous nonce (a payment already in
-    /// flight with it still completes). A same-key retry within the TTL returns the same
-    /// nonce.
+    /// 5-character short code (`include_short_code`). The customer is the one identified in
+    /// the checkout session `context.service_session_id` names: a session of another
+    /// tenant is NOT_FOUND, of another branch or terminal FORBIDDEN, not yet IDENTIFIED or
+    /// already closed VALIDATION_ERROR on `/context/service_session_id`. Without a session
+    /// (the wallet app), name the customer with `customer` or `wallet_user_id`; with both,
+    /// they must be the session's customer. A new mint replaces the previous nonce (a
+    /// payment already in flight with it still completes). A same-key retry within the TTL
+    /// returns the same nonce.
     #[oai(path = "/qr/mint", method = "post", operation_id = "mintQr")]
     async fn qr_mint(
         &self,
@@ -813,9 +841,15 @@ impl PaymentsApi {
         let mut e = Errors::default();
         let customer = b.customer(&mut e);
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let session = optional_uuid(
+            &mut e,
+            "/context/service_session_id",
+            &b.context.service_session_id,
+        );
         e.finish()?;
         let req = payments::QrMint {
-            customer: customer.ok_or_else(|| ApiError::internal("validated customer"))?,
+            customer,
+            service_session_id: session,
             with_short_code: b.include_short_code,
             wallet_program_id: program,
         };
@@ -832,6 +866,10 @@ impl PaymentsApi {
             },
             move |txn, acting| {
                 Box::pin(async move {
+                    if let Some(Customer::Phone(phone)) = &req.customer {
+                        let phone = IdentityCredential::Phone(phone.clone());
+                        super::customers::identification_guard(&st, &principal, &phone).await?;
+                    }
                     let now = Utc::now();
                     let who = caller(&principal, acting, &b.context);
                     let m = payments::mint_qr(txn, &st.sealer, &who, req, now).await?;

@@ -46,6 +46,7 @@ impl SandboxApi {
         phone: Query<String>,
         /// At most this many messages (1 to 200, default 50).
         limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SandboxMessage>>> {
         let p = &auth.0;
         if !p.is_sandbox {
@@ -62,10 +63,18 @@ impl SandboxApi {
         let mut e = crate::domain::validate::Errors::default();
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
-        let rows =
-            store::sandbox_messages::list_for_phone(&state.0.db, p.integration_id, &phone, limit)
-                .await
-                .map_err(ApiError::from)?;
+        let before = super::cursor::after("sandbox_message", &cursor.0)?;
+        let rows = store::sandbox_messages::list_for_phone(
+            &state.0.db,
+            p.integration_id,
+            &phone,
+            before,
+            limit + 1,
+        )
+        .await
+        .map_err(ApiError::from)?;
+        let (rows, more) = crate::domain::page_of(rows, limit);
+        let page = super::cursor::page("sandbox_message", &rows, more, |m| m.id);
         let merchants = crate::domain::platform::authorized_merchants(state.0, p).await?;
         let out: Vec<SandboxMessage> = rows
             .into_iter()
@@ -84,6 +93,6 @@ impl SandboxApi {
                 merchant_id: m.merchant_id.map(|u| u.to_string()),
             })
             .collect();
-        Ok(Reply::ok(&out))
+        Ok(Reply::page(&out, &page))
     }
 }

@@ -305,8 +305,8 @@ impl TierBody {
 /// Set a program's reload-bonus tiers (a new version; earlier top-ups keep theirs).
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct ReloadBonusConfigRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
+    /// Optional here: omitted, nothing is checked; given, it must be valid.
+    pub meta: Option<RequestMeta>,
     #[serde(default)]
     pub context: RequestContext,
     /// The program the tiers govern.
@@ -328,7 +328,7 @@ pub struct ReloadBonusConfigRequest {
 
 impl Validate for ReloadBonusConfigRequest {
     fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
+        RequestMeta::validate_optional(&self.meta, e);
         self.context.validate(e);
         validate::uuid(e, "/wallet_program_id", &self.wallet_program_id);
         validate::currency(e, "/currency", &self.currency);
@@ -533,7 +533,7 @@ impl SettlementsApi {
             },
             move |txn, acting| {
                 Box::pin(async move {
-                    let customer = presented.known(&st, p.integration_id).await?;
+                    let customer = presented.guarded(&st, &p).await?;
                     let who = caller(&p, acting, &b.context);
                     let o = settlements::confirm(
                         txn,

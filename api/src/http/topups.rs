@@ -28,7 +28,6 @@ use crate::{
         validate::{self, Errors},
         wallets::GRANT_SOURCES,
     },
-    envelope::Page,
     error::ApiError,
     idempotency::Outcome,
     state::AppState,
@@ -177,8 +176,8 @@ fn sku_view(s: &sku::Model) -> SkuView {
 /// Credit a wallet for a SKU sold at the POS.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct SkuTopupRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
+    /// Optional here: omitted, nothing is checked; given, it must be valid.
+    pub meta: Option<RequestMeta>,
     #[serde(default)]
     pub context: RequestContext,
     /// The finalised POS order: one credit per order, however often it is reported.
@@ -212,7 +211,7 @@ impl SkuTopupRequest {
 
 impl Validate for SkuTopupRequest {
     fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
+        RequestMeta::validate_optional(&self.meta, e);
         self.context.validate(e);
         if validate::length(e, "/pos_order_ref", &self.pos_order_ref, 1, 128) {
             validate::no_control_chars(e, "/pos_order_ref", &self.pos_order_ref);
@@ -380,8 +379,9 @@ impl TopupsApi {
 
     /// List SKUs
     ///
-    /// The merchant's SKUs with their current terms. `merchant_id` is required unless the
-    /// key acts for exactly one merchant.
+    /// The merchant's SKUs with their current terms, in the order they were registered.
+    /// `merchant_id` is required unless the key acts for exactly one merchant.
+    /// Cursor-paginated (`limit` 1–200, default 50; pass `meta.next_cursor` as `cursor`).
     #[oai(
         path = "/skus",
         method = "get",
@@ -393,11 +393,21 @@ impl TopupsApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         merchant_id: Query<Option<String>>,
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SkuView>>> {
         let st = state.0;
+        let mut e = Errors::default();
+        let limit = super::common::page_limit(&mut e, limit.0);
+        e.finish()?;
+        let after = super::cursor::after("sku", &cursor.0)?;
         let merchant = super::customers::merchant_of(st, &auth.0, &merchant_id.0).await?;
-        let rows = topups::list_skus(&st.db, merchant).await?;
-        Ok(Reply::ok(&rows.iter().map(sku_view).collect::<Vec<_>>()))
+        let (rows, more) = topups::list_skus(&st.db, merchant, after, limit).await?;
+        let page = super::cursor::page("sku", &rows, more, |s| s.id);
+        Ok(Reply::page(
+            &rows.iter().map(sku_view).collect::<Vec<_>>(),
+            &page,
+        ))
     }
 
     /// Top up by SKU sale
@@ -456,7 +466,7 @@ impl TopupsApi {
             },
             move |txn, acting| {
                 Box::pin(async move {
-                    let customer = presented.known(&st, p.integration_id).await?;
+                    let customer = presented.guarded(&st, &p).await?;
                     let who = caller(&p, acting, &b.context);
                     let o = topups::topup_sku(
                         txn,
@@ -517,11 +527,7 @@ impl TopupsApi {
         }
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
-        let after = cursor
-            .0
-            .as_deref()
-            .map(|c| super::cursor::decode("grant", c))
-            .transpose()?;
+        let after = super::cursor::after("grant", &cursor.0)?;
         let merchant = super::customers::merchant_of(st, auth.principal(), &merchant_id.0).await?;
         let (rows, more) = grants::list(
             &st.db,
@@ -533,14 +539,7 @@ impl TopupsApi {
             limit,
         )
         .await?;
-        let page = Page {
-            next_cursor: if more {
-                rows.last().map(|g| super::cursor::encode("grant", g.id))
-            } else {
-                None
-            },
-            has_more: more,
-        };
+        let page = super::cursor::page("grant", &rows, more, |g| g.id);
         Ok(Reply::page(
             &rows.iter().map(grant_item).collect::<Vec<_>>(),
             &page,

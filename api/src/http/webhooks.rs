@@ -22,7 +22,6 @@ use crate::{
         validate::{self, Errors},
         webhooks::{self, NewSubscription, WithSecret},
     },
-    envelope::Page,
     error::ApiError,
     idempotency::Outcome,
     state::AppState,
@@ -407,6 +406,9 @@ impl WebhooksApi {
     }
 
     /// List webhook endpoints
+    ///
+    /// In the order they were registered; a merchant's key sees its merchant's only.
+    /// Cursor-paginated (`limit` 1–200, default 50; pass `meta.next_cursor` as `cursor`).
     #[oai(
         path = "/webhooks/subscriptions",
         method = "get",
@@ -416,12 +418,20 @@ impl WebhooksApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SubscriptionView>>> {
         webhooks::control_plane(&auth.0)?;
+        let mut e = Errors::default();
+        let limit = super::common::page_limit(&mut e, limit.0);
+        e.finish()?;
+        let after = super::cursor::after("subscription", &cursor.0)?;
         let now = Utc::now();
-        let rows = webhooks::list(&state.0.db, &auth.0).await?;
-        Ok(Reply::ok(
+        let (rows, more) = webhooks::list(&state.0.db, &auth.0, after, limit).await?;
+        let page = super::cursor::page("subscription", &rows, more, |s| s.id);
+        Ok(Reply::page(
             &rows.iter().map(|s| view(s, now)).collect::<Vec<_>>(),
+            &page,
         ))
     }
 
@@ -595,11 +605,7 @@ impl WebhooksApi {
         }
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
-        let after = cursor
-            .0
-            .as_deref()
-            .map(|c| super::cursor::decode("delivery", c))
-            .transpose()?;
+        let after = super::cursor::after("delivery", &cursor.0)?;
         let page = webhooks::deliveries(
             &state.0.db,
             &auth.0,
@@ -610,16 +616,7 @@ impl WebhooksApi {
             limit,
         )
         .await?;
-        let meta = Page {
-            next_cursor: if page.more {
-                page.deliveries
-                    .last()
-                    .map(|(d, _)| super::cursor::encode("delivery", d.id))
-            } else {
-                None
-            },
-            has_more: page.more,
-        };
+        let meta = super::cursor::page("delivery", &page.deliveries, page.more, |(d, _)| d.id);
         Ok(Reply::page(
             &page
                 .deliveries

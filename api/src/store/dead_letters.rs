@@ -64,12 +64,18 @@ pub struct Filter {
     pub error_contains: Option<String>,
 }
 
+/// Letters matching `f`, newest first (ids are UUIDv7 taken when the job died), before the
+/// cursor `before`.
 pub async fn list<C: ConnectionTrait>(
     c: &C,
     f: &Filter,
+    before: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<dead_letter::Model>, DbErr> {
     let mut q = dead_letter::Entity::find();
+    if let Some(b) = before {
+        q = q.filter(dead_letter::Column::Id.lt(b));
+    }
     if let Some(s) = &f.status {
         q = q.filter(dead_letter::Column::Status.eq(s.clone()));
     }
@@ -88,7 +94,7 @@ pub async fn list<C: ConnectionTrait>(
     if let Some(s) = &f.error_contains {
         q = q.filter(dead_letter::Column::LastError.contains(s.clone()));
     }
-    q.order_by_desc(dead_letter::Column::DeadAt)
+    q.order_by_desc(dead_letter::Column::Id)
         .limit(limit)
         .all(c)
         .await

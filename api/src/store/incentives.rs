@@ -164,15 +164,18 @@ pub async fn find_budget<C: ConnectionTrait>(
         .await
 }
 
-pub async fn budgets_of<C: ConnectionTrait>(
+/// The merchant's budgets in the order they were opened, after the cursor.
+pub async fn budgets_page<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
+    after: Option<Uuid>,
+    limit: u64,
 ) -> Result<Vec<budget::Model>, DbErr> {
-    budget::Entity::find()
-        .filter(budget::Column::MerchantId.eq(merchant_id))
-        .order_by_asc(budget::Column::Id)
-        .all(c)
-        .await
+    let mut q = budget::Entity::find().filter(budget::Column::MerchantId.eq(merchant_id));
+    if let Some(a) = after {
+        q = q.filter(budget::Column::Id.gt(a));
+    }
+    q.order_by_asc(budget::Column::Id).limit(limit).all(c).await
 }
 
 /// Adds `amount` (negative gives credit back) to what an active budget spent, in one

@@ -50,13 +50,17 @@ pub async fn list_for_phone<C: ConnectionTrait>(
     c: &C,
     integration_id: Uuid,
     phone: &str,
+    before: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<sandbox_message::Model>, DbErr> {
-    sandbox_message::Entity::find()
+    // Newest first: ids are UUIDv7 taken when the message was sent.
+    let mut q = sandbox_message::Entity::find()
         .filter(sandbox_message::Column::IntegrationId.eq(integration_id))
-        .filter(sandbox_message::Column::Phone.eq(phone))
-        .order_by_desc(sandbox_message::Column::SentAt)
-        .order_by_desc(sandbox_message::Column::Id)
+        .filter(sandbox_message::Column::Phone.eq(phone));
+    if let Some(b) = before {
+        q = q.filter(sandbox_message::Column::Id.lt(b));
+    }
+    q.order_by_desc(sandbox_message::Column::Id)
         .limit(limit)
         .all(c)
         .await

@@ -2,7 +2,7 @@
 use entities::{sku, topup};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter, QueryOrder,
+    QueryFilter, QueryOrder, QuerySelect,
 };
 use uuid::Uuid;
 
@@ -44,15 +44,18 @@ pub async fn update_sku<C: ConnectionTrait>(c: &C, s: sku::Model) -> Result<sku:
     s.into_active_model().reset_all().update(c).await
 }
 
-pub async fn skus_of<C: ConnectionTrait>(
+/// The merchant's SKUs in the order they were registered, after the cursor.
+pub async fn skus_page<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
+    after: Option<Uuid>,
+    limit: u64,
 ) -> Result<Vec<sku::Model>, DbErr> {
-    sku::Entity::find()
-        .filter(sku::Column::MerchantId.eq(merchant_id))
-        .order_by_asc(sku::Column::SkuId)
-        .all(c)
-        .await
+    let mut q = sku::Entity::find().filter(sku::Column::MerchantId.eq(merchant_id));
+    if let Some(a) = after {
+        q = q.filter(sku::Column::Id.gt(a));
+    }
+    q.order_by_asc(sku::Column::Id).limit(limit).all(c).await
 }
 
 /// Claims (merchant, kind, order_ref) for this transaction with a placeholder row. When

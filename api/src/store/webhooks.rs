@@ -20,13 +20,25 @@ pub async fn insert_subscription<C: ConnectionTrait>(
         .map(|_| ())
 }
 
-pub async fn subscriptions_of<C: ConnectionTrait>(
+/// The integration's subscriptions (only `merchant`'s when given) in the order they were
+/// registered, after the cursor.
+pub async fn subscriptions_page<C: ConnectionTrait>(
     c: &C,
     integration_id: Uuid,
+    merchant: Option<Uuid>,
+    after: Option<Uuid>,
+    limit: u64,
 ) -> Result<Vec<webhook_subscription::Model>, DbErr> {
-    webhook_subscription::Entity::find()
-        .filter(webhook_subscription::Column::IntegrationId.eq(integration_id))
-        .order_by_asc(webhook_subscription::Column::Id)
+    let mut q = webhook_subscription::Entity::find()
+        .filter(webhook_subscription::Column::IntegrationId.eq(integration_id));
+    if let Some(m) = merchant {
+        q = q.filter(webhook_subscription::Column::MerchantId.eq(m));
+    }
+    if let Some(a) = after {
+        q = q.filter(webhook_subscription::Column::Id.gt(a));
+    }
+    q.order_by_asc(webhook_subscription::Column::Id)
+        .limit(limit)
         .all(c)
         .await
 }

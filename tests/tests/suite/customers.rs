@@ -605,6 +605,25 @@ async fn a_session_opens_gets_identified_and_is_completed_by_its_payment() {
         paid.body["data"]["payment_id"]
     );
 
+    // The nonce that paid, presented again in its completed session, is a replayed
+    // credential: the credential is checked before the session's state, and its code
+    // tells the cashier to mint a new nonce.
+    let r = shop
+        .post_body(
+            "/payments",
+            &in_session(
+                shop.body(json!({"credential": {"type": "qr", "qr_payload": qr}, "amount_minor": 100, "currency": "EUR"})),
+                &id,
+            ),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (400, "CREDENTIAL_EXPIRED_OR_REPLAYED"),
+        "{}",
+        r.body
+    );
+
     // A second payment in the completed session is refused and moves nothing.
     let qr = shop.qr(&c).await;
     let r = shop
@@ -624,6 +643,12 @@ async fn a_session_opens_gets_identified_and_is_completed_by_its_payment() {
     );
     assert_eq!(r.body["error"]["details"]["session_state"], "COMPLETED");
     assert_eq!(shop.balance(&c).await["actual_minor"], 600);
+    // Nor did it use up the fresh nonce: that still pays outside the session.
+    let r = shop
+        .pay_with(json!({"type": "qr", "qr_payload": qr}), 100)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(shop.balance(&c).await["actual_minor"], 500);
     // And identification in it too.
     let r = shop
         .post(

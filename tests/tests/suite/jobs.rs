@@ -118,10 +118,14 @@ async fn a_job_that_always_fails_is_dead_lettered_with_its_error_history() {
     let job_id = commit_sms(&app, sms(&t, &phone, "111111")).await;
 
     let dead = eventually(Duration::from_secs(30), "the dead letter", || async {
-        let rows =
-            store::dead_letters::list(&state.db, &store::dead_letters::Filter::default(), 500)
-                .await
-                .unwrap();
+        let rows = store::dead_letters::list(
+            &state.db,
+            &store::dead_letters::Filter::default(),
+            None,
+            500,
+        )
+        .await
+        .unwrap();
         rows.into_iter().find(|d| d.job_id == job_id)
     })
     .await;

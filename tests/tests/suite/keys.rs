@@ -322,3 +322,59 @@ async fn a_revoke_racing_a_regenerate_leaves_the_old_key_inactive_and_at_most_on
         }
     }
 }
+
+/// "A branch_id outside the caller's scope returns FORBIDDEN (403)": a brand or branch of
+/// another tenant and an id that exists nowhere get the same answer, so the refusal does
+/// not tell whether a foreign id exists. Nothing is created.
+#[tokio::test]
+async fn a_brand_or_branch_outside_the_callers_scope_is_forbidden_whether_or_not_it_exists() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let other = app.tenant(true).await;
+    let brand = t.brand_id.to_string();
+    let cases = [
+        (
+            "another tenant's brand",
+            json!({"brand_id": other.brand_id.to_string()}),
+        ),
+        (
+            "a brand that exists nowhere",
+            json!({"brand_id": Uuid::now_v7().to_string()}),
+        ),
+        (
+            "another tenant's branch",
+            json!({"brand_id": brand, "branch_id": other.branch_ids[0].to_string()}),
+        ),
+        (
+            "a branch that exists nowhere",
+            json!({"brand_id": brand, "branch_id": Uuid::now_v7().to_string()}),
+        ),
+        (
+            "another tenant's brand and branch",
+            json!({"brand_id": other.brand_id.to_string(), "branch_id": other.branch_ids[0].to_string()}),
+        ),
+    ];
+    let mut answers = Vec::new();
+    for (what, extra) in cases {
+        let r = create(&app, &t.platform_key, &t, extra).await;
+        r.assert_envelope();
+        assert_eq!(
+            (r.status, r.code()),
+            (403, "FORBIDDEN"),
+            "{what}: {}",
+            r.body
+        );
+        answers.push((what, r.body["error"].clone()));
+    }
+    for (what, error) in &answers[1..] {
+        assert_eq!(error, &answers[0].1, "{what} answers like {}", answers[0].0);
+    }
+    let list = send(app.get("/auth/keys").header("x-api-key", &t.platform_key)).await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(
+        list.body["data"].as_array().unwrap().len(),
+        1,
+        "only the platform key: {}",
+        list.body
+    );
+}

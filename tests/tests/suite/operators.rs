@@ -155,9 +155,10 @@ async fn dead_letter(app: &TestApp, t: &tests::TestTenant) -> uuid::Uuid {
     )
     .await
     .unwrap();
-    let all = api::store::dead_letters::list(&app.server.state.db, &Default::default(), 10_000)
-        .await
-        .unwrap();
+    let all =
+        api::store::dead_letters::list(&app.server.state.db, &Default::default(), None, 10_000)
+            .await
+            .unwrap();
     all.into_iter().find(|d| d.job_id == job_id).unwrap().id
 }
 

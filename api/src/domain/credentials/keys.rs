@@ -52,6 +52,10 @@ pub fn within(caller: &Scope, target: &Scope, linked: &[Uuid]) -> bool {
     }
 }
 
+fn outside_scope() -> ApiError {
+    ApiError::forbidden("The requested scope is outside the credential's own scope.")
+}
+
 pub async fn create<C: ConnectionTrait>(
     c: &C,
     caller: &Principal,
@@ -65,25 +69,23 @@ pub async fn create<C: ConnectionTrait>(
             "The credential is not authorized for this merchant.",
         ));
     }
-    if let Some(b) = req.brand_id {
-        let brand = store::tenancy::find_brand(c, req.enterprise_id, b).await?;
-        if brand.is_none() {
-            return Err(ApiError::field(
-                "/brand_id",
-                "not_in_enterprise",
-                "is not a brand of enterprise_id",
-            ));
-        }
+    // A brand or branch that is not the named enterprise's, or not the caller's, is
+    // FORBIDDEN like a scope the caller lacks: the same answer whether the foreign id
+    // exists elsewhere or nowhere (spec: "A branch_id outside the caller's scope returns
+    // FORBIDDEN (403)").
+    if let Some(b) = req.brand_id
+        && store::tenancy::find_brand(c, req.enterprise_id, b)
+            .await?
+            .is_none()
+    {
+        return Err(outside_scope());
     }
-    if let (Some(b), Some(br)) = (req.brand_id, req.branch_id) {
-        let branch = store::tenancy::find_branch(c, req.enterprise_id, b, br).await?;
-        if branch.is_none() {
-            return Err(ApiError::field(
-                "/branch_id",
-                "not_in_brand",
-                "is not a branch of brand_id",
-            ));
-        }
+    if let (Some(b), Some(br)) = (req.brand_id, req.branch_id)
+        && store::tenancy::find_branch(c, req.enterprise_id, b, br)
+            .await?
+            .is_none()
+    {
+        return Err(outside_scope());
     }
     let target = Scope::from_parts(
         match (req.brand_id, req.branch_id) {
@@ -97,9 +99,7 @@ pub async fn create<C: ConnectionTrait>(
     )
     .ok_or_else(|| ApiError::field("/branch_id", "requires_brand", "needs brand_id"))?;
     if !within(&caller.scope, &target, &linked) {
-        return Err(ApiError::forbidden(
-            "The requested scope is outside the credential's own scope.",
-        ));
+        return Err(outside_scope());
     }
     let model = store::api_keys::insert(
         c,
@@ -242,10 +242,8 @@ pub async fn list<C: ConnectionTrait>(
         after,
         within: caller.scope.clone(),
     };
-    let mut rows = store::api_keys::list(c, caller.integration_id, &f, limit + 1).await?;
-    let more = rows.len() as u64 > limit;
-    rows.truncate(limit as usize);
-    Ok((rows, more))
+    let rows = store::api_keys::list(c, caller.integration_id, &f, limit + 1).await?;
+    Ok(crate::domain::page_of(rows, limit))
 }
 
 #[cfg(test)]
