@@ -285,6 +285,16 @@ impl ApiError {
         .with_details(json!({ "supported": supported }))
     }
 
+    /// A payment presented a static identifier (`presented`); `accepted` are the dynamic
+    /// credential types that would do.
+    pub fn requires_dynamic_credential(presented: &str, accepted: &[String]) -> Self {
+        Self::new(
+            ErrorCode::RequiresDynamicCredential,
+            "A payment needs a dynamic credential (an OTP, a QR nonce or a short code), not a static identifier of the customer.",
+        )
+        .with_details(json!({ "presented": presented, "accepted": accepted }))
+    }
+
     pub fn insufficient_funds(
         shortfall_minor: i64,
         available_actual_minor: i64,

@@ -362,9 +362,20 @@ impl Credential {
     }
 }
 
-/// The payment credential types this version accepts. `pass_tap` is part of the contract's
-/// union but no pass is issued yet, so it answers CREDENTIAL_TYPE_UNSUPPORTED.
+/// The payment credential types this version accepts: all dynamic. `pass_tap` is part of
+/// the contract's union but no pass is issued yet, so it answers
+/// CREDENTIAL_TYPE_UNSUPPORTED and is not advertised.
 pub const ENABLED_CREDENTIALS: &[&str] = &["otp", "qr", "short_code"];
+
+/// Identity credential types that name a customer without proving presence: a payment
+/// presented with one is REQUIRES_DYNAMIC_CREDENTIAL (the spec's "path needs a dynamic
+/// credential (QR or OTP)"), never a debit.
+pub const STATIC_IDENTIFIERS: &[&str] = &[
+    "phone",
+    "card_fingerprint",
+    "provider_customer_id",
+    "wallet_user_id",
+];
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct BasketLine {

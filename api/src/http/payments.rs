@@ -281,18 +281,17 @@ pub struct ShortCodeCredential {
     pub short_code: String,
 }
 
-/// A wallet pass tapped at the terminal. Not enabled in this version (no passes are issued
-/// yet): it answers CREDENTIAL_TYPE_UNSUPPORTED. See GET /capabilities.
-#[derive(Object, Deserialize, Debug, Clone)]
-pub struct PassTapCredential {
-    /// The pass's serial number.
-    pub pass_serial: String,
-    /// The dynamic value the pass produced for this tap.
-    pub tap_payload: String,
-}
-
-/// The payment credential, by `type`. New types are added to this union without a new
-/// route; GET /capabilities lists the enabled ones.
+/// The payment credential, by `type`: a dynamic credential, one that proves the customer
+/// is at the till now. New types are added to this union without a new route;
+/// `GET /capabilities` lists the enabled ones (`supported_payment_credential_types`).
+///
+/// A static identifier of the customer (`phone`, `card_fingerprint`,
+/// `provider_customer_id`, `wallet_user_id`: anyone who knows it could present it) is
+/// refused with 422 REQUIRES_DYNAMIC_CREDENTIAL, `details.accepted` listing the dynamic
+/// types: collect an OTP, QR or short code and retry. `pass_tap`, in the contract's union,
+/// is not enabled in this version (no passes are issued), so it is not listed here and
+/// answers 422 CREDENTIAL_TYPE_UNSUPPORTED with `details.supported`, as does any other
+/// unknown type.
 #[derive(Union, Debug, Clone)]
 #[oai(discriminator_name = "type", one_of = true)]
 pub enum PaymentCredential {
@@ -302,8 +301,6 @@ pub enum PaymentCredential {
     Qr(QrCredential),
     #[oai(mapping = "short_code")]
     ShortCode(ShortCodeCredential),
-    #[oai(mapping = "pass_tap")]
-    PassTap(PassTapCredential),
 }
 
 /// One basket line. Line totals are captured for reconciliation; they never change the debit.
@@ -358,8 +355,8 @@ impl PaymentRequest {
             .or_else(|| self.context.partner_session_id.clone())
     }
 
-    /// The credential, once `validate` passed. An unknown or disabled type is
-    /// CREDENTIAL_TYPE_UNSUPPORTED.
+    /// The credential, once `validate` passed. A static identifier is
+    /// REQUIRES_DYNAMIC_CREDENTIAL; an unknown or disabled type CREDENTIAL_TYPE_UNSUPPORTED.
     fn credential(&self) -> Result<Credential, ApiError> {
         let raw = &self.credential.raw;
         let kind = raw.get("type").and_then(Value::as_str).unwrap_or_default();
@@ -381,12 +378,17 @@ impl PaymentRequest {
             "short_code" => Ok(Credential::ShortCode {
                 short_code: field("short_code").to_ascii_uppercase(),
             }),
-            _ => Err(ApiError::credential_type_unsupported(
-                &payments::ENABLED_CREDENTIALS
+            _ => {
+                let enabled: Vec<String> = payments::ENABLED_CREDENTIALS
                     .iter()
                     .map(|s| s.to_string())
-                    .collect::<Vec<_>>(),
-            )),
+                    .collect();
+                Err(if payments::STATIC_IDENTIFIERS.contains(&kind) {
+                    ApiError::requires_dynamic_credential(kind, &enabled)
+                } else {
+                    ApiError::credential_type_unsupported(&enabled)
+                })
+            }
         }
     }
 
