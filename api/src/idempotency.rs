@@ -81,8 +81,8 @@ pub fn fingerprint(operation: &str, scope: &str, body: &Value) -> String {
 }
 
 /// Canonical JSON (keys sorted, compact) written straight into the digest, without
-/// `meta.sent_at` and `meta.partner_request_id`, which differ between retries of one
-/// request. The same bytes as serialising the trimmed value, so stored fingerprints keep
+/// `meta.sent_at` and the correlation ids `meta.partner_request_id` and
+/// `meta.decision_trace_id`, which may differ between retries of one request. The same bytes as serialising the trimmed value, so stored fingerprints keep
 /// matching.
 fn write_canonical(v: &Value, h: &mut Sha256, top: bool) {
     match v {
@@ -97,7 +97,12 @@ fn write_canonical(v: &Value, h: &mut Sha256, top: bool) {
                     Value::Object(meta) if top && k == "meta" => {
                         let trimmed: serde_json::Map<String, Value> = meta
                             .iter()
-                            .filter(|(f, _)| *f != "sent_at" && *f != "partner_request_id")
+                            .filter(|(f, _)| {
+                                !matches!(
+                                    f.as_str(),
+                                    "sent_at" | "partner_request_id" | "decision_trace_id"
+                                )
+                            })
                             .map(|(f, x)| (f.clone(), x.clone()))
                             .collect();
                         write_canonical(&Value::Object(trimmed), h, false);

@@ -242,18 +242,32 @@ impl TestApp {
     }
 
     pub async fn tenant(&self, sandbox: bool) -> TestTenant {
-        let t = tenancy::create(
-            &self.server.state.db,
-            &tenancy::NewTenant {
-                name: format!("Test {}", Uuid::new_v4()),
-                is_sandbox: sandbox,
-                currency: "EUR".into(),
-                branches: 2,
-            },
-            self.server.state.config.bcrypt_cost,
-        )
-        .await
-        .expect("tenant create");
+        let new = tenancy::NewTenant {
+            name: format!("Test {}", Uuid::new_v4()),
+            is_sandbox: sandbox,
+            currency: "EUR".into(),
+            branches: 2,
+        };
+        // The whole suite writes one SQLite file in embedded mode; a writer that waited out
+        // the busy timeout gets the error the API answers as a retryable 503, and is
+        // retried here as a client would.
+        let mut attempt = 0;
+        let t = loop {
+            attempt += 1;
+            match tenancy::create(
+                &self.server.state.db,
+                &new,
+                self.server.state.config.bcrypt_cost,
+            )
+            .await
+            {
+                Ok(t) => break t,
+                Err(e) if attempt < 3 && e.to_string().contains("database is locked") => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("tenant create: {e:?}"),
+            }
+        };
         TestTenant {
             integration_id: t.integration_id,
             merchant_id: t.merchant_id,

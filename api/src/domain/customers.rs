@@ -322,6 +322,7 @@ pub fn identified_event(
             "branch_id": caller.acting.branch_id.map(|b| b.to_string()),
             "terminal_id": caller.terminal_id,
             "service_session_id": session_id.map(|s| s.to_string()),
+            "decision_trace_id": caller.decision_trace_id,
         }),
         occurred_at: now,
     })

@@ -52,6 +52,9 @@ pub struct Caller {
     pub is_sandbox: bool,
     pub acting: Acting,
     pub terminal_id: Option<String>,
+    /// The correlation id of a decision (identification, payment), the caller's or one the
+    /// service issued; kept in the decision's events so support can find it.
+    pub decision_trace_id: Option<String>,
 }
 
 /// How the customer is named in a mint.
@@ -728,7 +731,8 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
     let mut events = vec![payment_event(
         "payment.completed",
         &p,
-        json!({"cashback_minor": cashback.as_ref().map_or(0, |a| a.grant.original_minor)}),
+        json!({"cashback_minor": cashback.as_ref().map_or(0, |a| a.grant.original_minor),
+               "decision_trace_id": caller.decision_trace_id}),
         now,
     )];
     if let Some(a) = &cashback {

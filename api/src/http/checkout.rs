@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 use super::{
     auth::TerminalJwtAuth,
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
+    common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, ts},
     customers::{
         CustomerContext, IdentityCredentialBody, customer_context, identification_done,
-        identification_guard, identity_credential,
+        identification_guard, identification_meta, identity_credential,
     },
     mutation,
     payments::{Basket, MAX_AMOUNT_MINOR},
@@ -318,16 +318,20 @@ impl CheckoutApi {
             move |txn, acting| {
                 Box::pin(async move {
                     let now = Utc::now();
-                    let who = caller(&p, acting, &b.context);
+                    let trace = decision_trace(b.meta.as_ref());
+                    let mut who = caller(&p, acting, &b.context);
+                    who.decision_trace_id = Some(trace.clone());
                     let (s, r) =
                         checkout::identify(txn, &st.sealer, &who, id, &customer, program, now)
                             .await?;
                     identification_done(&st, p.integration_id, &customer, r.identity.is_some())
                         .await?;
-                    Ok(Outcome::new(SessionIdentifyResult {
+                    let mut out = Outcome::new(SessionIdentifyResult {
                         session: view(&s, now),
                         customer: customer_context(&r),
-                    }))
+                    });
+                    out.meta = identification_meta(&r, trace, &b.context);
+                    Ok(out)
                 })
             },
         )

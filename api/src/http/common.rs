@@ -67,7 +67,16 @@ pub fn caller(p: &Principal, acting: Acting, ctx: &RequestContext) -> Caller {
         is_sandbox: p.is_sandbox,
         acting,
         terminal_id: ctx.terminal_id.clone(),
+        decision_trace_id: None,
     }
+}
+
+/// The decision trace id of a decision path (identify, offer evaluation, payment): the
+/// caller's `meta.decision_trace_id`, else a new one. Echoed in the response's meta and
+/// kept with the decision.
+pub fn decision_trace(meta: Option<&RequestMeta>) -> String {
+    meta.and_then(|m| m.decision_trace_id.clone())
+        .unwrap_or_else(|| format!("dtr_{}", Uuid::now_v7().simple()))
 }
 
 /// Request metadata.
@@ -84,6 +93,11 @@ pub struct RequestMeta {
     pub sent_at: Option<String>,
     /// The API version the client speaks. Supported: 2026-06-01.
     pub api_version: String,
+    /// Your correlation id for a decision (identify, offer evaluation, payment): echoed in
+    /// the response's `meta.decision_trace_id` and kept with the decision. Up to 128
+    /// characters. Without one, those calls issue their own.
+    #[oai(nullable)]
+    pub decision_trace_id: Option<String>,
 }
 
 impl RequestMeta {
@@ -112,6 +126,9 @@ impl RequestMeta {
             if let Some(v) = v {
                 validate::rfc3339(e, f, v);
             }
+        }
+        if let Some(t) = &self.decision_trace_id {
+            validate::length(e, "/meta/decision_trace_id", t, 1, 128);
         }
         let supported = SUPPORTED_API_VERSIONS.join(", ");
         if self.api_version.is_empty() {
@@ -186,6 +203,18 @@ impl RequestContext {
                 validate::no_control_chars(e, f, v);
             }
         }
+    }
+
+    /// 0 to 100: how much of the optional context the caller sent (branch, terminal,
+    /// cashier, partner session), a quarter each.
+    pub fn completeness(&self) -> i32 {
+        let given = [
+            self.branch_id.is_some(),
+            self.terminal_id.is_some(),
+            self.cashier_id.is_some(),
+            self.partner_session_id.is_some(),
+        ];
+        25 * given.iter().filter(|g| **g).count() as i32
     }
 
     /// Only after `validate` passed.

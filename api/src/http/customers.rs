@@ -15,7 +15,7 @@ use uuid::Uuid;
 use super::{
     auth::AnyAuth,
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
+    common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, ts},
     mutation,
     payments::BalanceView,
     reply::Reply,
@@ -362,6 +362,24 @@ pub struct CustomerContext {
     pub balance: Option<BalanceView>,
 }
 
+/// The response meta of an identification: its decision trace id, the context's
+/// completeness, and what the till can do next (`can_pay`, `enrollment_required`).
+pub fn identification_meta(
+    r: &Resolution,
+    trace: String,
+    ctx: &RequestContext,
+) -> crate::envelope::MetaExtra {
+    let state = r.state.as_str();
+    crate::envelope::MetaExtra {
+        data_completeness_score: Some(ctx.completeness()),
+        decision_trace_id: Some(trace),
+        capabilities: Some(serde_json::json!({
+            "can_pay": state == "registered",
+            "enrollment_required": state == "pending_proof",
+        })),
+    }
+}
+
 pub fn customer_context(r: &Resolution) -> CustomerContext {
     CustomerContext {
         resolution_state: r.state.as_str().into(),
@@ -560,7 +578,9 @@ impl CustomersApi {
             .known(st, principal.integration_id)
             .await?;
         let rate = identification_guard(st, principal, &credential).await?;
-        let who = caller(principal, acting, &b.context);
+        let trace = decision_trace(Some(&b.meta));
+        let mut who = caller(principal, acting, &b.context);
+        who.decision_trace_id = Some(trace.clone());
         let txn = crate::store::begin(&st.db).await.map_err(ApiError::from)?;
         let r =
             customers::identify(&txn, &st.sealer, &who, &credential, program, Utc::now()).await?;
@@ -572,8 +592,9 @@ impl CustomersApi {
             r.identity.is_some(),
         )
         .await?;
+        let meta = identification_meta(&r, trace, &b.context);
         Ok(Reply::rendered(
-            envelope::ok(&customer_context(&r)).with_rate(rate),
+            envelope::ok_with(&customer_context(&r), &meta).with_rate(rate),
         ))
     }
 

@@ -949,18 +949,34 @@ impl IncentivesApi {
             now,
         )
         .await?;
-        Ok(Reply::rendered(envelope::ok(&EvaluationResult {
-            wallet_user_id: wallet_user_id.to_string(),
-            offers: found
-                .iter()
-                .map(|x| OfferEvaluation {
-                    offer: offer_view(&x.offer, now),
-                    eligible: x.ineligible.is_none(),
-                    reward_minor: x.reward_minor,
-                    reason: x.ineligible.map(str::to_string),
-                })
-                .collect(),
-        })))
+        // Evaluation writes nothing: its decision is kept in the log under its trace id.
+        let trace = super::common::decision_trace(Some(&b.meta));
+        tracing::info!(
+            decision_trace_id = %trace,
+            wallet_user_id = %wallet_user_id,
+            offers = found.len(),
+            eligible = found.iter().filter(|x| x.ineligible.is_none()).count(),
+            "offers evaluated"
+        );
+        let meta = envelope::MetaExtra {
+            decision_trace_id: Some(trace),
+            ..Default::default()
+        };
+        Ok(Reply::rendered(envelope::ok_with(
+            &EvaluationResult {
+                wallet_user_id: wallet_user_id.to_string(),
+                offers: found
+                    .iter()
+                    .map(|x| OfferEvaluation {
+                        offer: offer_view(&x.offer, now),
+                        eligible: x.ineligible.is_none(),
+                        reward_minor: x.reward_minor,
+                        reason: x.ineligible.map(str::to_string),
+                    })
+                    .collect(),
+            },
+            &meta,
+        )))
     }
 
     /// Redeem an offer (beta)

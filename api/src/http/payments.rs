@@ -15,7 +15,9 @@ use uuid::Uuid;
 use super::{
     auth::{AnyAuth, TerminalJwtAuth},
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, phone, ts},
+    common::{
+        RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, phone, ts,
+    },
     mutation,
     reply::Reply,
     tags::Tag,
@@ -994,7 +996,9 @@ impl PaymentsApi {
             },
             move |txn, acting, (pay, turn)| {
                 Box::pin(async move {
-                    let who = caller(&principal, acting, &b.context);
+                    let mut who = caller(&principal, acting, &b.context);
+                    who.decision_trace_id = Some(decision_trace(Some(&b.meta)));
+                    let who_trace = who.decision_trace_id.clone();
                     let paid = payments::pay(txn, &st.sealer, &who, pay, turn).await?;
                     let p = paid.payment;
                     let mut out = Outcome::new(PaymentResult {
@@ -1012,8 +1016,14 @@ impl PaymentsApi {
                         service_session_id: p.service_session_id.map(|s| s.to_string()),
                         cashback: paid.cashback.as_ref().map(super::customers::grant_item),
                     });
+                    let voidable = p.status == "completed" && p.refunded_minor == 0;
                     out.meta = MetaExtra {
                         data_completeness_score: Some(p.data_completeness_score),
+                        decision_trace_id: who_trace,
+                        capabilities: Some(serde_json::json!({
+                            "voidable": voidable,
+                            "refundable": p.status == "completed",
+                        })),
                     };
                     out.writes = paid.writes;
                     Ok(out)

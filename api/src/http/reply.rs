@@ -104,6 +104,19 @@ pub struct ResponseMeta {
     pub next_cursor: Option<String>,
     /// Paginated reads only.
     pub has_more: Option<bool>,
+    /// How complete the data the caller sent is, 0 to 100 (payments: order reference,
+    /// branch, terminal, basket lines and their categories; identify: branch, terminal,
+    /// cashier, partner session). Opaque: more is better.
+    pub data_completeness_score: Option<i32>,
+    /// The correlation id of a decision (identify, session identify, offer evaluation,
+    /// payment): the `meta.decision_trace_id` you sent, else one the service issued. It
+    /// is kept with the decision (in its events) for support.
+    #[oai(nullable)]
+    pub decision_trace_id: Option<String>,
+    /// Additive hints; unknown keys are not an error. Identify: `can_pay` (the wallet may
+    /// pay now), `enrollment_required` (phone proof is pending). Payment: `voidable`,
+    /// `refundable`.
+    pub capabilities: Option<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 
 /// A successful response.

@@ -676,3 +676,130 @@ async fn a_payment_needs_a_dynamic_credential_and_only_enabled_types_are_adverti
     advertised.sort();
     assert_eq!(json!(advertised), enabled, "{union}");
 }
+
+/// The outbox payloads of `topic` for the shop's merchant.
+async fn event_payloads(app: &TestApp, shop: &Shop<'_>, topic: &str) -> Vec<Value> {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    entities::outbox::Entity::find()
+        .filter(entities::outbox::Column::MerchantId.eq(shop.merchant()))
+        .filter(entities::outbox::Column::Topic.eq(topic))
+        .all(&app.server.state.db)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.payload)
+        .collect()
+}
+
+/// "meta.decision_trace_id: opaque correlation id; echo it where a call accepts one",
+/// "meta.capabilities: additive hints", "meta.data_completeness_score": a decision (an
+/// identification, an offer evaluation, a payment) echoes the caller's trace id or issues
+/// one, keeps it with the decision's event, and says what the till can do next; a retry
+/// with another trace id is still the same request. All three are in the envelope schema.
+#[tokio::test]
+async fn decisions_carry_a_trace_id_capabilities_and_a_completeness_score() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let by_phone = json!({"credential_type": "phone", "phone": c.phone});
+
+    let r = shop
+        .post("/identify", json!({"credential": by_phone}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let issued = r.body["meta"]["decision_trace_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(issued.starts_with("dtr_"), "{}", r.body);
+    assert_eq!(
+        r.body["meta"]["capabilities"]["can_pay"], true,
+        "{}",
+        r.body
+    );
+    assert_eq!(r.body["meta"]["capabilities"]["enrollment_required"], false);
+    // The test envelope names a terminal: a quarter of the optional context.
+    assert_eq!(r.body["meta"]["data_completeness_score"], 25, "{}", r.body);
+    let r = shop
+        .post(
+            "/identify",
+            json!({"credential": by_phone, "meta": {"decision_trace_id": "till-7/trace-1"},
+                   "context": {"terminal_id": "till-7", "cashier_id": "c-1",
+                               "partner_session_id": "order-7"}}),
+        )
+        .await;
+    assert_eq!(
+        r.body["meta"]["decision_trace_id"], "till-7/trace-1",
+        "{}",
+        r.body
+    );
+    assert_eq!(r.body["meta"]["data_completeness_score"], 75);
+    let identified = event_payloads(&app, &shop, "customer.identified").await;
+    assert!(
+        identified
+            .iter()
+            .any(|p| p["decision_trace_id"] == "till-7/trace-1"),
+        "{identified:?}"
+    );
+    assert!(
+        identified
+            .iter()
+            .any(|p| p["decision_trace_id"] == issued.as_str())
+    );
+
+    let r = shop
+        .post(
+            "/offers/evaluate",
+            json!({"customer": by_phone, "amount_minor": 100, "currency": "EUR"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body["meta"]["decision_trace_id"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("dtr_")),
+        "{}",
+        r.body
+    );
+
+    let qr = shop.qr(&c).await;
+    let key = Uuid::new_v4().to_string();
+    let pay = |trace: &str| {
+        json!({"meta": {"decision_trace_id": trace},
+               "credential": {"type": "qr", "qr_payload": qr},
+               "amount_minor": 100, "currency": "EUR"})
+    };
+    let paid = shop
+        .post_with_key("/payments", pay("pay-trace-1"), &key)
+        .await;
+    assert_eq!(paid.status, 200, "{}", paid.body);
+    assert_eq!(paid.body["meta"]["decision_trace_id"], "pay-trace-1");
+    assert_eq!(paid.body["meta"]["capabilities"]["voidable"], true);
+    assert_eq!(paid.body["meta"]["capabilities"]["refundable"], true);
+    assert!(paid.body["meta"]["data_completeness_score"].is_i64());
+    let completed = event_payloads(&app, &shop, "payment.completed").await;
+    assert_eq!(completed.len(), 1);
+    assert_eq!(completed[0]["decision_trace_id"], "pay-trace-1");
+    // A retry that carries another trace id is the same request: the original replays.
+    let again = shop
+        .post_with_key("/payments", pay("pay-trace-2"), &key)
+        .await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(again.body["meta"]["decision_trace_id"], "pay-trace-1");
+    assert_eq!(shop.balance(&c).await["actual_minor"], 900);
+
+    let doc = send(app.get("/openapi.json")).await;
+    let meta = &doc.body["components"]["schemas"]["ResponseMeta"]["properties"];
+    for field in [
+        "decision_trace_id",
+        "capabilities",
+        "data_completeness_score",
+    ] {
+        assert!(
+            meta.get(field).is_some(),
+            "ResponseMeta declares {field}: {meta}"
+        );
+    }
+}
