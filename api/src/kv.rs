@@ -56,11 +56,13 @@ return 1
 "#;
 
 // GCRA on Redis' own clock (replicas may disagree about the time; Redis does not).
-// KEYS[1] holds the theoretical arrival time in ms. ARGV: emission interval, window (ms).
-// Returns {allowed, retry_after_ms, reset_ms}.
+// KEYS[1] holds the theoretical arrival time in µs. ARGV: emission interval, window (µs).
+// Returns {allowed, retry_after_us, reset_us}. Microseconds, because a high limit's
+// interval is under a millisecond (1,000,000 a minute: 60 µs): counted in ms it rounded to
+// 0 and the key's expiry, `PX 0`, was an error. The expiry is whole ms, at least 1.
 const GCRA: &str = r#"
 local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local tat = tonumber(redis.call('GET', KEYS[1]) or now)
@@ -70,7 +72,7 @@ local allow_at = new_tat - window
 if now < allow_at then
   return {0, allow_at - now, tat - now}
 end
-redis.call('SET', KEYS[1], new_tat, 'PX', new_tat - now)
+redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.max(1, math.ceil((new_tat - now) / 1000)))
 return {1, 0, new_tat - now}
 "#;
 
@@ -402,8 +404,13 @@ impl Kv {
         match self {
             Kv::Local(l) => Ok(l.gcra(key, interval, window)),
             Kv::Redis(r) => {
-                let k = Self::key(r, key);
-                let (i, w) = (interval.as_millis() as u64, window.as_millis() as u64);
+                // Its own key name since the state moved from ms to µs: a replica of the
+                // previous version never reads a µs state as ms during a rolling deploy.
+                let k = Self::key(r, &format!("{key}:us"));
+                let (i, w) = (
+                    (interval.as_micros() as u64).max(1),
+                    window.as_micros() as u64,
+                );
                 let (allowed, retry_after, reset): (i64, i64, i64) =
                     Self::run(r, |mut c| async move {
                         script!(GCRA)
@@ -416,8 +423,8 @@ impl Kv {
                     .await?;
                 Ok(Gcra {
                     allowed: allowed == 1,
-                    retry_after: Duration::from_millis(retry_after.max(0) as u64),
-                    reset: Duration::from_millis(reset.max(0) as u64),
+                    retry_after: Duration::from_micros(retry_after.max(0) as u64),
+                    reset: Duration::from_micros(reset.max(0) as u64),
                 })
             }
         }

@@ -803,3 +803,32 @@ async fn decisions_carry_a_trace_id_capabilities_and_a_completeness_score() {
         );
     }
 }
+
+/// A high configured limit is a limit, not an outage: at 1,000,000 identifications a
+/// minute the interval is 60 µs, which the Redis limiter once rounded to 0 ms and
+/// answered every identification with a 503 (the payments benchmark found it).
+#[tokio::test]
+async fn a_very_high_rate_limit_lets_requests_through() {
+    let app = TestApp::spawn_with(false, |c| {
+        c.rate_limit = 1_000_000;
+        c.rate_limit_sandbox = 1_000_000;
+    })
+    .await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    for _ in 0..3 {
+        let r = shop
+            .post(
+                "/identify",
+                json!({"credential": {"credential_type": "phone", "phone": c.phone}}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(
+            r.headers
+                .get("x-ratelimit-limit")
+                .and_then(|v| v.to_str().ok()),
+            Some("1000000")
+        );
+    }
+}
