@@ -358,6 +358,23 @@ impl Reply {
             .unwrap_or_default()
     }
 
+    /// Asserts a 400 VALIDATION_ERROR whose field errors name `field`.
+    pub fn assert_field_error(&self, field: &str) -> &Self {
+        self.assert_envelope();
+        assert_eq!(
+            (self.status, self.code()),
+            (400, "VALIDATION_ERROR"),
+            "{}",
+            self.body
+        );
+        assert!(
+            self.field_issues().iter().any(|(f, _)| f == field),
+            "a field error on {field}: {}",
+            self.body
+        );
+        self
+    }
+
     /// Asserts the envelope's shape: ok/data/error/meta with a request id that matches the
     /// X-Request-Id header.
     pub fn assert_envelope(&self) -> &Self {

@@ -124,19 +124,7 @@ async fn meta_may_be_omitted_where_the_spec_marks_it_optional() {
     let mut body = without_meta(&shop, json!({"phone": c.phone}));
     body["meta"] = json!({"api_version": "1999-01-01"});
     let r = shop.post_body("/enroll/initiate", &body).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (400, "VALIDATION_ERROR"),
-        "{}",
-        r.body
-    );
-    assert!(
-        r.field_issues()
-            .iter()
-            .any(|(f, _)| f == "/meta/api_version"),
-        "{}",
-        r.body
-    );
+    r.assert_field_error("/meta/api_version");
     let qr = shop.qr(&c).await;
     let r = shop
         .post_body(
@@ -147,17 +135,7 @@ async fn meta_may_be_omitted_where_the_spec_marks_it_optional() {
             ),
         )
         .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (400, "VALIDATION_ERROR"),
-        "{}",
-        r.body
-    );
-    assert!(
-        r.field_issues().iter().any(|(f, _)| f.starts_with("/meta")),
-        "{}",
-        r.body
-    );
+    r.assert_field_error("/meta/api_version");
     app.stop().await;
 }
 
@@ -480,19 +458,7 @@ async fn a_qr_is_minted_for_the_customer_identified_in_the_checkout_session() {
 
     // Neither a session nor a customer: the field to give.
     let r = shop.post("/qr/mint", json!({})).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (400, "VALIDATION_ERROR"),
-        "{}",
-        r.body
-    );
-    assert!(
-        r.field_issues()
-            .iter()
-            .any(|(f, _)| f == "/context/service_session_id"),
-        "{}",
-        r.body
-    );
+    r.assert_field_error("/context/service_session_id");
 }
 
 /// "A used or expired QR nonce returns CREDENTIAL_EXPIRED_OR_REPLAYED" even when its
