@@ -150,7 +150,14 @@ impl RequestMeta {
     }
 }
 
-/// Where the call comes from.
+/// An optional string sent empty reads as absent: till software often sends `""` for a
+/// field it has no value for, which means the same as null here.
+pub fn empty_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let v = Option::<String>::deserialize(d)?;
+    Ok(v.filter(|s| !s.is_empty()))
+}
+
+/// Where the call comes from. Its optional fields may be null, absent or `""`, alike.
 #[derive(Object, Deserialize, Debug, Clone, Default)]
 #[serde(default)]
 pub struct RequestContext {
@@ -158,18 +165,23 @@ pub struct RequestContext {
     pub merchant_id: String,
     /// Null when not applicable.
     #[oai(nullable)]
+    #[serde(deserialize_with = "empty_as_none")]
     pub branch_id: Option<String>,
     /// Physical or logical terminal.
     #[oai(nullable)]
+    #[serde(deserialize_with = "empty_as_none")]
     pub terminal_id: Option<String>,
     /// Trusted only when signed into the terminal JWT.
     #[oai(nullable)]
+    #[serde(deserialize_with = "empty_as_none")]
     pub cashier_id: Option<String>,
     /// Your own session or order reference.
     #[oai(nullable)]
+    #[serde(deserialize_with = "empty_as_none")]
     pub partner_session_id: Option<String>,
     /// The checkout session this call belongs to (UUID); null on standalone calls.
     #[oai(nullable)]
+    #[serde(deserialize_with = "empty_as_none")]
     pub service_session_id: Option<String>,
 }
 

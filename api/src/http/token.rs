@@ -34,8 +34,9 @@ pub struct TokenRequest {
     #[serde(default)]
     pub context: RequestContext,
     /// The cashier signed into the token (up to 64 characters, no control characters);
-    /// only a cashier in a token is trusted.
+    /// only a cashier in a token is trusted. Null, absent or `""`: no cashier.
     #[oai(nullable)]
+    #[serde(default, deserialize_with = "super::common::empty_as_none")]
     pub cashier_id: Option<String>,
 }
 

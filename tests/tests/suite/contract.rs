@@ -798,3 +798,46 @@ async fn a_very_high_rate_limit_lets_requests_through() {
         );
     }
 }
+
+/// "context.branch_id: null when not applicable", and the other optional context fields
+/// with it: a till that sends `""` for a value it does not have means the same as null,
+/// and is not refused; so is an empty `cashier_id` at token exchange.
+#[tokio::test]
+async fn empty_optional_context_fields_read_as_absent() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let empty = json!({"context": {"branch_id": "", "terminal_id": "", "cashier_id": "",
+                                   "partner_session_id": "", "service_session_id": ""}});
+    let mut identify = empty.clone();
+    identify["credential"] = json!({"credential_type": "phone", "phone": c.phone});
+    let r = shop.post("/identify", identify).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["meta"]["data_completeness_score"], 0, "{}", r.body);
+    let mut pay = empty.clone();
+    pay["credential"] = json!({"type": "qr", "qr_payload": shop.qr(&c).await});
+    pay["amount_minor"] = json!(100);
+    pay["currency"] = json!("EUR");
+    pay["order_ref"] = json!("order-1");
+    let r = shop.post("/payments", pay).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(shop.balance(&c).await["actual_minor"], 900);
+
+    let mut body = shop.body(json!({"cashier_id": ""}));
+    body["context"]["terminal_id"] = json!("");
+    let r = send(
+        app.post("/auth/token")
+            .header("x-api-key", &shop.tenant.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&body),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        r.body["data"]["scope"]["cashier_id"],
+        Value::Null,
+        "{}",
+        r.body
+    );
+}
