@@ -699,3 +699,55 @@ async fn concurrent_operator_debits_never_take_a_wallet_below_zero() {
     assert_eq!(shop.balance(&c).await["actual_minor"], 0);
     shop.assert_ledger_consistent().await;
 }
+
+/// Two payments racing in one checkout session: the session completes once. The first
+/// takes the session's lock and completes it; the second, whose credential is checked
+/// before the session's state, is refused `session_closed` and its OTP is rolled back
+/// unused, so it still pays outside the session. One debit in the session, never two.
+#[tokio::test]
+async fn two_payments_racing_in_one_checkout_session_complete_it_once() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let r = shop.post("/checkout/sessions", json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let session = r.body["data"]["session_id"].as_str().unwrap().to_string();
+    let r = shop
+        .post(
+            &format!("/checkout/sessions/{session}/identify"),
+            json!({"customer": {"credential_type": "phone", "phone": c.phone}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let otps = otp_sessions(&shop, &c, 2, 100).await;
+    let pay = |(order, id, code): &(String, String, String), in_session: bool| {
+        let mut body = json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": code,
+                                             "otp_session_id": id},
+                              "amount_minor": 100, "currency": "EUR", "order_ref": order});
+        if in_session {
+            body["context"] = json!({"service_session_id": session});
+        }
+        shop.post("/payments", body)
+    };
+    let answers = join_all(otps.iter().map(|o| pay(o, true))).await;
+    let paid: Vec<_> = answers.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(paid.len(), 1, "{answers:?}");
+    let refused = answers.iter().find(|r| r.status != 200).unwrap();
+    assert_eq!(refused.code(), "VALIDATION_ERROR", "{}", refused.body);
+    assert_eq!(
+        refused.body["error"]["details"]["session_state"],
+        "COMPLETED"
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 900);
+    // The refused payment's OTP was not used up: it pays outside the session.
+    let loser = otps
+        .iter()
+        .find(|(order, ..)| paid[0].body["data"]["order_ref"] != order.as_str())
+        .unwrap();
+    let r = pay(loser, false).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(shop.balance(&c).await["actual_minor"], 800);
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
