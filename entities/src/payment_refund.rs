@@ -7,6 +7,8 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     pub payment_id: Uuid,
+    /// The payment's integration (the transactions feed reads a page by it).
+    pub integration_id: Uuid,
     pub merchant_id: Uuid,
     /// refund or void.
     pub kind: String,
@@ -21,6 +23,19 @@ pub struct Model {
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
-pub enum Relation {}
+pub enum Relation {
+    #[sea_orm(
+        belongs_to = "super::payment::Entity",
+        from = "Column::PaymentId",
+        to = "super::payment::Column::Id"
+    )]
+    Payment,
+}
+
+impl Related<super::payment::Entity> for Entity {
+    fn to() -> RelationDef {
+        Relation::Payment.def()
+    }
+}
 
 impl ActiveModelBehavior for ActiveModel {}

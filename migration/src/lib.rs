@@ -13,6 +13,7 @@ mod m20261121_000006_incentives;
 mod m20261121_000007_webhooks;
 mod m20261122_000008_history_indexes;
 mod m20261122_000009_feed_indexes;
+mod m20261126_000010_feed_movements;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
 /// earlier files keep their own copy, as landed migrations are never edited.
@@ -44,6 +45,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261121_000007_webhooks::Migration),
             Box::new(m20261122_000008_history_indexes::Migration),
             Box::new(m20261122_000009_feed_indexes::Migration),
+            Box::new(m20261126_000010_feed_movements::Migration),
         ]
     }
 }

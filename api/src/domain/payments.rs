@@ -1082,6 +1082,7 @@ pub async fn reverse<C: ConnectionTrait>(
     let refund = payment_refund::Model {
         id: refund_id,
         payment_id: p.id,
+        integration_id: p.integration_id,
         merchant_id: merchant,
         kind: posting_kind.as_str().into(),
         amount_minor: amount,

@@ -1,6 +1,8 @@
-//! The reconciliation feed: an integration's wallet payments (with their refunds, money
-//! classes, basket flags and the events they caused) and its credited top-ups, in one list
-//! ordered by id (UUIDv7: creation order). Scoped to the integration in the path
+//! The reconciliation feed: every movement of an integration's money (a wallet payment's
+//! sale, each of its refunds and its void, each credited top-up) once, in one list ordered by
+//! the movement's id (UUIDv7: the order they happened), so a window of activity time holds
+//! exactly what moved in it: a refund today of yesterday's sale is in today's window, the
+//! sale in yesterday's. The detail read gives a transaction whole. Scoped to the integration in the path
 //! and the key; another integration's transaction is FORBIDDEN (the spec's rule for these
 //! reads), an unknown one NOT_FOUND.
 use entities::{branch, outbox, payment, payment_refund, topup};
@@ -73,24 +75,29 @@ pub async fn bound<C: ConnectionTrait>(
     Ok(())
 }
 
-/// One line of the feed.
+/// One line of the feed: one movement.
 #[derive(Clone, Debug)]
 pub enum Transaction {
+    /// The sale: the wallet debit.
     Payment(payment::Model),
+    /// A refund or the void of a payment: money back to the wallet.
+    Reversal(payment_refund::Model, payment::Model),
     Topup(topup::Model),
 }
 
 impl Transaction {
+    /// The movement's id: the cursor's position.
     pub fn id(&self) -> Uuid {
         match self {
             Transaction::Payment(p) => p.id,
+            Transaction::Reversal(r, _) => r.id,
             Transaction::Topup(t) => t.id,
         }
     }
 }
 
-/// A page of both kinds merged newest first: each kind's own page of `limit + 1`, then the
-/// first `limit` of the merge (the rest proves there is more).
+/// A page of the movements merged newest first: each kind's own page of `limit + 1`, then
+/// the first `limit` of the merge (the rest proves there is more).
 pub async fn page<C: ConnectionTrait>(
     c: &C,
     f: &TransactionFilter,
@@ -104,6 +111,12 @@ pub async fn page<C: ConnectionTrait>(
                 .await?
                 .into_iter()
                 .map(Transaction::Payment),
+        );
+        rows.extend(
+            store::payments::reversals_page(c, f, after, limit + 1)
+                .await?
+                .into_iter()
+                .map(|(r, p)| Transaction::Reversal(r, p)),
         );
     }
     if f.kind.as_deref() != Some("payment") {

@@ -1,7 +1,7 @@
 //! The reconciliation feed (x-api-key): `GET /{integrationId}/transactions[/{id}]`.
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
-use entities::{payment, topup};
+use entities::{payment, payment_refund, topup};
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -27,20 +27,32 @@ use crate::{
     store::payments::TransactionFilter,
 };
 
-/// One line of the feed.
+/// One line of the feed: one movement of money, with the transaction it belongs to.
 #[derive(Object, Serialize)]
 pub struct TransactionItem {
+    /// This line's id (the sale's is the payment's, a top-up's the top-up's; a refund or void
+    /// has its own). Each movement appears once in the feed.
+    pub movement_id: String,
+    /// `sale` (a wallet payment's debit), `refund` or `void` (money back to the wallet), or
+    /// `topup` (a credit of actual money). Further values may be added.
+    pub movement: String,
+    /// What this movement moved (a refund's amount, not its sale's).
+    pub movement_amount_minor: i64,
+    /// When this movement happened: the time `from` and `to` filter on.
+    pub occurred_at: String,
+    /// The payment or top-up this movement belongs to (`GET .../transactions/{id}`).
     pub transaction_id: String,
     /// `payment` (a wallet debit) or `topup` (a credit of actual money; further types may be
     /// added).
     #[oai(rename = "type")]
     #[serde(rename = "type")]
     pub kind: String,
-    /// completed, partially_refunded, refunded or voided (a top-up is always completed).
+    /// The transaction's status now: completed, partially_refunded, refunded or voided (a
+    /// top-up is always completed).
     pub status: String,
     pub merchant_id: String,
     pub wallet_id: String,
-    /// A payment's debit, or a top-up's credit.
+    /// The transaction's amount: a payment's debit, or a top-up's credit.
     pub amount_minor: i64,
     pub debited_promo_minor: i64,
     pub debited_actual_minor: i64,
@@ -62,11 +74,19 @@ pub struct TransactionItem {
     /// Top-ups: the promotional bonus that accrued with it.
     #[oai(nullable)]
     pub bonus_minor: Option<i64>,
+    /// Refunds and voids: the reason given.
+    #[oai(nullable)]
+    pub reason: Option<String>,
+    /// When the transaction was created (a sale's or top-up's `occurred_at`).
     pub created_at: String,
 }
 
 fn topup_item(t: &topup::Model) -> TransactionItem {
     TransactionItem {
+        movement_id: t.id.to_string(),
+        movement: "topup".into(),
+        movement_amount_minor: t.credited_actual_minor,
+        occurred_at: ts(t.created_at),
         transaction_id: t.id.to_string(),
         kind: "topup".into(),
         status: "completed".into(),
@@ -84,12 +104,29 @@ fn topup_item(t: &topup::Model) -> TransactionItem {
         needs_reconciliation: false,
         topup_kind: Some(t.kind.clone()),
         bonus_minor: Some(t.bonus_minor),
+        reason: None,
         created_at: ts(t.created_at),
+    }
+}
+
+/// A refund or void: its payment's line, as this movement.
+fn reversal_item(r: &payment_refund::Model, p: &payment::Model) -> TransactionItem {
+    TransactionItem {
+        movement_id: r.id.to_string(),
+        movement: r.kind.clone(),
+        movement_amount_minor: r.amount_minor,
+        occurred_at: ts(r.created_at),
+        reason: r.reason.clone(),
+        ..item(p)
     }
 }
 
 fn item(p: &payment::Model) -> TransactionItem {
     TransactionItem {
+        movement_id: p.id.to_string(),
+        movement: "sale".into(),
+        movement_amount_minor: p.amount_minor,
+        occurred_at: ts(p.created_at),
         transaction_id: p.id.to_string(),
         kind: "payment".into(),
         status: transactions::status_of(p).into(),
@@ -107,6 +144,7 @@ fn item(p: &payment::Model) -> TransactionItem {
         needs_reconciliation: p.needs_reconciliation,
         topup_kind: None,
         bonus_minor: None,
+        reason: None,
         created_at: ts(p.created_at),
     }
 }
@@ -222,13 +260,16 @@ pub struct TransactionsApi;
 impl TransactionsApi {
     /// List transactions (reconciliation feed)
     ///
-    /// The integration's wallet payments and credited top-ups, newest first (a stable
-    /// order: ids grow with time), within the key's merchant, brand or branch. Filters:
-    /// `type` (payment, topup), `status` (completed, partially_refunded, refunded, voided;
-    /// top-ups are completed), `from` (inclusive) and `to` (exclusive) on the creation
-    /// time, `branch_id`. Cursor-paginated (`limit` 1–200, default 50); the
-    /// cursor keeps its filters: pass it alone for the next page (filters sent with it must
-    /// be the same). Another integration in the path is FORBIDDEN.
+    /// Every movement of the integration's money, once each and newest first (a stable
+    /// order: ids grow with time), within the key's merchant, brand or branch: a wallet
+    /// payment's sale, each refund and its void, each credited top-up. Filters: `type`
+    /// (payment: sales, refunds and voids; topup), `status` (the transaction's status now:
+    /// completed, partially_refunded, refunded, voided; top-ups are completed), `from`
+    /// (inclusive) and `to` (exclusive) on the activity time (`occurred_at`: a refund today
+    /// of yesterday's sale is in today's window, the sale in yesterday's), `branch_id`.
+    /// Cursor-paginated (`limit` 1–200, default 50); the cursor keeps its filters: pass it
+    /// alone for the next page (filters sent with it must be the same). Another integration
+    /// in the path is FORBIDDEN.
     #[oai(
         path = "/:integration_id/transactions",
         method = "get",
@@ -338,6 +379,7 @@ impl TransactionsApi {
                 .iter()
                 .map(|t| match t {
                     Transaction::Payment(p) => item(p),
+                    Transaction::Reversal(r, p) => reversal_item(r, p),
                     Transaction::Topup(t) => topup_item(t),
                 })
                 .collect::<Vec<_>>(),

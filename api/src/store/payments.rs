@@ -423,21 +423,21 @@ pub struct TransactionFilter {
 
 impl TransactionFilter {
     /// The date window, branch, credential bounds and cursor, on any table with these
-    /// columns (payments and top-ups share them).
-    pub fn window<C: ColumnTrait>(
+    /// columns (payments, refunds and top-ups share them; a refund's branch is its payment's).
+    pub fn window<C: ColumnTrait, B: ColumnTrait>(
         &self,
         after: Option<Uuid>,
         id: C,
-        created_at: C,
+        occurred_at: C,
         merchant_id: C,
-        branch_id: C,
+        branch_id: B,
     ) -> sea_orm::Condition {
         let mut c = sea_orm::Condition::all();
         if let Some(t) = self.from {
-            c = c.add(created_at.gte(t));
+            c = c.add(occurred_at.gte(t));
         }
         if let Some(t) = self.to {
-            c = c.add(created_at.lt(t));
+            c = c.add(occurred_at.lt(t));
         }
         if let Some(b) = self.branch_id {
             c = c.add(branch_id.eq(b));
@@ -452,6 +452,26 @@ impl TransactionFilter {
             c = c.add(id.lt(a));
         }
         c
+    }
+
+    /// The payment's integration and its status as the feed reports it (see
+    /// `domain::transactions::status_of`).
+    fn payment_condition(&self) -> sea_orm::Condition {
+        use sea_orm::sea_query::{Expr, ExprTrait};
+        let c = Condition::all().add(payment::Column::IntegrationId.eq(self.integration_id));
+        let completed = payment::Column::Status.eq("completed");
+        let refunded = Expr::col((payment::Entity, payment::Column::RefundedMinor));
+        let amount = Expr::col((payment::Entity, payment::Column::AmountMinor));
+        match self.status.as_deref() {
+            Some("completed") => c.add(completed).add(payment::Column::RefundedMinor.eq(0)),
+            Some("partially_refunded") => c
+                .add(completed)
+                .add(payment::Column::RefundedMinor.gt(0))
+                .add(refunded.lt(amount)),
+            Some("refunded") => c.add(completed).add(refunded.eq(amount)),
+            Some("voided") => c.add(payment::Column::Status.eq("voided")),
+            _ => c,
+        }
     }
 }
 
@@ -471,33 +491,54 @@ pub fn transactions_select(
     after: Option<Uuid>,
     limit: u64,
 ) -> Select<payment::Entity> {
-    use sea_orm::sea_query::{Expr, ExprTrait};
-    let mut q = payment::Entity::find().filter(payment::Column::IntegrationId.eq(f.integration_id));
-    q = match f.status.as_deref() {
-        Some("completed") => q
-            .filter(payment::Column::Status.eq("completed"))
-            .filter(payment::Column::RefundedMinor.eq(0)),
-        Some("partially_refunded") => q
-            .filter(payment::Column::Status.eq("completed"))
-            .filter(payment::Column::RefundedMinor.gt(0))
-            .filter(
-                Expr::col(payment::Column::RefundedMinor)
-                    .lt(Expr::col(payment::Column::AmountMinor)),
-            ),
-        Some("refunded") => q.filter(payment::Column::Status.eq("completed")).filter(
-            Expr::col(payment::Column::RefundedMinor).eq(Expr::col(payment::Column::AmountMinor)),
-        ),
-        Some("voided") => q.filter(payment::Column::Status.eq("voided")),
-        _ => q,
-    };
-    q = q.filter(f.window(
-        after,
-        payment::Column::Id,
-        payment::Column::CreatedAt,
-        payment::Column::MerchantId,
-        payment::Column::BranchId,
-    ));
-    q.order_by_desc(payment::Column::Id).limit(limit)
+    payment::Entity::find()
+        .filter(f.payment_condition())
+        .filter(f.window(
+            after,
+            payment::Column::Id,
+            payment::Column::CreatedAt,
+            payment::Column::MerchantId,
+            payment::Column::BranchId,
+        ))
+        .order_by_desc(payment::Column::Id)
+        .limit(limit)
+}
+
+/// The refunds and voids of the filter's payments that happened in its window (by when the
+/// money went back, not when the sale was), newest first, each with its payment.
+pub async fn reversals_page<C: ConnectionTrait>(
+    c: &C,
+    f: &TransactionFilter,
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<(payment_refund::Model, payment::Model)>, DbErr> {
+    let rows = reversals_select(f, after, limit).all(c).await?;
+    // The join is inner in effect: the filter names the payment's integration.
+    Ok(rows
+        .into_iter()
+        .filter_map(|(r, p)| p.map(|p| (r, p)))
+        .collect())
+}
+
+/// `reversals_page`'s query, served in order by `ix_payment_refunds_integration`.
+pub fn reversals_select(
+    f: &TransactionFilter,
+    after: Option<Uuid>,
+    limit: u64,
+) -> sea_orm::SelectTwo<payment_refund::Entity, payment::Entity> {
+    payment_refund::Entity::find()
+        .find_also_related(payment::Entity)
+        .filter(payment_refund::Column::IntegrationId.eq(f.integration_id))
+        .filter(f.payment_condition())
+        .filter(f.window(
+            after,
+            payment_refund::Column::Id,
+            payment_refund::Column::CreatedAt,
+            payment_refund::Column::MerchantId,
+            payment::Column::BranchId,
+        ))
+        .order_by_desc(payment_refund::Column::Id)
+        .limit(limit)
 }
 
 /// Deletes OTP sessions and QR nonces that expired before `before` without paying (a used

@@ -82,6 +82,10 @@ async fn look_ups_on_tables_that_only_grow_go_through_indexes() {
             store::payments::transactions_select(&feed, None, 51).build(backend),
         ),
         (
+            "ix_payment_refunds_integration",
+            store::payments::reversals_select(&feed, None, 51).build(backend),
+        ),
+        (
             "ix_topups_integration",
             store::topups::transactions_select(&feed, None, 51).build(backend),
         ),

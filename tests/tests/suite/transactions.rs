@@ -1,6 +1,7 @@
 //! The reconciliation feed, as the spec's "Transactions" rows state it: scoped to the
 //! integration in the path and the key; another integration's transaction is 403, an
-//! unknown one 404; cursor pagination in a stable order that keeps its filters.
+//! unknown one 404; cursor pagination in a stable order that keeps its filters; the date
+//! window is on activity time, each movement (sale, refund, void, top-up) once.
 use serde_json::json;
 use tests::{TestApp, send, shop::Shop};
 use uuid::Uuid;
@@ -12,6 +13,25 @@ async fn get(shop: &Shop<'_>, path: &str) -> tests::Reply {
             .header("x-api-key", &shop.tenant.platform_key),
     )
     .await
+}
+
+/// (movement, transaction id) of each line.
+fn movements(r: &tests::Reply) -> Vec<(String, String)> {
+    r.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["movement"].as_str().unwrap().to_string(),
+                t["transaction_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn line(movement: &str, id: &str) -> (String, String) {
+    (movement.to_string(), id.to_string())
 }
 
 fn ids(r: &tests::Reply) -> Vec<String> {
@@ -52,13 +72,32 @@ async fn the_feed_filters_by_status_pages_with_its_filters_and_details_each_tran
 
     let all = get(&shop, &base).await;
     assert_eq!(all.status, 200, "{}", all.body);
-    let newest_first: Vec<String> = paid.iter().rev().cloned().collect();
-    assert_eq!(ids(&all), newest_first);
+    assert_eq!(
+        movements(&all),
+        vec![
+            line("void", &paid[2]),
+            line("refund", &paid[1]),
+            line("sale", &paid[3]),
+            line("sale", &paid[2]),
+            line("sale", &paid[1]),
+            line("sale", &paid[0]),
+        ]
+    );
+    assert_eq!(all.body["data"][1]["movement_amount_minor"], 50);
+    assert_eq!(all.body["data"][1]["amount_minor"], 200);
+    assert_eq!(all.body["data"][1]["reason"], "test");
+    assert_ne!(all.body["data"][1]["movement_id"], paid[1].as_str());
 
     let partial = get(&shop, &format!("{base}?status=partially_refunded")).await;
-    assert_eq!(ids(&partial), vec![paid[1].clone()]);
+    assert_eq!(
+        movements(&partial),
+        vec![line("refund", &paid[1]), line("sale", &paid[1])]
+    );
     let voided = get(&shop, &format!("{base}?status=voided")).await;
-    assert_eq!(ids(&voided), vec![paid[2].clone()]);
+    assert_eq!(
+        movements(&voided),
+        vec![line("void", &paid[2]), line("sale", &paid[2])]
+    );
 
     // Page by one through the completed ones: the cursor keeps the filter.
     let first = get(&shop, &format!("{base}?status=completed&limit=1")).await;
@@ -90,6 +129,96 @@ async fn the_feed_filters_by_status_pages_with_its_filters_and_details_each_tran
         .map(|e| e["event_type"].as_str().unwrap())
         .collect();
     assert_eq!(events, vec!["payment.completed", "payment.refunded"]);
+}
+
+/// "Filterable by a date window": the window is on when the money moved, so a refund
+/// today of yesterday's sale is in today's window (once), the sale in yesterday's, and a
+/// page's cursor keeps the window.
+#[tokio::test]
+async fn the_date_window_holds_each_movement_when_it_happened_once() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(30));
+    let stamp = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let day_one = stamp();
+    pause().await;
+    let sale = shop.pay(&c, 500).await.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let other = shop.pay(&c, 300).await.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    pause().await;
+    let day_two = stamp();
+    pause().await;
+    for amount in [100, 150] {
+        let r = shop
+            .post(
+                &format!("/payments/{sale}/refund"),
+                json!({"amount_minor": amount, "reason": "late return"}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    let r = shop
+        .post(&format!("/payments/{other}/void"), json!({"reason": "x"}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    pause().await;
+    let day_three = stamp();
+    let base = format!("/{}/transactions", shop.tenant.integration_id);
+    let window = |from: &str, to: &str| {
+        format!(
+            "{base}?from={}&to={}",
+            from.replace('+', "%2B"),
+            to.replace('+', "%2B")
+        )
+    };
+
+    let yesterday = get(&shop, &window(&day_one, &day_two)).await;
+    assert_eq!(yesterday.status, 200, "{}", yesterday.body);
+    assert_eq!(
+        movements(&yesterday),
+        vec![line("sale", &other), line("sale", &sale)]
+    );
+    let today = get(&shop, &window(&day_two, &day_three)).await;
+    assert_eq!(
+        movements(&today),
+        vec![
+            line("void", &other),
+            line("refund", &sale),
+            line("refund", &sale)
+        ]
+    );
+    let amounts: Vec<i64> = today.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["movement_amount_minor"].as_i64().unwrap())
+        .collect();
+    assert_eq!(amounts, vec![300, 150, 100]);
+
+    // Page by one through today's refunds of partially refunded sales: the cursor keeps
+    // the window and the status.
+    let mut seen = Vec::new();
+    let mut next = format!(
+        "{}&status=partially_refunded&limit=1",
+        window(&day_two, &day_three)
+    );
+    loop {
+        let page = get(&shop, &next).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        seen.extend(movements(&page));
+        match page.body["meta"]["next_cursor"].as_str() {
+            Some(cursor) => next = format!("{base}?limit=1&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, vec![line("refund", &sale), line("refund", &sale)]);
 }
 
 #[tokio::test]
@@ -175,6 +304,7 @@ async fn top_ups_are_in_the_feed_beside_payments_with_their_settlement_events() 
 
     let all = get(&shop, &base).await;
     assert_eq!(ids(&all), vec![topup.clone(), payment.clone()]);
+    assert_eq!(all.body["data"][0]["movement"], "topup");
     assert_eq!(all.body["data"][0]["type"], "topup");
     assert_eq!(all.body["data"][0]["amount_minor"], 2_500);
     assert_eq!(all.body["data"][0]["topup_kind"], "settlement");
