@@ -21,6 +21,12 @@ pub struct Model {
     pub status: String,
     pub expires_at: Option<DateTimeUtc>,
     pub previous_key_id: Option<Uuid>,
+    /// What the key may do: permission names separated by spaces (see
+    /// `api::domain::credentials::permissions`).
+    pub permissions: String,
+    /// The key that minted this one (null for a platform key, and for keys minted before
+    /// this was recorded). A regenerated key keeps its predecessor's.
+    pub created_by_key_id: Option<Uuid>,
     pub status_reason: Option<String>,
     pub created_at: DateTimeUtc,
     pub revoked_at: Option<DateTimeUtc>,

@@ -14,6 +14,7 @@ mod m20261121_000007_webhooks;
 mod m20261122_000008_history_indexes;
 mod m20261122_000009_feed_indexes;
 mod m20261126_000010_feed_movements;
+mod m20261126_000011_key_permissions;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
 /// earlier files keep their own copy, as landed migrations are never edited.
@@ -46,6 +47,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261122_000008_history_indexes::Migration),
             Box::new(m20261122_000009_feed_indexes::Migration),
             Box::new(m20261126_000010_feed_movements::Migration),
+            Box::new(m20261126_000011_key_permissions::Migration),
         ]
     }
 }

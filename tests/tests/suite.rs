@@ -16,6 +16,7 @@ mod suite {
     pub mod outages;
     pub mod payments;
     pub mod payments_concurrency;
+    pub mod permissions;
     pub mod platform;
     pub mod tokens;
     pub mod topups;

@@ -132,6 +132,8 @@ pub async fn create(
             is_sandbox: t.is_sandbox,
             expires_at: None,
             previous_key_id: None,
+            permissions: crate::domain::credentials::Permissions::all(),
+            created_by_key_id: None,
         },
     )
     .await?;

@@ -82,3 +82,11 @@ impl AnyAuth {
         }
     }
 }
+
+impl AnyAuth {
+    /// 403 FORBIDDEN naming `p` unless the credential holds it (a terminal JWT holds
+    /// `terminal`).
+    pub fn require(&self, p: crate::domain::credentials::Permission) -> Result<(), ApiError> {
+        self.principal().require(p)
+    }
+}

@@ -21,6 +21,7 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
+use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         customers::{self, IDENTITY_CREDENTIAL_TYPES, IdentityCredential, Lookup, Resolution},
@@ -552,6 +553,8 @@ impl CustomersApi {
     /// wallet emits customer.identified. Rate-limited per integration (429 with Retry-After
     /// and X-RateLimit-*). The declared scheme is the x-api-key; a terminal JWT (Bearer) is
     /// accepted as well. The Idempotency-Key header is optional: the call is safe to retry.
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(path = "/identify", method = "post", operation_id = "identifyCustomer")]
     async fn identify(
         &self,
@@ -562,6 +565,7 @@ impl CustomersApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<IdentifyRequest>,
     ) -> poem::Result<Reply<CustomerContext>> {
+        auth.require(Permission::Terminal)?;
         let st = state.0;
         let principal = auth.principal();
         if idempotency_key.0.is_some() {
@@ -607,6 +611,8 @@ impl CustomersApi {
     /// one merchant. Read-only; an unknown customer is `resolution_state: not_found` with
     /// HTTP 200. A customer whose enrollment lapsed shows `identity_state: EXPIRED` with
     /// what the merchant holds in escrow for them.
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(
         path = "/customers/lookup",
         method = "get",
@@ -627,6 +633,7 @@ impl CustomersApi {
         wallet_user_id: Query<Option<String>>,
         wallet_program_id: Query<Option<String>>,
     ) -> poem::Result<Reply<CustomerLookup>> {
+        auth.require(Permission::Terminal)?;
         let st = state.0;
         let principal = auth.principal();
         let mut e = Errors::default();

@@ -18,6 +18,7 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
+use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         budgets::{self, Change, NewBudget},
@@ -532,6 +533,8 @@ impl IncentivesApi {
     /// the same share of the cashback as the share of the payment it returns, a void all of
     /// it; what the customer already spent is reported as unrecovered, never taken from
     /// actual money. Later changes never touch earlier payments.
+    ///
+    /// Permission: `incentives`.
     #[oai(
         path = "/incentives/cashback/config",
         method = "post",
@@ -546,6 +549,7 @@ impl IncentivesApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<CashbackRuleRequest>,
     ) -> poem::Result<Reply<CashbackRuleView>> {
+        auth.0.require(Permission::Incentives)?;
         let p = auth.0.clone();
         let b = body.value.clone();
         let mut e = Errors::default();
@@ -592,6 +596,8 @@ impl IncentivesApi {
     /// Get the cashback rule
     ///
     /// The rule in force for the program (NOT_FOUND when none was set).
+    ///
+    /// Permission: `incentives`.
     #[oai(
         path = "/incentives/cashback/config",
         method = "get",
@@ -604,6 +610,7 @@ impl IncentivesApi {
         wallet_program_id: Query<String>,
         merchant_id: Query<Option<String>>,
     ) -> poem::Result<Reply<CashbackRuleView>> {
+        auth.0.require(Permission::Incentives)?;
         let st = state.0;
         let program = path_uuid("query:wallet_program_id", &wallet_program_id.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
@@ -620,6 +627,8 @@ impl IncentivesApi {
     /// compare-and-swap on its `version`, so concurrent accruals never overspend it: an
     /// offer's reward is taken whole or not at all; cashback and reload bonuses shrink to
     /// what is left.
+    ///
+    /// Permission: `incentives`.
     #[oai(
         path = "/incentives/budgets",
         method = "post",
@@ -634,6 +643,7 @@ impl IncentivesApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<BudgetRequest>,
     ) -> poem::Result<Reply<BudgetView>> {
+        auth.0.require(Permission::Incentives)?;
         let p = auth.0.clone();
         let b = body.value.clone();
         mutation::run(
@@ -671,6 +681,8 @@ impl IncentivesApi {
     ///
     /// In the order they were opened. Cursor-paginated (`limit` 1–200, default 50; pass
     /// `meta.next_cursor` as `cursor`).
+    ///
+    /// Permission: `incentives`.
     #[oai(
         path = "/incentives/budgets",
         method = "get",
@@ -684,6 +696,7 @@ impl IncentivesApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<BudgetView>>> {
+        auth.0.require(Permission::Incentives)?;
         let st = state.0;
         let mut e = Errors::default();
         let limit = super::common::page_limit(&mut e, limit.0);
@@ -699,6 +712,8 @@ impl IncentivesApi {
     }
 
     /// Get a campaign budget (beta)
+    ///
+    /// Permission: `incentives`.
     #[oai(
         path = "/incentives/budgets/:budget_id",
         method = "get",
@@ -711,6 +726,7 @@ impl IncentivesApi {
         budget_id: Path<String>,
         merchant_id: Query<Option<String>>,
     ) -> poem::Result<Reply<BudgetView>> {
+        auth.0.require(Permission::Incentives)?;
         let st = state.0;
         let id = path_uuid("path:budgetId", &budget_id.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
@@ -724,6 +740,8 @@ impl IncentivesApi {
     /// Renames, resizes (never below what was spent) or pauses a budget. With
     /// `expected_version`, the change applies only if the budget is still at that version
     /// (else CONFLICT, 409, with `details.current_version`; re-read and retry).
+    ///
+    /// Permission: `incentives`.
     #[oai(
         path = "/incentives/budgets/:budget_id",
         method = "patch",
@@ -739,6 +757,7 @@ impl IncentivesApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<BudgetChangeRequest>,
     ) -> poem::Result<Reply<BudgetView>> {
+        auth.0.require(Permission::Incentives)?;
         let id = path_uuid("path:budgetId", &budget_id.0)?;
         let b = body.value.clone();
         mutation::run(
@@ -777,6 +796,8 @@ impl IncentivesApi {
     ///
     /// Arms a reward for one known customer until `expires_at` (offer.armed). The customer
     /// earns it by a payment made after arming and redeemed against the offer.
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(path = "/offers", method = "post", operation_id = "armOffer")]
     async fn arm_offer(
         &self,
@@ -787,6 +808,7 @@ impl IncentivesApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<OfferRequest>,
     ) -> poem::Result<Reply<OfferView>> {
+        auth.require(Permission::Terminal)?;
         let st = state.0.clone();
         let p = auth.principal().clone();
         let b = body.value.clone();
@@ -848,6 +870,8 @@ impl IncentivesApi {
     ///
     /// Newest first, optionally for one customer (`wallet_user_id`) and in one `state`.
     /// Cursor-paginated (`limit` 1–200, default 50).
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(path = "/offers", method = "get", operation_id = "listOffers")]
     #[allow(clippy::too_many_arguments)]
     async fn list_offers(
@@ -860,6 +884,7 @@ impl IncentivesApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<OfferView>>> {
+        auth.require(Permission::Terminal)?;
         let st = state.0;
         let mut e = Errors::default();
         let who = optional_uuid(&mut e, "query:wallet_user_id", &wallet_user_id.0);
@@ -888,6 +913,8 @@ impl IncentivesApi {
     }
 
     /// Get an offer (beta)
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(path = "/offers/:offer_id", method = "get", operation_id = "getOffer")]
     async fn get_offer(
         &self,
@@ -896,6 +923,7 @@ impl IncentivesApi {
         offer_id: Path<String>,
         merchant_id: Query<Option<String>>,
     ) -> poem::Result<Reply<OfferView>> {
+        auth.require(Permission::Terminal)?;
         let st = state.0;
         let id = path_uuid("path:offerId", &offer_id.0)?;
         let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
@@ -908,6 +936,8 @@ impl IncentivesApi {
     /// Which of the customer's armed offers a payment of `amount_minor` would earn, and how
     /// much; ineligible ones say why. Read-shaped: it writes nothing, so the
     /// Idempotency-Key header is optional.
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(
         path = "/offers/evaluate",
         method = "post",
@@ -922,6 +952,7 @@ impl IncentivesApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<EvaluateRequest>,
     ) -> poem::Result<Reply<EvaluationResult>> {
+        auth.require(Permission::Terminal)?;
         let st = state.0;
         let principal = auth.principal();
         if idempotency_key.0.is_some() {
@@ -987,6 +1018,8 @@ impl IncentivesApi {
     /// is taken whole from the offer's budget or the redemption fails with the issue
     /// `budget_exhausted` and the offer stays ARMED. One offer per payment. An offer that
     /// is not ARMED is VALIDATION_ERROR with `details.offer_state`.
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(
         path = "/offers/:offer_id/redeem",
         method = "post",
@@ -1002,6 +1035,7 @@ impl IncentivesApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<RedeemRequest>,
     ) -> poem::Result<Reply<RedeemResult>> {
+        auth.require(Permission::Terminal)?;
         let id = path_uuid("path:offerId", &offer_id.0)?;
         let p = auth.principal().clone();
         let b = body.value.clone();
@@ -1037,6 +1071,8 @@ impl IncentivesApi {
     ///
     /// Withdraws an ARMED offer (CANCELLED). Cancelling a cancelled offer changes nothing;
     /// a redeemed or expired one is VALIDATION_ERROR with `details.offer_state`.
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(
         path = "/offers/:offer_id/cancel",
         method = "post",
@@ -1052,6 +1088,7 @@ impl IncentivesApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<EnvelopeOnly>,
     ) -> poem::Result<Reply<OfferView>> {
+        auth.require(Permission::Terminal)?;
         let id = path_uuid("path:offerId", &offer_id.0)?;
         mutation::run(
             mutation::Call {

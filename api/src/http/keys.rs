@@ -19,7 +19,11 @@ use super::{
 };
 use crate::{
     domain::{
-        credentials::keys::{self, CreateKey},
+        credentials::{
+            Permission, Permissions,
+            keys::{self, CreateKey},
+            permissions,
+        },
         validate::{self, Errors},
     },
     idempotency::Outcome,
@@ -50,6 +54,14 @@ pub struct CreateKeyRequest {
     /// When the key stops working (RFC 3339, in the future); null never expires.
     #[oai(nullable)]
     pub expires_at: Option<String>,
+    /// What the key may do: names from `integrations:create`, `integrations:read`,
+    /// `integrations:update`, `integrations:delete`, `terminal`, `reporting`,
+    /// `settlements`, `catalog`, `incentives`, `webhooks`. Only permissions the caller
+    /// holds (else 403 FORBIDDEN with `details.missing_permissions`). Absent or null:
+    /// `terminal` and `reporting` (as far as the caller holds them), never key
+    /// management.
+    #[oai(nullable)]
+    pub permissions: Option<Vec<String>>,
 }
 
 impl Validate for CreateKeyRequest {
@@ -86,6 +98,19 @@ impl Validate for CreateKeyRequest {
         {
             validate::future(e, "/expires_at", at, Utc::now());
         }
+        if let Some(ps) = &self.permissions {
+            if ps.is_empty() {
+                e.push(
+                    "/permissions",
+                    "empty",
+                    "must name at least one permission (or be left out for the default)",
+                );
+            }
+            let known: Vec<&str> = permissions::ALL.iter().map(|p| p.as_str()).collect();
+            for (i, p) in ps.iter().enumerate() {
+                validate::one_of(e, format!("/permissions/{i}"), p, &known);
+            }
+        }
     }
 }
 
@@ -102,6 +127,13 @@ impl CreateKeyRequest {
                 .as_deref()
                 .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
                 .map(|t| t.with_timezone(&Utc)),
+            permissions: self.permissions.as_ref().map(|ps| {
+                Permissions::of(
+                    &ps.iter()
+                        .filter_map(|p| Permission::parse(p))
+                        .collect::<Vec<_>>(),
+                )
+            }),
         }
     }
 }
@@ -142,6 +174,11 @@ pub struct ApiKeyView {
     /// The key this one replaced (regenerate).
     #[oai(nullable)]
     pub previous_key_id: Option<String>,
+    /// What the key may do (see `POST /auth/keys`).
+    pub permissions: Vec<String>,
+    /// The key that minted this one; null for a platform key.
+    #[oai(nullable)]
+    pub created_by_key_id: Option<String>,
 }
 
 /// A listed key.
@@ -165,6 +202,11 @@ pub struct KeyStatusResult {
     #[oai(skip_serializing_if_is_none)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deleted_at: Option<String>,
+    /// A revoke with `cascade`: the keys of its tree that were active and are now
+    /// inactive (empty when there were none).
+    #[oai(skip_serializing_if_is_none)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cascaded_key_ids: Option<Vec<String>>,
 }
 
 /// Revoke, regenerate or delete a key.
@@ -177,6 +219,10 @@ pub struct KeyActionRequest {
     /// Why (up to 200 characters), kept with the key.
     #[oai(nullable)]
     pub reason: Option<String>,
+    /// Revoke only: also revoke every key this key minted, and every key those minted
+    /// (through any regeneration). Default false: the keys it minted keep working.
+    #[oai(nullable)]
+    pub cascade: Option<bool>,
 }
 
 impl Validate for KeyActionRequest {
@@ -205,6 +251,8 @@ fn view(m: &api_key::Model) -> ApiKeyView {
         expires_at: m.expires_at.map(ts),
         created_at: ts(m.created_at),
         previous_key_id: id(m.previous_key_id),
+        permissions: Permissions::from_column(&m.permissions).names(),
+        created_by_key_id: id(m.created_by_key_id),
     }
 }
 
@@ -220,9 +268,10 @@ fn created(m: &api_key::Model, raw: String) -> ApiKeyCreated {
 impl KeysApi {
     /// Create an API key
     ///
-    /// Mints an enterprise, brand or branch key within the caller's own scope. The raw key
-    /// is returned once; only its bcrypt hash is stored. Retrying with the same
-    /// Idempotency-Key and body returns the same key.
+    /// Mints an enterprise, brand or branch key within the caller's own scope, with
+    /// permissions the caller holds (default: `terminal` and `reporting`). The raw key is
+    /// returned once; only its bcrypt hash is stored. Retrying with the same
+    /// Idempotency-Key and body returns the same key. Permission: `integrations:create`.
     #[oai(path = "/auth/keys", method = "post", operation_id = "createApiKey")]
     async fn create(
         &self,
@@ -268,8 +317,11 @@ impl KeysApi {
     /// List API keys
     ///
     /// Key metadata (never the raw key) of the calling integration, within the caller's
-    /// scope, oldest first. Cursor-paginated: pass `meta.next_cursor` as `cursor`.
+    /// scope, oldest first, with each key's permissions and the key that minted it.
+    /// `created_by` lists the keys one key minted. Cursor-paginated: pass
+    /// `meta.next_cursor` as `cursor`. Permission: `integrations:read`.
     #[oai(path = "/auth/keys", method = "get", operation_id = "listApiKeys")]
+    #[allow(clippy::too_many_arguments)]
     async fn list(
         &self,
         state: Data<&AppState>,
@@ -278,6 +330,8 @@ impl KeysApi {
         status: Query<Option<String>>,
         /// Only keys of this branch.
         branch_id: Query<Option<String>>,
+        /// Only keys minted by this key.
+        created_by: Query<Option<String>>,
         /// 1 to 200, default 50.
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
@@ -297,11 +351,23 @@ impl KeysApi {
             .0
             .as_deref()
             .and_then(|b| validate::uuid(&mut e, "query:branch_id", b));
+        let creator = created_by
+            .0
+            .as_deref()
+            .and_then(|k| validate::uuid(&mut e, "query:created_by", k));
         let limit = super::common::page_limit(&mut e, limit.0);
         e.finish()?;
         let after = super::cursor::after("key", &cursor.0)?;
-        let (rows, more) =
-            keys::list(&state.0.db, &auth.0, status.0.clone(), branch, after, limit).await?;
+        let (rows, more) = keys::list(
+            &state.0.db,
+            &auth.0,
+            status.0.clone(),
+            branch,
+            creator,
+            after,
+            limit,
+        )
+        .await?;
         let page = super::cursor::page("key", &rows, more, |k| k.id);
         let items: Vec<ApiKeyItem> = rows
             .iter()
@@ -317,7 +383,10 @@ impl KeysApi {
     ///
     /// The key stops working at once on every replica (no grace window). Revoking an
     /// inactive key again is a no-op success. Terminal JWTs already minted from it stay
-    /// valid for their remaining TTL.
+    /// valid for their remaining TTL. The keys it minted keep working unless `cascade` is
+    /// true, which revokes its whole tree (list it first with `GET /auth/keys?created_by=`).
+    /// A key holding a permission the caller lacks is FORBIDDEN. Permission:
+    /// `integrations:update`.
     #[oai(
         path = "/auth/keys/:key_id/revoke",
         method = "post",
@@ -344,8 +413,10 @@ impl KeysApi {
 
     /// Regenerate an API key
     ///
-    /// Issues a new key with the same scope (its raw key shown once) and makes the old
-    /// one fail at once; `previous_key_id` names it.
+    /// Issues a new key with the same scope and permissions (its raw key shown once) and
+    /// makes the old one fail at once; `previous_key_id` names it. The keys the old one
+    /// minted stay in the new one's tree. A key holding a permission the caller lacks is
+    /// FORBIDDEN. Permission: `integrations:update`.
     #[oai(
         path = "/auth/keys/:key_id/regenerate",
         method = "post",
@@ -360,6 +431,7 @@ impl KeysApi {
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<ApiKeyCreated>> {
         let id = path_uuid("path:keyId", &key_id.0)?;
+        no_cascade(&body.value)?;
         let st = state.0;
         let principal = auth.0.clone();
         let reason = body.value.reason.clone();
@@ -396,7 +468,9 @@ impl KeysApi {
 
     /// Delete an API key
     ///
-    /// An active or inactive key becomes deleted: it no longer works or lists.
+    /// An active or inactive key becomes deleted: it no longer works or lists. A key
+    /// holding a permission the caller lacks is FORBIDDEN. Permission:
+    /// `integrations:delete`.
     #[oai(
         path = "/auth/keys/:key_id/delete",
         method = "post",
@@ -438,6 +512,10 @@ async fn change_status(
     change: StatusChange,
 ) -> poem::Result<Reply<KeyStatusResult>> {
     let id = path_uuid("path:keyId", raw_id)?;
+    if matches!(change, StatusChange::Delete) {
+        no_cascade(&body.value)?;
+    }
+    let cascade = body.value.cascade.unwrap_or(false);
     let shared = st.clone();
     let caller = principal.clone();
     let reason = body.value.reason.clone();
@@ -458,11 +536,18 @@ async fn change_status(
         move |txn, _acting| {
             Box::pin(async move {
                 let auth = shared.key_auth();
-                let m = match change {
-                    StatusChange::Revoke => keys::revoke(txn, &auth, &caller, id, reason).await?,
-                    StatusChange::Delete => keys::delete(txn, &auth, &caller, id, reason).await?,
+                let (m, cascaded) = match change {
+                    StatusChange::Revoke => {
+                        let r = keys::revoke(txn, &auth, &caller, id, reason, cascade).await?;
+                        let ids = r.cascaded.iter().map(|k| k.id.to_string()).collect();
+                        (r.key, cascade.then_some(ids))
+                    }
+                    StatusChange::Delete => {
+                        (keys::delete(txn, &auth, &caller, id, reason).await?, None)
+                    }
                 };
                 Ok(Outcome::new(KeyStatusResult {
+                    cascaded_key_ids: cascaded,
                     key_id: m.id.to_string(),
                     status: m.status,
                     revoked_at: matches!(change, StatusChange::Revoke)
@@ -475,4 +560,16 @@ async fn change_status(
         },
     )
     .await
+}
+
+/// `cascade` belongs to revoke alone.
+fn no_cascade(b: &KeyActionRequest) -> Result<(), crate::error::ApiError> {
+    if b.cascade.is_some() {
+        return Err(crate::error::ApiError::field(
+            "/cascade",
+            "not_allowed",
+            "applies to revoke only",
+        ));
+    }
+    Ok(())
 }

@@ -3,6 +3,8 @@
 use poem_openapi::OpenApiService;
 use serde_json::{Value, json};
 
+use crate::domain::credentials::Permission;
+
 use super::{
     checkout::CheckoutApi, customers::CustomersApi, enrollment::EnrollmentApi,
     incentives::IncentivesApi, keys::KeysApi, operator::OperatorApi,
@@ -148,7 +150,10 @@ envelope (`meta.api_version` = 2026-06-01). A retry with the same key and body r
 stored response byte for byte (only `meta.idempotency_replayed` differs) for as long as it is \
 kept, without validating the retry again; the same key with another body is \
 IDEMPOTENCY_KEY_REUSED. Each operation carries `x-stability` (`ga` or \
-`beta`) and one domain tag.";
+`beta`) and one domain tag; an operation an x-api-key may call carries \
+`x-permission`, the permission that key needs (else 403 FORBIDDEN with \
+`details.missing_permissions`). Keys are given permissions at creation and a key never \
+mints one wider than itself; see `POST /auth/keys`.";
 
 #[derive(Clone, Debug)]
 pub struct OperationInfo {
@@ -159,6 +164,8 @@ pub struct OperationInfo {
     pub stability: String,
     /// Security schemes any one of which admits a caller; empty means no credential needed.
     pub schemes: Vec<String>,
+    /// What an x-api-key caller needs (`PERMISSION`).
+    pub permission: Option<Permission>,
 }
 
 pub struct OpenApiInfo {
@@ -184,6 +191,58 @@ pub fn build() -> OpenApiInfo {
         json,
         docs_html,
     }
+}
+
+/// The permission each operation needs of an x-api-key caller (a terminal JWT holds
+/// `terminal`). Published as `x-permission`; `capabilities` lists only what the caller
+/// may call; a suite test calls each with a key lacking it.
+pub const PERMISSION: &[(&str, Permission)] = &[
+    ("armOffer", Permission::Terminal),
+    ("cancelOffer", Permission::Terminal),
+    ("createApiKey", Permission::IntegrationsCreate),
+    ("createBudget", Permission::Incentives),
+    ("createWebhookSubscription", Permission::Webhooks),
+    ("deleteApiKey", Permission::IntegrationsDelete),
+    ("disableWebhookSubscription", Permission::Webhooks),
+    ("enableWebhookSubscription", Permission::Webhooks),
+    ("evaluateOffers", Permission::Terminal),
+    ("exchangeTerminalToken", Permission::Terminal),
+    ("getBudget", Permission::Incentives),
+    ("getCashbackRule", Permission::Incentives),
+    ("getOffer", Permission::Terminal),
+    ("getPayment", Permission::Terminal),
+    ("getReloadBonusConfig", Permission::Incentives),
+    ("getSettlement", Permission::Settlements),
+    ("getTransaction", Permission::Reporting),
+    ("identifyCustomer", Permission::Terminal),
+    ("ingestSettlement", Permission::Settlements),
+    ("listApiKeys", Permission::IntegrationsRead),
+    ("listBudgets", Permission::Incentives),
+    ("listCustomerGrants", Permission::Terminal),
+    ("listOffers", Permission::Terminal),
+    ("listSandboxMessages", Permission::Terminal),
+    ("listSkus", Permission::Catalog),
+    ("listTransactions", Permission::Reporting),
+    ("listWebhookDeliveries", Permission::Webhooks),
+    ("listWebhookSubscriptions", Permission::Webhooks),
+    ("lookupCustomer", Permission::Terminal),
+    ("redeemOffer", Permission::Terminal),
+    ("redeliverFailedWebhooks", Permission::Webhooks),
+    ("redeliverWebhook", Permission::Webhooks),
+    ("regenerateApiKey", Permission::IntegrationsUpdate),
+    ("registerSku", Permission::Catalog),
+    ("revokeApiKey", Permission::IntegrationsUpdate),
+    ("rotateWebhookSecret", Permission::Webhooks),
+    ("setCashbackRule", Permission::Incentives),
+    ("setReloadBonusConfig", Permission::Incentives),
+    ("updateBudget", Permission::Incentives),
+];
+
+pub fn permission_of(operation_id: &str) -> Option<Permission> {
+    PERMISSION
+        .iter()
+        .find(|(id, _)| *id == operation_id)
+        .map(|(_, p)| *p)
 }
 
 pub fn stability_of(operation_id: &str) -> Option<&'static str> {
@@ -259,7 +318,11 @@ fn annotate(doc: &mut Value) {
                     .and_then(Value::as_str)
                     .unwrap_or_default();
                 let stability = stability_of(id).unwrap_or("beta");
+                let permission = permission_of(id);
                 op.insert("x-stability".into(), json!(stability));
+                if let Some(p) = permission {
+                    op.insert("x-permission".into(), json!(p.as_str()));
+                }
             }
         }
     }
@@ -295,6 +358,7 @@ fn operations(doc: &Value) -> Vec<OperationInfo> {
                 domain: op["tags"][0].as_str().unwrap_or_default().to_string(),
                 stability: stability_of(id).unwrap_or("beta").to_string(),
                 schemes,
+                permission: permission_of(id),
             });
         }
     }
@@ -305,6 +369,30 @@ fn operations(doc: &Value) -> Vec<OperationInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every operation an x-api-key may call names the permission it needs, except the two
+    /// any credential may read about itself; and the table names no operation that is gone.
+    #[test]
+    fn every_api_key_operation_has_a_permission() {
+        let info = build();
+        for op in &info.operations {
+            let by_key = op.schemes.iter().any(|s| s == "ApiKeyAuth");
+            let free = ["getCapabilities", "getOpenApi"].contains(&op.operation_id.as_str());
+            assert_eq!(
+                op.permission.is_some(),
+                by_key && !free,
+                "{} ({:?})",
+                op.operation_id,
+                op.schemes
+            );
+        }
+        for (id, _) in PERMISSION {
+            assert!(
+                info.operations.iter().any(|o| o.operation_id == *id),
+                "{id} is not an operation"
+            );
+        }
+    }
 
     const DOMAINS: &[&str] = &[
         "platform",

@@ -22,6 +22,7 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
+use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::Principal,
@@ -1041,6 +1042,8 @@ impl PaymentsApi {
     ///
     /// With its refunds. A payment of another merchant, or outside the caller's branch
     /// scope, is NOT_FOUND.
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(path = "/payments/:id", method = "get", operation_id = "getPayment")]
     async fn get(
         &self,
@@ -1048,6 +1051,7 @@ impl PaymentsApi {
         auth: AnyAuth,
         id: Path<String>,
     ) -> poem::Result<Reply<PaymentDetail>> {
+        auth.require(Permission::Terminal)?;
         let id = path_uuid("path:id", &id.0)?;
         let st = state.0;
         // Same answer for a payment that does not exist and one the caller may not see.

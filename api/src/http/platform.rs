@@ -73,6 +73,9 @@ pub struct CredentialView {
     #[oai(nullable)]
     pub branch_id: Option<String>,
     pub is_sandbox: bool,
+    /// What the credential may do (see `POST /auth/keys`); `operations` lists only the
+    /// operations these allow. A terminal JWT holds `terminal`.
+    pub permissions: Vec<String>,
 }
 
 /// A wallet program the caller may act on.
@@ -179,6 +182,7 @@ async fn capabilities_view(state: &AppState, p: &Principal) -> Result<Capabiliti
         .operations
         .iter()
         .filter(|o| o.schemes.is_empty() || o.schemes.iter().any(|s| s == scheme))
+        .filter(|o| o.permission.is_none_or(|need| p.permissions.has(need)))
         .map(|o| OperationView {
             operation_id: o.operation_id.clone(),
             method: o.method.clone(),
@@ -201,6 +205,7 @@ async fn capabilities_view(state: &AppState, p: &Principal) -> Result<Capabiliti
             brand_id: s.brand_id().map(|u| u.to_string()),
             branch_id: s.branch_id().map(|u| u.to_string()),
             is_sandbox: p.is_sandbox,
+            permissions: p.permissions.names(),
         },
         api_versions: crate::envelope::SUPPORTED_API_VERSIONS
             .iter()

@@ -3,6 +3,7 @@ use poem_openapi::{Object, OpenApi, param::Query};
 use serde::Serialize;
 
 use super::{auth::ApiKeyAuth, reply::Reply, tags::Tag};
+use crate::domain::credentials::Permission;
 use crate::{domain::validate, error::ApiError, state::AppState, store};
 
 pub struct SandboxApi;
@@ -33,6 +34,8 @@ impl SandboxApi {
     /// Messages the mock provider received for a phone number, newest first. Sandbox keys
     /// only: a production key gets NOT_FOUND. Numbers starting with `+9990` make the mock
     /// provider fail every attempt, to exercise retries and dead-lettering.
+    ///
+    /// Permission: `terminal`.
     #[oai(
         path = "/sandbox/messages",
         method = "get",
@@ -48,6 +51,7 @@ impl SandboxApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SandboxMessage>>> {
+        auth.0.require(Permission::Terminal)?;
         let p = &auth.0;
         if !p.is_sandbox {
             return Err(ApiError::not_found("Resource").into());

@@ -19,6 +19,7 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
+use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::{Principal, Scope},
@@ -406,6 +407,8 @@ impl SettlementsApi {
     /// create sandbox references (no provider is called); a production key never confirms
     /// against one. Needs a merchant-wide or platform key (a brand or branch key is
     /// FORBIDDEN).
+    ///
+    /// Permission: `settlements`.
     #[oai(
         path = "/topup/settlements",
         method = "post",
@@ -420,6 +423,7 @@ impl SettlementsApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<SettlementRequest>,
     ) -> poem::Result<Reply<SettlementView>> {
+        auth.0.require(Permission::Settlements)?;
         control_plane(&auth.0)?;
         let p = auth.0.clone();
         let b = body.value.clone();
@@ -461,6 +465,8 @@ impl SettlementsApi {
     ///
     /// A settlement reference's state and whether a top-up used it. `merchant_id` is
     /// required unless the key acts for exactly one merchant.
+    ///
+    /// Permission: `settlements`.
     #[oai(
         path = "/topup/settlements/:reference",
         method = "get",
@@ -473,6 +479,7 @@ impl SettlementsApi {
         reference: Path<String>,
         merchant_id: Query<Option<String>>,
     ) -> poem::Result<Reply<SettlementView>> {
+        auth.0.require(Permission::Settlements)?;
         let st = state.0;
         control_plane(&auth.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
@@ -562,6 +569,8 @@ impl SettlementsApi {
     /// (exactly the program's), and the bonus lifetime `expiry_days` (at least 1; drives the
     /// grant's `expires_at`). Forward-looking only: a top-up confirmed earlier keeps the
     /// bonus it got; later ones use this version.
+    ///
+    /// Permission: `incentives`.
     #[oai(
         path = "/topup/reload-bonus/config",
         method = "post",
@@ -576,6 +585,7 @@ impl SettlementsApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<ReloadBonusConfigRequest>,
     ) -> poem::Result<Reply<ReloadBonusConfigView>> {
+        auth.0.require(Permission::Incentives)?;
         let p = auth.0.clone();
         let b = body.value.clone();
         let mut e = Errors::default();
@@ -619,6 +629,8 @@ impl SettlementsApi {
     /// Get reload-bonus tiers
     ///
     /// The config in force for the program (NOT_FOUND when none was set).
+    ///
+    /// Permission: `incentives`.
     #[oai(
         path = "/topup/reload-bonus/config",
         method = "get",
@@ -631,6 +643,7 @@ impl SettlementsApi {
         wallet_program_id: Query<String>,
         merchant_id: Query<Option<String>>,
     ) -> poem::Result<Reply<ReloadBonusConfigView>> {
+        auth.0.require(Permission::Incentives)?;
         let st = state.0;
         let program = path_uuid("query:wallet_program_id", &wallet_program_id.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;

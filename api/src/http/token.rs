@@ -13,6 +13,7 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
+use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::{jwt, token},
@@ -134,6 +135,8 @@ impl TokenApi {
     /// Mints an HS256 JWT (600 s) from the `x-api-key` header (never the body), narrowed to
     /// `context.merchant_id` and `context.branch_id`. A retry with the same
     /// Idempotency-Key while the token is valid returns the same token.
+    ///
+    /// Permission: `terminal`.
     #[oai(
         path = "/auth/token",
         method = "post",
@@ -146,6 +149,7 @@ impl TokenApi {
         #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
         body: JsonBody<TokenRequest>,
     ) -> poem::Result<Reply<PosTerminalToken>> {
+        auth.0.require(Permission::Terminal)?;
         let st = state.0;
         let shared = st.clone();
         let principal = auth.0.clone();

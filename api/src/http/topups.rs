@@ -21,6 +21,7 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
+use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         grants,
@@ -317,6 +318,8 @@ impl TopupsApi {
     /// What one unit of a top-up SKU credits (`wallet_credits_minor`) and its optional
     /// bonus. Registering an existing `sku_id` changes it: the version goes up and later
     /// sales use the new terms; past sales never change.
+    ///
+    /// Permission: `catalog`.
     #[oai(
         path = "/skus",
         method = "post",
@@ -332,6 +335,7 @@ impl TopupsApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<SkuRequest>,
     ) -> poem::Result<Reply<SkuView>> {
+        auth.0.require(Permission::Catalog)?;
         let p = auth.0.clone();
         let b = body.value.clone();
         mutation::run(
@@ -382,6 +386,8 @@ impl TopupsApi {
     /// The merchant's SKUs with their current terms, in the order they were registered.
     /// `merchant_id` is required unless the key acts for exactly one merchant.
     /// Cursor-paginated (`limit` 1–200, default 50; pass `meta.next_cursor` as `cursor`).
+    ///
+    /// Permission: `catalog`.
     #[oai(
         path = "/skus",
         method = "get",
@@ -396,6 +402,7 @@ impl TopupsApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SkuView>>> {
+        auth.0.require(Permission::Catalog)?;
         let st = state.0;
         let mut e = Errors::default();
         let limit = super::common::page_limit(&mut e, limit.0);
@@ -498,6 +505,8 @@ impl TopupsApi {
     /// EXPIRED, CLAWED_BACK) and `source` (CASHBACK, RELOAD_BONUS, SKU_TOPUP_BONUS).
     /// Cursor-paginated (`limit` 1–200, default 50; pass `meta.next_cursor` as `cursor`).
     /// Another tenant's customer is NOT_FOUND.
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(
         path = "/customers/:customer_id/grants",
         method = "get",
@@ -516,6 +525,7 @@ impl TopupsApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<GrantItem>>> {
+        auth.require(Permission::Terminal)?;
         let st = state.0;
         let id = path_uuid("path:customerId", &customer_id.0)?;
         let mut e = Errors::default();

@@ -16,6 +16,7 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
+use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         transactions::{self, Detail, STATUSES, Transaction},
@@ -270,6 +271,8 @@ impl TransactionsApi {
     /// Cursor-paginated (`limit` 1–200, default 50); the cursor keeps its filters: pass it
     /// alone for the next page (filters sent with it must be the same). Another integration
     /// in the path is FORBIDDEN.
+    ///
+    /// Permission: `reporting`.
     #[oai(
         path = "/:integration_id/transactions",
         method = "get",
@@ -289,6 +292,7 @@ impl TransactionsApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<TransactionItem>>> {
+        auth.0.require(Permission::Reporting)?;
         let st = state.0;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         transactions::check_integration(&auth.0, integration)?;
@@ -393,6 +397,8 @@ impl TransactionsApi {
     /// reconciliation flags, branch, terminal, cashier, order refs, refunds. A top-up: what
     /// was credited, its bonus and its SKU or settlement. Both: the events it caused.
     /// Another integration's transaction is FORBIDDEN; an unknown id NOT_FOUND.
+    ///
+    /// Permission: `reporting`.
     #[oai(
         path = "/:integration_id/transactions/:transaction_id",
         method = "get",
@@ -405,6 +411,7 @@ impl TransactionsApi {
         integration_id: Path<String>,
         transaction_id: Path<String>,
     ) -> poem::Result<Reply<TransactionDetail>> {
+        auth.0.require(Permission::Reporting)?;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
         let d = transactions::detail(&state.0.db, &auth.0, integration, id).await?;

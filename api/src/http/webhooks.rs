@@ -16,6 +16,7 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
+use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::Scope,
@@ -341,6 +342,8 @@ impl WebhooksApi {
     /// doubling to 6 h; about 16 to 33 hours in all), then the delivery is DEAD and
     /// dead-lettered. An endpoint whose attempts failed 200 times in a row over at least
     /// 24 hours is disabled (`disabled_reason: failing`) until re-enabled.
+    ///
+    /// Permission: `webhooks`.
     #[oai(
         path = "/webhooks/subscriptions",
         method = "post",
@@ -355,6 +358,7 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<SubscriptionRequest>,
     ) -> poem::Result<Reply<SubscriptionWithSecret>> {
+        auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let st = state.0.clone();
         let p = auth.0.clone();
@@ -409,6 +413,8 @@ impl WebhooksApi {
     ///
     /// In the order they were registered; a merchant's key sees its merchant's only.
     /// Cursor-paginated (`limit` 1–200, default 50; pass `meta.next_cursor` as `cursor`).
+    ///
+    /// Permission: `webhooks`.
     #[oai(
         path = "/webhooks/subscriptions",
         method = "get",
@@ -421,6 +427,7 @@ impl WebhooksApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SubscriptionView>>> {
+        auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let mut e = Errors::default();
         let limit = super::common::page_limit(&mut e, limit.0);
@@ -439,6 +446,8 @@ impl WebhooksApi {
     ///
     /// Nothing is sent while it is disabled; events meanwhile are kept (SUSPENDED) for
     /// re-enabling to replay. Disabling a disabled endpoint changes nothing.
+    ///
+    /// Permission: `webhooks`.
     #[oai(
         path = "/webhooks/subscriptions/:id/disable",
         method = "post",
@@ -454,6 +463,7 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<WebhookEnvelope>,
     ) -> poem::Result<Reply<SubscriptionView>> {
+        auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
@@ -482,6 +492,8 @@ impl WebhooksApi {
     ///
     /// Resumes deliveries (and clears the failure streak). With `replay_missed: true`, the
     /// events that arrived while it was disabled are sent too, in order per resource.
+    ///
+    /// Permission: `webhooks`.
     #[oai(
         path = "/webhooks/subscriptions/:id/enable",
         method = "post",
@@ -497,6 +509,7 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<EnableRequest>,
     ) -> poem::Result<Reply<EnableResult>> {
+        auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
@@ -531,6 +544,8 @@ impl WebhooksApi {
     /// Returns the new secret once. The previous one keeps signing beside it for the grace
     /// period: deliveries carry two `v1=` signatures meanwhile, so receivers can switch
     /// without losing events.
+    ///
+    /// Permission: `webhooks`.
     #[oai(
         path = "/webhooks/subscriptions/:id/rotate-secret",
         method = "post",
@@ -546,6 +561,7 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<RotateRequest>,
     ) -> poem::Result<Reply<SubscriptionWithSecret>> {
+        auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let st = state.0.clone();
@@ -581,6 +597,8 @@ impl WebhooksApi {
     /// Every delivery to the endpoint, newest first, each with all its attempts (time,
     /// status code, latency, error, next retry). Filters: `event_type`, `outcome`
     /// (PENDING, DELIVERED, DEAD, SUSPENDED). Cursor-paginated (`limit` 1–200, default 50).
+    ///
+    /// Permission: `webhooks`.
     #[oai(
         path = "/webhooks/subscriptions/:id/deliveries",
         method = "get",
@@ -597,6 +615,7 @@ impl WebhooksApi {
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<DeliveryView>>> {
+        auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let mut e = Errors::default();
@@ -630,6 +649,8 @@ impl WebhooksApi {
     /// Redeliver one event
     ///
     /// Sends the delivery again as a new series of attempts, whatever its state.
+    ///
+    /// Permission: `webhooks`.
     #[oai(
         path = "/webhooks/subscriptions/:id/deliveries/:delivery_id/redeliver",
         method = "post",
@@ -646,6 +667,7 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<WebhookEnvelope>,
     ) -> poem::Result<Reply<RedeliverResult>> {
+        auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let did = path_uuid("path:deliveryId", &delivery_id.0)?;
@@ -676,6 +698,8 @@ impl WebhooksApi {
     ///
     /// Sends again every delivery created since `since` that is DEAD (its retries ran out)
     /// or SUSPENDED (the endpoint was disabled).
+    ///
+    /// Permission: `webhooks`.
     #[oai(
         path = "/webhooks/subscriptions/:id/redeliver",
         method = "post",
@@ -691,6 +715,7 @@ impl WebhooksApi {
         idempotency_key: Header<Option<String>>,
         body: JsonBody<RedeliverRequest>,
     ) -> poem::Result<Reply<RedeliverResult>> {
+        auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         // The body's validation already checked it.

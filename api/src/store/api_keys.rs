@@ -6,7 +6,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::domain::credentials::Scope;
+use crate::domain::credentials::{Permissions, Scope};
 
 pub struct NewKey<'a> {
     pub id: Uuid,
@@ -19,6 +19,8 @@ pub struct NewKey<'a> {
     pub is_sandbox: bool,
     pub expires_at: Option<DateTime<Utc>>,
     pub previous_key_id: Option<Uuid>,
+    pub permissions: Permissions,
+    pub created_by_key_id: Option<Uuid>,
 }
 
 pub async fn insert<C: ConnectionTrait>(c: &C, k: NewKey<'_>) -> Result<api_key::Model, DbErr> {
@@ -37,6 +39,8 @@ pub async fn insert<C: ConnectionTrait>(c: &C, k: NewKey<'_>) -> Result<api_key:
         status: Set("active".into()),
         expires_at: Set(k.expires_at),
         previous_key_id: Set(k.previous_key_id),
+        permissions: Set(k.permissions.to_column()),
+        created_by_key_id: Set(k.created_by_key_id),
         status_reason: Set(None),
         created_at: Set(Utc::now()),
         revoked_at: Set(None),
@@ -140,6 +144,8 @@ pub struct ListFilter {
     pub branch_id: Option<Uuid>,
     /// Only keys whose id sorts after this one (the cursor).
     pub after: Option<Uuid>,
+    /// Only keys minted by this key.
+    pub created_by: Option<Uuid>,
     /// Only keys inside this scope.
     pub within: Scope,
 }
@@ -164,6 +170,9 @@ pub async fn list<C: ConnectionTrait>(
     if let Some(a) = f.after {
         q = q.filter(api_key::Column::Id.gt(a));
     }
+    if let Some(k) = f.created_by {
+        q = q.filter(api_key::Column::CreatedByKeyId.eq(k));
+    }
     q = match &f.within {
         Scope::Integration => q,
         Scope::Enterprise { enterprise_id } => {
@@ -174,6 +183,20 @@ pub async fn list<C: ConnectionTrait>(
     };
     q.order_by_asc(api_key::Column::Id)
         .limit(limit)
+        .all(c)
+        .await
+}
+
+/// Keys of an integration (any status but deleted) minted by one of `creators`.
+pub async fn minted_by<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+    creators: &[Uuid],
+) -> Result<Vec<api_key::Model>, DbErr> {
+    api_key::Entity::find()
+        .filter(api_key::Column::IntegrationId.eq(integration_id))
+        .filter(api_key::Column::Status.ne("deleted"))
+        .filter(api_key::Column::CreatedByKeyId.is_in(creators.iter().copied()))
         .all(c)
         .await
 }

@@ -25,8 +25,11 @@ use crate::{
     store,
 };
 
+/// A principal cached under its key's fingerprint. The name changed when principals gained
+/// their permissions: a replica of the earlier version writes principals without them, which
+/// this version must never read as a key's whole authority.
 pub fn cache_key(fingerprint: &str) -> String {
-    format!("apikey:cache:{fingerprint}")
+    format!("apikey:principal:{fingerprint}")
 }
 fn index_key(key_id: uuid::Uuid) -> String {
     format!("apikey:index:{key_id}")
@@ -258,6 +261,7 @@ impl KeyAuth<'_> {
             scope,
             is_sandbox: key.is_sandbox,
             expires_at: key.expires_at,
+            permissions: super::Permissions::from_column(&key.permissions),
             cashier_id: None,
             linked_merchants,
             credential_fingerprint: None,

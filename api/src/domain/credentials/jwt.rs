@@ -210,6 +210,7 @@ impl Claims {
             scope: self.scope(),
             is_sandbox: self.sandbox,
             expires_at: Some(self.expires_at()),
+            permissions: super::Permissions::of(&[super::Permission::Terminal]),
             cashier_id: self.cashier_id.clone(),
             linked_merchants: vec![],
             credential_fingerprint: None,

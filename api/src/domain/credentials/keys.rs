@@ -1,6 +1,11 @@
-//! Minting per-merchant keys from a caller's key. A key's scope is fixed at creation, must
-//! be consistent (brand within enterprise, branch within brand) and can never be wider than
-//! the caller's own.
+//! Minting per-merchant keys from a caller's key. A key's scope and permissions are fixed
+//! at creation; the scope must be consistent (brand within enterprise, branch within brand)
+//! and neither can be wider than the caller's own.
+//!
+//! Revoking a key leaves the keys it minted working: a platform that rotates its own key
+//! must not take every merchant's till down with it. The keys a key minted (through any
+//! of its regenerations) are listed with `created_by`, and `cascade` revokes the whole
+//! tree in one call.
 use chrono::{DateTime, Utc};
 
 use super::authenticate::KeyAuth;
@@ -8,7 +13,7 @@ use entities::api_key;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{Principal, Scope, api_key as raw_key};
+use super::{Permission, Permissions, Principal, Scope, api_key as raw_key, permissions::missing};
 use crate::{error::ApiError, store};
 
 #[derive(Clone, Debug)]
@@ -18,6 +23,9 @@ pub struct CreateKey {
     pub branch_id: Option<Uuid>,
     pub label: String,
     pub expires_at: Option<DateTime<Utc>>,
+    /// None: the per-merchant default (terminal and reporting), as far as the caller
+    /// holds it.
+    pub permissions: Option<Permissions>,
 }
 
 /// A freshly minted secret and its bcrypt hash, made before the transaction opens so the
@@ -62,6 +70,17 @@ pub async fn create<C: ConnectionTrait>(
     req: CreateKey,
     minted: Minted,
 ) -> Result<api_key::Model, ApiError> {
+    caller.require(Permission::IntegrationsCreate)?;
+    let permissions = match req.permissions {
+        Some(asked) => {
+            let beyond = asked.beyond(caller.permissions);
+            if !beyond.is_empty() {
+                return Err(missing(&beyond));
+            }
+            asked
+        }
+        None => Permissions::merchant_default().intersect(caller.permissions),
+    };
     let linked = store::tenancy::linked_enterprises(c, caller.integration_id).await?;
     // A merchant outside the caller's authority is FORBIDDEN whether or not it exists.
     if !linked.contains(&req.enterprise_id) {
@@ -114,6 +133,8 @@ pub async fn create<C: ConnectionTrait>(
             is_sandbox: caller.is_sandbox,
             expires_at: req.expires_at,
             previous_key_id: None,
+            permissions,
+            created_by_key_id: caller.key_id,
         },
     )
     .await?;
@@ -143,15 +164,108 @@ async fn find_visible<C: ConnectionTrait>(
     if visible { Ok(key) } else { Err(not_found()) }
 }
 
-/// active → inactive; revoking an inactive key again changes nothing and succeeds.
+/// The key, if the caller may change it: visible to it, and holding no permission the
+/// caller lacks (regenerating a wider key would hand the caller a wider raw key).
+async fn find_manageable<C: ConnectionTrait>(
+    c: &C,
+    caller: &Principal,
+    key_id: Uuid,
+) -> Result<api_key::Model, ApiError> {
+    let key = find_visible(c, caller, key_id).await?;
+    let beyond = Permissions::from_column(&key.permissions).beyond(caller.permissions);
+    if beyond.is_empty() {
+        Ok(key)
+    } else {
+        Err(missing(&beyond))
+    }
+}
+
+/// Every key `root` minted, and every key those minted, through any regeneration of each
+/// (a regenerated key keeps its predecessor's creator, and the keys a predecessor minted
+/// belong to its successor's tree). Deleted keys and keys outside the caller's scope are
+/// left out.
+async fn tree_of<C: ConnectionTrait>(
+    c: &C,
+    caller: &Principal,
+    root: &api_key::Model,
+) -> Result<Vec<api_key::Model>, ApiError> {
+    let linked = store::tenancy::linked_enterprises(c, caller.integration_id).await?;
+    let mut creators = vec![root.id];
+    let mut prev = root.previous_key_id;
+    while let Some(p) = prev {
+        if creators.contains(&p) {
+            break;
+        }
+        creators.push(p);
+        prev = store::api_keys::find_live(c, caller.integration_id, p)
+            .await?
+            .and_then(|k| k.previous_key_id);
+    }
+    let mut seen: Vec<Uuid> = creators.clone();
+    let mut found = Vec::new();
+    while !creators.is_empty() {
+        let children = store::api_keys::minted_by(c, caller.integration_id, &creators).await?;
+        creators = Vec::new();
+        for k in children {
+            if seen.contains(&k.id) {
+                continue;
+            }
+            seen.push(k.id);
+            creators.push(k.id);
+            let inside = Scope::from_parts(&k.scope, k.enterprise_id, k.brand_id, k.branch_id)
+                .is_some_and(|s| within(&caller.scope, &s, &linked));
+            if inside {
+                found.push(k);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// A revoke's outcome: the key, and with `cascade` the active keys of its tree that were
+/// revoked with it.
+pub struct Revoked {
+    pub key: api_key::Model,
+    pub cascaded: Vec<api_key::Model>,
+}
+
+/// active → inactive; revoking an inactive key again changes nothing and succeeds. With
+/// `cascade`, every active key of its tree goes inactive too (again a no-op for those
+/// already inactive), so a leaked key and everything it minted end in one call.
 pub async fn revoke<C: ConnectionTrait>(
     c: &C,
     auth: &KeyAuth<'_>,
     caller: &Principal,
     key_id: Uuid,
     reason: Option<String>,
+    cascade: bool,
+) -> Result<Revoked, ApiError> {
+    caller.require(Permission::IntegrationsUpdate)?;
+    let key = find_manageable(c, caller, key_id).await?;
+    let tree = if cascade {
+        tree_of(c, caller, &key).await?
+    } else {
+        Vec::new()
+    };
+    let key = deactivate(c, auth, key, reason.clone()).await?;
+    let mut cascaded = Vec::new();
+    for k in tree.into_iter().filter(|k| k.status == "active") {
+        let why = Some(
+            reason
+                .clone()
+                .unwrap_or_else(|| format!("revoked with key {}", key.id)),
+        );
+        cascaded.push(deactivate(c, auth, k, why).await?);
+    }
+    Ok(Revoked { key, cascaded })
+}
+
+async fn deactivate<C: ConnectionTrait>(
+    c: &C,
+    auth: &KeyAuth<'_>,
+    key: api_key::Model,
+    reason: Option<String>,
 ) -> Result<api_key::Model, ApiError> {
-    let key = find_visible(c, caller, key_id).await?;
     if key.status == "inactive" {
         return Ok(key);
     }
@@ -174,7 +288,8 @@ pub async fn delete<C: ConnectionTrait>(
     key_id: Uuid,
     reason: Option<String>,
 ) -> Result<api_key::Model, ApiError> {
-    let key = find_visible(c, caller, key_id).await?;
+    caller.require(Permission::IntegrationsDelete)?;
+    let key = find_manageable(c, caller, key_id).await?;
     auth.invalidate(key.id).await?;
     store::api_keys::transition(c, &key, "deleted", reason, Utc::now())
         .await?
@@ -191,7 +306,8 @@ pub async fn regenerate<C: ConnectionTrait>(
     reason: Option<String>,
     minted: Minted,
 ) -> Result<api_key::Model, ApiError> {
-    let old = find_visible(c, caller, key_id).await?;
+    caller.require(Permission::IntegrationsUpdate)?;
+    let old = find_manageable(c, caller, key_id).await?;
     if old.status != "active" {
         return Err(ApiError::field(
             "path:keyId",
@@ -221,6 +337,8 @@ pub async fn regenerate<C: ConnectionTrait>(
             is_sandbox: old.is_sandbox,
             expires_at: old.expires_at,
             previous_key_id: Some(old.id),
+            permissions: Permissions::from_column(&old.permissions),
+            created_by_key_id: old.created_by_key_id,
         },
     )
     .await?;
@@ -233,12 +351,15 @@ pub async fn list<C: ConnectionTrait>(
     caller: &Principal,
     status: Option<String>,
     branch_id: Option<Uuid>,
+    created_by: Option<Uuid>,
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<(Vec<api_key::Model>, bool), ApiError> {
+    caller.require(Permission::IntegrationsRead)?;
     let f = store::api_keys::ListFilter {
         status,
         branch_id,
+        created_by,
         after,
         within: caller.scope.clone(),
     };

@@ -3,9 +3,11 @@ pub mod api_key;
 pub mod authenticate;
 pub mod jwt;
 pub mod keys;
+pub mod permissions;
 pub mod principal;
 pub mod scope;
 pub mod standing;
 pub mod token;
 
+pub use permissions::{Permission, Permissions};
 pub use principal::{CredentialKind, Principal, Scope};

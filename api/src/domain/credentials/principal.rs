@@ -111,6 +111,9 @@ pub struct Principal {
     /// When the credential stops working (key expiry or JWT `exp`).
     #[serde(with = "crate::timestamp::option", default)]
     pub expires_at: Option<DateTime<Utc>>,
+    /// What the credential may do. A terminal JWT holds `terminal` alone: only a key with
+    /// it can mint one.
+    pub permissions: super::Permissions,
     /// Only from a terminal JWT, where it was validated at mint time.
     pub cashier_id: Option<String>,
     /// For an integration-scoped key: the merchants linked to the integration, resolved
@@ -135,7 +138,24 @@ pub struct Principal {
 impl Principal {
     /// Part of an idempotency fingerprint: the same key used by a credential of another
     /// scope (or kind) is a different request, never a replay of this one.
+    /// A key of narrower permissions is another credential too, so it can never replay a
+    /// wider key's response (a minted raw key, say). A key holding every permission keeps
+    /// the form it had before permissions existed, so retries across that upgrade replay.
     pub fn scope_fingerprint(&self) -> String {
-        format!("{:?}:{}", self.kind, self.scope.path())
+        if self.kind == CredentialKind::ApiKey && self.permissions != super::Permissions::all() {
+            format!(
+                "{:?}:{}:{}",
+                self.kind,
+                self.scope.path(),
+                self.permissions.to_column()
+            )
+        } else {
+            format!("{:?}:{}", self.kind, self.scope.path())
+        }
+    }
+
+    /// 403 FORBIDDEN naming `p` unless this credential holds it.
+    pub fn require(&self, p: super::Permission) -> Result<(), crate::error::ApiError> {
+        self.permissions.require(p)
     }
 }
