@@ -1,5 +1,6 @@
 //! Domain logic: plain Rust that knows nothing about HTTP. Services open the transaction and
 //! hand it to `store`; the change, its idempotency record and its outbox rows share it.
+pub mod balance_check;
 pub mod budgets;
 pub mod cashback;
 pub mod checkout;

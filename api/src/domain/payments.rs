@@ -456,11 +456,11 @@ pub fn check_basket(pay: &Pay, caller: &Caller) -> BasketCheck {
 /// `details.reason` of a wrong code (counted by `verify_otp`).
 pub const WRONG_OTP: &str = "wrong_code";
 
-fn otp_invalid(reason: &str, message: &str) -> ApiError {
+pub(crate) fn otp_invalid(reason: &str, message: &str) -> ApiError {
     ApiError::new(ErrorCode::OtpInvalid, message).with_details(json!({ "reason": reason }))
 }
 
-fn replayed(message: &str) -> ApiError {
+pub(crate) fn replayed(message: &str) -> ApiError {
     ApiError::new(ErrorCode::CredentialExpiredOrReplayed, message)
 }
 
@@ -783,6 +783,24 @@ fn payment_event(
 /// The session's state, expiry and binding to this payment, in that order. An expired
 /// session is OTP_EXPIRED even when it was locked, so a client never waits on a dead one.
 fn check_session(s: &otp_session::Model, pay: &Pay, now: DateTime<Utc>) -> Result<(), ApiError> {
+    check_session_for(
+        s,
+        pay.amount_minor,
+        &pay.currency,
+        Some(pay.order_ref.as_deref()),
+        now,
+    )
+}
+
+/// Whether an OTP session can still pay `amount_minor` in `currency` (and, unless
+/// `order_ref` is None, for that effective order reference), as the payment's error.
+pub(crate) fn check_session_for(
+    s: &otp_session::Model,
+    amount_minor: i64,
+    currency: &str,
+    order_ref: Option<Option<&str>>,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
     if s.status == "consumed" {
         return Err(ApiError::new(
             ErrorCode::OtpExpired,
@@ -809,13 +827,13 @@ fn check_session(s: &otp_session::Model, pay: &Pay, now: DateTime<Utc>) -> Resul
         .with_message("Three wrong codes locked this OTP session; send a new OTP."));
     }
     let mut mismatched = Vec::new();
-    if pay.order_ref.as_deref() != Some(s.order_ref.as_str()) {
+    if order_ref.is_some_and(|r| r != Some(s.order_ref.as_str())) {
         mismatched.push("order_ref");
     }
-    if pay.amount_minor != s.amount_minor {
+    if amount_minor != s.amount_minor {
         mismatched.push("amount_minor");
     }
-    if pay.currency != s.currency {
+    if currency != s.currency {
         mismatched.push("currency");
     }
     if !mismatched.is_empty() {

@@ -1,6 +1,7 @@
 //! The HTTP edge: poem-openapi operations (one file per domain), the envelope, the
 //! security schemes and the middleware every request passes.
 pub mod auth;
+pub mod balance_check;
 pub mod body;
 pub mod checkout;
 pub mod common;

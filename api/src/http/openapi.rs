@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use crate::domain::credentials::Permission;
 
 use super::{
-    checkout::CheckoutApi, customers::CustomersApi, enrollment::EnrollmentApi,
-    incentives::IncentivesApi, keys::KeysApi, operator::OperatorApi,
+    balance_check::BalanceCheckApi, checkout::CheckoutApi, customers::CustomersApi,
+    enrollment::EnrollmentApi, incentives::IncentivesApi, keys::KeysApi, operator::OperatorApi,
     operator_wallets::OperatorWalletsApi, payments::PaymentsApi, platform::PlatformApi,
     sandbox::SandboxApi, settlements::SettlementsApi, terminal::TerminalApi, token::TokenApi,
     topups::TopupsApi, transactions::TransactionsApi, webhooks::WebhooksApi,
@@ -29,7 +29,8 @@ pub type Apis = (
     SettlementsApi,
     IncentivesApi,
     WebhooksApi,
-    TransactionsApi,
+    // poem-openapi implements its trait for tuples of up to 16: the rest nest.
+    (TransactionsApi, BalanceCheckApi),
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -57,6 +58,7 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("sendPaymentOtp", "ga"),
     ("mintQr", "ga"),
     ("paymentAuthorize", "ga"),
+    ("checkRedeemBalance", "beta"),
     ("getPayment", "ga"),
     ("voidPayment", "ga"),
     ("refundPayment", "ga"),
@@ -128,7 +130,7 @@ fn apis() -> Apis {
         SettlementsApi,
         IncentivesApi,
         WebhooksApi,
-        TransactionsApi,
+        (TransactionsApi, BalanceCheckApi),
     )
 }
 

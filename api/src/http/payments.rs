@@ -358,117 +358,122 @@ impl PaymentRequest {
             .or_else(|| self.context.partner_session_id.clone())
     }
 
-    /// The credential, once `validate` passed. A static identifier is
-    /// REQUIRES_DYNAMIC_CREDENTIAL; an unknown or disabled type CREDENTIAL_TYPE_UNSUPPORTED.
     fn credential(&self) -> Result<Credential, ApiError> {
-        let raw = &self.credential.raw;
-        let kind = raw.get("type").and_then(Value::as_str).unwrap_or_default();
-        let field = |k: &str| {
-            raw.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        match kind {
-            "otp" => Ok(Credential::Otp {
-                phone: validate::normalize_phone(&field("phone")).unwrap_or_default(),
-                otp_code: field("otp_code"),
-                otp_session_id: Uuid::parse_str(&field("otp_session_id")).unwrap_or_default(),
-            }),
-            "qr" => Ok(Credential::Qr {
-                qr_payload: field("qr_payload"),
-            }),
-            "short_code" => Ok(Credential::ShortCode {
-                short_code: field("short_code").to_ascii_uppercase(),
-            }),
-            _ => {
-                let enabled: Vec<String> = payments::ENABLED_CREDENTIALS
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect();
-                Err(if payments::STATIC_IDENTIFIERS.contains(&kind) {
-                    ApiError::requires_dynamic_credential(kind, &enabled)
-                } else {
-                    ApiError::credential_type_unsupported(&enabled)
-                })
-            }
+        parse_credential(&self.credential.raw)
+    }
+}
+
+/// A payment credential, once `validate_credential` passed. A static identifier is
+/// REQUIRES_DYNAMIC_CREDENTIAL; an unknown or disabled type CREDENTIAL_TYPE_UNSUPPORTED.
+pub(super) fn parse_credential(raw: &Value) -> Result<Credential, ApiError> {
+    let kind = raw.get("type").and_then(Value::as_str).unwrap_or_default();
+    let field = |k: &str| {
+        raw.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    match kind {
+        "otp" => Ok(Credential::Otp {
+            phone: validate::normalize_phone(&field("phone")).unwrap_or_default(),
+            otp_code: field("otp_code"),
+            otp_session_id: Uuid::parse_str(&field("otp_session_id")).unwrap_or_default(),
+        }),
+        "qr" => Ok(Credential::Qr {
+            qr_payload: field("qr_payload"),
+        }),
+        "short_code" => Ok(Credential::ShortCode {
+            short_code: field("short_code").to_ascii_uppercase(),
+        }),
+        _ => {
+            let enabled: Vec<String> = payments::ENABLED_CREDENTIALS
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            Err(if payments::STATIC_IDENTIFIERS.contains(&kind) {
+                ApiError::requires_dynamic_credential(kind, &enabled)
+            } else {
+                ApiError::credential_type_unsupported(&enabled)
+            })
         }
     }
+}
 
-    fn validate_credential(&self, e: &mut Errors) {
-        let raw = &self.credential.raw;
-        if !raw.is_object() {
-            e.push(
-                "/credential",
-                "required",
-                "is required: an object with a type",
-            );
-            return;
+/// Field errors of a payment credential. `to_pay` false (the balance check): an OTP
+/// credential needs only its session, as its code is not verified there.
+pub(super) fn validate_credential(e: &mut Errors, raw: &Value, to_pay: bool) {
+    if !raw.is_object() {
+        e.push(
+            "/credential",
+            "required",
+            "is required: an object with a type",
+        );
+        return;
+    }
+    let Some(kind) = raw.get("type").and_then(Value::as_str) else {
+        e.push("/credential/type", "required", "is required");
+        return;
+    };
+    let text = |e: &mut Errors, k: &str| -> Option<String> {
+        match raw.get(k) {
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            None | Some(Value::Null) if !to_pay && ["phone", "otp_code"].contains(&k) => None,
+            Some(Value::String(_)) | None | Some(Value::Null) => {
+                e.push(format!("/credential/{k}"), "required", "is required");
+                None
+            }
+            Some(_) => {
+                e.push(
+                    format!("/credential/{k}"),
+                    "invalid_type",
+                    "must be a string",
+                );
+                None
+            }
         }
-        let Some(kind) = raw.get("type").and_then(Value::as_str) else {
-            e.push("/credential/type", "required", "is required");
-            return;
-        };
-        let text = |e: &mut Errors, k: &str| -> Option<String> {
-            match raw.get(k) {
-                Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-                Some(Value::String(_)) | None | Some(Value::Null) => {
-                    e.push(format!("/credential/{k}"), "required", "is required");
-                    None
-                }
-                Some(_) => {
-                    e.push(
-                        format!("/credential/{k}"),
-                        "invalid_type",
-                        "must be a string",
-                    );
-                    None
-                }
+    };
+    match kind {
+        "otp" => {
+            if let Some(p) = text(e, "phone") {
+                phone(e, "/credential/phone", &p);
             }
-        };
-        match kind {
-            "otp" => {
-                if let Some(p) = text(e, "phone") {
-                    phone(e, "/credential/phone", &p);
-                }
-                if let Some(code) = text(e, "otp_code")
-                    && !(code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()))
-                {
-                    e.push(
-                        "/credential/otp_code",
-                        "invalid_format",
-                        "must be exactly 6 digits",
-                    );
-                }
-                if let Some(id) = text(e, "otp_session_id") {
-                    validate::uuid(e, "/credential/otp_session_id", &id);
-                }
+            if let Some(code) = text(e, "otp_code")
+                && !(code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()))
+            {
+                e.push(
+                    "/credential/otp_code",
+                    "invalid_format",
+                    "must be exactly 6 digits",
+                );
             }
-            "qr" => {
-                if let Some(p) = text(e, "qr_payload")
-                    && (p.len() > 200 || !p.starts_with("wq1."))
-                {
-                    e.push(
-                        "/credential/qr_payload",
-                        "invalid_format",
-                        "is not a QR payload minted by this service",
-                    );
-                }
+            if let Some(id) = text(e, "otp_session_id") {
+                validate::uuid(e, "/credential/otp_session_id", &id);
             }
-            "short_code" => {
-                if let Some(c) = text(e, "short_code")
-                    && !(c.chars().count() == 5 && c.chars().all(|ch| ch.is_ascii_alphanumeric()))
-                {
-                    e.push(
-                        "/credential/short_code",
-                        "invalid_format",
-                        "must be 5 letters or digits",
-                    );
-                }
-            }
-            // Unknown and disabled types are answered by `credential()` after validation.
-            _ => {}
         }
+        "qr" => {
+            if let Some(p) = text(e, "qr_payload")
+                && (p.len() > 200 || !p.starts_with("wq1."))
+            {
+                e.push(
+                    "/credential/qr_payload",
+                    "invalid_format",
+                    "is not a QR payload minted by this service",
+                );
+            }
+        }
+        "short_code" => {
+            if let Some(c) = text(e, "short_code")
+                && !(c.chars().count() == 5 && c.chars().all(|ch| ch.is_ascii_alphanumeric()))
+            {
+                e.push(
+                    "/credential/short_code",
+                    "invalid_format",
+                    "must be 5 letters or digits",
+                );
+            }
+        }
+        // Unknown and disabled types are answered by `credential()` after validation.
+        _ => {}
     }
 }
 
@@ -476,7 +481,7 @@ impl Validate for PaymentRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        self.validate_credential(e);
+        validate_credential(e, &self.credential.raw, true);
         amount(e, "/amount_minor", self.amount_minor);
         validate::currency(e, "/currency", &self.currency);
         if let Some(o) = &self.order_ref

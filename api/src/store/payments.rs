@@ -117,6 +117,18 @@ pub async fn otp_sends_since<C: ConnectionTrait>(
         .await
 }
 
+/// An OTP session of the merchant, read without locking it (the balance check).
+pub async fn find_otp<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<otp_session::Model>, DbErr> {
+    otp_session::Entity::find_by_id(id)
+        .filter(otp_session::Column::MerchantId.eq(merchant_id))
+        .one(c)
+        .await
+}
+
 pub async fn lock_otp<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
