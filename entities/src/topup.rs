@@ -31,6 +31,9 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     /// The reload-bonus config version a settlement top-up accrued under.
     pub bonus_config_version: Option<i32>,
+    /// `credited`; or, for a settlement top-up requested before its payment settled,
+    /// `pending` until the settlement's outcome makes it `credited` or `failed`.
+    pub status: String,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

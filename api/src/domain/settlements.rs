@@ -3,11 +3,16 @@
 //! one SETTLED reference, which credits the customer's actual money once and accrues the
 //! reload bonus in force at that moment, in one transaction.
 //!
+//! The till may also confirm before the provider settles: against a PENDING reference the
+//! top-up is requested, not credited. The wallet shows it in `pending_topups_minor`; the
+//! ingest that reports the reference SETTLED credits it (with the reload bonus in force
+//! then) and the one that reports it FAILED drops it, each in the ingest's transaction.
+//!
 //! The service never calls a provider itself: references come only from ingest. A sandbox
 //! key's references are sandbox references, and a production key never confirms against
 //! one (nor a sandbox key against a production one).
 use chrono::{DateTime, Duration, Utc};
-use entities::{settlement, topup};
+use entities::{reload_bonus_config, settlement, topup, wallet_program};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -70,6 +75,7 @@ fn event(
 pub async fn ingest<C: ConnectionTrait>(
     c: &C,
     caller: &Caller,
+    proof_window: Duration,
     r: Report,
     now: DateTime<Utc>,
 ) -> Result<settlement::Model, ApiError> {
@@ -135,19 +141,228 @@ pub async fn ingest<C: ConnectionTrait>(
     s.failure_reason = r.failure_reason;
     s.updated_at = now;
     let s = store::incentives::update_settlement(c, s).await?;
+    // A top-up requested while the reference was PENDING settles with it.
+    let requested = match s.topup_id {
+        Some(id) => store::topups::find(c, id)
+            .await?
+            .filter(|t| t.status == topups::PENDING),
+        None => None,
+    };
+    let mut events = Vec::new();
     if s.state == FAILED {
-        store::outbox::append_all(
-            c,
-            vec![event(
-                "topup.failed",
-                &s,
-                json!({"failure_reason": s.failure_reason}),
-                now,
-            )],
-        )
-        .await?;
+        let mut extra = json!({"failure_reason": s.failure_reason});
+        if let Some(t) = requested {
+            extra["topup_id"] = json!(t.id.to_string());
+            extra["wallet_id"] = json!(t.wallet_id.to_string());
+            events.extend(drop_requested(c, &s, t, now).await?);
+        }
+        events.insert(0, event("topup.failed", &s, extra, now));
+    } else if let Some(t) = requested {
+        events.extend(credit_requested(c, proof_window, &s, t, now).await?);
     }
+    store::outbox::append_all(c, events).await?;
     Ok(s)
+}
+
+/// The reload bonus a credit of `amount` to `program` accrues under the config in force
+/// now, and that config.
+async fn reload_bonus_for<C: ConnectionTrait>(
+    c: &C,
+    program: &wallet_program::Model,
+    amount: i64,
+    field: &'static str,
+    now: DateTime<Utc>,
+) -> Result<(Option<BonusGrant>, Option<reload_bonus_config::Model>), ApiError> {
+    let config = store::incentives::current_reload_config(c, program.id).await?;
+    let bonus = match &config {
+        Some(cfg) => {
+            let tiers = reload_bonus::tiers_of(cfg);
+            let value = match reload_bonus::tier_for(&tiers, amount).and_then(|t| t.bonus()) {
+                Some(b) => b.amount(1, amount).ok_or_else(|| {
+                    ApiError::field(
+                        field,
+                        "too_large",
+                        "its reload bonus would exceed the largest amount",
+                    )
+                })?,
+                None => 0,
+            };
+            let days = cfg.expiry_days.unwrap_or(reload_bonus::DEFAULT_EXPIRY_DAYS);
+            (value > 0).then(|| BonusGrant {
+                amount: value,
+                source: "RELOAD_BONUS",
+                expires_at: now + Duration::days(i64::from(days)),
+                budget_id: cfg.budget_id,
+            })
+        }
+        None => None,
+    };
+    Ok((bonus, config))
+}
+
+/// `topup.confirmed` of a settlement top-up.
+fn confirmed_event(
+    s: &settlement::Model,
+    topup_id: Uuid,
+    w: &entities::wallet::Model,
+    bonus_minor: i64,
+    now: DateTime<Utc>,
+) -> NewOutbox {
+    event(
+        "topup.confirmed",
+        s,
+        json!({
+            "topup_id": topup_id.to_string(),
+            "kind": "settlement",
+            "wallet_id": w.id.to_string(),
+            "credited_actual_minor": s.amount_minor,
+            "bonus_minor": bonus_minor,
+            "currency": w.currency,
+        }),
+        now,
+    )
+}
+
+/// The reference settled: the requested top-up leaves `pending_topups_minor` and is
+/// credited, with the reload bonus in force now. Returns its events.
+async fn credit_requested<C: ConnectionTrait>(
+    c: &C,
+    proof_window: Duration,
+    s: &settlement::Model,
+    t: topup::Model,
+    now: DateTime<Utc>,
+) -> Result<Vec<NewOutbox>, ApiError> {
+    let merchant = s.merchant_id;
+    let missing = || ApiError::internal("a requested top-up's wallet is gone");
+    // The lock order of every credit: the identity, then the wallet.
+    let identity = store::wallets::lock_identity(c, merchant, t.wallet_user_id)
+        .await?
+        .ok_or_else(missing)?;
+    let w = store::wallets::lock_wallet(c, merchant, t.wallet_id)
+        .await?
+        .ok_or_else(missing)?;
+    store::wallets::add_pending_topup(c, w.id, -s.amount_minor, now).await?;
+    let program = super::wallets::program_for(c, merchant, Some(w.wallet_program_id)).await?;
+    let (bonus, config) = reload_bonus_for(c, &program, s.amount_minor, "/state", now).await?;
+    let Credited {
+        identity,
+        wallet: w,
+        grant,
+        balance,
+        posting_id,
+        mut events,
+    } = topups::credit_wallet(
+        c,
+        proof_window,
+        Credit {
+            topup_id: t.id,
+            identity,
+            created: false,
+            program: &program,
+            amount: s.amount_minor,
+            bonus,
+            memo: format!("settlement {}", s.reference),
+            field: "/state",
+        },
+        now,
+    )
+    .await?;
+    let bonus_minor = grant.as_ref().map_or(0, |g| g.original_minor);
+    let t_id = t.id;
+    let outcome = confirmed(
+        t.id,
+        topups::CREDITED,
+        s,
+        &w,
+        &identity,
+        grant.as_ref(),
+        config.as_ref().map(|c| c.version),
+        balance,
+        t.created_at,
+    );
+    store::topups::update(
+        c,
+        topup::Model {
+            status: topups::CREDITED.into(),
+            credited_actual_minor: s.amount_minor,
+            bonus_minor,
+            bonus_grant_id: grant.as_ref().map(|g| g.id),
+            posting_id,
+            bonus_config_version: config.as_ref().map(|c| c.version),
+            result: serde_json::to_value(&outcome).map_err(ApiError::internal)?,
+            ..t
+        },
+    )
+    .await?;
+    events.push(confirmed_event(s, t_id, &w, bonus_minor, now));
+    Ok(events)
+}
+
+/// The reference failed: the requested top-up leaves `pending_topups_minor`, credited
+/// nothing. Returns its events.
+async fn drop_requested<C: ConnectionTrait>(
+    c: &C,
+    s: &settlement::Model,
+    t: topup::Model,
+    now: DateTime<Utc>,
+) -> Result<Vec<NewOutbox>, ApiError> {
+    let merchant = t.merchant_id;
+    let w = store::wallets::lock_wallet(c, merchant, t.wallet_id)
+        .await?
+        .ok_or_else(|| ApiError::internal("a requested top-up's wallet is gone"))?;
+    store::wallets::add_pending_topup(c, w.id, -s.amount_minor, now).await?;
+    let id = t.id;
+    store::topups::update(
+        c,
+        topup::Model {
+            status: topups::FAILED.into(),
+            ..t
+        },
+    )
+    .await?;
+    let w = store::wallets::find_wallet(c, merchant, w.id)
+        .await?
+        .ok_or_else(|| ApiError::internal("a requested top-up's wallet is gone"))?;
+    let balance = super::wallets::current_balance(c, &w).await?;
+    Ok(vec![super::wallets::balance_changed(
+        &w, &balance, "topup", id, now,
+    )])
+}
+
+/// A confirm's answer.
+#[allow(clippy::too_many_arguments)]
+fn confirmed(
+    id: Uuid,
+    status: &str,
+    s: &settlement::Model,
+    w: &entities::wallet::Model,
+    identity: &entities::wallet_user::Model,
+    grant: Option<&entities::promo_grant::Model>,
+    bonus_config_version: Option<i32>,
+    balance: Balance,
+    at: DateTime<Utc>,
+) -> Confirmed {
+    let credited = status == topups::CREDITED;
+    Confirmed {
+        topup_id: id.to_string(),
+        status: status.into(),
+        settlement_reference: s.reference.clone(),
+        wallet_id: w.id.to_string(),
+        wallet_user_id: identity.id.to_string(),
+        customer_state: identity.state.clone(),
+        credited_actual_minor: if credited { s.amount_minor } else { 0 },
+        bonus_minor: grant.map_or(0, |g| g.original_minor),
+        bonus_grant_id: grant.map(|g| g.id.to_string()),
+        bonus_state: grant.map(|g| g.state.clone()),
+        bonus_expires_at: grant.map(|g| {
+            g.expires_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+        }),
+        bonus_config_version,
+        currency: w.currency.clone(),
+        balance_after: balance,
+        created_at: at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -184,6 +399,8 @@ fn unusable(issue: &str, message: String) -> ApiError {
 
 /// POST /topup/confirm: credits the settled amount to the customer's actual money once,
 /// with the reload bonus of the config in force now (capped by its budget, if it has one).
+/// Against a reference still PENDING the top-up is requested instead: shown in the
+/// wallet's `pending_topups_minor` until the reference settles (credited then) or fails.
 /// The reference's row lock queues concurrent confirms; the later ones find it used.
 pub async fn confirm<C: ConnectionTrait>(
     c: &C,
@@ -204,6 +421,12 @@ pub async fn confirm<C: ConnectionTrait>(
     .await?
     .ok_or_else(|| ApiError::not_found("Settlement reference"))?;
     match (s.state.as_str(), s.topup_id) {
+        (FAILED, _) => {
+            return Err(unusable(
+                "settlement_failed",
+                "did not settle; take the payment again".into(),
+            ));
+        }
         (_, Some(t)) => {
             return Err(unusable(
                 "settlement_already_used",
@@ -215,18 +438,6 @@ pub async fn confirm<C: ConnectionTrait>(
                 "topup_id": t.to_string(),
             })));
         }
-        (PENDING, None) => {
-            return Err(unusable(
-                "settlement_pending",
-                "has not settled yet; confirm once the provider settles it".into(),
-            ));
-        }
-        (FAILED, None) => {
-            return Err(unusable(
-                "settlement_failed",
-                "did not settle; take the payment again".into(),
-            ));
-        }
         _ => {}
     }
     let (identity, created) =
@@ -234,79 +445,15 @@ pub async fn confirm<C: ConnectionTrait>(
     let program =
         topups::program_for_credit(c, merchant, req.wallet_program_id, &s.currency).await?;
     let id = Uuid::now_v7();
-    let config = store::incentives::current_reload_config(c, program.id).await?;
-    let bonus = match &config {
-        Some(cfg) => {
-            let tiers = reload_bonus::tiers_of(cfg);
-            let amount =
-                match reload_bonus::tier_for(&tiers, s.amount_minor).and_then(|t| t.bonus()) {
-                    Some(b) => b.amount(1, s.amount_minor).ok_or_else(|| {
-                        unusable(
-                            "too_large",
-                            "its reload bonus would exceed the largest amount".into(),
-                        )
-                    })?,
-                    None => 0,
-                };
-            let days = cfg.expiry_days.unwrap_or(reload_bonus::DEFAULT_EXPIRY_DAYS);
-            (amount > 0).then(|| BonusGrant {
-                amount,
-                source: "RELOAD_BONUS",
-                expires_at: now + Duration::days(i64::from(days)),
-                budget_id: cfg.budget_id,
-            })
-        }
-        None => None,
-    };
-    let Credited {
-        identity,
-        wallet: w,
-        grant,
-        balance,
-        posting_id,
-        mut events,
-    } = topups::credit_wallet(
-        c,
-        proof_window,
-        Credit {
-            topup_id: id,
-            identity,
-            created,
-            program: &program,
-            amount: s.amount_minor,
-            bonus,
-            memo: format!("settlement {}", s.reference),
-            field: "/settlement_reference",
-        },
-        now,
-    )
-    .await?;
-    // The budget may have given less than the tier (or nothing).
-    let bonus_minor = grant.as_ref().map_or(0, |g| g.original_minor);
-    let outcome = Confirmed {
-        topup_id: id.to_string(),
-        status: "credited".into(),
-        settlement_reference: s.reference.clone(),
-        wallet_id: w.id.to_string(),
-        wallet_user_id: identity.id.to_string(),
-        customer_state: identity.state.clone(),
-        credited_actual_minor: s.amount_minor,
-        bonus_minor,
-        bonus_grant_id: grant.as_ref().map(|g| g.id.to_string()),
-        bonus_state: grant.as_ref().map(|g| g.state.clone()),
-        bonus_expires_at: grant.as_ref().map(|g| {
-            g.expires_at
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
-        }),
-        bonus_config_version: config.as_ref().map(|c| c.version),
-        currency: w.currency.clone(),
-        balance_after: balance,
-        created_at: now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-    };
-    // The topups row's unique (merchant, kind, reference) is a second guard on "once".
-    store::topups::claim(
-        c,
-        topup::Model {
+    let fingerprint = crate::crypto::sha256_hex(
+        format!("{:?}|{:?}", req.customer, req.wallet_program_id).as_bytes(),
+    );
+    let row = |status: &str,
+               w: &entities::wallet::Model,
+               identity: &entities::wallet_user::Model,
+               outcome: &Confirmed|
+     -> Result<topup::Model, ApiError> {
+        Ok(topup::Model {
             id,
             merchant_id: merchant,
             integration_id: caller.integration_id,
@@ -317,43 +464,115 @@ pub async fn confirm<C: ConnectionTrait>(
             quantity: None,
             wallet_id: w.id,
             wallet_user_id: identity.id,
-            credited_actual_minor: s.amount_minor,
-            bonus_minor,
-            bonus_grant_id: grant.as_ref().map(|g| g.id),
+            credited_actual_minor: outcome.credited_actual_minor,
+            bonus_minor: outcome.bonus_minor,
+            bonus_grant_id: outcome
+                .bonus_grant_id
+                .as_deref()
+                .and_then(|g| Uuid::parse_str(g).ok()),
             currency: w.currency.clone(),
-            fingerprint: crate::crypto::sha256_hex(
-                format!("{:?}|{:?}", req.customer, req.wallet_program_id).as_bytes(),
-            ),
-            result: serde_json::to_value(&outcome).map_err(ApiError::internal)?,
+            fingerprint: fingerprint.clone(),
+            result: serde_json::to_value(outcome).map_err(ApiError::internal)?,
             branch_id: caller.acting.branch_id,
             terminal_id: caller.terminal_id.clone(),
             cashier_id: caller.acting.cashier_id.clone(),
             service_session_id: None,
-            posting_id,
+            posting_id: Uuid::nil(),
             created_at: now,
-            bonus_config_version: config.as_ref().map(|c| c.version),
-        },
-    )
-    .await?
-    .then_some(())
-    .ok_or_else(|| unusable("settlement_already_used", "was already confirmed".into()))?;
+            bonus_config_version: outcome.bonus_config_version,
+            status: status.into(),
+        })
+    };
+    let mut events = Vec::new();
+    let (outcome, model) = if s.state == PENDING {
+        let found = super::wallets::wallet_in_program(c, &identity, &program, now).await?;
+        if created {
+            events.push(super::enrollment::enrolled_event(
+                &identity, &found, None, now,
+            ));
+        }
+        let w = store::wallets::lock_wallet(c, merchant, found.id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Wallet"))?;
+        // It must fit once it settles.
+        super::wallets::ensure_room(c, &w, s.amount_minor, "/settlement_reference").await?;
+        store::wallets::add_pending_topup(c, w.id, s.amount_minor, now).await?;
+        let w = store::wallets::find_wallet(c, merchant, w.id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Wallet"))?;
+        let balance = super::wallets::current_balance(c, &w).await?;
+        events.push(super::wallets::balance_changed(
+            &w, &balance, "topup", id, now,
+        ));
+        let outcome = confirmed(
+            id,
+            topups::PENDING,
+            &s,
+            &w,
+            &identity,
+            None,
+            None,
+            balance,
+            now,
+        );
+        let model = row(topups::PENDING, &w, &identity, &outcome)?;
+        (outcome, model)
+    } else {
+        let (bonus, config) =
+            reload_bonus_for(c, &program, s.amount_minor, "/settlement_reference", now).await?;
+        let credited = topups::credit_wallet(
+            c,
+            proof_window,
+            Credit {
+                topup_id: id,
+                identity,
+                created,
+                program: &program,
+                amount: s.amount_minor,
+                bonus,
+                memo: format!("settlement {}", s.reference),
+                field: "/settlement_reference",
+            },
+            now,
+        )
+        .await?;
+        events.extend(credited.events);
+        let outcome = confirmed(
+            id,
+            topups::CREDITED,
+            &s,
+            &credited.wallet,
+            &credited.identity,
+            credited.grant.as_ref(),
+            config.as_ref().map(|c| c.version),
+            credited.balance,
+            now,
+        );
+        let mut model = row(
+            topups::CREDITED,
+            &credited.wallet,
+            &credited.identity,
+            &outcome,
+        )?;
+        model.posting_id = credited.posting_id;
+        events.push(confirmed_event(
+            &s,
+            id,
+            &credited.wallet,
+            outcome.bonus_minor,
+            now,
+        ));
+        (outcome, model)
+    };
+    // The topups row's unique (merchant, kind, reference) is a second guard on "once".
+    store::topups::claim(c, model)
+        .await?
+        .then_some(())
+        .ok_or_else(|| unusable("settlement_already_used", "was already confirmed".into()))?;
     let mut used = s.clone();
     used.topup_id = Some(id);
     used.updated_at = now;
-    let used = store::incentives::update_settlement(c, used).await?;
-    events.push(event(
-        "topup.confirmed",
-        &used,
-        json!({
-            "topup_id": id.to_string(),
-            "kind": "settlement",
-            "wallet_id": w.id.to_string(),
-            "credited_actual_minor": s.amount_minor,
-            "bonus_minor": bonus_minor,
-            "currency": w.currency,
-        }),
-        now,
-    ));
+    store::incentives::update_settlement(c, used).await?;
     store::outbox::append_all(c, events).await?;
     Ok(outcome)
 }

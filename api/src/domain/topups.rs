@@ -465,6 +465,7 @@ pub async fn topup_sku<C: ConnectionTrait>(
         posting_id: Uuid::nil(),
         created_at: now,
         bonus_config_version: None,
+        status: CREDITED.into(),
     };
     if !store::topups::claim(c, placeholder.clone()).await? {
         let first = store::topups::find_by_order(c, merchant, "sku", &req.pos_order_ref)
@@ -589,6 +590,13 @@ pub async fn topup_sku<C: ConnectionTrait>(
     .await?;
     Ok(outcome)
 }
+
+/// A top-up's status: credited (SKU top-ups always are).
+pub const CREDITED: &str = "credited";
+/// Requested against a settlement still PENDING: shown in `pending_topups_minor`.
+pub const PENDING: &str = "pending";
+/// Its settlement FAILED: nothing was credited.
+pub const FAILED: &str = "failed";
 
 /// `promo_grant.accrued`.
 pub fn accrued_event(

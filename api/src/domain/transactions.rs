@@ -27,6 +27,17 @@ pub fn status_of(p: &payment::Model) -> &'static str {
     }
 }
 
+/// A top-up's status as the feed reports it: `completed` once credited; a top-up requested
+/// against a settlement still PENDING is `pending`, and `failed` if that settlement failed
+/// (neither is in the list: no money moved).
+pub fn topup_status(t: &topup::Model) -> &'static str {
+    match t.status.as_str() {
+        super::topups::PENDING => "pending",
+        super::topups::FAILED => "failed",
+        _ => "completed",
+    }
+}
+
 fn other_integration() -> ApiError {
     ApiError::forbidden("The transactions of another integration are not readable with this key.")
 }

@@ -190,15 +190,19 @@ impl Validate for ConfirmRequest {
 #[derive(Object, Serialize)]
 pub struct ConfirmResult {
     pub topup_id: String,
-    /// `credited`.
+    /// `credited`; or `pending` when the reference has not settled yet: the amount shows
+    /// in `balance_after.pending_topups_minor` and is credited (with the reload bonus in
+    /// force then) when the reference is reported SETTLED, dropped when FAILED.
     pub status: String,
     pub settlement_reference: String,
     pub wallet_id: String,
     pub wallet_user_id: String,
     /// VERIFIED, or PENDING_PROOF when the credit is held until the customer enrolls.
     pub customer_state: String,
+    /// 0 while `pending`.
     pub credited_actual_minor: i64,
-    /// The reload bonus (0 when no tier applies or the config's budget is spent).
+    /// The reload bonus (0 when no tier applies or the config's budget is spent; 0 while
+    /// `pending`).
     pub bonus_minor: i64,
     #[oai(nullable)]
     pub bonus_grant_id: Option<String>,
@@ -403,7 +407,9 @@ impl SettlementsApi {
     /// The control plane reports what the payment provider settled for a customer's
     /// top-up: first as PENDING or straight away as SETTLED or FAILED, later moving a
     /// PENDING reference on. The first report of a reference fires topup.requested, a
-    /// failure topup.failed. A reference's amount and currency never change. Sandbox keys
+    /// failure topup.failed. A top-up the till requested against a PENDING reference is
+    /// credited by the report that settles it (topup.confirmed) or dropped by the one that
+    /// fails it, in the same transaction. A reference's amount and currency never change. Sandbox keys
     /// create sandbox references (no provider is called); a production key never confirms
     /// against one. Needs a merchant-wide or platform key (a brand or branch key is
     /// FORBIDDEN).
@@ -427,6 +433,7 @@ impl SettlementsApi {
         control_plane(&auth.0)?;
         let p = auth.0.clone();
         let b = body.value.clone();
+        let window = chrono::Duration::seconds(state.0.config.enrollment_window_secs as i64);
         mutation::run(
             mutation::Call {
                 state: state.0,
@@ -443,6 +450,7 @@ impl SettlementsApi {
                     let s = settlements::ingest(
                         txn,
                         &who,
+                        window,
                         Report {
                             reference: b.reference.clone(),
                             amount_minor: b.amount_minor,
@@ -501,10 +509,13 @@ impl SettlementsApi {
     /// settlement reference and, in the same transaction, accrues the reload bonus of the
     /// tier the amount falls in under the config in force now (RELOAD_BONUS grant, RELEASED
     /// for a VERIFIED customer, else LOCKED with the credit held in a PENDING_PROOF
-    /// proto-wallet). A reference credits once: an unknown reference is NOT_FOUND; one still
-    /// PENDING, FAILED or already used is VALIDATION_ERROR with the issue
-    /// `settlement_pending`, `settlement_failed` or `settlement_already_used`. Fires
-    /// topup.confirmed (wallet_id, credited_actual_minor, currency).
+    /// proto-wallet). A reference credits once: an unknown reference is NOT_FOUND; one
+    /// FAILED or already used is VALIDATION_ERROR with the issue `settlement_failed` or
+    /// `settlement_already_used`. Fires topup.confirmed (wallet_id, credited_actual_minor,
+    /// currency). Against a reference still PENDING the top-up is requested: `status`
+    /// `pending`, the amount in the wallet's `pending_topups_minor` until the reference is
+    /// reported SETTLED (then credited, with topup.confirmed) or FAILED (then dropped, with
+    /// topup.failed naming the top-up and wallet).
     #[oai(
         path = "/topup/confirm",
         method = "post",

@@ -173,7 +173,8 @@ pub struct TransactionDetail {
     #[oai(rename = "type")]
     #[serde(rename = "type")]
     pub kind: String,
-    /// completed, partially_refunded, refunded or voided.
+    /// completed, partially_refunded, refunded or voided; a top-up requested against a
+    /// settlement still PENDING is pending, and failed if that settlement failed.
     pub status: String,
     pub merchant_id: String,
     pub integration_id: String,
@@ -460,7 +461,7 @@ impl TransactionsApi {
             Detail::Topup { topup: t, events } => TransactionDetail {
                 transaction_id: t.id.to_string(),
                 kind: "topup".into(),
-                status: "completed".into(),
+                status: transactions::topup_status(&t).into(),
                 merchant_id: t.merchant_id.to_string(),
                 integration_id: t.integration_id.to_string(),
                 payment: None,

@@ -119,8 +119,10 @@ pub fn transactions_select(
     use sea_orm::QuerySelect;
     let q = topup::Entity::find()
         .filter(topup::Column::IntegrationId.eq(f.integration_id))
-        // A claim row of a credit still in flight is not a transaction yet.
-        .filter(topup::Column::WalletId.ne(Uuid::nil()));
+        // A claim row of a credit still in flight is not a transaction yet, nor is a top-up
+        // whose settlement has not credited it.
+        .filter(topup::Column::WalletId.ne(Uuid::nil()))
+        .filter(topup::Column::Status.eq("credited"));
     let q = q.filter(f.window(
         after,
         topup::Column::Id,

@@ -5,7 +5,7 @@
 use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
 use serde_json::{Value, json};
 use tests::{
-    TestApp,
+    TestApp, send,
     shop::{Shop, random_phone},
 };
 use uuid::Uuid;
@@ -143,15 +143,8 @@ async fn unknown_pending_failed_and_foreign_references_get_clear_codes_and_credi
     let r = confirm(&shop, "NOPE", &c.phone).await;
     assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.body);
 
+    // (A confirm against a PENDING reference requests the top-up: see the next test.)
     assert_eq!(settle(&shop, "ST-P", 2_000, "PENDING").await.status, 200);
-    let r = confirm(&shop, "ST-P", &c.phone).await;
-    assert_eq!(
-        r.field_issues(),
-        vec![(
-            "/settlement_reference".to_string(),
-            "settlement_pending".to_string()
-        )]
-    );
 
     let r = shop
         .control(
@@ -212,6 +205,123 @@ async fn unknown_pending_failed_and_foreign_references_get_clear_codes_and_credi
             .await
             .unwrap(),
         0
+    );
+    shop.assert_ledger_consistent().await;
+}
+
+/// `pending_topups_minor` "must count top-ups that are initiated but not yet confirmed by
+/// their settlement, and fall when they confirm or fail": a confirm against a PENDING
+/// reference requests the top-up; the report that settles it credits it (with the reload
+/// bonus in force then) and the one that fails it drops it, each with its event.
+#[tokio::test]
+async fn a_top_up_requested_against_a_pending_reference_is_pending_until_it_settles_or_fails() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    assert_eq!(
+        configure(
+            &shop,
+            json!([{"min_amount_minor": 1, "bonus_minor": 150}]),
+            json!(30)
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(settle(&shop, "ST-A", 4_000, "PENDING").await.status, 200);
+    assert_eq!(settle(&shop, "ST-B", 1_500, "PENDING").await.status, 200);
+
+    let a = confirm(&shop, "ST-A", &c.phone).await;
+    assert_eq!(a.status, 200, "{}", a.body);
+    assert_eq!(a.body["data"]["status"], "pending");
+    assert_eq!(a.body["data"]["credited_actual_minor"], 0);
+    assert_eq!(
+        a.body["data"]["balance_after"]["pending_topups_minor"],
+        4_000
+    );
+    assert_eq!(a.body["data"]["balance_after"]["actual_minor"], 0);
+    let b = confirm(&shop, "ST-B", &c.phone).await;
+    assert_eq!(
+        b.body["data"]["balance_after"]["pending_topups_minor"],
+        5_500
+    );
+    let again = confirm(&shop, "ST-A", &c.phone).await;
+    assert_eq!(
+        again.field_issues(),
+        vec![(
+            "/settlement_reference".to_string(),
+            "settlement_already_used".to_string()
+        )]
+    );
+    // Not money yet: not spendable, not in the feed.
+    assert_eq!(shop.pay(&c, 1).await.code(), "INSUFFICIENT_FUNDS");
+    let feed = send(
+        app.get(&format!("/{}/transactions", shop.tenant.integration_id))
+            .header("x-api-key", &shop.tenant.platform_key),
+    )
+    .await;
+    assert_eq!(
+        feed.body["data"].as_array().unwrap().len(),
+        0,
+        "{}",
+        feed.body
+    );
+
+    assert_eq!(settle(&shop, "ST-A", 4_000, "SETTLED").await.status, 200);
+    let balance = shop.balance(&c).await;
+    assert_eq!(balance["pending_topups_minor"], 1_500);
+    assert_eq!(balance["actual_minor"], 4_000);
+    assert_eq!(
+        balance["promo_available_minor"], 150,
+        "the reload bonus accrued"
+    );
+    let confirmed = events(&app, shop.merchant(), "topup.confirmed").await;
+    assert_eq!(confirmed.len(), 1);
+    assert_eq!(confirmed[0].payload["credited_actual_minor"], 4_000);
+    assert_eq!(confirmed[0].payload["topup_id"], a.body["data"]["topup_id"]);
+
+    let r = shop
+        .control(
+            "/topup/settlements",
+            json!({"reference": "ST-B", "amount_minor": 1_500, "currency": "EUR",
+                   "state": "FAILED", "failure_reason": "card declined"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let balance = shop.balance(&c).await;
+    assert_eq!(balance["pending_topups_minor"], 0);
+    assert_eq!(balance["actual_minor"], 4_000);
+    let failed = events(&app, shop.merchant(), "topup.failed").await;
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].payload["topup_id"], b.body["data"]["topup_id"]);
+    assert_eq!(failed[0].payload["wallet_id"], c.wallet_id.as_str());
+
+    let detail = |id: &Value| {
+        format!(
+            "/{}/transactions/{}",
+            shop.tenant.integration_id,
+            id.as_str().unwrap()
+        )
+    };
+    let get = |path: String| {
+        send(
+            app.get(&path)
+                .header("x-api-key", &shop.tenant.platform_key),
+        )
+    };
+    assert_eq!(
+        get(detail(&a.body["data"]["topup_id"])).await.body["data"]["status"],
+        "completed"
+    );
+    assert_eq!(
+        get(detail(&b.body["data"]["topup_id"])).await.body["data"]["status"],
+        "failed"
+    );
+    let feed = get(format!("/{}/transactions", shop.tenant.integration_id)).await;
+    assert_eq!(
+        feed.body["data"].as_array().unwrap().len(),
+        1,
+        "the credited one only"
     );
     shop.assert_ledger_consistent().await;
 }
