@@ -200,6 +200,35 @@ async fn reload_bonus_for<C: ConnectionTrait>(
     Ok((bonus, config))
 }
 
+/// `transaction.settled`: a settlement top-up is credited against a SETTLED reference (by
+/// a confirm of a settled reference, or by the ingest that settles a requested top-up).
+/// The top-up is the transaction, so the event is in its sequence. Wallet payments have no
+/// settlement: a closed-loop debit is final when it completes.
+fn settled_event(
+    s: &settlement::Model,
+    topup_id: Uuid,
+    w: &entities::wallet::Model,
+    now: DateTime<Utc>,
+) -> NewOutbox {
+    NewOutbox {
+        kind: OutboxKind::Event,
+        topic: "transaction.settled".into(),
+        merchant_id: Some(s.merchant_id),
+        resource_type: "topup".into(),
+        resource_id: topup_id.to_string(),
+        payload: json!({
+            "transaction_id": topup_id.to_string(),
+            "type": "topup",
+            "settlement_reference": s.reference,
+            "provider": s.provider,
+            "wallet_id": w.id.to_string(),
+            "amount_minor": s.amount_minor,
+            "currency": s.currency,
+        }),
+        occurred_at: now,
+    }
+}
+
 /// `topup.confirmed` of a settlement top-up.
 fn confirmed_event(
     s: &settlement::Model,
@@ -295,6 +324,7 @@ async fn credit_requested<C: ConnectionTrait>(
     )
     .await?;
     events.push(confirmed_event(s, t_id, &w, bonus_minor, now));
+    events.push(settled_event(s, t_id, &w, now));
     Ok(events)
 }
 
@@ -562,6 +592,7 @@ pub async fn confirm<C: ConnectionTrait>(
             outcome.bonus_minor,
             now,
         ));
+        events.push(settled_event(&s, id, &credited.wallet, now));
         (outcome, model)
     };
     // The topups row's unique (merchant, kind, reference) is a second guard on "once".

@@ -204,5 +204,7 @@ pub async fn detail<C: ConnectionTrait>(
     {
         events.extend(store::outbox::events_of(c, "settlement", &s.id.to_string()).await?);
     }
+    // Two resources' events, in the order they were written (the outbox id).
+    events.sort_by_key(|e| e.id);
     Ok(Detail::Topup { topup, events })
 }

@@ -122,6 +122,14 @@ async fn a_settled_reference_credits_once_with_the_reload_bonus_in_force_at_conf
 
     let confirmed = events(&app, shop.merchant(), "topup.confirmed").await;
     assert_eq!(confirmed.len(), 2);
+    // A confirm of a settled reference is a transaction born settled: one
+    // transaction.settled per top-up.
+    assert_eq!(
+        events(&app, shop.merchant(), "transaction.settled")
+            .await
+            .len(),
+        2
+    );
     let p = &confirmed[0].payload;
     assert_eq!(p["wallet_id"], c.wallet_id.as_str());
     assert_eq!(p["credited_actual_minor"], 6_000);
@@ -279,6 +287,16 @@ async fn a_top_up_requested_against_a_pending_reference_is_pending_until_it_sett
     assert_eq!(confirmed.len(), 1);
     assert_eq!(confirmed[0].payload["credited_actual_minor"], 4_000);
     assert_eq!(confirmed[0].payload["topup_id"], a.body["data"]["topup_id"]);
+    // The top-up is the transaction that settled, in its own sequence after its credit.
+    let settled = events(&app, shop.merchant(), "transaction.settled").await;
+    assert_eq!(settled.len(), 1);
+    assert_eq!(settled[0].resource_type, "topup");
+    assert_eq!(
+        settled[0].payload["transaction_id"],
+        a.body["data"]["topup_id"]
+    );
+    assert_eq!(settled[0].payload["settlement_reference"], "ST-A");
+    assert_eq!(settled[0].payload["amount_minor"], 4_000);
 
     let r = shop
         .control(

@@ -333,7 +333,10 @@ async fn top_ups_are_in_the_feed_beside_payments_with_their_settlement_events() 
         .iter()
         .map(|e| e["event_type"].as_str().unwrap())
         .collect();
-    assert_eq!(events, vec!["topup.requested", "topup.confirmed"]);
+    assert_eq!(
+        events,
+        vec!["topup.requested", "topup.confirmed", "transaction.settled"]
+    );
 }
 
 fn has_number(v: &serde_json::Value, n: i64) -> bool {
