@@ -30,6 +30,9 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
     pub verified_at: Option<DateTimeUtc>,
     pub expired_at: Option<DateTimeUtc>,
+    /// The terminal (`context.terminal_id`) that last sent the code: a code keyed there
+    /// alone finds this enrollment.
+    pub terminal_id: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

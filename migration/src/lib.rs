@@ -16,6 +16,7 @@ mod m20261122_000009_feed_indexes;
 mod m20261126_000010_feed_movements;
 mod m20261126_000011_key_permissions;
 mod m20261126_000012_pending_topups;
+mod m20261126_000013_enrollment_terminal;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
 /// earlier files keep their own copy, as landed migrations are never edited.
@@ -50,6 +51,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000010_feed_movements::Migration),
             Box::new(m20261126_000011_key_permissions::Migration),
             Box::new(m20261126_000012_pending_topups::Migration),
+            Box::new(m20261126_000013_enrollment_terminal::Migration),
         ]
     }
 }

@@ -172,6 +172,7 @@ async fn send_code<C: ConnectionTrait>(
     e.last_sent_at = Some(now);
     e.integration_id = Some(caller.integration_id);
     e.is_sandbox = caller.is_sandbox;
+    e.terminal_id = caller.terminal_id.clone();
     e.updated_at = now;
     let token = token(sealer, e);
     let link = policy.link_base.as_deref().map(|b| {
@@ -245,6 +246,7 @@ fn new_enrollment(
         updated_at: now,
         verified_at: None,
         expired_at: None,
+        terminal_id: None,
     }
 }
 
@@ -453,14 +455,17 @@ pub async fn initiate<C: ConnectionTrait>(
 // ---------------------------------------------------------------------------------------
 // Resend
 
-/// Which enrollment a code (or a resend) is for: the verify body carries no identity of
-/// its own, so a code needs the phone, the enrollment id, or the checkout session that
-/// started the enrollment. A bare 6-digit code is never matched across customers.
+/// Which enrollment a code (or a resend) is for: the phone, the enrollment id, the checkout
+/// session that started the enrollment, or (a code alone, as the spec's verify body
+/// allows) the terminal that sent the code. A bare 6-digit code is never matched across
+/// customers at large.
 #[derive(Clone, Debug)]
 pub enum Target {
     Phone(String),
     Enrollment(Uuid),
     Session(Uuid),
+    /// `context.terminal_id`: the newest pending enrollment whose code this terminal sent.
+    Terminal(String),
 }
 
 async fn find_target<C: ConnectionTrait>(
@@ -475,6 +480,7 @@ async fn find_target<C: ConnectionTrait>(
         },
         Target::Enrollment(id) => store::enrollments::find(c, merchant, *id).await?,
         Target::Session(s) => store::enrollments::pending_of_session(c, merchant, *s).await?,
+        Target::Terminal(t) => store::enrollments::pending_of_terminal(c, merchant, t).await?,
     })
 }
 

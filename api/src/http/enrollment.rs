@@ -171,9 +171,10 @@ pub struct EnrollVerifyRequest {
     #[oai(nullable)]
     pub verification_token: Option<String>,
     /// The 6 digits from the SMS, keyed by the cashier. Give this or
-    /// `verification_token`. A code needs to know whose it is: give `phone` or
-    /// `enrollment_id`, or send it in the checkout session (`context.service_session_id`)
-    /// that started the enrollment.
+    /// `verification_token`. A code needs to know whose it is: alone, it is matched to the
+    /// newest pending enrollment whose code the same till (`context.terminal_id`) sent;
+    /// `phone`, `enrollment_id` or the checkout session (`context.service_session_id`) that
+    /// started the enrollment name it otherwise.
     #[oai(nullable)]
     pub code: Option<String>,
     /// With `code`: the phone being enrolled.
@@ -222,6 +223,9 @@ impl EnrollVerifyRequest {
                     (None, None, Some(s)) => {
                         validate::uuid(e, "/context/service_session_id", s).map(Target::Session)
                     }
+                    (None, None, None) if self.context.terminal_id.is_some() => {
+                        self.context.terminal_id.clone().map(Target::Terminal)
+                    }
                     (Some(_), Some(_), _) => {
                         e.push(
                             "/phone",
@@ -234,7 +238,7 @@ impl EnrollVerifyRequest {
                         e.push(
                             "/phone",
                             "required",
-                            "a code needs phone, enrollment_id or context.service_session_id to say whose it is",
+                            "a code needs phone, enrollment_id, context.service_session_id or context.terminal_id (the till that sent it) to say whose it is",
                         );
                         None
                     }

@@ -64,6 +64,21 @@ pub async fn pending_of_session<C: ConnectionTrait>(
         .await
 }
 
+/// The newest pending enrollment whose code the terminal sent.
+pub async fn pending_of_terminal<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    terminal_id: &str,
+) -> Result<Option<enrollment::Model>, DbErr> {
+    enrollment::Entity::find()
+        .filter(enrollment::Column::MerchantId.eq(merchant_id))
+        .filter(enrollment::Column::TerminalId.eq(terminal_id))
+        .filter(enrollment::Column::Status.eq("pending"))
+        .order_by_desc(enrollment::Column::LastSentAt)
+        .one(c)
+        .await
+}
+
 pub async fn update<C: ConnectionTrait>(c: &C, e: enrollment::Model) -> Result<(), DbErr> {
     e.into_active_model()
         .reset_all()

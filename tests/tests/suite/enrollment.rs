@@ -219,7 +219,6 @@ async fn verify_needs_exactly_one_proof_and_a_six_digit_code() {
         json!({"code": "1234567", "phone": phone}),
         json!({"code": "12a456", "phone": phone}),
         json!({"code": "１２３４５６", "phone": phone}),
-        json!({"code": "123456"}),
         json!({"code": "123456", "phone": "not a phone"}),
     ] {
         let r = shop.post("/enroll/verify", body.clone()).await;
@@ -231,6 +230,14 @@ async fn verify_needs_exactly_one_proof_and_a_six_digit_code() {
         );
         assert!(!r.field_issues().is_empty(), "{body}");
     }
+    // A code alone from a request that names no till either says nothing of whose it is.
+    let mut bare = shop.body(json!({"code": "123456"}));
+    bare["context"]
+        .as_object_mut()
+        .unwrap()
+        .remove("terminal_id");
+    let r = shop.post_body("/enroll/verify", &bare).await;
+    r.assert_field_error("/phone");
     let r = initiate(&shop, "0049 not a number").await;
     assert_eq!((r.status, r.code()), (400, "VALIDATION_ERROR"));
     assert_eq!(r.field_issues()[0].0, "/phone");
@@ -634,6 +641,32 @@ async fn an_enrollment_started_in_a_checkout_session_verifies_by_code_alone() {
         "{}",
         r.body
     );
+    app.stop().await;
+}
+
+/// "Exactly one of verification_token or code must be supplied": a code alone, keyed at the
+/// till that started the enrollment, verifies it; the same code keyed at another till
+/// finds nothing there.
+#[tokio::test]
+async fn a_code_alone_keyed_at_the_till_that_sent_it_verifies_the_enrollment() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let phone = random_phone();
+    let r = initiate(&shop, &phone).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let code = shop.sms_after(&phone, "enrollment", 0).await["code"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let mut elsewhere = shop.body(json!({"code": code}));
+    elsewhere["context"]["terminal_id"] = json!("till-2");
+    let r = shop.post_body("/enroll/verify", &elsewhere).await;
+    assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.body);
+
+    let r = shop.post("/enroll/verify", json!({"code": code})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["state"], "VERIFIED");
     app.stop().await;
 }
 
