@@ -34,6 +34,37 @@ pub(crate) fn drop_idx(name: &str, table: &str) -> IndexDropStatement {
     Index::drop().name(name).table(Alias::new(table)).to_owned()
 }
 
+/// Adds a nullable column (SQLite cannot add a NOT NULL one without a default: a migration
+/// that needs every row filled backfills it).
+pub(crate) async fn add_column(
+    m: &SchemaManager<'_>,
+    table: &str,
+    column: ColumnDef,
+) -> Result<(), DbErr> {
+    let mut column = column;
+    m.alter_table(
+        Table::alter()
+            .table(Alias::new(table))
+            .add_column(column.null())
+            .to_owned(),
+    )
+    .await
+}
+
+pub(crate) async fn drop_column(
+    m: &SchemaManager<'_>,
+    table: &str,
+    name: &str,
+) -> Result<(), DbErr> {
+    m.alter_table(
+        Table::alter()
+            .table(Alias::new(table))
+            .drop_column(Alias::new(name))
+            .to_owned(),
+    )
+    .await
+}
+
 pub struct Migrator;
 
 impl MigratorTrait for Migrator {

@@ -8,7 +8,7 @@
 //! without a default; the backfill below fills every existing row and every insert sets it.
 use sea_orm_migration::prelude::*;
 
-use crate::{drop_idx, idx};
+use crate::{add_column, drop_column, drop_idx, idx};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -20,10 +20,11 @@ impl MigrationTrait for Migration {
     }
 
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(
-            Table::alter()
-                .table("payment_refunds")
-                .add_column(ColumnDef::new(Alias::new("integration_id")).uuid().null())
+        add_column(
+            m,
+            "payment_refunds",
+            ColumnDef::new(Alias::new("integration_id"))
+                .uuid()
                 .to_owned(),
         )
         .await?;
@@ -47,12 +48,6 @@ impl MigrationTrait for Migration {
             "payment_refunds",
         ))
         .await?;
-        m.alter_table(
-            Table::alter()
-                .table("payment_refunds")
-                .drop_column(Alias::new("integration_id"))
-                .to_owned(),
-        )
-        .await
+        drop_column(m, "payment_refunds", "integration_id").await
     }
 }

@@ -10,7 +10,7 @@
 //! default); the backfill fills `permissions` on every row and every insert sets it.
 use sea_orm_migration::prelude::*;
 
-use crate::{drop_idx, idx};
+use crate::{add_column, drop_column, drop_idx, idx};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -26,22 +26,12 @@ impl MigrationTrait for Migration {
 
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         for column in [
-            ColumnDef::new(Alias::new("permissions"))
-                .text()
-                .null()
-                .to_owned(),
+            ColumnDef::new(Alias::new("permissions")).text().to_owned(),
             ColumnDef::new(Alias::new("created_by_key_id"))
                 .uuid()
-                .null()
                 .to_owned(),
         ] {
-            m.alter_table(
-                Table::alter()
-                    .table("api_keys")
-                    .add_column(column)
-                    .to_owned(),
-            )
-            .await?;
+            add_column(m, "api_keys", column).await?;
         }
         m.get_connection()
             .execute_unprepared(&format!(
@@ -60,13 +50,7 @@ impl MigrationTrait for Migration {
         m.drop_index(drop_idx("ix_api_keys_created_by", "api_keys"))
             .await?;
         for column in ["created_by_key_id", "permissions"] {
-            m.alter_table(
-                Table::alter()
-                    .table("api_keys")
-                    .drop_column(Alias::new(column))
-                    .to_owned(),
-            )
-            .await?;
+            drop_column(m, "api_keys", column).await?;
         }
         Ok(())
     }

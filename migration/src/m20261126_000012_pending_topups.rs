@@ -7,6 +7,8 @@
 //! default); the backfill fills every existing row and every insert sets it.
 use sea_orm_migration::prelude::*;
 
+use crate::{add_column, drop_column};
+
 #[derive(DeriveMigrationName)]
 pub struct Migration;
 
@@ -17,11 +19,10 @@ impl MigrationTrait for Migration {
     }
 
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(
-            Table::alter()
-                .table("topups")
-                .add_column(ColumnDef::new(Alias::new("status")).string().null())
-                .to_owned(),
+        add_column(
+            m,
+            "topups",
+            ColumnDef::new(Alias::new("status")).string().to_owned(),
         )
         .await?;
         m.get_connection()
@@ -31,12 +32,6 @@ impl MigrationTrait for Migration {
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(
-            Table::alter()
-                .table("topups")
-                .drop_column(Alias::new("status"))
-                .to_owned(),
-        )
-        .await
+        drop_column(m, "topups", "status").await
     }
 }

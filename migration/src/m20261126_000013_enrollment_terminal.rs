@@ -5,7 +5,7 @@
 //! enrollment, never across customers at large.
 use sea_orm_migration::prelude::*;
 
-use crate::{drop_idx, idx};
+use crate::{add_column, drop_column, drop_idx, idx};
 
 #[derive(DeriveMigrationName)]
 pub struct Migration;
@@ -17,10 +17,11 @@ impl MigrationTrait for Migration {
     }
 
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
-        m.alter_table(
-            Table::alter()
-                .table("enrollments")
-                .add_column(ColumnDef::new(Alias::new("terminal_id")).string().null())
+        add_column(
+            m,
+            "enrollments",
+            ColumnDef::new(Alias::new("terminal_id"))
+                .string()
                 .to_owned(),
         )
         .await?;
@@ -35,12 +36,6 @@ impl MigrationTrait for Migration {
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
         m.drop_index(drop_idx("ix_enrollments_terminal", "enrollments"))
             .await?;
-        m.alter_table(
-            Table::alter()
-                .table("enrollments")
-                .drop_column(Alias::new("terminal_id"))
-                .to_owned(),
-        )
-        .await
+        drop_column(m, "enrollments", "terminal_id").await
     }
 }

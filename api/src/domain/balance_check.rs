@@ -120,22 +120,7 @@ pub async fn check<C: ConnectionTrait>(
     let (w, owner) = store::wallets::find_wallet_with_owner(c, merchant, wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    if check
-        .wallet_program_id
-        .is_some_and(|p| p != w.wallet_program_id)
-    {
-        return Err(ApiError::field(
-            "/wallet_program_id",
-            "credential_mismatch",
-            "is not the program of the wallet the credential was issued for",
-        ));
-    }
-    if w.currency != check.currency {
-        wallets::require_currency(c, merchant, &check.currency).await?;
-        return Err(ApiError::currency_not_supported(std::slice::from_ref(
-            &w.currency,
-        )));
-    }
+    payments::credential_wallet_fits(c, &w, check.wallet_program_id, &check.currency).await?;
     let grants = store::wallets::live_grants(c, w.id).await?;
     let balance = wallets::balance(&w, &grants, now);
     let views: Vec<_> = grants.iter().map(wallets::grant_view).collect();

@@ -631,25 +631,7 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
     if let Some(s) = &session {
         checkout::ensure_open(s, now)?;
     }
-    if pay
-        .wallet_program_id
-        .is_some_and(|p| p != w.wallet_program_id)
-    {
-        return Err(ApiError::field(
-            "/wallet_program_id",
-            "credential_mismatch",
-            "is not the program of the wallet the credential was issued for",
-        ));
-    }
-    if w.currency != pay.currency {
-        // Only now is the merchant's list needed: a currency none of its programs runs in
-        // is CURRENCY_NOT_SUPPORTED with that list; one only this wallet is not in, with
-        // the wallet's own currency.
-        wallets::require_currency(c, merchant, &pay.currency).await?;
-        return Err(ApiError::currency_not_supported(std::slice::from_ref(
-            &w.currency,
-        )));
-    }
+    credential_wallet_fits(c, &w, pay.wallet_program_id, &pay.currency).await?;
     if let Credential::Otp { phone, .. } = &pay.credential
         && &who.phone != phone
     {
@@ -746,6 +728,33 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         cashback: cashback.map(|a| a.grant),
         writes,
     })
+}
+
+/// The wallet a credential named must be in the program the request names (if any) and in
+/// its currency.
+pub(crate) async fn credential_wallet_fits<C: ConnectionTrait>(
+    c: &C,
+    w: &wallet::Model,
+    wallet_program_id: Option<Uuid>,
+    currency: &str,
+) -> Result<(), ApiError> {
+    if wallet_program_id.is_some_and(|p| p != w.wallet_program_id) {
+        return Err(ApiError::field(
+            "/wallet_program_id",
+            "credential_mismatch",
+            "is not the program of the wallet the credential was issued for",
+        ));
+    }
+    if w.currency != currency {
+        // Only now is the merchant's list needed: a currency none of its programs runs in
+        // is CURRENCY_NOT_SUPPORTED with that list; one only this wallet is not in, with
+        // the wallet's own currency.
+        wallets::require_currency(c, w.merchant_id, currency).await?;
+        return Err(ApiError::currency_not_supported(std::slice::from_ref(
+            &w.currency,
+        )));
+    }
+    Ok(())
 }
 
 fn payment_event(

@@ -5,14 +5,14 @@ use serde_json::{Value, json};
 use tests::{Reply, TestApp, TestTenant, send};
 use uuid::Uuid;
 
-fn envelope(t: &TestTenant) -> Value {
+pub fn envelope(t: &TestTenant) -> Value {
     json!({
         "meta": {"partner_request_id": Uuid::new_v4().to_string(), "api_version": "2026-06-01"},
         "context": {"merchant_id": t.merchant_id.to_string()},
     })
 }
 
-async fn create(app: &TestApp, key: &str, t: &TestTenant, extra: Value) -> Reply {
+pub async fn create(app: &TestApp, key: &str, t: &TestTenant, extra: Value) -> Reply {
     let mut body = envelope(t);
     body["enterprise_id"] = json!(t.merchant_id.to_string());
     for (k, v) in extra.as_object().unwrap() {

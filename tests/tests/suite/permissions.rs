@@ -4,29 +4,9 @@
 //! narrow; a call without the permission is 403 FORBIDDEN naming it.
 use serde_json::{Value, json};
 use tests::{Reply, TestApp, TestTenant, send};
+
+use super::keys::{create, envelope};
 use uuid::Uuid;
-
-fn envelope(t: &TestTenant) -> Value {
-    json!({
-        "meta": {"partner_request_id": Uuid::new_v4().to_string(), "api_version": "2026-06-01"},
-        "context": {"merchant_id": t.merchant_id.to_string()},
-    })
-}
-
-async fn create(app: &TestApp, key: &str, t: &TestTenant, extra: Value) -> Reply {
-    let mut body = envelope(t);
-    body["enterprise_id"] = json!(t.merchant_id.to_string());
-    for (k, v) in extra.as_object().unwrap() {
-        body[k] = v.clone();
-    }
-    send(
-        app.post("/auth/keys")
-            .header("x-api-key", key)
-            .header("Idempotency-Key", Uuid::new_v4().to_string())
-            .json(&body),
-    )
-    .await
-}
 
 /// A key minted by the platform key with `permissions` (None: the default); its raw key.
 async fn key_with(app: &TestApp, t: &TestTenant, permissions: Option<&[&str]>) -> (String, String) {
