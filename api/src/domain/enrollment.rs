@@ -464,8 +464,13 @@ pub enum Target {
     Phone(String),
     Enrollment(Uuid),
     Session(Uuid),
-    /// `context.terminal_id`: the newest pending enrollment whose code this terminal sent.
-    Terminal(String),
+    /// `context.terminal_id`: the newest pending enrollment whose code this terminal of
+    /// this integration sent (two POS vendors of one merchant may both name a till
+    /// "till-1"; a code keyed at one never counts against the other's enrollment).
+    Terminal {
+        integration: Uuid,
+        terminal: String,
+    },
 }
 
 async fn find_target<C: ConnectionTrait>(
@@ -480,7 +485,10 @@ async fn find_target<C: ConnectionTrait>(
         },
         Target::Enrollment(id) => store::enrollments::find(c, merchant, *id).await?,
         Target::Session(s) => store::enrollments::pending_of_session(c, merchant, *s).await?,
-        Target::Terminal(t) => store::enrollments::pending_of_terminal(c, merchant, t).await?,
+        Target::Terminal {
+            integration,
+            terminal,
+        } => store::enrollments::pending_of_terminal(c, merchant, *integration, terminal).await?,
     })
 }
 
@@ -583,6 +591,26 @@ pub async fn resend<C: ConnectionTrait>(
 pub enum Proof {
     Token(String),
     Code { code: String, target: Target },
+}
+
+impl Proof {
+    /// The proof as the calling integration presents it: a code keyed at a till names that
+    /// integration's till.
+    pub fn of_integration(self, id: Uuid) -> Proof {
+        match self {
+            Proof::Code {
+                code,
+                target: Target::Terminal { terminal, .. },
+            } => Proof::Code {
+                code,
+                target: Target::Terminal {
+                    integration: id,
+                    terminal,
+                },
+            },
+            other => other,
+        }
+    }
 }
 
 fn replayed(message: &str) -> ApiError {

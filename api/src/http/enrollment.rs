@@ -223,9 +223,15 @@ impl EnrollVerifyRequest {
                     (None, None, Some(s)) => {
                         validate::uuid(e, "/context/service_session_id", s).map(Target::Session)
                     }
-                    (None, None, None) if self.context.terminal_id.is_some() => {
-                        self.context.terminal_id.clone().map(Target::Terminal)
-                    }
+                    // The integration is the caller's: see `Proof::of_integration`.
+                    (None, None, None) if self.context.terminal_id.is_some() => self
+                        .context
+                        .terminal_id
+                        .clone()
+                        .map(|terminal| Target::Terminal {
+                            integration: uuid::Uuid::nil(),
+                            terminal,
+                        }),
                     (Some(_), Some(_), _) => {
                         e.push(
                             "/phone",
@@ -499,7 +505,9 @@ impl EnrollmentApi {
         let mut e = Errors::default();
         let proof = b.proof(&mut e);
         e.finish()?;
-        let proof = proof.ok_or_else(|| ApiError::internal("validated proof"))?;
+        let proof = proof
+            .ok_or_else(|| ApiError::internal("validated proof"))?
+            .of_integration(p.integration_id);
         let prep = st.clone();
         let merchant = b.context.parsed().merchant_id;
         mutation::run_prepared(

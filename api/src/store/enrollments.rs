@@ -64,14 +64,16 @@ pub async fn pending_of_session<C: ConnectionTrait>(
         .await
 }
 
-/// The newest pending enrollment whose code the terminal sent.
+/// The newest pending enrollment whose code the integration's terminal sent.
 pub async fn pending_of_terminal<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
+    integration_id: Uuid,
     terminal_id: &str,
 ) -> Result<Option<enrollment::Model>, DbErr> {
     enrollment::Entity::find()
         .filter(enrollment::Column::MerchantId.eq(merchant_id))
+        .filter(enrollment::Column::IntegrationId.eq(integration_id))
         .filter(enrollment::Column::TerminalId.eq(terminal_id))
         .filter(enrollment::Column::Status.eq("pending"))
         .order_by_desc(enrollment::Column::LastSentAt)
