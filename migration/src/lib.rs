@@ -39,9 +39,8 @@ pub(crate) fn drop_idx(name: &str, table: &str) -> IndexDropStatement {
 pub(crate) async fn add_column(
     m: &SchemaManager<'_>,
     table: &str,
-    column: ColumnDef,
+    mut column: ColumnDef,
 ) -> Result<(), DbErr> {
-    let mut column = column;
     m.alter_table(
         Table::alter()
             .table(Alias::new(table))

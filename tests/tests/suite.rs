@@ -18,6 +18,7 @@ mod suite {
     pub mod payments_concurrency;
     pub mod permissions;
     pub mod platform;
+    pub mod settlements_concurrency;
     pub mod tokens;
     pub mod topups;
     pub mod transactions;
