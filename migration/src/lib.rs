@@ -17,6 +17,7 @@ mod m20261126_000010_feed_movements;
 mod m20261126_000011_key_permissions;
 mod m20261126_000012_pending_topups;
 mod m20261126_000013_enrollment_terminal;
+mod m20261126_000014_disputes;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
 /// earlier files keep their own copy, as landed migrations are never edited.
@@ -82,6 +83,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000011_key_permissions::Migration),
             Box::new(m20261126_000012_pending_topups::Migration),
             Box::new(m20261126_000013_enrollment_terminal::Migration),
+            Box::new(m20261126_000014_disputes::Migration),
         ]
     }
 }

@@ -2,6 +2,7 @@
 mod suite {
     pub mod contract;
     pub mod customers;
+    pub mod disputes;
     pub mod edge;
     pub mod enrollment;
     pub mod envelope;

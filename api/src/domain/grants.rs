@@ -94,6 +94,35 @@ async fn end<C: ConnectionTrait>(
     Ok(amount)
 }
 
+/// Claws back what is left of a live grant (RELEASED or LOCKED) of a wallet the caller holds
+/// locked, when the credit it came with is taken back; a grant that has ended (spent,
+/// expired, clawed back) gives back nothing. Returns the amount and promo_grant.clawed_back
+/// (none when nothing was left).
+pub async fn claw_back_live<C: ConnectionTrait>(
+    c: &C,
+    grant_id: Uuid,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<(i64, Option<NewOutbox>), ApiError> {
+    let Some(g) = store::wallets::find_grant(c, grant_id).await? else {
+        return Ok((0, None));
+    };
+    if !matches!(g.state.as_str(), "RELEASED" | "LOCKED") {
+        return Ok((0, None));
+    }
+    let amount = end(
+        c,
+        &g,
+        "CLAWED_BACK",
+        ledger::posting::clawback(g.merchant_id, g.id, &g.currency, g.remaining_minor),
+        "clawback",
+        now,
+    )
+    .await?;
+    let event = grant_event("promo_grant.clawed_back", &g, amount, reason, now);
+    Ok((amount, Some(event)))
+}
+
 #[derive(Clone, Debug)]
 pub struct ClawedBack {
     pub grant: promo_grant::Model,

@@ -597,6 +597,9 @@ pub const CREDITED: &str = "credited";
 pub const PENDING: &str = "pending";
 /// Its settlement FAILED: nothing was credited.
 pub const FAILED: &str = "failed";
+/// Credited, then taken back (a chargeback, or detached from a customer): see
+/// `topup_reversals`.
+pub const REVERSED: &str = "reversed";
 
 /// `promo_grant.accrued`.
 pub fn accrued_event(

@@ -5,7 +5,7 @@
 //! sale in yesterday's. The detail read gives a transaction whole. Scoped to the integration in the path
 //! and the key; another integration's transaction is FORBIDDEN (the spec's rule for these
 //! reads), an unknown one NOT_FOUND.
-use entities::{branch, outbox, payment, payment_refund, topup};
+use entities::{branch, dispute, outbox, payment, payment_refund, topup, topup_reversal};
 use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
@@ -15,7 +15,13 @@ use crate::{
     store::{self, payments::TransactionFilter},
 };
 
-pub const STATUSES: &[&str] = &["completed", "partially_refunded", "refunded", "voided"];
+pub const STATUSES: &[&str] = &[
+    "completed",
+    "partially_refunded",
+    "refunded",
+    "voided",
+    "reversed",
+];
 
 /// A payment's status as the feed reports it.
 pub fn status_of(p: &payment::Model) -> &'static str {
@@ -29,11 +35,13 @@ pub fn status_of(p: &payment::Model) -> &'static str {
 
 /// A top-up's status as the feed reports it: `completed` once credited; a top-up requested
 /// against a settlement still PENDING is `pending`, and `failed` if that settlement failed
-/// (neither is in the list: no money moved).
+/// (neither is in the list: no money moved); `reversed` once its credit was taken back (a
+/// chargeback, or detached from a customer).
 pub fn topup_status(t: &topup::Model) -> &'static str {
     match t.status.as_str() {
         super::topups::PENDING => "pending",
         super::topups::FAILED => "failed",
+        super::topups::REVERSED => "reversed",
         _ => "completed",
     }
 }
@@ -94,6 +102,8 @@ pub enum Transaction {
     /// A refund or the void of a payment: money back to the wallet.
     Reversal(payment_refund::Model, payment::Model),
     Topup(topup::Model),
+    /// A top-up's credit taken back (chargeback or unattach).
+    TopupReversal(topup_reversal::Model, topup::Model),
 }
 
 impl Transaction {
@@ -103,6 +113,7 @@ impl Transaction {
             Transaction::Payment(p) => p.id,
             Transaction::Reversal(r, _) => r.id,
             Transaction::Topup(t) => t.id,
+            Transaction::TopupReversal(r, _) => r.id,
         }
     }
 }
@@ -137,6 +148,12 @@ pub async fn page<C: ConnectionTrait>(
                 .into_iter()
                 .map(Transaction::Topup),
         );
+        rows.extend(
+            store::disputes::reversals_page(c, f, after, limit + 1)
+                .await?
+                .into_iter()
+                .map(|(r, t)| Transaction::TopupReversal(r, t)),
+        );
     }
     rows.sort_by_key(|t| std::cmp::Reverse(t.id()));
     let more = rows.len() as u64 > limit;
@@ -144,24 +161,46 @@ pub async fn page<C: ConnectionTrait>(
     Ok((rows, more))
 }
 
-pub enum Detail {
-    Payment {
-        payment: payment::Model,
-        refunds: Vec<payment_refund::Model>,
-        events: Vec<outbox::Model>,
-    },
-    Topup {
-        topup: topup::Model,
-        events: Vec<outbox::Model>,
-    },
+/// A transaction the key may act on: found in the path's integration and within the key's
+/// bounds.
+#[derive(Clone, Debug)]
+pub enum Located {
+    Payment(payment::Model),
+    Topup(topup::Model),
 }
 
-pub async fn detail<C: ConnectionTrait>(
+impl Located {
+    pub fn id(&self) -> Uuid {
+        match self {
+            Located::Payment(p) => p.id,
+            Located::Topup(t) => t.id,
+        }
+    }
+
+    pub fn merchant_id(&self) -> Uuid {
+        match self {
+            Located::Payment(p) => p.merchant_id,
+            Located::Topup(t) => t.merchant_id,
+        }
+    }
+
+    /// `payment` or `topup`: the feed's `type` and the resource its events are ordered in.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Located::Payment(_) => "payment",
+            Located::Topup(_) => "topup",
+        }
+    }
+}
+
+/// Finds transaction `id` of `integration_id` as `p` may see it: another integration's (or
+/// one outside the key's merchant, brand or branch) is FORBIDDEN, an unknown one NOT_FOUND.
+pub async fn locate<C: ConnectionTrait>(
     c: &C,
     p: &Principal,
     integration_id: Uuid,
     id: Uuid,
-) -> Result<Detail, ApiError> {
+) -> Result<Located, ApiError> {
     check_integration(p, integration_id)?;
     if let Some(payment) = store::payments::find(c, id).await? {
         if payment.integration_id != integration_id
@@ -169,13 +208,7 @@ pub async fn detail<C: ConnectionTrait>(
         {
             return Err(other_integration());
         }
-        let refunds = store::payments::refunds_of(c, payment.id).await?;
-        let events = store::outbox::events_of(c, "payment", &payment.id.to_string()).await?;
-        return Ok(Detail::Payment {
-            payment,
-            refunds,
-            events,
-        });
+        return Ok(Located::Payment(payment));
     }
     let topup = store::topups::find(c, id)
         .await?
@@ -192,6 +225,44 @@ pub async fn detail<C: ConnectionTrait>(
     if !in_scope {
         return Err(other_integration());
     }
+    Ok(Located::Topup(topup))
+}
+
+pub enum Detail {
+    Payment {
+        payment: payment::Model,
+        refunds: Vec<payment_refund::Model>,
+        events: Vec<outbox::Model>,
+        disputes: Vec<dispute::Model>,
+    },
+    Topup {
+        topup: topup::Model,
+        events: Vec<outbox::Model>,
+        disputes: Vec<dispute::Model>,
+        reversal: Option<topup_reversal::Model>,
+    },
+}
+
+pub async fn detail<C: ConnectionTrait>(
+    c: &C,
+    p: &Principal,
+    integration_id: Uuid,
+    id: Uuid,
+) -> Result<Detail, ApiError> {
+    let disputes = store::disputes::of_transaction(c, id).await?;
+    let topup = match locate(c, p, integration_id, id).await? {
+        Located::Payment(payment) => {
+            let refunds = store::payments::refunds_of(c, payment.id).await?;
+            let events = store::outbox::events_of(c, "payment", &payment.id.to_string()).await?;
+            return Ok(Detail::Payment {
+                payment,
+                refunds,
+                events,
+                disputes,
+            });
+        }
+        Located::Topup(t) => t,
+    };
     let mut events = store::outbox::events_of(c, "topup", &topup.id.to_string()).await?;
     if topup.kind == "settlement"
         && let Some(s) = store::incentives::find_settlement(
@@ -206,5 +277,11 @@ pub async fn detail<C: ConnectionTrait>(
     }
     // Two resources' events, in the order they were written (the outbox id).
     events.sort_by_key(|e| e.id);
-    Ok(Detail::Topup { topup, events })
+    let reversal = store::disputes::reversal_of(c, topup.id).await?;
+    Ok(Detail::Topup {
+        topup,
+        events,
+        disputes,
+        reversal,
+    })
 }

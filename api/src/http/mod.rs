@@ -7,6 +7,7 @@ pub mod checkout;
 pub mod common;
 pub mod cursor;
 pub mod customers;
+pub mod disputes;
 pub mod early_replay;
 pub mod enrollment;
 pub mod errors;

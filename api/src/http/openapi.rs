@@ -7,10 +7,10 @@ use crate::domain::credentials::Permission;
 
 use super::{
     balance_check::BalanceCheckApi, checkout::CheckoutApi, customers::CustomersApi,
-    enrollment::EnrollmentApi, incentives::IncentivesApi, keys::KeysApi, operator::OperatorApi,
-    operator_wallets::OperatorWalletsApi, payments::PaymentsApi, platform::PlatformApi,
-    sandbox::SandboxApi, settlements::SettlementsApi, terminal::TerminalApi, token::TokenApi,
-    topups::TopupsApi, transactions::TransactionsApi, webhooks::WebhooksApi,
+    disputes::DisputesApi, enrollment::EnrollmentApi, incentives::IncentivesApi, keys::KeysApi,
+    operator::OperatorApi, operator_wallets::OperatorWalletsApi, payments::PaymentsApi,
+    platform::PlatformApi, sandbox::SandboxApi, settlements::SettlementsApi, terminal::TerminalApi,
+    token::TokenApi, topups::TopupsApi, transactions::TransactionsApi, webhooks::WebhooksApi,
 };
 
 pub type Apis = (
@@ -30,7 +30,7 @@ pub type Apis = (
     IncentivesApi,
     WebhooksApi,
     // poem-openapi implements its trait for tuples of up to 16: the rest nest.
-    (TransactionsApi, BalanceCheckApi),
+    (TransactionsApi, BalanceCheckApi, DisputesApi),
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -111,6 +111,9 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("redeliverFailedWebhooks", "beta"),
     ("listTransactions", "ga"),
     ("getTransaction", "ga"),
+    ("openDispute", "beta"),
+    ("resolveDispute", "beta"),
+    ("unattachTransaction", "beta"),
 ];
 
 fn apis() -> Apis {
@@ -130,7 +133,7 @@ fn apis() -> Apis {
         SettlementsApi,
         IncentivesApi,
         WebhooksApi,
-        (TransactionsApi, BalanceCheckApi),
+        (TransactionsApi, BalanceCheckApi, DisputesApi),
     )
 }
 
@@ -228,15 +231,18 @@ pub const PERMISSION: &[(&str, Permission)] = &[
     ("listWebhookDeliveries", Permission::Webhooks),
     ("listWebhookSubscriptions", Permission::Webhooks),
     ("lookupCustomer", Permission::Terminal),
+    ("openDispute", Permission::Corrections),
     ("redeemOffer", Permission::Terminal),
     ("redeliverFailedWebhooks", Permission::Webhooks),
     ("redeliverWebhook", Permission::Webhooks),
     ("regenerateApiKey", Permission::IntegrationsUpdate),
     ("registerSku", Permission::Catalog),
+    ("resolveDispute", Permission::Corrections),
     ("revokeApiKey", Permission::IntegrationsUpdate),
     ("rotateWebhookSecret", Permission::Webhooks),
     ("setCashbackRule", Permission::Incentives),
     ("setReloadBonusConfig", Permission::Incentives),
+    ("unattachTransaction", Permission::Corrections),
     ("updateBudget", Permission::Incentives),
 ];
 

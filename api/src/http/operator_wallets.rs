@@ -41,7 +41,8 @@ fn amount(e: &mut Errors, v: i64) {
     }
 }
 
-fn reason(e: &mut Errors, r: &str) {
+/// A required reason of 1 to 500 characters (an audited correction says why).
+pub(super) fn reason(e: &mut Errors, r: &str) {
     if validate::length(e, "/reason", r, 1, 500) {
         validate::no_control_chars(e, "/reason", r);
     }

@@ -41,7 +41,7 @@ pub struct PaymentsApi;
 
 pub use crate::domain::validate::MAX_AMOUNT_MINOR;
 
-fn amount(e: &mut Errors, field: &str, v: i64) {
+pub(super) fn amount(e: &mut Errors, field: &str, v: i64) {
     if validate::min_amount(e, field, v, 1) && v > MAX_AMOUNT_MINOR {
         e.push(
             field,

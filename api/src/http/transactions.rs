@@ -1,7 +1,7 @@
 //! The reconciliation feed (x-api-key): `GET /{integrationId}/transactions[/{id}]`.
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
-use entities::{payment, payment_refund, topup};
+use entities::{payment, payment_refund, topup, topup_reversal};
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     auth::ApiKeyAuth,
     common::{optional_uuid, path_uuid, ts},
+    disputes::{DisputeView, TopupReversalView, dispute_view, reversal_view},
     payments::{PaymentDetail, detail},
     reply::Reply,
     tags::Tag,
@@ -34,8 +35,9 @@ pub struct TransactionItem {
     /// This line's id (the sale's is the payment's, a top-up's the top-up's; a refund or void
     /// has its own). Each movement appears once in the feed.
     pub movement_id: String,
-    /// `sale` (a wallet payment's debit), `refund` or `void` (money back to the wallet), or
-    /// `topup` (a credit of actual money). Further values may be added.
+    /// `sale` (a wallet payment's debit), `refund` or `void` (money back to the wallet),
+    /// `topup` (a credit of actual money), or `chargeback` or `unattach` (a top-up's credit
+    /// taken back from the wallet). Further values may be added.
     pub movement: String,
     /// What this movement moved (a refund's amount, not its sale's).
     pub movement_amount_minor: i64,
@@ -49,7 +51,7 @@ pub struct TransactionItem {
     #[serde(rename = "type")]
     pub kind: String,
     /// The transaction's status now: completed, partially_refunded, refunded or voided (a
-    /// top-up is always completed).
+    /// payment); completed or reversed (a top-up whose credit was taken back).
     pub status: String,
     pub merchant_id: String,
     pub wallet_id: String,
@@ -75,7 +77,7 @@ pub struct TransactionItem {
     /// Top-ups: the promotional bonus that accrued with it.
     #[oai(nullable)]
     pub bonus_minor: Option<i64>,
-    /// Refunds and voids: the reason given.
+    /// Refunds, voids and top-up reversals: the reason given.
     #[oai(nullable)]
     pub reason: Option<String>,
     /// When the transaction was created (a sale's or top-up's `occurred_at`).
@@ -90,7 +92,7 @@ fn topup_item(t: &topup::Model) -> TransactionItem {
         occurred_at: ts(t.created_at),
         transaction_id: t.id.to_string(),
         kind: "topup".into(),
-        status: "completed".into(),
+        status: transactions::topup_status(t).into(),
         merchant_id: t.merchant_id.to_string(),
         wallet_id: t.wallet_id.to_string(),
         amount_minor: t.credited_actual_minor,
@@ -107,6 +109,18 @@ fn topup_item(t: &topup::Model) -> TransactionItem {
         bonus_minor: Some(t.bonus_minor),
         reason: None,
         created_at: ts(t.created_at),
+    }
+}
+
+/// A top-up's credit taken back: its top-up's line, as this movement.
+fn topup_reversal_item(r: &topup_reversal::Model, t: &topup::Model) -> TransactionItem {
+    TransactionItem {
+        movement_id: r.id.to_string(),
+        movement: r.kind.clone(),
+        movement_amount_minor: r.amount_minor,
+        occurred_at: ts(r.created_at),
+        reason: r.reason.clone(),
+        ..topup_item(t)
     }
 }
 
@@ -174,7 +188,8 @@ pub struct TransactionDetail {
     #[serde(rename = "type")]
     pub kind: String,
     /// completed, partially_refunded, refunded or voided; a top-up requested against a
-    /// settlement still PENDING is pending, and failed if that settlement failed.
+    /// settlement still PENDING is pending, and failed if that settlement failed; a top-up
+    /// whose credit was taken back is reversed.
     pub status: String,
     pub merchant_id: String,
     pub integration_id: String,
@@ -192,6 +207,11 @@ pub struct TransactionDetail {
     pub basket: Option<serde_json::Value>,
     /// The events it caused, in sequence.
     pub events: Vec<RelatedEvent>,
+    /// Its disputes, oldest first.
+    pub disputes: Vec<DisputeView>,
+    /// Top-ups: the reversal that took its credit back (chargeback or unattach), if any.
+    #[oai(nullable)]
+    pub topup_reversal: Option<TopupReversalView>,
 }
 
 /// A credited top-up.
@@ -264,9 +284,10 @@ impl TransactionsApi {
     ///
     /// Every movement of the integration's money, once each and newest first (a stable
     /// order: ids grow with time), within the key's merchant, brand or branch: a wallet
-    /// payment's sale, each refund and its void, each credited top-up. Filters: `type`
-    /// (payment: sales, refunds and voids; topup), `status` (the transaction's status now:
-    /// completed, partially_refunded, refunded, voided; top-ups are completed), `from`
+    /// payment's sale, each refund and its void, each credited top-up and each top-up
+    /// credit taken back (chargeback, unattach). Filters: `type` (payment: sales, refunds
+    /// and voids; topup: credits and their reversals), `status` (the transaction's status
+    /// now: completed, partially_refunded, refunded, voided, reversed), `from`
     /// (inclusive) and `to` (exclusive) on the activity time (`occurred_at`: a refund today
     /// of yesterday's sale is in today's window, the sale in yesterday's), `branch_id`.
     /// Cursor-paginated (`limit` 1–200, default 50); the cursor keeps its filters: pass it
@@ -386,6 +407,7 @@ impl TransactionsApi {
                     Transaction::Payment(p) => item(p),
                     Transaction::Reversal(r, p) => reversal_item(r, p),
                     Transaction::Topup(t) => topup_item(t),
+                    Transaction::TopupReversal(r, t) => topup_reversal_item(r, t),
                 })
                 .collect::<Vec<_>>(),
             &page,
@@ -396,7 +418,8 @@ impl TransactionsApi {
     ///
     /// Full detail. A payment: money classes and the grants that paid, basket and
     /// reconciliation flags, branch, terminal, cashier, order refs, refunds. A top-up: what
-    /// was credited, its bonus and its SKU or settlement. Both: the events it caused.
+    /// was credited, its bonus and its SKU or settlement, and the reversal that took it back.
+    /// Both: the events it caused and its disputes.
     /// Another integration's transaction is FORBIDDEN; an unknown id NOT_FOUND.
     ///
     /// Permission: `reporting`.
@@ -432,6 +455,7 @@ impl TransactionsApi {
                 payment: p,
                 refunds,
                 events,
+                disputes,
             } => {
                 let split = p
                     .promo_split
@@ -456,9 +480,16 @@ impl TransactionsApi {
                     promo_split: split,
                     basket: p.basket.clone(),
                     events: related(&events),
+                    disputes: disputes.iter().map(dispute_view).collect(),
+                    topup_reversal: None,
                 }
             }
-            Detail::Topup { topup: t, events } => TransactionDetail {
+            Detail::Topup {
+                topup: t,
+                events,
+                disputes,
+                reversal,
+            } => TransactionDetail {
                 transaction_id: t.id.to_string(),
                 kind: "topup".into(),
                 status: transactions::topup_status(&t).into(),
@@ -486,6 +517,8 @@ impl TransactionsApi {
                 promo_split: Vec::new(),
                 basket: None,
                 events: related(&events),
+                disputes: disputes.iter().map(dispute_view).collect(),
+                topup_reversal: reversal.as_ref().map(reversal_view),
             },
         };
         Ok(Reply::ok(&out))

@@ -4,6 +4,7 @@ pub mod api_keys;
 pub mod checkout;
 pub mod db;
 pub mod dead_letters;
+pub mod disputes;
 pub mod enrollments;
 pub mod idempotency;
 pub mod incentives;

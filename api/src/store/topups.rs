@@ -103,16 +103,21 @@ pub async fn transactions_page<C: ConnectionTrait>(
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<topup::Model>, DbErr> {
-    // A top-up is credited or it does not exist: only `completed` (or no status) has any.
-    if f.status.as_deref().is_some_and(|s| s != "completed") {
-        return Ok(Vec::new());
-    }
-    transactions_select(f, after, limit).all(c).await
+    // A top-up in the feed was credited: it is `completed`, or `reversed` once its credit
+    // was taken back (the credit stays a movement of its day).
+    let stored: &[&str] = match f.status.as_deref() {
+        None => &["credited", "reversed"],
+        Some("completed") => &["credited"],
+        Some("reversed") => &["reversed"],
+        Some(_) => return Ok(Vec::new()),
+    };
+    transactions_select(f, stored, after, limit).all(c).await
 }
 
 /// `transactions_page`'s query, served in order by `ix_topups_integration`.
 pub fn transactions_select(
     f: &super::payments::TransactionFilter,
+    statuses: &[&str],
     after: Option<Uuid>,
     limit: u64,
 ) -> sea_orm::Select<topup::Entity> {
@@ -122,7 +127,7 @@ pub fn transactions_select(
         // A claim row of a credit still in flight is not a transaction yet, nor is a top-up
         // whose settlement has not credited it.
         .filter(topup::Column::WalletId.ne(Uuid::nil()))
-        .filter(topup::Column::Status.eq("credited"));
+        .filter(topup::Column::Status.is_in(statuses.iter().copied()));
     let q = q.filter(f.window(
         after,
         topup::Column::Id,

@@ -87,7 +87,12 @@ async fn look_ups_on_tables_that_only_grow_go_through_indexes() {
         ),
         (
             "ix_topups_integration",
-            store::topups::transactions_select(&feed, None, 51).build(backend),
+            store::topups::transactions_select(&feed, &["credited", "reversed"], None, 51)
+                .build(backend),
+        ),
+        (
+            "ix_topup_reversals_integration",
+            store::disputes::reversals_select(&feed, None, 51).build(backend),
         ),
         (
             "ix_payments_wallet_created",

@@ -64,6 +64,7 @@ const EVERY: &[&str] = &[
     "catalog",
     "incentives",
     "webhooks",
+    "corrections",
 ];
 
 /// "Per-merchant keys minted without an explicit set get the terminal and reporting

@@ -36,6 +36,9 @@ pub enum Permission {
     Incentives,
     /// Webhook subscriptions, their secrets and deliveries.
     Webhooks,
+    /// Corrections after the fact that move money back: disputes of a transaction, and
+    /// detaching a top-up from a customer.
+    Corrections,
 }
 
 pub const ALL: &[Permission] = &[
@@ -49,6 +52,7 @@ pub const ALL: &[Permission] = &[
     Permission::Catalog,
     Permission::Incentives,
     Permission::Webhooks,
+    Permission::Corrections,
 ];
 
 impl Permission {
@@ -64,6 +68,7 @@ impl Permission {
             Permission::Catalog => "catalog",
             Permission::Incentives => "incentives",
             Permission::Webhooks => "webhooks",
+            Permission::Corrections => "corrections",
         }
     }
 

@@ -72,6 +72,7 @@ pub enum PostingKind {
     Topup,
     Clawback,
     RewardReversal,
+    TopupReversal,
 }
 
 impl PostingKind {
@@ -88,6 +89,7 @@ impl PostingKind {
             PostingKind::Topup => "topup",
             PostingKind::Clawback => "clawback",
             PostingKind::RewardReversal => "reward_reversal",
+            PostingKind::TopupReversal => "topup_reversal",
         }
     }
 }
@@ -215,6 +217,15 @@ pub fn topup(merchant_id: Uuid, wallet_id: Uuid, currency: &str, amount: i64) ->
     let mut p = Posting::new(PostingKind::Topup, merchant_id, currency);
     p.push(Account::WalletActual(wallet_id), amount);
     p.push(Account::MerchantTopup(merchant_id), -amount);
+    p
+}
+
+/// A top-up's credit taken back (a chargeback, or the top-up detached from a customer it
+/// was wrongly attached to): the reverse of `topup`, for what the wallet still holds.
+pub fn topup_reversal(merchant_id: Uuid, wallet_id: Uuid, currency: &str, amount: i64) -> Posting {
+    let mut p = Posting::new(PostingKind::TopupReversal, merchant_id, currency);
+    p.push(Account::WalletActual(wallet_id), -amount);
+    p.push(Account::MerchantTopup(merchant_id), amount);
     p
 }
 

@@ -1,0 +1,433 @@
+//! Corrections of a transaction after the fact (x-api-key, permission `corrections`):
+//! disputes of a payment or top-up, and detaching a top-up from a customer.
+use chrono::Utc;
+use entities::{dispute, topup_reversal};
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Header, Path},
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    auth::ApiKeyAuth,
+    body::{JsonBody, Validate},
+    common::{RequestContext, RequestMeta, caller, path_uuid, ts},
+    mutation,
+    operator_wallets::reason,
+    payments::{BalanceView, RefundView, amount, refund_view},
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        credentials::Permission,
+        disputes::{self, NewDispute, OUTCOMES},
+        topup_reversals,
+        validate::{self, Errors},
+    },
+    idempotency::Outcome,
+    state::AppState,
+};
+
+/// Open a dispute of a payment or top-up.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct OpenDisputeRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    /// `merchant_id` must be the transaction's merchant.
+    #[serde(default)]
+    pub context: RequestContext,
+    /// What is disputed; default: all that is still disputable (a payment's amount not yet
+    /// refunded, a top-up's credit).
+    #[oai(nullable)]
+    pub amount_minor: Option<i64>,
+    /// When given, must be the transaction's currency.
+    #[oai(nullable)]
+    pub currency: Option<String>,
+    /// Why (1 to 500 characters): the customer's claim, a case number.
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Validate for OpenDisputeRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if let Some(a) = self.amount_minor {
+            amount(e, "/amount_minor", a);
+        }
+        if let Some(c) = &self.currency {
+            validate::currency(e, "/currency", c);
+        }
+        reason(e, &self.reason);
+    }
+}
+
+/// Resolve a dispute.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct ResolveDisputeRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// `merchant_won` (nothing moves) or `customer_won` (a payment is refunded by the
+    /// disputed amount; a top-up's credit is taken back from the wallet).
+    #[serde(default)]
+    pub outcome: String,
+    /// Up to 500 characters, kept with the dispute and in the audit log.
+    #[oai(nullable)]
+    pub note: Option<String>,
+}
+
+impl Validate for ResolveDisputeRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        validate::one_of(e, "/outcome", &self.outcome, OUTCOMES);
+        if let Some(n) = &self.note
+            && validate::length(e, "/note", n, 1, 500)
+        {
+            validate::no_control_chars(e, "/note", n);
+        }
+    }
+}
+
+/// Detach a top-up from the customer it was attached to.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct UnattachRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// Why (1 to 500 characters), e.g. "cashier keyed the wrong phone number".
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Validate for UnattachRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        reason(e, &self.reason);
+    }
+}
+
+/// A dispute of a transaction.
+#[derive(Object, Serialize)]
+pub struct DisputeView {
+    pub dispute_id: String,
+    pub transaction_id: String,
+    /// `payment` or `topup`.
+    #[oai(rename = "type")]
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `open`, `merchant_won` or `customer_won`.
+    pub status: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub reason: String,
+    /// What went back to the customer when they won: the refund's amount (a payment) or
+    /// the credit taken back from the wallet (a top-up).
+    pub recovered_minor: i64,
+    /// What the customer won but the service could not move: a payment refunded otherwise
+    /// since the dispute opened, or top-up credit the wallet had already spent.
+    pub unrecovered_minor: i64,
+    /// The refund or top-up reversal the resolution made (a movement in the feed).
+    #[oai(nullable)]
+    pub movement_id: Option<String>,
+    #[oai(nullable)]
+    pub resolution_note: Option<String>,
+    pub created_at: String,
+    #[oai(nullable)]
+    pub resolved_at: Option<String>,
+}
+
+pub(super) fn dispute_view(d: &dispute::Model) -> DisputeView {
+    DisputeView {
+        dispute_id: d.id.to_string(),
+        transaction_id: d.transaction_id.to_string(),
+        kind: d.transaction_kind.clone(),
+        status: d.status.clone(),
+        amount_minor: d.amount_minor,
+        currency: d.currency.clone(),
+        reason: d.reason.clone(),
+        recovered_minor: d.recovered_minor,
+        unrecovered_minor: d.unrecovered_minor,
+        movement_id: d.movement_id.map(|m| m.to_string()),
+        resolution_note: d.resolution_note.clone(),
+        created_at: ts(d.created_at),
+        resolved_at: d.resolved_at.map(ts),
+    }
+}
+
+/// A top-up's credit taken back from the wallet.
+#[derive(Object, Serialize)]
+pub struct TopupReversalView {
+    pub reversal_id: String,
+    pub topup_id: String,
+    /// `chargeback` (a dispute the customer won) or `unattach`.
+    pub kind: String,
+    pub wallet_id: String,
+    /// Actual money taken back from the wallet.
+    pub taken_back_minor: i64,
+    /// Credit the wallet had already spent: not taken back.
+    pub unrecovered_minor: i64,
+    /// The unspent rest of the top-up's bonus grant, clawed back with it.
+    pub bonus_clawed_back_minor: i64,
+    #[oai(nullable)]
+    pub reason: Option<String>,
+    pub created_at: String,
+}
+
+pub(super) fn reversal_view(r: &topup_reversal::Model) -> TopupReversalView {
+    TopupReversalView {
+        reversal_id: r.id.to_string(),
+        topup_id: r.topup_id.to_string(),
+        kind: r.kind.clone(),
+        wallet_id: r.wallet_id.to_string(),
+        taken_back_minor: r.amount_minor,
+        unrecovered_minor: r.unrecovered_minor,
+        bonus_clawed_back_minor: r.bonus_clawed_back_minor,
+        reason: r.reason.clone(),
+        created_at: ts(r.created_at),
+    }
+}
+
+/// A dispute after its resolution, with the money it moved.
+#[derive(Object, Serialize)]
+pub struct DisputeResolution {
+    pub dispute: DisputeView,
+    /// The refund of a payment dispute the customer won.
+    #[oai(nullable)]
+    pub refund: Option<RefundView>,
+    /// The chargeback of a top-up dispute the customer won.
+    #[oai(nullable)]
+    pub topup_reversal: Option<TopupReversalView>,
+    /// The wallet after the money moved; null when nothing moved.
+    #[oai(nullable)]
+    pub balance_after: Option<BalanceView>,
+}
+
+/// A top-up detached from its customer.
+#[derive(Object, Serialize)]
+pub struct UnattachResult {
+    pub transaction_id: String,
+    /// Now `reversed`.
+    pub status: String,
+    pub topup_reversal: TopupReversalView,
+    pub balance_after: BalanceView,
+}
+
+pub struct DisputesApi;
+
+#[OpenApi(tag = "Tag::Payments")]
+impl DisputesApi {
+    /// Open a dispute
+    ///
+    /// Records a dispute of a wallet payment or a credited top-up (transaction.disputed,
+    /// status `open`, in the transaction's event sequence). Opening moves no money. The
+    /// amount defaults to all that is still disputable (a payment's amount not refunded; a
+    /// top-up's credit) and may not exceed it; a voided or fully refunded payment, or a
+    /// top-up that was never credited or already reversed, has nothing to dispute
+    /// (VALIDATION_ERROR `nothing_to_dispute`). One open dispute per transaction: another
+    /// is CONFLICT with `details.dispute_id`. `context.merchant_id` must be the
+    /// transaction's merchant. Another integration's transaction is FORBIDDEN, an unknown
+    /// one NOT_FOUND. Audited with the key.
+    ///
+    /// Permission: `corrections`.
+    #[oai(
+        path = "/:integration_id/transactions/:transaction_id/disputes",
+        method = "post",
+        operation_id = "openDispute"
+    )]
+    async fn open(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        integration_id: Path<String>,
+        transaction_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<OpenDisputeRequest>,
+    ) -> poem::Result<Reply<DisputeView>> {
+        auth.0.require(Permission::Corrections)?;
+        let integration = path_uuid("path:integrationId", &integration_id.0)?;
+        let id = path_uuid("path:transactionId", &transaction_id.0)?;
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/{integration}/transactions/{id}/disputes"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let d = disputes::open(
+                        txn,
+                        &p,
+                        acting.merchant_id,
+                        integration,
+                        id,
+                        NewDispute {
+                            amount_minor: b.amount_minor,
+                            currency: b.currency,
+                            reason: b.reason,
+                        },
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(dispute_view(&d)))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Resolve a dispute
+    ///
+    /// `merchant_won` moves nothing. `customer_won` moves the money back through the flow
+    /// that owns it: a payment is refunded by the disputed amount (at most what is still
+    /// refundable; payment.refunded, its rewards taken back in proportion, the refund a
+    /// movement in the feed); a top-up's credit is taken back from the wallet (a
+    /// chargeback: what the wallet still holds of it, never below zero, the rest reported
+    /// as `unrecovered_minor`; the unspent rest of its bonus clawed back; the top-up
+    /// `reversed`). Fires transaction.disputed with the outcome. Resolving again with the
+    /// same outcome answers the dispute unchanged; another outcome is CONFLICT. Audited.
+    ///
+    /// Permission: `corrections`.
+    #[oai(
+        path = "/:integration_id/transactions/:transaction_id/disputes/:dispute_id/resolve",
+        method = "post",
+        operation_id = "resolveDispute"
+    )]
+    async fn resolve(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        integration_id: Path<String>,
+        transaction_id: Path<String>,
+        dispute_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<ResolveDisputeRequest>,
+    ) -> poem::Result<Reply<DisputeResolution>> {
+        auth.0.require(Permission::Corrections)?;
+        let integration = path_uuid("path:integrationId", &integration_id.0)?;
+        let id = path_uuid("path:transactionId", &transaction_id.0)?;
+        let dispute = path_uuid("path:disputeId", &dispute_id.0)?;
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!(
+                    "POST /v1/{integration}/transactions/{id}/disputes/{dispute}/resolve"
+                ),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let who = caller(&p, acting, &b.context);
+                    let r = disputes::resolve(
+                        txn,
+                        &p,
+                        &who,
+                        integration,
+                        id,
+                        dispute,
+                        &b.outcome,
+                        b.note,
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(DisputeResolution {
+                        dispute: dispute_view(&r.dispute),
+                        refund: r.refund.as_ref().map(refund_view),
+                        topup_reversal: r.reversal.as_ref().map(reversal_view),
+                        balance_after: r.balance_after.map(Into::into),
+                    }))
+                })
+            },
+        )
+        .await
+    }
+
+    /// Detach a top-up from its customer
+    ///
+    /// For a top-up attached to the wrong customer (a cashier keyed another phone number):
+    /// its credit leaves that wallet (what the wallet still holds of it, never below zero;
+    /// the rest reported as unrecovered), the unspent rest of its bonus is clawed back, and
+    /// the top-up becomes `reversed` (transaction.unattached in its sequence; the reversal
+    /// is a movement in the feed). Ring the sale again for the right customer. A wallet
+    /// payment cannot be detached (VALIDATION_ERROR `not_detachable`: refund or void it),
+    /// nor a top-up never credited or already reversed (`nothing_to_detach`), nor one with
+    /// an open dispute (CONFLICT). Audited with the key.
+    ///
+    /// Permission: `corrections`.
+    #[oai(
+        path = "/:integration_id/transactions/:transaction_id/unattach",
+        method = "post",
+        operation_id = "unattachTransaction"
+    )]
+    async fn unattach(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        integration_id: Path<String>,
+        transaction_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: JsonBody<UnattachRequest>,
+    ) -> poem::Result<Reply<UnattachResult>> {
+        auth.0.require(Permission::Corrections)?;
+        let integration = path_uuid("path:integrationId", &integration_id.0)?;
+        let id = path_uuid("path:transactionId", &transaction_id.0)?;
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        mutation::run(
+            mutation::Call {
+                state: state.0,
+                principal: &auth.0,
+                idempotency_key: idempotency_key.0.as_deref(),
+                operation: format!("POST /v1/{integration}/transactions/{id}/unattach"),
+                body: &body.json,
+                context: &body.value.context,
+                ttl: None,
+            },
+            move |txn, acting| {
+                Box::pin(async move {
+                    let r = topup_reversals::unattach(
+                        txn,
+                        &p,
+                        acting.merchant_id,
+                        integration,
+                        id,
+                        b.reason,
+                        Utc::now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(UnattachResult {
+                        transaction_id: r.topup.id.to_string(),
+                        status: "reversed".into(),
+                        topup_reversal: reversal_view(&r.reversal),
+                        balance_after: r.balance_after.into(),
+                    }))
+                })
+            },
+        )
+        .await
+    }
+}
