@@ -307,6 +307,7 @@ impl DisputesApi {
         method = "post",
         operation_id = "resolveDispute"
     )]
+    #[allow(clippy::too_many_arguments)]
     async fn resolve(
         &self,
         state: Data<&AppState>,
