@@ -3,8 +3,9 @@
 //! top-up detached from a customer it was wrongly attached to (a cashier keyed the wrong
 //! phone number; the till then rings the sale again for the right one).
 //!
-//! Either way the wallet gives back what it still holds of the credit and never goes below
-//! zero: what the customer already spent stays spent and is reported as unrecovered. The
+//! Either way the wallet gives back what it still holds of the credit (its actual money,
+//! then what a lapsed enrollment moved into escrow for it) and never goes below zero: what
+//! the customer already spent stays spent and is reported as unrecovered. The
 //! unspent rest of the top-up's bonus grant is clawed back with it, and the top-up becomes
 //! `reversed`. A top-up is reversed at most once (a unique index holds it under any race).
 use chrono::{DateTime, Utc};
@@ -61,12 +62,24 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<(TakenBack, Vec<NewOutbox>), ApiError> {
     let id = Uuid::now_v7();
-    let taken = amount.clamp(0, w.actual_minor.max(0));
+    let from_wallet = amount.clamp(0, w.actual_minor.max(0));
+    // A lapsed enrollment moved the wallet's money into the merchant's escrow for it, to
+    // return on verification: what the wallet lacks is taken from there, so a wrongly
+    // attached credit never comes back to that customer later.
+    let escrowed = store::ledger::account_balance(c, ledger::Account::MerchantEscrow(w.id)).await?;
+    let from_escrow = (amount - from_wallet).clamp(0, escrowed.max(0));
+    let taken = from_wallet + from_escrow;
     let posting_id = if taken > 0 {
         Some(
             store::ledger::post(
                 c,
-                &ledger::posting::topup_reversal(t.merchant_id, w.id, &t.currency, taken),
+                &ledger::posting::topup_reversal(
+                    t.merchant_id,
+                    w.id,
+                    &t.currency,
+                    from_wallet,
+                    from_escrow,
+                ),
                 store::ledger::Reference {
                     kind: ledger::PostingKind::TopupReversal.as_str(),
                     id,

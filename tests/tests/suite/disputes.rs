@@ -455,3 +455,63 @@ async fn corrections_need_their_permission_and_never_reach_another_integration()
             .is_empty()
     );
 }
+
+/// A top-up keyed to an unknown phone opens a proto-wallet; when its enrollment window
+/// lapses the credit moves into the merchant's escrow for that wallet, to come back on
+/// verification. Detaching the top-up takes it from the escrow, so it never reaches the
+/// wrong customer later.
+#[tokio::test]
+async fn detaching_a_top_up_whose_enrollment_lapsed_takes_its_credit_from_escrow() {
+    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+    let app = TestApp::spawn_isolated(true, |cfg| {
+        cfg.enrollment_window_secs = 2;
+        cfg.sweep_interval_secs = 1;
+    })
+    .await;
+    let shop = Shop::open(&app).await;
+    let db = &app.server.state.db;
+    let stranger = tests::shop::random_phone();
+    let topup = topped_up(&shop, &stranger).await;
+    let t = detail(&shop, &topup).await;
+    let wallet = Uuid::parse_str(t["topup"]["wallet_id"].as_str().unwrap()).unwrap();
+    let escrow = || async {
+        api::store::ledger::account_balance(
+            db,
+            api::domain::ledger::Account::MerchantEscrow(wallet),
+        )
+        .await
+        .unwrap()
+    };
+    tests::eventually(
+        std::time::Duration::from_secs(20),
+        "enrollment.expired",
+        || async {
+            let lapsed = entities::outbox::Entity::find()
+                .filter(entities::outbox::Column::MerchantId.eq(shop.merchant()))
+                .filter(entities::outbox::Column::Topic.eq("enrollment.expired"))
+                .all(db)
+                .await
+                .unwrap();
+            (!lapsed.is_empty()).then_some(())
+        },
+    )
+    .await;
+    assert_eq!(escrow().await, 1_000);
+
+    let r = correct(
+        &shop,
+        &format!("/transactions/{topup}/unattach"),
+        json!({"reason": "cashier keyed the wrong phone number"}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let d = &r.body["data"];
+    assert_eq!(d["topup_reversal"]["taken_back_minor"], 1_000);
+    assert_eq!(d["topup_reversal"]["unrecovered_minor"], 0);
+    assert_eq!(
+        d["topup_reversal"]["bonus_clawed_back_minor"], 100,
+        "the LOCKED bonus"
+    );
+    assert_eq!(escrow().await, 0);
+    shop.assert_ledger_consistent().await;
+}

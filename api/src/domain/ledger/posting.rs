@@ -221,11 +221,22 @@ pub fn topup(merchant_id: Uuid, wallet_id: Uuid, currency: &str, amount: i64) ->
 }
 
 /// A top-up's credit taken back (a chargeback, or the top-up detached from a customer it
-/// was wrongly attached to): the reverse of `topup`, for what the wallet still holds.
-pub fn topup_reversal(merchant_id: Uuid, wallet_id: Uuid, currency: &str, amount: i64) -> Posting {
+/// was wrongly attached to): the reverse of `topup`, for what the wallet still holds in
+/// actual money and, after a lapsed enrollment, in the merchant's escrow for it.
+pub fn topup_reversal(
+    merchant_id: Uuid,
+    wallet_id: Uuid,
+    currency: &str,
+    from_wallet: i64,
+    from_escrow: i64,
+) -> Posting {
     let mut p = Posting::new(PostingKind::TopupReversal, merchant_id, currency);
-    p.push(Account::WalletActual(wallet_id), -amount);
-    p.push(Account::MerchantTopup(merchant_id), amount);
+    p.push(Account::WalletActual(wallet_id), -from_wallet);
+    p.push(Account::MerchantEscrow(wallet_id), -from_escrow);
+    p.push(
+        Account::MerchantTopup(merchant_id),
+        from_wallet + from_escrow,
+    );
     p
 }
 
