@@ -515,3 +515,61 @@ async fn detaching_a_top_up_whose_enrollment_lapsed_takes_its_credit_from_escrow
     assert_eq!(escrow().await, 0);
     shop.assert_ledger_consistent().await;
 }
+
+/// Resolutions and openings racing each other: one refund, one open dispute, whatever
+/// arrives together (each request with its own Idempotency-Key).
+#[tokio::test]
+async fn racing_resolutions_refund_once_and_racing_openings_open_one_dispute() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let payment = paid(&shop, &c, 400).await;
+
+    let opens = futures::future::join_all(
+        (0..6).map(|i| open(&shop, &payment, json!({"reason": format!("claim {i}")}))),
+    )
+    .await;
+    let opened: Vec<&Reply> = opens.iter().filter(|r| r.status == 200).collect();
+    assert_eq!(
+        opened.len(),
+        1,
+        "{:?}",
+        opens.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
+    assert!(
+        opens
+            .iter()
+            .filter(|r| r.status != 200)
+            .all(|r| r.code() == "CONFLICT"),
+        "the others are conflicts"
+    );
+    let dispute = opened[0].body["data"]["dispute_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let wins = futures::future::join_all(
+        (0..6).map(|_| resolve(&shop, &payment, &dispute, "customer_won")),
+    )
+    .await;
+    for r in &wins {
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.body["data"]["dispute"]["status"], "customer_won");
+    }
+    assert_eq!(
+        wins.iter()
+            .filter(|r| !r.body["data"]["refund"].is_null())
+            .count(),
+        1,
+        "one of them refunded"
+    );
+    assert_eq!(
+        shop.balance(&c).await["actual_minor"],
+        1_000,
+        "refunded once"
+    );
+    let t = detail(&shop, &payment).await;
+    assert_eq!(t["payment"]["refunds"].as_array().unwrap().len(), 1);
+    shop.assert_ledger_consistent().await;
+}
