@@ -111,4 +111,56 @@ mod tests {
                 .is_empty()
         );
     }
+
+    /// Existing keys keep what they effectively had (000014): a key that could reconcile
+    /// (it holds `settlements`) may now correct too; a till's default set gains nothing.
+    #[tokio::test]
+    async fn keys_that_hold_settlements_are_given_corrections() {
+        use sea_orm::{ConnectionTrait, Statement};
+        let db = sea_orm::Database::connect("sqlite::memory:").await.unwrap();
+        Migrator::up(&db, Some(13)).await.unwrap();
+        db.execute_unprepared("PRAGMA foreign_keys = OFF")
+            .await
+            .unwrap();
+        for (id, permissions) in [
+            ("k-back-office", "reporting settlements"),
+            ("k-till", "terminal reporting"),
+        ] {
+            db.execute_unprepared(&format!(
+                "INSERT INTO api_keys (id, integration_id, scope, key_prefix, key_hash, \
+                 key_last_four, label, is_sandbox, status, permissions, created_at) VALUES \
+                 ('{id}', 'i', 'enterprise', 'p', 'h', '0000', 'l', 0, 'active', \
+                 '{permissions}', '2026-11-26T00:00:00Z')"
+            ))
+            .await
+            .unwrap();
+        }
+        Migrator::up(&db, None).await.unwrap();
+        let rows = db
+            .query_all_raw(Statement::from_string(
+                db.get_database_backend(),
+                "SELECT id, permissions FROM api_keys ORDER BY id",
+            ))
+            .await
+            .unwrap();
+        let got: Vec<(String, String)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.try_get::<String>("", "id").unwrap(),
+                    r.try_get::<String>("", "permissions").unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "k-back-office".to_string(),
+                    "reporting settlements corrections".to_string()
+                ),
+                ("k-till".to_string(), "terminal reporting".to_string()),
+            ]
+        );
+    }
 }
