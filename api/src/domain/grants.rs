@@ -94,6 +94,17 @@ async fn end<C: ConnectionTrait>(
     Ok(amount)
 }
 
+/// Ends a live grant (the caller holds its wallet locked) as CLAWED_BACK: its remainder
+/// goes back to the merchant. Returns the amount.
+async fn claw<C: ConnectionTrait>(
+    c: &C,
+    g: &promo_grant::Model,
+    now: DateTime<Utc>,
+) -> Result<i64, ApiError> {
+    let posting = ledger::posting::clawback(g.merchant_id, g.id, &g.currency, g.remaining_minor);
+    end(c, g, "CLAWED_BACK", posting, "clawback", now).await
+}
+
 /// Claws back what is left of a live grant (RELEASED or LOCKED) of a wallet the caller holds
 /// locked, when the credit it came with is taken back; a grant that has ended (spent,
 /// expired, clawed back) gives back nothing. Returns the amount and promo_grant.clawed_back
@@ -110,15 +121,7 @@ pub async fn claw_back_live<C: ConnectionTrait>(
     if !matches!(g.state.as_str(), "RELEASED" | "LOCKED") {
         return Ok((0, None));
     }
-    let amount = end(
-        c,
-        &g,
-        "CLAWED_BACK",
-        ledger::posting::clawback(g.merchant_id, g.id, &g.currency, g.remaining_minor),
-        "clawback",
-        now,
-    )
-    .await?;
+    let amount = claw(c, &g, now).await?;
     let event = grant_event("promo_grant.clawed_back", &g, amount, reason, now);
     Ok((amount, Some(event)))
 }
@@ -152,15 +155,7 @@ pub async fn clawback<C: ConnectionTrait>(
     let clawed = match g.state.as_str() {
         "CLAWED_BACK" => None,
         "RELEASED" | "LOCKED" => {
-            let amount = end(
-                c,
-                &g,
-                "CLAWED_BACK",
-                ledger::posting::clawback(g.merchant_id, g.id, &g.currency, g.remaining_minor),
-                "clawback",
-                now,
-            )
-            .await?;
+            let amount = claw(c, &g, now).await?;
             operators::audit(
                 c,
                 &op.actor(),

@@ -424,28 +424,16 @@ async fn corrections_need_their_permission_and_never_reach_another_integration()
 
     // Another tenant's platform key: its own integration in the path finds nothing of ours
     // but FORBIDDEN (the transaction reads' rule), ours in the path is FORBIDDEN too.
-    let theirs = send(
-        app.post(&format!(
-            "/{}/transactions/{payment}/disputes",
-            other.tenant.integration_id
-        ))
-        .header("x-api-key", &other.tenant.platform_key)
-        .header("Idempotency-Key", Uuid::new_v4().to_string())
-        .json(&other.body(json!({"reason": "probe"}))),
-    )
-    .await;
-    assert_eq!(theirs.code(), "FORBIDDEN", "{}", theirs.body);
-    let ours = send(
-        app.post(&format!(
-            "/{}/transactions/{payment}/disputes",
-            shop.tenant.integration_id
-        ))
-        .header("x-api-key", &other.tenant.platform_key)
-        .header("Idempotency-Key", Uuid::new_v4().to_string())
-        .json(&other.body(json!({"reason": "probe"}))),
-    )
-    .await;
-    assert_eq!(ours.code(), "FORBIDDEN", "{}", ours.body);
+    for integration in [other.tenant.integration_id, shop.tenant.integration_id] {
+        let r = send(
+            app.post(&format!("/{integration}/transactions/{payment}/disputes"))
+                .header("x-api-key", &other.tenant.platform_key)
+                .header("Idempotency-Key", Uuid::new_v4().to_string())
+                .json(&other.body(json!({"reason": "probe"}))),
+        )
+        .await;
+        assert_eq!(r.code(), "FORBIDDEN", "{}", r.body);
+    }
     let unknown = open(&shop, &Uuid::now_v7().to_string(), json!({"reason": "x"})).await;
     assert_eq!(unknown.code(), "NOT_FOUND", "{}", unknown.body);
     assert!(
