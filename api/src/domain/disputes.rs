@@ -159,6 +159,21 @@ pub async fn open<C: ConnectionTrait>(
             if let Some(why) = topup_reversals::nothing_to_take(&t) {
                 return Err(nothing_to_dispute(why));
             }
+            // A top-up is disputed whole: a customer win takes its credit and bonus back
+            // and ends it.
+            if new
+                .amount_minor
+                .is_some_and(|a| a != t.credited_actual_minor)
+            {
+                return Err(ApiError::field(
+                    "/amount_minor",
+                    "whole_topup_only",
+                    format!(
+                        "a top-up is disputed whole: omit it or send {}",
+                        t.credited_actual_minor
+                    ),
+                ));
+            }
             (t.credited_actual_minor, t.currency)
         }
     };
@@ -247,10 +262,24 @@ pub async fn resolve<C: ConnectionTrait>(
         .ok_or_else(|| ApiError::not_found("Dispute"))?;
     if d.status != OPEN {
         if d.status == outcome {
+            // Asked again: the money it moved then, not a second movement.
+            let (refund, reversal) = match d.movement_id {
+                None => (None, None),
+                Some(m) => match &located {
+                    Located::Payment(pay) => (
+                        store::payments::refunds_of(c, pay.id)
+                            .await?
+                            .into_iter()
+                            .find(|r| r.id == m),
+                        None,
+                    ),
+                    Located::Topup(t) => (None, store::disputes::reversal_of(c, t.id).await?),
+                },
+            };
             return Ok(Resolved {
                 dispute: d,
-                refund: None,
-                reversal: None,
+                refund,
+                reversal,
                 balance_after: None,
             });
         }

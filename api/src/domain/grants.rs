@@ -105,11 +105,13 @@ async fn claw<C: ConnectionTrait>(
     end(c, g, "CLAWED_BACK", posting, "clawback", now).await
 }
 
-/// Claws back what is left of a live grant (RELEASED or LOCKED) of a wallet the caller holds
-/// locked, when the credit it came with is taken back; a grant that has ended (spent,
-/// expired, clawed back) gives back nothing. Returns the amount and promo_grant.clawed_back
-/// (none when nothing was left).
-pub async fn claw_back_live<C: ConnectionTrait>(
+/// Takes back the bonus grant of a top-up whose credit is taken back (the caller holds its
+/// wallet locked): what is left of it goes back to the merchant's promotional funding, as a
+/// reward reversal, and the grant ends CLAWED_BACK, also when it was spent in full, so that
+/// a later refund of a payment it paid forfeits that part instead of reviving the grant. A
+/// grant that expired or was clawed back already gives back nothing. Returns the amount
+/// and promo_grant.clawed_back (none when the grant had already ended).
+pub async fn take_back_bonus<C: ConnectionTrait>(
     c: &C,
     grant_id: Uuid,
     reason: &str,
@@ -118,10 +120,12 @@ pub async fn claw_back_live<C: ConnectionTrait>(
     let Some(g) = store::wallets::find_grant(c, grant_id).await? else {
         return Ok((0, None));
     };
-    if !matches!(g.state.as_str(), "RELEASED" | "LOCKED") {
+    if !matches!(g.state.as_str(), "RELEASED" | "LOCKED" | "CONSUMED") {
         return Ok((0, None));
     }
-    let amount = claw(c, &g, now).await?;
+    let posting =
+        ledger::posting::reward_reversal(g.merchant_id, g.id, &g.currency, g.remaining_minor);
+    let amount = end(c, &g, "CLAWED_BACK", posting, "reward_reversal", now).await?;
     let event = grant_event("promo_grant.clawed_back", &g, amount, reason, now);
     Ok((amount, Some(event)))
 }

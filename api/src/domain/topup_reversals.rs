@@ -5,8 +5,8 @@
 //!
 //! Either way the wallet gives back what it still holds of the credit (its actual money,
 //! then what a lapsed enrollment moved into escrow for it) and never goes below zero: what
-//! the customer already spent stays spent and is reported as unrecovered. The
-//! unspent rest of the top-up's bonus grant is clawed back with it, and the top-up becomes
+//! the customer already spent stays spent and is reported as unrecovered. The top-up's
+//! bonus grant ends with it (see `grants::take_back_bonus`), and the top-up becomes
 //! `reversed`. A top-up is reversed at most once (a unique index holds it under any race).
 use chrono::{DateTime, Utc};
 use entities::{topup, topup_reversal, wallet};
@@ -15,6 +15,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
+    budgets,
     credentials::Principal,
     disputes,
     events::{NewOutbox, OutboxKind},
@@ -94,9 +95,10 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
     let mut events = Vec::new();
     let mut bonus_clawed_back_minor = 0;
     if let Some(g) = t.bonus_grant_id {
-        let (amount, event) = grants::claw_back_live(c, g, kind, now).await?;
+        let (amount, event) = grants::take_back_bonus(c, g, kind, now).await?;
         bonus_clawed_back_minor = amount;
         events.extend(event);
+        give_back_budget(c, &t, w, amount, now).await?;
     }
     let reversal = topup_reversal::Model {
         id,
@@ -122,7 +124,9 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let balance_after = wallets::current_balance(c, &w).await?;
-    events.push(wallets::balance_changed(&w, &balance_after, kind, id, now));
+    if taken > 0 || bonus_clawed_back_minor > 0 {
+        events.push(wallets::balance_changed(&w, &balance_after, kind, id, now));
+    }
     Ok((
         TakenBack {
             topup,
@@ -131,6 +135,26 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
         },
         events,
     ))
+}
+
+/// A settlement top-up's bonus drew on the budget of the reload-bonus config it accrued
+/// under: what is taken back of it goes back to that budget, as a reversed payment's
+/// reward does. (A SKU's bonus has no budget.)
+async fn give_back_budget<C: ConnectionTrait>(
+    c: &C,
+    t: &topup::Model,
+    w: &wallet::Model,
+    amount: i64,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    let Some(version) = t.bonus_config_version else {
+        return Ok(());
+    };
+    let config = store::incentives::reload_config_version(c, w.wallet_program_id, version).await?;
+    if let Some(budget) = config.and_then(|cfg| cfg.budget_id) {
+        budgets::give_back(c, t.merchant_id, budget, amount, now).await?;
+    }
+    Ok(())
 }
 
 /// Why a top-up has no credit to take back, or None when it has.
@@ -166,6 +190,16 @@ pub async fn unattach<C: ConnectionTrait>(
                 "path:transactionId",
                 "not_detachable",
                 "is a wallet payment, paid from the customer's own wallet: refund or void it instead",
+            ));
+        }
+        // The provider reference a settlement top-up was confirmed against credits once:
+        // detached, it could not be confirmed for the right customer. A dispute takes it
+        // back instead.
+        Located::Topup(t) if t.kind != "sku" => {
+            return Err(ApiError::field(
+                "path:transactionId",
+                "not_detachable",
+                "is a settlement top-up, confirmed against its provider reference: dispute it instead",
             ));
         }
         Located::Topup(t) => t,

@@ -127,7 +127,8 @@ pub async fn page<C: ConnectionTrait>(
     limit: u64,
 ) -> Result<(Vec<Transaction>, bool), ApiError> {
     let mut rows: Vec<Transaction> = Vec::new();
-    if f.kind.as_deref() != Some("topup") {
+    // Only a top-up is ever `reversed`.
+    if f.kind.as_deref() != Some("topup") && f.status.as_deref() != Some("reversed") {
         rows.extend(
             store::payments::transactions_page(c, f, after, limit + 1)
                 .await?
@@ -249,8 +250,9 @@ pub async fn detail<C: ConnectionTrait>(
     integration_id: Uuid,
     id: Uuid,
 ) -> Result<Detail, ApiError> {
+    let located = locate(c, p, integration_id, id).await?;
     let disputes = store::disputes::of_transaction(c, id).await?;
-    let topup = match locate(c, p, integration_id, id).await? {
+    let topup = match located {
         Located::Payment(payment) => {
             let refunds = store::payments::refunds_of(c, payment.id).await?;
             let events = store::outbox::events_of(c, "payment", &payment.id.to_string()).await?;

@@ -39,7 +39,7 @@ pub struct OpenDisputeRequest {
     #[serde(default)]
     pub context: RequestContext,
     /// What is disputed; default: all that is still disputable (a payment's amount not yet
-    /// refunded, a top-up's credit).
+    /// refunded). A top-up is disputed whole: omit it or send its credit.
     #[oai(nullable)]
     pub amount_minor: Option<i64>,
     /// When given, must be the transaction's currency.
@@ -173,7 +173,8 @@ pub struct TopupReversalView {
     pub taken_back_minor: i64,
     /// Credit the wallet had already spent: not taken back.
     pub unrecovered_minor: i64,
-    /// The unspent rest of the top-up's bonus grant, clawed back with it.
+    /// The unspent rest of the top-up's bonus grant, clawed back with it (the grant ends
+    /// even when spent, so a refund of what it paid never revives it).
     pub bonus_clawed_back_minor: i64,
     #[oai(nullable)]
     pub reason: Option<String>,
@@ -227,8 +228,9 @@ impl DisputesApi {
     ///
     /// Records a dispute of a wallet payment or a credited top-up (transaction.disputed,
     /// status `open`, in the transaction's event sequence). Opening moves no money. The
-    /// amount defaults to all that is still disputable (a payment's amount not refunded; a
-    /// top-up's credit) and may not exceed it; a voided or fully refunded payment, or a
+    /// amount defaults to all that is still disputable (a payment's amount not refunded)
+    /// and may not exceed it; a top-up is disputed whole (another amount is
+    /// `whole_topup_only`). A voided or fully refunded payment, or a
     /// top-up that was never credited or already reversed, has nothing to dispute
     /// (VALIDATION_ERROR `nothing_to_dispute`). One open dispute per transaction: another
     /// is CONFLICT with `details.dispute_id`. `context.merchant_id` must be the
@@ -297,9 +299,11 @@ impl DisputesApi {
     /// refundable; payment.refunded, its rewards taken back in proportion, the refund a
     /// movement in the feed); a top-up's credit is taken back from the wallet (a
     /// chargeback: what the wallet still holds of it, never below zero, the rest reported
-    /// as `unrecovered_minor`; the unspent rest of its bonus clawed back; the top-up
-    /// `reversed`). Fires transaction.disputed with the outcome. Resolving again with the
-    /// same outcome answers the dispute unchanged; another outcome is CONFLICT. Audited.
+    /// as `unrecovered_minor`; its bonus grant ended, the unspent rest back to the
+    /// merchant and to the budget it drew on; the top-up `reversed`). Fires
+    /// transaction.disputed with the outcome. Resolving again with the same outcome answers
+    /// the dispute unchanged, with the refund or reversal it made then (`balance_after`
+    /// null); another outcome is CONFLICT. Audited.
     ///
     /// Permission: `corrections`.
     #[oai(
@@ -371,8 +375,11 @@ impl DisputesApi {
     /// its credit leaves that wallet (what the wallet still holds of it, never below zero;
     /// the rest reported as unrecovered), the unspent rest of its bonus is clawed back, and
     /// the top-up becomes `reversed` (transaction.unattached in its sequence; the reversal
-    /// is a movement in the feed). Ring the sale again for the right customer. A wallet
-    /// payment cannot be detached (VALIDATION_ERROR `not_detachable`: refund or void it),
+    /// is a movement in the feed). Ring the sale again for the right customer under a new
+    /// `pos_order_ref` (the detached top-up keeps its order; the same order for another
+    /// customer is VALIDATION_ERROR `already_used` on `/pos_order_ref`). Only a SKU top-up
+    /// is detached: a wallet payment (refund or void it) and a settlement top-up (its
+    /// provider reference credits once: dispute it) are VALIDATION_ERROR `not_detachable`,
     /// nor a top-up never credited or already reversed (`nothing_to_detach`), nor one with
     /// an open dispute (CONFLICT). Audited with the key.
     ///

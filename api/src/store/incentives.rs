@@ -75,6 +75,19 @@ pub async fn current_reload_config<C: ConnectionTrait>(
         .await
 }
 
+/// The program's reload-bonus config of `version` (what a top-up accrued under).
+pub async fn reload_config_version<C: ConnectionTrait>(
+    c: &C,
+    program_id: Uuid,
+    version: i32,
+) -> Result<Option<reload_bonus_config::Model>, DbErr> {
+    reload_bonus_config::Entity::find()
+        .filter(reload_bonus_config::Column::WalletProgramId.eq(program_id))
+        .filter(reload_bonus_config::Column::Version.eq(version))
+        .one(c)
+        .await
+}
+
 pub async fn insert_reload_config<C: ConnectionTrait>(
     c: &C,
     m: reload_bonus_config::Model,

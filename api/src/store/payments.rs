@@ -421,7 +421,8 @@ pub fn recent_of_wallet_select(wallet_id: Uuid, limit: u64) -> Select<payment::E
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TransactionFilter {
     pub integration_id: Uuid,
-    /// completed | partially_refunded | refunded | voided
+    /// completed | partially_refunded | refunded | voided (payments); completed | reversed
+    /// (top-ups)
     pub status: Option<String>,
     /// payment | topup (None: both)
     pub kind: Option<String>,

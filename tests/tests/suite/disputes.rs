@@ -182,7 +182,10 @@ async fn a_dispute_opens_without_moving_money_and_a_customer_win_refunds_the_pay
     let again = resolve(&shop, &payment, &dispute, "customer_won").await;
     assert_eq!(again.status, 200, "{}", again.body);
     assert_eq!(again.body["data"]["dispute"], w["dispute"]);
-    assert!(again.body["data"]["refund"].is_null());
+    assert_eq!(
+        again.body["data"]["refund"], w["refund"],
+        "the refund it made then, not a second one"
+    );
     let other = resolve(&shop, &payment, &dispute, "merchant_won").await;
     assert_eq!(other.code(), "CONFLICT", "{}", other.body);
     assert_eq!(
@@ -256,8 +259,18 @@ async fn a_top_up_chargeback_takes_back_only_what_the_wallet_still_holds() {
     let c = shop.customer().await;
     let topup = topped_up(&shop, &c.phone).await;
     // 300 spent: the bonus's 100 first, then 200 of the credit.
-    paid(&shop, &c, 300).await;
+    let spent = paid(&shop, &c, 300).await;
 
+    let part = open(
+        &shop,
+        &topup,
+        json!({"amount_minor": 500, "reason": "card chargeback"}),
+    )
+    .await;
+    assert_eq!(
+        field(&part),
+        ("/amount_minor".into(), "whole_topup_only".into())
+    );
     let d = open(&shop, &topup, json!({"reason": "card chargeback"})).await;
     assert_eq!(d.status, 200, "{}", d.body);
     assert_eq!(d.body["data"]["type"], "topup");
@@ -303,6 +316,49 @@ async fn a_top_up_chargeback_takes_back_only_what_the_wallet_still_holds() {
     assert_eq!(back["transaction_id"], topup.as_str());
     assert_eq!(back["movement_amount_minor"], 800);
     assert_eq!(back["status"], "reversed");
+    let reversed = send(
+        shop.app
+            .get(&format!(
+                "/{}/transactions?status=reversed",
+                shop.tenant.integration_id
+            ))
+            .header("x-api-key", &shop.tenant.platform_key),
+    )
+    .await;
+    let only: Vec<(&str, &str)> = reversed.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["movement"].as_str().unwrap(),
+                l["transaction_id"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        only,
+        vec![("chargeback", topup.as_str()), ("topup", topup.as_str())],
+        "status=reversed lists the top-up's movements and no payment"
+    );
+
+    // The bonus the customer spent ended with the top-up: refunding the payment it paid
+    // returns the actual part only, never the bonus of a top-up they were repaid for.
+    let r = shop
+        .post(
+            &format!("/payments/{spent}/refund"),
+            json!({"reason": "returned goods"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let b = shop.balance(&c).await;
+    assert_eq!(
+        (
+            b["actual_minor"].as_i64(),
+            b["promo_available_minor"].as_i64()
+        ),
+        (Some(200), Some(0))
+    );
     shop.assert_ledger_consistent().await;
 }
 
@@ -339,6 +395,18 @@ async fn a_top_up_keyed_to_the_wrong_customer_is_detached_with_its_bonus() {
         lines[1]["movement"], "topup",
         "the credit stays a movement of its time"
     );
+
+    // The till rings the sale again for the right customer under a new order.
+    let right = shop.customer().await;
+    let r = shop
+        .post(
+            "/topup/sku/CARD-10",
+            json!({"pos_order_ref": format!("POS-{}", Uuid::new_v4()),
+                   "customer": {"credential_type": "phone", "phone": right.phone}, "quantity": 1}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(shop.balance(&right).await["actual_minor"], 1_000);
 
     let again = correct(
         &shop,
@@ -379,12 +447,7 @@ async fn a_top_up_under_dispute_is_not_detached_until_the_dispute_resolves() {
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     let topup = topped_up(&shop, &c.phone).await;
-    let d = open(
-        &shop,
-        &topup,
-        json!({"amount_minor": 500, "reason": "disputed"}),
-    )
-    .await;
+    let d = open(&shop, &topup, json!({"reason": "disputed"})).await;
     assert_eq!(d.status, 200, "{}", d.body);
     let r = correct(
         &shop,
@@ -545,13 +608,11 @@ async fn racing_resolutions_refund_once_and_racing_openings_open_one_dispute() {
         assert_eq!(r.status, 200, "{}", r.body);
         assert_eq!(r.body["data"]["dispute"]["status"], "customer_won");
     }
-    assert_eq!(
-        wins.iter()
-            .filter(|r| !r.body["data"]["refund"].is_null())
-            .count(),
-        1,
-        "one of them refunded"
-    );
+    let refunds: std::collections::BTreeSet<&str> = wins
+        .iter()
+        .map(|r| r.body["data"]["refund"]["refund_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(refunds.len(), 1, "one refund, which every answer names");
     assert_eq!(
         shop.balance(&c).await["actual_minor"],
         1_000,
@@ -559,5 +620,106 @@ async fn racing_resolutions_refund_once_and_racing_openings_open_one_dispute() {
     );
     let t = detail(&shop, &payment).await;
     assert_eq!(t["payment"]["refunds"].as_array().unwrap().len(), 1);
+    shop.assert_ledger_consistent().await;
+}
+
+/// A settlement top-up's bonus drew on a budget: a chargeback gives it back. Such a top-up
+/// is not detached (its provider reference credits once): it is disputed.
+#[tokio::test]
+async fn a_settlement_top_up_charged_back_returns_its_bonus_to_the_budget_and_is_never_detached() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    let budget = shop
+        .control(
+            "/incentives/budgets",
+            json!({"name": "Reload Q4", "currency": "EUR", "limit_minor": 1_000}),
+        )
+        .await;
+    assert_eq!(budget.status, 200, "{}", budget.body);
+    let budget_id = budget.body["data"]["budget_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = shop
+        .control(
+            "/topup/reload-bonus/config",
+            json!({"wallet_program_id": shop.tenant.wallet_program_id.to_string(),
+                   "currency": "EUR", "budget_id": budget_id,
+                   "tiers": [{"min_amount_minor": 1_000, "bonus_minor": 150}]}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let reference = format!("ref-{}", Uuid::new_v4());
+    let r = shop
+        .control(
+            "/topup/settlements",
+            json!({"reference": reference, "amount_minor": 2_000, "currency": "EUR",
+                   "state": "SETTLED", "provider": "test-acquirer"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = shop
+        .post(
+            "/topup/confirm",
+            json!({"settlement_reference": reference,
+                   "customer": {"credential_type": "phone", "phone": c.phone}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["bonus_minor"], 150);
+    let topup = r.body["data"]["topup_id"].as_str().unwrap().to_string();
+    let remaining = || async {
+        let r = send(
+            shop.app
+                .get(&format!(
+                    "/incentives/budgets/{budget_id}?merchant_id={}",
+                    shop.merchant()
+                ))
+                .header("x-api-key", &shop.tenant.platform_key),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        r.body["data"]["remaining_minor"].as_i64().unwrap()
+    };
+    assert_eq!(remaining().await, 850);
+
+    let no = correct(
+        &shop,
+        &format!("/transactions/{topup}/unattach"),
+        json!({"reason": "wrong customer"}),
+    )
+    .await;
+    assert_eq!(
+        field(&no),
+        ("path:transactionId".into(), "not_detachable".into())
+    );
+
+    let d = open(&shop, &topup, json!({"reason": "chargeback"})).await;
+    assert_eq!(d.status, 200, "{}", d.body);
+    let dispute = d.body["data"]["dispute_id"].as_str().unwrap().to_string();
+    let won = resolve(&shop, &topup, &dispute, "customer_won").await;
+    assert_eq!(won.status, 200, "{}", won.body);
+    assert_eq!(
+        won.body["data"]["topup_reversal"]["taken_back_minor"],
+        2_000
+    );
+    assert_eq!(
+        won.body["data"]["topup_reversal"]["bonus_clawed_back_minor"],
+        150
+    );
+    assert_eq!(
+        remaining().await,
+        1_000,
+        "the bonus went back to its budget"
+    );
+    let b = shop.balance(&c).await;
+    assert_eq!(
+        (
+            b["actual_minor"].as_i64(),
+            b["promo_available_minor"].as_i64()
+        ),
+        (Some(0), Some(0))
+    );
     shop.assert_ledger_consistent().await;
 }
