@@ -58,11 +58,11 @@ pub struct Rendered {
     pub replayed: bool,
     pub retry_after: Option<u64>,
     /// Sent as the `X-RateLimit-*` headers.
-    pub rate: Option<crate::ratelimit::RateLimitInfo>,
+    pub rate: Option<crate::error::RateLimitInfo>,
 }
 
 impl Rendered {
-    pub fn with_rate(mut self, rate: crate::ratelimit::RateLimitInfo) -> Self {
+    pub fn with_rate(mut self, rate: crate::error::RateLimitInfo) -> Self {
         self.rate = Some(rate);
         self
     }

@@ -4,9 +4,17 @@
 //! status is a coarse hint. 5xx errors never carry internals: the cause is logged with the
 //! request id and the caller gets a generic message.
 use serde::Serialize;
-
-use crate::ratelimit::RateLimitInfo;
 use serde_json::{Value, json};
+
+/// What the `X-RateLimit-*` headers say (a RATE_LIMITED error carries it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RateLimitInfo {
+    pub limit: u64,
+    pub remaining: u64,
+    /// Seconds until the full limit is available again.
+    pub reset_secs: u64,
+    pub window_secs: u64,
+}
 
 /// The catalogue of error codes, exactly as the spec's Errors table names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,19 +3,11 @@
 //! higher limit.
 use std::time::Duration;
 
-use serde::Serialize;
-
-use crate::{config::Config, error::ApiError, kv::Kv};
-
-/// What the `X-RateLimit-*` headers say.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct RateLimitInfo {
-    pub limit: u64,
-    pub remaining: u64,
-    /// Seconds until the full limit is available again.
-    pub reset_secs: u64,
-    pub window_secs: u64,
-}
+use crate::{
+    config::Config,
+    error::{ApiError, RateLimitInfo},
+    kv::Kv,
+};
 
 /// Counts one request of `bucket` (e.g. `validate:<integration>`) against its limit.
 /// `Ok` carries the header values; `Err` is RATE_LIMITED with them and `Retry-After`.

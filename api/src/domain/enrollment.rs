@@ -32,9 +32,8 @@ use super::{
 };
 use crate::{
     crypto::Sealer,
-    error::{ApiError, ErrorCode},
+    error::{ApiError, ErrorCode, RateLimitInfo},
     jobs::sms_send::{self, SmsRequest},
-    ratelimit::RateLimitInfo,
     store,
 };
 

@@ -26,10 +26,9 @@ use super::{
 };
 use crate::{
     crypto::Sealer,
-    error::{ApiError, ErrorCode},
+    error::{ApiError, ErrorCode, RateLimitInfo},
     jobs::sms_send::{self, SmsRequest},
     kv::Kv,
-    ratelimit::RateLimitInfo,
     store::{self, writes::Writes},
 };
 

@@ -309,7 +309,7 @@ pub async fn identification_guard(
     st: &AppState,
     principal: &crate::domain::credentials::Principal,
     credential: &IdentityCredential,
-) -> Result<crate::ratelimit::RateLimitInfo, ApiError> {
+) -> Result<crate::error::RateLimitInfo, ApiError> {
     let rate = ratelimit::check(
         &st.kv,
         &st.config,

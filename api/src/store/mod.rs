@@ -6,6 +6,7 @@ pub mod db;
 pub mod dead_letters;
 pub mod disputes;
 pub mod enrollments;
+mod event_batch;
 pub mod idempotency;
 pub mod incentives;
 pub mod ledger;

@@ -19,7 +19,7 @@ use sea_orm::{
     },
 };
 
-use super::outbox::Events;
+use super::event_batch::Events;
 
 #[derive(Default)]
 pub struct Writes {

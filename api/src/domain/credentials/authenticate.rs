@@ -326,7 +326,7 @@ impl KeyAuth<'_> {
             .await?;
         if attempts > MAX_FAILURES && self.kv.get(&proven_key(&fp)).await?.is_none() {
             return Err(ApiError::rate_limited(
-                crate::ratelimit::RateLimitInfo {
+                crate::error::RateLimitInfo {
                     limit: MAX_FAILURES,
                     remaining: 0,
                     reset_secs: FAILURE_WINDOW.as_secs(),
