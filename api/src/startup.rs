@@ -120,7 +120,6 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         sealer,
         jwt,
         queue,
-        openapi: http::openapi::build(),
         metrics: telemetry::metrics_handle(),
         capabilities: crate::cache::TtlCache::new(
             crate::domain::platform::CAPABILITIES_TTL,

@@ -8,16 +8,17 @@ use serde_json::value::RawValue;
 
 use crate::{
     cache::TtlCache,
-    config::Config,
+    config::{Config, Mode},
     crypto::Sealer,
     domain::credentials::{
         authenticate::{KeyAuth, VerifyGate},
         jwt::JwtKeys,
     },
     domain::platform::CapabilitiesKey,
-    http::openapi::OpenApiInfo,
+    error::Subsystem,
     jobs::Queue,
     kv::Kv,
+    store,
 };
 
 #[derive(Clone)]
@@ -30,7 +31,6 @@ pub struct Inner {
     pub sealer: Sealer,
     pub jwt: JwtKeys,
     pub queue: Queue,
-    pub openapi: OpenApiInfo,
     pub metrics: PrometheusHandle,
     /// Rendered `GET /capabilities` answers (see `domain::platform::CAPABILITIES_TTL`).
     pub capabilities: TtlCache<CapabilitiesKey, Arc<RawValue>>,
@@ -84,6 +84,46 @@ impl AppState {
             kv: &self.kv,
             cache_ttl: Duration::from_secs(self.config.key_cache_ttl_secs),
             gate: &self.key_gate,
+        }
+    }
+}
+
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What `GET /health` reports: the subsystems that did not answer, and the run mode.
+pub struct Health {
+    pub degraded: Vec<Subsystem>,
+    pub mode: &'static str,
+}
+
+impl AppState {
+    /// Probes each dependency (bounded by `PROBE_TIMEOUT`) and records `subsystem_up`.
+    pub async fn health(&self) -> Health {
+        let (db, redis, queue) = tokio::join!(
+            store::ping(&self.db, PROBE_TIMEOUT),
+            tokio::time::timeout(PROBE_TIMEOUT, self.kv.ping()),
+            tokio::time::timeout(PROBE_TIMEOUT, self.queue.ping()),
+        );
+        let mut degraded = vec![];
+        if db.is_err() {
+            degraded.push(Subsystem::Database);
+        }
+        if !matches!(redis, Ok(Ok(()))) {
+            degraded.push(Subsystem::Redis);
+        }
+        if !matches!(queue, Ok(Ok(()))) {
+            degraded.push(Subsystem::Queue);
+        }
+        for s in [Subsystem::Database, Subsystem::Redis, Subsystem::Queue] {
+            metrics::gauge!("subsystem_up", "subsystem" => s.as_str())
+                .set(if degraded.contains(&s) { 0.0 } else { 1.0 });
+        }
+        Health {
+            degraded,
+            mode: match self.config.mode() {
+                Mode::Embedded => "embedded",
+                Mode::Production => "production",
+            },
         }
     }
 }

@@ -283,7 +283,7 @@ pub async fn merchant_of(
     let merchant = match given.or_else(|| principal.scope.enterprise_id()) {
         Some(m) => m,
         None => {
-            let linked = crate::domain::platform::authorized_merchants(st, principal).await?;
+            let linked = crate::domain::platform::authorized_merchants(&st.db, principal).await?;
             match linked.as_slice() {
                 [only] => *only,
                 _ => {

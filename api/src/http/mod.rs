@@ -39,8 +39,11 @@ use crate::state::AppState;
 
 /// The whole HTTP application.
 pub fn routes(state: AppState) -> impl Endpoint {
-    let doc_json = state.openapi.json.clone();
-    let docs_html = state.openapi.docs_html.clone();
+    // The document is the HTTP layer's own: built here, shared with the operations that
+    // serve it or list what a caller may call.
+    let doc = std::sync::Arc::new(openapi::build());
+    let doc_json = doc.json.clone();
+    let docs_html = doc.docs_html.clone();
     let metrics = state.metrics.clone();
     let (inflight, queued) = state.config.admission();
     let admission = middleware::Admission::new(inflight, queued);
@@ -59,7 +62,8 @@ pub fn routes(state: AppState) -> impl Endpoint {
             openapi::service()
                 .with(early_replay::EarlyReplay)
                 .with(middleware::RefuseControlChars)
-                .with(admission),
+                .with(admission)
+                .data(doc),
         )
         .at("/metrics", metrics_endpoint(metrics));
     with_middleware(app, state)
@@ -77,7 +81,7 @@ pub fn worker_routes(state: AppState) -> impl Endpoint {
 
 #[poem::handler]
 async fn worker_health(state: poem::web::Data<&AppState>) -> Response {
-    let h = crate::domain::platform::health(state.0).await;
+    let h = state.0.health().await;
     errors::to_response(crate::envelope::ok(&platform::HealthView::from(h)))
 }
 

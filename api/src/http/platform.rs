@@ -5,10 +5,10 @@ use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
 use serde_json::{Value, value::RawValue};
 
-use super::{auth::AnyAuth, reply::Reply, tags::Tag};
+use super::{auth::AnyAuth, openapi::OpenApiInfo, reply::Reply, tags::Tag};
 use crate::{
     domain::credentials::{CredentialKind, Principal},
-    domain::platform::{self, Health},
+    domain::platform,
     envelope,
     error::ApiError,
     state::AppState,
@@ -29,8 +29,8 @@ pub struct HealthView {
     pub version: String,
 }
 
-impl From<Health> for HealthView {
-    fn from(h: Health) -> Self {
+impl From<crate::state::Health> for HealthView {
+    fn from(h: crate::state::Health) -> Self {
         HealthView {
             status: if h.degraded.is_empty() {
                 "ok"
@@ -119,7 +119,7 @@ impl PlatformApi {
     /// whether every subsystem answers.
     #[oai(path = "/health", method = "get", operation_id = "getHealth")]
     async fn health(&self, state: poem::web::Data<&AppState>) -> Reply<HealthView> {
-        Reply::ok(&HealthView::from(platform::health(state.0).await))
+        Reply::ok(&HealthView::from(state.0.health().await))
     }
 
     /// Capabilities of the calling credential
@@ -137,6 +137,7 @@ impl PlatformApi {
     async fn capabilities(
         &self,
         state: poem::web::Data<&AppState>,
+        doc: poem::web::Data<&Arc<OpenApiInfo>>,
         auth: AnyAuth,
     ) -> poem::Result<Reply<CapabilitiesView>> {
         let p = auth.principal();
@@ -144,7 +145,7 @@ impl PlatformApi {
         let data = match state.0.capabilities.get(&key) {
             Some(data) => data,
             None => {
-                let view = capabilities_view(state.0, p).await?;
+                let view = capabilities_view(state.0, doc.0, p).await?;
                 let data: Arc<RawValue> = serde_json::value::to_raw_value(&view)
                     .map_err(ApiError::internal)?
                     .into();
@@ -162,23 +163,26 @@ impl PlatformApi {
     #[oai(path = "/openapi", method = "get", operation_id = "getOpenApi")]
     async fn openapi(
         &self,
-        state: poem::web::Data<&AppState>,
+        doc: poem::web::Data<&Arc<OpenApiInfo>>,
         _auth: AnyAuth,
     ) -> Reply<serde_json::Value> {
-        let doc: &Value = &state.0.openapi.document;
+        let doc: &Value = &doc.0.document;
         Reply::ok(doc)
     }
 }
 
 /// What `GET /capabilities` answers for this principal, computed from the database.
-async fn capabilities_view(state: &AppState, p: &Principal) -> Result<CapabilitiesView, ApiError> {
-    let caps = platform::capabilities(state, p).await?;
+async fn capabilities_view(
+    state: &AppState,
+    doc: &OpenApiInfo,
+    p: &Principal,
+) -> Result<CapabilitiesView, ApiError> {
+    let caps = platform::capabilities(&state.db, p).await?;
     let scheme = match p.kind {
         CredentialKind::ApiKey => "ApiKeyAuth",
         CredentialKind::TerminalJwt => "PosTerminalJWT",
     };
-    let operations = state
-        .openapi
+    let operations = doc
         .operations
         .iter()
         .filter(|o| o.schemes.is_empty() || o.schemes.iter().any(|s| s == scheme))

@@ -79,7 +79,7 @@ impl SandboxApi {
         .map_err(ApiError::from)?;
         let (rows, more) = crate::domain::page_of(rows, limit);
         let page = super::cursor::page("sandbox_message", &rows, more, |m| m.id);
-        let merchants = crate::domain::platform::authorized_merchants(state.0, p).await?;
+        let merchants = crate::domain::platform::authorized_merchants(&state.0.db, p).await?;
         let out: Vec<SandboxMessage> = rows
             .into_iter()
             // A merchant-scoped key sees its own merchant's messages only.
