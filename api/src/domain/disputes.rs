@@ -16,6 +16,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
+    corrections::{actor, none_open, same_merchant},
     credentials::Principal,
     events::{NewOutbox, OutboxKind},
     operators,
@@ -26,46 +27,10 @@ use super::{
 };
 use crate::{error::ApiError, store};
 
-pub const OPEN: &str = "open";
+pub const OPEN: &str = super::corrections::DISPUTE_OPEN;
 pub const MERCHANT_WON: &str = "merchant_won";
 pub const CUSTOMER_WON: &str = "customer_won";
 pub const OUTCOMES: &[&str] = &[MERCHANT_WON, CUSTOMER_WON];
-
-/// Who made a correction, for the audit log.
-pub(crate) fn actor(p: &Principal) -> String {
-    match p.key_id {
-        Some(k) => format!("key:{k}"),
-        None => format!("integration:{}", p.integration_id),
-    }
-}
-
-/// The request's merchant (`context.merchant_id`) must be the transaction's.
-pub(crate) fn same_merchant(merchant: Uuid, t: &Located) -> Result<(), ApiError> {
-    if t.merchant_id() == merchant {
-        Ok(())
-    } else {
-        Err(ApiError::field(
-            "/context/merchant_id",
-            "not_the_transactions_merchant",
-            "must be the merchant of the transaction in the path",
-        ))
-    }
-}
-
-/// CONFLICT while the transaction has an open dispute.
-pub(crate) async fn none_open<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<(), ApiError> {
-    let open = store::disputes::of_transaction(c, id)
-        .await?
-        .into_iter()
-        .find(|d| d.status == OPEN);
-    match open {
-        None => Ok(()),
-        Some(d) => Err(ApiError::conflict(
-            "The transaction has an open dispute; resolve it first.",
-        )
-        .with_details(json!({"dispute_id": d.id.to_string()}))),
-    }
-}
 
 fn disputed_event(d: &dispute::Model, now: DateTime<Utc>) -> NewOutbox {
     NewOutbox {

@@ -4,6 +4,7 @@ pub mod balance_check;
 pub mod budgets;
 pub mod cashback;
 pub mod checkout;
+pub mod corrections;
 pub mod credentials;
 pub mod customers;
 pub mod disputes;

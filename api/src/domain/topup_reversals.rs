@@ -15,9 +15,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    budgets,
+    budgets, corrections,
     credentials::Principal,
-    disputes,
     events::{NewOutbox, OutboxKind},
     grants, ledger, operators,
     transactions::{self, Located},
@@ -183,7 +182,7 @@ pub async fn unattach<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<TakenBack, ApiError> {
     let located = transactions::locate(c, p, integration_id, id).await?;
-    disputes::same_merchant(merchant, &located)?;
+    corrections::same_merchant(merchant, &located)?;
     let t = match located {
         Located::Payment(_) => {
             return Err(ApiError::field(
@@ -212,7 +211,7 @@ pub async fn unattach<C: ConnectionTrait>(
             why,
         ));
     }
-    disputes::none_open(c, t.id).await?;
+    corrections::none_open(c, t.id).await?;
     let amount = t.credited_actual_minor;
     let (done, mut events) =
         take_back(c, t, &w, UNATTACH, amount, Some(reason.clone()), now).await?;
@@ -243,7 +242,7 @@ pub async fn unattach<C: ConnectionTrait>(
     store::outbox::append_all(c, events).await?;
     operators::audit(
         c,
-        &disputes::actor(p),
+        &corrections::actor(p),
         "transaction.unattach",
         "topup",
         Some(t.id.to_string()),

@@ -6,10 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     auth::TerminalJwtAuth,
+    balance::BalanceView,
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
     mutation,
-    payments::{BalanceView, PaymentCredential, parse_credential, validate_credential},
+    payments::{PaymentCredential, parse_credential, validate_credential},
     reply::Reply,
     tags::Tag,
 };

@@ -14,10 +14,10 @@ use uuid::Uuid;
 
 use super::{
     auth::AnyAuth,
+    balance::BalanceView,
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, ts},
     mutation,
-    payments::BalanceView,
     reply::Reply,
     tags::Tag,
 };

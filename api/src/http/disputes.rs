@@ -11,11 +11,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     auth::ApiKeyAuth,
+    balance::BalanceView,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, path_uuid, ts},
     mutation,
     operator_wallets::reason,
-    payments::{BalanceView, RefundView, amount, refund_view},
+    payments::{RefundView, amount, refund_view},
     reply::Reply,
     tags::Tag,
 };

@@ -7,11 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     auth::TerminalJwtAuth,
+    balance::BalanceView,
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
     customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item},
     mutation,
-    payments::BalanceView,
     reply::Reply,
     tags::Tag,
 };

@@ -10,11 +10,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     auth::{AnyAuth, ApiKeyAuth},
+    balance::BalanceView,
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
     customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item, merchant_of},
     mutation,
-    payments::{BalanceView, MAX_AMOUNT_MINOR},
+    payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
 };

@@ -1,6 +1,7 @@
 //! The HTTP edge: poem-openapi operations (one file per domain), the envelope, the
 //! security schemes and the middleware every request passes.
 pub mod auth;
+pub mod balance;
 pub mod balance_check;
 pub mod body;
 pub mod checkout;
@@ -8,6 +9,7 @@ pub mod common;
 pub mod cursor;
 pub mod customers;
 pub mod disputes;
+pub mod document;
 pub mod early_replay;
 pub mod enrollment;
 pub mod errors;

@@ -5,6 +5,8 @@ use serde_json::{Value, json};
 
 use crate::domain::credentials::Permission;
 
+pub use super::document::{OpenApiInfo, OperationInfo};
+
 use super::{
     balance_check::BalanceCheckApi, checkout::CheckoutApi, customers::CustomersApi,
     disputes::DisputesApi, enrollment::EnrollmentApi, incentives::IncentivesApi, keys::KeysApi,
@@ -159,27 +161,6 @@ IDEMPOTENCY_KEY_REUSED. Each operation carries `x-stability` (`ga` or \
 `x-permission`, the permission that key needs (else 403 FORBIDDEN with \
 `details.missing_permissions`). Keys are given permissions at creation and a key never \
 mints one wider than itself; see `POST /auth/keys`.";
-
-#[derive(Clone, Debug)]
-pub struct OperationInfo {
-    pub operation_id: String,
-    pub method: String,
-    pub path: String,
-    pub domain: String,
-    pub stability: String,
-    /// Security schemes any one of which admits a caller; empty means no credential needed.
-    pub schemes: Vec<String>,
-    /// What an x-api-key caller needs (`PERMISSION`).
-    pub permission: Option<Permission>,
-}
-
-pub struct OpenApiInfo {
-    pub document: Value,
-    pub json: String,
-    pub operations: Vec<OperationInfo>,
-    /// The interactive docs page, with the 3.1 document embedded.
-    pub docs_html: String,
-}
 
 pub fn build() -> OpenApiInfo {
     let svc = service();

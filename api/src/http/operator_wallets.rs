@@ -12,9 +12,9 @@ use uuid::Uuid;
 
 use super::common::path_uuid;
 use super::{
+    balance::BalanceView,
     body::{JsonBody, Validate},
     operator::OperatorAuth,
-    payments::BalanceView,
     reply::Reply,
     tags::Tag,
 };

@@ -11,11 +11,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     auth::{ApiKeyAuth, TerminalJwtAuth},
+    balance::BalanceView,
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
     customers::{IdentityCredentialBody, identity_credential, merchant_of},
     mutation,
-    payments::{BalanceView, MAX_AMOUNT_MINOR},
+    payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
 };

@@ -11,13 +11,14 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     auth::{AnyAuth, ApiKeyAuth, TerminalJwtAuth},
+    balance::BalanceView,
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
     customers::{GrantItem, IdentityCredentialBody, grant_item, identity_credential},
     mutation,
     operator::OperatorAuth,
     operator_wallets::idempotent,
-    payments::{BalanceView, MAX_AMOUNT_MINOR},
+    payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
 };

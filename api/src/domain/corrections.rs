@@ -1,0 +1,48 @@
+//! What the corrections of a transaction after the fact (disputes, detaching a top-up)
+//! share: who made one, for the audit log; the merchant rule; and that an open dispute
+//! holds the transaction still.
+use sea_orm::ConnectionTrait;
+use serde_json::json;
+use uuid::Uuid;
+
+use super::{credentials::Principal, transactions::Located};
+use crate::{error::ApiError, store};
+
+/// A dispute's status while it is open.
+pub const DISPUTE_OPEN: &str = "open";
+
+/// Who made a correction, for the audit log.
+pub(crate) fn actor(p: &Principal) -> String {
+    match p.key_id {
+        Some(k) => format!("key:{k}"),
+        None => format!("integration:{}", p.integration_id),
+    }
+}
+
+/// The request's merchant (`context.merchant_id`) must be the transaction's.
+pub(crate) fn same_merchant(merchant: Uuid, t: &Located) -> Result<(), ApiError> {
+    if t.merchant_id() == merchant {
+        Ok(())
+    } else {
+        Err(ApiError::field(
+            "/context/merchant_id",
+            "not_the_transactions_merchant",
+            "must be the merchant of the transaction in the path",
+        ))
+    }
+}
+
+/// CONFLICT while the transaction has an open dispute.
+pub(crate) async fn none_open<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<(), ApiError> {
+    let open = store::disputes::of_transaction(c, id)
+        .await?
+        .into_iter()
+        .find(|d| d.status == DISPUTE_OPEN);
+    match open {
+        None => Ok(()),
+        Some(d) => Err(ApiError::conflict(
+            "The transaction has an open dispute; resolve it first.",
+        )
+        .with_details(json!({"dispute_id": d.id.to_string()}))),
+    }
+}
