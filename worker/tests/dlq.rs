@@ -1,7 +1,7 @@
 //! `wallet-worker dlq`, run as an operator runs it.
 use std::{process::Command, time::Duration};
 
-use api::{jobs::sms_send, store};
+use api::{domain::job_requests, store};
 use sea_orm::{ConnectionTrait, TransactionTrait};
 use tests::{TestApp, TestTenant, eventually, send};
 use uuid::Uuid;
@@ -42,10 +42,10 @@ async fn dlq(args: &[&str]) -> Vec<serde_json::Value> {
 async fn dead_sms(app: &TestApp, t: &TestTenant, phone: &str) -> Uuid {
     let state = &app.server.state;
     let txn = state.db.begin().await.unwrap();
-    let job = sms_send::enqueue(
+    let job = job_requests::send_sms(
         &txn,
         &state.sealer,
-        sms_send::SmsRequest {
+        job_requests::SmsRequest {
             integration_id: t.integration_id,
             merchant_id: Some(t.merchant_id),
             is_sandbox: true,

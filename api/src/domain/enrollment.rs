@@ -26,6 +26,7 @@ use uuid::Uuid;
 use super::{
     customers::{self, EXPIRED},
     events::{NewOutbox, OutboxKind},
+    job_requests::{self, SmsRequest},
     ledger::{self, Account},
     payments::Caller,
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
@@ -33,7 +34,6 @@ use super::{
 use crate::{
     crypto::Sealer,
     error::{ApiError, ErrorCode, RateLimitInfo},
-    jobs::sms_send::{self, SmsRequest},
     store,
 };
 
@@ -180,7 +180,7 @@ async fn send_code<C: ConnectionTrait>(
             if b.contains('?') { '&' } else { '?' }
         )
     });
-    sms_send::enqueue(
+    job_requests::send_sms(
         c,
         sealer,
         SmsRequest {

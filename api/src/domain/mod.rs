@@ -11,6 +11,7 @@ pub mod disputes;
 pub mod enrollment;
 pub mod events;
 pub mod grants;
+pub mod job_requests;
 pub mod ledger;
 pub mod money;
 pub mod offers;

@@ -20,6 +20,7 @@ use super::{
     },
     enrollment,
     events::{NewOutbox, OutboxKind},
+    job_requests::{self, SmsRequest},
     ledger::{self, DebitPlan, PostingKind, RefundPlan},
     rewards,
     wallets::{self, Balance},
@@ -27,7 +28,6 @@ use super::{
 use crate::{
     crypto::Sealer,
     error::{ApiError, ErrorCode, RateLimitInfo},
-    jobs::sms_send::{self, SmsRequest},
     kv::Kv,
     store::{self, writes::Writes},
 };
@@ -181,7 +181,7 @@ pub async fn send_otp<C: ConnectionTrait>(
         consumed_at: None,
     };
     store::payments::insert_otp(c, session.clone()).await?;
-    sms_send::enqueue(
+    job_requests::send_sms(
         c,
         sealer,
         SmsRequest {

@@ -458,7 +458,7 @@ async fn requeue_all<C: ConnectionTrait>(
 ) -> Result<u64, ApiError> {
     let rows = store::webhooks::requeue_in_state(c, subscription, state, since, now).await?;
     for d in &rows {
-        crate::jobs::webhook_deliver::enqueue(c, d).await?;
+        super::job_requests::deliver_webhook(c, d).await?;
     }
     Ok(rows.len() as u64)
 }
@@ -478,7 +478,7 @@ pub async fn redeliver<C: ConnectionTrait>(
         .filter(|d| d.subscription_id == s.id)
         .ok_or_else(|| ApiError::not_found("Delivery"))?;
     let d = store::webhooks::requeue(c, d, now).await?;
-    crate::jobs::webhook_deliver::enqueue(c, &d).await?;
+    super::job_requests::deliver_webhook(c, &d).await?;
     Ok(d)
 }
 

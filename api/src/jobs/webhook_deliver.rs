@@ -11,51 +11,19 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
-use sea_orm::{ConnectionTrait, DbErr};
-use serde::{Deserialize, Serialize};
-use serde_json::json;
+use sea_orm::DbErr;
 use uuid::Uuid;
 
 use super::{JobEnvelope, JobError, backoff, runtime::JobDeps};
 use crate::{
     domain::{
-        events::{NewOutbox, OutboxKind},
+        job_requests::deliver_webhook,
         webhooks::{self, DEAD, DELIVERED, DISABLED, PENDING, SUSPENDED},
     },
     store,
 };
 
-pub const JOB_TYPE: &str = "webhook_deliver";
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct Payload {
-    pub delivery_id: Uuid,
-    /// The delivery's `replays` when the job was made.
-    #[serde(default)]
-    pub series: i32,
-}
-
-/// Asks for a send of `d` (its current series) through the outbox, in the caller's
-/// transaction: the job exists if and only if the change that asked for it committed.
-pub async fn enqueue<C: ConnectionTrait>(c: &C, d: &webhook_delivery::Model) -> Result<(), DbErr> {
-    store::outbox::append(
-        c,
-        NewOutbox {
-            kind: OutboxKind::Job,
-            topic: JOB_TYPE.into(),
-            merchant_id: Some(d.merchant_id),
-            resource_type: "webhook_delivery".into(),
-            resource_id: d.id.to_string(),
-            payload: json!(Payload {
-                delivery_id: d.id,
-                series: d.replays
-            }),
-            occurred_at: Utc::now(),
-        },
-    )
-    .await
-    .map(|_| ())
-}
+pub use crate::domain::job_requests::{DeliveryPayload as Payload, WEBHOOK_DELIVER as JOB_TYPE};
 
 pub(super) fn retryable(e: DbErr) -> JobError {
     JobError::Retryable(format!("database: {e}"))
@@ -438,7 +406,7 @@ pub(super) async fn suspend(deps: &JobDeps, d: &webhook_delivery::Model) -> Resu
         let d = store::webhooks::requeue(&txn, d, Utc::now())
             .await
             .map_err(retryable)?;
-        enqueue(&txn, &d).await.map_err(retryable)?;
+        deliver_webhook(&txn, &d).await.map_err(retryable)?;
     }
     txn.commit().await.map_err(retryable)?;
     Ok(())
@@ -492,7 +460,7 @@ pub async fn requeue_stalled(
             && d.updated_at <= cutoff
         {
             let d = store::webhooks::requeue(&txn, d, now).await?;
-            enqueue(&txn, &d).await?;
+            deliver_webhook(&txn, &d).await?;
             n += 1;
         }
         txn.commit().await?;

@@ -1,13 +1,13 @@
 //! The job pipeline: outbox row → relay → queue → worker → provider, retries, dead letters.
 use std::time::Duration;
 
-use api::{jobs::sms_send, store};
+use api::{domain::job_requests, store};
 use sea_orm::TransactionTrait;
 use tests::{TestApp, TestTenant, eventually, send};
 use uuid::Uuid;
 
-fn sms(t: &TestTenant, phone: &str, code: &str) -> sms_send::SmsRequest {
-    sms_send::SmsRequest {
+fn sms(t: &TestTenant, phone: &str, code: &str) -> job_requests::SmsRequest {
+    job_requests::SmsRequest {
         integration_id: t.integration_id,
         merchant_id: Some(t.merchant_id),
         is_sandbox: t.is_sandbox,
@@ -26,10 +26,12 @@ async fn inbox(app: &TestApp, t: &TestTenant, phone: &str) -> tests::Reply {
 }
 
 /// Enqueues `req` in a transaction that commits; returns the job id.
-async fn commit_sms(app: &TestApp, req: sms_send::SmsRequest) -> Uuid {
+async fn commit_sms(app: &TestApp, req: job_requests::SmsRequest) -> Uuid {
     let state = &app.server.state;
     let txn = state.db.begin().await.unwrap();
-    let id = sms_send::enqueue(&txn, &state.sealer, req).await.unwrap();
+    let id = job_requests::send_sms(&txn, &state.sealer, req)
+        .await
+        .unwrap();
     txn.commit().await.unwrap();
     id
 }
@@ -71,7 +73,7 @@ async fn a_rolled_back_transaction_enqueues_nothing() {
     let phone = fresh_phone("+4916");
     let state = &app.server.state;
     let txn = state.db.begin().await.unwrap();
-    let job_id = sms_send::enqueue(&txn, &state.sealer, sms(&t, &phone, "654321"))
+    let job_id = job_requests::send_sms(&txn, &state.sealer, sms(&t, &phone, "654321"))
         .await
         .unwrap();
     txn.rollback().await.unwrap();
