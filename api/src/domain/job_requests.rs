@@ -93,6 +93,9 @@ pub async fn send_sms<C: ConnectionTrait>(
 /// The `webhook_deliver` job.
 pub const WEBHOOK_DELIVER: &str = "webhook_deliver";
 
+/// The `webhook_batch` job: a subscription's first attempts, asked for by the relay.
+pub const WEBHOOK_BATCH: &str = "webhook_batch";
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeliveryPayload {
     pub delivery_id: Uuid,

@@ -7,11 +7,13 @@
 //! dead-letter table. Timeouts and panics are caught inside the handler so apalis never
 //! leaves a row stuck as Running.
 pub mod backoff;
+pub mod context;
 pub mod dead_letters;
 pub mod envelope;
 pub mod poll;
 pub mod queue;
 pub mod relay;
+pub mod retry;
 pub mod runtime;
 pub mod sms_send;
 pub mod webhook_batch;

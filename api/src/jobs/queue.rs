@@ -11,14 +11,13 @@ use sea_orm::{
 };
 
 use super::JobEnvelope;
-use crate::error::{ApiError, Subsystem};
+use crate::{
+    domain::job_requests::{SMS_SEND, WEBHOOK_BATCH, WEBHOOK_DELIVER},
+    error::{ApiError, Subsystem},
+};
 
 /// One apalis queue per job type.
-pub const QUEUES: &[&str] = &[
-    super::sms_send::JOB_TYPE,
-    super::webhook_deliver::JOB_TYPE,
-    super::webhook_batch::JOB_TYPE,
-];
+pub const QUEUES: &[&str] = &[SMS_SEND, WEBHOOK_DELIVER, WEBHOOK_BATCH];
 
 /// apalis' own re-runs, for infrastructure failures only (our retry schedule could not be
 /// written); the job's real attempts are counted in the envelope.
@@ -229,9 +228,9 @@ mod tests {
         let delivery = uuid::Uuid::now_v7();
         let env = JobEnvelope::first(
             uuid::Uuid::now_v7(),
-            super::super::webhook_deliver::JOB_TYPE,
+            WEBHOOK_DELIVER,
             None,
-            serde_json::json!(super::super::webhook_deliver::Payload {
+            serde_json::json!(crate::domain::job_requests::DeliveryPayload {
                 delivery_id: delivery,
                 series: 0
             }),

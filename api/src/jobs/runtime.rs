@@ -9,8 +9,8 @@ use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
 
 use super::{
-    JobEnvelope, JobError, Queue, backoff, poll::Tick, queue::QUEUES, relay, sms_send,
-    webhook_batch, webhook_deliver,
+    JobEnvelope, JobError, Queue, context::JobDeps, poll::Tick, queue::QUEUES, relay, retry,
+    sms_send, webhook_batch, webhook_deliver,
 };
 use crate::{
     sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
@@ -22,20 +22,6 @@ use crate::{
 const MISSED_HEARTBEATS: usize = 3;
 /// The pause before a failed queue worker is restarted.
 const RESTART_PAUSE: Duration = Duration::from_millis(250);
-
-/// What job handlers need.
-pub struct JobDeps {
-    pub state: AppState,
-    /// Sandbox credentials' provider.
-    pub sms_mock: Arc<dyn SmsProvider>,
-    /// Everyone else's.
-    pub sms_live: Arc<dyn SmsProvider>,
-    /// Webhook deliveries: the published timeout, no redirects followed.
-    pub http: reqwest::Client,
-    /// Webhook requests in flight in this process (`WALLET_WEBHOOK_CONCURRENCY`), whichever
-    /// job sends them.
-    pub webhook_slots: tokio::sync::Semaphore,
-}
 
 pub struct Runtime {
     stop: watch::Sender<bool>,
@@ -260,7 +246,7 @@ async fn after_failure(
     failure: JobError,
 ) -> Result<(), BoxDynError> {
     let message = failure.to_string();
-    match settle_failure(deps, env, failure).await {
+    match retry::settle_failure(deps, env, failure).await {
         Ok(()) => Err(AbortError::new(JobFailed(message)).into()),
         Err(e) => {
             // Neither the retry nor the dead letter could be written (database down): let
@@ -272,85 +258,9 @@ async fn after_failure(
     }
 }
 
-/// Writes what follows a failed attempt of `env`: the same attempt later (deferred), the
-/// next attempt after the backoff, or the dead letter after the last one. Also used for
-/// the attempts a `webhook_batch` job makes on its deliveries' behalf.
-pub(super) async fn settle_failure(
-    deps: &JobDeps,
-    env: &JobEnvelope,
-    failure: JobError,
-) -> Result<(), String> {
-    let cfg = &deps.state.config;
-    if let JobError::Deferred(wait) = failure {
-        // Not an attempt: the same attempt again later.
-        return deps
-            .state
-            .queue
-            .push(&env.deferred(), wait)
-            .await
-            .map_err(|e| format!("deferring failed: {e}"));
-    }
-    let message = failure.to_string();
-    metrics::counter!("jobs_failed_attempts_total", "queue" => env.job_type.clone()).increment(1);
-    let own_wait = match &failure {
-        JobError::RetryAfter(_, w) => Some(*w),
-        _ => None,
-    };
-    // A job type with its own schedule keeps its own cap for its infrastructure errors too.
-    let cap = match env.job_type.as_str() {
-        webhook_deliver::JOB_TYPE => cfg.webhook_max_attempts,
-        _ => cfg.job_max_attempts,
-    };
-    let last =
-        matches!(failure, JobError::Permanent(_)) || (own_wait.is_none() && env.attempt >= cap);
-    if last {
-        return dead_letter(deps, env, &message).await;
-    }
-    let next = env.next_attempt(&message);
-    let wait = own_wait.unwrap_or_else(|| {
-        backoff::delay_before_attempt(
-            next.attempt,
-            Duration::from_millis(cfg.job_backoff_base_ms),
-            Duration::from_millis(cfg.job_backoff_max_ms),
-        )
-    });
-    tracing::warn!(error = %message, next_attempt = next.attempt, wait_ms = wait.as_millis() as u64, "job attempt failed; retry scheduled");
-    deps.state
-        .queue
-        .push(&next, wait)
-        .await
-        .map_err(|e| e.to_string())
-}
-
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 struct JobFailed(String);
-
-async fn dead_letter(deps: &JobDeps, env: &JobEnvelope, message: &str) -> Result<(), String> {
-    if env.job_type == webhook_deliver::JOB_TYPE {
-        webhook_deliver::on_dead_letter(deps, env).await;
-    }
-    let history = env.next_attempt(message).errors;
-    tracing::error!(error = %message, attempts = env.attempt, "job dead-lettered");
-    metrics::counter!("jobs_dead_lettered_total", "queue" => env.job_type.clone()).increment(1);
-    store::dead_letters::insert_once(
-        &deps.state.db,
-        store::dead_letters::NewDeadLetter {
-            job_id: env.job_id,
-            queue: &env.job_type,
-            job_type: &env.job_type,
-            merchant_id: env.merchant_id,
-            payload: env.payload.clone(),
-            attempts: i32::try_from(env.attempt).unwrap_or(i32::MAX),
-            error_history: serde_json::to_value(&history).unwrap_or_default(),
-            last_error: message,
-            first_enqueued_at: env.first_enqueued_at,
-            dead_at: Utc::now(),
-        },
-    )
-    .await
-    .map_err(|e| e.to_string())
-}
 
 /// Queue depth, dead-letter depth and outbox backlog as gauges, every few seconds.
 async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {

@@ -1,7 +1,7 @@
 //! Job `sms_send`: delivers one SMS through the provider that matches the credential that
 //! asked for it. The message content travels sealed, so codes never sit in plaintext in the
 //! outbox or the queue tables.
-use super::{JobEnvelope, JobError, runtime::JobDeps};
+use super::{JobEnvelope, JobError, context::JobDeps};
 use crate::{
     domain::job_requests::{SmsContent, SmsPayload, sms_aad},
     sms::{OutgoingSms, SendError},

@@ -23,8 +23,9 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    JobEnvelope, JobError, runtime,
-    runtime::JobDeps,
+    JobEnvelope, JobError,
+    context::JobDeps,
+    retry,
     webhook_deliver::{self, Sent, retryable},
 };
 use crate::{
@@ -32,7 +33,7 @@ use crate::{
     store,
 };
 
-pub const JOB_TYPE: &str = "webhook_batch";
+pub use crate::domain::job_requests::WEBHOOK_BATCH as JOB_TYPE;
 
 /// Deliveries per batch job. Bounded so that a slow endpoint holds few first attempts and a
 /// batch's statements stay small.
@@ -242,7 +243,7 @@ async fn hand_on(
     let mut unwritten = None;
     for (one, failure) in jobs {
         let written = match failure {
-            Some(failure) => runtime::settle_failure(deps, &one, failure).await,
+            Some(failure) => retry::settle_failure(deps, &one, failure).await,
             None => deps
                 .state
                 .queue

@@ -14,10 +14,10 @@ use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
 use sea_orm::DbErr;
 use uuid::Uuid;
 
-use super::{JobEnvelope, JobError, backoff, runtime::JobDeps};
+use super::{JobEnvelope, JobError, backoff, context::JobDeps};
 use crate::{
     domain::{
-        job_requests::deliver_webhook,
+        job_requests::{WEBHOOK_BATCH, deliver_webhook},
         webhooks::{self, DEAD, DELIVERED, DISABLED, PENDING, SUSPENDED},
     },
     store,
@@ -129,7 +129,7 @@ pub(super) async fn wake_next(deps: &JobDeps, d: &webhook_delivery::Model) {
         // Waiting as a single delivery, or in a batch's chain (both carry its id).
         let needle = format!("\"{}\"", next.id);
         let mut woken = 0;
-        for queue in [JOB_TYPE, super::webhook_batch::JOB_TYPE] {
+        for queue in [JOB_TYPE, WEBHOOK_BATCH] {
             woken += st
                 .queue
                 .run_deferred_now(queue, &needle)

@@ -1,0 +1,85 @@
+//! What follows a failed attempt: the same attempt later (deferred), the next attempt
+//! after the backoff, or the dead letter after the last one. The runtime settles its own
+//! jobs' failures here, and `webhook_batch` the attempts it makes on its deliveries' behalf.
+use std::time::Duration;
+
+use chrono::Utc;
+
+use super::{JobEnvelope, JobError, backoff, context::JobDeps, webhook_deliver};
+use crate::store;
+
+/// Writes what follows a failed attempt of `env`: the same attempt later (deferred), the
+/// next attempt after the backoff, or the dead letter after the last one. Also used for
+/// the attempts a `webhook_batch` job makes on its deliveries' behalf.
+pub(super) async fn settle_failure(
+    deps: &JobDeps,
+    env: &JobEnvelope,
+    failure: JobError,
+) -> Result<(), String> {
+    let cfg = &deps.state.config;
+    if let JobError::Deferred(wait) = failure {
+        // Not an attempt: the same attempt again later.
+        return deps
+            .state
+            .queue
+            .push(&env.deferred(), wait)
+            .await
+            .map_err(|e| format!("deferring failed: {e}"));
+    }
+    let message = failure.to_string();
+    metrics::counter!("jobs_failed_attempts_total", "queue" => env.job_type.clone()).increment(1);
+    let own_wait = match &failure {
+        JobError::RetryAfter(_, w) => Some(*w),
+        _ => None,
+    };
+    // A job type with its own schedule keeps its own cap for its infrastructure errors too.
+    let cap = match env.job_type.as_str() {
+        webhook_deliver::JOB_TYPE => cfg.webhook_max_attempts,
+        _ => cfg.job_max_attempts,
+    };
+    let last =
+        matches!(failure, JobError::Permanent(_)) || (own_wait.is_none() && env.attempt >= cap);
+    if last {
+        return dead_letter(deps, env, &message).await;
+    }
+    let next = env.next_attempt(&message);
+    let wait = own_wait.unwrap_or_else(|| {
+        backoff::delay_before_attempt(
+            next.attempt,
+            Duration::from_millis(cfg.job_backoff_base_ms),
+            Duration::from_millis(cfg.job_backoff_max_ms),
+        )
+    });
+    tracing::warn!(error = %message, next_attempt = next.attempt, wait_ms = wait.as_millis() as u64, "job attempt failed; retry scheduled");
+    deps.state
+        .queue
+        .push(&next, wait)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn dead_letter(deps: &JobDeps, env: &JobEnvelope, message: &str) -> Result<(), String> {
+    if env.job_type == webhook_deliver::JOB_TYPE {
+        webhook_deliver::on_dead_letter(deps, env).await;
+    }
+    let history = env.next_attempt(message).errors;
+    tracing::error!(error = %message, attempts = env.attempt, "job dead-lettered");
+    metrics::counter!("jobs_dead_lettered_total", "queue" => env.job_type.clone()).increment(1);
+    store::dead_letters::insert_once(
+        &deps.state.db,
+        store::dead_letters::NewDeadLetter {
+            job_id: env.job_id,
+            queue: &env.job_type,
+            job_type: &env.job_type,
+            merchant_id: env.merchant_id,
+            payload: env.payload.clone(),
+            attempts: i32::try_from(env.attempt).unwrap_or(i32::MAX),
+            error_history: serde_json::to_value(&history).unwrap_or_default(),
+            last_error: message,
+            first_enqueued_at: env.first_enqueued_at,
+            dead_at: Utc::now(),
+        },
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
