@@ -15,8 +15,9 @@ use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use super::{
+    caller::Caller,
     enrollment, ledger,
-    payments::{self, Caller, Credential},
+    payments::{self, Credential},
     wallets::{self, Balance},
 };
 use crate::{crypto::Sealer, error::ApiError, store};

@@ -34,7 +34,7 @@ pub async fn create<C: ConnectionTrait>(
     b: NewBudget,
     now: DateTime<Utc>,
 ) -> Result<budget::Model, ApiError> {
-    super::wallets::require_currency(c, merchant, &b.currency).await?;
+    super::currencies::require_currency(c, merchant, &b.currency).await?;
     Ok(store::incentives::insert_budget(
         c,
         budget::Model {

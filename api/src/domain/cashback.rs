@@ -143,7 +143,7 @@ pub async fn accrue<C: ConnectionTrait>(
     .await?;
     g.remaining_minor = amount;
     rewards::record(c, p, rewards::CASHBACK, rule.id, &g, rule.budget_id, now).await?;
-    let events = vec![super::topups::accrued_event(&g, w, p.id, now)];
+    let events = vec![super::grant_events::accrued_event(&g, w, p.id, now)];
     Ok(Some(Accrued { grant: g, events }))
 }
 

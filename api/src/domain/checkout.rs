@@ -10,9 +10,9 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{
+    caller::Caller,
     credentials::{Principal, scope},
     customers::{self, IdentityCredential, Resolution, ResolutionState},
-    payments::Caller,
 };
 use crate::{
     crypto::Sealer,

@@ -8,21 +8,14 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
+    caller::Caller,
     events::{NewOutbox, OutboxKind},
-    payments::{self, Caller},
+    payments,
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
 };
 use crate::{crypto::Sealer, error::ApiError, store};
 
-/// Every identity credential type this version can resolve, in the contract's order. Which
-/// of them an integration may use is its configuration (`GET /capabilities`).
-pub const IDENTITY_CREDENTIAL_TYPES: &[&str] = &[
-    "phone",
-    "card_fingerprint",
-    "short_code",
-    "provider_customer_id",
-    "qr",
-];
+pub use super::identity::IDENTITY_CREDENTIAL_TYPES;
 
 /// After a pending-proof window lapsed without proof.
 pub const EXPIRED: &str = "EXPIRED";

@@ -16,11 +16,12 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
+    caller::Caller,
     corrections::{actor, none_open, same_merchant},
     credentials::Principal,
     events::{NewOutbox, OutboxKind},
     operators,
-    payments::{self, Caller, ReversalKind},
+    payments::{self, ReversalKind},
     topup_reversals::{self, CHARGEBACK},
     transactions::{self, Located},
     wallets::Balance,

@@ -24,11 +24,11 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
+    caller::Caller,
     customers::{self, EXPIRED},
     events::{NewOutbox, OutboxKind},
     job_requests::{self, SmsRequest},
     ledger::{self, Account},
-    payments::Caller,
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
 };
 use crate::{

@@ -2,15 +2,19 @@
 //! hand it to `store`; the change, its idempotency record and its outbox rows share it.
 pub mod balance_check;
 pub mod budgets;
+pub mod caller;
 pub mod cashback;
 pub mod checkout;
 pub mod corrections;
 pub mod credentials;
+pub mod currencies;
 pub mod customers;
 pub mod disputes;
 pub mod enrollment;
 pub mod events;
+pub mod grant_events;
 pub mod grants;
+pub mod identity;
 pub mod job_requests;
 pub mod ledger;
 pub mod money;

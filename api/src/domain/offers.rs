@@ -13,12 +13,11 @@ use uuid::Uuid;
 
 use super::{
     budgets::{self, Take},
+    caller::Caller,
     credentials::Principal,
     customers::{self, IdentityCredential},
     events::{NewOutbox, OutboxKind},
-    ledger, money,
-    payments::{self, Caller},
-    rewards, topups,
+    ledger, money, payments, rewards, topups,
     wallets::{self, Balance},
 };
 use crate::{crypto::Sealer, error::ApiError, store};
@@ -395,7 +394,7 @@ pub async fn redeem<C: ConnectionTrait>(
                        "grant_id": g.id.to_string()}),
                 now,
             ),
-            topups::accrued_event(&g, &w, o.id, now),
+            super::grant_events::accrued_event(&g, &w, o.id, now),
             wallets::balance_changed(&w, &balance_after, "offer", o.id, now),
         ],
     )

@@ -192,7 +192,7 @@ pub async fn set_integration_status(
 }
 
 /// Sets which identity credential types an integration may use (a subset of
-/// `customers::IDENTITY_CREDENTIAL_TYPES`, kept in the contract's order). Audited.
+/// `identity::IDENTITY_CREDENTIAL_TYPES`, kept in the contract's order). Audited.
 pub async fn set_identify_credential_types(
     db: &DatabaseConnection,
     op: &Operator,
@@ -200,7 +200,7 @@ pub async fn set_identify_credential_types(
     types: &[String],
     reason: String,
 ) -> Result<entities::integration::Model, ApiError> {
-    let ordered: Vec<String> = crate::domain::customers::IDENTITY_CREDENTIAL_TYPES
+    let ordered: Vec<String> = super::identity::IDENTITY_CREDENTIAL_TYPES
         .iter()
         .filter(|t| types.iter().any(|x| x == *t))
         .map(|t| t.to_string())

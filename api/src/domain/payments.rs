@@ -13,11 +13,9 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
+    caller::Caller,
     cashback, checkout,
-    credentials::{
-        Principal,
-        scope::{self, Acting},
-    },
+    credentials::{Principal, scope},
     enrollment,
     events::{NewOutbox, OutboxKind},
     job_requests::{self, SmsRequest},
@@ -43,18 +41,6 @@ pub const QR_TTL_SECS: i64 = 300;
 const QR_PREFIX: &str = "wq1.";
 /// Short codes avoid letters and digits that read alike (0/O, 1/I/L).
 const SHORT_CODE_ALPHABET: &[u8] = b"23456789ABCDEFGHJKMNPQRSTUVWXYZ";
-
-/// Who is calling, once authenticated and scope-checked.
-#[derive(Clone, Debug)]
-pub struct Caller {
-    pub integration_id: Uuid,
-    pub is_sandbox: bool,
-    pub acting: Acting,
-    pub terminal_id: Option<String>,
-    /// The correlation id of a decision (identification, payment), the caller's or one the
-    /// service issued; kept in the decision's events so support can find it.
-    pub decision_trace_id: Option<String>,
-}
 
 /// How the customer is named in a mint.
 #[derive(Clone, Debug)]
@@ -126,7 +112,7 @@ pub async fn send_otp<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<OtpSent, ApiError> {
     let merchant = caller.acting.merchant_id;
-    wallets::require_currency(c, merchant, &req.currency).await?;
+    super::currencies::require_currency(c, merchant, &req.currency).await?;
     let who = identity(c, merchant, &Customer::Phone(req.phone.clone())).await?;
     // A PENDING_PROOF wallet still gets its code: the payment is where it is refused.
     let chosen =
@@ -748,7 +734,7 @@ pub(crate) async fn credential_wallet_fits<C: ConnectionTrait>(
         // Only now is the merchant's list needed: a currency none of its programs runs in
         // is CURRENCY_NOT_SUPPORTED with that list; one only this wallet is not in, with
         // the wallet's own currency.
-        wallets::require_currency(c, w.merchant_id, currency).await?;
+        super::currencies::require_currency(c, w.merchant_id, currency).await?;
         return Err(ApiError::currency_not_supported(std::slice::from_ref(
             &w.currency,
         )));

@@ -18,9 +18,9 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
+    caller::Caller,
     customers::{self, IdentityCredential},
     events::{NewOutbox, OutboxKind},
-    payments::Caller,
     reload_bonus,
     topups::{self, BonusGrant, Credit, Credited},
     wallets::Balance,
@@ -80,7 +80,7 @@ pub async fn ingest<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<settlement::Model, ApiError> {
     let merchant = caller.acting.merchant_id;
-    super::wallets::require_currency(c, merchant, &r.currency).await?;
+    super::currencies::require_currency(c, merchant, &r.currency).await?;
     let fresh = settlement::Model {
         id: Uuid::now_v7(),
         merchant_id: merchant,

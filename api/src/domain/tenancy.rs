@@ -14,7 +14,7 @@ use crate::{
 /// A new integration may use every identity credential type; operators narrow the list
 /// per integration (`POST /v1/operator/integrations/{id}/identify-credential-types`).
 pub const DEFAULT_IDENTIFY_CREDENTIAL_TYPES: &[&str] =
-    crate::domain::customers::IDENTITY_CREDENTIAL_TYPES;
+    crate::domain::identity::IDENTITY_CREDENTIAL_TYPES;
 
 #[derive(Clone, Debug)]
 pub struct NewTenant {

@@ -12,12 +12,12 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
+    caller::Caller,
     checkout,
     customers::{self, IdentityCredential},
     enrollment::{self, Origin},
     events::{NewOutbox, OutboxKind},
-    ledger, money,
-    payments::Caller,
+    grant_events, ledger, money,
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
 };
 use crate::{crypto::Sealer, error::ApiError, store};
@@ -73,7 +73,7 @@ pub async fn register_sku<C: ConnectionTrait>(
     t: SkuTerms,
     now: DateTime<Utc>,
 ) -> Result<(sku::Model, bool), ApiError> {
-    wallets::require_currency(c, merchant, &t.currency).await?;
+    super::currencies::require_currency(c, merchant, &t.currency).await?;
     let (bonus_minor, bonus_percent_bps) = match t.bonus {
         Some(Bonus::PerUnit(m)) => (Some(m), None),
         Some(Bonus::PercentBps(b)) => (None, Some(b)),
@@ -385,7 +385,7 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
             .await?;
             let mut g = g;
             g.remaining_minor = b.amount;
-            events.push(accrued_event(&g, &w, cr.topup_id, now));
+            events.push(grant_events::accrued_event(&g, &w, cr.topup_id, now));
             Some(g)
         }
         _ => None,
@@ -600,33 +600,6 @@ pub const FAILED: &str = "failed";
 /// Credited, then taken back (a chargeback, or detached from a customer): see
 /// `topup_reversals`.
 pub const REVERSED: &str = "reversed";
-
-/// `promo_grant.accrued`.
-pub fn accrued_event(
-    g: &entities::promo_grant::Model,
-    w: &wallet::Model,
-    cause_id: Uuid,
-    now: DateTime<Utc>,
-) -> NewOutbox {
-    NewOutbox {
-        kind: OutboxKind::Event,
-        topic: "promo_grant.accrued".into(),
-        merchant_id: Some(w.merchant_id),
-        resource_type: "promo_grant".into(),
-        resource_id: g.id.to_string(),
-        payload: json!({
-            "grant_id": g.id.to_string(),
-            "wallet_id": w.id.to_string(),
-            "source": g.source,
-            "state": g.state,
-            "amount_minor": g.original_minor,
-            "currency": g.currency,
-            "expires_at": g.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            "cause_id": cause_id.to_string(),
-        }),
-        occurred_at: now,
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -133,35 +133,6 @@ pub async fn current_balance<C: ConnectionTrait>(
     Ok(balance(w, &grants, Utc::now()))
 }
 
-/// The currencies the merchant's active programs run in.
-pub async fn supported_currencies<C: ConnectionTrait>(
-    c: &C,
-    merchant_id: Uuid,
-) -> Result<Vec<String>, ApiError> {
-    let mut cs: Vec<String> = store::tenancy::active_programs(c, &[merchant_id])
-        .await?
-        .into_iter()
-        .map(|p| p.currency)
-        .collect();
-    cs.sort();
-    cs.dedup();
-    Ok(cs)
-}
-
-/// CURRENCY_NOT_SUPPORTED unless one of the merchant's active programs runs in `currency`.
-pub async fn require_currency<C: ConnectionTrait>(
-    c: &C,
-    merchant_id: Uuid,
-    currency: &str,
-) -> Result<(), ApiError> {
-    let supported = supported_currencies(c, merchant_id).await?;
-    if supported.iter().any(|s| s == currency) {
-        Ok(())
-    } else {
-        Err(ApiError::currency_not_supported(&supported))
-    }
-}
-
 /// Which of the identity's wallets a call means: the one in `program` when given, else the
 /// only one in `currency`. Several candidates is WALLET_PROGRAM_AMBIGUOUS; none is
 /// NOT_FOUND.

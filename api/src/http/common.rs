@@ -7,8 +7,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::{
     domain::{
+        caller::Caller,
         credentials::{Principal, scope::Acting},
-        payments::Caller,
         validate::{self, Errors},
     },
     envelope::SUPPORTED_API_VERSIONS,

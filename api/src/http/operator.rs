@@ -81,7 +81,7 @@ pub struct IdentifyCredentialTypesRequest {
 
 impl Validate for IdentifyCredentialTypesRequest {
     fn validate(&self, e: &mut Errors) {
-        use crate::domain::customers::IDENTITY_CREDENTIAL_TYPES;
+        use crate::domain::identity::IDENTITY_CREDENTIAL_TYPES;
         if self.credential_types.is_empty() {
             e.push("/credential_types", "required", "name at least one type");
         }
