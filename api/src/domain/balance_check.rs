@@ -84,7 +84,7 @@ async fn resolve<C: ConnectionTrait>(
             let n = store::payments::find_live_qr_by_hash(
                 c,
                 merchant,
-                &payments::nonce_hash(qr_payload),
+                &super::credential_codes::nonce_hash(qr_payload),
                 now,
             )
             .await?
@@ -97,7 +97,7 @@ async fn resolve<C: ConnectionTrait>(
             let n = store::payments::find_live_qr_by_short_code(
                 c,
                 merchant,
-                &payments::short_code_hash(sealer, merchant, short_code),
+                &super::credential_codes::short_code_hash(sealer, merchant, short_code),
                 now,
             )
             .await?

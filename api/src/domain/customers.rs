@@ -10,7 +10,6 @@ use uuid::Uuid;
 use super::{
     caller::Caller,
     events::{NewOutbox, OutboxKind},
-    payments,
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
 };
 use crate::{crypto::Sealer, error::ApiError, store};
@@ -116,13 +115,13 @@ pub async fn find_identity<C: ConnectionTrait>(
             None,
         ),
         IdentityCredential::Qr(payload) => {
-            let hash = payments::nonce_hash(payload);
+            let hash = super::credential_codes::nonce_hash(payload);
             let wallet =
                 via_nonce(store::payments::find_live_qr_by_hash(c, merchant, &hash, now).await?);
             (identity_of_wallet(c, merchant, wallet).await?, wallet)
         }
         IdentityCredential::ShortCode(code) => {
-            let hash = payments::short_code_hash(sealer, merchant, code);
+            let hash = super::credential_codes::short_code_hash(sealer, merchant, code);
             let wallet = via_nonce(
                 store::payments::find_live_qr_by_short_code(c, merchant, &hash, now).await?,
             );

@@ -49,28 +49,10 @@ pub const RESEND_COOLDOWN_SECS: i64 = 60;
 pub const LANGUAGES: &[&str] = &["en", "de", "fr", "es"];
 const TOKEN_PREFIX: &str = "ev1.";
 
-pub const PENDING: &str = "pending";
+pub use super::proof_window::{Origin, PENDING, credit_held_event, enrolled_event, open_window};
+use super::proof_window::{event, new_enrollment};
 pub const VERIFIED_STATUS: &str = "verified";
 pub const EXPIRED_STATUS: &str = "expired";
-
-/// What opened a pending-proof window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    Initiate,
-    /// A credit for a customer who has not proven the phone yet.
-    Credit,
-    Operator,
-}
-
-impl Origin {
-    fn as_str(self) -> &'static str {
-        match self {
-            Origin::Initiate => "initiate",
-            Origin::Credit => "credit",
-            Origin::Operator => "operator",
-        }
-    }
-}
 
 /// Deployment settings enrollment needs.
 #[derive(Clone, Debug)]
@@ -196,123 +178,6 @@ async fn send_code<C: ConnectionTrait>(
     )
     .await?;
     Ok(())
-}
-
-fn event(
-    topic: &str,
-    identity: &wallet_user::Model,
-    data: serde_json::Value,
-    now: DateTime<Utc>,
-) -> NewOutbox {
-    NewOutbox {
-        kind: OutboxKind::Event,
-        topic: topic.into(),
-        merchant_id: Some(identity.merchant_id),
-        resource_type: "wallet_user".into(),
-        resource_id: identity.id.to_string(),
-        payload: data,
-        occurred_at: now,
-    }
-}
-
-fn new_enrollment(
-    identity: &wallet_user::Model,
-    program: Uuid,
-    origin: Origin,
-    window: Duration,
-    now: DateTime<Utc>,
-) -> enrollment::Model {
-    enrollment::Model {
-        id: Uuid::now_v7(),
-        merchant_id: identity.merchant_id,
-        wallet_user_id: identity.id,
-        wallet_program_id: program,
-        integration_id: None,
-        is_sandbox: false,
-        status: PENDING.into(),
-        origin: origin.as_str().into(),
-        language: None,
-        provider_customer_id: None,
-        card_fingerprint_hash: None,
-        service_session_id: None,
-        code_hash: None,
-        code_expires_at: None,
-        code_failed_attempts: 0,
-        sends: 0,
-        last_sent_at: None,
-        expires_at: now + window,
-        created_at: now,
-        updated_at: now,
-        verified_at: None,
-        expired_at: None,
-        terminal_id: None,
-    }
-}
-
-/// The identity's open window, or a new one (no SMS: a credit or an operator opened it).
-/// The caller holds the identity locked.
-pub async fn open_window<C: ConnectionTrait>(
-    c: &C,
-    identity: &wallet_user::Model,
-    program: Uuid,
-    origin: Origin,
-    window: Duration,
-    now: DateTime<Utc>,
-) -> Result<enrollment::Model, ApiError> {
-    if let Some(e) = store::enrollments::pending_of(c, identity.id).await? {
-        return Ok(e);
-    }
-    let e = new_enrollment(identity, program, origin, window, now);
-    store::enrollments::insert(c, e.clone()).await?;
-    Ok(e)
-}
-
-/// `enrollment.pending_proof`: a credit landed for a customer who has not proven the phone
-/// and is held (actual money cannot be spent, grants stay LOCKED) until they do.
-pub fn credit_held_event(
-    identity: &wallet_user::Model,
-    w: &wallet::Model,
-    balance: &Balance,
-    cause: &str,
-    cause_id: Uuid,
-    now: DateTime<Utc>,
-) -> NewOutbox {
-    event(
-        "enrollment.pending_proof",
-        identity,
-        json!({
-            "wallet_user_id": identity.id.to_string(),
-            "wallet_id": w.id.to_string(),
-            "wallet_program_id": w.wallet_program_id.to_string(),
-            "cause": cause,
-            "cause_id": cause_id.to_string(),
-            "held_actual_minor": balance.actual_minor,
-            "held_promo_minor": balance.promo_locked_minor,
-            "currency": w.currency,
-        }),
-        now,
-    )
-}
-
-/// `customer.enrolled`: a new customer identity exists at the merchant.
-pub fn enrolled_event(
-    identity: &wallet_user::Model,
-    w: &wallet::Model,
-    enrollment_id: Option<Uuid>,
-    now: DateTime<Utc>,
-) -> NewOutbox {
-    event(
-        "customer.enrolled",
-        identity,
-        json!({
-            "wallet_user_id": identity.id.to_string(),
-            "wallet_id": w.id.to_string(),
-            "wallet_program_id": w.wallet_program_id.to_string(),
-            "state": identity.state,
-            "enrollment_id": enrollment_id.map(|e| e.to_string()),
-        }),
-        now,
-    )
 }
 
 // ---------------------------------------------------------------------------------------

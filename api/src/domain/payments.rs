@@ -15,6 +15,7 @@ use uuid::Uuid;
 use super::{
     caller::Caller,
     cashback, checkout,
+    credential_codes::{nonce_hash, short_code_hash},
     credentials::{Principal, scope},
     enrollment,
     events::{NewOutbox, OutboxKind},
@@ -218,14 +219,6 @@ pub struct QrMinted {
     pub qr_payload: String,
     pub short_code: Option<String>,
     pub wallet: wallet::Model,
-}
-
-pub(crate) fn short_code_hash(sealer: &Sealer, merchant: Uuid, code: &str) -> String {
-    sealer.mac("short_code", format!("{merchant}:{code}").as_bytes())
-}
-
-pub(crate) fn nonce_hash(nonce: &str) -> String {
-    crate::crypto::sha256_hex(nonce.as_bytes())
 }
 
 /// A new single-use nonce for the customer's wallet; every earlier one still usable is

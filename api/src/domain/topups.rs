@@ -405,7 +405,7 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
         events.push(enrollment::credit_held_event(
             &identity,
             &w,
-            &balance,
+            balance.held(),
             "topup",
             cr.topup_id,
             now,

@@ -40,6 +40,16 @@ pub struct Balance {
     pub promo_grants: Vec<GrantBalance>,
 }
 
+impl Balance {
+    /// What an unverified customer's wallet holds until the phone is proven.
+    pub fn held(&self) -> super::proof_window::Held {
+        super::proof_window::Held {
+            actual_minor: self.actual_minor,
+            promo_locked_minor: self.promo_locked_minor,
+        }
+    }
+}
+
 pub fn grant_state(s: &str) -> GrantState {
     match s {
         "LOCKED" => GrantState::Locked,
@@ -269,16 +279,16 @@ pub async fn import<C: ConnectionTrait>(
     if created {
         store::outbox::append(
             c,
-            super::enrollment::enrolled_event(&identity, &wallet, None, now),
+            super::proof_window::enrolled_event(&identity, &wallet, None, now),
         )
         .await?;
     }
     if identity.state == PENDING_PROOF {
-        super::enrollment::open_window(
+        super::proof_window::open_window(
             c,
             &identity,
             program.id,
-            super::enrollment::Origin::Operator,
+            super::proof_window::Origin::Operator,
             proof_window,
             now,
         )
@@ -417,10 +427,10 @@ pub async fn adjust<C: ConnectionTrait>(
         now,
     )];
     if is_credit && identity.state != VERIFIED {
-        events.push(super::enrollment::credit_held_event(
+        events.push(super::proof_window::credit_held_event(
             &identity,
             &wallet,
-            &balance,
+            balance.held(),
             "adjustment",
             adjustment_id,
             now,
