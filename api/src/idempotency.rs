@@ -24,7 +24,7 @@ use uuid::Uuid;
 
 use crate::{
     crypto::Sealer,
-    domain::credentials::Principal,
+    domain::credentials::{Principal, authenticate::response_copy_key},
     domain::validate,
     envelope::{self, Rendered},
     error::ApiError,
@@ -242,12 +242,6 @@ impl Request {
     }
 }
 
-/// Where a response copy is also kept for the API key that made it, so the key check can
-/// fetch it in its own round trip.
-pub fn credential_cache_key(credential_fingerprint: &str, idempotency_key: &str) -> String {
-    format!("idem:resp:cred:{credential_fingerprint}:{idempotency_key}")
-}
-
 pub struct Ctx<'a> {
     pub db: &'a sea_orm::DatabaseConnection,
     pub kv: &'a Kv,
@@ -431,7 +425,7 @@ async fn release(ctx: &Ctx<'_>, r: &Request, token: &str, copy: Option<&Stored>)
     if let Some(t) = &text {
         copies.push((r.cache_key(), t.as_str()));
         if let Some(fp) = &r.credential_fingerprint {
-            copies.push((credential_cache_key(fp, &r.key), t.as_str()));
+            copies.push((response_copy_key(fp, &r.key), t.as_str()));
         }
     }
     if let Err(e) = ctx

@@ -12,6 +12,7 @@ pub mod incentives;
 pub mod ledger;
 pub mod operators;
 pub mod outbox;
+pub mod outbox_row;
 pub mod payments;
 pub mod relay;
 pub mod sandbox_messages;
