@@ -26,7 +26,8 @@ use uuid::Uuid;
 use super::{
     caller::Caller,
     customers::{self, EXPIRED},
-    events::{NewOutbox, OutboxKind},
+    events::NewOutbox,
+    grant_events,
     job_requests::{self, SmsRequest},
     ledger::{self, Account},
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
@@ -637,24 +638,7 @@ pub async fn release_all<C: ConnectionTrait>(
         let ids: Vec<Uuid> = release.iter().map(|g| g.id).collect();
         store::wallets::release_grants(c, &ids, now).await?;
         for g in &release {
-            events.push(NewOutbox {
-                kind: OutboxKind::Event,
-                topic: "promo_grant.released".into(),
-                merchant_id: Some(w.merchant_id),
-                resource_type: "promo_grant".into(),
-                resource_id: g.id.to_string(),
-                payload: json!({
-                    "grant_id": g.id.to_string(),
-                    "wallet_id": w.id.to_string(),
-                    "wallet_user_id": identity.id.to_string(),
-                    "source": g.source,
-                    "amount_minor": g.remaining_minor,
-                    "currency": g.currency,
-                    "expires_at": g.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                    "cause": cause,
-                }),
-                occurred_at: now,
-            });
+            events.push(grant_events::released_event(g, &w, identity, cause, now));
         }
         // The release returned exactly `escrowed` to actual money; nothing else moved it.
         let w = wallet::Model {
