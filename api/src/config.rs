@@ -9,7 +9,7 @@ use figment::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::secret::Secret;
+use crate::infra::secret::Secret;
 
 /// Which deployment shape this process runs in. Decided by the database URL alone, so a
 /// single code path serves both.

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::{error::ApiError, request_context};
+use crate::{error::ApiError, infra::request_context};
 
 /// The only `api_version` this build serves. A breaking change ships as a new date.
 pub const API_VERSION: &str = "2026-06-01";

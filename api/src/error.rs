@@ -377,19 +377,6 @@ impl ApiError {
     }
 }
 
-impl From<sea_orm::DbErr> for ApiError {
-    fn from(e: sea_orm::DbErr) -> Self {
-        if crate::store::is_transient(&e) {
-            ApiError::Unavailable {
-                subsystem: Subsystem::Database,
-                cause: e.to_string(),
-            }
-        } else {
-            ApiError::Internal(e.to_string())
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

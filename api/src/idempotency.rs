@@ -23,12 +23,12 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::{
-    crypto::Sealer,
     domain::credentials::{Principal, authenticate::response_copy_key},
     domain::validate,
     envelope::{self, Rendered},
     error::ApiError,
-    kv::{CopyOrLock, Kv},
+    infra::crypto::Sealer,
+    infra::kv::{CopyOrLock, Kv},
     store::{self, writes::Writes},
 };
 
@@ -77,7 +77,7 @@ pub fn fingerprint(operation: &str, scope: &str, body: &Value) -> String {
     h.update(scope.as_bytes());
     h.update(b"\n");
     write_canonical(body, &mut h, true);
-    crate::crypto::hex(&h.finalize())
+    crate::infra::crypto::hex(&h.finalize())
 }
 
 /// Canonical JSON (keys sorted, compact) written straight into the digest, without
@@ -150,7 +150,7 @@ pub fn request_digest(scope: &str, operation: &str, body: &[u8]) -> String {
     h.update(operation.as_bytes());
     h.update(b"\n");
     h.update(body);
-    crate::crypto::hex(&h.finalize())
+    crate::infra::crypto::hex(&h.finalize())
 }
 
 /// The result of a mutation's domain work.
@@ -256,10 +256,10 @@ pub struct Ctx<'a> {
 
 /// Recent stored responses by (owner, Idempotency-Key), bounded so that a busy embedded
 /// service does not hold every response of the replay window in memory.
-pub type RecentResponses = crate::cache::TtlCache<(String, String), Stored>;
+pub type RecentResponses = crate::infra::cache::TtlCache<(String, String), Stored>;
 
 pub fn recent_responses() -> RecentResponses {
-    crate::cache::TtlCache::new(CACHE_TTL, 4096)
+    crate::infra::cache::TtlCache::new(CACHE_TTL, 4096)
 }
 
 /// A stored response, from the database or its Redis copy.
@@ -274,7 +274,7 @@ pub struct Stored {
     #[serde(skip)]
     body: String,
     sealed: Option<String>,
-    #[serde(with = "crate::timestamp")]
+    #[serde(with = "crate::infra::timestamp")]
     expires_at: chrono::DateTime<Utc>,
     /// The digest of the request that stored this response (see `request_digest`); only
     /// copies made by that request carry it, the database record does not.

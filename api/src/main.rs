@@ -104,7 +104,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => api::serve_from_config(config).await,
         Command::Migrate => {
-            api::telemetry::init_logging(config.json_logs());
+            api::infra::telemetry::init_logging(config.json_logs());
             api::migrate(&config).await?;
             eprintln!("migrations applied");
             Ok(())

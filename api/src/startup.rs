@@ -9,14 +9,15 @@ use tokio::{sync::oneshot, task::JoinHandle};
 
 use crate::{
     config::{Config, Mode},
-    crypto::Sealer,
     domain::credentials::jwt::JwtKeys,
     http,
-    jobs::{Queue, Runtime},
-    kv::Kv,
-    secret::Secret,
+    infra::crypto::Sealer,
+    infra::kv::Kv,
+    infra::secret::Secret,
+    infra::telemetry,
+    jobs::Runtime,
     state::{AppState, Inner},
-    store, telemetry,
+    store,
 };
 
 /// Installs the process-wide TLS provider once (reqwest is built without one).
@@ -28,7 +29,7 @@ fn install_tls_provider() {
 pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     let db = store::connect(config).await?;
     migration::Migrator::up(&db, None).await?;
-    Queue::from_db(&db).setup().await?;
+    store::job_queue::Queue::from_db(&db).setup().await?;
     db.close().await?;
     Ok(())
 }
@@ -50,7 +51,7 @@ fn embedded_secrets(config: &Config) -> anyhow::Result<EmbeddedSecrets> {
     let random_hex = || {
         let mut b = [0u8; 32];
         getrandom::fill(&mut b).expect("the operating system CSPRNG is unavailable");
-        crate::crypto::hex(&b)
+        crate::infra::crypto::hex(&b)
     };
     let s = EmbeddedSecrets {
         jwt_secret: random_hex(),
@@ -112,7 +113,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         .unwrap_or_default();
     let jwt = JwtKeys::new(&config.jwt_kid, jwt_secret.expose().as_bytes(), &previous);
     let sealer = Sealer::new(secret_key.expose().as_bytes());
-    let queue = Queue::from_db(&db);
+    let queue = store::job_queue::Queue::from_db(&db);
     Ok(AppState::new(Inner {
         config,
         db,
@@ -121,7 +122,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         jwt,
         queue,
         metrics: telemetry::metrics_handle(),
-        capabilities: crate::cache::TtlCache::new(
+        capabilities: crate::infra::cache::TtlCache::new(
             crate::domain::platform::CAPABILITIES_TTL,
             10_000,
         ),

@@ -7,17 +7,16 @@ use sea_orm::DatabaseConnection;
 use serde_json::value::RawValue;
 
 use crate::{
-    cache::TtlCache,
     config::{Config, Mode},
-    crypto::Sealer,
     domain::credentials::{
         authenticate::{KeyAuth, VerifyGate},
         jwt::JwtKeys,
     },
     domain::platform::CapabilitiesKey,
     error::Subsystem,
-    jobs::Queue,
-    kv::Kv,
+    infra::cache::TtlCache,
+    infra::crypto::Sealer,
+    infra::kv::Kv,
     store,
 };
 
@@ -30,7 +29,7 @@ pub struct Inner {
     pub kv: Kv,
     pub sealer: Sealer,
     pub jwt: JwtKeys,
-    pub queue: Queue,
+    pub queue: store::job_queue::Queue,
     pub metrics: PrometheusHandle,
     /// Rendered `GET /capabilities` answers (see `domain::platform::CAPABILITIES_TTL`).
     pub capabilities: TtlCache<CapabilitiesKey, Arc<RawValue>>,
@@ -39,7 +38,7 @@ pub struct Inner {
     /// One key verification (bcrypt) per key at a time on this replica.
     pub key_gate: VerifyGate,
     /// Payments of one wallet take turns on this replica (see `wallet_queue`).
-    pub wallet_queue: Arc<crate::wallet_queue::WalletQueue>,
+    pub wallet_queue: Arc<crate::infra::wallet_queue::WalletQueue>,
 }
 
 impl Deref for AppState {

@@ -125,10 +125,10 @@ fn config_for(run: &Run) -> Config {
         redis_url: run.redis_url.clone(),
         listen_addr: "127.0.0.1:0".into(),
         data_dir: run.data_dir.clone(),
-        jwt_secret: Some(api::secret::Secret::new(
+        jwt_secret: Some(api::infra::secret::Secret::new(
             "test-jwt-secret-0123456789abcdefghijklmnop",
         )),
-        secret_key: Some(api::secret::Secret::new(
+        secret_key: Some(api::infra::secret::Secret::new(
             "test-sealing-key-0123456789abcdefghijklmnop",
         )),
         redis_prefix: run.redis_prefix.clone(),
@@ -221,7 +221,7 @@ impl TestApp {
     }
 
     async fn start(cfg: Config, workers: bool) -> TestApp {
-        api::telemetry::init_logging(false);
+        api::infra::telemetry::init_logging(false);
         let state = api::build_state(cfg).await.expect("state builds");
         let server = api::serve(state, "127.0.0.1:0", workers)
             .await

@@ -96,7 +96,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
     match cli.command.unwrap_or(Command::Run) {
         Command::Run => {
-            api::telemetry::init_logging(config.json_logs());
+            api::infra::telemetry::init_logging(config.json_logs());
             if config.mode() == api::config::Mode::Embedded {
                 api::migrate(&config).await?;
             }
@@ -205,7 +205,7 @@ async fn dlq_on(db: &sea_orm::DatabaseConnection, cmd: Dlq) -> anyhow::Result<()
         }
         Dlq::Replay { id, all, filter } => {
             for id in targets(db, id, all, &filter).await? {
-                let out = api::jobs::dead_letters::replay(db, id, &actor())
+                let out = api::domain::dead_letters::replay(db, id, &actor())
                     .await
                     .map_err(api_err)?;
                 println!(
@@ -221,7 +221,7 @@ async fn dlq_on(db: &sea_orm::DatabaseConnection, cmd: Dlq) -> anyhow::Result<()
             filter,
         } => {
             for id in targets(db, id, all, &filter).await? {
-                let out = api::jobs::dead_letters::purge(db, id, &actor(), &reason)
+                let out = api::domain::dead_letters::purge(db, id, &actor(), &reason)
                     .await
                     .map_err(api_err)?;
                 println!(

@@ -20,7 +20,7 @@ use super::{
     payments::{self, Credential},
     wallets::{self, Balance},
 };
-use crate::{crypto::Sealer, error::ApiError, store};
+use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 #[derive(Clone, Debug)]
 pub struct Check {

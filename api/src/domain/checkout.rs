@@ -15,8 +15,8 @@ use super::{
     customers::{self, IdentityCredential, Resolution, ResolutionState},
 };
 use crate::{
-    crypto::Sealer,
     error::{ApiError, ErrorCode},
+    infra::crypto::Sealer,
     store,
 };
 

@@ -2,7 +2,7 @@
 //! by. A leaf: minting, paying, the balance check and identification share it.
 use uuid::Uuid;
 
-use crate::crypto::Sealer;
+use crate::infra::crypto::Sealer;
 
 /// A short code's keyed digest: codes are short, so a plain hash could be reversed by
 /// trying them all; the service's key makes that impossible without it.
@@ -12,5 +12,5 @@ pub(crate) fn short_code_hash(sealer: &Sealer, merchant: Uuid, code: &str) -> St
 
 /// A QR nonce's digest (the nonce is long and random: a plain hash suffices).
 pub(crate) fn nonce_hash(nonce: &str) -> String {
-    crate::crypto::sha256_hex(nonce.as_bytes())
+    crate::infra::crypto::sha256_hex(nonce.as_bytes())
 }

@@ -12,7 +12,7 @@ use super::{
     events::{NewOutbox, OutboxKind},
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
 };
-use crate::{crypto::Sealer, error::ApiError, store};
+use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 pub use super::identity::IDENTITY_CREDENTIAL_TYPES;
 

@@ -33,8 +33,8 @@ use super::{
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
 };
 use crate::{
-    crypto::Sealer,
     error::{ApiError, ErrorCode, RateLimitInfo},
+    infra::crypto::Sealer,
     store,
 };
 

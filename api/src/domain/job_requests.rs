@@ -9,7 +9,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::events::{NewOutbox, OutboxKind};
-use crate::{crypto::Sealer, store};
+use crate::{infra::crypto::Sealer, store};
 
 /// The `sms_send` job.
 pub const SMS_SEND: &str = "sms_send";

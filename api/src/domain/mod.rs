@@ -10,6 +10,7 @@ pub mod credential_codes;
 pub mod credentials;
 pub mod currencies;
 pub mod customers;
+pub mod dead_letters;
 pub mod disputes;
 pub mod enrollment;
 pub mod events;

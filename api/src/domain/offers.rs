@@ -20,7 +20,7 @@ use super::{
     ledger, money, payments, rewards, topups,
     wallets::{self, Balance},
 };
-use crate::{crypto::Sealer, error::ApiError, store};
+use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 pub const ARMED: &str = "ARMED";
 pub const REDEEMED: &str = "REDEEMED";

@@ -25,9 +25,9 @@ use super::{
     wallets::{self, Balance},
 };
 use crate::{
-    crypto::Sealer,
     error::{ApiError, ErrorCode, RateLimitInfo},
-    kv::Kv,
+    infra::crypto::Sealer,
+    infra::kv::Kv,
     store::{self, writes::Writes},
 };
 

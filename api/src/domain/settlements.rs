@@ -25,7 +25,7 @@ use super::{
     topups::{self, BonusGrant, Credit, Credited},
     wallets::Balance,
 };
-use crate::{crypto::Sealer, error::ApiError, store};
+use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 pub const PENDING: &str = "PENDING";
 pub const SETTLED: &str = "SETTLED";
@@ -475,7 +475,7 @@ pub async fn confirm<C: ConnectionTrait>(
     let program =
         topups::program_for_credit(c, merchant, req.wallet_program_id, &s.currency).await?;
     let id = Uuid::now_v7();
-    let fingerprint = crate::crypto::sha256_hex(
+    let fingerprint = crate::infra::crypto::sha256_hex(
         format!("{:?}|{:?}", req.customer, req.wallet_program_id).as_bytes(),
     );
     let row = |status: &str,

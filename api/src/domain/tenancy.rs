@@ -124,7 +124,7 @@ pub async fn create(
         store::api_keys::NewKey {
             id: Uuid::now_v7(),
             integration_id,
-            scope: &Scope::Integration,
+            scope: (&Scope::Integration).into(),
             key_prefix: &minted.key_prefix,
             key_hash: &hash,
             key_last_four: &minted.key_last_four,
@@ -132,7 +132,7 @@ pub async fn create(
             is_sandbox: t.is_sandbox,
             expires_at: None,
             previous_key_id: None,
-            permissions: crate::domain::credentials::Permissions::all(),
+            permissions: crate::domain::credentials::Permissions::all().to_column(),
             created_by_key_id: None,
         },
     )

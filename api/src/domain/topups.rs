@@ -20,7 +20,7 @@ use super::{
     grant_events, ledger, money,
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
 };
-use crate::{crypto::Sealer, error::ApiError, store};
+use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 /// Lifetime of a bonus when the SKU names none.
 pub const DEFAULT_BONUS_DAYS: i32 = 365;
@@ -145,7 +145,7 @@ pub struct SkuTopup {
 }
 
 fn fingerprint(req: &SkuTopup) -> String {
-    crate::crypto::sha256_hex(
+    crate::infra::crypto::sha256_hex(
         format!(
             "{}|{}|{:?}|{:?}",
             req.sku_id, req.quantity, req.customer, req.wallet_program_id

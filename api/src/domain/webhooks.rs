@@ -18,7 +18,7 @@ use sha2::Sha256;
 use uuid::Uuid;
 
 use super::credentials::{Principal, Scope};
-use crate::{crypto::Sealer, error::ApiError, store};
+use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 pub const ACTIVE: &str = "ACTIVE";
 pub const DISABLED: &str = "DISABLED";
@@ -113,7 +113,7 @@ pub fn sign(secret: &str, t: i64, body: &str) -> String {
     mac.update(t.to_string().as_bytes());
     mac.update(b".");
     mac.update(body.as_bytes());
-    crate::crypto::hex(&mac.finalize().into_bytes())
+    crate::infra::crypto::hex(&mac.finalize().into_bytes())
 }
 
 /// `Service-Signature: t=<unix>,v1=<hex>[,v1=<hex>]`: one `v1` per live secret (the new one

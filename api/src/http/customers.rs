@@ -30,7 +30,7 @@ use crate::{
     },
     envelope,
     error::ApiError,
-    ratelimit,
+    infra::ratelimit,
     state::AppState,
 };
 

@@ -9,7 +9,7 @@ use poem::{
 };
 use tracing::Instrument;
 
-use crate::{envelope, error::ApiError, request_context};
+use crate::{envelope, error::ApiError, infra::request_context};
 
 use super::errors;
 

@@ -18,6 +18,7 @@ pub mod keys;
 pub mod middleware;
 pub mod mutation;
 pub mod openapi;
+pub mod openapi31;
 pub mod operator;
 pub mod operator_wallets;
 pub mod payments;

@@ -166,7 +166,7 @@ pub fn build() -> OpenApiInfo {
     let svc = service();
     let spec30 = svc.spec();
     let doc30: Value = serde_json::from_str(&spec30).expect("poem-openapi emits JSON");
-    let mut doc = crate::openapi31::convert(doc30);
+    let mut doc = crate::http::openapi31::convert(doc30);
     annotate(&mut doc);
     let json = serde_json::to_string_pretty(&doc).expect("document serialises");
     // The docs page embeds the generated 3.0 text; serve it the converted 3.1 document.

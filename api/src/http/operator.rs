@@ -17,12 +17,12 @@ use super::{
     tags::Tag,
 };
 use crate::{
+    domain::dead_letters,
     domain::{
         operators::{self, Operator},
         validate::{self, Errors},
     },
     error::ApiError,
-    jobs::dead_letters,
     state::AppState,
     store,
 };

@@ -21,7 +21,7 @@ use crate::{
     },
     envelope,
     idempotency::Outcome,
-    ratelimit,
+    infra::ratelimit,
     state::AppState,
 };
 

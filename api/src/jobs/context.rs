@@ -2,7 +2,7 @@
 //! runtime builds it; every job reads it.
 use std::sync::Arc;
 
-use crate::{sms::SmsProvider, state::AppState};
+use crate::{jobs::sms::SmsProvider, state::AppState};
 
 /// What job handlers need.
 pub struct JobDeps {

@@ -1,7 +1,17 @@
+use std::time::Duration;
+
+use apalis::prelude::TaskBuilder;
+use apalis_core::task::Task;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
+
+use crate::{error::ApiError, store::job_queue::Queue};
+
+/// apalis' own re-runs, for infrastructure failures only (our retry schedule could not be
+/// written); the job's real attempts are counted in the envelope.
+pub const INFRA_ATTEMPTS: usize = 5;
 
 /// What a queue carries: the job's payload plus the bookkeeping that makes retries,
 /// dead letters and replays work without apalis' in-memory retry state.
@@ -85,5 +95,49 @@ impl JobEnvelope {
                 self.job_id, self.replay, self.attempt, self.deferrals
             )
         }
+    }
+
+    /// Enqueues this attempt, due after `run_after` (a retry or a replay). A second push of
+    /// the same attempt is a no-op.
+    pub async fn enqueue(&self, queue: &Queue, run_after: Duration) -> Result<(), ApiError> {
+        queue.push(&self.job_type, self.task(run_after)).await
+    }
+
+    /// This attempt as a queue task, due after `run_after`.
+    pub fn task(&self, run_after: Duration) -> Task<Vec<u8>> {
+        let bytes = serde_json::to_vec(self).expect("job envelopes serialise");
+        TaskBuilder::new(bytes)
+            .max_attempts(INFRA_ATTEMPTS)
+            .run_after(run_after)
+            .idempotency_key(self.idempotency_key())
+            .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `run_deferred_now` finds jobs by their envelope's bytes: a delivery's id in the
+    /// payload, and a deferral count other than zero at the end.
+    #[test]
+    fn an_envelope_shows_its_delivery_and_ends_with_its_deferral_count() {
+        let delivery = uuid::Uuid::now_v7();
+        let env = JobEnvelope::first(
+            uuid::Uuid::now_v7(),
+            crate::domain::job_requests::WEBHOOK_DELIVER,
+            None,
+            serde_json::json!(crate::domain::job_requests::DeliveryPayload {
+                delivery_id: delivery,
+                series: 0
+            }),
+            chrono::Utc::now(),
+        );
+        let text = |e: &JobEnvelope| String::from_utf8(serde_json::to_vec(e).unwrap()).unwrap();
+        assert!(text(&env).contains(&format!("\"delivery_id\":\"{delivery}\"")));
+        assert!(text(&env).ends_with("\"deferrals\":0}"));
+        let later = env.deferred();
+        assert!(text(&later).ends_with("\"deferrals\":1}"));
+        assert!(!text(&later).contains("\"deferrals\":0}"));
     }
 }

@@ -8,19 +8,17 @@
 //! leaves a row stuck as Running.
 pub mod backoff;
 pub mod context;
-pub mod dead_letters;
 pub mod envelope;
 pub mod poll;
-pub mod queue;
 pub mod relay;
 pub mod retry;
 pub mod runtime;
+pub mod sms;
 pub mod sms_send;
 pub mod webhook_batch;
 pub mod webhook_deliver;
 
 pub use envelope::JobEnvelope;
-pub use queue::Queue;
 pub use runtime::Runtime;
 
 /// Why an attempt failed.

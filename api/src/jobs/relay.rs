@@ -7,7 +7,7 @@ use chrono::Utc;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::{JobEnvelope, Queue, webhook_batch};
+use super::{JobEnvelope, webhook_batch};
 use crate::{
     domain::webhooks,
     state::AppState,
@@ -38,7 +38,7 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
                     row.created_at,
                 );
                 plan.tasks
-                    .push((row.topic.clone(), Queue::task(&env, Duration::ZERO)));
+                    .push((row.topic.clone(), env.task(Duration::ZERO)));
             }
             _ => {
                 let Some(merchant) = row.merchant_id else {
@@ -104,7 +104,7 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
         );
         plan.tasks.push((
             webhook_batch::JOB_TYPE.to_string(),
-            Queue::task(&env, Duration::ZERO),
+            env.task(Duration::ZERO),
         ));
     }
     plan

@@ -19,10 +19,9 @@ pub(super) async fn settle_failure(
     let cfg = &deps.state.config;
     if let JobError::Deferred(wait) = failure {
         // Not an attempt: the same attempt again later.
-        return deps
-            .state
-            .queue
-            .push(&env.deferred(), wait)
+        return env
+            .deferred()
+            .enqueue(&deps.state.queue, wait)
             .await
             .map_err(|e| format!("deferring failed: {e}"));
     }
@@ -51,9 +50,7 @@ pub(super) async fn settle_failure(
         )
     });
     tracing::warn!(error = %message, next_attempt = next.attempt, wait_ms = wait.as_millis() as u64, "job attempt failed; retry scheduled");
-    deps.state
-        .queue
-        .push(&next, wait)
+    next.enqueue(&deps.state.queue, wait)
         .await
         .map_err(|e| e.to_string())
 }

@@ -9,14 +9,19 @@ use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
 
 use super::{
-    JobEnvelope, JobError, Queue, context::JobDeps, poll::Tick, queue::QUEUES, relay, retry,
-    sms_send, webhook_batch, webhook_deliver,
+    JobEnvelope, JobError, context::JobDeps, poll::Tick, relay, retry, sms_send, webhook_batch,
+    webhook_deliver,
 };
 use crate::{
-    sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
+    domain::job_requests::{SMS_SEND, WEBHOOK_BATCH, WEBHOOK_DELIVER},
+    jobs::sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
     state::AppState,
     store,
+    store::job_queue::Queue,
 };
+
+/// One apalis queue per job type.
+pub const QUEUES: &[&str] = &[SMS_SEND, WEBHOOK_DELIVER, WEBHOOK_BATCH];
 
 /// Heartbeats a worker may miss before its jobs count as abandoned and are run again.
 const MISSED_HEARTBEATS: usize = 3;

@@ -4,7 +4,7 @@
 use super::{JobEnvelope, JobError, context::JobDeps};
 use crate::{
     domain::job_requests::{SmsContent, SmsPayload, sms_aad},
-    sms::{OutgoingSms, SendError},
+    jobs::sms::{OutgoingSms, SendError},
 };
 
 pub use crate::domain::job_requests::SMS_SEND as JOB_TYPE;

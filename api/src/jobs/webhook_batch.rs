@@ -244,10 +244,8 @@ async fn hand_on(
     for (one, failure) in jobs {
         let written = match failure {
             Some(failure) => retry::settle_failure(deps, &one, failure).await,
-            None => deps
-                .state
-                .queue
-                .push(&one, std::time::Duration::ZERO)
+            None => one
+                .enqueue(&deps.state.queue, std::time::Duration::ZERO)
                 .await
                 .map_err(|e| e.to_string()),
         };

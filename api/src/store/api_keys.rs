@@ -6,12 +6,19 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::domain::credentials::{Permissions, Scope};
+/// A key's scope as its columns (`domain::credentials::Scope` converts into it).
+#[derive(Clone, Debug)]
+pub struct ScopeColumns {
+    pub name: &'static str,
+    pub enterprise_id: Option<Uuid>,
+    pub brand_id: Option<Uuid>,
+    pub branch_id: Option<Uuid>,
+}
 
 pub struct NewKey<'a> {
     pub id: Uuid,
     pub integration_id: Uuid,
-    pub scope: &'a Scope,
+    pub scope: ScopeColumns,
     pub key_prefix: &'a str,
     pub key_hash: &'a str,
     pub key_last_four: &'a str,
@@ -19,7 +26,8 @@ pub struct NewKey<'a> {
     pub is_sandbox: bool,
     pub expires_at: Option<DateTime<Utc>>,
     pub previous_key_id: Option<Uuid>,
-    pub permissions: Permissions,
+    /// The permissions column (`Permissions::to_column`).
+    pub permissions: String,
     pub created_by_key_id: Option<Uuid>,
 }
 
@@ -27,10 +35,10 @@ pub async fn insert<C: ConnectionTrait>(c: &C, k: NewKey<'_>) -> Result<api_key:
     api_key::ActiveModel {
         id: Set(k.id),
         integration_id: Set(k.integration_id),
-        scope: Set(k.scope.name().to_string()),
-        enterprise_id: Set(k.scope.enterprise_id()),
-        brand_id: Set(k.scope.brand_id()),
-        branch_id: Set(k.scope.branch_id()),
+        scope: Set(k.scope.name.to_string()),
+        enterprise_id: Set(k.scope.enterprise_id),
+        brand_id: Set(k.scope.brand_id),
+        branch_id: Set(k.scope.branch_id),
         key_prefix: Set(k.key_prefix.to_string()),
         key_hash: Set(k.key_hash.to_string()),
         key_last_four: Set(k.key_last_four.to_string()),
@@ -39,7 +47,7 @@ pub async fn insert<C: ConnectionTrait>(c: &C, k: NewKey<'_>) -> Result<api_key:
         status: Set("active".into()),
         expires_at: Set(k.expires_at),
         previous_key_id: Set(k.previous_key_id),
-        permissions: Set(k.permissions.to_column()),
+        permissions: Set(k.permissions),
         created_by_key_id: Set(k.created_by_key_id),
         status_reason: Set(None),
         created_at: Set(Utc::now()),
@@ -147,7 +155,7 @@ pub struct ListFilter {
     /// Only keys minted by this key.
     pub created_by: Option<Uuid>,
     /// Only keys inside this scope.
-    pub within: Scope,
+    pub within: ScopeColumns,
 }
 
 /// Keys of an integration, oldest first (ids are time-ordered), deleted ones left out.
@@ -173,13 +181,13 @@ pub async fn list<C: ConnectionTrait>(
     if let Some(k) = f.created_by {
         q = q.filter(api_key::Column::CreatedByKeyId.eq(k));
     }
-    q = match &f.within {
-        Scope::Integration => q,
-        Scope::Enterprise { enterprise_id } => {
-            q.filter(api_key::Column::EnterpriseId.eq(*enterprise_id))
-        }
-        Scope::Brand { brand_id, .. } => q.filter(api_key::Column::BrandId.eq(*brand_id)),
-        Scope::Branch { branch_id, .. } => q.filter(api_key::Column::BranchId.eq(*branch_id)),
+    // The scope's most specific level is the one that bounds it.
+    let w = &f.within;
+    q = match (w.branch_id, w.brand_id, w.enterprise_id) {
+        (Some(branch), _, _) => q.filter(api_key::Column::BranchId.eq(branch)),
+        (None, Some(brand), _) => q.filter(api_key::Column::BrandId.eq(brand)),
+        (None, None, Some(enterprise)) => q.filter(api_key::Column::EnterpriseId.eq(enterprise)),
+        (None, None, None) => q,
     };
     q.order_by_asc(api_key::Column::Id)
         .limit(limit)

@@ -2,7 +2,7 @@ use chrono::{DateTime, Utc};
 use entities::dead_letter;
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
-    sea_query::OnConflict,
+    sea_query::{Expr, OnConflict},
 };
 use serde_json::Value;
 use uuid::Uuid;
@@ -114,4 +114,46 @@ pub async fn count_dead<C: ConnectionTrait>(c: &C) -> Result<u64, DbErr> {
         .filter(dead_letter::Column::Status.eq("dead"))
         .count(c)
         .await
+}
+
+/// Marks `dl` replayed if it is still `dead`; returns how many rows changed (0 or 1).
+pub async fn mark_replayed<C: ConnectionTrait>(
+    c: &C,
+    dl: &dead_letter::Model,
+    now: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    Ok(dead_letter::Entity::update_many()
+        .col_expr(dead_letter::Column::Status, Expr::value("replayed"))
+        .col_expr(
+            dead_letter::Column::ReplayCount,
+            Expr::value(dl.replay_count + 1),
+        )
+        .col_expr(dead_letter::Column::ReplayedAt, Expr::value(Some(now)))
+        .filter(dead_letter::Column::Id.eq(dl.id))
+        .filter(dead_letter::Column::Status.eq("dead"))
+        .exec(c)
+        .await?
+        .rows_affected)
+}
+
+/// Marks the letter purged with `reason` if it is still `dead`; returns how many rows
+/// changed (0 or 1).
+pub async fn mark_purged<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    reason: &str,
+    now: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    Ok(dead_letter::Entity::update_many()
+        .col_expr(dead_letter::Column::Status, Expr::value("purged"))
+        .col_expr(dead_letter::Column::PurgedAt, Expr::value(Some(now)))
+        .col_expr(
+            dead_letter::Column::PurgeReason,
+            Expr::value(Some(reason.to_string())),
+        )
+        .filter(dead_letter::Column::Id.eq(id))
+        .filter(dead_letter::Column::Status.eq("dead"))
+        .exec(c)
+        .await?
+        .rows_affected)
 }

@@ -10,7 +10,32 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::writes::Writes;
-use crate::domain::ledger::{Account, Posting};
+
+/// An account as the ledger stores it (`domain::ledger::Account` converts into it): its
+/// kind and id, and the balance column its entries move, if it keeps one.
+#[derive(Clone, Copy, Debug)]
+pub struct AccountRef {
+    pub kind: &'static str,
+    pub id: Uuid,
+    pub balance: Option<BalanceColumn>,
+}
+
+/// The balance columns kept beside the entries (wallet-side accounts only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BalanceColumn {
+    /// `wallets.actual_minor`.
+    WalletActual,
+    /// `promo_grants.remaining_minor`.
+    GrantRemaining,
+}
+
+/// A posting as rows (`domain::ledger::Posting` converts into it).
+pub struct PostingRows<'a> {
+    pub kind: &'static str,
+    pub merchant_id: Uuid,
+    pub currency: &'a str,
+    pub entries: Vec<(AccountRef, i64)>,
+}
 
 /// What a posting is about (a payment, a refund ...).
 pub struct Reference<'a> {
@@ -23,9 +48,9 @@ pub struct Reference<'a> {
 /// amounts, in the caller's transaction. Refuses an unbalanced posting, and any posting that
 /// would take a wallet or grant below zero (the guard is in the UPDATE itself, so it holds
 /// even if a caller forgot to lock the wallet).
-pub async fn post<C: ConnectionTrait>(
+pub async fn post<'p, C: ConnectionTrait>(
     c: &C,
-    posting: &Posting,
+    posting: impl Into<PostingRows<'p>>,
     reference: Reference<'_>,
 ) -> Result<Uuid, DbErr> {
     let mut w = Writes::default();
@@ -35,15 +60,22 @@ pub async fn post<C: ConnectionTrait>(
 }
 
 /// Like `post`, written (and its guards checked) when `w` is flushed.
-pub fn defer_post(
+pub fn defer_post<'p>(
     w: &mut Writes,
-    posting: &Posting,
+    posting: impl Into<PostingRows<'p>>,
     reference: Reference<'_>,
 ) -> Result<Uuid, DbErr> {
-    if !posting.is_balanced() {
+    let posting = posting.into();
+    if posting
+        .entries
+        .iter()
+        .map(|(_, amount)| amount)
+        .sum::<i64>()
+        != 0
+    {
         return Err(DbErr::Custom(format!(
             "refusing an unbalanced {} posting",
-            posting.kind.as_str()
+            posting.kind
         )));
     }
     let now = Utc::now();
@@ -52,7 +84,7 @@ pub fn defer_post(
         ledger_posting::Entity::insert(ledger_posting::ActiveModel {
             id: Set(id),
             merchant_id: Set(posting.merchant_id),
-            kind: Set(posting.kind.as_str().to_string()),
+            kind: Set(posting.kind.to_string()),
             reference_type: Set(reference.kind.to_string()),
             reference_id: Set(reference.id),
             memo: Set(reference.memo),
@@ -60,37 +92,35 @@ pub fn defer_post(
         })
         .into_query(),
     );
-    let rows = posting.entries.iter().map(|e| ledger_entry::ActiveModel {
-        posting_id: Set(id),
-        merchant_id: Set(posting.merchant_id),
-        account_kind: Set(e.account.kind().to_string()),
-        account_id: Set(e.account.id()),
-        currency: Set(posting.currency.clone()),
-        amount_minor: Set(e.amount_minor),
-        created_at: Set(now),
-        ..Default::default()
-    });
+    let rows = posting
+        .entries
+        .iter()
+        .map(|(account, amount)| ledger_entry::ActiveModel {
+            posting_id: Set(id),
+            merchant_id: Set(posting.merchant_id),
+            account_kind: Set(account.kind.to_string()),
+            account_id: Set(account.id),
+            currency: Set(posting.currency.to_string()),
+            amount_minor: Set(*amount),
+            created_at: Set(now),
+            ..Default::default()
+        });
     w.insert(ledger_entry::Entity::insert_many(rows).into_query());
-    for e in &posting.entries {
-        let below_zero = || {
-            format!(
-                "{} {} would go below zero",
-                e.account.kind(),
-                e.account.id()
-            )
-        };
-        match e.account {
-            Account::WalletActual(wallet) => w.update_one(
-                move_wallet(wallet, e.amount_minor, now),
-                format!("wallets:{wallet}"),
+    for (account, amount) in &posting.entries {
+        let below_zero = || format!("{} {} would go below zero", account.kind, account.id);
+        let id = account.id;
+        match account.balance {
+            Some(BalanceColumn::WalletActual) => w.update_one(
+                move_wallet(id, *amount, now),
+                format!("wallets:{id}"),
                 below_zero(),
             ),
-            Account::Grant(g) => w.update_one(
-                move_grant(g, e.amount_minor, now),
-                format!("promo_grants:{g}"),
+            Some(BalanceColumn::GrantRemaining) => w.update_one(
+                move_grant(id, *amount, now),
+                format!("promo_grants:{id}"),
                 below_zero(),
             ),
-            _ => continue,
+            None => continue,
         };
     }
     Ok(id)
@@ -233,7 +263,11 @@ pub async fn check<C: ConnectionTrait>(c: &C, merchant: Option<Uuid>) -> Result<
 
 /// The balance of one account, summed from its entries (for merchant-side accounts, which
 /// keep no balance column).
-pub async fn account_balance<C: ConnectionTrait>(c: &C, account: Account) -> Result<i64, DbErr> {
+pub async fn account_balance<C: ConnectionTrait>(
+    c: &C,
+    account: impl Into<AccountRef>,
+) -> Result<i64, DbErr> {
+    let account = account.into();
     let backend = c.get_database_backend();
     let (a, b) = if backend == DbBackend::Postgres {
         ("$1", "$2")
@@ -246,7 +280,7 @@ pub async fn account_balance<C: ConnectionTrait>(c: &C, account: Account) -> Res
             "SELECT CAST(COALESCE(SUM(amount_minor), 0) AS BIGINT) AS n FROM ledger_entries \
              WHERE account_kind = {a} AND account_id = {b}"
         ),
-        vec![account.kind().into(), account.id().into()],
+        vec![account.kind.into(), account.id.into()],
     ))
     .one(c)
     .await?;

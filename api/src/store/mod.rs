@@ -9,6 +9,7 @@ pub mod enrollments;
 mod event_batch;
 pub mod idempotency;
 pub mod incentives;
+pub mod job_queue;
 pub mod ledger;
 pub mod operators;
 pub mod outbox;
@@ -45,6 +46,21 @@ pub fn is_unique_violation(e: &sea_orm::DbErr) -> bool {
         e.sql_err(),
         Some(sea_orm::SqlErr::UniqueConstraintViolation(_))
     )
+}
+
+/// A database error as the caller sees it: retryable (503) when transient, else internal.
+/// Here rather than in `error`, because only the store knows which errors are transient.
+impl From<sea_orm::DbErr> for crate::error::ApiError {
+    fn from(e: sea_orm::DbErr) -> Self {
+        if is_transient(&e) {
+            crate::error::ApiError::Unavailable {
+                subsystem: crate::error::Subsystem::Database,
+                cause: e.to_string(),
+            }
+        } else {
+            crate::error::ApiError::Internal(e.to_string())
+        }
+    }
 }
 
 /// True when `e` says the database is unreachable, overloaded or briefly locked: a retry

@@ -1,8 +1,11 @@
 //! The shape of `api/src` (issue 27): modules import one way, so no two modules reach each
-//! other through their imports. This reads the sources as text: every `use crate::…`,
-//! `use super::…` and inline `crate::…` path outside `#[cfg(test)]` code is an edge from
-//! the importing module to the module the path names, and the test fails on any circle,
-//! naming the modules on it.
+//! other through their imports, and every import points down the dependency rule
+//! (binaries -> startup -> {http, jobs} -> state -> idempotency -> domain -> store, with
+//! `infra`, `error`, `config` and `envelope` as leaves for all). This reads the sources as
+//! text: every `use crate::…`, `use super::…` and inline `crate::…` path outside
+//! `#[cfg(test)]` code is an edge from the importing module to the module the path names;
+//! the tests fail on any circle, naming the modules on it, and on any edge against the
+//! rule, naming both modules.
 use std::{
     collections::{BTreeMap, BTreeSet},
     fs,
@@ -220,5 +223,47 @@ fn no_two_modules_of_the_api_import_each_other_through_any_path() {
         circles.is_empty(),
         "modules that import each other (break the circle with a leaf module both may use):\n{}",
         circles.join("\n")
+    );
+}
+
+/// The room a module belongs to and its rank in the dependency rule: a module imports only
+/// from rooms ranked below its own, from leaves, or from inside its own room.
+/// binaries -> startup -> {http, jobs} -> state -> idempotency -> domain -> store; the
+/// leaves (`infra`, `error`, `config`, `envelope`) may be used by all and use only leaves.
+fn room(module: &str) -> (&str, u8) {
+    let top = module.split("::").next().unwrap_or("");
+    let rank = match top {
+        "infra" | "error" | "config" | "envelope" => 0,
+        "store" => 1,
+        "domain" => 2,
+        "idempotency" => 3,
+        "state" => 4,
+        "http" | "jobs" => 5,
+        "startup" => 6,
+        _ => 7,
+    };
+    (top, rank)
+}
+
+#[test]
+fn every_import_points_down_the_dependency_rule() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../api/src");
+    let mods = modules(&root);
+    let mut wrong = Vec::new();
+    for (from, targets) in edges(&mods) {
+        let (from_room, from_rank) = room(&from);
+        for to in targets {
+            let (to_room, to_rank) = room(&to);
+            if to_room != from_room && to_rank > 0 && to_rank >= from_rank {
+                wrong.push(format!("{from} imports {to}"));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "imports against the rule binaries -> startup -> {{http, jobs}} -> state -> \
+         idempotency -> domain -> store, leaves (infra, error, config, envelope) for all \
+         (move what both need into the lower room or a leaf):\n{}",
+        wrong.join("\n")
     );
 }

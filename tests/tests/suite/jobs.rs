@@ -217,7 +217,7 @@ async fn a_production_keys_sms_goes_to_the_http_provider_with_its_token() {
 
     let app = TestApp::spawn_isolated(true, |c| {
         c.sms_provider_url = Some(format!("http://127.0.0.1:{port}/sms"));
-        c.sms_provider_token = Some(api::secret::Secret::new("gateway-token"));
+        c.sms_provider_token = Some(api::infra::secret::Secret::new("gateway-token"));
     })
     .await;
     let t = app.tenant(false).await;

@@ -65,7 +65,7 @@ pub fn split_with<'a>(prefix: &str, raw: &'a str) -> Option<(&'a str, &'a str)> 
 
 /// The cache key of a raw key: a SHA-256, so the raw key never sits in Redis.
 pub fn cache_fingerprint(raw: &str) -> String {
-    crate::crypto::sha256_hex(raw.as_bytes())
+    crate::infra::crypto::sha256_hex(raw.as_bytes())
 }
 
 pub fn hash(raw: &str, cost: u32) -> Result<String, bcrypt::BcryptError> {

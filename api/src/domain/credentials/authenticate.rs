@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use super::{CredentialKind, Principal, Scope, api_key};
 use crate::{
     error::{ApiError, ErrorCode},
-    kv::Kv,
+    infra::kv::Kv,
     store,
 };
 
@@ -93,7 +93,7 @@ impl VerifyGate {
 struct Cached {
     principal: Principal,
     /// From then on, a request renews the entry from the key's row.
-    #[serde(with = "crate::timestamp")]
+    #[serde(with = "crate::infra::timestamp")]
     renew_at: DateTime<Utc>,
 }
 

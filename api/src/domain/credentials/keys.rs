@@ -125,7 +125,7 @@ pub async fn create<C: ConnectionTrait>(
         store::api_keys::NewKey {
             id: Uuid::now_v7(),
             integration_id: caller.integration_id,
-            scope: &target,
+            scope: (&target).into(),
             key_prefix: &minted.key.key_prefix,
             key_hash: &minted.hash,
             key_last_four: &minted.key.key_last_four,
@@ -133,7 +133,7 @@ pub async fn create<C: ConnectionTrait>(
             is_sandbox: caller.is_sandbox,
             expires_at: req.expires_at,
             previous_key_id: None,
-            permissions,
+            permissions: permissions.to_column(),
             created_by_key_id: caller.key_id,
         },
     )
@@ -329,7 +329,7 @@ pub async fn regenerate<C: ConnectionTrait>(
         store::api_keys::NewKey {
             id: Uuid::now_v7(),
             integration_id: old.integration_id,
-            scope: &scope,
+            scope: (&scope).into(),
             key_prefix: &minted.key.key_prefix,
             key_hash: &minted.hash,
             key_last_four: &minted.key.key_last_four,
@@ -337,7 +337,7 @@ pub async fn regenerate<C: ConnectionTrait>(
             is_sandbox: old.is_sandbox,
             expires_at: old.expires_at,
             previous_key_id: Some(old.id),
-            permissions: Permissions::from_column(&old.permissions),
+            permissions: Permissions::from_column(&old.permissions).to_column(),
             created_by_key_id: old.created_by_key_id,
         },
     )
@@ -361,7 +361,7 @@ pub async fn list<C: ConnectionTrait>(
         branch_id,
         created_by,
         after,
-        within: caller.scope.clone(),
+        within: (&caller.scope).into(),
     };
     let rows = store::api_keys::list(c, caller.integration_id, &f, limit + 1).await?;
     Ok(crate::domain::page_of(rows, limit))

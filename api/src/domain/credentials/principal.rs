@@ -23,6 +23,17 @@ pub enum Scope {
     },
 }
 
+impl From<&Scope> for crate::store::api_keys::ScopeColumns {
+    fn from(s: &Scope) -> Self {
+        crate::store::api_keys::ScopeColumns {
+            name: s.name(),
+            enterprise_id: s.enterprise_id(),
+            brand_id: s.brand_id(),
+            branch_id: s.branch_id(),
+        }
+    }
+}
+
 impl Scope {
     pub fn name(&self) -> &'static str {
         match self {
@@ -109,7 +120,7 @@ pub struct Principal {
     pub scope: Scope,
     pub is_sandbox: bool,
     /// When the credential stops working (key expiry or JWT `exp`).
-    #[serde(with = "crate::timestamp::option", default)]
+    #[serde(with = "crate::infra::timestamp::option", default)]
     pub expires_at: Option<DateTime<Utc>>,
     /// What the credential may do. A terminal JWT holds `terminal` alone: only a key with
     /// it can mint one.

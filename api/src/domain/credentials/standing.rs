@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::{error::ApiError, kv::Kv, store};
+use crate::{error::ApiError, infra::kv::Kv, store};
 
 pub const ACTIVE: &str = "ACTIVE";
 

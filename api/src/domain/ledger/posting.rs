@@ -4,6 +4,7 @@
 use uuid::Uuid;
 
 use super::plan::{DebitPlan, RefundPlan};
+use crate::store::ledger::{AccountRef, BalanceColumn, PostingRows};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Account {
@@ -94,6 +95,20 @@ impl PostingKind {
     }
 }
 
+impl From<Account> for AccountRef {
+    fn from(a: Account) -> Self {
+        AccountRef {
+            kind: a.kind(),
+            id: a.id(),
+            balance: match a {
+                Account::WalletActual(_) => Some(BalanceColumn::WalletActual),
+                Account::Grant(_) => Some(BalanceColumn::GrantRemaining),
+                _ => None,
+            },
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     pub account: Account,
@@ -107,6 +122,21 @@ pub struct Posting {
     pub merchant_id: Uuid,
     pub currency: String,
     pub entries: Vec<Entry>,
+}
+
+impl<'a> From<&'a Posting> for PostingRows<'a> {
+    fn from(p: &'a Posting) -> Self {
+        PostingRows {
+            kind: p.kind.as_str(),
+            merchant_id: p.merchant_id,
+            currency: &p.currency,
+            entries: p
+                .entries
+                .iter()
+                .map(|e| (e.account.into(), e.amount_minor))
+                .collect(),
+        }
+    }
 }
 
 impl Posting {

@@ -4,7 +4,7 @@ use futures::{FutureExt, future::BoxFuture};
 use serde_json::json;
 
 use super::{OutgoingSms, SendError, SmsProvider};
-use crate::secret::Secret;
+use crate::infra::secret::Secret;
 
 /// A generic JSON-over-HTTPS SMS gateway: `POST {url}` with
 /// `{"to", "body", "reference"}` and `Authorization: Bearer <token>`. `reference` is the

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::{
     config::Config,
     error::{ApiError, RateLimitInfo},
-    kv::Kv,
+    infra::kv::Kv,
 };
 
 /// Counts one request of `bucket` (e.g. `validate:<integration>`) against its limit.

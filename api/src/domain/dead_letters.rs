@@ -4,19 +4,15 @@
 //! once more), and only a letter still `dead` can be replayed: replaying twice delivers
 //! once more, not twice.
 use chrono::Utc;
-use entities::dead_letter;
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, sea_query::Expr};
+use sea_orm::DatabaseConnection;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::{
-    domain::{
-        events::{NewOutbox, OutboxKind},
-        operators,
-    },
-    error::ApiError,
-    store,
+use super::{
+    events::{NewOutbox, OutboxKind},
+    operators,
 };
+use crate::{error::ApiError, store};
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -31,21 +27,7 @@ pub async fn replay(db: &DatabaseConnection, id: Uuid, actor: &str) -> Result<Ou
     let Some(dl) = store::dead_letters::find(&txn, id).await? else {
         return Err(ApiError::not_found("Dead letter"));
     };
-    let changed = dead_letter::Entity::update_many()
-        .col_expr(dead_letter::Column::Status, Expr::value("replayed"))
-        .col_expr(
-            dead_letter::Column::ReplayCount,
-            Expr::value(dl.replay_count + 1),
-        )
-        .col_expr(
-            dead_letter::Column::ReplayedAt,
-            Expr::value(Some(Utc::now())),
-        )
-        .filter(dead_letter::Column::Id.eq(id))
-        .filter(dead_letter::Column::Status.eq("dead"))
-        .exec(&txn)
-        .await?
-        .rows_affected;
+    let changed = store::dead_letters::mark_replayed(&txn, &dl, Utc::now()).await?;
     if changed == 0 {
         return Ok(Outcome::NotDead(dl.status));
     }
@@ -94,18 +76,7 @@ pub async fn purge(
     let Some(dl) = store::dead_letters::find(&txn, id).await? else {
         return Err(ApiError::not_found("Dead letter"));
     };
-    let changed = dead_letter::Entity::update_many()
-        .col_expr(dead_letter::Column::Status, Expr::value("purged"))
-        .col_expr(dead_letter::Column::PurgedAt, Expr::value(Some(Utc::now())))
-        .col_expr(
-            dead_letter::Column::PurgeReason,
-            Expr::value(Some(reason.to_string())),
-        )
-        .filter(dead_letter::Column::Id.eq(id))
-        .filter(dead_letter::Column::Status.eq("dead"))
-        .exec(&txn)
-        .await?
-        .rows_affected;
+    let changed = store::dead_letters::mark_purged(&txn, id, reason, Utc::now()).await?;
     if changed == 0 {
         return Ok(Outcome::NotDead(dl.status));
     }

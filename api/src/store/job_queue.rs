@@ -2,26 +2,14 @@
 //! tables) in production, and the same SQLite file as the service's data in embedded mode.
 //! Sharing the database lets the outbox relay insert queue rows in the transaction that
 //! marks the outbox rows relayed: a row is enqueued exactly once.
-use std::time::Duration;
 
-use apalis::prelude::TaskBuilder;
+use apalis_core::task::Task;
 use sea_orm::{
     DatabaseConnection, DbBackend,
     sqlx::{self, PgPool, SqlitePool},
 };
 
-use super::JobEnvelope;
-use crate::{
-    domain::job_requests::{SMS_SEND, WEBHOOK_BATCH, WEBHOOK_DELIVER},
-    error::{ApiError, Subsystem},
-};
-
-/// One apalis queue per job type.
-pub const QUEUES: &[&str] = &[SMS_SEND, WEBHOOK_DELIVER, WEBHOOK_BATCH];
-
-/// apalis' own re-runs, for infrastructure failures only (our retry schedule could not be
-/// written); the job's real attempts are counted in the envelope.
-pub const INFRA_ATTEMPTS: usize = 5;
+use crate::error::{ApiError, Subsystem};
 
 #[derive(Clone)]
 pub enum Queue {
@@ -63,35 +51,21 @@ impl Queue {
         Ok(())
     }
 
-    pub fn task(env: &JobEnvelope, run_after: Duration) -> apalis_core::task::Task<Vec<u8>> {
-        let bytes = serde_json::to_vec(env).expect("job envelopes serialise");
-        TaskBuilder::new(bytes)
-            .max_attempts(INFRA_ATTEMPTS)
-            .run_after(run_after)
-            .idempotency_key(env.idempotency_key())
-            .build()
-    }
-
-    /// Enqueues one attempt (a retry or a replay). A second push of the same attempt is a
-    /// no-op on both backends.
-    pub async fn push(&self, env: &JobEnvelope, run_after: Duration) -> Result<(), ApiError> {
-        let task = Self::task(env, run_after);
+    /// Enqueues one task of `job_type` (a retry or a replay). A second push of a task with
+    /// the same idempotency key is a no-op on both backends.
+    pub async fn push(&self, job_type: &str, task: Task<Vec<u8>>) -> Result<(), ApiError> {
         match self {
             Queue::Sqlite(pool) => {
-                let _turn = crate::store::db::write_turn(pool)
-                    .await
-                    .map_err(unavailable)?;
+                let _turn = super::db::write_turn(pool).await.map_err(unavailable)?;
                 let mut tx = pool.begin().await.map_err(unavailable)?;
-                apalis_sqlite::queries::push_tasks(&mut *tx, &env.job_type, &[task])
+                apalis_sqlite::queries::push_tasks(&mut *tx, job_type, &[task])
                     .await
                     .map_err(unavailable)?;
                 tx.commit().await.map_err(unavailable)
             }
             Queue::Postgres(pool) => {
                 let mut tx = pool.begin().await.map_err(unavailable)?;
-                match apalis_postgres::queries::push_tasks(&mut *tx, &env.job_type, vec![task])
-                    .await
-                {
+                match apalis_postgres::queries::push_tasks(&mut *tx, job_type, vec![task]).await {
                     Ok(()) => tx.commit().await.map_err(unavailable),
                     // apalis-postgres reports a duplicate idempotency key as an error.
                     Err(e) if e.to_string().contains("idx_jobs_idempotency_key") => Ok(()),
@@ -101,18 +75,16 @@ impl Queue {
         }
     }
 
-    /// Moves the deferred (put off, not yet due: see `JobError::Deferred`) jobs of
+    /// Moves the deferred (put off, not yet due: see `jobs::JobError::Deferred`) jobs of
     /// `job_type` whose envelope contains `needle` to now: a job waiting for something
     /// that has just happened runs at once instead of at its next look. A retry waiting
     /// out its backoff is not deferred and keeps its time. Returns how many were moved.
     pub async fn run_deferred_now(&self, job_type: &str, needle: &str) -> Result<u64, ApiError> {
-        // An envelope ends with its deferral count (`JobEnvelope` field order).
+        // An envelope ends with its deferral count (`jobs::JobEnvelope` field order).
         let undeferred = b"\"deferrals\":0}";
         match self {
             Queue::Sqlite(pool) => {
-                let _turn = crate::store::db::write_turn(pool)
-                    .await
-                    .map_err(unavailable)?;
+                let _turn = super::db::write_turn(pool).await.map_err(unavailable)?;
                 sqlx::query(
                     "UPDATE Jobs SET run_at = strftime('%s', 'now') \
                      WHERE job_type = ?1 AND status = 'Pending' \
@@ -153,9 +125,7 @@ impl Queue {
             r#"{"Err": "Re-enqueued: the worker holding it failed and was restarted."}"#;
         match self {
             Queue::Sqlite(pool) => {
-                let _turn = crate::store::db::write_turn(pool)
-                    .await
-                    .map_err(unavailable)?;
+                let _turn = super::db::write_turn(pool).await.map_err(unavailable)?;
                 sqlx::query(
                     "UPDATE Jobs SET status = 'Pending', done_at = NULL, lock_by = NULL, \
                      lock_at = NULL, attempts = attempts + 1, last_result = ?2 \
@@ -214,33 +184,5 @@ impl Queue {
         }
         .map_err(unavailable)?;
         Ok(rows)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `run_deferred_now` finds jobs by their envelope's bytes: a delivery's id in the
-    /// payload, and a deferral count other than zero at the end.
-    #[test]
-    fn an_envelope_shows_its_delivery_and_ends_with_its_deferral_count() {
-        let delivery = uuid::Uuid::now_v7();
-        let env = JobEnvelope::first(
-            uuid::Uuid::now_v7(),
-            WEBHOOK_DELIVER,
-            None,
-            serde_json::json!(crate::domain::job_requests::DeliveryPayload {
-                delivery_id: delivery,
-                series: 0
-            }),
-            chrono::Utc::now(),
-        );
-        let text = |e: &JobEnvelope| String::from_utf8(serde_json::to_vec(e).unwrap()).unwrap();
-        assert!(text(&env).contains(&format!("\"delivery_id\":\"{delivery}\"")));
-        assert!(text(&env).ends_with("\"deferrals\":0}"));
-        let later = env.deferred();
-        assert!(text(&later).ends_with("\"deferrals\":1}"));
-        assert!(!text(&later).contains("\"deferrals\":0}"));
     }
 }
