@@ -15,7 +15,6 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use futures::future::BoxFuture;
 use sea_orm::DatabaseTransaction;
 use serde::Serialize;
 use serde_json::Value;
@@ -64,6 +63,26 @@ pub fn parse_key(value: Option<&str>) -> Result<String, ApiError> {
         Some(u) => Ok(u.to_string()),
         None => Err(ApiError::validation(errs.0)),
     }
+}
+
+/// The operation a key is used for: the method and the path as requested, its ids
+/// spelled the canonical way (lower case), so a retry that writes an id in capitals is the
+/// same request, as it is to the operation itself.
+pub fn operation(method: &str, path: &str) -> String {
+    let mut out = String::with_capacity(method.len() + 1 + path.len());
+    out.push_str(method);
+    out.push(' ');
+    for (i, segment) in path.split('/').enumerate() {
+        if i > 0 {
+            out.push('/');
+        }
+        if segment.len() == 36 && Uuid::parse_str(segment).is_ok() {
+            out.push_str(&segment.to_ascii_lowercase());
+        } else {
+            out.push_str(segment);
+        }
+    }
+    out
 }
 
 /// What identifies "the same request": the operation (method and route), the calling
@@ -519,28 +538,34 @@ pub fn replay_early(
 }
 
 /// Runs `work` exactly once per (integration, key), or replays what it returned.
-pub async fn execute<T, F>(ctx: Ctx<'_>, r: Request, work: F) -> Result<Rendered, ApiError>
+pub async fn execute<T>(
+    ctx: Ctx<'_>,
+    r: Request,
+    work: impl AsyncFnOnce(&DatabaseTransaction) -> Result<Outcome<T>, ApiError>,
+) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
-    F: for<'t> FnOnce(&'t DatabaseTransaction) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
 {
-    execute_prepared(ctx, r, || async { Ok(()) }, move |txn, ()| work(txn)).await
+    execute_prepared(
+        ctx,
+        r,
+        async || Ok(()),
+        async move |txn, ()| work(txn).await,
+    )
+    .await
 }
 
 /// Like `execute`, with a `prepare` step that runs only when the work will run (never for
 /// a replay) and outside the database transaction: slow, lock-free work such as hashing a
 /// new key goes there.
-pub async fn execute_prepared<T, P, Prep, PrepFut, F>(
+pub async fn execute_prepared<T, P>(
     ctx: Ctx<'_>,
     r: Request,
-    prepare: Prep,
-    work: F,
+    prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
+    work: impl AsyncFnOnce(&DatabaseTransaction, P) -> Result<Outcome<T>, ApiError>,
 ) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
-    Prep: FnOnce() -> PrepFut,
-    PrepFut: std::future::Future<Output = Result<P, ApiError>>,
-    F: for<'t> FnOnce(&'t DatabaseTransaction, P) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
 {
     if let Some(s) = prefetched(&r) {
         return replay(&ctx, &r, s);
@@ -607,19 +632,16 @@ async fn leased<T>(
     }
 }
 
-async fn run_locked<T, P, Prep, PrepFut, F>(
+async fn run_locked<T, P>(
     ctx: &Ctx<'_>,
     r: &Request,
-    prepare: Prep,
-    work: F,
+    prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
+    work: impl AsyncFnOnce(&DatabaseTransaction, P) -> Result<Outcome<T>, ApiError>,
     // Set to the stored response the next retry should find copied.
     copy: &mut Option<Stored>,
 ) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
-    Prep: FnOnce() -> PrepFut,
-    PrepFut: std::future::Future<Output = Result<P, ApiError>>,
-    F: for<'t> FnOnce(&'t DatabaseTransaction, P) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>,
 {
     let now = Utc::now();
     let owner = r.owner();
@@ -816,6 +838,19 @@ mod tests {
             )
         );
         assert!(Stored::from_copy("{\"not\": \"a copy\"}").is_none());
+    }
+
+    #[test]
+    fn an_operation_is_the_method_and_path_with_ids_in_canonical_case() {
+        assert_eq!(
+            operation("POST", "/v1/payments/0191C1C0-7F3E-7A44-B1A6-1F2D3C4B5A69/refund"),
+            "POST /v1/payments/0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69/refund"
+        );
+        // Only ids: other segments (a SKU code) keep their spelling.
+        assert_eq!(
+            operation("POST", "/v1/topup/sku/Gift-CARD-50"),
+            "POST /v1/topup/sku/Gift-CARD-50"
+        );
     }
 
     #[test]

@@ -2,10 +2,7 @@
 use chrono::{DateTime, Utc};
 use entities::checkout_session;
 use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi,
-    param::{Header, Path},
-};
+use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -16,7 +13,7 @@ use super::{
         CustomerContext, IdentityCredentialBody, customer_context, identification_done,
         identification_guard, identification_meta, identity_credential,
     },
-    mutation,
+    mutation::Idempotent,
     payments::{Basket, MAX_AMOUNT_MINOR},
     reply::Reply,
     tags::Tag,
@@ -210,43 +207,35 @@ impl CheckoutApi {
         auth: TerminalJwtAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<OpenSessionRequest>,
     ) -> poem::Result<Reply<CheckoutSession>> {
         let p = auth.0.clone();
         let b = body.value.clone();
         let ttl = chrono::Duration::seconds(state.0.config.checkout_session_ttl_secs as i64);
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/checkout/sessions".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let now = Utc::now();
-                    let who = caller(&p, acting, &b.context);
-                    let s = checkout::open(
-                        txn,
-                        &p,
-                        &who,
-                        Open {
-                            partner_session_id: b.context.partner_session_id.clone(),
-                            basket: b
-                                .basket
-                                .as_ref()
-                                .map(|bk| serde_json::to_value(&bk.lines).unwrap_or_default()),
-                            ttl,
-                        },
-                        now,
-                    )
-                    .await?;
-                    Ok(Outcome::new(view(&s, now)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let now = Utc::now();
+                let who = caller(&p, acting, &b.context);
+                let s = checkout::open(
+                    txn,
+                    &p,
+                    &who,
+                    Open {
+                        partner_session_id: b.context.partner_session_id.clone(),
+                        basket: b
+                            .basket
+                            .as_ref()
+                            .map(|bk| serde_json::to_value(&bk.lines).unwrap_or_default()),
+                        ttl,
+                    },
+                    now,
+                )
+                .await?;
+                Ok(Outcome::new(view(&s, now)))
             },
         )
         .await
@@ -289,7 +278,7 @@ impl CheckoutApi {
         id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<SessionIdentifyRequest>,
     ) -> poem::Result<Reply<SessionIdentifyResult>> {
         let id = path_uuid("path:id", &id.0)?;
@@ -305,34 +294,24 @@ impl CheckoutApi {
             .known(&st, p.integration_id)
             .await?;
         identification_guard(&st, &p, &customer).await?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/checkout/sessions/{id}/identify"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let now = Utc::now();
-                    let trace = decision_trace(b.meta.as_ref());
-                    let mut who = caller(&p, acting, &b.context);
-                    who.decision_trace_id = Some(trace.clone());
-                    let (s, r) =
-                        checkout::identify(txn, &st.sealer, &who, id, &customer, program, now)
-                            .await?;
-                    identification_done(&st, p.integration_id, &customer, r.identity.is_some())
-                        .await?;
-                    let mut out = Outcome::new(SessionIdentifyResult {
-                        session: view(&s, now),
-                        customer: customer_context(&r),
-                    });
-                    out.meta = identification_meta(&r, trace, &b.context);
-                    Ok(out)
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let now = Utc::now();
+                let trace = decision_trace(b.meta.as_ref());
+                let mut who = caller(&p, acting, &b.context);
+                who.decision_trace_id = Some(trace.clone());
+                let (s, r) =
+                    checkout::identify(txn, &st.sealer, &who, id, &customer, program, now).await?;
+                identification_done(&st, p.integration_id, &customer, r.identity.is_some()).await?;
+                let mut out = Outcome::new(SessionIdentifyResult {
+                    session: view(&s, now),
+                    customer: customer_context(&r),
+                });
+                out.meta = identification_meta(&r, trace, &b.context);
+                Ok(out)
             },
         )
         .await
@@ -350,34 +329,25 @@ impl CheckoutApi {
     )]
     async fn cancel(
         &self,
-        state: Data<&AppState>,
         auth: TerminalJwtAuth,
         id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<CancelSessionRequest>,
     ) -> poem::Result<Reply<CheckoutSession>> {
         let id = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
         let b = body.value.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/checkout/sessions/{id}/cancel"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let now = Utc::now();
-                    let who = caller(&p, acting, &b.context);
-                    let s = checkout::cancel(txn, &who, id, b.reason.clone(), now).await?;
-                    Ok(Outcome::new(view(&s, now)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let now = Utc::now();
+                let who = caller(&p, acting, &b.context);
+                let s = checkout::cancel(txn, &who, id, b.reason.clone(), now).await?;
+                Ok(Outcome::new(view(&s, now)))
             },
         )
         .await

@@ -2,11 +2,7 @@
 //! disputes of a payment or top-up, and detaching a top-up from a customer.
 use chrono::Utc;
 use entities::{dispute, topup_reversal};
-use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi,
-    param::{Header, Path},
-};
+use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -14,7 +10,7 @@ use super::{
     balance::BalanceView,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, path_uuid, ts},
-    mutation,
+    mutation::Idempotent,
     operator_wallets::reason,
     payments::{RefundView, amount, refund_view},
     reply::Reply,
@@ -28,7 +24,6 @@ use crate::{
         validate::{self, Errors},
     },
     idempotency::Outcome,
-    state::AppState,
 };
 
 /// Open a dispute of a payment or top-up.
@@ -246,50 +241,37 @@ impl DisputesApi {
     )]
     async fn open(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         integration_id: Path<String>,
         transaction_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<OpenDisputeRequest>,
     ) -> poem::Result<Reply<DisputeView>> {
         auth.0.require(Permission::Corrections)?;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/{integration}/transactions/{id}/disputes"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let d = disputes::open(
-                        txn,
-                        &p,
-                        acting.merchant_id,
-                        integration,
-                        id,
-                        NewDispute {
-                            amount_minor: b.amount_minor,
-                            currency: b.currency,
-                            reason: b.reason,
-                        },
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(dispute_view(&d)))
-                })
-            },
-        )
+        let b = &body.value;
+        key.run(&auth.0, &body.json, &b.context, async |txn, acting| {
+            let dispute = NewDispute {
+                amount_minor: b.amount_minor,
+                currency: b.currency.clone(),
+                reason: b.reason.clone(),
+            };
+            let at = Utc::now();
+            let d = disputes::open(
+                txn,
+                &auth.0,
+                acting.merchant_id,
+                integration,
+                id,
+                dispute,
+                at,
+            )
+            .await?;
+            Ok(Outcome::new(dispute_view(&d)))
+        })
         .await
     }
 
@@ -312,61 +294,35 @@ impl DisputesApi {
         method = "post",
         operation_id = "resolveDispute"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn resolve(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         integration_id: Path<String>,
         transaction_id: Path<String>,
         dispute_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<ResolveDisputeRequest>,
     ) -> poem::Result<Reply<DisputeResolution>> {
         auth.0.require(Permission::Corrections)?;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
         let dispute = path_uuid("path:disputeId", &dispute_id.0)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!(
-                    "POST /v1/{integration}/transactions/{id}/disputes/{dispute}/resolve"
-                ),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let who = caller(&p, acting, &b.context);
-                    let r = disputes::resolve(
-                        txn,
-                        &p,
-                        &who,
-                        integration,
-                        id,
-                        dispute,
-                        &b.outcome,
-                        b.note,
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(DisputeResolution {
-                        dispute: dispute_view(&r.dispute),
-                        refund: r.refund.as_ref().map(refund_view),
-                        topup_reversal: r.reversal.as_ref().map(reversal_view),
-                        balance_after: r.balance_after.map(Into::into),
-                    }))
-                })
-            },
-        )
+        let (p, b) = (&auth.0, &body.value);
+        key.run(p, &body.json, &b.context, async |txn, acting| {
+            let who = caller(p, acting, &b.context);
+            let note = b.note.clone();
+            let at = Utc::now();
+            let r = disputes::resolve(txn, p, &who, integration, id, dispute, &b.outcome, note, at)
+                .await?;
+            Ok(Outcome::new(DisputeResolution {
+                dispute: dispute_view(&r.dispute),
+                refund: r.refund.as_ref().map(refund_view),
+                topup_reversal: r.reversal.as_ref().map(reversal_view),
+                balance_after: r.balance_after.map(Into::into),
+            }))
+        })
         .await
     }
 
@@ -392,51 +348,31 @@ impl DisputesApi {
     )]
     async fn unattach(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         integration_id: Path<String>,
         transaction_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<UnattachRequest>,
     ) -> poem::Result<Reply<UnattachResult>> {
         auth.0.require(Permission::Corrections)?;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/{integration}/transactions/{id}/unattach"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let r = topup_reversals::unattach(
-                        txn,
-                        &p,
-                        acting.merchant_id,
-                        integration,
-                        id,
-                        b.reason,
-                        Utc::now(),
-                    )
+        let (p, b) = (&auth.0, &body.value);
+        key.run(p, &body.json, &b.context, async |txn, acting| {
+            let reason = b.reason.clone();
+            let at = Utc::now();
+            let r =
+                topup_reversals::unattach(txn, p, acting.merchant_id, integration, id, reason, at)
                     .await?;
-                    Ok(Outcome::new(UnattachResult {
-                        transaction_id: r.topup.id.to_string(),
-                        status: "reversed".into(),
-                        topup_reversal: reversal_view(&r.reversal),
-                        balance_after: r.balance_after.into(),
-                    }))
-                })
-            },
-        )
+            Ok(Outcome::new(UnattachResult {
+                transaction_id: r.topup.id.to_string(),
+                status: "reversed".into(),
+                topup_reversal: reversal_view(&r.reversal),
+                balance_after: r.balance_after.into(),
+            }))
+        })
         .await
     }
 }

@@ -67,7 +67,7 @@ async fn answer(req: &mut Request) -> Option<Response> {
         .key_auth()
         .cached_principal(raw_key, Some(&key))
         .await?;
-    let operation = format!("{} {}", req.method(), req.original_uri().path());
+    let operation = idempotency::operation(req.method().as_str(), req.original_uri().path());
     principal.request_digest = Some(idempotency::request_digest(
         &principal.scope_fingerprint(),
         &operation,

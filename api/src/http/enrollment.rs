@@ -2,7 +2,7 @@
 //! and claim locked grants.
 use chrono::Utc;
 use poem::web::Data;
-use poem_openapi::{Object, OpenApi, param::Header};
+use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
 use super::{
@@ -11,7 +11,7 @@ use super::{
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
     customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item},
-    mutation,
+    mutation::Idempotent,
     reply::Reply,
     tags::Tag,
 };
@@ -431,7 +431,7 @@ impl EnrollmentApi {
         auth: TerminalJwtAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<EnrollInitiateRequest>,
     ) -> poem::Result<Reply<EnrollmentResult>> {
         let st = state.0.clone();
@@ -447,29 +447,20 @@ impl EnrollmentApi {
             service_session_id: session(&mut e, &b.context),
         };
         e.finish()?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/enroll/initiate".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let who = caller(&p, acting, &b.context);
-                    let r =
-                        enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, Utc::now())
-                            .await?;
-                    Ok(Outcome::new(enrollment_result(
-                        &r.identity,
-                        Some(&r.wallet),
-                        r.enrollment.as_ref(),
-                        r.sms_sent,
-                    )))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let who = caller(&p, acting, &b.context);
+                let r = enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, Utc::now())
+                    .await?;
+                Ok(Outcome::new(enrollment_result(
+                    &r.identity,
+                    Some(&r.wallet),
+                    r.enrollment.as_ref(),
+                    r.sms_sent,
+                )))
             },
         )
         .await
@@ -496,7 +487,7 @@ impl EnrollmentApi {
         auth: TerminalJwtAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<EnrollVerifyRequest>,
     ) -> poem::Result<Reply<EnrollVerifyResult>> {
         let st = state.0.clone();
@@ -510,17 +501,11 @@ impl EnrollmentApi {
             .of_integration(p.integration_id);
         let prep = st.clone();
         let merchant = b.context.parsed().merchant_id;
-        mutation::run_prepared(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/enroll/verify".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move || async move {
+        key.run_prepared(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move || {
                 if let Proof::Code { code, target } = &proof {
                     enrollment::check_code(
                         &prep.db,
@@ -533,23 +518,21 @@ impl EnrollmentApi {
                 }
                 Ok(proof)
             },
-            move |txn, acting, proof| {
-                Box::pin(async move {
-                    let who = caller(&p, acting, &b.context);
-                    let v = enrollment::verify(txn, &st.sealer, &who, &proof, Utc::now()).await?;
-                    let (released_grants, _, wallets) = released_parts(&v.released);
-                    Ok(Outcome::new(EnrollVerifyResult {
-                        state: v.identity.state.clone(),
-                        wallet_user_id: v.identity.id.to_string(),
-                        enrollment_id: v.enrollment.id.to_string(),
-                        verified_at: ts(v.enrollment.verified_at.unwrap_or_else(Utc::now)),
-                        provider_customer_id_linked: v.provider_customer_id_linked,
-                        released_promo_minor: v.released.released_promo_minor(),
-                        escrow_returned_actual_minor: v.released.escrow_returned_minor,
-                        released_grants,
-                        wallets,
-                    }))
-                })
+            async move |txn, acting, proof| {
+                let who = caller(&p, acting, &b.context);
+                let v = enrollment::verify(txn, &st.sealer, &who, &proof, Utc::now()).await?;
+                let (released_grants, _, wallets) = released_parts(&v.released);
+                Ok(Outcome::new(EnrollVerifyResult {
+                    state: v.identity.state.clone(),
+                    wallet_user_id: v.identity.id.to_string(),
+                    enrollment_id: v.enrollment.id.to_string(),
+                    verified_at: ts(v.enrollment.verified_at.unwrap_or_else(Utc::now)),
+                    provider_customer_id_linked: v.provider_customer_id_linked,
+                    released_promo_minor: v.released.released_promo_minor(),
+                    escrow_returned_actual_minor: v.released.escrow_returned_minor,
+                    released_grants,
+                    wallets,
+                }))
             },
         )
         .await
@@ -572,7 +555,7 @@ impl EnrollmentApi {
         auth: TerminalJwtAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<EnrollResendRequest>,
     ) -> poem::Result<Reply<EnrollmentResult>> {
         let st = state.0.clone();
@@ -583,36 +566,28 @@ impl EnrollmentApi {
         let session = self::session(&mut e, &b.context);
         e.finish()?;
         let target = target.ok_or_else(|| ApiError::internal("validated target"))?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/enroll/resend".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let who = caller(&p, acting, &b.context);
-                    let r = enrollment::resend(
-                        txn,
-                        &st.sealer,
-                        &who,
-                        &policy(&st),
-                        &target,
-                        session,
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(enrollment_result(
-                        &r.identity,
-                        None,
-                        Some(&r.enrollment),
-                        r.sms_sent,
-                    )))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let who = caller(&p, acting, &b.context);
+                let r = enrollment::resend(
+                    txn,
+                    &st.sealer,
+                    &who,
+                    &policy(&st),
+                    &target,
+                    session,
+                    Utc::now(),
+                )
+                .await?;
+                Ok(Outcome::new(enrollment_result(
+                    &r.identity,
+                    None,
+                    Some(&r.enrollment),
+                    r.sms_sent,
+                )))
             },
         )
         .await
@@ -632,7 +607,7 @@ impl EnrollmentApi {
         auth: TerminalJwtAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<ClaimRequest>,
     ) -> poem::Result<Reply<ClaimResult>> {
         let st = state.0.clone();
@@ -645,32 +620,24 @@ impl EnrollmentApi {
             b.customer.as_ref().map(|c| &c.raw),
         );
         e.finish()?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/claims".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let named = named.credentials(&st, &p).await?;
-                    let who = caller(&p, acting, &b.context);
-                    let c = enrollment::claim(txn, &st.sealer, &who, &named, Utc::now()).await?;
-                    let (released_grants, skipped_grants, wallets) = released_parts(&c.released);
-                    Ok(Outcome::new(ClaimResult {
-                        claim_id: c.claim_id.to_string(),
-                        state: c.state.as_str().into(),
-                        wallet_user_id: c.identity.id.to_string(),
-                        released_promo_minor: c.released.released_promo_minor(),
-                        released_grants,
-                        skipped_grants,
-                        wallets,
-                    }))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let named = named.credentials(&st, &p).await?;
+                let who = caller(&p, acting, &b.context);
+                let c = enrollment::claim(txn, &st.sealer, &who, &named, Utc::now()).await?;
+                let (released_grants, skipped_grants, wallets) = released_parts(&c.released);
+                Ok(Outcome::new(ClaimResult {
+                    claim_id: c.claim_id.to_string(),
+                    state: c.state.as_str().into(),
+                    wallet_user_id: c.identity.id.to_string(),
+                    released_promo_minor: c.released.released_promo_minor(),
+                    released_grants,
+                    skipped_grants,
+                    wallets,
+                }))
             },
         )
         .await

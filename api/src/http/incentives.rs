@@ -14,7 +14,7 @@ use super::{
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
     customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item, merchant_of},
-    mutation,
+    mutation::{self, Idempotent},
     payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
@@ -543,11 +543,10 @@ impl IncentivesApi {
     )]
     async fn set_cashback(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<CashbackRuleRequest>,
     ) -> poem::Result<Reply<CashbackRuleView>> {
         auth.0.require(Permission::Incentives)?;
@@ -558,37 +557,29 @@ impl IncentivesApi {
         let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
         e.finish()?;
         let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/incentives/cashback/config".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let r = cashback::configure(
-                        txn,
-                        p.integration_id,
-                        acting.merchant_id,
-                        NewRule {
-                            wallet_program_id: program,
-                            currency: b.currency.clone(),
-                            rate_bps: b.rate_bps,
-                            min_payment_minor: b.min_payment_minor.unwrap_or(1),
-                            max_cashback_minor: b.max_cashback_minor,
-                            expiry_days: b.expiry_days.unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
-                            active: b.active.unwrap_or(true),
-                            budget_id: budget,
-                        },
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(rule_view(&r)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let r = cashback::configure(
+                    txn,
+                    p.integration_id,
+                    acting.merchant_id,
+                    NewRule {
+                        wallet_program_id: program,
+                        currency: b.currency.clone(),
+                        rate_bps: b.rate_bps,
+                        min_payment_minor: b.min_payment_minor.unwrap_or(1),
+                        max_cashback_minor: b.max_cashback_minor,
+                        expiry_days: b.expiry_days.unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
+                        active: b.active.unwrap_or(true),
+                        budget_id: budget,
+                    },
+                    Utc::now(),
+                )
+                .await?;
+                Ok(Outcome::new(rule_view(&r)))
             },
         )
         .await
@@ -637,42 +628,33 @@ impl IncentivesApi {
     )]
     async fn create_budget(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<BudgetRequest>,
     ) -> poem::Result<Reply<BudgetView>> {
         auth.0.require(Permission::Incentives)?;
         let p = auth.0.clone();
         let b = body.value.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/incentives/budgets".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let r = budgets::create(
-                        txn,
-                        p.integration_id,
-                        acting.merchant_id,
-                        NewBudget {
-                            name: b.name.clone(),
-                            currency: b.currency.clone(),
-                            limit_minor: b.limit_minor,
-                        },
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(budget_view(&r)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let r = budgets::create(
+                    txn,
+                    p.integration_id,
+                    acting.merchant_id,
+                    NewBudget {
+                        name: b.name.clone(),
+                        currency: b.currency.clone(),
+                        limit_minor: b.limit_minor,
+                    },
+                    Utc::now(),
+                )
+                .await?;
+                Ok(Outcome::new(budget_view(&r)))
             },
         )
         .await
@@ -750,44 +732,35 @@ impl IncentivesApi {
     )]
     async fn update_budget(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         budget_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<BudgetChangeRequest>,
     ) -> poem::Result<Reply<BudgetView>> {
         auth.0.require(Permission::Incentives)?;
         let id = path_uuid("path:budgetId", &budget_id.0)?;
         let b = body.value.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("PATCH /v1/incentives/budgets/{id}"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let r = budgets::change(
-                        txn,
-                        acting.merchant_id,
-                        id,
-                        Change {
-                            name: b.name.clone(),
-                            limit_minor: b.limit_minor,
-                            active: b.active,
-                            expected_version: b.expected_version,
-                        },
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(budget_view(&r)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let r = budgets::change(
+                    txn,
+                    acting.merchant_id,
+                    id,
+                    Change {
+                        name: b.name.clone(),
+                        limit_minor: b.limit_minor,
+                        active: b.active,
+                        expected_version: b.expected_version,
+                    },
+                    Utc::now(),
+                )
+                .await?;
+                Ok(Outcome::new(budget_view(&r)))
             },
         )
         .await
@@ -806,7 +779,7 @@ impl IncentivesApi {
         auth: AnyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<OfferRequest>,
     ) -> poem::Result<Reply<OfferView>> {
         auth.require(Permission::Terminal)?;
@@ -827,41 +800,33 @@ impl IncentivesApi {
         let (reward, expires_at) = reward
             .zip(expires_at)
             .ok_or_else(|| ApiError::internal("validated offer"))?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: auth.principal(),
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/offers".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let named = named.credentials(&st, &p).await?;
-                    let who = caller(&p, acting, &b.context);
-                    let now = Utc::now();
-                    let o = offers::arm(
-                        txn,
-                        &st.sealer,
-                        &who,
-                        NewOffer {
-                            named,
-                            wallet_program_id: program,
-                            name: b.name.clone(),
-                            currency: b.currency.clone(),
-                            reward,
-                            min_amount_minor: b.min_amount_minor.unwrap_or(1),
-                            expires_at,
-                            budget_id: budget,
-                            grant_expiry_days: b.grant_expiry_days,
-                        },
-                        now,
-                    )
-                    .await?;
-                    Ok(Outcome::new(offer_view(&o, now)))
-                })
+        key.run(
+            auth.principal(),
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let named = named.credentials(&st, &p).await?;
+                let who = caller(&p, acting, &b.context);
+                let now = Utc::now();
+                let o = offers::arm(
+                    txn,
+                    &st.sealer,
+                    &who,
+                    NewOffer {
+                        named,
+                        wallet_program_id: program,
+                        name: b.name.clone(),
+                        currency: b.currency.clone(),
+                        reward,
+                        min_amount_minor: b.min_amount_minor.unwrap_or(1),
+                        expires_at,
+                        budget_id: budget,
+                        grant_expiry_days: b.grant_expiry_days,
+                    },
+                    now,
+                )
+                .await?;
+                Ok(Outcome::new(offer_view(&o, now)))
             },
         )
         .await
@@ -1028,12 +993,11 @@ impl IncentivesApi {
     )]
     async fn redeem(
         &self,
-        state: Data<&AppState>,
         auth: AnyAuth,
         offer_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<RedeemRequest>,
     ) -> poem::Result<Reply<RedeemResult>> {
         auth.require(Permission::Terminal)?;
@@ -1041,28 +1005,20 @@ impl IncentivesApi {
         let p = auth.principal().clone();
         let b = body.value.clone();
         let payment = path_uuid("/payment_id", &b.payment_id)?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: auth.principal(),
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/offers/{id}/redeem"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let who = caller(&p, acting, &b.context);
-                    let now = Utc::now();
-                    let r = offers::redeem(txn, &p, &who, id, payment, now).await?;
-                    Ok(Outcome::new(RedeemResult {
-                        offer: offer_view(&r.offer, now),
-                        wallet_id: r.grant.wallet_id.to_string(),
-                        grant: grant_item(&r.grant),
-                        balance_after: r.balance_after.into(),
-                    }))
-                })
+        key.run(
+            auth.principal(),
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let who = caller(&p, acting, &b.context);
+                let now = Utc::now();
+                let r = offers::redeem(txn, &p, &who, id, payment, now).await?;
+                Ok(Outcome::new(RedeemResult {
+                    offer: offer_view(&r.offer, now),
+                    wallet_id: r.grant.wallet_id.to_string(),
+                    grant: grant_item(&r.grant),
+                    balance_after: r.balance_after.into(),
+                }))
             },
         )
         .await
@@ -1081,32 +1037,23 @@ impl IncentivesApi {
     )]
     async fn cancel(
         &self,
-        state: Data<&AppState>,
         auth: AnyAuth,
         offer_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<EnvelopeOnly>,
     ) -> poem::Result<Reply<OfferView>> {
         auth.require(Permission::Terminal)?;
         let id = path_uuid("path:offerId", &offer_id.0)?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: auth.principal(),
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/offers/{id}/cancel"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let now = Utc::now();
-                    let o = offers::cancel(txn, acting.merchant_id, id, now).await?;
-                    Ok(Outcome::new(offer_view(&o, now)))
-                })
+        key.run(
+            auth.principal(),
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let now = Utc::now();
+                let o = offers::cancel(txn, acting.merchant_id, id, now).await?;
+                Ok(Outcome::new(offer_view(&o, now)))
             },
         )
         .await

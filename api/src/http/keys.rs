@@ -4,7 +4,7 @@ use entities::api_key;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
-    param::{Header, Path, Query},
+    param::{Path, Query},
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -13,7 +13,7 @@ use super::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, path_uuid, ts},
-    mutation,
+    mutation::Idempotent,
     reply::Reply,
     tags::Tag,
 };
@@ -279,35 +279,26 @@ impl KeysApi {
         auth: ApiKeyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<CreateKeyRequest>,
     ) -> poem::Result<Reply<ApiKeyCreated>> {
         let st = state.0;
         let principal = auth.0.clone();
         let req = body.value.to_domain();
         let (sandbox, cost) = (principal.is_sandbox, st.config.bcrypt_cost);
-        mutation::run_prepared(
-            mutation::Call {
-                state: st,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/auth/keys".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            // Hash a new key only when a new key will be made, never for a replay.
-            move || keys::mint(sandbox, cost),
-            move |txn, _acting, minted| {
-                Box::pin(async move {
-                    let raw = minted.key.raw.clone();
-                    let m = keys::create(txn, &principal, req, minted).await?;
-                    Ok(Outcome {
-                        data: created(&m, raw.clone()),
-                        secrets: vec![raw],
-                        meta: Default::default(),
-                        writes: Default::default(),
-                    })
+        key.run_prepared(
+            &auth.0,
+            &body.json,
+            &body.value.context, // Hash a new key only when a new key will be made, never for a replay.
+            async move || keys::mint(sandbox, cost).await,
+            async move |txn, _acting, minted| {
+                let raw = minted.key.raw.clone();
+                let m = keys::create(txn, &principal, req, minted).await?;
+                Ok(Outcome {
+                    data: created(&m, raw.clone()),
+                    secrets: vec![raw],
+                    meta: Default::default(),
+                    writes: Default::default(),
                 })
             },
         )
@@ -397,14 +388,14 @@ impl KeysApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         key_id: Path<String>,
-        #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
+        #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<KeyStatusResult>> {
         change_status(
             state.0,
             &auth.0,
             &key_id.0,
-            idempotency_key.0.as_deref(),
+            key,
             &body,
             StatusChange::Revoke,
         )
@@ -427,7 +418,7 @@ impl KeysApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         key_id: Path<String>,
-        #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
+        #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<ApiKeyCreated>> {
         let id = path_uuid("path:keyId", &key_id.0)?;
@@ -437,29 +428,20 @@ impl KeysApi {
         let reason = body.value.reason.clone();
         let shared = st.clone();
         let (sandbox, cost) = (principal.is_sandbox, st.config.bcrypt_cost);
-        mutation::run_prepared(
-            mutation::Call {
-                state: st,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/auth/keys/{id}/regenerate"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move || keys::mint(sandbox, cost),
-            move |txn, _acting, minted| {
-                Box::pin(async move {
-                    let raw = minted.key.raw.clone();
-                    let m =
-                        keys::regenerate(txn, &shared.key_auth(), &principal, id, reason, minted)
-                            .await?;
-                    Ok(Outcome {
-                        data: created(&m, raw.clone()),
-                        secrets: vec![raw],
-                        meta: Default::default(),
-                        writes: Default::default(),
-                    })
+        key.run_prepared(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move || keys::mint(sandbox, cost).await,
+            async move |txn, _acting, minted| {
+                let raw = minted.key.raw.clone();
+                let m = keys::regenerate(txn, &shared.key_auth(), &principal, id, reason, minted)
+                    .await?;
+                Ok(Outcome {
+                    data: created(&m, raw.clone()),
+                    secrets: vec![raw],
+                    meta: Default::default(),
+                    writes: Default::default(),
                 })
             },
         )
@@ -481,14 +463,14 @@ impl KeysApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         key_id: Path<String>,
-        #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
+        #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<KeyStatusResult>> {
         change_status(
             state.0,
             &auth.0,
             &key_id.0,
-            idempotency_key.0.as_deref(),
+            key,
             &body,
             StatusChange::Delete,
         )
@@ -507,7 +489,7 @@ async fn change_status(
     st: &AppState,
     principal: &crate::domain::credentials::Principal,
     raw_id: &str,
-    idempotency_key: Option<&str>,
+    key: Idempotent<'_>,
     body: &JsonBody<KeyActionRequest>,
     change: StatusChange,
 ) -> poem::Result<Reply<KeyStatusResult>> {
@@ -519,44 +501,32 @@ async fn change_status(
     let shared = st.clone();
     let caller = principal.clone();
     let reason = body.value.reason.clone();
-    let verb = match change {
-        StatusChange::Revoke => "revoke",
-        StatusChange::Delete => "delete",
-    };
-    mutation::run(
-        mutation::Call {
-            state: st,
-            principal,
-            idempotency_key,
-            operation: format!("POST /v1/auth/keys/{id}/{verb}"),
-            body: &body.json,
-            context: &body.value.context,
-            ttl: None,
-        },
-        move |txn, _acting| {
-            Box::pin(async move {
-                let auth = shared.key_auth();
-                let (m, cascaded) = match change {
-                    StatusChange::Revoke => {
-                        let r = keys::revoke(txn, &auth, &caller, id, reason, cascade).await?;
-                        let ids = r.cascaded.iter().map(|k| k.id.to_string()).collect();
-                        (r.key, cascade.then_some(ids))
-                    }
-                    StatusChange::Delete => {
-                        (keys::delete(txn, &auth, &caller, id, reason).await?, None)
-                    }
-                };
-                Ok(Outcome::new(KeyStatusResult {
-                    cascaded_key_ids: cascaded,
-                    key_id: m.id.to_string(),
-                    status: m.status,
-                    revoked_at: matches!(change, StatusChange::Revoke)
-                        .then_some(m.revoked_at)
-                        .flatten()
-                        .map(ts),
-                    deleted_at: m.deleted_at.map(ts),
-                }))
-            })
+    key.run(
+        principal,
+        &body.json,
+        &body.value.context,
+        async move |txn, _acting| {
+            let auth = shared.key_auth();
+            let (m, cascaded) = match change {
+                StatusChange::Revoke => {
+                    let r = keys::revoke(txn, &auth, &caller, id, reason, cascade).await?;
+                    let ids = r.cascaded.iter().map(|k| k.id.to_string()).collect();
+                    (r.key, cascade.then_some(ids))
+                }
+                StatusChange::Delete => {
+                    (keys::delete(txn, &auth, &caller, id, reason).await?, None)
+                }
+            };
+            Ok(Outcome::new(KeyStatusResult {
+                cascaded_key_ids: cascaded,
+                key_id: m.id.to_string(),
+                status: m.status,
+                revoked_at: matches!(change, StatusChange::Revoke)
+                    .then_some(m.revoked_at)
+                    .flatten()
+                    .map(ts),
+                deleted_at: m.deleted_at.map(ts),
+            }))
         },
     )
     .await

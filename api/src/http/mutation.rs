@@ -1,12 +1,20 @@
-//! The one path every mutating operation takes: Idempotency-Key, the scope guard on
-//! `context`, then the domain work inside the idempotent transaction. Handlers parse and
-//! hand over; none of them re-implements a step.
-use futures::future::BoxFuture;
+//! The one path every mutating operation takes. A handler names its Idempotency-Key
+//! parameter with the [`Idempotent`] extractor, which reads the header once and names the
+//! operation by the request's method and path (as the early replay layer does); the
+//! handler checks what is its own (permission, path ids) and hands its domain work to
+//! [`Idempotent::run`], which applies the scope guard on `context`, then runs the work
+//! inside the idempotent transaction and records its response with it.
+use poem::{Request, RequestBody};
+use poem_openapi::{
+    ApiExtractor, ApiExtractorType, ExtractParamOptions,
+    registry::{MetaParamIn, MetaSchemaRef, Registry},
+    types::Type,
+};
 use sea_orm::DatabaseTransaction;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{common::RequestContext, reply::Reply};
+use super::{common::RequestContext, operator::OperatorAuth, reply::Reply};
 use crate::{
     domain::credentials::{
         Principal,
@@ -17,67 +25,138 @@ use crate::{
     state::AppState,
 };
 
-pub struct Call<'a> {
-    pub state: &'a AppState,
-    pub principal: &'a Principal,
-    /// The `Idempotency-Key` header as sent.
-    pub idempotency_key: Option<&'a str>,
-    /// Method and concrete route, e.g. `POST /v1/auth/keys/{id}/revoke` with the id.
-    pub operation: String,
-    /// The request body as parsed JSON (for the fingerprint).
-    pub body: &'a Value,
-    pub context: &'a RequestContext,
-    /// Replay window when it differs from the configured one.
-    pub ttl: Option<chrono::Duration>,
+/// A mutating request's `Idempotency-Key` (declare it `#[oai(name = "Idempotency-Key")]`)
+/// and the operation it keys: the method and the path as requested.
+pub struct Idempotent<'a> {
+    state: &'a AppState,
+    /// Parsed here, reported by `run`: the operation's own checks (permission, path ids)
+    /// answer first.
+    key: Result<String, ApiError>,
+    operation: String,
+    ttl: Option<chrono::Duration>,
 }
 
-pub async fn run<T, F>(call: Call<'_>, work: F) -> poem::Result<Reply<T>>
-where
-    T: Serialize + Send,
-    F: for<'t> FnOnce(
-            &'t DatabaseTransaction,
-            Acting,
-        ) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>
-        + Send,
-{
-    run_prepared(
-        call,
-        || async { Ok(()) },
-        move |txn, acting, ()| work(txn, acting),
-    )
-    .await
+impl<'a> ApiExtractor<'a> for Idempotent<'a> {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::Parameter];
+    const PARAM_IS_REQUIRED: bool = false;
+
+    type ParamType = Option<String>;
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        <Option<String> as Type>::register(registry);
+    }
+
+    fn param_in() -> Option<MetaParamIn> {
+        Some(MetaParamIn::Header)
+    }
+
+    fn param_schema_ref() -> Option<MetaSchemaRef> {
+        Some(<Option<String> as Type>::schema_ref())
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        _body: &mut RequestBody,
+        param_opts: ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        let state = request
+            .data::<AppState>()
+            .ok_or_else(|| ApiError::internal("the application state is not installed"))?;
+        let raw = request
+            .headers()
+            .get_all(param_opts.name)
+            .iter()
+            .find_map(|v| v.to_str().ok());
+        Ok(Idempotent {
+            state,
+            key: idempotency::parse_key(raw),
+            operation: idempotency::operation(
+                request.method().as_str(),
+                request.original_uri().path(),
+            ),
+            ttl: None,
+        })
+    }
 }
 
-/// `run` with a `prepare` step that only runs when the work will (never for a replay),
-/// outside the database transaction.
-pub async fn run_prepared<T, P, Prep, PrepFut, F>(
-    call: Call<'_>,
-    prepare: Prep,
-    work: F,
-) -> poem::Result<Reply<T>>
-where
-    T: Serialize + Send,
-    Prep: FnOnce() -> PrepFut,
-    PrepFut: std::future::Future<Output = Result<P, ApiError>>,
-    F: for<'t> FnOnce(
-            &'t DatabaseTransaction,
-            Acting,
-            P,
-        ) -> BoxFuture<'t, Result<Outcome<T>, ApiError>>
-        + Send,
-{
-    let key = idempotency::parse_key(call.idempotency_key)?;
-    let acting = authorize(call.state, call.principal, call.context).await?;
-    let mut request = idempotency::Request::new(call.principal, key, call.operation, call.body);
-    request.ttl = call.ttl;
-    let rendered = idempotency::execute_prepared(
-        call.state.idempotency(),
-        request,
-        prepare,
-        move |txn, prepared| work(txn, acting, prepared),
-    )
-    .await?;
-    Ok(Reply::rendered(rendered))
+impl<'a> Idempotent<'a> {
+    /// The service's state, for work that needs more than the transaction.
+    pub fn state(&self) -> &'a AppState {
+        self.state
+    }
+
+    /// Keeps the response for `ttl` instead of the configured replay window.
+    pub fn ttl(mut self, ttl: chrono::Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Runs `work` once per key under the scope guard on `context`, or replays what it
+    /// answered. `body` is the request as parsed JSON (its fingerprint).
+    pub async fn run<T>(
+        self,
+        principal: &Principal,
+        body: &Value,
+        context: &RequestContext,
+        work: impl AsyncFnOnce(&DatabaseTransaction, Acting) -> Result<Outcome<T>, ApiError>,
+    ) -> poem::Result<Reply<T>>
+    where
+        T: Serialize + Send,
+    {
+        self.run_prepared(
+            principal,
+            body,
+            context,
+            async || Ok(()),
+            async move |txn, acting, ()| work(txn, acting).await,
+        )
+        .await
+    }
+
+    /// `run` with a `prepare` step that only runs when the work will (never for a replay),
+    /// outside the database transaction: slow, lock-free work such as hashing a new key.
+    pub async fn run_prepared<T, P>(
+        self,
+        principal: &Principal,
+        body: &Value,
+        context: &RequestContext,
+        prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
+        work: impl AsyncFnOnce(&DatabaseTransaction, Acting, P) -> Result<Outcome<T>, ApiError>,
+    ) -> poem::Result<Reply<T>>
+    where
+        T: Serialize + Send,
+    {
+        let key = self.key?;
+        let acting = authorize(self.state, principal, context).await?;
+        let mut request = idempotency::Request::new(principal, key, self.operation, body);
+        request.ttl = self.ttl;
+        let rendered = idempotency::execute_prepared(
+            self.state.idempotency(),
+            request,
+            prepare,
+            async move |txn, prepared| work(txn, acting, prepared).await,
+        )
+        .await?;
+        Ok(Reply::rendered(rendered))
+    }
+
+    /// An operator's mutation: keyed by the operator (whose keys never meet a tenant's),
+    /// in one transaction; operators act above any tenant's scope.
+    pub async fn run_as_operator<T>(
+        self,
+        auth: &OperatorAuth,
+        body: &Value,
+        work: impl AsyncFnOnce(&DatabaseTransaction) -> Result<Outcome<T>, ApiError>,
+    ) -> poem::Result<Reply<T>>
+    where
+        T: Serialize + Send,
+    {
+        let key = self.key?;
+        let request = idempotency::Request::for_operator(auth.0.id, key, self.operation, body);
+        let rendered = idempotency::execute(self.state.idempotency(), request, work).await?;
+        Ok(Reply::rendered(rendered))
+    }
 }
 
 /// The scope guard on a request's `context`, for operations that do not mutate (reads and

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
-    param::{Header, Path, Query},
+    param::{Path, Query},
 };
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -14,6 +14,7 @@ use super::common::path_uuid;
 use super::{
     balance::BalanceView,
     body::{JsonBody, Validate},
+    mutation::Idempotent,
     operator::OperatorAuth,
     reply::Reply,
     tags::Tag,
@@ -24,7 +25,7 @@ use crate::{
         wallets::{self, Adjustment, WalletRecord},
     },
     error::ApiError,
-    idempotency::{self, Outcome},
+    idempotency::Outcome,
     state::AppState,
     store,
 };
@@ -217,24 +218,6 @@ pub fn ledger_check_view(r: store::ledger::Report) -> LedgerCheck {
     }
 }
 
-/// An operator mutation: idempotent on the operator's Idempotency-Key, in one transaction.
-pub(super) async fn idempotent<T: Serialize + Send>(
-    st: &AppState,
-    auth: &OperatorAuth,
-    key: Option<&str>,
-    operation: String,
-    json: &serde_json::Value,
-    work: impl for<'t> FnOnce(
-        &'t sea_orm::DatabaseTransaction,
-    ) -> futures::future::BoxFuture<'t, Result<Outcome<T>, ApiError>>
-    + Send,
-) -> poem::Result<Reply<T>> {
-    let key = idempotency::parse_key(key)?;
-    let req = idempotency::Request::for_operator(auth.0.id, key, operation, json);
-    let rendered = idempotency::execute(st.idempotency(), req, work).await?;
-    Ok(Reply::rendered(rendered))
-}
-
 #[OpenApi(tag = "Tag::Platform")]
 impl OperatorWalletsApi {
     /// Register a customer wallet (operators)
@@ -252,35 +235,26 @@ impl OperatorWalletsApi {
         auth: OperatorAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<ImportWalletRequest>,
     ) -> poem::Result<Reply<OperatorWallet>> {
         let b = body.value.clone();
         let op = auth.0.clone();
         let window = chrono::Duration::seconds(state.0.config.enrollment_window_secs as i64);
-        idempotent(
-            state.0,
-            &auth,
-            idempotency_key.0.as_deref(),
-            "POST /v1/operator/wallets".into(),
-            &body.json,
-            move |txn| {
-                Box::pin(async move {
-                    let merchant = Uuid::parse_str(&b.merchant_id).map_err(ApiError::internal)?;
-                    let phone = validate::normalize_phone(&b.phone).unwrap_or_default();
-                    let program = b
-                        .wallet_program_id
-                        .as_deref()
-                        .and_then(|p| Uuid::parse_str(p).ok());
-                    let state = b.state.as_deref().unwrap_or(wallets::VERIFIED);
-                    let r = wallets::import(
-                        txn, &op, merchant, &phone, program, state, &b.reason, window,
-                    )
-                    .await?;
-                    Ok(Outcome::new(view(r)))
-                })
-            },
-        )
+        key.run_as_operator(&auth, &body.json, async move |txn| {
+            let merchant = Uuid::parse_str(&b.merchant_id).map_err(ApiError::internal)?;
+            let phone = validate::normalize_phone(&b.phone).unwrap_or_default();
+            let program = b
+                .wallet_program_id
+                .as_deref()
+                .and_then(|p| Uuid::parse_str(p).ok());
+            let state = b.state.as_deref().unwrap_or(wallets::VERIFIED);
+            let r = wallets::import(
+                txn, &op, merchant, &phone, program, state, &b.reason, window,
+            )
+            .await?;
+            Ok(Outcome::new(view(r)))
+        })
         .await
     }
 
@@ -313,45 +287,35 @@ impl OperatorWalletsApi {
     )]
     async fn adjust(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         wallet_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<AdjustmentRequest>,
     ) -> poem::Result<Reply<OperatorWallet>> {
         let id = path_uuid("path:walletId", &wallet_id.0)?;
         let b = body.value.clone();
         let op = auth.0.clone();
-        idempotent(
-            state.0,
-            &auth,
-            idempotency_key.0.as_deref(),
-            format!("POST /v1/operator/wallets/{id}/adjustments"),
-            &body.json,
-            move |txn| {
-                Box::pin(async move {
-                    let signed = if b.direction == "debit" {
-                        -b.amount_minor
-                    } else {
-                        b.amount_minor
-                    };
-                    let r = wallets::adjust(
-                        txn,
-                        &op,
-                        id,
-                        &b.currency,
-                        Adjustment::Actual {
-                            amount_minor: signed,
-                        },
-                        &b.reason,
-                    )
-                    .await?;
-                    Ok(Outcome::new(view(r)))
-                })
-            },
-        )
+        key.run_as_operator(&auth, &body.json, async move |txn| {
+            let signed = if b.direction == "debit" {
+                -b.amount_minor
+            } else {
+                b.amount_minor
+            };
+            let r = wallets::adjust(
+                txn,
+                &op,
+                id,
+                &b.currency,
+                Adjustment::Actual {
+                    amount_minor: signed,
+                },
+                &b.reason,
+            )
+            .await?;
+            Ok(Outcome::new(view(r)))
+        })
         .await
     }
 
@@ -365,12 +329,11 @@ impl OperatorWalletsApi {
     )]
     async fn grant(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         wallet_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<GrantRequest>,
     ) -> poem::Result<Reply<OperatorWallet>> {
         let id = path_uuid("path:walletId", &wallet_id.0)?;
@@ -378,32 +341,23 @@ impl OperatorWalletsApi {
         let op = auth.0.clone();
         let mut e = Errors::default();
         let expires_at = b.expiry(&mut e).unwrap_or_else(Utc::now);
-        idempotent(
-            state.0,
-            &auth,
-            idempotency_key.0.as_deref(),
-            format!("POST /v1/operator/wallets/{id}/grants"),
-            &body.json,
-            move |txn| {
-                Box::pin(async move {
-                    let r = wallets::adjust(
-                        txn,
-                        &op,
-                        id,
-                        &b.currency,
-                        Adjustment::Grant {
-                            amount_minor: b.amount_minor,
-                            source: b.source.clone(),
-                            state: b.state.clone(),
-                            expires_at,
-                        },
-                        &b.reason,
-                    )
-                    .await?;
-                    Ok(Outcome::new(view(r)))
-                })
-            },
-        )
+        key.run_as_operator(&auth, &body.json, async move |txn| {
+            let r = wallets::adjust(
+                txn,
+                &op,
+                id,
+                &b.currency,
+                Adjustment::Grant {
+                    amount_minor: b.amount_minor,
+                    source: b.source.clone(),
+                    state: b.state.clone(),
+                    expires_at,
+                },
+                &b.reason,
+            )
+            .await?;
+            Ok(Outcome::new(view(r)))
+        })
         .await
     }
 

@@ -4,10 +4,7 @@
 use chrono::Utc;
 use entities::{payment, payment_refund};
 use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi, Union,
-    param::{Header, Path},
-};
+use poem_openapi::{Object, OpenApi, Union, param::Path};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -19,7 +16,7 @@ use super::{
     common::{
         RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, phone, ts,
     },
-    mutation,
+    mutation::{self, Idempotent},
     reply::Reply,
     tags::Tag,
 };
@@ -727,7 +724,7 @@ impl PaymentsApi {
         auth: TerminalJwtAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<OtpSendRequest>,
     ) -> poem::Result<Reply<OtpSendResult>> {
         let st = state.0.clone();
@@ -743,34 +740,26 @@ impl PaymentsApi {
             wallet_program_id: program,
             max_sends_per_wallet: st.config.otp_sends_per_wallet,
         };
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/payments/otp/send".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    // The phone resolves a wallet: it counts as an identification.
-                    let phone = IdentityCredential::Phone(req.phone.clone());
-                    super::customers::identification_guard(&st, &principal, &phone).await?;
-                    let who = caller(&principal, acting, &b.context);
-                    let sent = payments::send_otp(txn, &st.sealer, &who, req, Utc::now()).await?;
-                    Ok(Outcome::new(OtpSendResult {
-                        otp_session_id: sent.session.id.to_string(),
-                        phone_masked: payments::masked(&sent.phone),
-                        amount_minor: sent.session.amount_minor,
-                        currency: sent.session.currency,
-                        order_ref: sent.session.order_ref,
-                        wallet_program_id: sent.wallet.wallet_program_id.to_string(),
-                        expires_at: ts(sent.session.expires_at),
-                        sends_remaining: sent.sends_remaining as i64,
-                    }))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                // The phone resolves a wallet: it counts as an identification.
+                let phone = IdentityCredential::Phone(req.phone.clone());
+                super::customers::identification_guard(&st, &principal, &phone).await?;
+                let who = caller(&principal, acting, &b.context);
+                let sent = payments::send_otp(txn, &st.sealer, &who, req, Utc::now()).await?;
+                Ok(Outcome::new(OtpSendResult {
+                    otp_session_id: sent.session.id.to_string(),
+                    phone_masked: payments::masked(&sent.phone),
+                    amount_minor: sent.session.amount_minor,
+                    currency: sent.session.currency,
+                    order_ref: sent.session.order_ref,
+                    wallet_program_id: sent.wallet.wallet_program_id.to_string(),
+                    expires_at: ts(sent.session.expires_at),
+                    sends_remaining: sent.sends_remaining as i64,
+                }))
             },
         )
         .await
@@ -794,7 +783,7 @@ impl PaymentsApi {
         auth: TerminalJwtAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<QrMintRequest>,
     ) -> poem::Result<Reply<QrMintResult>> {
         let st = state.0.clone();
@@ -815,39 +804,30 @@ impl PaymentsApi {
             with_short_code: b.include_short_code,
             wallet_program_id: program,
         };
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/qr/mint".into(),
-                body: &body.json,
-                context: &body.value.context,
-                // A retry returns the same nonce only while it is valid.
-                ttl: Some(chrono::Duration::seconds(payments::QR_TTL_SECS)),
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    if let Some(Customer::Phone(phone)) = &req.customer {
-                        let phone = IdentityCredential::Phone(phone.clone());
-                        super::customers::identification_guard(&st, &principal, &phone).await?;
-                    }
-                    let now = Utc::now();
-                    let who = caller(&principal, acting, &b.context);
-                    let m = payments::mint_qr(txn, &st.sealer, &who, req, now).await?;
-                    let mut out = Outcome::new(QrMintResult {
-                        qr_payload: m.qr_payload.clone(),
-                        short_code: m.short_code.clone(),
-                        wallet_program_id: m.wallet.wallet_program_id.to_string(),
-                        expires_at: ts(m.nonce.expires_at),
-                        expires_in: (m.nonce.expires_at - now).num_seconds(),
-                    })
-                    .with_secret(m.qr_payload);
-                    if let Some(code) = m.short_code {
-                        out = out.with_secret(code);
-                    }
-                    Ok(out)
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                if let Some(Customer::Phone(phone)) = &req.customer {
+                    let phone = IdentityCredential::Phone(phone.clone());
+                    super::customers::identification_guard(&st, &principal, &phone).await?;
+                }
+                let now = Utc::now();
+                let who = caller(&principal, acting, &b.context);
+                let m = payments::mint_qr(txn, &st.sealer, &who, req, now).await?;
+                let mut out = Outcome::new(QrMintResult {
+                    qr_payload: m.qr_payload.clone(),
+                    short_code: m.short_code.clone(),
+                    wallet_program_id: m.wallet.wallet_program_id.to_string(),
+                    expires_at: ts(m.nonce.expires_at),
+                    expires_in: (m.nonce.expires_at - now).num_seconds(),
                 })
+                .with_secret(m.qr_payload);
+                if let Some(code) = m.short_code {
+                    out = out.with_secret(code);
+                }
+                Ok(out)
             },
         )
         .await
@@ -866,7 +846,7 @@ impl PaymentsApi {
         auth: TerminalJwtAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<PaymentRequest>,
     ) -> poem::Result<Reply<PaymentResult>> {
         let received_at = Utc::now();
@@ -902,58 +882,52 @@ impl PaymentsApi {
         let merchant = b.context.parsed().merchant_id;
         let integration = principal.integration_id;
         let prep_state = st.clone();
-        let result = mutation::run_prepared(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/payments".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move || async move {
-                let pay = payments::Pay {
-                    credential: credential?,
-                    amount_minor,
-                    currency,
-                    order_ref,
-                    wallet_program_id: program,
-                    basket,
-                    received_at,
-                    service_session_id,
-                };
-                let turn = match &pay.credential {
-                    Credential::Otp { .. } => {
-                        match payments::verify_otp(
-                            &prep_state.db,
-                            &prep_state.sealer,
-                            merchant,
-                            &pay,
-                        )
-                        .await?
-                        {
-                            // The wallet is known before the transaction: its payments take
-                            // turns here rather than on the row lock.
-                            Some(wallet) => Some(
-                                prep_state
-                                    .wallet_queue
-                                    .take(wallet, prep_state.db_lock_wait())
-                                    .await?,
-                            ),
-                            None => None,
+        let result = key
+            .run_prepared(
+                &auth.0,
+                &body.json,
+                &body.value.context,
+                async move || {
+                    let pay = payments::Pay {
+                        credential: credential?,
+                        amount_minor,
+                        currency,
+                        order_ref,
+                        wallet_program_id: program,
+                        basket,
+                        received_at,
+                        service_session_id,
+                    };
+                    let turn = match &pay.credential {
+                        Credential::Otp { .. } => {
+                            match payments::verify_otp(
+                                &prep_state.db,
+                                &prep_state.sealer,
+                                merchant,
+                                &pay,
+                            )
+                            .await?
+                            {
+                                // The wallet is known before the transaction: its payments take
+                                // turns here rather than on the row lock.
+                                Some(wallet) => Some(
+                                    prep_state
+                                        .wallet_queue
+                                        .take(wallet, prep_state.db_lock_wait())
+                                        .await?,
+                                ),
+                                None => None,
+                            }
                         }
-                    }
-                    Credential::ShortCode { .. } => {
-                        payments::short_code_guard(&prep_state.kv, integration).await?;
-                        None
-                    }
-                    Credential::Qr { .. } => None,
-                };
-                Ok((pay, turn))
-            },
-            move |txn, acting, (pay, turn)| {
-                Box::pin(async move {
+                        Credential::ShortCode { .. } => {
+                            payments::short_code_guard(&prep_state.kv, integration).await?;
+                            None
+                        }
+                        Credential::Qr { .. } => None,
+                    };
+                    Ok((pay, turn))
+                },
+                async move |txn, acting, (pay, turn)| {
                     let mut who = caller(&principal, acting, &b.context);
                     who.decision_trace_id = Some(decision_trace(Some(&b.meta)));
                     let who_trace = who.decision_trace_id.clone();
@@ -985,10 +959,9 @@ impl PaymentsApi {
                     };
                     out.writes = paid.writes;
                     Ok(out)
-                })
-            },
-        )
-        .await;
+                },
+            )
+            .await;
         if is_short_code && result.as_ref().is_err_and(is_failed_credential) {
             payments::short_code_failed(&state.0.kv, integration).await?;
         }
@@ -1029,21 +1002,19 @@ impl PaymentsApi {
     )]
     async fn void(
         &self,
-        state: Data<&AppState>,
         auth: TerminalJwtAuth,
         id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<VoidRequest>,
     ) -> poem::Result<Reply<ReversalResult>> {
         let id = path_uuid("path:id", &id.0)?;
         let reason = body.value.reason.clone();
         reverse(
-            state.0,
+            key,
             &auth.0,
             id,
-            idempotency_key.0.as_deref(),
             &body.json,
             &body.value.context,
             ReversalKind::Void,
@@ -1067,21 +1038,19 @@ impl PaymentsApi {
     )]
     async fn refund(
         &self,
-        state: Data<&AppState>,
         auth: TerminalJwtAuth,
         id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<RefundRequest>,
     ) -> poem::Result<Reply<ReversalResult>> {
         let id = path_uuid("path:id", &id.0)?;
         let v = body.value.clone();
         reverse(
-            state.0,
+            key,
             &auth.0,
             id,
-            idempotency_key.0.as_deref(),
             &body.json,
             &body.value.context,
             ReversalKind::Refund,
@@ -1123,10 +1092,9 @@ impl PaymentsApi {
 
 #[allow(clippy::too_many_arguments)]
 async fn reverse(
-    st: &AppState,
+    key: Idempotent<'_>,
     principal: &Principal,
     id: Uuid,
-    idempotency_key: Option<&str>,
     json: &Value,
     context: &RequestContext,
     kind: ReversalKind,
@@ -1134,39 +1102,21 @@ async fn reverse(
     currency: Option<String>,
     reason: Option<String>,
 ) -> poem::Result<Reply<ReversalResult>> {
-    let verb = match kind {
-        ReversalKind::Void => "void",
-        ReversalKind::Refund => "refund",
-    };
     let p = principal.clone();
     let ctx = context.clone();
-    mutation::run(
-        mutation::Call {
-            state: st,
-            principal,
-            idempotency_key,
-            operation: format!("POST /v1/payments/{id}/{verb}"),
-            body: json,
-            context,
-            ttl: None,
-        },
-        move |txn, acting| {
-            Box::pin(async move {
-                let who = caller(&p, acting, &ctx);
-                let r =
-                    payments::reverse(txn, &p, &who, id, kind, amount, currency.as_deref(), reason)
-                        .await?;
-                let refunds = payments::refunds_of(txn, r.payment.id).await?;
-                Ok(Outcome::new(ReversalResult {
-                    payment: detail(&r.payment, &refunds),
-                    refund: r.refund.as_ref().map(refund_view),
-                    balance_after: r.balance_after.into(),
-                    cashback_reversed_minor: r.rewards.cashback_minor,
-                    offer_reward_reversed_minor: r.rewards.offer_minor,
-                    rewards_unrecovered_minor: r.rewards.unrecovered_minor,
-                }))
-            })
-        },
-    )
+    key.run(principal, json, context, async move |txn, acting| {
+        let who = caller(&p, acting, &ctx);
+        let r =
+            payments::reverse(txn, &p, &who, id, kind, amount, currency.as_deref(), reason).await?;
+        let refunds = payments::refunds_of(txn, r.payment.id).await?;
+        Ok(Outcome::new(ReversalResult {
+            payment: detail(&r.payment, &refunds),
+            refund: r.refund.as_ref().map(refund_view),
+            balance_after: r.balance_after.into(),
+            cashback_reversed_minor: r.rewards.cashback_minor,
+            offer_reward_reversed_minor: r.rewards.offer_minor,
+            rewards_unrecovered_minor: r.rewards.unrecovered_minor,
+        }))
+    })
     .await
 }

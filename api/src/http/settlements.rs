@@ -5,7 +5,7 @@ use entities::{reload_bonus_config, settlement};
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
-    param::{Header, Path, Query},
+    param::{Path, Query},
 };
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +15,7 @@ use super::{
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
     customers::{IdentityCredentialBody, identity_credential, merchant_of},
-    mutation,
+    mutation::Idempotent,
     payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
@@ -427,7 +427,7 @@ impl SettlementsApi {
         auth: ApiKeyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<SettlementRequest>,
     ) -> poem::Result<Reply<SettlementView>> {
         auth.0.require(Permission::Settlements)?;
@@ -435,36 +435,28 @@ impl SettlementsApi {
         let p = auth.0.clone();
         let b = body.value.clone();
         let window = chrono::Duration::seconds(state.0.config.enrollment_window_secs as i64);
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/topup/settlements".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let who = caller(&p, acting, &b.context);
-                    let s = settlements::ingest(
-                        txn,
-                        &who,
-                        window,
-                        Report {
-                            reference: b.reference.clone(),
-                            amount_minor: b.amount_minor,
-                            currency: b.currency.clone(),
-                            state: b.state.clone(),
-                            provider: b.provider.clone(),
-                            failure_reason: b.failure_reason.clone(),
-                        },
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(settlement_view(&s)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let who = caller(&p, acting, &b.context);
+                let s = settlements::ingest(
+                    txn,
+                    &who,
+                    window,
+                    Report {
+                        reference: b.reference.clone(),
+                        amount_minor: b.amount_minor,
+                        currency: b.currency.clone(),
+                        state: b.state.clone(),
+                        provider: b.provider.clone(),
+                        failure_reason: b.failure_reason.clone(),
+                    },
+                    Utc::now(),
+                )
+                .await?;
+                Ok(Outcome::new(settlement_view(&s)))
             },
         )
         .await
@@ -528,7 +520,7 @@ impl SettlementsApi {
         auth: TerminalJwtAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<ConfirmRequest>,
     ) -> poem::Result<Reply<ConfirmResult>> {
         let st = state.0.clone();
@@ -540,35 +532,27 @@ impl SettlementsApi {
         e.finish()?;
         let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/topup/confirm".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let customer = presented.guarded(&st, &p).await?;
-                    let who = caller(&p, acting, &b.context);
-                    let o = settlements::confirm(
-                        txn,
-                        &st.sealer,
-                        &who,
-                        window,
-                        Confirm {
-                            settlement_reference: b.settlement_reference.clone(),
-                            customer,
-                            wallet_program_id: program,
-                        },
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(ConfirmResult::from(o)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let customer = presented.guarded(&st, &p).await?;
+                let who = caller(&p, acting, &b.context);
+                let o = settlements::confirm(
+                    txn,
+                    &st.sealer,
+                    &who,
+                    window,
+                    Confirm {
+                        settlement_reference: b.settlement_reference.clone(),
+                        customer,
+                        wallet_program_id: program,
+                    },
+                    Utc::now(),
+                )
+                .await?;
+                Ok(Outcome::new(ConfirmResult::from(o)))
             },
         )
         .await
@@ -590,11 +574,10 @@ impl SettlementsApi {
     )]
     async fn set_config(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<ReloadBonusConfigRequest>,
     ) -> poem::Result<Reply<ReloadBonusConfigView>> {
         auth.0.require(Permission::Incentives)?;
@@ -605,34 +588,26 @@ impl SettlementsApi {
         let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
         e.finish()?;
         let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/topup/reload-bonus/config".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let c = reload_bonus::configure(
-                        txn,
-                        p.integration_id,
-                        acting.merchant_id,
-                        NewConfig {
-                            wallet_program_id: program,
-                            currency: b.currency.clone(),
-                            tiers: b.tiers.iter().map(TierBody::tier).collect(),
-                            expiry_days: b.expiry_days,
-                            budget_id: budget,
-                        },
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(config_view(&c)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let c = reload_bonus::configure(
+                    txn,
+                    p.integration_id,
+                    acting.merchant_id,
+                    NewConfig {
+                        wallet_program_id: program,
+                        currency: b.currency.clone(),
+                        tiers: b.tiers.iter().map(TierBody::tier).collect(),
+                        expiry_days: b.expiry_days,
+                        budget_id: budget,
+                    },
+                    Utc::now(),
+                )
+                .await?;
+                Ok(Outcome::new(config_view(&c)))
             },
         )
         .await

@@ -1,7 +1,7 @@
 //! Terminal tokens: exchange an API key for a short-lived JWT, and check a JWT.
 use chrono::{TimeZone, Utc};
 use poem::web::{Data, RemoteAddr};
-use poem_openapi::{Object, OpenApi, SecurityScheme, auth::Bearer, param::Header};
+use poem_openapi::{Object, OpenApi, SecurityScheme, auth::Bearer};
 use serde::{Deserialize, Serialize};
 
 use super::common::ts;
@@ -9,7 +9,7 @@ use super::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta},
-    mutation,
+    mutation::Idempotent,
     reply::Reply,
     tags::Tag,
 };
@@ -146,7 +146,7 @@ impl TokenApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        #[oai(name = "Idempotency-Key")] idempotency_key: Header<Option<String>>,
+        #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
         body: JsonBody<TokenRequest>,
     ) -> poem::Result<Reply<PosTerminalToken>> {
         auth.0.require(Permission::Terminal)?;
@@ -154,18 +154,12 @@ impl TokenApi {
         let shared = st.clone();
         let principal = auth.0.clone();
         let cashier = body.value.cashier_id.clone();
-        mutation::run(
-            mutation::Call {
-                state: st,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/auth/token".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: Some(chrono::Duration::seconds(jwt::TTL_SECS)),
-            },
-            move |txn, acting| {
-                Box::pin(async move {
+        key.ttl(chrono::Duration::seconds(jwt::TTL_SECS))
+            .run(
+                &auth.0,
+                &body.json,
+                &body.value.context,
+                async move |txn, acting| {
                     let (token, c) =
                         token::mint(txn, &shared.jwt, &principal, &acting, cashier).await?;
                     Ok(Outcome {
@@ -182,10 +176,9 @@ impl TokenApi {
                         meta: Default::default(),
                         writes: Default::default(),
                     })
-                })
-            },
-        )
-        .await
+                },
+            )
+            .await
     }
 
     /// Check a terminal token

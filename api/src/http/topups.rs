@@ -5,7 +5,7 @@ use entities::sku;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
-    param::{Header, Path, Query},
+    param::{Path, Query},
 };
 use serde::{Deserialize, Serialize};
 
@@ -15,9 +15,8 @@ use super::{
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
     customers::{GrantItem, IdentityCredentialBody, grant_item, identity_credential},
-    mutation,
+    mutation::Idempotent,
     operator::OperatorAuth,
-    operator_wallets::idempotent,
     payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
@@ -329,54 +328,45 @@ impl TopupsApi {
     )]
     async fn register_sku(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<SkuRequest>,
     ) -> poem::Result<Reply<SkuView>> {
         auth.0.require(Permission::Catalog)?;
         let p = auth.0.clone();
         let b = body.value.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/skus".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let bonus =
-                        b.bonus
-                            .as_ref()
-                            .and_then(|x| match (x.amount_minor, x.percent_bps) {
-                                (Some(a), _) => Some(Bonus::PerUnit(a)),
-                                (_, Some(p)) => Some(Bonus::PercentBps(p)),
-                                _ => None,
-                            });
-                    let (s, _) = topups::register_sku(
-                        txn,
-                        p.integration_id,
-                        acting.merchant_id,
-                        SkuTerms {
-                            sku_id: b.sku_id.clone(),
-                            name: b.name.clone(),
-                            currency: b.currency.clone(),
-                            wallet_credits_minor: b.wallet_credits_minor,
-                            bonus,
-                            bonus_expiry_days: b.bonus.as_ref().and_then(|x| x.expiry_days),
-                            active: b.active.unwrap_or(true),
-                        },
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(sku_view(&s)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let bonus = b
+                    .bonus
+                    .as_ref()
+                    .and_then(|x| match (x.amount_minor, x.percent_bps) {
+                        (Some(a), _) => Some(Bonus::PerUnit(a)),
+                        (_, Some(p)) => Some(Bonus::PercentBps(p)),
+                        _ => None,
+                    });
+                let (s, _) = topups::register_sku(
+                    txn,
+                    p.integration_id,
+                    acting.merchant_id,
+                    SkuTerms {
+                        sku_id: b.sku_id.clone(),
+                        name: b.name.clone(),
+                        currency: b.currency.clone(),
+                        wallet_credits_minor: b.wallet_credits_minor,
+                        bonus,
+                        bonus_expiry_days: b.bonus.as_ref().and_then(|x| x.expiry_days),
+                        active: b.active.unwrap_or(true),
+                    },
+                    Utc::now(),
+                )
+                .await?;
+                Ok(Outcome::new(sku_view(&s)))
             },
         )
         .await
@@ -440,7 +430,7 @@ impl TopupsApi {
         sku_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<SkuTopupRequest>,
     ) -> poem::Result<Reply<TopupResult>> {
         let st = state.0.clone();
@@ -462,38 +452,30 @@ impl TopupsApi {
         let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         let sku = sku_id.0.clone();
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/topup/sku/{}", sku_id.0),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let customer = presented.guarded(&st, &p).await?;
-                    let who = caller(&p, acting, &b.context);
-                    let o = topups::topup_sku(
-                        txn,
-                        &st.sealer,
-                        &who,
-                        window,
-                        SkuTopup {
-                            sku_id: sku,
-                            pos_order_ref: b.pos_order_ref.clone(),
-                            customer,
-                            quantity: quantity.unwrap_or(1),
-                            wallet_program_id: program,
-                            service_session_id: session,
-                        },
-                        Utc::now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(TopupResult::from(o)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let customer = presented.guarded(&st, &p).await?;
+                let who = caller(&p, acting, &b.context);
+                let o = topups::topup_sku(
+                    txn,
+                    &st.sealer,
+                    &who,
+                    window,
+                    SkuTopup {
+                        sku_id: sku,
+                        pos_order_ref: b.pos_order_ref.clone(),
+                        customer,
+                        quantity: quantity.unwrap_or(1),
+                        wallet_program_id: program,
+                        service_session_id: session,
+                    },
+                    Utc::now(),
+                )
+                .await?;
+                Ok(Outcome::new(TopupResult::from(o)))
             },
         )
         .await
@@ -571,35 +553,25 @@ impl TopupsApi {
     )]
     async fn clawback(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<ClawbackRequest>,
     ) -> poem::Result<Reply<ClawbackResult>> {
         let grant_id = path_uuid("path:id", &id.0)?;
         let op = auth.0.clone();
         let reason = body.value.reason.clone();
-        idempotent(
-            state.0,
-            &auth,
-            idempotency_key.0.as_deref(),
-            format!("POST /v1/grants/{grant_id}/clawback"),
-            &body.json,
-            move |txn| {
-                Box::pin(async move {
-                    let r = grants::clawback(txn, &op, grant_id, &reason, Utc::now()).await?;
-                    Ok(Outcome::new(ClawbackResult {
-                        wallet_id: r.grant.wallet_id.to_string(),
-                        grant: grant_item(&r.grant),
-                        clawed_back_minor: r.clawed_back_minor,
-                        balance_after: r.balance_after.into(),
-                    }))
-                })
-            },
-        )
+        key.run_as_operator(&auth, &body.json, async move |txn| {
+            let r = grants::clawback(txn, &op, grant_id, &reason, Utc::now()).await?;
+            Ok(Outcome::new(ClawbackResult {
+                wallet_id: r.grant.wallet_id.to_string(),
+                grant: grant_item(&r.grant),
+                clawed_back_minor: r.clawed_back_minor,
+                balance_after: r.balance_after.into(),
+            }))
+        })
         .await
     }
 }

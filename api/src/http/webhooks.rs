@@ -4,7 +4,7 @@ use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
-    param::{Header, Path, Query},
+    param::{Path, Query},
 };
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +12,7 @@ use super::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, path_uuid, ts},
-    mutation,
+    mutation::Idempotent,
     reply::Reply,
     tags::Tag,
 };
@@ -355,7 +355,7 @@ impl WebhooksApi {
         auth: ApiKeyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<SubscriptionRequest>,
     ) -> poem::Result<Reply<SubscriptionWithSecret>> {
         auth.0.require(Permission::Webhooks)?;
@@ -376,34 +376,26 @@ impl WebhooksApi {
             st.config.webhook_allow_private_targets,
         )
         .await?;
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: "POST /v1/webhooks/subscriptions".into(),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, acting| {
-                Box::pin(async move {
-                    let now = Utc::now();
-                    let w = webhooks::create(
-                        txn,
-                        &st.sealer,
-                        &p,
-                        NewSubscription {
-                            url: b.url.clone(),
-                            description: b.description.clone(),
-                            event_types: b.event_types.clone(),
-                            merchant_id: (!all).then_some(acting.merchant_id),
-                        },
-                        now,
-                    )
-                    .await?;
-                    Ok(with_secret(w, now))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, acting| {
+                let now = Utc::now();
+                let w = webhooks::create(
+                    txn,
+                    &st.sealer,
+                    &p,
+                    NewSubscription {
+                        url: b.url.clone(),
+                        description: b.description.clone(),
+                        event_types: b.event_types.clone(),
+                        merchant_id: (!all).then_some(acting.merchant_id),
+                    },
+                    now,
+                )
+                .await?;
+                Ok(with_secret(w, now))
             },
         )
         .await
@@ -455,34 +447,25 @@ impl WebhooksApi {
     )]
     async fn disable(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<WebhookEnvelope>,
     ) -> poem::Result<Reply<SubscriptionView>> {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/webhooks/subscriptions/{sid}/disable"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, _| {
-                Box::pin(async move {
-                    let now = Utc::now();
-                    let s = webhooks::disable(txn, &p, sid, now).await?;
-                    Ok(Outcome::new(view(&s, now)))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, _| {
+                let now = Utc::now();
+                let s = webhooks::disable(txn, &p, sid, now).await?;
+                Ok(Outcome::new(view(&s, now)))
             },
         )
         .await
@@ -501,12 +484,11 @@ impl WebhooksApi {
     )]
     async fn enable(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<EnableRequest>,
     ) -> poem::Result<Reply<EnableResult>> {
         auth.0.require(Permission::Webhooks)?;
@@ -514,26 +496,18 @@ impl WebhooksApi {
         let sid = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
         let replay = body.value.replay_missed.unwrap_or(false);
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/webhooks/subscriptions/{sid}/enable"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, _| {
-                Box::pin(async move {
-                    let now = Utc::now();
-                    let (s, missed, replayed) = webhooks::enable(txn, &p, sid, replay, now).await?;
-                    Ok(Outcome::new(EnableResult {
-                        subscription: view(&s, now),
-                        missed_deliveries: missed,
-                        replayed_deliveries: replayed,
-                    }))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, _| {
+                let now = Utc::now();
+                let (s, missed, replayed) = webhooks::enable(txn, &p, sid, replay, now).await?;
+                Ok(Outcome::new(EnableResult {
+                    subscription: view(&s, now),
+                    missed_deliveries: missed,
+                    replayed_deliveries: replayed,
+                }))
             },
         )
         .await
@@ -558,7 +532,7 @@ impl WebhooksApi {
         id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<RotateRequest>,
     ) -> poem::Result<Reply<SubscriptionWithSecret>> {
         auth.0.require(Permission::Webhooks)?;
@@ -571,22 +545,14 @@ impl WebhooksApi {
                 .grace_period_secs
                 .unwrap_or(st.config.webhook_secret_grace_secs as i64),
         );
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/webhooks/subscriptions/{sid}/rotate-secret"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, _| {
-                Box::pin(async move {
-                    let now = Utc::now();
-                    let w = webhooks::rotate(txn, &st.sealer, &p, sid, grace, now).await?;
-                    Ok(with_secret(w, now))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, _| {
+                let now = Utc::now();
+                let w = webhooks::rotate(txn, &st.sealer, &p, sid, grace, now).await?;
+                Ok(with_secret(w, now))
             },
         )
         .await
@@ -658,13 +624,12 @@ impl WebhooksApi {
     )]
     async fn redeliver(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         id: Path<String>,
         delivery_id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<WebhookEnvelope>,
     ) -> poem::Result<Reply<RedeliverResult>> {
         auth.0.require(Permission::Webhooks)?;
@@ -672,23 +637,13 @@ impl WebhooksApi {
         let sid = path_uuid("path:id", &id.0)?;
         let did = path_uuid("path:deliveryId", &delivery_id.0)?;
         let p = auth.0.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!(
-                    "POST /v1/webhooks/subscriptions/{sid}/deliveries/{did}/redeliver"
-                ),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, _| {
-                Box::pin(async move {
-                    webhooks::redeliver(txn, &p, sid, did, Utc::now()).await?;
-                    Ok(Outcome::new(RedeliverResult { redelivered: 1 }))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, _| {
+                webhooks::redeliver(txn, &p, sid, did, Utc::now()).await?;
+                Ok(Outcome::new(RedeliverResult { redelivered: 1 }))
             },
         )
         .await
@@ -707,12 +662,11 @@ impl WebhooksApi {
     )]
     async fn redeliver_failed(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         id: Path<String>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        key: Idempotent<'_>,
         body: JsonBody<RedeliverRequest>,
     ) -> poem::Result<Reply<RedeliverResult>> {
         auth.0.require(Permission::Webhooks)?;
@@ -723,21 +677,13 @@ impl WebhooksApi {
             .map_err(ApiError::internal)?
             .with_timezone(&Utc);
         let p = auth.0.clone();
-        mutation::run(
-            mutation::Call {
-                state: state.0,
-                principal: &auth.0,
-                idempotency_key: idempotency_key.0.as_deref(),
-                operation: format!("POST /v1/webhooks/subscriptions/{sid}/redeliver"),
-                body: &body.json,
-                context: &body.value.context,
-                ttl: None,
-            },
-            move |txn, _| {
-                Box::pin(async move {
-                    let n = webhooks::redeliver_failed(txn, &p, sid, since, Utc::now()).await?;
-                    Ok(Outcome::new(RedeliverResult { redelivered: n }))
-                })
+        key.run(
+            &auth.0,
+            &body.json,
+            &body.value.context,
+            async move |txn, _| {
+                let n = webhooks::redeliver_failed(txn, &p, sid, since, Utc::now()).await?;
+                Ok(Outcome::new(RedeliverResult { redelivered: n }))
             },
         )
         .await
