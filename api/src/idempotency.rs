@@ -843,7 +843,10 @@ mod tests {
     #[test]
     fn an_operation_is_the_method_and_path_with_ids_in_canonical_case() {
         assert_eq!(
-            operation("POST", "/v1/payments/0191C1C0-7F3E-7A44-B1A6-1F2D3C4B5A69/refund"),
+            operation(
+                "POST",
+                "/v1/payments/0191C1C0-7F3E-7A44-B1A6-1F2D3C4B5A69/refund"
+            ),
             "POST /v1/payments/0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69/refund"
         );
         // Only ids: other segments (a SKU code) keep their spelling.

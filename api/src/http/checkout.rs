@@ -213,31 +213,26 @@ impl CheckoutApi {
         let p = auth.0.clone();
         let b = body.value.clone();
         let ttl = chrono::Duration::seconds(state.0.config.checkout_session_ttl_secs as i64);
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let now = Utc::now();
-                let who = caller(&p, acting, &b.context);
-                let s = checkout::open(
-                    txn,
-                    &p,
-                    &who,
-                    Open {
-                        partner_session_id: b.context.partner_session_id.clone(),
-                        basket: b
-                            .basket
-                            .as_ref()
-                            .map(|bk| serde_json::to_value(&bk.lines).unwrap_or_default()),
-                        ttl,
-                    },
-                    now,
-                )
-                .await?;
-                Ok(Outcome::new(view(&s, now)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let now = Utc::now();
+            let who = caller(&p, acting, &b.context);
+            let s = checkout::open(
+                txn,
+                &p,
+                &who,
+                Open {
+                    partner_session_id: b.context.partner_session_id.clone(),
+                    basket: b
+                        .basket
+                        .as_ref()
+                        .map(|bk| serde_json::to_value(&bk.lines).unwrap_or_default()),
+                    ttl,
+                },
+                now,
+            )
+            .await?;
+            Ok(Outcome::new(view(&s, now)))
+        })
         .await
     }
 
@@ -294,26 +289,21 @@ impl CheckoutApi {
             .known(&st, p.integration_id)
             .await?;
         identification_guard(&st, &p, &customer).await?;
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let now = Utc::now();
-                let trace = decision_trace(b.meta.as_ref());
-                let mut who = caller(&p, acting, &b.context);
-                who.decision_trace_id = Some(trace.clone());
-                let (s, r) =
-                    checkout::identify(txn, &st.sealer, &who, id, &customer, program, now).await?;
-                identification_done(&st, p.integration_id, &customer, r.identity.is_some()).await?;
-                let mut out = Outcome::new(SessionIdentifyResult {
-                    session: view(&s, now),
-                    customer: customer_context(&r),
-                });
-                out.meta = identification_meta(&r, trace, &b.context);
-                Ok(out)
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let now = Utc::now();
+            let trace = decision_trace(b.meta.as_ref());
+            let mut who = caller(&p, acting, &b.context);
+            who.decision_trace_id = Some(trace.clone());
+            let (s, r) =
+                checkout::identify(txn, &st.sealer, &who, id, &customer, program, now).await?;
+            identification_done(&st, p.integration_id, &customer, r.identity.is_some()).await?;
+            let mut out = Outcome::new(SessionIdentifyResult {
+                session: view(&s, now),
+                customer: customer_context(&r),
+            });
+            out.meta = identification_meta(&r, trace, &b.context);
+            Ok(out)
+        })
         .await
     }
 
@@ -339,17 +329,12 @@ impl CheckoutApi {
         let id = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
         let b = body.value.clone();
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let now = Utc::now();
-                let who = caller(&p, acting, &b.context);
-                let s = checkout::cancel(txn, &who, id, b.reason.clone(), now).await?;
-                Ok(Outcome::new(view(&s, now)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let now = Utc::now();
+            let who = caller(&p, acting, &b.context);
+            let s = checkout::cancel(txn, &who, id, b.reason.clone(), now).await?;
+            Ok(Outcome::new(view(&s, now)))
+        })
         .await
     }
 }

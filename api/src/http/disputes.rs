@@ -253,7 +253,7 @@ impl DisputesApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
         let b = &body.value;
-        key.run(&auth.0, &body.json, &b.context, async |txn, acting| {
+        key.run(&auth.0, &body, async |txn, acting| {
             let dispute = NewDispute {
                 amount_minor: b.amount_minor,
                 currency: b.currency.clone(),
@@ -310,7 +310,7 @@ impl DisputesApi {
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
         let dispute = path_uuid("path:disputeId", &dispute_id.0)?;
         let (p, b) = (&auth.0, &body.value);
-        key.run(p, &body.json, &b.context, async |txn, acting| {
+        key.run(p, &body, async |txn, acting| {
             let who = caller(p, acting, &b.context);
             let note = b.note.clone();
             let at = Utc::now();
@@ -360,7 +360,7 @@ impl DisputesApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
         let (p, b) = (&auth.0, &body.value);
-        key.run(p, &body.json, &b.context, async |txn, acting| {
+        key.run(p, &body, async |txn, acting| {
             let reason = b.reason.clone();
             let at = Utc::now();
             let r =

@@ -447,22 +447,17 @@ impl EnrollmentApi {
             service_session_id: session(&mut e, &b.context),
         };
         e.finish()?;
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let who = caller(&p, acting, &b.context);
-                let r = enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, Utc::now())
-                    .await?;
-                Ok(Outcome::new(enrollment_result(
-                    &r.identity,
-                    Some(&r.wallet),
-                    r.enrollment.as_ref(),
-                    r.sms_sent,
-                )))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let who = caller(&p, acting, &b.context);
+            let r =
+                enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, Utc::now()).await?;
+            Ok(Outcome::new(enrollment_result(
+                &r.identity,
+                Some(&r.wallet),
+                r.enrollment.as_ref(),
+                r.sms_sent,
+            )))
+        })
         .await
     }
 
@@ -503,8 +498,7 @@ impl EnrollmentApi {
         let merchant = b.context.parsed().merchant_id;
         key.run_prepared(
             &auth.0,
-            &body.json,
-            &body.value.context,
+            &body,
             async move || {
                 if let Proof::Code { code, target } = &proof {
                     enrollment::check_code(
@@ -566,30 +560,25 @@ impl EnrollmentApi {
         let session = self::session(&mut e, &b.context);
         e.finish()?;
         let target = target.ok_or_else(|| ApiError::internal("validated target"))?;
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let who = caller(&p, acting, &b.context);
-                let r = enrollment::resend(
-                    txn,
-                    &st.sealer,
-                    &who,
-                    &policy(&st),
-                    &target,
-                    session,
-                    Utc::now(),
-                )
-                .await?;
-                Ok(Outcome::new(enrollment_result(
-                    &r.identity,
-                    None,
-                    Some(&r.enrollment),
-                    r.sms_sent,
-                )))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let who = caller(&p, acting, &b.context);
+            let r = enrollment::resend(
+                txn,
+                &st.sealer,
+                &who,
+                &policy(&st),
+                &target,
+                session,
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(enrollment_result(
+                &r.identity,
+                None,
+                Some(&r.enrollment),
+                r.sms_sent,
+            )))
+        })
         .await
     }
 
@@ -620,26 +609,21 @@ impl EnrollmentApi {
             b.customer.as_ref().map(|c| &c.raw),
         );
         e.finish()?;
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let named = named.credentials(&st, &p).await?;
-                let who = caller(&p, acting, &b.context);
-                let c = enrollment::claim(txn, &st.sealer, &who, &named, Utc::now()).await?;
-                let (released_grants, skipped_grants, wallets) = released_parts(&c.released);
-                Ok(Outcome::new(ClaimResult {
-                    claim_id: c.claim_id.to_string(),
-                    state: c.state.as_str().into(),
-                    wallet_user_id: c.identity.id.to_string(),
-                    released_promo_minor: c.released.released_promo_minor(),
-                    released_grants,
-                    skipped_grants,
-                    wallets,
-                }))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let named = named.credentials(&st, &p).await?;
+            let who = caller(&p, acting, &b.context);
+            let c = enrollment::claim(txn, &st.sealer, &who, &named, Utc::now()).await?;
+            let (released_grants, skipped_grants, wallets) = released_parts(&c.released);
+            Ok(Outcome::new(ClaimResult {
+                claim_id: c.claim_id.to_string(),
+                state: c.state.as_str().into(),
+                wallet_user_id: c.identity.id.to_string(),
+                released_promo_minor: c.released.released_promo_minor(),
+                released_grants,
+                skipped_grants,
+                wallets,
+            }))
+        })
         .await
     }
 }

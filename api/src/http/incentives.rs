@@ -557,31 +557,26 @@ impl IncentivesApi {
         let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
         e.finish()?;
         let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let r = cashback::configure(
-                    txn,
-                    p.integration_id,
-                    acting.merchant_id,
-                    NewRule {
-                        wallet_program_id: program,
-                        currency: b.currency.clone(),
-                        rate_bps: b.rate_bps,
-                        min_payment_minor: b.min_payment_minor.unwrap_or(1),
-                        max_cashback_minor: b.max_cashback_minor,
-                        expiry_days: b.expiry_days.unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
-                        active: b.active.unwrap_or(true),
-                        budget_id: budget,
-                    },
-                    Utc::now(),
-                )
-                .await?;
-                Ok(Outcome::new(rule_view(&r)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let r = cashback::configure(
+                txn,
+                p.integration_id,
+                acting.merchant_id,
+                NewRule {
+                    wallet_program_id: program,
+                    currency: b.currency.clone(),
+                    rate_bps: b.rate_bps,
+                    min_payment_minor: b.min_payment_minor.unwrap_or(1),
+                    max_cashback_minor: b.max_cashback_minor,
+                    expiry_days: b.expiry_days.unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
+                    active: b.active.unwrap_or(true),
+                    budget_id: budget,
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(rule_view(&r)))
+        })
         .await
     }
 
@@ -637,26 +632,21 @@ impl IncentivesApi {
         auth.0.require(Permission::Incentives)?;
         let p = auth.0.clone();
         let b = body.value.clone();
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let r = budgets::create(
-                    txn,
-                    p.integration_id,
-                    acting.merchant_id,
-                    NewBudget {
-                        name: b.name.clone(),
-                        currency: b.currency.clone(),
-                        limit_minor: b.limit_minor,
-                    },
-                    Utc::now(),
-                )
-                .await?;
-                Ok(Outcome::new(budget_view(&r)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let r = budgets::create(
+                txn,
+                p.integration_id,
+                acting.merchant_id,
+                NewBudget {
+                    name: b.name.clone(),
+                    currency: b.currency.clone(),
+                    limit_minor: b.limit_minor,
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(budget_view(&r)))
+        })
         .await
     }
 
@@ -742,27 +732,22 @@ impl IncentivesApi {
         auth.0.require(Permission::Incentives)?;
         let id = path_uuid("path:budgetId", &budget_id.0)?;
         let b = body.value.clone();
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let r = budgets::change(
-                    txn,
-                    acting.merchant_id,
-                    id,
-                    Change {
-                        name: b.name.clone(),
-                        limit_minor: b.limit_minor,
-                        active: b.active,
-                        expected_version: b.expected_version,
-                    },
-                    Utc::now(),
-                )
-                .await?;
-                Ok(Outcome::new(budget_view(&r)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let r = budgets::change(
+                txn,
+                acting.merchant_id,
+                id,
+                Change {
+                    name: b.name.clone(),
+                    limit_minor: b.limit_minor,
+                    active: b.active,
+                    expected_version: b.expected_version,
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(budget_view(&r)))
+        })
         .await
     }
 
@@ -800,35 +785,30 @@ impl IncentivesApi {
         let (reward, expires_at) = reward
             .zip(expires_at)
             .ok_or_else(|| ApiError::internal("validated offer"))?;
-        key.run(
-            auth.principal(),
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let named = named.credentials(&st, &p).await?;
-                let who = caller(&p, acting, &b.context);
-                let now = Utc::now();
-                let o = offers::arm(
-                    txn,
-                    &st.sealer,
-                    &who,
-                    NewOffer {
-                        named,
-                        wallet_program_id: program,
-                        name: b.name.clone(),
-                        currency: b.currency.clone(),
-                        reward,
-                        min_amount_minor: b.min_amount_minor.unwrap_or(1),
-                        expires_at,
-                        budget_id: budget,
-                        grant_expiry_days: b.grant_expiry_days,
-                    },
-                    now,
-                )
-                .await?;
-                Ok(Outcome::new(offer_view(&o, now)))
-            },
-        )
+        key.run(auth.principal(), &body, async move |txn, acting| {
+            let named = named.credentials(&st, &p).await?;
+            let who = caller(&p, acting, &b.context);
+            let now = Utc::now();
+            let o = offers::arm(
+                txn,
+                &st.sealer,
+                &who,
+                NewOffer {
+                    named,
+                    wallet_program_id: program,
+                    name: b.name.clone(),
+                    currency: b.currency.clone(),
+                    reward,
+                    min_amount_minor: b.min_amount_minor.unwrap_or(1),
+                    expires_at,
+                    budget_id: budget,
+                    grant_expiry_days: b.grant_expiry_days,
+                },
+                now,
+            )
+            .await?;
+            Ok(Outcome::new(offer_view(&o, now)))
+        })
         .await
     }
 
@@ -1005,22 +985,17 @@ impl IncentivesApi {
         let p = auth.principal().clone();
         let b = body.value.clone();
         let payment = path_uuid("/payment_id", &b.payment_id)?;
-        key.run(
-            auth.principal(),
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let who = caller(&p, acting, &b.context);
-                let now = Utc::now();
-                let r = offers::redeem(txn, &p, &who, id, payment, now).await?;
-                Ok(Outcome::new(RedeemResult {
-                    offer: offer_view(&r.offer, now),
-                    wallet_id: r.grant.wallet_id.to_string(),
-                    grant: grant_item(&r.grant),
-                    balance_after: r.balance_after.into(),
-                }))
-            },
-        )
+        key.run(auth.principal(), &body, async move |txn, acting| {
+            let who = caller(&p, acting, &b.context);
+            let now = Utc::now();
+            let r = offers::redeem(txn, &p, &who, id, payment, now).await?;
+            Ok(Outcome::new(RedeemResult {
+                offer: offer_view(&r.offer, now),
+                wallet_id: r.grant.wallet_id.to_string(),
+                grant: grant_item(&r.grant),
+                balance_after: r.balance_after.into(),
+            }))
+        })
         .await
     }
 
@@ -1046,16 +1021,11 @@ impl IncentivesApi {
     ) -> poem::Result<Reply<OfferView>> {
         auth.require(Permission::Terminal)?;
         let id = path_uuid("path:offerId", &offer_id.0)?;
-        key.run(
-            auth.principal(),
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let now = Utc::now();
-                let o = offers::cancel(txn, acting.merchant_id, id, now).await?;
-                Ok(Outcome::new(offer_view(&o, now)))
-            },
-        )
+        key.run(auth.principal(), &body, async move |txn, acting| {
+            let now = Utc::now();
+            let o = offers::cancel(txn, acting.merchant_id, id, now).await?;
+            Ok(Outcome::new(offer_view(&o, now)))
+        })
         .await
     }
 }

@@ -275,33 +275,17 @@ impl KeysApi {
     #[oai(path = "/auth/keys", method = "post", operation_id = "createApiKey")]
     async fn create(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
         body: JsonBody<CreateKeyRequest>,
     ) -> poem::Result<Reply<ApiKeyCreated>> {
-        let st = state.0;
         let principal = auth.0.clone();
         let req = body.value.to_domain();
-        let (sandbox, cost) = (principal.is_sandbox, st.config.bcrypt_cost);
-        key.run_prepared(
-            &auth.0,
-            &body.json,
-            &body.value.context, // Hash a new key only when a new key will be made, never for a replay.
-            async move || keys::mint(sandbox, cost).await,
-            async move |txn, _acting, minted| {
-                let raw = minted.key.raw.clone();
-                let m = keys::create(txn, &principal, req, minted).await?;
-                Ok(Outcome {
-                    data: created(&m, raw.clone()),
-                    secrets: vec![raw],
-                    meta: Default::default(),
-                    writes: Default::default(),
-                })
-            },
-        )
+        with_new_key(key, &auth.0, &body, async move |txn, minted| {
+            keys::create(txn, &principal, req, minted).await
+        })
         .await
     }
 
@@ -415,7 +399,6 @@ impl KeysApi {
     )]
     async fn regenerate(
         &self,
-        state: Data<&AppState>,
         auth: ApiKeyAuth,
         key_id: Path<String>,
         #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
@@ -423,28 +406,12 @@ impl KeysApi {
     ) -> poem::Result<Reply<ApiKeyCreated>> {
         let id = path_uuid("path:keyId", &key_id.0)?;
         no_cascade(&body.value)?;
-        let st = state.0;
         let principal = auth.0.clone();
         let reason = body.value.reason.clone();
-        let shared = st.clone();
-        let (sandbox, cost) = (principal.is_sandbox, st.config.bcrypt_cost);
-        key.run_prepared(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move || keys::mint(sandbox, cost).await,
-            async move |txn, _acting, minted| {
-                let raw = minted.key.raw.clone();
-                let m = keys::regenerate(txn, &shared.key_auth(), &principal, id, reason, minted)
-                    .await?;
-                Ok(Outcome {
-                    data: created(&m, raw.clone()),
-                    secrets: vec![raw],
-                    meta: Default::default(),
-                    writes: Default::default(),
-                })
-            },
-        )
+        let auth_cache = key.state().key_auth();
+        with_new_key(key, &auth.0, &body, async move |txn, minted| {
+            keys::regenerate(txn, &auth_cache, &principal, id, reason, minted).await
+        })
         .await
     }
 
@@ -478,6 +445,32 @@ impl KeysApi {
     }
 }
 
+/// A mutation that makes a key: the key is minted (and hashed, the slow part) only when the
+/// work will run, never for a replay, and its raw value is the response's secret, sealed
+/// in the stored response.
+async fn with_new_key<B>(
+    key: Idempotent<'_>,
+    principal: &crate::domain::credentials::Principal,
+    body: &JsonBody<B>,
+    work: impl AsyncFnOnce(
+        &sea_orm::DatabaseTransaction,
+        keys::Minted,
+    ) -> Result<entities::api_key::Model, crate::error::ApiError>,
+) -> poem::Result<Reply<ApiKeyCreated>> {
+    let (sandbox, cost) = (principal.is_sandbox, key.state().config.bcrypt_cost);
+    key.run_prepared(
+        principal,
+        body,
+        async move || keys::mint(sandbox, cost).await,
+        async move |txn, _acting, minted| {
+            let raw = minted.key.raw.clone();
+            let m = work(txn, minted).await?;
+            Ok(Outcome::new(created(&m, raw.clone())).with_secret(raw))
+        },
+    )
+    .await
+}
+
 #[derive(Clone, Copy)]
 enum StatusChange {
     Revoke,
@@ -501,34 +494,27 @@ async fn change_status(
     let shared = st.clone();
     let caller = principal.clone();
     let reason = body.value.reason.clone();
-    key.run(
-        principal,
-        &body.json,
-        &body.value.context,
-        async move |txn, _acting| {
-            let auth = shared.key_auth();
-            let (m, cascaded) = match change {
-                StatusChange::Revoke => {
-                    let r = keys::revoke(txn, &auth, &caller, id, reason, cascade).await?;
-                    let ids = r.cascaded.iter().map(|k| k.id.to_string()).collect();
-                    (r.key, cascade.then_some(ids))
-                }
-                StatusChange::Delete => {
-                    (keys::delete(txn, &auth, &caller, id, reason).await?, None)
-                }
-            };
-            Ok(Outcome::new(KeyStatusResult {
-                cascaded_key_ids: cascaded,
-                key_id: m.id.to_string(),
-                status: m.status,
-                revoked_at: matches!(change, StatusChange::Revoke)
-                    .then_some(m.revoked_at)
-                    .flatten()
-                    .map(ts),
-                deleted_at: m.deleted_at.map(ts),
-            }))
-        },
-    )
+    key.run(principal, body, async move |txn, _acting| {
+        let auth = shared.key_auth();
+        let (m, cascaded) = match change {
+            StatusChange::Revoke => {
+                let r = keys::revoke(txn, &auth, &caller, id, reason, cascade).await?;
+                let ids = r.cascaded.iter().map(|k| k.id.to_string()).collect();
+                (r.key, cascade.then_some(ids))
+            }
+            StatusChange::Delete => (keys::delete(txn, &auth, &caller, id, reason).await?, None),
+        };
+        Ok(Outcome::new(KeyStatusResult {
+            cascaded_key_ids: cascaded,
+            key_id: m.id.to_string(),
+            status: m.status,
+            revoked_at: matches!(change, StatusChange::Revoke)
+                .then_some(m.revoked_at)
+                .flatten()
+                .map(ts),
+            deleted_at: m.deleted_at.map(ts),
+        }))
+    })
     .await
 }
 

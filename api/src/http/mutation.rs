@@ -11,10 +11,10 @@ use poem_openapi::{
     types::Type,
 };
 use sea_orm::DatabaseTransaction;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{common::RequestContext, operator::OperatorAuth, reply::Reply};
+use super::{body::JsonBody, common::RequestContext, operator::OperatorAuth, reply::Reply};
 use crate::{
     domain::credentials::{
         Principal,
@@ -92,13 +92,12 @@ impl<'a> Idempotent<'a> {
         self
     }
 
-    /// Runs `work` once per key under the scope guard on `context`, or replays what it
-    /// answered. `body` is the request as parsed JSON (its fingerprint).
-    pub async fn run<T>(
+    /// Runs `work` once per key under the scope guard on the body's `context`, or replays
+    /// what it answered. The body as parsed JSON is the request's fingerprint.
+    pub async fn run<T, B>(
         self,
         principal: &Principal,
-        body: &Value,
-        context: &RequestContext,
+        body: &JsonBody<B>,
         work: impl AsyncFnOnce(&DatabaseTransaction, Acting) -> Result<Outcome<T>, ApiError>,
     ) -> poem::Result<Reply<T>>
     where
@@ -107,7 +106,6 @@ impl<'a> Idempotent<'a> {
         self.run_prepared(
             principal,
             body,
-            context,
             async || Ok(()),
             async move |txn, acting, ()| work(txn, acting).await,
         )
@@ -116,11 +114,10 @@ impl<'a> Idempotent<'a> {
 
     /// `run` with a `prepare` step that only runs when the work will (never for a replay),
     /// outside the database transaction: slow, lock-free work such as hashing a new key.
-    pub async fn run_prepared<T, P>(
+    pub async fn run_prepared<T, P, B>(
         self,
         principal: &Principal,
-        body: &Value,
-        context: &RequestContext,
+        body: &JsonBody<B>,
         prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
         work: impl AsyncFnOnce(&DatabaseTransaction, Acting, P) -> Result<Outcome<T>, ApiError>,
     ) -> poem::Result<Reply<T>>
@@ -128,8 +125,8 @@ impl<'a> Idempotent<'a> {
         T: Serialize + Send,
     {
         let key = self.key?;
-        let acting = authorize(self.state, principal, context).await?;
-        let mut request = idempotency::Request::new(principal, key, self.operation, body);
+        let acting = authorize(self.state, principal, &context_of(&body.json)).await?;
+        let mut request = idempotency::Request::new(principal, key, self.operation, &body.json);
         request.ttl = self.ttl;
         let rendered = idempotency::execute_prepared(
             self.state.idempotency(),
@@ -143,20 +140,29 @@ impl<'a> Idempotent<'a> {
 
     /// An operator's mutation: keyed by the operator (whose keys never meet a tenant's),
     /// in one transaction; operators act above any tenant's scope.
-    pub async fn run_as_operator<T>(
+    pub async fn run_as_operator<T, B>(
         self,
         auth: &OperatorAuth,
-        body: &Value,
+        body: &JsonBody<B>,
         work: impl AsyncFnOnce(&DatabaseTransaction) -> Result<Outcome<T>, ApiError>,
     ) -> poem::Result<Reply<T>>
     where
         T: Serialize + Send,
     {
         let key = self.key?;
-        let request = idempotency::Request::for_operator(auth.0.id, key, self.operation, body);
+        let request =
+            idempotency::Request::for_operator(auth.0.id, key, self.operation, &body.json);
         let rendered = idempotency::execute(self.state.idempotency(), request, work).await?;
         Ok(Reply::rendered(rendered))
     }
+}
+
+/// The body's `context` (every mutating body has one; an absent one is the empty context,
+/// as the body's own type reads it).
+fn context_of(json: &Value) -> RequestContext {
+    json.get("context")
+        .and_then(|c| RequestContext::deserialize(c).ok())
+        .unwrap_or_default()
 }
 
 /// The scope guard on a request's `context`, for operations that do not mutate (reads and

@@ -740,28 +740,23 @@ impl PaymentsApi {
             wallet_program_id: program,
             max_sends_per_wallet: st.config.otp_sends_per_wallet,
         };
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                // The phone resolves a wallet: it counts as an identification.
-                let phone = IdentityCredential::Phone(req.phone.clone());
-                super::customers::identification_guard(&st, &principal, &phone).await?;
-                let who = caller(&principal, acting, &b.context);
-                let sent = payments::send_otp(txn, &st.sealer, &who, req, Utc::now()).await?;
-                Ok(Outcome::new(OtpSendResult {
-                    otp_session_id: sent.session.id.to_string(),
-                    phone_masked: payments::masked(&sent.phone),
-                    amount_minor: sent.session.amount_minor,
-                    currency: sent.session.currency,
-                    order_ref: sent.session.order_ref,
-                    wallet_program_id: sent.wallet.wallet_program_id.to_string(),
-                    expires_at: ts(sent.session.expires_at),
-                    sends_remaining: sent.sends_remaining as i64,
-                }))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            // The phone resolves a wallet: it counts as an identification.
+            let phone = IdentityCredential::Phone(req.phone.clone());
+            super::customers::identification_guard(&st, &principal, &phone).await?;
+            let who = caller(&principal, acting, &b.context);
+            let sent = payments::send_otp(txn, &st.sealer, &who, req, Utc::now()).await?;
+            Ok(Outcome::new(OtpSendResult {
+                otp_session_id: sent.session.id.to_string(),
+                phone_masked: payments::masked(&sent.phone),
+                amount_minor: sent.session.amount_minor,
+                currency: sent.session.currency,
+                order_ref: sent.session.order_ref,
+                wallet_program_id: sent.wallet.wallet_program_id.to_string(),
+                expires_at: ts(sent.session.expires_at),
+                sends_remaining: sent.sends_remaining as i64,
+            }))
+        })
         .await
     }
 
@@ -804,32 +799,27 @@ impl PaymentsApi {
             with_short_code: b.include_short_code,
             wallet_program_id: program,
         };
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                if let Some(Customer::Phone(phone)) = &req.customer {
-                    let phone = IdentityCredential::Phone(phone.clone());
-                    super::customers::identification_guard(&st, &principal, &phone).await?;
-                }
-                let now = Utc::now();
-                let who = caller(&principal, acting, &b.context);
-                let m = payments::mint_qr(txn, &st.sealer, &who, req, now).await?;
-                let mut out = Outcome::new(QrMintResult {
-                    qr_payload: m.qr_payload.clone(),
-                    short_code: m.short_code.clone(),
-                    wallet_program_id: m.wallet.wallet_program_id.to_string(),
-                    expires_at: ts(m.nonce.expires_at),
-                    expires_in: (m.nonce.expires_at - now).num_seconds(),
-                })
-                .with_secret(m.qr_payload);
-                if let Some(code) = m.short_code {
-                    out = out.with_secret(code);
-                }
-                Ok(out)
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            if let Some(Customer::Phone(phone)) = &req.customer {
+                let phone = IdentityCredential::Phone(phone.clone());
+                super::customers::identification_guard(&st, &principal, &phone).await?;
+            }
+            let now = Utc::now();
+            let who = caller(&principal, acting, &b.context);
+            let m = payments::mint_qr(txn, &st.sealer, &who, req, now).await?;
+            let mut out = Outcome::new(QrMintResult {
+                qr_payload: m.qr_payload.clone(),
+                short_code: m.short_code.clone(),
+                wallet_program_id: m.wallet.wallet_program_id.to_string(),
+                expires_at: ts(m.nonce.expires_at),
+                expires_in: (m.nonce.expires_at - now).num_seconds(),
+            })
+            .with_secret(m.qr_payload);
+            if let Some(code) = m.short_code {
+                out = out.with_secret(code);
+            }
+            Ok(out)
+        })
         .await
     }
 
@@ -885,8 +875,7 @@ impl PaymentsApi {
         let result = key
             .run_prepared(
                 &auth.0,
-                &body.json,
-                &body.value.context,
+                &body,
                 async move || {
                     let pay = payments::Pay {
                         credential: credential?,
@@ -1015,7 +1004,7 @@ impl PaymentsApi {
             key,
             &auth.0,
             id,
-            &body.json,
+            &body,
             &body.value.context,
             ReversalKind::Void,
             None,
@@ -1051,7 +1040,7 @@ impl PaymentsApi {
             key,
             &auth.0,
             id,
-            &body.json,
+            &body,
             &body.value.context,
             ReversalKind::Refund,
             v.amount_minor,
@@ -1091,11 +1080,11 @@ impl PaymentsApi {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn reverse(
+async fn reverse<B>(
     key: Idempotent<'_>,
     principal: &Principal,
     id: Uuid,
-    json: &Value,
+    body: &JsonBody<B>,
     context: &RequestContext,
     kind: ReversalKind,
     amount: Option<i64>,
@@ -1104,7 +1093,7 @@ async fn reverse(
 ) -> poem::Result<Reply<ReversalResult>> {
     let p = principal.clone();
     let ctx = context.clone();
-    key.run(principal, json, context, async move |txn, acting| {
+    key.run(principal, body, async move |txn, acting| {
         let who = caller(&p, acting, &ctx);
         let r =
             payments::reverse(txn, &p, &who, id, kind, amount, currency.as_deref(), reason).await?;

@@ -435,30 +435,25 @@ impl SettlementsApi {
         let p = auth.0.clone();
         let b = body.value.clone();
         let window = chrono::Duration::seconds(state.0.config.enrollment_window_secs as i64);
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let who = caller(&p, acting, &b.context);
-                let s = settlements::ingest(
-                    txn,
-                    &who,
-                    window,
-                    Report {
-                        reference: b.reference.clone(),
-                        amount_minor: b.amount_minor,
-                        currency: b.currency.clone(),
-                        state: b.state.clone(),
-                        provider: b.provider.clone(),
-                        failure_reason: b.failure_reason.clone(),
-                    },
-                    Utc::now(),
-                )
-                .await?;
-                Ok(Outcome::new(settlement_view(&s)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let who = caller(&p, acting, &b.context);
+            let s = settlements::ingest(
+                txn,
+                &who,
+                window,
+                Report {
+                    reference: b.reference.clone(),
+                    amount_minor: b.amount_minor,
+                    currency: b.currency.clone(),
+                    state: b.state.clone(),
+                    provider: b.provider.clone(),
+                    failure_reason: b.failure_reason.clone(),
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(settlement_view(&s)))
+        })
         .await
     }
 
@@ -532,29 +527,24 @@ impl SettlementsApi {
         e.finish()?;
         let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let customer = presented.guarded(&st, &p).await?;
-                let who = caller(&p, acting, &b.context);
-                let o = settlements::confirm(
-                    txn,
-                    &st.sealer,
-                    &who,
-                    window,
-                    Confirm {
-                        settlement_reference: b.settlement_reference.clone(),
-                        customer,
-                        wallet_program_id: program,
-                    },
-                    Utc::now(),
-                )
-                .await?;
-                Ok(Outcome::new(ConfirmResult::from(o)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let customer = presented.guarded(&st, &p).await?;
+            let who = caller(&p, acting, &b.context);
+            let o = settlements::confirm(
+                txn,
+                &st.sealer,
+                &who,
+                window,
+                Confirm {
+                    settlement_reference: b.settlement_reference.clone(),
+                    customer,
+                    wallet_program_id: program,
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(ConfirmResult::from(o)))
+        })
         .await
     }
 
@@ -588,28 +578,23 @@ impl SettlementsApi {
         let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
         e.finish()?;
         let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let c = reload_bonus::configure(
-                    txn,
-                    p.integration_id,
-                    acting.merchant_id,
-                    NewConfig {
-                        wallet_program_id: program,
-                        currency: b.currency.clone(),
-                        tiers: b.tiers.iter().map(TierBody::tier).collect(),
-                        expiry_days: b.expiry_days,
-                        budget_id: budget,
-                    },
-                    Utc::now(),
-                )
-                .await?;
-                Ok(Outcome::new(config_view(&c)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let c = reload_bonus::configure(
+                txn,
+                p.integration_id,
+                acting.merchant_id,
+                NewConfig {
+                    wallet_program_id: program,
+                    currency: b.currency.clone(),
+                    tiers: b.tiers.iter().map(TierBody::tier).collect(),
+                    expiry_days: b.expiry_days,
+                    budget_id: budget,
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(config_view(&c)))
+        })
         .await
     }
 

@@ -155,29 +155,24 @@ impl TokenApi {
         let principal = auth.0.clone();
         let cashier = body.value.cashier_id.clone();
         key.ttl(chrono::Duration::seconds(jwt::TTL_SECS))
-            .run(
-                &auth.0,
-                &body.json,
-                &body.value.context,
-                async move |txn, acting| {
-                    let (token, c) =
-                        token::mint(txn, &shared.jwt, &principal, &acting, cashier).await?;
-                    Ok(Outcome {
-                        data: PosTerminalToken {
-                            token: token.clone(),
-                            token_type: "Bearer".into(),
-                            expires_in: c.exp - c.iat,
-                            expires_at: ts(c.expires_at()),
-                            scope: scope_of(&c),
-                            sandbox: c.sandbox,
-                        },
-                        // A bearer credential: the stored replay keeps it sealed.
-                        secrets: vec![token],
-                        meta: Default::default(),
-                        writes: Default::default(),
-                    })
-                },
-            )
+            .run(&auth.0, &body, async move |txn, acting| {
+                let (token, c) =
+                    token::mint(txn, &shared.jwt, &principal, &acting, cashier).await?;
+                Ok(Outcome {
+                    data: PosTerminalToken {
+                        token: token.clone(),
+                        token_type: "Bearer".into(),
+                        expires_in: c.exp - c.iat,
+                        expires_at: ts(c.expires_at()),
+                        scope: scope_of(&c),
+                        sandbox: c.sandbox,
+                    },
+                    // A bearer credential: the stored replay keeps it sealed.
+                    secrets: vec![token],
+                    meta: Default::default(),
+                    writes: Default::default(),
+                })
+            })
             .await
     }
 

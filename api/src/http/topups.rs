@@ -337,38 +337,33 @@ impl TopupsApi {
         auth.0.require(Permission::Catalog)?;
         let p = auth.0.clone();
         let b = body.value.clone();
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let bonus = b
-                    .bonus
-                    .as_ref()
-                    .and_then(|x| match (x.amount_minor, x.percent_bps) {
-                        (Some(a), _) => Some(Bonus::PerUnit(a)),
-                        (_, Some(p)) => Some(Bonus::PercentBps(p)),
-                        _ => None,
-                    });
-                let (s, _) = topups::register_sku(
-                    txn,
-                    p.integration_id,
-                    acting.merchant_id,
-                    SkuTerms {
-                        sku_id: b.sku_id.clone(),
-                        name: b.name.clone(),
-                        currency: b.currency.clone(),
-                        wallet_credits_minor: b.wallet_credits_minor,
-                        bonus,
-                        bonus_expiry_days: b.bonus.as_ref().and_then(|x| x.expiry_days),
-                        active: b.active.unwrap_or(true),
-                    },
-                    Utc::now(),
-                )
-                .await?;
-                Ok(Outcome::new(sku_view(&s)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let bonus = b
+                .bonus
+                .as_ref()
+                .and_then(|x| match (x.amount_minor, x.percent_bps) {
+                    (Some(a), _) => Some(Bonus::PerUnit(a)),
+                    (_, Some(p)) => Some(Bonus::PercentBps(p)),
+                    _ => None,
+                });
+            let (s, _) = topups::register_sku(
+                txn,
+                p.integration_id,
+                acting.merchant_id,
+                SkuTerms {
+                    sku_id: b.sku_id.clone(),
+                    name: b.name.clone(),
+                    currency: b.currency.clone(),
+                    wallet_credits_minor: b.wallet_credits_minor,
+                    bonus,
+                    bonus_expiry_days: b.bonus.as_ref().and_then(|x| x.expiry_days),
+                    active: b.active.unwrap_or(true),
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(sku_view(&s)))
+        })
         .await
     }
 
@@ -452,32 +447,27 @@ impl TopupsApi {
         let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         let sku = sku_id.0.clone();
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let customer = presented.guarded(&st, &p).await?;
-                let who = caller(&p, acting, &b.context);
-                let o = topups::topup_sku(
-                    txn,
-                    &st.sealer,
-                    &who,
-                    window,
-                    SkuTopup {
-                        sku_id: sku,
-                        pos_order_ref: b.pos_order_ref.clone(),
-                        customer,
-                        quantity: quantity.unwrap_or(1),
-                        wallet_program_id: program,
-                        service_session_id: session,
-                    },
-                    Utc::now(),
-                )
-                .await?;
-                Ok(Outcome::new(TopupResult::from(o)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let customer = presented.guarded(&st, &p).await?;
+            let who = caller(&p, acting, &b.context);
+            let o = topups::topup_sku(
+                txn,
+                &st.sealer,
+                &who,
+                window,
+                SkuTopup {
+                    sku_id: sku,
+                    pos_order_ref: b.pos_order_ref.clone(),
+                    customer,
+                    quantity: quantity.unwrap_or(1),
+                    wallet_program_id: program,
+                    service_session_id: session,
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(TopupResult::from(o)))
+        })
         .await
     }
 
@@ -563,7 +553,7 @@ impl TopupsApi {
         let grant_id = path_uuid("path:id", &id.0)?;
         let op = auth.0.clone();
         let reason = body.value.reason.clone();
-        key.run_as_operator(&auth, &body.json, async move |txn| {
+        key.run_as_operator(&auth, &body, async move |txn| {
             let r = grants::clawback(txn, &op, grant_id, &reason, Utc::now()).await?;
             Ok(Outcome::new(ClawbackResult {
                 wallet_id: r.grant.wallet_id.to_string(),

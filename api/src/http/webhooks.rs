@@ -376,28 +376,23 @@ impl WebhooksApi {
             st.config.webhook_allow_private_targets,
         )
         .await?;
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, acting| {
-                let now = Utc::now();
-                let w = webhooks::create(
-                    txn,
-                    &st.sealer,
-                    &p,
-                    NewSubscription {
-                        url: b.url.clone(),
-                        description: b.description.clone(),
-                        event_types: b.event_types.clone(),
-                        merchant_id: (!all).then_some(acting.merchant_id),
-                    },
-                    now,
-                )
-                .await?;
-                Ok(with_secret(w, now))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let now = Utc::now();
+            let w = webhooks::create(
+                txn,
+                &st.sealer,
+                &p,
+                NewSubscription {
+                    url: b.url.clone(),
+                    description: b.description.clone(),
+                    event_types: b.event_types.clone(),
+                    merchant_id: (!all).then_some(acting.merchant_id),
+                },
+                now,
+            )
+            .await?;
+            Ok(with_secret(w, now))
+        })
         .await
     }
 
@@ -458,16 +453,11 @@ impl WebhooksApi {
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, _| {
-                let now = Utc::now();
-                let s = webhooks::disable(txn, &p, sid, now).await?;
-                Ok(Outcome::new(view(&s, now)))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, _| {
+            let now = Utc::now();
+            let s = webhooks::disable(txn, &p, sid, now).await?;
+            Ok(Outcome::new(view(&s, now)))
+        })
         .await
     }
 
@@ -496,20 +486,15 @@ impl WebhooksApi {
         let sid = path_uuid("path:id", &id.0)?;
         let p = auth.0.clone();
         let replay = body.value.replay_missed.unwrap_or(false);
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, _| {
-                let now = Utc::now();
-                let (s, missed, replayed) = webhooks::enable(txn, &p, sid, replay, now).await?;
-                Ok(Outcome::new(EnableResult {
-                    subscription: view(&s, now),
-                    missed_deliveries: missed,
-                    replayed_deliveries: replayed,
-                }))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, _| {
+            let now = Utc::now();
+            let (s, missed, replayed) = webhooks::enable(txn, &p, sid, replay, now).await?;
+            Ok(Outcome::new(EnableResult {
+                subscription: view(&s, now),
+                missed_deliveries: missed,
+                replayed_deliveries: replayed,
+            }))
+        })
         .await
     }
 
@@ -545,16 +530,11 @@ impl WebhooksApi {
                 .grace_period_secs
                 .unwrap_or(st.config.webhook_secret_grace_secs as i64),
         );
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, _| {
-                let now = Utc::now();
-                let w = webhooks::rotate(txn, &st.sealer, &p, sid, grace, now).await?;
-                Ok(with_secret(w, now))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, _| {
+            let now = Utc::now();
+            let w = webhooks::rotate(txn, &st.sealer, &p, sid, grace, now).await?;
+            Ok(with_secret(w, now))
+        })
         .await
     }
 
@@ -637,15 +617,10 @@ impl WebhooksApi {
         let sid = path_uuid("path:id", &id.0)?;
         let did = path_uuid("path:deliveryId", &delivery_id.0)?;
         let p = auth.0.clone();
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, _| {
-                webhooks::redeliver(txn, &p, sid, did, Utc::now()).await?;
-                Ok(Outcome::new(RedeliverResult { redelivered: 1 }))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, _| {
+            webhooks::redeliver(txn, &p, sid, did, Utc::now()).await?;
+            Ok(Outcome::new(RedeliverResult { redelivered: 1 }))
+        })
         .await
     }
 
@@ -677,15 +652,10 @@ impl WebhooksApi {
             .map_err(ApiError::internal)?
             .with_timezone(&Utc);
         let p = auth.0.clone();
-        key.run(
-            &auth.0,
-            &body.json,
-            &body.value.context,
-            async move |txn, _| {
-                let n = webhooks::redeliver_failed(txn, &p, sid, since, Utc::now()).await?;
-                Ok(Outcome::new(RedeliverResult { redelivered: n }))
-            },
-        )
+        key.run(&auth.0, &body, async move |txn, _| {
+            let n = webhooks::redeliver_failed(txn, &p, sid, since, Utc::now()).await?;
+            Ok(Outcome::new(RedeliverResult { redelivered: n }))
+        })
         .await
     }
 }
