@@ -1,6 +1,7 @@
-//! Incentives: the cashback rule per program, campaign budgets (beta) and offers (beta).
+//! Offers (`/offers`): armed for a customer or a basket, evaluated at the till, redeemed
+//! with a payment, cancelled.
 use chrono::{DateTime, Utc};
-use entities::{budget, cashback_rule, offer};
+use entities::offer;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -8,22 +9,20 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{
-    auth::{AnyAuth, ApiKeyAuth},
+use super::*;
+use crate::domain::credentials::Permission;
+use crate::http::{
+    auth::AnyAuth,
     balance::BalanceView,
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
     customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item, merchant_of},
     mutation::{self, Idempotent},
-    payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
 use crate::{
     domain::{
-        budgets::{self, Change, NewBudget},
-        cashback::{self, NewRule},
         offers::{self, NewOffer, Reward},
         validate::{self, Errors},
     },
@@ -32,221 +31,6 @@ use crate::{
     idempotency::Outcome,
     state::AppState,
 };
-
-fn money(e: &mut Errors, at: &str, v: i64, min: i64) {
-    if !(min..=MAX_AMOUNT_MINOR).contains(&v) {
-        e.push(
-            at,
-            "out_of_range",
-            format!("must be between {min} and {MAX_AMOUNT_MINOR}"),
-        );
-    }
-}
-
-fn days(e: &mut Errors, at: &str, v: Option<i32>) {
-    if let Some(d) = v
-        && !(1..=3650).contains(&d)
-    {
-        e.push(at, "out_of_range", "must be between 1 and 3650");
-    }
-}
-
-fn name(e: &mut Errors, at: &str, v: &str) {
-    if validate::length(e, at, v, 1, 120) {
-        validate::no_control_chars(e, at, v);
-    }
-}
-
-// --- cashback ----------------------------------------------------------------------------
-
-/// Set a program's cashback rule (a new version; earlier payments keep theirs).
-#[derive(Object, Deserialize, Debug, Clone)]
-pub struct CashbackRuleRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
-    #[serde(default)]
-    pub context: RequestContext,
-    #[serde(default)]
-    pub wallet_program_id: String,
-    /// Exactly 3 letters: the program's currency.
-    #[serde(default)]
-    pub currency: String,
-    /// Basis points of the actual money a payment debits (100 = 1 %), 1 to 10000.
-    #[serde(default)]
-    pub rate_bps: i32,
-    /// Payments below this amount earn nothing (default 1).
-    #[oai(nullable)]
-    pub min_payment_minor: Option<i64>,
-    /// Cap per payment.
-    #[oai(nullable)]
-    pub max_cashback_minor: Option<i64>,
-    /// Lifetime of a cashback grant in days, at least 1 (default 365).
-    #[oai(nullable)]
-    pub expiry_days: Option<i32>,
-    /// False pauses the rule (default true).
-    #[oai(nullable)]
-    pub active: Option<bool>,
-    /// A campaign budget capping the cashback issued in total (beta).
-    #[oai(nullable)]
-    pub budget_id: Option<String>,
-}
-
-impl Validate for CashbackRuleRequest {
-    fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
-        self.context.validate(e);
-        validate::uuid(e, "/wallet_program_id", &self.wallet_program_id);
-        validate::currency(e, "/currency", &self.currency);
-        if !(1..=10_000).contains(&self.rate_bps) {
-            e.push("/rate_bps", "out_of_range", "must be between 1 and 10000");
-        }
-        if let Some(m) = self.min_payment_minor {
-            money(e, "/min_payment_minor", m, 1);
-        }
-        if let Some(m) = self.max_cashback_minor {
-            money(e, "/max_cashback_minor", m, 1);
-        }
-        days(e, "/expiry_days", self.expiry_days);
-        optional_uuid(e, "/budget_id", &self.budget_id);
-    }
-}
-
-/// A program's cashback rule as stored.
-#[derive(Object, Serialize)]
-pub struct CashbackRuleView {
-    pub rule_id: String,
-    pub wallet_program_id: String,
-    /// Counts changes.
-    pub version: i32,
-    pub currency: String,
-    pub rate_bps: i32,
-    pub min_payment_minor: i64,
-    #[oai(nullable)]
-    pub max_cashback_minor: Option<i64>,
-    pub expiry_days: i32,
-    pub active: bool,
-    #[oai(nullable)]
-    pub budget_id: Option<String>,
-    pub merchant_id: String,
-    /// When this version came into force.
-    pub created_at: String,
-}
-
-fn rule_view(r: &cashback_rule::Model) -> CashbackRuleView {
-    CashbackRuleView {
-        rule_id: r.id.to_string(),
-        wallet_program_id: r.wallet_program_id.to_string(),
-        version: r.version,
-        currency: r.currency.clone(),
-        rate_bps: r.rate_bps,
-        min_payment_minor: r.min_payment_minor,
-        max_cashback_minor: r.max_cashback_minor,
-        expiry_days: r.expiry_days,
-        active: r.active,
-        budget_id: r.budget_id.map(|b| b.to_string()),
-        merchant_id: r.merchant_id.to_string(),
-        created_at: ts(r.created_at),
-    }
-}
-
-// --- budgets -----------------------------------------------------------------------------
-
-/// Open a campaign budget.
-#[derive(Object, Deserialize, Debug, Clone)]
-pub struct BudgetRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
-    #[serde(default)]
-    pub context: RequestContext,
-    /// 1 to 120 characters.
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub currency: String,
-    /// The most promotional credit the campaign may issue, in minor units.
-    #[serde(default)]
-    pub limit_minor: i64,
-}
-
-impl Validate for BudgetRequest {
-    fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
-        self.context.validate(e);
-        name(e, "/name", &self.name);
-        validate::currency(e, "/currency", &self.currency);
-        money(e, "/limit_minor", self.limit_minor, 1);
-    }
-}
-
-/// Change a budget. Send the `version` you read as `expected_version`: when another change
-/// landed in between, the answer is CONFLICT (409) and nothing changes.
-#[derive(Object, Deserialize, Debug, Clone)]
-pub struct BudgetChangeRequest {
-    #[serde(default)]
-    pub meta: RequestMeta,
-    #[serde(default)]
-    pub context: RequestContext,
-    #[oai(nullable)]
-    pub name: Option<String>,
-    /// Never below what the budget already spent.
-    #[oai(nullable)]
-    pub limit_minor: Option<i64>,
-    /// False stops further accruals against it.
-    #[oai(nullable)]
-    pub active: Option<bool>,
-    #[oai(nullable)]
-    pub expected_version: Option<i32>,
-}
-
-impl Validate for BudgetChangeRequest {
-    fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
-        self.context.validate(e);
-        if let Some(n) = &self.name {
-            name(e, "/name", n);
-        }
-        if let Some(l) = self.limit_minor {
-            money(e, "/limit_minor", l, 0);
-        }
-        if self.expected_version.is_some_and(|v| v < 1) {
-            e.push("/expected_version", "out_of_range", "must be at least 1");
-        }
-    }
-}
-
-/// A campaign budget envelope.
-#[derive(Object, Serialize)]
-pub struct BudgetView {
-    pub budget_id: String,
-    pub name: String,
-    pub currency: String,
-    pub limit_minor: i64,
-    /// Promotional credit its accruals issued (reversed cashback comes back).
-    pub spent_minor: i64,
-    pub remaining_minor: i64,
-    pub active: bool,
-    /// Changes with every update and accrual: the compare-and-swap token.
-    pub version: i32,
-    pub merchant_id: String,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
-fn budget_view(b: &budget::Model) -> BudgetView {
-    BudgetView {
-        budget_id: b.id.to_string(),
-        name: b.name.clone(),
-        currency: b.currency.clone(),
-        limit_minor: b.limit_minor,
-        spent_minor: b.spent_minor,
-        remaining_minor: (b.limit_minor - b.spent_minor).max(0),
-        active: b.active,
-        version: b.version,
-        merchant_id: b.merchant_id.to_string(),
-        created_at: ts(b.created_at),
-        updated_at: ts(b.updated_at),
-    }
-}
 
 // --- offers ------------------------------------------------------------------------------
 
@@ -398,7 +182,7 @@ pub struct OfferView {
     pub created_at: String,
 }
 
-fn offer_view(o: &offer::Model, now: DateTime<Utc>) -> OfferView {
+pub(super) fn offer_view(o: &offer::Model, now: DateTime<Utc>) -> OfferView {
     OfferView {
         offer_id: o.id.to_string(),
         state: offers::state_at(o, now).to_string(),
@@ -505,252 +289,10 @@ pub struct RedeemResult {
     pub balance_after: BalanceView,
 }
 
-/// A body with nothing but the envelope.
-#[derive(Object, Deserialize, Debug, Clone)]
-pub struct EnvelopeOnly {
-    #[serde(default)]
-    pub meta: RequestMeta,
-    #[serde(default)]
-    pub context: RequestContext,
-}
-
-impl Validate for EnvelopeOnly {
-    fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
-        self.context.validate(e);
-    }
-}
-
-pub struct IncentivesApi;
+pub struct OffersApi;
 
 #[OpenApi(tag = "Tag::Incentives")]
-impl IncentivesApi {
-    /// Set the cashback rule
-    ///
-    /// Stores a new version of the program's cashback rule. Every completed payment then
-    /// earns `rate_bps` of the actual money it debited (promotional credit earns none),
-    /// capped by `max_cashback_minor`, as a RELEASED CASHBACK grant accrued in the
-    /// payment's own transaction and reported in the payment result. A refund takes back
-    /// the same share of the cashback as the share of the payment it returns, a void all of
-    /// it; what the customer already spent is reported as unrecovered, never taken from
-    /// actual money. Later changes never touch earlier payments.
-    ///
-    /// Permission: `incentives`.
-    #[oai(
-        path = "/incentives/cashback/config",
-        method = "post",
-        operation_id = "setCashbackRule"
-    )]
-    async fn set_cashback(
-        &self,
-        auth: ApiKeyAuth,
-        /// A UUID; retries with the same key replay the first response.
-        #[oai(name = "Idempotency-Key")]
-        key: Idempotent<'_>,
-        body: JsonBody<CashbackRuleRequest>,
-    ) -> poem::Result<Reply<CashbackRuleView>> {
-        auth.0.require(Permission::Incentives)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
-        let mut e = Errors::default();
-        let program = validate::uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
-        let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
-        e.finish()?;
-        let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
-        key.run(&auth.0, &body, async move |txn, acting| {
-            let r = cashback::configure(
-                txn,
-                p.integration_id,
-                acting.merchant_id,
-                NewRule {
-                    wallet_program_id: program,
-                    currency: b.currency.clone(),
-                    rate_bps: b.rate_bps,
-                    min_payment_minor: b.min_payment_minor.unwrap_or(1),
-                    max_cashback_minor: b.max_cashback_minor,
-                    expiry_days: b.expiry_days.unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
-                    active: b.active.unwrap_or(true),
-                    budget_id: budget,
-                },
-                Utc::now(),
-            )
-            .await?;
-            Ok(Outcome::new(rule_view(&r)))
-        })
-        .await
-    }
-
-    /// Get the cashback rule
-    ///
-    /// The rule in force for the program (NOT_FOUND when none was set).
-    ///
-    /// Permission: `incentives`.
-    #[oai(
-        path = "/incentives/cashback/config",
-        method = "get",
-        operation_id = "getCashbackRule"
-    )]
-    async fn get_cashback(
-        &self,
-        state: Data<&AppState>,
-        auth: ApiKeyAuth,
-        wallet_program_id: Query<String>,
-        merchant_id: Query<Option<String>>,
-    ) -> poem::Result<Reply<CashbackRuleView>> {
-        auth.0.require(Permission::Incentives)?;
-        let st = state.0;
-        let program = path_uuid("query:wallet_program_id", &wallet_program_id.0)?;
-        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
-        let r = cashback::current(&st.db, merchant, program)
-            .await?
-            .ok_or_else(|| ApiError::not_found("Cashback rule"))?;
-        Ok(Reply::ok(&rule_view(&r)))
-    }
-
-    /// Open a campaign budget (beta)
-    ///
-    /// A cap on the promotional credit that the accruals pointing at it (offers, cashback
-    /// rules, reload-bonus configs) issue in total. Accruals take from it with a
-    /// compare-and-swap on its `version`, so concurrent accruals never overspend it: an
-    /// offer's reward is taken whole or not at all; cashback and reload bonuses shrink to
-    /// what is left.
-    ///
-    /// Permission: `incentives`.
-    #[oai(
-        path = "/incentives/budgets",
-        method = "post",
-        operation_id = "createBudget"
-    )]
-    async fn create_budget(
-        &self,
-        auth: ApiKeyAuth,
-        /// A UUID; retries with the same key replay the first response.
-        #[oai(name = "Idempotency-Key")]
-        key: Idempotent<'_>,
-        body: JsonBody<BudgetRequest>,
-    ) -> poem::Result<Reply<BudgetView>> {
-        auth.0.require(Permission::Incentives)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
-        key.run(&auth.0, &body, async move |txn, acting| {
-            let r = budgets::create(
-                txn,
-                p.integration_id,
-                acting.merchant_id,
-                NewBudget {
-                    name: b.name.clone(),
-                    currency: b.currency.clone(),
-                    limit_minor: b.limit_minor,
-                },
-                Utc::now(),
-            )
-            .await?;
-            Ok(Outcome::new(budget_view(&r)))
-        })
-        .await
-    }
-
-    /// List campaign budgets (beta)
-    ///
-    /// In the order they were opened. Cursor-paginated (`limit` 1–200, default 50; pass
-    /// `meta.next_cursor` as `cursor`).
-    ///
-    /// Permission: `incentives`.
-    #[oai(
-        path = "/incentives/budgets",
-        method = "get",
-        operation_id = "listBudgets"
-    )]
-    async fn list_budgets(
-        &self,
-        state: Data<&AppState>,
-        auth: ApiKeyAuth,
-        merchant_id: Query<Option<String>>,
-        limit: Query<Option<u64>>,
-        cursor: Query<Option<String>>,
-    ) -> poem::Result<Reply<Vec<BudgetView>>> {
-        auth.0.require(Permission::Incentives)?;
-        let st = state.0;
-        let mut e = Errors::default();
-        let limit = super::common::page_limit(&mut e, limit.0);
-        e.finish()?;
-        let after = super::cursor::after("budget", &cursor.0)?;
-        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
-        let (rows, more) = budgets::list(&st.db, merchant, after, limit).await?;
-        let page = super::cursor::page("budget", &rows, more, |b| b.id);
-        Ok(Reply::page(
-            &rows.iter().map(budget_view).collect::<Vec<_>>(),
-            &page,
-        ))
-    }
-
-    /// Get a campaign budget (beta)
-    ///
-    /// Permission: `incentives`.
-    #[oai(
-        path = "/incentives/budgets/:budget_id",
-        method = "get",
-        operation_id = "getBudget"
-    )]
-    async fn get_budget(
-        &self,
-        state: Data<&AppState>,
-        auth: ApiKeyAuth,
-        budget_id: Path<String>,
-        merchant_id: Query<Option<String>>,
-    ) -> poem::Result<Reply<BudgetView>> {
-        auth.0.require(Permission::Incentives)?;
-        let st = state.0;
-        let id = path_uuid("path:budgetId", &budget_id.0)?;
-        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
-        Ok(Reply::ok(&budget_view(
-            &budgets::get(&st.db, merchant, id).await?,
-        )))
-    }
-
-    /// Change a campaign budget (beta)
-    ///
-    /// Renames, resizes (never below what was spent) or pauses a budget. With
-    /// `expected_version`, the change applies only if the budget is still at that version
-    /// (else CONFLICT, 409, with `details.current_version`; re-read and retry).
-    ///
-    /// Permission: `incentives`.
-    #[oai(
-        path = "/incentives/budgets/:budget_id",
-        method = "patch",
-        operation_id = "updateBudget"
-    )]
-    async fn update_budget(
-        &self,
-        auth: ApiKeyAuth,
-        budget_id: Path<String>,
-        /// A UUID; retries with the same key replay the first response.
-        #[oai(name = "Idempotency-Key")]
-        key: Idempotent<'_>,
-        body: JsonBody<BudgetChangeRequest>,
-    ) -> poem::Result<Reply<BudgetView>> {
-        auth.0.require(Permission::Incentives)?;
-        let id = path_uuid("path:budgetId", &budget_id.0)?;
-        let b = body.value.clone();
-        key.run(&auth.0, &body, async move |txn, acting| {
-            let r = budgets::change(
-                txn,
-                acting.merchant_id,
-                id,
-                Change {
-                    name: b.name.clone(),
-                    limit_minor: b.limit_minor,
-                    active: b.active,
-                    expected_version: b.expected_version,
-                },
-                Utc::now(),
-            )
-            .await?;
-            Ok(Outcome::new(budget_view(&r)))
-        })
-        .await
-    }
-
+impl OffersApi {
     /// Arm an offer (beta)
     ///
     /// Arms a reward for one known customer until `expires_at` (offer.armed). The customer
@@ -837,9 +379,9 @@ impl IncentivesApi {
         if let Some(s) = offer_state.0.as_deref() {
             validate::one_of(&mut e, "query:state", s, offers::STATES);
         }
-        let limit = super::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::common::page_limit(&mut e, limit.0);
         e.finish()?;
-        let after = super::cursor::after("offer", &cursor.0)?;
+        let after = crate::http::cursor::after("offer", &cursor.0)?;
         let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
         let (rows, more) = offers::list(
             &st.db,
@@ -850,7 +392,7 @@ impl IncentivesApi {
             limit,
         )
         .await?;
-        let page = super::cursor::page("offer", &rows, more, |o| o.id);
+        let page = crate::http::cursor::page("offer", &rows, more, |o| o.id);
         let now = Utc::now();
         Ok(Reply::page(
             &rows.iter().map(|o| offer_view(o, now)).collect::<Vec<_>>(),
@@ -927,7 +469,7 @@ impl IncentivesApi {
         )
         .await?;
         // Evaluation writes nothing: its decision is kept in the log under its trace id.
-        let trace = super::common::decision_trace(Some(&b.meta));
+        let trace = crate::http::common::decision_trace(Some(&b.meta));
         tracing::info!(
             decision_trace_id = %trace,
             wallet_user_id = %wallet_user_id,

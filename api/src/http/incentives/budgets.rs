@@ -1,0 +1,278 @@
+//! Incentive budgets (`/incentives/budgets`): caps on what cashback, offers and reload
+//! bonuses may give away.
+use chrono::Utc;
+use entities::budget;
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Path, Query},
+};
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::domain::credentials::Permission;
+use crate::http::{
+    auth::ApiKeyAuth,
+    body::{JsonBody, Validate},
+    common::{RequestContext, RequestMeta, path_uuid, ts},
+    customers::merchant_of,
+    mutation::Idempotent,
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        budgets::{self, Change, NewBudget},
+        validate::{self, Errors},
+    },
+    idempotency::Outcome,
+    state::AppState,
+};
+
+// --- budgets -----------------------------------------------------------------------------
+
+/// Open a campaign budget.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct BudgetRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// 1 to 120 characters.
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub currency: String,
+    /// The most promotional credit the campaign may issue, in minor units.
+    #[serde(default)]
+    pub limit_minor: i64,
+}
+
+impl Validate for BudgetRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        name(e, "/name", &self.name);
+        validate::currency(e, "/currency", &self.currency);
+        money(e, "/limit_minor", self.limit_minor, 1);
+    }
+}
+
+/// Change a budget. Send the `version` you read as `expected_version`: when another change
+/// landed in between, the answer is CONFLICT (409) and nothing changes.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct BudgetChangeRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    #[oai(nullable)]
+    pub name: Option<String>,
+    /// Never below what the budget already spent.
+    #[oai(nullable)]
+    pub limit_minor: Option<i64>,
+    /// False stops further accruals against it.
+    #[oai(nullable)]
+    pub active: Option<bool>,
+    #[oai(nullable)]
+    pub expected_version: Option<i32>,
+}
+
+impl Validate for BudgetChangeRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if let Some(n) = &self.name {
+            name(e, "/name", n);
+        }
+        if let Some(l) = self.limit_minor {
+            money(e, "/limit_minor", l, 0);
+        }
+        if self.expected_version.is_some_and(|v| v < 1) {
+            e.push("/expected_version", "out_of_range", "must be at least 1");
+        }
+    }
+}
+
+/// A campaign budget envelope.
+#[derive(Object, Serialize)]
+pub struct BudgetView {
+    pub budget_id: String,
+    pub name: String,
+    pub currency: String,
+    pub limit_minor: i64,
+    /// Promotional credit its accruals issued (reversed cashback comes back).
+    pub spent_minor: i64,
+    pub remaining_minor: i64,
+    pub active: bool,
+    /// Changes with every update and accrual: the compare-and-swap token.
+    pub version: i32,
+    pub merchant_id: String,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+pub(super) fn budget_view(b: &budget::Model) -> BudgetView {
+    BudgetView {
+        budget_id: b.id.to_string(),
+        name: b.name.clone(),
+        currency: b.currency.clone(),
+        limit_minor: b.limit_minor,
+        spent_minor: b.spent_minor,
+        remaining_minor: (b.limit_minor - b.spent_minor).max(0),
+        active: b.active,
+        version: b.version,
+        merchant_id: b.merchant_id.to_string(),
+        created_at: ts(b.created_at),
+        updated_at: ts(b.updated_at),
+    }
+}
+
+pub struct BudgetsApi;
+
+#[OpenApi(tag = "Tag::Incentives")]
+impl BudgetsApi {
+    /// Open a campaign budget (beta)
+    ///
+    /// A cap on the promotional credit that the accruals pointing at it (offers, cashback
+    /// rules, reload-bonus configs) issue in total. Accruals take from it with a
+    /// compare-and-swap on its `version`, so concurrent accruals never overspend it: an
+    /// offer's reward is taken whole or not at all; cashback and reload bonuses shrink to
+    /// what is left.
+    ///
+    /// Permission: `incentives`.
+    #[oai(
+        path = "/incentives/budgets",
+        method = "post",
+        operation_id = "createBudget"
+    )]
+    async fn create_budget(
+        &self,
+        auth: ApiKeyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        key: Idempotent<'_>,
+        body: JsonBody<BudgetRequest>,
+    ) -> poem::Result<Reply<BudgetView>> {
+        auth.0.require(Permission::Incentives)?;
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let r = budgets::create(
+                txn,
+                p.integration_id,
+                acting.merchant_id,
+                NewBudget {
+                    name: b.name.clone(),
+                    currency: b.currency.clone(),
+                    limit_minor: b.limit_minor,
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(budget_view(&r)))
+        })
+        .await
+    }
+
+    /// List campaign budgets (beta)
+    ///
+    /// In the order they were opened. Cursor-paginated (`limit` 1–200, default 50; pass
+    /// `meta.next_cursor` as `cursor`).
+    ///
+    /// Permission: `incentives`.
+    #[oai(
+        path = "/incentives/budgets",
+        method = "get",
+        operation_id = "listBudgets"
+    )]
+    async fn list_budgets(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        merchant_id: Query<Option<String>>,
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
+    ) -> poem::Result<Reply<Vec<BudgetView>>> {
+        auth.0.require(Permission::Incentives)?;
+        let st = state.0;
+        let mut e = Errors::default();
+        let limit = crate::http::common::page_limit(&mut e, limit.0);
+        e.finish()?;
+        let after = crate::http::cursor::after("budget", &cursor.0)?;
+        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
+        let (rows, more) = budgets::list(&st.db, merchant, after, limit).await?;
+        let page = crate::http::cursor::page("budget", &rows, more, |b| b.id);
+        Ok(Reply::page(
+            &rows.iter().map(budget_view).collect::<Vec<_>>(),
+            &page,
+        ))
+    }
+
+    /// Get a campaign budget (beta)
+    ///
+    /// Permission: `incentives`.
+    #[oai(
+        path = "/incentives/budgets/:budget_id",
+        method = "get",
+        operation_id = "getBudget"
+    )]
+    async fn get_budget(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        budget_id: Path<String>,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<BudgetView>> {
+        auth.0.require(Permission::Incentives)?;
+        let st = state.0;
+        let id = path_uuid("path:budgetId", &budget_id.0)?;
+        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
+        Ok(Reply::ok(&budget_view(
+            &budgets::get(&st.db, merchant, id).await?,
+        )))
+    }
+
+    /// Change a campaign budget (beta)
+    ///
+    /// Renames, resizes (never below what was spent) or pauses a budget. With
+    /// `expected_version`, the change applies only if the budget is still at that version
+    /// (else CONFLICT, 409, with `details.current_version`; re-read and retry).
+    ///
+    /// Permission: `incentives`.
+    #[oai(
+        path = "/incentives/budgets/:budget_id",
+        method = "patch",
+        operation_id = "updateBudget"
+    )]
+    async fn update_budget(
+        &self,
+        auth: ApiKeyAuth,
+        budget_id: Path<String>,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        key: Idempotent<'_>,
+        body: JsonBody<BudgetChangeRequest>,
+    ) -> poem::Result<Reply<BudgetView>> {
+        auth.0.require(Permission::Incentives)?;
+        let id = path_uuid("path:budgetId", &budget_id.0)?;
+        let b = body.value.clone();
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let r = budgets::change(
+                txn,
+                acting.merchant_id,
+                id,
+                Change {
+                    name: b.name.clone(),
+                    limit_minor: b.limit_minor,
+                    active: b.active,
+                    expected_version: b.expected_version,
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(budget_view(&r)))
+        })
+        .await
+    }
+}

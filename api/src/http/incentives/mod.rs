@@ -1,0 +1,252 @@
+//! Incentives: the cashback rule per program, campaign budgets (beta) and offers (beta).
+mod budgets;
+mod offers;
+
+pub use budgets::*;
+pub use offers::*;
+
+use chrono::Utc;
+use entities::cashback_rule;
+use poem::web::Data;
+use poem_openapi::{Object, OpenApi, param::Query};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    auth::ApiKeyAuth,
+    body::{JsonBody, Validate},
+    common::{RequestContext, RequestMeta, optional_uuid, path_uuid, ts},
+    customers::merchant_of,
+    mutation::Idempotent,
+    payments::MAX_AMOUNT_MINOR,
+    reply::Reply,
+    tags::Tag,
+};
+use crate::domain::credentials::Permission;
+use crate::{
+    domain::{
+        cashback::{self, NewRule},
+        validate::{self, Errors},
+    },
+    error::ApiError,
+    idempotency::Outcome,
+    state::AppState,
+};
+
+fn money(e: &mut Errors, at: &str, v: i64, min: i64) {
+    if !(min..=MAX_AMOUNT_MINOR).contains(&v) {
+        e.push(
+            at,
+            "out_of_range",
+            format!("must be between {min} and {MAX_AMOUNT_MINOR}"),
+        );
+    }
+}
+
+fn days(e: &mut Errors, at: &str, v: Option<i32>) {
+    if let Some(d) = v
+        && !(1..=3650).contains(&d)
+    {
+        e.push(at, "out_of_range", "must be between 1 and 3650");
+    }
+}
+
+fn name(e: &mut Errors, at: &str, v: &str) {
+    if validate::length(e, at, v, 1, 120) {
+        validate::no_control_chars(e, at, v);
+    }
+}
+
+// --- cashback ----------------------------------------------------------------------------
+
+/// Set a program's cashback rule (a new version; earlier payments keep theirs).
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct CashbackRuleRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    #[serde(default)]
+    pub wallet_program_id: String,
+    /// Exactly 3 letters: the program's currency.
+    #[serde(default)]
+    pub currency: String,
+    /// Basis points of the actual money a payment debits (100 = 1 %), 1 to 10000.
+    #[serde(default)]
+    pub rate_bps: i32,
+    /// Payments below this amount earn nothing (default 1).
+    #[oai(nullable)]
+    pub min_payment_minor: Option<i64>,
+    /// Cap per payment.
+    #[oai(nullable)]
+    pub max_cashback_minor: Option<i64>,
+    /// Lifetime of a cashback grant in days, at least 1 (default 365).
+    #[oai(nullable)]
+    pub expiry_days: Option<i32>,
+    /// False pauses the rule (default true).
+    #[oai(nullable)]
+    pub active: Option<bool>,
+    /// A campaign budget capping the cashback issued in total (beta).
+    #[oai(nullable)]
+    pub budget_id: Option<String>,
+}
+
+impl Validate for CashbackRuleRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        validate::uuid(e, "/wallet_program_id", &self.wallet_program_id);
+        validate::currency(e, "/currency", &self.currency);
+        if !(1..=10_000).contains(&self.rate_bps) {
+            e.push("/rate_bps", "out_of_range", "must be between 1 and 10000");
+        }
+        if let Some(m) = self.min_payment_minor {
+            money(e, "/min_payment_minor", m, 1);
+        }
+        if let Some(m) = self.max_cashback_minor {
+            money(e, "/max_cashback_minor", m, 1);
+        }
+        days(e, "/expiry_days", self.expiry_days);
+        optional_uuid(e, "/budget_id", &self.budget_id);
+    }
+}
+
+/// A program's cashback rule as stored.
+#[derive(Object, Serialize)]
+pub struct CashbackRuleView {
+    pub rule_id: String,
+    pub wallet_program_id: String,
+    /// Counts changes.
+    pub version: i32,
+    pub currency: String,
+    pub rate_bps: i32,
+    pub min_payment_minor: i64,
+    #[oai(nullable)]
+    pub max_cashback_minor: Option<i64>,
+    pub expiry_days: i32,
+    pub active: bool,
+    #[oai(nullable)]
+    pub budget_id: Option<String>,
+    pub merchant_id: String,
+    /// When this version came into force.
+    pub created_at: String,
+}
+
+fn rule_view(r: &cashback_rule::Model) -> CashbackRuleView {
+    CashbackRuleView {
+        rule_id: r.id.to_string(),
+        wallet_program_id: r.wallet_program_id.to_string(),
+        version: r.version,
+        currency: r.currency.clone(),
+        rate_bps: r.rate_bps,
+        min_payment_minor: r.min_payment_minor,
+        max_cashback_minor: r.max_cashback_minor,
+        expiry_days: r.expiry_days,
+        active: r.active,
+        budget_id: r.budget_id.map(|b| b.to_string()),
+        merchant_id: r.merchant_id.to_string(),
+        created_at: ts(r.created_at),
+    }
+}
+
+/// A body with nothing but the envelope.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct EnvelopeOnly {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+}
+
+impl Validate for EnvelopeOnly {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+    }
+}
+
+pub struct IncentivesApi;
+
+#[OpenApi(tag = "Tag::Incentives")]
+impl IncentivesApi {
+    /// Set the cashback rule
+    ///
+    /// Stores a new version of the program's cashback rule. Every completed payment then
+    /// earns `rate_bps` of the actual money it debited (promotional credit earns none),
+    /// capped by `max_cashback_minor`, as a RELEASED CASHBACK grant accrued in the
+    /// payment's own transaction and reported in the payment result. A refund takes back
+    /// the same share of the cashback as the share of the payment it returns, a void all of
+    /// it; what the customer already spent is reported as unrecovered, never taken from
+    /// actual money. Later changes never touch earlier payments.
+    ///
+    /// Permission: `incentives`.
+    #[oai(
+        path = "/incentives/cashback/config",
+        method = "post",
+        operation_id = "setCashbackRule"
+    )]
+    async fn set_cashback(
+        &self,
+        auth: ApiKeyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        key: Idempotent<'_>,
+        body: JsonBody<CashbackRuleRequest>,
+    ) -> poem::Result<Reply<CashbackRuleView>> {
+        auth.0.require(Permission::Incentives)?;
+        let p = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let program = validate::uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
+        e.finish()?;
+        let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
+        key.run(&auth.0, &body, async move |txn, acting| {
+            let r = cashback::configure(
+                txn,
+                p.integration_id,
+                acting.merchant_id,
+                NewRule {
+                    wallet_program_id: program,
+                    currency: b.currency.clone(),
+                    rate_bps: b.rate_bps,
+                    min_payment_minor: b.min_payment_minor.unwrap_or(1),
+                    max_cashback_minor: b.max_cashback_minor,
+                    expiry_days: b.expiry_days.unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
+                    active: b.active.unwrap_or(true),
+                    budget_id: budget,
+                },
+                Utc::now(),
+            )
+            .await?;
+            Ok(Outcome::new(rule_view(&r)))
+        })
+        .await
+    }
+
+    /// Get the cashback rule
+    ///
+    /// The rule in force for the program (NOT_FOUND when none was set).
+    ///
+    /// Permission: `incentives`.
+    #[oai(
+        path = "/incentives/cashback/config",
+        method = "get",
+        operation_id = "getCashbackRule"
+    )]
+    async fn get_cashback(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        wallet_program_id: Query<String>,
+        merchant_id: Query<Option<String>>,
+    ) -> poem::Result<Reply<CashbackRuleView>> {
+        auth.0.require(Permission::Incentives)?;
+        let st = state.0;
+        let program = path_uuid("query:wallet_program_id", &wallet_program_id.0)?;
+        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
+        let r = cashback::current(&st.db, merchant, program)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Cashback rule"))?;
+        Ok(Reply::ok(&rule_view(&r)))
+    }
+}

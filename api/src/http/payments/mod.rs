@@ -1,0 +1,476 @@
+//! Payments: OTP send, QR mint, the payment itself, and reading, voiding and refunding it.
+//! Handlers parse, check scope and hand over to `domain::payments`; the idempotent
+//! transaction and the error envelope come from `mutation`.
+mod credential;
+mod otp;
+mod qr;
+mod reverse;
+
+pub use credential::*;
+pub use otp::*;
+pub use qr::*;
+pub use reverse::*;
+
+use chrono::Utc;
+use entities::{payment, payment_refund};
+use poem::web::Data;
+use poem_openapi::{Object, OpenApi, param::Path};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{
+    auth::{AnyAuth, TerminalJwtAuth},
+    balance::BalanceView,
+    body::{Documented, JsonBody, Validate},
+    common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, ts},
+    mutation::{self, Idempotent},
+    reply::Reply,
+    tags::Tag,
+};
+use crate::domain::credentials::Permission;
+use crate::{
+    domain::{
+        payments::{self, Credential},
+        validate::{self, Errors},
+    },
+    envelope::MetaExtra,
+    error::{ApiError, ErrorCode},
+    idempotency::Outcome,
+    state::AppState,
+};
+
+pub struct PaymentsApi;
+
+pub use crate::domain::validate::MAX_AMOUNT_MINOR;
+
+pub(super) fn amount(e: &mut Errors, field: &str, v: i64) {
+    if validate::min_amount(e, field, v, 1) && v > MAX_AMOUNT_MINOR {
+        e.push(
+            field,
+            "too_large",
+            format!("must be at most {MAX_AMOUNT_MINOR}"),
+        );
+    }
+}
+
+// --- QR mint ----------------------------------------------------------------------------
+
+// --- Payment ----------------------------------------------------------------------------
+
+/// One basket line. Line totals are captured for reconciliation; they never change the debit.
+#[derive(Object, Deserialize, Serialize, Debug, Clone)]
+pub struct BasketLine {
+    pub sku: String,
+    pub quantity: f64,
+    pub unit_price_minor: i64,
+    pub extended_price_minor: i64,
+    #[oai(nullable)]
+    pub category: Option<String>,
+    #[oai(nullable)]
+    pub discount_minor: Option<i64>,
+}
+
+#[derive(Object, Deserialize, Debug, Clone, Default)]
+pub struct Basket {
+    #[serde(default)]
+    pub lines: Vec<BasketLine>,
+}
+
+/// Debit a wallet.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct PaymentRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    #[serde(default)]
+    pub credential: Documented<PaymentCredential>,
+    /// The debit, exactly. Minimum 1.
+    #[serde(default)]
+    pub amount_minor: i64,
+    /// ISO-4217.
+    #[serde(default)]
+    pub currency: String,
+    /// Your order or receipt reference; defaults to `context.partner_session_id`.
+    #[oai(nullable)]
+    pub order_ref: Option<String>,
+    /// When given, must be the program of the wallet the credential belongs to.
+    #[oai(nullable)]
+    pub wallet_program_id: Option<String>,
+    /// Optional; raises `meta.data_completeness_score`.
+    #[oai(nullable)]
+    pub basket: Option<Basket>,
+}
+
+impl PaymentRequest {
+    fn effective_order_ref(&self) -> Option<String> {
+        self.order_ref
+            .clone()
+            .or_else(|| self.context.partner_session_id.clone())
+    }
+
+    fn credential(&self) -> Result<Credential, ApiError> {
+        parse_credential(&self.credential.raw)
+    }
+}
+
+impl Validate for PaymentRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        validate_credential(e, &self.credential.raw, true);
+        amount(e, "/amount_minor", self.amount_minor);
+        validate::currency(e, "/currency", &self.currency);
+        if let Some(o) = &self.order_ref
+            && validate::length(e, "/order_ref", o, 1, 128)
+        {
+            validate::no_control_chars(e, "/order_ref", o);
+        }
+        let is_otp = self.credential.raw.get("type").and_then(Value::as_str) == Some("otp");
+        if is_otp && self.effective_order_ref().is_none() {
+            e.push(
+                "/order_ref",
+                "required",
+                "is required for an otp credential (or context.partner_session_id)",
+            );
+        }
+        optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
+        if let Some(b) = &self.basket {
+            if b.lines.len() > 500 {
+                e.push("/basket/lines", "too_many", "at most 500 lines");
+            }
+            for (i, l) in b.lines.iter().enumerate() {
+                let f = |k: &str| format!("/basket/lines/{i}/{k}");
+                validate::length(e, &f("sku"), &l.sku, 1, 64);
+                if !(l.quantity.is_finite() && l.quantity > 0.0) {
+                    e.push(f("quantity"), "out_of_range", "must be a number above 0");
+                }
+                for (k, v) in [
+                    ("unit_price_minor", Some(l.unit_price_minor)),
+                    ("extended_price_minor", Some(l.extended_price_minor)),
+                    ("discount_minor", l.discount_minor),
+                ] {
+                    if let Some(v) = v
+                        && !(0..=MAX_AMOUNT_MINOR).contains(&v)
+                    {
+                        e.push(
+                            f(k),
+                            "out_of_range",
+                            format!("must be between 0 and {MAX_AMOUNT_MINOR}"),
+                        );
+                    }
+                }
+                if let Some(c) = &l.category {
+                    validate::length(e, &f("category"), c, 1, 64);
+                }
+            }
+        }
+    }
+}
+
+/// The result of a successful payment.
+#[derive(Object, Serialize)]
+pub struct PaymentResult {
+    pub payment_id: String,
+    /// `completed` (the debit landed). `pending` is reserved and never returned now.
+    pub status: String,
+    pub wallet_id: String,
+    pub amount_minor: i64,
+    /// Promotional part of the debit (spent first).
+    pub debited_promo_minor: i64,
+    /// Actual-money part of the debit.
+    pub debited_actual_minor: i64,
+    pub currency: String,
+    #[oai(nullable)]
+    pub order_ref: Option<String>,
+    pub balance_after: BalanceView,
+    pub completed_at: String,
+    /// True when the basket disagrees with `amount_minor`: flagged, never adjusted.
+    pub needs_reconciliation: bool,
+    /// The checkout session the payment completed, when it named one.
+    #[oai(nullable)]
+    pub service_session_id: Option<String>,
+    /// The CASHBACK grant the payment earned under its program's cashback rule (accrued in
+    /// the payment's transaction, RELEASED at once); null when it earned none.
+    #[oai(nullable)]
+    pub cashback: Option<crate::http::customers::GrantItem>,
+}
+
+/// A payment as stored, with its refunds.
+#[derive(Object, Serialize)]
+pub struct PaymentDetail {
+    pub payment_id: String,
+    /// `completed` or `voided`.
+    pub status: String,
+    pub wallet_id: String,
+    pub credential_type: String,
+    pub amount_minor: i64,
+    pub debited_promo_minor: i64,
+    pub debited_actual_minor: i64,
+    pub refunded_minor: i64,
+    pub refundable_minor: i64,
+    pub currency: String,
+    #[oai(nullable)]
+    pub order_ref: Option<String>,
+    #[oai(nullable)]
+    pub branch_id: Option<String>,
+    #[oai(nullable)]
+    pub terminal_id: Option<String>,
+    #[oai(nullable)]
+    pub cashier_id: Option<String>,
+    /// The basket's total when one was sent.
+    #[oai(nullable)]
+    pub basket_total_minor: Option<i64>,
+    pub needs_reconciliation: bool,
+    pub data_completeness_score: i32,
+    /// The checkout session the payment completed, when it named one.
+    #[oai(nullable)]
+    pub service_session_id: Option<String>,
+    pub created_at: String,
+    pub completed_at: String,
+    #[oai(nullable)]
+    pub voided_at: Option<String>,
+    pub refunds: Vec<RefundView>,
+}
+
+pub(super) fn detail(p: &payment::Model, refunds: &[payment_refund::Model]) -> PaymentDetail {
+    PaymentDetail {
+        payment_id: p.id.to_string(),
+        status: p.status.clone(),
+        wallet_id: p.wallet_id.to_string(),
+        credential_type: p.credential_type.clone(),
+        amount_minor: p.amount_minor,
+        debited_promo_minor: p.debited_promo_minor,
+        debited_actual_minor: p.debited_actual_minor,
+        refunded_minor: p.refunded_minor,
+        refundable_minor: if p.status == "voided" {
+            0
+        } else {
+            p.amount_minor - p.refunded_minor
+        },
+        currency: p.currency.clone(),
+        order_ref: p.order_ref.clone(),
+        branch_id: p.branch_id.map(|b| b.to_string()),
+        terminal_id: p.terminal_id.clone(),
+        cashier_id: p.cashier_id.clone(),
+        basket_total_minor: p.basket_total_minor,
+        needs_reconciliation: p.needs_reconciliation,
+        data_completeness_score: p.data_completeness_score,
+        service_session_id: p.service_session_id.map(|s| s.to_string()),
+        created_at: ts(p.created_at),
+        completed_at: ts(p.completed_at),
+        voided_at: p.voided_at.map(ts),
+        refunds: refunds.iter().map(refund_view).collect(),
+    }
+}
+
+/// Capture request (reserved).
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct CaptureRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+}
+
+impl Validate for CaptureRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+    }
+}
+
+fn is_failed_credential(e: &poem::Error) -> bool {
+    e.downcast_ref::<ApiError>()
+        .is_some_and(|a| a.code() == ErrorCode::CredentialExpiredOrReplayed)
+}
+
+#[OpenApi(tag = "Tag::Payments")]
+impl PaymentsApi {
+    /// Take a wallet payment
+    ///
+    /// Debits exactly `amount_minor` at once: released promotional grants first (earliest
+    /// expiry first), then actual money. The credential is consumed with the debit; a
+    /// failed debit (INSUFFICIENT_FUNDS, ...) leaves it usable. A retry with the same
+    /// Idempotency-Key replays the result byte for byte and never debits twice.
+    #[oai(path = "/payments", method = "post", operation_id = "paymentAuthorize")]
+    async fn authorize(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        key: Idempotent<'_>,
+        body: JsonBody<PaymentRequest>,
+    ) -> poem::Result<Reply<PaymentResult>> {
+        let received_at = Utc::now();
+        let st = state.0.clone();
+        let principal = auth.0.clone();
+        let b = body.value.clone();
+        let mut e = Errors::default();
+        let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
+        let service_session_id = optional_uuid(
+            &mut e,
+            "/context/service_session_id",
+            &b.context.service_session_id,
+        );
+        // Checked after the scope guard and the replay look-up (in `prepare`), so a caller
+        // outside its scope hears FORBIDDEN and a retry of a committed payment its replay.
+        let credential = b.credential();
+        let is_short_code = matches!(credential, Ok(Credential::ShortCode { .. }));
+        let basket = b.basket.as_ref().map(|bk| {
+            bk.lines
+                .iter()
+                .map(|l| payments::BasketLine {
+                    sku: l.sku.clone(),
+                    quantity: l.quantity,
+                    unit_price_minor: l.unit_price_minor,
+                    extended_price_minor: l.extended_price_minor,
+                    category: l.category.clone(),
+                    discount_minor: l.discount_minor,
+                })
+                .collect()
+        });
+        let (amount_minor, currency, order_ref) =
+            (b.amount_minor, b.currency.clone(), b.effective_order_ref());
+        let merchant = b.context.parsed().merchant_id;
+        let integration = principal.integration_id;
+        let prep_state = st.clone();
+        let result = key
+            .run_prepared(
+                &auth.0,
+                &body,
+                async move || {
+                    let pay = payments::Pay {
+                        credential: credential?,
+                        amount_minor,
+                        currency,
+                        order_ref,
+                        wallet_program_id: program,
+                        basket,
+                        received_at,
+                        service_session_id,
+                    };
+                    let turn = match &pay.credential {
+                        Credential::Otp { .. } => {
+                            match payments::verify_otp(
+                                &prep_state.db,
+                                &prep_state.sealer,
+                                merchant,
+                                &pay,
+                            )
+                            .await?
+                            {
+                                // The wallet is known before the transaction: its payments take
+                                // turns here rather than on the row lock.
+                                Some(wallet) => Some(
+                                    prep_state
+                                        .wallet_queue
+                                        .take(wallet, prep_state.db_lock_wait())
+                                        .await?,
+                                ),
+                                None => None,
+                            }
+                        }
+                        Credential::ShortCode { .. } => {
+                            payments::short_code_guard(&prep_state.kv, integration).await?;
+                            None
+                        }
+                        Credential::Qr { .. } => None,
+                    };
+                    Ok((pay, turn))
+                },
+                async move |txn, acting, (pay, turn)| {
+                    let mut who = caller(&principal, acting, &b.context);
+                    who.decision_trace_id = Some(decision_trace(Some(&b.meta)));
+                    let who_trace = who.decision_trace_id.clone();
+                    let paid = payments::pay(txn, &st.sealer, &who, pay, turn).await?;
+                    let p = paid.payment;
+                    let mut out = Outcome::new(PaymentResult {
+                        payment_id: p.id.to_string(),
+                        status: p.status.clone(),
+                        wallet_id: p.wallet_id.to_string(),
+                        amount_minor: p.amount_minor,
+                        debited_promo_minor: p.debited_promo_minor,
+                        debited_actual_minor: p.debited_actual_minor,
+                        currency: p.currency.clone(),
+                        order_ref: p.order_ref.clone(),
+                        balance_after: paid.balance_after.into(),
+                        completed_at: ts(p.completed_at),
+                        needs_reconciliation: p.needs_reconciliation,
+                        service_session_id: p.service_session_id.map(|s| s.to_string()),
+                        cashback: paid
+                            .cashback
+                            .as_ref()
+                            .map(crate::http::customers::grant_item),
+                    });
+                    let voidable = p.status == "completed" && p.refunded_minor == 0;
+                    out.meta = MetaExtra {
+                        data_completeness_score: Some(p.data_completeness_score),
+                        decision_trace_id: who_trace,
+                        capabilities: Some(serde_json::json!({
+                            "voidable": voidable,
+                            "refundable": p.status == "completed",
+                        })),
+                    };
+                    out.writes = paid.writes;
+                    Ok(out)
+                },
+            )
+            .await;
+        if is_short_code && result.as_ref().is_err_and(is_failed_credential) {
+            payments::short_code_failed(&state.0.kv, integration).await?;
+        }
+        result
+    }
+
+    /// Read a payment
+    ///
+    /// With its refunds. A payment of another merchant, or outside the caller's branch
+    /// scope, is NOT_FOUND.
+    ///
+    /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
+    #[oai(path = "/payments/:id", method = "get", operation_id = "getPayment")]
+    async fn get(
+        &self,
+        state: Data<&AppState>,
+        auth: AnyAuth,
+        id: Path<String>,
+    ) -> poem::Result<Reply<PaymentDetail>> {
+        auth.require(Permission::Terminal)?;
+        let id = path_uuid("path:id", &id.0)?;
+        let st = state.0;
+        // Same answer for a payment that does not exist and one the caller may not see.
+        let p = payments::find_visible(&st.db, auth.principal(), id).await?;
+        let refunds = payments::refunds_of(&st.db, p.id).await?;
+        Ok(Reply::ok(&detail(&p, &refunds)))
+    }
+
+    /// Capture a payment (reserved)
+    ///
+    /// Reserved for hold-and-capture flows. Nothing routes through it in this version:
+    /// every payment completes at once, so a capture of a payment the caller can see
+    /// answers VALIDATION_ERROR with `details.status`, and changes nothing.
+    #[oai(
+        path = "/payments/:id/capture",
+        method = "post",
+        operation_id = "capturePayment"
+    )]
+    async fn capture(
+        &self,
+        state: Data<&AppState>,
+        auth: TerminalJwtAuth,
+        id: Path<String>,
+        body: JsonBody<CaptureRequest>,
+    ) -> poem::Result<Reply<PaymentDetail>> {
+        let id = path_uuid("path:id", &id.0)?;
+        mutation::authorize(state.0, &auth.0, &body.value.context).await?;
+        let p = payments::find_visible(&state.0.db, &auth.0, id).await?;
+        Err(ApiError::new(
+            ErrorCode::ValidationError,
+            "Nothing to capture: payments complete at once in this version; capture is reserved for hold-and-capture flows.",
+        )
+        .with_details(serde_json::json!({"status": p.status, "fields": []}))
+        .into())
+    }
+}
