@@ -12,8 +12,8 @@ use super::{
     checkout::CheckoutApi,
     customers::CustomersApi,
     disputes::DisputesApi,
-    enrollment::EnrollmentApi,
-    incentives::{BudgetsApi, IncentivesApi, OffersApi},
+    enrollment::{ClaimsApi, EnrollmentApi, VerifyApi},
+    incentives::{BudgetsApi, IncentivesApi, OffersApi, ReloadBonusApi},
     keys::KeysApi,
     operator::OperatorApi,
     operator_wallets::OperatorWalletsApi,
@@ -25,7 +25,7 @@ use super::{
     token::TokenApi,
     topups::TopupsApi,
     transactions::TransactionsApi,
-    webhooks::WebhooksApi,
+    webhooks::{DeliveriesApi, WebhooksApi},
 };
 
 pub type Apis = (
@@ -39,11 +39,11 @@ pub type Apis = (
     OperatorWalletsApi,
     CustomersApi,
     CheckoutApi,
-    EnrollmentApi,
+    (EnrollmentApi, VerifyApi, ClaimsApi),
     TopupsApi,
     SettlementsApi,
-    (IncentivesApi, BudgetsApi, OffersApi),
-    WebhooksApi,
+    (IncentivesApi, BudgetsApi, OffersApi, ReloadBonusApi),
+    (WebhooksApi, DeliveriesApi),
     // poem-openapi implements its trait for tuples of up to 16: the rest nest.
     (TransactionsApi, BalanceCheckApi, DisputesApi),
 );
@@ -143,11 +143,11 @@ fn apis() -> Apis {
         OperatorWalletsApi,
         CustomersApi,
         CheckoutApi,
-        EnrollmentApi,
+        (EnrollmentApi, VerifyApi, ClaimsApi),
         TopupsApi,
         SettlementsApi,
-        (IncentivesApi, BudgetsApi, OffersApi),
-        WebhooksApi,
+        (IncentivesApi, BudgetsApi, OffersApi, ReloadBonusApi),
+        (WebhooksApi, DeliveriesApi),
         (TransactionsApi, BalanceCheckApi, DisputesApi),
     )
 }

@@ -1,7 +1,8 @@
-//! Settlement-backed top-ups: settlement ingest (control plane), top-up confirmation at the
-//! till, and the reload-bonus tiers a confirmation accrues under.
+//! Settlement-backed top-ups: settlement ingest (control plane) and top-up confirmation at
+//! the till. The reload-bonus tiers a confirmation accrues under are configured in
+//! `incentives::reload_bonus`.
 use chrono::Utc;
-use entities::{reload_bonus_config, settlement};
+use entities::settlement;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -13,7 +14,7 @@ use super::{
     auth::{ApiKeyAuth, TerminalJwtAuth},
     balance::BalanceView,
     body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
+    common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
     customers::{IdentityCredentialBody, identity_credential, merchant_of},
     mutation::Idempotent,
     payments::MAX_AMOUNT_MINOR,
@@ -24,7 +25,6 @@ use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::{Principal, Scope},
-        reload_bonus::{self, NewConfig, Tier},
         settlements::{self, Confirm, Confirmed, Report},
         validate::{self, Errors},
     },
@@ -242,163 +242,6 @@ impl From<Confirmed> for ConfirmResult {
     }
 }
 
-// --- reload bonus ------------------------------------------------------------------------
-
-/// One bonus band: top-ups from `min_amount_minor` to `max_amount_minor` (inclusive; null
-/// means no upper end) earn exactly one of a fixed `bonus_minor` or `bonus_percent_bps` of
-/// the amount (rounded down).
-#[derive(Object, Deserialize, Serialize, Debug, Clone)]
-pub struct TierBody {
-    #[serde(default)]
-    pub min_amount_minor: i64,
-    #[oai(nullable)]
-    pub max_amount_minor: Option<i64>,
-    #[oai(nullable)]
-    pub bonus_minor: Option<i64>,
-    /// Basis points of the top-up (1000 = 10 %), 1 to 10000.
-    #[oai(nullable)]
-    pub bonus_percent_bps: Option<i32>,
-}
-
-impl TierBody {
-    fn tier(&self) -> Tier {
-        Tier {
-            min_amount_minor: self.min_amount_minor,
-            max_amount_minor: self.max_amount_minor,
-            bonus_minor: self.bonus_minor,
-            bonus_percent_bps: self.bonus_percent_bps,
-        }
-    }
-
-    fn validate(&self, e: &mut Errors, at: &str) {
-        if !(1..=MAX_AMOUNT_MINOR).contains(&self.min_amount_minor) {
-            e.push(
-                format!("{at}/min_amount_minor"),
-                "out_of_range",
-                format!("must be between 1 and {MAX_AMOUNT_MINOR}"),
-            );
-        }
-        if let Some(max) = self.max_amount_minor
-            && !(self.min_amount_minor..=MAX_AMOUNT_MINOR).contains(&max)
-        {
-            e.push(
-                format!("{at}/max_amount_minor"),
-                "out_of_range",
-                "must be at least min_amount_minor",
-            );
-        }
-        match (self.bonus_minor, self.bonus_percent_bps) {
-            (Some(m), None) if !(1..=MAX_AMOUNT_MINOR).contains(&m) => e.push(
-                format!("{at}/bonus_minor"),
-                "out_of_range",
-                "must be at least 1",
-            ),
-            (None, Some(b)) if !(1..=10_000).contains(&b) => e.push(
-                format!("{at}/bonus_percent_bps"),
-                "out_of_range",
-                "must be between 1 and 10000",
-            ),
-            (Some(_), None) | (None, Some(_)) => {}
-            _ => e.push(
-                at.to_string(),
-                "exactly_one",
-                "give exactly one of bonus_minor or bonus_percent_bps",
-            ),
-        }
-    }
-}
-
-/// Set a program's reload-bonus tiers (a new version; earlier top-ups keep theirs).
-#[derive(Object, Deserialize, Debug, Clone)]
-pub struct ReloadBonusConfigRequest {
-    /// Optional here: omitted, nothing is checked; given, it must be valid.
-    pub meta: Option<RequestMeta>,
-    #[serde(default)]
-    pub context: RequestContext,
-    /// The program the tiers govern.
-    #[serde(default)]
-    pub wallet_program_id: String,
-    /// Exactly 3 letters: the program's currency.
-    #[serde(default)]
-    pub currency: String,
-    /// 1 to 20 non-overlapping bands.
-    #[serde(default)]
-    pub tiers: Vec<TierBody>,
-    /// Lifetime of an accrued bonus grant in days, at least 1 (default 365).
-    #[oai(nullable)]
-    pub expiry_days: Option<i32>,
-    /// A campaign budget that caps what the bonuses issue in total (beta).
-    #[oai(nullable)]
-    pub budget_id: Option<String>,
-}
-
-impl Validate for ReloadBonusConfigRequest {
-    fn validate(&self, e: &mut Errors) {
-        RequestMeta::validate_optional(&self.meta, e);
-        self.context.validate(e);
-        validate::uuid(e, "/wallet_program_id", &self.wallet_program_id);
-        validate::currency(e, "/currency", &self.currency);
-        if self.tiers.is_empty() || self.tiers.len() > 20 {
-            e.push("/tiers", "out_of_range", "must hold 1 to 20 tiers");
-        }
-        let before = e.0.len();
-        for (i, t) in self.tiers.iter().enumerate() {
-            t.validate(e, &format!("/tiers/{i}"));
-        }
-        if e.0.len() == before {
-            let tiers: Vec<Tier> = self.tiers.iter().map(TierBody::tier).collect();
-            reload_bonus::check_tiers(e, &tiers);
-        }
-        if let Some(d) = self.expiry_days
-            && !(1..=3650).contains(&d)
-        {
-            e.push("/expiry_days", "out_of_range", "must be between 1 and 3650");
-        }
-        optional_uuid(e, "/budget_id", &self.budget_id);
-    }
-}
-
-/// A program's reload-bonus config as stored.
-#[derive(Object, Serialize)]
-pub struct ReloadBonusConfigView {
-    pub config_id: String,
-    pub wallet_program_id: String,
-    /// Counts changes; a confirmed top-up reports the version it accrued under.
-    pub version: i32,
-    pub currency: String,
-    pub tiers: Vec<TierBody>,
-    /// Null: the default lifetime, 365 days.
-    #[oai(nullable)]
-    pub expiry_days: Option<i32>,
-    #[oai(nullable)]
-    pub budget_id: Option<String>,
-    pub merchant_id: String,
-    /// When this version came into force.
-    pub created_at: String,
-}
-
-fn config_view(c: &reload_bonus_config::Model) -> ReloadBonusConfigView {
-    ReloadBonusConfigView {
-        config_id: c.id.to_string(),
-        wallet_program_id: c.wallet_program_id.to_string(),
-        version: c.version,
-        currency: c.currency.clone(),
-        tiers: reload_bonus::tiers_of(c)
-            .into_iter()
-            .map(|t| TierBody {
-                min_amount_minor: t.min_amount_minor,
-                max_amount_minor: t.max_amount_minor,
-                bonus_minor: t.bonus_minor,
-                bonus_percent_bps: t.bonus_percent_bps,
-            })
-            .collect(),
-        expiry_days: c.expiry_days,
-        budget_id: c.budget_id.map(|b| b.to_string()),
-        merchant_id: c.merchant_id.to_string(),
-        created_at: ts(c.created_at),
-    }
-}
-
 pub struct SettlementsApi;
 
 #[OpenApi(tag = "Tag::Topup")]
@@ -546,82 +389,5 @@ impl SettlementsApi {
             Ok(Outcome::new(ConfirmResult::from(o)))
         })
         .await
-    }
-
-    /// Set reload-bonus tiers
-    ///
-    /// Stores a new version of the program's reload-bonus config: 1 to 20 non-overlapping
-    /// amount bands (an overlap is VALIDATION_ERROR naming both tiers), the currency
-    /// (exactly the program's), and the bonus lifetime `expiry_days` (at least 1; drives the
-    /// grant's `expires_at`). Forward-looking only: a top-up confirmed earlier keeps the
-    /// bonus it got; later ones use this version.
-    ///
-    /// Permission: `incentives`.
-    #[oai(
-        path = "/topup/reload-bonus/config",
-        method = "post",
-        operation_id = "setReloadBonusConfig"
-    )]
-    async fn set_config(
-        &self,
-        auth: ApiKeyAuth,
-        /// A UUID; retries with the same key replay the first response.
-        #[oai(name = "Idempotency-Key")]
-        key: Idempotent<'_>,
-        body: JsonBody<ReloadBonusConfigRequest>,
-    ) -> poem::Result<Reply<ReloadBonusConfigView>> {
-        auth.0.require(Permission::Incentives)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
-        let mut e = Errors::default();
-        let program = validate::uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
-        let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
-        e.finish()?;
-        let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
-        key.run(&auth.0, &body, async move |txn, acting| {
-            let c = reload_bonus::configure(
-                txn,
-                p.integration_id,
-                acting.merchant_id,
-                NewConfig {
-                    wallet_program_id: program,
-                    currency: b.currency.clone(),
-                    tiers: b.tiers.iter().map(TierBody::tier).collect(),
-                    expiry_days: b.expiry_days,
-                    budget_id: budget,
-                },
-                Utc::now(),
-            )
-            .await?;
-            Ok(Outcome::new(config_view(&c)))
-        })
-        .await
-    }
-
-    /// Get reload-bonus tiers
-    ///
-    /// The config in force for the program (NOT_FOUND when none was set).
-    ///
-    /// Permission: `incentives`.
-    #[oai(
-        path = "/topup/reload-bonus/config",
-        method = "get",
-        operation_id = "getReloadBonusConfig"
-    )]
-    async fn get_config(
-        &self,
-        state: Data<&AppState>,
-        auth: ApiKeyAuth,
-        wallet_program_id: Query<String>,
-        merchant_id: Query<Option<String>>,
-    ) -> poem::Result<Reply<ReloadBonusConfigView>> {
-        auth.0.require(Permission::Incentives)?;
-        let st = state.0;
-        let program = path_uuid("query:wallet_program_id", &wallet_program_id.0)?;
-        let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
-        let c = reload_bonus::current(&st.db, merchant, program)
-            .await?
-            .ok_or_else(|| ApiError::not_found("Reload-bonus config"))?;
-        Ok(Reply::ok(&config_view(&c)))
     }
 }

@@ -1,9 +1,11 @@
 //! Incentives: the cashback rule per program, campaign budgets (beta) and offers (beta).
 mod budgets;
 mod offers;
+mod reload_bonus;
 
 pub use budgets::*;
 pub use offers::*;
+pub use reload_bonus::*;
 
 use chrono::Utc;
 use entities::cashback_rule;

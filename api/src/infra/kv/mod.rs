@@ -4,13 +4,21 @@
 //! invalidations; embedded mode keeps it in this process. Nothing here is ever the only copy
 //! of a money fact or an idempotency record: those live in the database. Every Redis call
 //! is bounded by `redis_timeout_ms` and fails as a retryable `Unavailable(Redis)` error.
+#[macro_use]
+mod scripts;
+mod local;
+mod redis_conn;
+
+pub use local::*;
+pub use redis_conn::*;
+use scripts::*;
+
 use std::{
-    collections::HashMap,
     sync::{Arc, Mutex},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use deadpool_redis::{Pool, Runtime};
+use deadpool_redis::Runtime;
 use redis::aio::MultiplexedConnection;
 
 use crate::error::{ApiError, Subsystem};
@@ -21,100 +29,11 @@ pub enum Kv {
     Local(Arc<LocalKv>),
 }
 
-pub struct RedisKv {
-    pool: Pool,
-    /// The connection every call shares. A multiplexed connection pipelines concurrent
-    /// commands over one socket, so it needs no pool of its own; taking a pooled object per
-    /// call would cost deadpool's recycle check (an UNWATCH + PING round trip) on every call,
-    /// doubling each call's round trips. The pool still creates and health-checks it: after
-    /// a connection error or a timeout the shared one is dropped and the next call takes a
-    /// fresh, checked one from the pool.
-    shared: Mutex<Option<MultiplexedConnection>>,
-    timeout: Duration,
-    prefix: String,
-}
-
-#[derive(Default)]
-pub struct LocalKv {
-    map: Mutex<HashMap<String, (String, Option<Instant>)>>,
-}
-
 fn unavailable(e: impl std::fmt::Display) -> ApiError {
     ApiError::Unavailable {
         subsystem: Subsystem::Redis,
         cause: e.to_string(),
     }
-}
-
-// Sets the cache entry and its reverse index only if no tombstone exists, atomically, so a
-// fill racing with a revoke can never leave a live entry behind the revoke.
-const GUARDED_SET: &str = r#"
-if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
-return 1
-"#;
-
-// GCRA on Redis' own clock (replicas may disagree about the time; Redis does not).
-// KEYS[1] holds the theoretical arrival time in µs. ARGV: emission interval, window (µs).
-// Returns {allowed, retry_after_us, reset_us}. Microseconds, because a high limit's
-// interval is under a millisecond (1,000,000 a minute: 60 µs): counted in ms it rounded to
-// 0 and the key's expiry, `PX 0`, was an error. The expiry is whole ms, at least 1.
-const GCRA: &str = r#"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local interval = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or now)
-if tat < now then tat = now end
-local new_tat = tat + interval
-local allow_at = new_tat - window
-if now < allow_at then
-  return {0, allow_at - now, tat - now}
-end
-redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.max(1, math.ceil((new_tat - now) / 1000)))
-return {1, 0, new_tat - now}
-"#;
-
-// Deletes a lock only if this holder still owns it.
-const DEL_IF_EQ: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"#;
-
-// A lock's lease renewed by its holder: the expiry moves only while it still holds it.
-const EXTEND_IF_EQ: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-return 0
-"#;
-
-// A recent response copy if there is one; only when there is none, the in-flight lock. One
-// round trip where a GET and a SET NX took two. KEYS: copy, lock. ARGV: token, ttl (ms).
-const COPY_OR_LOCK: &str = r#"
-local v = redis.call('GET', KEYS[1])
-if v then return {'copy', v} end
-if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'locked'} end
-return {'held'}
-"#;
-
-// Stores the response copies, then releases the lock if this holder still owns it.
-// KEYS: lock, copies... ARGV: token, ttl (ms), one value per copy.
-const COPY_AND_RELEASE: &str = r#"
-for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 1], 'PX', ARGV[2]) end
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-return 1
-"#;
-
-/// A script, hashed once per process (EVALSHA, falling back to EVAL after a Redis restart).
-fn script(cell: &'static std::sync::OnceLock<redis::Script>, src: &str) -> &'static redis::Script {
-    cell.get_or_init(|| redis::Script::new(src))
-}
-
-macro_rules! script {
-    ($src:expr) => {{
-        static CELL: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
-        script(&CELL, $src)
-    }};
 }
 
 /// What `copy_or_lock` found.
@@ -127,14 +46,6 @@ pub enum CopyOrLock {
     /// No copy, and another caller holds the lock.
     Held,
 }
-
-// Fixed window counter: INCR, set the expiry on the first hit, return count and ms left.
-const INCR_WINDOW: &str = r#"
-local n = redis.call('INCR', KEYS[1])
-if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-local ttl = redis.call('PTTL', KEYS[1])
-return {n, ttl}
-"#;
 
 impl Kv {
     /// The in-process store. One per process: embedded mode is a single process, so every
@@ -542,30 +453,6 @@ impl Kv {
     }
 }
 
-impl RedisKv {
-    async fn connection(&self) -> Result<MultiplexedConnection, ApiError> {
-        if let Some(c) = self.shared.lock().expect("redis connection slot").clone() {
-            return Ok(c);
-        }
-        // Boxed: the pool's checkout is a state machine of several kilobytes, which every
-        // call's future (and every future awaiting one, up to the request's) would
-        // otherwise carry and copy, though only the first call after a failure needs it.
-        Box::pin(self.fresh_connection()).await
-    }
-
-    async fn fresh_connection(&self) -> Result<MultiplexedConnection, ApiError> {
-        let pooled = self.pool.get().await.map_err(unavailable)?;
-        let conn = deadpool_redis::Connection::take(pooled);
-        let mut slot = self.shared.lock().expect("redis connection slot");
-        // Calls that found the slot empty at once all fetched one; the first stored wins.
-        Ok(slot.get_or_insert(conn).clone())
-    }
-
-    fn forget_connection(&self) {
-        self.shared.lock().expect("redis connection slot").take();
-    }
-}
-
 /// The outcome of one GCRA check.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Gcra {
@@ -574,142 +461,6 @@ pub struct Gcra {
     pub retry_after: Duration,
     /// Until the limit is back to its full burst.
     pub reset: Duration,
-}
-
-impl LocalKv {
-    fn gcra(&self, key: &str, interval: Duration, window: Duration) -> Gcra {
-        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-        let epoch = *EPOCH.get_or_init(Instant::now);
-        let mut m = self.lock();
-        let now = epoch.elapsed().as_millis() as u64;
-        let (i, w) = (interval.as_millis() as u64, window.as_millis() as u64);
-        let tat = m
-            .get(key)
-            .filter(|e| Self::live(e))
-            .and_then(|e| e.0.parse::<u64>().ok())
-            .unwrap_or(now)
-            .max(now);
-        let new_tat = tat + i;
-        let allow_at = new_tat.saturating_sub(w);
-        if now < allow_at {
-            return Gcra {
-                allowed: false,
-                retry_after: Duration::from_millis(allow_at - now),
-                reset: Duration::from_millis(tat - now),
-            };
-        }
-        m.insert(
-            key.to_string(),
-            (
-                new_tat.to_string(),
-                Some(Instant::now() + Duration::from_millis(new_tat - now)),
-            ),
-        );
-        Gcra {
-            allowed: true,
-            retry_after: Duration::ZERO,
-            reset: Duration::from_millis(new_tat - now),
-        }
-    }
-
-    fn live(entry: &(String, Option<Instant>)) -> bool {
-        entry.1.is_none_or(|t| t > Instant::now())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, Option<Instant>)>> {
-        // A poisoned map only means another thread panicked mid-update of a cache; the data
-        // is still a valid map.
-        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
-        if m.len() > 100_000 {
-            m.retain(|_, v| Self::live(v));
-        }
-        m
-    }
-
-    fn get(&self, key: &str) -> Option<String> {
-        self.lock()
-            .get(key)
-            .filter(|e| Self::live(e))
-            .map(|e| e.0.clone())
-    }
-
-    fn set(&self, key: &str, value: &str, ttl: Duration) {
-        self.lock().insert(
-            key.to_string(),
-            (value.to_string(), Some(Instant::now() + ttl)),
-        );
-    }
-
-    fn set_nx(&self, key: &str, value: &str, ttl: Duration) -> bool {
-        let mut m = self.lock();
-        if m.get(key).is_some_and(Self::live) {
-            return false;
-        }
-        m.insert(
-            key.to_string(),
-            (value.to_string(), Some(Instant::now() + ttl)),
-        );
-        true
-    }
-
-    fn del(&self, key: &str) {
-        self.lock().remove(key);
-    }
-
-    fn extend_if_eq(&self, key: &str, value: &str, ttl: Duration) -> bool {
-        let mut m = self.lock();
-        match m.get_mut(key) {
-            Some(e) if Self::live(e) && e.0 == value => {
-                e.1 = Some(Instant::now() + ttl);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    fn del_if_eq(&self, key: &str, value: &str) {
-        let mut m = self.lock();
-        if m.get(key).is_some_and(|e| e.0 == value) {
-            m.remove(key);
-        }
-    }
-
-    fn incr_window(&self, key: &str, window: Duration) -> (u64, Duration) {
-        let mut m = self.lock();
-        let now = Instant::now();
-        let entry = m
-            .entry(key.to_string())
-            .or_insert_with(|| ("0".into(), Some(now + window)));
-        if !Self::live(entry) {
-            *entry = ("0".into(), Some(now + window));
-        }
-        let n: u64 = entry.0.parse().unwrap_or(0) + 1;
-        entry.0 = n.to_string();
-        let left = entry
-            .1
-            .map(|t| t.saturating_duration_since(now))
-            .unwrap_or(window);
-        (n, left)
-    }
-
-    fn guarded_set(
-        &self,
-        key: &str,
-        value: &str,
-        index_key: &str,
-        index_value: &str,
-        tombstone: &str,
-        ttl: Duration,
-    ) -> bool {
-        let mut m = self.lock();
-        if m.get(tombstone).is_some_and(Self::live) {
-            return false;
-        }
-        let exp = Some(Instant::now() + ttl);
-        m.insert(key.to_string(), (value.to_string(), exp));
-        m.insert(index_key.to_string(), (index_value.to_string(), exp));
-        true
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,152 @@
+//! The in-process stand-in for Redis (embedded mode): the same operations on a map under
+//! one mutex, with expiry checked on read.
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use super::*;
+
+#[derive(Default)]
+pub struct LocalKv {
+    pub(super) map: Mutex<HashMap<String, (String, Option<Instant>)>>,
+}
+
+impl LocalKv {
+    pub(super) fn gcra(&self, key: &str, interval: Duration, window: Duration) -> Gcra {
+        static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        let epoch = *EPOCH.get_or_init(Instant::now);
+        let mut m = self.lock();
+        let now = epoch.elapsed().as_millis() as u64;
+        let (i, w) = (interval.as_millis() as u64, window.as_millis() as u64);
+        let tat = m
+            .get(key)
+            .filter(|e| Self::live(e))
+            .and_then(|e| e.0.parse::<u64>().ok())
+            .unwrap_or(now)
+            .max(now);
+        let new_tat = tat + i;
+        let allow_at = new_tat.saturating_sub(w);
+        if now < allow_at {
+            return Gcra {
+                allowed: false,
+                retry_after: Duration::from_millis(allow_at - now),
+                reset: Duration::from_millis(tat - now),
+            };
+        }
+        m.insert(
+            key.to_string(),
+            (
+                new_tat.to_string(),
+                Some(Instant::now() + Duration::from_millis(new_tat - now)),
+            ),
+        );
+        Gcra {
+            allowed: true,
+            retry_after: Duration::ZERO,
+            reset: Duration::from_millis(new_tat - now),
+        }
+    }
+
+    pub(super) fn live(entry: &(String, Option<Instant>)) -> bool {
+        entry.1.is_none_or(|t| t > Instant::now())
+    }
+
+    pub(super) fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<String, (String, Option<Instant>)>> {
+        // A poisoned map only means another thread panicked mid-update of a cache; the data
+        // is still a valid map.
+        let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        if m.len() > 100_000 {
+            m.retain(|_, v| Self::live(v));
+        }
+        m
+    }
+
+    pub(super) fn get(&self, key: &str) -> Option<String> {
+        self.lock()
+            .get(key)
+            .filter(|e| Self::live(e))
+            .map(|e| e.0.clone())
+    }
+
+    pub(super) fn set(&self, key: &str, value: &str, ttl: Duration) {
+        self.lock().insert(
+            key.to_string(),
+            (value.to_string(), Some(Instant::now() + ttl)),
+        );
+    }
+
+    pub(super) fn set_nx(&self, key: &str, value: &str, ttl: Duration) -> bool {
+        let mut m = self.lock();
+        if m.get(key).is_some_and(Self::live) {
+            return false;
+        }
+        m.insert(
+            key.to_string(),
+            (value.to_string(), Some(Instant::now() + ttl)),
+        );
+        true
+    }
+
+    pub(super) fn del(&self, key: &str) {
+        self.lock().remove(key);
+    }
+
+    pub(super) fn extend_if_eq(&self, key: &str, value: &str, ttl: Duration) -> bool {
+        let mut m = self.lock();
+        match m.get_mut(key) {
+            Some(e) if Self::live(e) && e.0 == value => {
+                e.1 = Some(Instant::now() + ttl);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(super) fn del_if_eq(&self, key: &str, value: &str) {
+        let mut m = self.lock();
+        if m.get(key).is_some_and(|e| e.0 == value) {
+            m.remove(key);
+        }
+    }
+
+    pub(super) fn incr_window(&self, key: &str, window: Duration) -> (u64, Duration) {
+        let mut m = self.lock();
+        let now = Instant::now();
+        let entry = m
+            .entry(key.to_string())
+            .or_insert_with(|| ("0".into(), Some(now + window)));
+        if !Self::live(entry) {
+            *entry = ("0".into(), Some(now + window));
+        }
+        let n: u64 = entry.0.parse().unwrap_or(0) + 1;
+        entry.0 = n.to_string();
+        let left = entry
+            .1
+            .map(|t| t.saturating_duration_since(now))
+            .unwrap_or(window);
+        (n, left)
+    }
+
+    pub(super) fn guarded_set(
+        &self,
+        key: &str,
+        value: &str,
+        index_key: &str,
+        index_value: &str,
+        tombstone: &str,
+        ttl: Duration,
+    ) -> bool {
+        let mut m = self.lock();
+        if m.get(tombstone).is_some_and(Self::live) {
+            return false;
+        }
+        let exp = Some(Instant::now() + ttl);
+        m.insert(key.to_string(), (value.to_string(), exp));
+        m.insert(index_key.to_string(), (index_value.to_string(), exp));
+        true
+    }
+}

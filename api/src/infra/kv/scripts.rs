@@ -1,0 +1,83 @@
+//! The Lua scripts that make each compound Redis operation one atomic round trip.
+
+// Sets the cache entry and its reverse index only if no tombstone exists, atomically, so a
+// fill racing with a revoke can never leave a live entry behind the revoke.
+pub(super) const GUARDED_SET: &str = r#"
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+return 1
+"#;
+
+// GCRA on Redis' own clock (replicas may disagree about the time; Redis does not).
+// KEYS[1] holds the theoretical arrival time in µs. ARGV: emission interval, window (µs).
+// Returns {allowed, retry_after_us, reset_us}. Microseconds, because a high limit's
+// interval is under a millisecond (1,000,000 a minute: 60 µs): counted in ms it rounded to
+// 0 and the key's expiry, `PX 0`, was an error. The expiry is whole ms, at least 1.
+pub(super) const GCRA: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local interval = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or now)
+if tat < now then tat = now end
+local new_tat = tat + interval
+local allow_at = new_tat - window
+if now < allow_at then
+  return {0, allow_at - now, tat - now}
+end
+redis.call('SET', KEYS[1], string.format('%.0f', new_tat), 'PX', math.max(1, math.ceil((new_tat - now) / 1000)))
+return {1, 0, new_tat - now}
+"#;
+
+// Deletes a lock only if this holder still owns it.
+pub(super) const DEL_IF_EQ: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"#;
+
+// A lock's lease renewed by its holder: the expiry moves only while it still holds it.
+pub(super) const EXTEND_IF_EQ: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"#;
+
+// A recent response copy if there is one; only when there is none, the in-flight lock. One
+// round trip where a GET and a SET NX took two. KEYS: copy, lock. ARGV: token, ttl (ms).
+pub(super) const COPY_OR_LOCK: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if v then return {'copy', v} end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'locked'} end
+return {'held'}
+"#;
+
+// Stores the response copies, then releases the lock if this holder still owns it.
+// KEYS: lock, copies... ARGV: token, ttl (ms), one value per copy.
+pub(super) const COPY_AND_RELEASE: &str = r#"
+for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 1], 'PX', ARGV[2]) end
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"#;
+
+/// A script, hashed once per process (EVALSHA, falling back to EVAL after a Redis restart).
+pub(super) fn script(
+    cell: &'static std::sync::OnceLock<redis::Script>,
+    src: &str,
+) -> &'static redis::Script {
+    cell.get_or_init(|| redis::Script::new(src))
+}
+
+macro_rules! script {
+    ($src:expr) => {{
+        static CELL: std::sync::OnceLock<redis::Script> = std::sync::OnceLock::new();
+        script(&CELL, $src)
+    }};
+}
+
+// Fixed window counter: INCR, set the expiry on the first hit, return count and ms left.
+pub(super) const INCR_WINDOW: &str = r#"
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+local ttl = redis.call('PTTL', KEYS[1])
+return {n, ttl}
+"#;
