@@ -13,6 +13,7 @@ pub mod document;
 pub mod early_replay;
 pub mod enrollment;
 pub mod errors;
+pub mod grants;
 pub mod incentives;
 pub mod keys;
 pub mod middleware;
