@@ -166,6 +166,19 @@ impl Validate for EnvelopeOnly {
     }
 }
 
+/// The program (required) and budget (optional) an incentive rule names: VALIDATION_ERROR
+/// naming each field that is not a UUID.
+fn program_and_budget(
+    program: &str,
+    budget: &Option<String>,
+) -> Result<(uuid::Uuid, Option<uuid::Uuid>), ApiError> {
+    let mut e = Errors::default();
+    let p = validate::uuid(&mut e, "/wallet_program_id", program);
+    let b = optional_uuid(&mut e, "/budget_id", budget);
+    e.finish()?;
+    Ok((p.ok_or_else(|| ApiError::internal("validated program"))?, b))
+}
+
 pub struct IncentivesApi;
 
 #[OpenApi(tag = "Tag::Incentives")]
@@ -197,11 +210,7 @@ impl IncentivesApi {
         auth.0.require(Permission::Incentives)?;
         let p = auth.0.clone();
         let b = body.value.clone();
-        let mut e = Errors::default();
-        let program = validate::uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
-        let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
-        e.finish()?;
-        let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
+        let (program, budget) = program_and_budget(&b.wallet_program_id, &b.budget_id)?;
         key.run(&auth.0, &body, async move |txn, acting| {
             let r = cashback::configure(
                 txn,

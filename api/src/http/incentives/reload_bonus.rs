@@ -7,6 +7,7 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Query};
 use serde::{Deserialize, Serialize};
 
+use super::program_and_budget;
 use crate::domain::credentials::Permission;
 use crate::http::{
     auth::ApiKeyAuth,
@@ -214,11 +215,7 @@ impl ReloadBonusApi {
         auth.0.require(Permission::Incentives)?;
         let p = auth.0.clone();
         let b = body.value.clone();
-        let mut e = Errors::default();
-        let program = validate::uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
-        let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
-        e.finish()?;
-        let program = program.ok_or_else(|| ApiError::internal("validated program"))?;
+        let (program, budget) = program_and_budget(&b.wallet_program_id, &b.budget_id)?;
         key.run(&auth.0, &body, async move |txn, acting| {
             let c = reload_bonus::configure(
                 txn,
