@@ -74,7 +74,7 @@ pub fn wants(
 }
 
 /// The delivered envelope, as the spec's "Event envelope" names it.
-pub struct Envelope<'a> {
+pub struct EventEnvelope<'a> {
     pub event_id: Uuid,
     pub event_type: &'a str,
     pub occurred_at: DateTime<Utc>,
@@ -84,7 +84,7 @@ pub struct Envelope<'a> {
     pub sequence_number: i64,
 }
 
-impl Envelope<'_> {
+impl EventEnvelope<'_> {
     pub fn body(&self) -> String {
         let ts = |t: DateTime<Utc>| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         json!({

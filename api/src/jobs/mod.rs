@@ -8,8 +8,8 @@
 //! leaves a row stuck as Running.
 pub mod backoff;
 pub mod context;
-pub mod envelope;
 pub mod poll;
+pub mod queued;
 pub mod relay;
 pub mod retry;
 pub mod runtime;
@@ -18,7 +18,7 @@ pub mod sms_send;
 pub mod webhook_batch;
 pub mod webhook_deliver;
 
-pub use envelope::JobEnvelope;
+pub use queued::QueuedJob;
 pub use runtime::Runtime;
 
 /// Why an attempt failed.

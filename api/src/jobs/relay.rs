@@ -7,7 +7,7 @@ use chrono::Utc;
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::{JobEnvelope, webhook_batch};
+use super::{QueuedJob, webhook_batch};
 use crate::{
     domain::webhooks,
     state::AppState,
@@ -30,7 +30,7 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
     for row in rows {
         match row.kind.as_str() {
             "job" => {
-                let env = JobEnvelope::first(
+                let env = QueuedJob::first(
                     row.event_id,
                     &row.topic,
                     row.merchant_id,
@@ -57,7 +57,7 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
                     // `emitted_at` is the relay's: after the commit that caused the event.
                     let body = body
                         .get_or_insert_with(|| {
-                            webhooks::Envelope {
+                            webhooks::EventEnvelope {
                                 event_id: row.event_id,
                                 event_type: &row.topic,
                                 occurred_at: row.occurred_at,
@@ -95,7 +95,7 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
         }
     }
     for (merchant, batch) in webhook_batch::payloads(&sendable) {
-        let env = JobEnvelope::first(
+        let env = QueuedJob::first(
             Uuid::now_v7(),
             webhook_batch::JOB_TYPE,
             Some(merchant),

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use super::{JobEnvelope, JobError, backoff, context::JobDeps, webhook_deliver};
+use super::{JobError, QueuedJob, backoff, context::JobDeps, webhook_deliver};
 use crate::store;
 
 /// Writes what follows a failed attempt of `env`: the same attempt later (deferred), the
@@ -13,7 +13,7 @@ use crate::store;
 /// the attempts a `webhook_batch` job makes on its deliveries' behalf.
 pub(super) async fn settle_failure(
     deps: &JobDeps,
-    env: &JobEnvelope,
+    env: &QueuedJob,
     failure: JobError,
 ) -> Result<(), String> {
     let cfg = &deps.state.config;
@@ -55,7 +55,7 @@ pub(super) async fn settle_failure(
         .map_err(|e| e.to_string())
 }
 
-async fn dead_letter(deps: &JobDeps, env: &JobEnvelope, message: &str) -> Result<(), String> {
+async fn dead_letter(deps: &JobDeps, env: &QueuedJob, message: &str) -> Result<(), String> {
     if env.job_type == webhook_deliver::JOB_TYPE {
         webhook_deliver::on_dead_letter(deps, env).await;
     }

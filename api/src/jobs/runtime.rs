@@ -9,7 +9,7 @@ use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
 
 use super::{
-    JobEnvelope, JobError, context::JobDeps, poll::Tick, relay, retry, sms_send, webhook_batch,
+    JobError, QueuedJob, context::JobDeps, poll::Tick, relay, retry, sms_send, webhook_batch,
     webhook_deliver,
 };
 use crate::{
@@ -96,13 +96,12 @@ impl Runtime {
             let name = move |restarts: usize| format!("{queue}-{instance}-{restarts}");
             match &state.queue {
                 Queue::Sqlite(pool) => {
-                    let storage = apalis_sqlite::SqliteStorage::<JobEnvelope>::new(pool)
-                        .with_config(
-                            apalis_sqlite::Config::default()
-                                .queue(*queue)
-                                .heartbeat_interval(heartbeat)
-                                .missed_heartbeats(MISSED_HEARTBEATS),
-                        );
+                    let storage = apalis_sqlite::SqliteStorage::<QueuedJob>::new(pool).with_config(
+                        apalis_sqlite::Config::default()
+                            .queue(*queue)
+                            .heartbeat_interval(heartbeat)
+                            .missed_heartbeats(MISSED_HEARTBEATS),
+                    );
                     let deps = deps.clone();
                     let name = name.clone();
                     let queue = state.queue.clone();
@@ -116,7 +115,7 @@ impl Runtime {
                     });
                 }
                 Queue::Postgres(pool) => {
-                    let storage = apalis_postgres::PostgresStorage::<JobEnvelope>::new(pool)
+                    let storage = apalis_postgres::PostgresStorage::<QueuedJob>::new(pool)
                         .with_config(
                             apalis_postgres::Config::default()
                                 .queue(*queue)
@@ -198,7 +197,7 @@ fn hand_back_previous(queue: &Queue, restarts: usize, name: &impl Fn(usize) -> S
     });
 }
 
-async fn handle(env: JobEnvelope, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDynError> {
+async fn handle(env: QueuedJob, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDynError> {
     let deps: &JobDeps = &deps;
     let mut timeout = Duration::from_millis(deps.state.config.job_timeout_ms);
     if env.job_type == webhook_batch::JOB_TYPE {
@@ -212,7 +211,7 @@ async fn handle(env: JobEnvelope, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDyn
 
 async fn handle_in_span(
     deps: &JobDeps,
-    env: JobEnvelope,
+    env: QueuedJob,
     timeout: Duration,
 ) -> Result<(), BoxDynError> {
     let run = AssertUnwindSafe(tokio::time::timeout(timeout, dispatch(deps, &env))).catch_unwind();
@@ -234,7 +233,7 @@ async fn handle_in_span(
     after_failure(deps, &env, failure).await
 }
 
-async fn dispatch(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
+async fn dispatch(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
     match env.job_type.as_str() {
         sms_send::JOB_TYPE => sms_send::run(deps, env).await,
         webhook_deliver::JOB_TYPE => webhook_deliver::run(deps, env).await,
@@ -247,7 +246,7 @@ async fn dispatch(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
 /// attempt ends as Killed either way: the job's life goes on in a new row.
 async fn after_failure(
     deps: &JobDeps,
-    env: &JobEnvelope,
+    env: &QueuedJob,
     failure: JobError,
 ) -> Result<(), BoxDynError> {
     let message = failure.to_string();

@@ -1,7 +1,7 @@
 //! Job `sms_send`: delivers one SMS through the provider that matches the credential that
 //! asked for it. The message content travels sealed, so codes never sit in plaintext in the
 //! outbox or the queue tables.
-use super::{JobEnvelope, JobError, context::JobDeps};
+use super::{JobError, QueuedJob, context::JobDeps};
 use crate::{
     domain::job_requests::{SmsContent, SmsPayload, sms_aad},
     jobs::sms::{OutgoingSms, SendError},
@@ -9,7 +9,7 @@ use crate::{
 
 pub use crate::domain::job_requests::SMS_SEND as JOB_TYPE;
 
-pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
+pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
     let p: SmsPayload = serde_json::from_value(env.payload.clone())
         .map_err(|e| JobError::Permanent(format!("undecodable sms_send payload: {e}")))?;
     let content = deps

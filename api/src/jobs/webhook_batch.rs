@@ -23,7 +23,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    JobEnvelope, JobError,
+    JobError, QueuedJob,
     context::JobDeps,
     retry,
     webhook_deliver::{self, Sent, retryable},
@@ -47,8 +47,8 @@ pub struct Payload {
 }
 
 /// The `webhook_deliver` job that carries delivery `d` (series 0) on from `attempt`.
-fn single(env: &JobEnvelope, d: &webhook_delivery::Model, attempt: u32) -> JobEnvelope {
-    let mut one = JobEnvelope::first(
+fn single(env: &QueuedJob, d: &webhook_delivery::Model, attempt: u32) -> QueuedJob {
+    let mut one = QueuedJob::first(
         d.id,
         webhook_deliver::JOB_TYPE,
         Some(d.merchant_id),
@@ -62,7 +62,7 @@ fn single(env: &JobEnvelope, d: &webhook_delivery::Model, attempt: u32) -> JobEn
     one
 }
 
-pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
+pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
     let st = &deps.state;
     let p: Payload = serde_json::from_value(env.payload.clone())
         .map_err(|e| JobError::Permanent(format!("undecodable webhook batch: {e}")))?;
@@ -236,10 +236,7 @@ fn chain_end<'a>(
 /// Queues what the batch leaves to single-delivery jobs: a failed attempt's retry or dead
 /// letter, a deferral, or (no failure) the attempt itself. Every one is tried; the batch is
 /// re-run if any could not be written.
-async fn hand_on(
-    deps: &JobDeps,
-    jobs: Vec<(JobEnvelope, Option<JobError>)>,
-) -> Result<(), JobError> {
+async fn hand_on(deps: &JobDeps, jobs: Vec<(QueuedJob, Option<JobError>)>) -> Result<(), JobError> {
     let mut unwritten = None;
     for (one, failure) in jobs {
         let written = match failure {

@@ -14,7 +14,7 @@ use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
 use sea_orm::DbErr;
 use uuid::Uuid;
 
-use super::{JobEnvelope, JobError, backoff, context::JobDeps};
+use super::{JobError, QueuedJob, backoff, context::JobDeps};
 use crate::{
     domain::{
         job_requests::{WEBHOOK_BATCH, deliver_webhook},
@@ -31,7 +31,7 @@ pub(super) fn retryable(e: DbErr) -> JobError {
 
 /// How long a delivery waits for an earlier event of its resource before looking again:
 /// doubling from 1 s to at most 10 s, with up to a second of jitter so waiters spread out.
-pub(super) fn deferral(env: &JobEnvelope) -> Duration {
+pub(super) fn deferral(env: &QueuedJob) -> Duration {
     let base = Duration::from_secs((1u64 << env.deferrals.min(4)).min(10));
     base + Duration::from_millis(rand::random_range(0..1_000))
 }
@@ -80,7 +80,7 @@ async fn current(
     }
 }
 
-pub async fn run(deps: &JobDeps, env: &JobEnvelope) -> Result<(), JobError> {
+pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
     let st = &deps.state;
     let p: Payload = serde_json::from_value(env.payload.clone())
         .map_err(|e| JobError::Permanent(format!("undecodable webhook payload: {e}")))?;
@@ -414,7 +414,7 @@ pub(super) async fn suspend(deps: &JobDeps, d: &webhook_delivery::Model) -> Resu
 
 /// The runtime dead-lettered a job of this type (its own errors ran out of attempts): the
 /// delivery it was sending is DEAD, unless a newer series owns it.
-pub async fn on_dead_letter(deps: &JobDeps, env: &JobEnvelope) {
+pub async fn on_dead_letter(deps: &JobDeps, env: &QueuedJob) {
     let Ok(p) = serde_json::from_value::<Payload>(env.payload.clone()) else {
         return;
     };

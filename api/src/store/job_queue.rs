@@ -76,11 +76,11 @@ impl Queue {
     }
 
     /// Moves the deferred (put off, not yet due: see `jobs::JobError::Deferred`) jobs of
-    /// `job_type` whose envelope contains `needle` to now: a job waiting for something
+    /// `job_type` whose queued bytes contain `needle` to now: a job waiting for something
     /// that has just happened runs at once instead of at its next look. A retry waiting
     /// out its backoff is not deferred and keeps its time. Returns how many were moved.
     pub async fn run_deferred_now(&self, job_type: &str, needle: &str) -> Result<u64, ApiError> {
-        // An envelope ends with its deferral count (`jobs::JobEnvelope` field order).
+        // A queued job ends with its deferral count (`jobs::QueuedJob` field order).
         let undeferred = b"\"deferrals\":0}";
         match self {
             Queue::Sqlite(pool) => {

@@ -150,7 +150,7 @@ fn rule_view(r: &cashback_rule::Model) -> CashbackRuleView {
     }
 }
 
-/// A body with nothing but the envelope.
+/// A body with nothing but the request envelope (`meta`, `context`).
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct EnvelopeOnly {
     #[serde(default)]

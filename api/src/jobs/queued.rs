@@ -10,13 +10,13 @@ use uuid::Uuid;
 use crate::{error::ApiError, store::job_queue::Queue};
 
 /// apalis' own re-runs, for infrastructure failures only (our retry schedule could not be
-/// written); the job's real attempts are counted in the envelope.
+/// written); the job's real attempts are counted in the `QueuedJob`.
 pub const INFRA_ATTEMPTS: usize = 5;
 
 /// What a queue carries: the job's payload plus the bookkeeping that makes retries,
 /// dead letters and replays work without apalis' in-memory retry state.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct JobEnvelope {
+pub struct QueuedJob {
     /// Stable across attempts: the outbox `event_id` that created the job.
     pub job_id: Uuid,
     pub job_type: String,
@@ -43,7 +43,7 @@ pub struct AttemptError {
     pub error: String,
 }
 
-impl JobEnvelope {
+impl QueuedJob {
     pub fn first(
         job_id: Uuid,
         job_type: &str,
@@ -51,7 +51,7 @@ impl JobEnvelope {
         payload: Value,
         enqueued_at: DateTime<Utc>,
     ) -> Self {
-        JobEnvelope {
+        QueuedJob {
             job_id,
             job_type: job_type.to_string(),
             merchant_id,
@@ -64,7 +64,7 @@ impl JobEnvelope {
         }
     }
 
-    /// The envelope of the next attempt, carrying this attempt's error.
+    /// The queued job of the next attempt, carrying this attempt's error.
     pub fn next_attempt(&self, error: &str) -> Self {
         let mut next = self.clone();
         next.errors.push(AttemptError {
@@ -105,7 +105,7 @@ impl JobEnvelope {
 
     /// This attempt as a queue task, due after `run_after`.
     pub fn task(&self, run_after: Duration) -> Task<Vec<u8>> {
-        let bytes = serde_json::to_vec(self).expect("job envelopes serialise");
+        let bytes = serde_json::to_vec(self).expect("queued jobs serialise");
         TaskBuilder::new(bytes)
             .max_attempts(INFRA_ATTEMPTS)
             .run_after(run_after)
@@ -118,12 +118,12 @@ impl JobEnvelope {
 mod tests {
     use super::*;
 
-    /// `run_deferred_now` finds jobs by their envelope's bytes: a delivery's id in the
+    /// `run_deferred_now` finds jobs by their queued bytes: a delivery's id in the
     /// payload, and a deferral count other than zero at the end.
     #[test]
-    fn an_envelope_shows_its_delivery_and_ends_with_its_deferral_count() {
+    fn a_queued_job_shows_its_delivery_and_ends_with_its_deferral_count() {
         let delivery = uuid::Uuid::now_v7();
-        let env = JobEnvelope::first(
+        let env = QueuedJob::first(
             uuid::Uuid::now_v7(),
             crate::domain::job_requests::WEBHOOK_DELIVER,
             None,
@@ -133,7 +133,7 @@ mod tests {
             }),
             chrono::Utc::now(),
         );
-        let text = |e: &JobEnvelope| String::from_utf8(serde_json::to_vec(e).unwrap()).unwrap();
+        let text = |e: &QueuedJob| String::from_utf8(serde_json::to_vec(e).unwrap()).unwrap();
         assert!(text(&env).contains(&format!("\"delivery_id\":\"{delivery}\"")));
         assert!(text(&env).ends_with("\"deferrals\":0}"));
         let later = env.deferred();
