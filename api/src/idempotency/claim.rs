@@ -1,11 +1,11 @@
 //! Claiming a key: a recent copy of its response, or else the in-flight lock (renewed
 //! while the work runs), released with the new copy in one round trip; the database record
 //! settles what a copy cannot.
+use chrono::Utc;
 use std::time::Duration;
 
-use chrono::Utc;
+use super::{Ctx, Request, Stored, replay};
 
-use super::*;
 use crate::{
     domain::credentials::authenticate::response_copy_key, envelope::Rendered, error::ApiError,
     infra::kv::CopyOrLock, store,

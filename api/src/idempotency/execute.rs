@@ -1,13 +1,16 @@
 //! Running the work once per key: claim, run it in one transaction, write the record with
 //! the work's rows, commit, copy; or replay what an earlier run stored.
-use std::time::Duration;
-
 use chrono::Utc;
 use sea_orm::DatabaseTransaction;
 use serde::Serialize;
+use std::time::Duration;
 use uuid::Uuid;
 
-use super::*;
+use super::{
+    Claim, Ctx, Outcome, Request, Stored, claim, failed, leased, placeholder, prefetched, release,
+    replay, settled,
+};
+
 use crate::{
     envelope::{self, Rendered},
     error::ApiError,

@@ -1,10 +1,10 @@
 //! Replaying a stored response byte for byte, its sealed secrets put back; and the early
 //! replay that answers a retry before its body is parsed.
-
 use chrono::Utc;
 use serde_json::Value;
 
-use super::*;
+use super::{Ctx, Request, Stored, fingerprint};
+
 use crate::{
     domain::credentials::Principal,
     envelope::{self, Rendered},

@@ -5,13 +5,18 @@ use entities::wallet_user;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::*;
-use crate::domain::{
-    caller::Caller,
-    customers,
-    wallets::{self, VERIFIED},
+use super::{Released, release_all};
+
+use crate::{
+    domain::{
+        caller::Caller,
+        customers,
+        wallets::{self, VERIFIED},
+    },
+    error::ApiError,
+    infra::crypto::Sealer,
+    store,
 };
-use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 // ---------------------------------------------------------------------------------------
 // Claims

@@ -5,13 +5,22 @@ use entities::{enrollment, wallet, wallet_user};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::*;
-use crate::domain::{
-    caller::Caller,
-    customers::{self, EXPIRED},
-    wallets::{self, PENDING_PROOF, VERIFIED},
+use super::{
+    super::proof_window::{Origin, PENDING, enrolled_event, new_enrollment},
+    MAX_SENDS, Policy, RESEND_COOLDOWN_SECS, Target, find_target, lapse, limited, no_enrollment,
+    send_code,
 };
-use crate::{error::ApiError, infra::crypto::Sealer, store};
+
+use crate::{
+    domain::{
+        caller::Caller,
+        customers::{self, EXPIRED},
+        wallets::{self, PENDING_PROOF, VERIFIED},
+    },
+    error::ApiError,
+    infra::crypto::Sealer,
+    store,
+};
 
 // ---------------------------------------------------------------------------------------
 // Initiate

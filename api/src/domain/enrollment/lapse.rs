@@ -5,14 +5,21 @@ use entities::{enrollment, wallet, wallet_user};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use serde_json::json;
 
-use super::*;
-use crate::domain::{
-    customers::EXPIRED,
-    events::NewOutbox,
-    ledger,
-    wallets::{self, PENDING_PROOF},
+use super::{
+    super::proof_window::{PENDING, event},
+    EXPIRED_STATUS,
 };
-use crate::{error::ApiError, store};
+
+use crate::{
+    domain::{
+        customers::EXPIRED,
+        events::NewOutbox,
+        ledger,
+        wallets::{self, PENDING_PROOF},
+    },
+    error::ApiError,
+    store,
+};
 
 // ---------------------------------------------------------------------------------------
 // Expiry

@@ -56,7 +56,6 @@ pub const LANGUAGES: &[&str] = &["en", "de", "fr", "es"];
 const TOKEN_PREFIX: &str = "ev1.";
 
 pub use super::proof_window::{Origin, PENDING, credit_held_event, enrolled_event, open_window};
-use super::proof_window::{event, new_enrollment};
 pub const VERIFIED_STATUS: &str = "verified";
 pub const EXPIRED_STATUS: &str = "expired";
 
@@ -266,7 +265,7 @@ pub fn may_pay(identity: &wallet_user::Model) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::wallets::PENDING_PROOF;
+    use crate::domain::{proof_window::new_enrollment, wallets::PENDING_PROOF};
 
     fn sealer() -> Sealer {
         Sealer::new(&[7u8; 32])

@@ -6,14 +6,19 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::*;
-use crate::domain::{
-    caller::Caller,
-    grant_events,
-    ledger::{self, Account},
-    wallets::{self, Balance, VERIFIED},
+use super::{
+    super::proof_window::{PENDING, event},
+    CODE_TTL_SECS, MAX_WRONG_CODES, RESEND_COOLDOWN_SECS, Target, VERIFIED_STATUS, bad_token,
+    find_target, limited, no_enrollment, parse_token, provider_id_free, replayed,
 };
+
 use crate::{
+    domain::{
+        caller::Caller,
+        grant_events,
+        ledger::{self, Account},
+        wallets::{self, Balance, VERIFIED},
+    },
     error::{ApiError, ErrorCode},
     infra::crypto::Sealer,
     store,

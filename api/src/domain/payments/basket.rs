@@ -1,6 +1,6 @@
 //! A payment's basket: its lines, and whether they add up to the amount charged.
+use super::Pay;
 
-use super::*;
 use crate::domain::caller::Caller;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]

@@ -7,13 +7,17 @@ use sea_orm::{ConnectionTrait, DatabaseConnection};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::*;
-use crate::domain::{
-    caller::Caller,
-    job_requests::{self, SmsRequest},
-    wallets,
+use super::{
+    Credential, Customer, OTP_MAX_SENDS, OTP_MAX_WRONG, OTP_SEND_WINDOW_SECS, OTP_TTL_SECS, Pay,
+    WRONG_OTP, identity, otp_invalid,
 };
+
 use crate::{
+    domain::{
+        caller::Caller,
+        job_requests::{self, SmsRequest},
+        wallets,
+    },
     error::{ApiError, ErrorCode, RateLimitInfo},
     infra::crypto::Sealer,
     store,

@@ -7,17 +7,20 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::*;
-use crate::domain::{
-    caller::Caller,
-    cashback, checkout,
-    credential_codes::{nonce_hash, short_code_hash},
-    enrollment,
-    events::{NewOutbox, OutboxKind},
-    ledger::{self, DebitPlan},
-    wallets::{self, Balance},
+use super::{
+    BasketLine, WRONG_OTP, check_basket, check_session, otp_invalid, pending_proof, replayed,
 };
+
 use crate::{
+    domain::{
+        caller::Caller,
+        cashback, checkout,
+        credential_codes::{nonce_hash, short_code_hash},
+        enrollment,
+        events::{NewOutbox, OutboxKind},
+        ledger::{self, DebitPlan},
+        wallets::{self, Balance},
+    },
     error::ApiError,
     infra::crypto::Sealer,
     store::{self, writes::Writes},

@@ -7,14 +7,19 @@ use rand::Rng;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::*;
-use crate::domain::{
-    caller::Caller,
-    checkout,
-    credential_codes::{nonce_hash, short_code_hash},
-    wallets,
+use super::{Customer, QR_PREFIX, QR_TTL_SECS, SHORT_CODE_ALPHABET, identity};
+
+use crate::{
+    domain::{
+        caller::Caller,
+        checkout,
+        credential_codes::{nonce_hash, short_code_hash},
+        wallets,
+    },
+    error::ApiError,
+    infra::crypto::Sealer,
+    store,
 };
-use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 // ---------------------------------------------------------------------------------------
 // QR mint

@@ -7,15 +7,19 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::*;
-use crate::domain::{
-    caller::Caller,
-    credentials::Principal,
-    ledger::{self, DebitPlan, PostingKind, RefundPlan},
-    rewards,
-    wallets::{self, Balance},
+use super::{payment_event, split_from_json, split_json, visible};
+
+use crate::{
+    domain::{
+        caller::Caller,
+        credentials::Principal,
+        ledger::{self, DebitPlan, PostingKind, RefundPlan},
+        rewards,
+        wallets::{self, Balance},
+    },
+    error::ApiError,
+    store,
 };
-use crate::{error::ApiError, store};
 
 #[derive(Clone, Debug)]
 pub struct Reversal {

@@ -2,7 +2,8 @@
 //! are counted and capped, so a code cannot be found by trying.
 use uuid::Uuid;
 
-use super::*;
+use super::SHORT_CODE_FAILURES_PER_MIN;
+
 use crate::{
     error::{ApiError, RateLimitInfo},
     infra::kv::Kv,

@@ -6,15 +6,20 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::*;
-use crate::domain::{
-    caller::Caller,
-    customers::{self, IdentityCredential},
-    events::NewOutbox,
-    topups::{self, Credit, Credited},
-    wallets::Balance,
+use super::{FAILED, PENDING, confirmed_event, reload_bonus_for, settled_event};
+
+use crate::{
+    domain::{
+        caller::Caller,
+        customers::{self, IdentityCredential},
+        events::NewOutbox,
+        topups::{self, Credit, Credited},
+        wallets::Balance,
+    },
+    error::ApiError,
+    infra::crypto::Sealer,
+    store,
 };
-use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 /// The reference settled: the requested top-up leaves `pending_topups_minor` and is
 /// credited, with the reload bonus in force now. Returns its events.

@@ -6,16 +6,24 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::*;
-use crate::domain::{
-    caller::Caller,
-    checkout,
-    customers::{self, IdentityCredential},
-    events::{NewOutbox, OutboxKind},
-    money,
-    wallets::Balance,
+use super::{
+    BonusGrant, CREDITED, Credit, Credited, DEFAULT_BONUS_DAYS, bonus_of, credit_identity,
+    credit_wallet, order_reused, program_for_credit, ts,
 };
-use crate::{error::ApiError, infra::crypto::Sealer, store};
+
+use crate::{
+    domain::{
+        caller::Caller,
+        checkout,
+        customers::{self, IdentityCredential},
+        events::{NewOutbox, OutboxKind},
+        money,
+        wallets::Balance,
+    },
+    error::ApiError,
+    infra::crypto::Sealer,
+    store,
+};
 
 #[derive(Clone, Debug)]
 pub struct SkuTopup {

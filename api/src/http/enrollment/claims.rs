@@ -4,18 +4,19 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
-use super::*;
-use crate::http::{
-    auth::TerminalJwtAuth,
-    body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller},
-    customers::{CustomerNamed, GrantItem, IdentityCredentialBody},
-    mutation::Idempotent,
-    reply::Reply,
-    tags::Tag,
-};
+use super::{SkippedGrant, WalletBalance, released_parts};
+
 use crate::{
     domain::{enrollment, validate::Errors},
+    http::{
+        auth::TerminalJwtAuth,
+        body::{Documented, JsonBody, Validate},
+        common::{RequestContext, RequestMeta, caller},
+        customers::{CustomerNamed, GrantItem, IdentityCredentialBody},
+        mutation::Idempotent,
+        reply::Reply,
+        tags::Tag,
+    },
     idempotency::Outcome,
     state::AppState,
 };

@@ -9,21 +9,22 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::*;
-use crate::domain::credentials::Permission;
-use crate::http::{
-    auth::ApiKeyAuth,
-    body::{JsonBody, Validate},
-    common::{RequestContext, RequestMeta, path_uuid, ts},
-    customers::merchant_of,
-    mutation::Idempotent,
-    reply::Reply,
-    tags::Tag,
-};
+use super::{money, name};
+
 use crate::{
     domain::{
         budgets::{self, Change, NewBudget},
+        credentials::Permission,
         validate::{self, Errors},
+    },
+    http::{
+        auth::ApiKeyAuth,
+        body::{JsonBody, Validate},
+        common::{RequestContext, RequestMeta, path_uuid, ts},
+        customers::merchant_of,
+        mutation::Idempotent,
+        reply::Reply,
+        tags::Tag,
     },
     idempotency::Outcome,
     state::AppState,

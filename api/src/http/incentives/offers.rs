@@ -9,25 +9,26 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::*;
-use crate::domain::credentials::Permission;
-use crate::http::{
-    auth::AnyAuth,
-    balance::BalanceView,
-    body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
-    customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item, merchant_of},
-    mutation::{self, Idempotent},
-    reply::Reply,
-    tags::Tag,
-};
+use super::{EnvelopeOnly, days, money, name};
+
 use crate::{
     domain::{
+        credentials::Permission,
         offers::{self, NewOffer, Reward},
         validate::{self, Errors},
     },
     envelope,
     error::ApiError,
+    http::{
+        auth::AnyAuth,
+        balance::BalanceView,
+        body::{Documented, JsonBody, Validate},
+        common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
+        customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item, merchant_of},
+        mutation::{self, Idempotent},
+        reply::Reply,
+        tags::Tag,
+    },
     idempotency::Outcome,
     state::AppState,
 };

@@ -1,6 +1,7 @@
 //! The 3.0 -> 3.1 conversion, case by case.
-use super::*;
-use serde_json::json;
+use serde_json::{Map, Value, json};
+
+use super::{JSON_SCHEMA_DIALECT, convert};
 
 /// Wraps a schema in a minimal document so tests go through `convert`.
 fn convert_component(schema: Value) -> Value {

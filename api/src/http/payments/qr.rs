@@ -4,20 +4,21 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
-use super::*;
-use crate::http::{
-    auth::TerminalJwtAuth,
-    body::{JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
-    mutation::Idempotent,
-    reply::Reply,
-    tags::Tag,
-};
+use super::CustomerCredential;
+
 use crate::{
     domain::{
         customers::IdentityCredential,
         payments::{self, Customer},
         validate::{self, Errors},
+    },
+    http::{
+        auth::TerminalJwtAuth,
+        body::{JsonBody, Validate},
+        common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
+        mutation::Idempotent,
+        reply::Reply,
+        tags::Tag,
     },
     idempotency::Outcome,
     state::AppState,

@@ -4,21 +4,22 @@ use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::*;
-use crate::http::{
-    auth::TerminalJwtAuth,
-    balance::BalanceView,
-    body::{JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller, path_uuid, ts},
-    mutation::Idempotent,
-    reply::Reply,
-    tags::Tag,
-};
+use super::{PaymentDetail, amount, detail};
+
 use crate::{
     domain::{
         credentials::Principal,
         payments::{self, ReversalKind},
         validate::{self, Errors},
+    },
+    http::{
+        auth::TerminalJwtAuth,
+        balance::BalanceView,
+        body::{JsonBody, Validate},
+        common::{RequestContext, RequestMeta, caller, path_uuid, ts},
+        mutation::Idempotent,
+        reply::Reply,
+        tags::Tag,
     },
     idempotency::Outcome,
 };

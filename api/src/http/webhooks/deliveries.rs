@@ -9,22 +9,23 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::*;
-use crate::domain::credentials::Permission;
-use crate::http::{
-    auth::ApiKeyAuth,
-    body::{JsonBody, Validate},
-    common::{RequestContext, RequestMeta, path_uuid, ts},
-    mutation::Idempotent,
-    reply::Reply,
-    tags::Tag,
-};
+use super::WebhookEnvelope;
+
 use crate::{
     domain::{
+        credentials::Permission,
         validate::{self, Errors},
         webhooks,
     },
     error::ApiError,
+    http::{
+        auth::ApiKeyAuth,
+        body::{JsonBody, Validate},
+        common::{RequestContext, RequestMeta, path_uuid, ts},
+        mutation::Idempotent,
+        reply::Reply,
+        tags::Tag,
+    },
     idempotency::Outcome,
     state::AppState,
 };

@@ -6,7 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::*;
+use super::Gcra;
 
 #[derive(Default)]
 pub struct LocalKv {

@@ -1,10 +1,10 @@
 //! The Redis side: one multiplexed connection per process, re-made after a failure.
-use std::{sync::Mutex, time::Duration};
-
 use deadpool_redis::Pool;
 use redis::aio::MultiplexedConnection;
+use std::{sync::Mutex, time::Duration};
 
-use super::*;
+use super::unavailable;
+
 use crate::error::ApiError;
 
 pub struct RedisKv {
