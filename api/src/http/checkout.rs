@@ -210,15 +210,15 @@ impl CheckoutApi {
         key: Idempotent<'_>,
         body: JsonBody<OpenSessionRequest>,
     ) -> poem::Result<Reply<CheckoutSession>> {
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let ttl = chrono::Duration::seconds(state.0.config.checkout_session_ttl_secs as i64);
         key.run(&auth.0, &body, async move |txn, acting| {
             let now = Utc::now();
-            let who = caller(&p, acting, &b.context);
+            let who = caller(p, acting, &b.context);
             let s = checkout::open(
                 txn,
-                &p,
+                p,
                 &who,
                 Open {
                     partner_session_id: b.context.partner_session_id.clone(),
@@ -278,8 +278,8 @@ impl CheckoutApi {
     ) -> poem::Result<Reply<SessionIdentifyResult>> {
         let id = path_uuid("path:id", &id.0)?;
         let st = state.0.clone();
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let mut e = Errors::default();
         let presented = identity_credential(&mut e, "/customer", &b.customer.raw);
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
@@ -288,11 +288,11 @@ impl CheckoutApi {
             .ok_or_else(|| ApiError::internal("validated customer"))?
             .known(&st, p.integration_id)
             .await?;
-        identification_guard(&st, &p, &customer).await?;
+        identification_guard(&st, p, &customer).await?;
         key.run(&auth.0, &body, async move |txn, acting| {
             let now = Utc::now();
             let trace = decision_trace(b.meta.as_ref());
-            let mut who = caller(&p, acting, &b.context);
+            let mut who = caller(p, acting, &b.context);
             who.decision_trace_id = Some(trace.clone());
             let (s, r) =
                 checkout::identify(txn, &st.sealer, &who, id, &customer, program, now).await?;
@@ -327,11 +327,11 @@ impl CheckoutApi {
         body: JsonBody<CancelSessionRequest>,
     ) -> poem::Result<Reply<CheckoutSession>> {
         let id = path_uuid("path:id", &id.0)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         key.run(&auth.0, &body, async move |txn, acting| {
             let now = Utc::now();
-            let who = caller(&p, acting, &b.context);
+            let who = caller(p, acting, &b.context);
             let s = checkout::cancel(txn, &who, id, b.reason.clone(), now).await?;
             Ok(Outcome::new(view(&s, now)))
         })

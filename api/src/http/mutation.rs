@@ -11,8 +11,9 @@ use poem_openapi::{
     types::Type,
 };
 use sea_orm::DatabaseTransaction;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
+use uuid::Uuid;
 
 use super::{body::JsonBody, common::RequestContext, operator::OperatorAuth, reply::Reply};
 use crate::{
@@ -125,7 +126,8 @@ impl<'a> Idempotent<'a> {
         T: Serialize + Send,
     {
         let key = self.key?;
-        let acting = authorize(self.state, principal, &context_of(&body.json)).await?;
+        let (merchant_id, branch_id) = scope_ids(&body.json);
+        let acting = scope::authorize(&self.state.db, principal, merchant_id, branch_id).await?;
         let mut request = idempotency::Request::new(principal, key, self.operation, &body.json);
         request.ttl = self.ttl;
         let rendered = idempotency::execute_prepared(
@@ -159,10 +161,17 @@ impl<'a> Idempotent<'a> {
 
 /// The body's `context` (every mutating body has one; an absent one is the empty context,
 /// as the body's own type reads it).
-fn context_of(json: &Value) -> RequestContext {
-    json.get("context")
-        .and_then(|c| RequestContext::deserialize(c).ok())
-        .unwrap_or_default()
+/// The two ids the scope guard reads from `context`, taken from the body already parsed and
+/// validated (a well-formed UUID where present; `""` reads as absent, as it does in
+/// `RequestContext`), without building the whole context a second time.
+fn scope_ids(json: &Value) -> (Uuid, Option<Uuid>) {
+    let id = |field: &str| {
+        json.get("context")
+            .and_then(|c| c.get(field))
+            .and_then(Value::as_str)
+            .and_then(|s| Uuid::parse_str(s).ok())
+    };
+    (id("merchant_id").unwrap_or_default(), id("branch_id"))
 }
 
 /// The scope guard on a request's `context`, for operations that do not mutate (reads and

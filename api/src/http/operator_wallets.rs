@@ -238,7 +238,7 @@ impl OperatorWalletsApi {
         key: Idempotent<'_>,
         body: JsonBody<ImportWalletRequest>,
     ) -> poem::Result<Reply<OperatorWallet>> {
-        let b = body.value.clone();
+        let b = &body.value;
         let op = auth.0.clone();
         let window = chrono::Duration::seconds(state.0.config.enrollment_window_secs as i64);
         key.run_as_operator(&auth, &body, async move |txn| {
@@ -295,7 +295,7 @@ impl OperatorWalletsApi {
         body: JsonBody<AdjustmentRequest>,
     ) -> poem::Result<Reply<OperatorWallet>> {
         let id = path_uuid("path:walletId", &wallet_id.0)?;
-        let b = body.value.clone();
+        let b = &body.value;
         let op = auth.0.clone();
         key.run_as_operator(&auth, &body, async move |txn| {
             let signed = if b.direction == "debit" {
@@ -337,7 +337,7 @@ impl OperatorWalletsApi {
         body: JsonBody<GrantRequest>,
     ) -> poem::Result<Reply<OperatorWallet>> {
         let id = path_uuid("path:walletId", &wallet_id.0)?;
-        let b = body.value.clone();
+        let b = &body.value;
         let op = auth.0.clone();
         let mut e = Errors::default();
         let expires_at = b.expiry(&mut e).unwrap_or_else(Utc::now);

@@ -275,11 +275,11 @@ impl SettlementsApi {
     ) -> poem::Result<Reply<SettlementView>> {
         auth.0.require(Permission::Settlements)?;
         control_plane(&auth.0)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let window = chrono::Duration::seconds(state.0.config.enrollment_window_secs as i64);
         key.run(&auth.0, &body, async move |txn, acting| {
-            let who = caller(&p, acting, &b.context);
+            let who = caller(p, acting, &b.context);
             let s = settlements::ingest(
                 txn,
                 &who,
@@ -362,8 +362,8 @@ impl SettlementsApi {
         body: JsonBody<ConfirmRequest>,
     ) -> poem::Result<Reply<ConfirmResult>> {
         let st = state.0.clone();
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let mut e = Errors::default();
         let presented = identity_credential(&mut e, "/customer", &b.customer.raw);
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
@@ -371,8 +371,8 @@ impl SettlementsApi {
         let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
         key.run(&auth.0, &body, async move |txn, acting| {
-            let customer = presented.guarded(&st, &p).await?;
-            let who = caller(&p, acting, &b.context);
+            let customer = presented.guarded(&st, p).await?;
+            let who = caller(p, acting, &b.context);
             let o = settlements::confirm(
                 txn,
                 &st.sealer,

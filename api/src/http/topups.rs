@@ -305,8 +305,8 @@ impl TopupsApi {
         body: JsonBody<SkuRequest>,
     ) -> poem::Result<Reply<SkuView>> {
         auth.0.require(Permission::Catalog)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         key.run(&auth.0, &body, async move |txn, acting| {
             let bonus = b
                 .bonus
@@ -399,8 +399,8 @@ impl TopupsApi {
         body: JsonBody<SkuTopupRequest>,
     ) -> poem::Result<Reply<TopupResult>> {
         let st = state.0.clone();
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let mut e = Errors::default();
         if validate::length(&mut e, "path:sku_id", &sku_id.0, 1, 64) {
             validate::no_control_chars(&mut e, "path:sku_id", &sku_id.0);
@@ -418,8 +418,8 @@ impl TopupsApi {
         let sku = sku_id.0.clone();
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
         key.run(&auth.0, &body, async move |txn, acting| {
-            let customer = presented.guarded(&st, &p).await?;
-            let who = caller(&p, acting, &b.context);
+            let customer = presented.guarded(&st, p).await?;
+            let who = caller(p, acting, &b.context);
             let o = topups::topup_sku(
                 txn,
                 &st.sealer,

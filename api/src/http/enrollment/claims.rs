@@ -87,8 +87,8 @@ impl ClaimsApi {
         body: JsonBody<ClaimRequest>,
     ) -> poem::Result<Reply<ClaimResult>> {
         let st = state.0.clone();
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let mut e = Errors::default();
         let named = CustomerNamed::parse(
             &mut e,
@@ -97,8 +97,8 @@ impl ClaimsApi {
         );
         e.finish()?;
         key.run(&auth.0, &body, async move |txn, acting| {
-            let named = named.credentials(&st, &p).await?;
-            let who = caller(&p, acting, &b.context);
+            let named = named.credentials(&st, p).await?;
+            let who = caller(p, acting, &b.context);
             let c = enrollment::claim(txn, &st.sealer, &who, &named, Utc::now()).await?;
             let (released_grants, skipped_grants, wallets) = released_parts(&c.released);
             Ok(Outcome::new(ClaimResult {

@@ -231,8 +231,8 @@ impl EnrollmentApi {
         body: JsonBody<EnrollInitiateRequest>,
     ) -> poem::Result<Reply<EnrollmentResult>> {
         let st = state.0.clone();
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let mut e = Errors::default();
         let req = Initiate {
             phone: phone(&mut e, "/phone", &b.phone).unwrap_or_default(),
@@ -244,7 +244,7 @@ impl EnrollmentApi {
         };
         e.finish()?;
         key.run(&auth.0, &body, async move |txn, acting| {
-            let who = caller(&p, acting, &b.context);
+            let who = caller(p, acting, &b.context);
             let r =
                 enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, Utc::now()).await?;
             Ok(Outcome::new(enrollment_result(
@@ -278,15 +278,15 @@ impl EnrollmentApi {
         body: JsonBody<EnrollResendRequest>,
     ) -> poem::Result<Reply<EnrollmentResult>> {
         let st = state.0.clone();
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let mut e = Errors::default();
         let target = b.target(&mut e);
         let session = self::session(&mut e, &b.context);
         e.finish()?;
         let target = target.ok_or_else(|| ApiError::internal("validated target"))?;
         key.run(&auth.0, &body, async move |txn, acting| {
-            let who = caller(&p, acting, &b.context);
+            let who = caller(p, acting, &b.context);
             let r = enrollment::resend(
                 txn,
                 &st.sealer,

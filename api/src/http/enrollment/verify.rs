@@ -219,8 +219,8 @@ impl VerifyApi {
         body: JsonBody<EnrollVerifyRequest>,
     ) -> poem::Result<Reply<EnrollVerifyResult>> {
         let st = state.0.clone();
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let mut e = Errors::default();
         let proof = b.proof(&mut e);
         e.finish()?;
@@ -246,7 +246,7 @@ impl VerifyApi {
                 Ok(proof)
             },
             async move |txn, acting, proof| {
-                let who = caller(&p, acting, &b.context);
+                let who = caller(p, acting, &b.context);
                 let v = enrollment::verify(txn, &st.sealer, &who, &proof, Utc::now()).await?;
                 let (released_grants, _, wallets) = released_parts(&v.released);
                 Ok(Outcome::new(EnrollVerifyResult {

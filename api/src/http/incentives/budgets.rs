@@ -156,8 +156,8 @@ impl BudgetsApi {
         body: JsonBody<BudgetRequest>,
     ) -> poem::Result<Reply<BudgetView>> {
         auth.0.require(Permission::Incentives)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         key.run(&auth.0, &body, async move |txn, acting| {
             let r = budgets::create(
                 txn,
@@ -257,7 +257,7 @@ impl BudgetsApi {
     ) -> poem::Result<Reply<BudgetView>> {
         auth.0.require(Permission::Incentives)?;
         let id = path_uuid("path:budgetId", &budget_id.0)?;
-        let b = body.value.clone();
+        let b = &body.value;
         key.run(&auth.0, &body, async move |txn, acting| {
             let r = budgets::change(
                 txn,

@@ -208,8 +208,8 @@ impl IncentivesApi {
         body: JsonBody<CashbackRuleRequest>,
     ) -> poem::Result<Reply<CashbackRuleView>> {
         auth.0.require(Permission::Incentives)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let (program, budget) = program_and_budget(&b.wallet_program_id, &b.budget_id)?;
         key.run(&auth.0, &body, async move |txn, acting| {
             let r = cashback::configure(

@@ -313,7 +313,7 @@ impl OffersApi {
         auth.require(Permission::Terminal)?;
         let st = state.0.clone();
         let p = auth.principal().clone();
-        let b = body.value.clone();
+        let b = &body.value;
         let mut e = Errors::default();
         let named = CustomerNamed::parse(
             &mut e,
@@ -526,7 +526,7 @@ impl OffersApi {
         auth.require(Permission::Terminal)?;
         let id = path_uuid("path:offerId", &offer_id.0)?;
         let p = auth.principal().clone();
-        let b = body.value.clone();
+        let b = &body.value;
         let payment = path_uuid("/payment_id", &b.payment_id)?;
         key.run(auth.principal(), &body, async move |txn, acting| {
             let who = caller(&p, acting, &b.context);

@@ -213,8 +213,8 @@ impl ReloadBonusApi {
         body: JsonBody<ReloadBonusConfigRequest>,
     ) -> poem::Result<Reply<ReloadBonusConfigView>> {
         auth.0.require(Permission::Incentives)?;
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let (program, budget) = program_and_budget(&b.wallet_program_id, &b.budget_id)?;
         key.run(&auth.0, &body, async move |txn, acting| {
             let c = reload_bonus::configure(

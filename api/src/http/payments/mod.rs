@@ -306,7 +306,7 @@ impl PaymentsApi {
         let received_at = Utc::now();
         let st = state.0.clone();
         let principal = auth.0.clone();
-        let b = body.value.clone();
+        let b = &body.value;
         let mut e = Errors::default();
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
         let service_session_id = optional_uuid(

@@ -105,7 +105,7 @@ impl OtpApi {
     ) -> poem::Result<Reply<OtpSendResult>> {
         let st = state.0.clone();
         let principal = auth.0.clone();
-        let b = body.value.clone();
+        let b = &body.value;
         let mut e = Errors::default();
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
         let req = payments::OtpSend {

@@ -141,7 +141,7 @@ impl QrApi {
     ) -> poem::Result<Reply<QrMintResult>> {
         let st = state.0.clone();
         let principal = auth.0.clone();
-        let b = body.value.clone();
+        let b = &body.value;
         let mut e = Errors::default();
         let customer = b.customer(&mut e);
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);

@@ -212,9 +212,9 @@ impl DeliveriesApi {
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let did = path_uuid("path:deliveryId", &delivery_id.0)?;
-        let p = auth.0.clone();
+        let p = &auth.0;
         key.run(&auth.0, &body, async move |txn, _| {
-            webhooks::redeliver(txn, &p, sid, did, Utc::now()).await?;
+            webhooks::redeliver(txn, p, sid, did, Utc::now()).await?;
             Ok(Outcome::new(RedeliverResult { redelivered: 1 }))
         })
         .await
@@ -247,9 +247,9 @@ impl DeliveriesApi {
         let since = DateTime::parse_from_rfc3339(&body.value.since)
             .map_err(ApiError::internal)?
             .with_timezone(&Utc);
-        let p = auth.0.clone();
+        let p = &auth.0;
         key.run(&auth.0, &body, async move |txn, _| {
-            let n = webhooks::redeliver_failed(txn, &p, sid, since, Utc::now()).await?;
+            let n = webhooks::redeliver_failed(txn, p, sid, since, Utc::now()).await?;
             Ok(Outcome::new(RedeliverResult { redelivered: n }))
         })
         .await

@@ -269,8 +269,8 @@ impl WebhooksApi {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let st = state.0.clone();
-        let p = auth.0.clone();
-        let b = body.value.clone();
+        let p = &auth.0;
+        let b = &body.value;
         let all = b.merchant_scope.as_deref() == Some("integration");
         if all && p.scope != Scope::Integration {
             return Err(ApiError::forbidden(
@@ -289,7 +289,7 @@ impl WebhooksApi {
             let w = webhooks::create(
                 txn,
                 &st.sealer,
-                &p,
+                p,
                 NewSubscription {
                     url: b.url.clone(),
                     description: b.description.clone(),
@@ -360,10 +360,10 @@ impl WebhooksApi {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
-        let p = auth.0.clone();
+        let p = &auth.0;
         key.run(&auth.0, &body, async move |txn, _| {
             let now = Utc::now();
-            let s = webhooks::disable(txn, &p, sid, now).await?;
+            let s = webhooks::disable(txn, p, sid, now).await?;
             Ok(Outcome::new(view(&s, now)))
         })
         .await
@@ -392,11 +392,11 @@ impl WebhooksApi {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
-        let p = auth.0.clone();
+        let p = &auth.0;
         let replay = body.value.replay_missed.unwrap_or(false);
         key.run(&auth.0, &body, async move |txn, _| {
             let now = Utc::now();
-            let (s, missed, replayed) = webhooks::enable(txn, &p, sid, replay, now).await?;
+            let (s, missed, replayed) = webhooks::enable(txn, p, sid, replay, now).await?;
             Ok(Outcome::new(EnableResult {
                 subscription: view(&s, now),
                 missed_deliveries: missed,
@@ -432,7 +432,7 @@ impl WebhooksApi {
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let st = state.0.clone();
-        let p = auth.0.clone();
+        let p = &auth.0;
         let grace = chrono::Duration::seconds(
             body.value
                 .grace_period_secs
@@ -440,7 +440,7 @@ impl WebhooksApi {
         );
         key.run(&auth.0, &body, async move |txn, _| {
             let now = Utc::now();
-            let w = webhooks::rotate(txn, &st.sealer, &p, sid, grace, now).await?;
+            let w = webhooks::rotate(txn, &st.sealer, p, sid, grace, now).await?;
             Ok(with_secret(w, now))
         })
         .await
