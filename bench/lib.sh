@@ -225,7 +225,9 @@ wait_health() {
 # production: a fresh database DB_STEM_<pid>_<n> (migrated) and Redis prefix
 # PREFIX_STEM-<pid>-<time>:, then wallet-worker; both modes: wallet-api, timed from exec
 # to its first 200 on /v1/health. WALLET_BCRYPT_COST=BCRYPT_COST for all of them, plus
-# the caller's EXTRA_SERVER_ENV (an array of NAME=value, empty by default).
+# the caller's EXTRA_SERVER_ENV (an array of NAME=value, empty by default). wallet-api runs
+# under the caller's API_WRAP (a command prefix such as valgrind; empty by default), which
+# must exec the API in the same process.
 start_services() {
   local mode=$1 bcrypt_cost=$2 db_stem=$3 prefix_stem=$4 port
   port=$(free_port)
@@ -271,7 +273,7 @@ start_services() {
   log "$mode: starting wallet-api on $addr"
   local t0
   t0=$(now_ns)
-  env "${env_common[@]}" WALLET_LISTEN_ADDR="$addr" "$API_BIN" serve >"$api_log" 2>&1 &
+  env "${env_common[@]}" WALLET_LISTEN_ADDR="$addr" ${API_WRAP[@]+"${API_WRAP[@]}"} "$API_BIN" serve >"$api_log" 2>&1 &
   api_pid=$!
   PIDS+=("$api_pid")
   startup_ms=$(wait_health "$addr" "$api_pid" "$t0") || { tail -n 30 "$api_log" >&2; die "$mode: wallet-api never answered 200 on /v1/health"; }

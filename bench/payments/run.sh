@@ -20,6 +20,12 @@
 #   DB_CONNECTIONS=20       the API's database pool (WALLET_DB_MAX_CONNECTIONS; default: the service's)
 #   SKIP_BUILD=1            use the binaries already in target/release
 #   SKIP_PG_CEILING=1       do not run the PostgreSQL ceiling
+#   CALLGRIND=1             run wallet-api under valgrind's callgrind and report the API's
+#                           instructions per payment (counted in the payment windows only):
+#                           the figure to compare a hot-path change with its base, since
+#                           payments/s on a shared machine swing far more than 3%. Slow: its
+#                           defaults become WALLETS=64 PHASE_SECS=60 CONCURRENCIES=16
+#                           HOT_CONC=8 HOT_OTPS=400 HOT_SECS=60 SKIP_PG_CEILING=1.
 #   PG_CEILING=path/to/pg-ceiling.sh    default: ../shared/bench/pg-ceiling.sh beside the repo
 #   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
 # The helpers shared with bench/run.sh (service start/stop, clean-up, PostgreSQL and Redis,
@@ -39,6 +45,13 @@ bench_paths "$PAY_DIR" # ROOT, TARGET_DIR, API_BIN, WORKER_BIN, RESULTS, PG_CEIL
 BENCH_BIN=$TARGET_DIR/release/payments-bench
 
 clamp() { local v=$1 lo=$2 hi=$3; ((v < lo)) && v=$lo; ((v > hi)) && v=$hi; echo "$v"; }
+API_WRAP=()
+if [[ -n ${CALLGRIND:-} ]]; then
+  command -v valgrind >/dev/null && command -v callgrind_control >/dev/null ||
+    { echo "CALLGRIND=1 needs valgrind (Debian's valgrind package)" >&2; exit 2; }
+  : "${WALLETS:=64}" "${PHASE_SECS:=60}" "${CONCURRENCIES:=16}" "${HOT_CONC:=8}"
+  : "${HOT_OTPS:=400}" "${HOT_SECS:=60}" "${SKIP_PG_CEILING:=1}"
+fi
 WALLETS=$(clamp "${WALLETS:-1024}" 16 100000)
 PHASE_SECS=$(clamp "${PHASE_SECS:-10}" 1 60)
 CONCURRENCIES=${CONCURRENCIES:-16 64}
@@ -82,6 +95,12 @@ bench_mode() {
   local mode=$1
   # set by start_services (bench/lib.sh)
   local addr data_dir api_log worker_log env_common=() worker_pid db prefix api_pid startup_ms
+  local callgrind_args=()
+  if [[ -n ${CALLGRIND:-} ]]; then
+    # Not counting until payments-bench switches it on for a payment window.
+    API_WRAP=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$WORK/callgrind-$mode.out")
+    callgrind_args=(--callgrind-out "$WORK/callgrind-$mode.out")
+  fi
   start_services "$mode" "$OPERATOR_BCRYPT_COST" wallet_paybench walletpaybench
   sleep 1
   local api_idle
@@ -105,7 +124,7 @@ bench_mode() {
     --tenant "$WORK/tenant-$mode.json" --operator "$WORK/operator-$mode.json" \
     --wallets "$WALLETS" --secs "$PHASE_SECS" --concurrency "$(tr ' ' ',' <<<"$CONCURRENCIES")" \
     --setup-concurrency "$SETUP_CONC" --mint-concurrency "$MINT_CONC" "${hot_args[@]}" \
-    --api-pid "$api_pid" "${worker_args[@]}" --clk-tck "$CLK_TCK" --out "$out"; then
+    --api-pid "$api_pid" "${worker_args[@]}" "${callgrind_args[@]}" --clk-tck "$CLK_TCK" --out "$out"; then
     tail -n 30 "$api_log" >&2
     die "$mode: payments-bench failed"
   fi
@@ -164,7 +183,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "# Payments benchmark results"
   echo
   summary_intro payments-bench
-  echo "Settings: WALLETS=$WALLETS, PHASE_SECS=$PHASE_SECS, CONCURRENCIES=\"$CONCURRENCIES\", HOT_CONC=$HOT_CONC, HOT_OTPS=$HOT_OTPS, HOT_SECS=$HOT_SECS, PG_SECS=$PG_SECS; amount 1 EUR cent per payment."
+  echo "Settings: WALLETS=$WALLETS, PHASE_SECS=$PHASE_SECS, CONCURRENCIES=\"$CONCURRENCIES\", HOT_CONC=$HOT_CONC, HOT_OTPS=$HOT_OTPS, HOT_SECS=$HOT_SECS, PG_SECS=$PG_SECS${CALLGRIND:+, CALLGRIND=1 (wallet-api under valgrind)}; amount 1 EUR cent per payment."
   echo
   echo "## Service"
   echo

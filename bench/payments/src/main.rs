@@ -10,6 +10,7 @@
 //!
 //! `payments-bench report` turns the JSON results and the pg-ceiling.sh lines into the
 //! Markdown tables of results/latest.md, with PASS/MISS against the targets.
+mod callgrind;
 mod client;
 mod load;
 mod procfs;
@@ -98,6 +99,10 @@ struct RunArgs {
     /// Where to write the JSON result.
     #[arg(long)]
     out: PathBuf,
+    /// The API runs under `valgrind --tool=callgrind --instr-atstart=no` with this
+    /// `--callgrind-out-file`: count its instructions in the payment windows (needs --api-pid).
+    #[arg(long, requires = "api_pid")]
+    callgrind_out: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -150,6 +155,9 @@ pub struct PhaseResult {
     /// The same for payments-bench itself (the load generator shares the machine's cores).
     #[serde(default)]
     pub client_cpu_us_per_payment: Option<f64>,
+    /// API instructions inside the payment windows ÷ payments (callgrind runs only).
+    #[serde(default)]
+    pub api_instructions_per_payment: Option<f64>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -211,6 +219,7 @@ struct Ctx {
     api_proc: Option<Watched>,
     worker_proc: Option<Watched>,
     clk_tck: u64,
+    callgrind: Option<callgrind::Callgrind>,
 }
 
 impl Ctx {
@@ -254,6 +263,24 @@ impl Ctx {
             p.phase_peak();
         }
         self.api_proc.as_mut().and_then(Watched::phase_peak)
+    }
+
+    /// Callgrind runs: instructions counted from here to `count(false)`.
+    fn count(&self, on: bool) -> Result<()> {
+        match &self.callgrind {
+            Some(c) => c.set(on),
+            None => Ok(()),
+        }
+    }
+
+    /// Callgrind runs: the phase's instructions per payment (the counters restart at zero).
+    fn instructions(&mut self, mut r: PhaseResult) -> Result<PhaseResult> {
+        if let Some(c) = &mut self.callgrind {
+            let ir = c.dump()?;
+            r.api_instructions_per_payment =
+                (r.payments > 0).then(|| ir as f64 / r.payments as f64);
+        }
+        Ok(r)
     }
 
     fn check_alive(&self) -> Result<()> {
@@ -331,6 +358,10 @@ async fn run(a: RunArgs) -> Result<()> {
         api_proc: a.api_pid.map(Watched::new),
         worker_proc: a.worker_pid.map(Watched::new),
         clk_tck: a.clk_tck.max(1),
+        callgrind: a
+            .api_pid
+            .zip(a.callgrind_out.clone())
+            .map(|(pid, out)| callgrind::Callgrind::new(pid, out)),
     };
     let api_idle_kib = a.api_pid.and_then(|p| procfs::status_kib(p, "VmRSS"));
     let run_tag = uuid::Uuid::new_v4().as_u128() as u32;
@@ -434,7 +465,7 @@ async fn run(a: RunArgs) -> Result<()> {
 
 fn print_phase(mode: &str, p: &PhaseResult) {
     log(format!(
-        "{mode}: {} c={}: {} payments in {:.2} s = {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms, errors {}{}, api peak RSS {}, CPU µs/payment api {} client {}, prep {:.1} s",
+        "{mode}: {} c={}: {} payments in {:.2} s = {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms, errors {}{}, api peak RSS {}, CPU µs/payment api {} client {}, prep {:.1} s{}",
         p.phase,
         p.concurrency,
         p.payments,
@@ -459,6 +490,9 @@ fn print_phase(mode: &str, p: &PhaseResult) {
             .map(|u| format!("{u:.0}"))
             .unwrap_or_else(|| "-".into()),
         p.prep_secs,
+        p.api_instructions_per_payment
+            .map(|i| format!(", API instructions/payment {i:.0}"))
+            .unwrap_or_default(),
     ));
 }
 
@@ -528,6 +562,7 @@ impl Ctx {
             api_peak_kib,
             api_cpu_us_per_payment,
             client_cpu_us_per_payment,
+            api_instructions_per_payment: None,
         }
     }
 }
@@ -571,16 +606,18 @@ async fn qr_phase(ctx: &mut Ctx, a: &RunArgs, pool: &[Wallet], conc: usize) -> R
             .try_collect()
             .await?;
         prep += t_prep.elapsed();
+        ctx.count(true)?;
         let cpu0 = ctx.cpu();
         let (t, w) =
             client::drive(&ctx.api.http, &url, &bearer, items, conc, target - window).await;
         let cpu1 = ctx.cpu();
+        ctx.count(false)?;
         cpu = cpu.add(cpu0, cpu1);
         window += w;
         tally.merge(t);
         rounds += 1;
     }
-    Ok(ctx.finish(
+    let r = ctx.finish(
         "payments",
         "qr",
         conc,
@@ -590,7 +627,8 @@ async fn qr_phase(ctx: &mut Ctx, a: &RunArgs, pool: &[Wallet], conc: usize) -> R
         tally,
         prep,
         cpu,
-    ))
+    );
+    ctx.instructions(r)
 }
 
 /// The code and order of a sandbox OTP message: "... for order <order_ref>. Valid ...".
@@ -702,6 +740,7 @@ async fn hot_phase(ctx: &mut Ctx, a: &RunArgs, phone: &str, run_tag: u32) -> Res
         .collect();
     let bearer = ctx.bearer().await?;
     let url = Url::parse(&ctx.api.url("/payments"))?;
+    ctx.count(true)?;
     let cpu0 = ctx.cpu();
     let (tally, window) = client::drive(
         &ctx.api.http,
@@ -713,5 +752,7 @@ async fn hot_phase(ctx: &mut Ctx, a: &RunArgs, phone: &str, run_tag: u32) -> Res
     )
     .await;
     let cpu = Cpu::zero().add(cpu0, ctx.cpu());
-    Ok(ctx.finish("hot wallet", "otp", conc, 1, 1, window, tally, prep, cpu))
+    ctx.count(false)?;
+    let r = ctx.finish("hot wallet", "otp", conc, 1, 1, window, tally, prep, cpu);
+    ctx.instructions(r)
 }

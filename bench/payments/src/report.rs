@@ -160,6 +160,29 @@ pub fn report(a: ReportArgs) -> Result<()> {
             ));
         }
     }
+    if runs
+        .iter()
+        .flat_map(|r| &r.phases)
+        .any(|p| p.api_instructions_per_payment.is_some())
+    {
+        w(String::new());
+        w("## API instructions per payment (callgrind)".into());
+        w(String::new());
+        w("Counted by valgrind in the payment windows only; under valgrind the service runs many times slower, so the payments/s above are not the service's.".into());
+        w(String::new());
+        w("| mode | phase | credential | conc | payments | instructions/payment |".into());
+        w("|---|---|---|---:|---:|---:|".into());
+        for r in &runs {
+            for p in &r.phases {
+                if let Some(i) = p.api_instructions_per_payment {
+                    w(format!(
+                        "| {} | {} | {} | {} | {} | {:.0} |",
+                        r.mode, p.phase, p.credential, p.concurrency, p.payments, i
+                    ));
+                }
+            }
+        }
+    }
     w(String::new());
     w("## Memory and setup".into());
     w(String::new());
