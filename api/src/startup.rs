@@ -87,6 +87,16 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         )?,
         None => Kv::local(),
     };
+    if let Some(url) = &config.redis_url
+        && let Err(e) = kv.ping().await
+    {
+        // Not fatal: requests that need Redis answer a retryable 503 until it answers, and
+        // health reports it degraded. But an operator should not have to guess where.
+        tracing::warn!(
+            redis = %describe_redis(url),
+            "Redis (WALLET_REDIS_URL) is not answering: {e}"
+        );
+    }
     let (jwt_secret, secret_key) = match (&config.jwt_secret, &config.secret_key) {
         (Some(j), Some(s)) => (j.clone(), s.clone()),
         _ if config.mode() == Mode::Production => {
@@ -126,6 +136,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             crate::domain::platform::CAPABILITIES_TTL,
             10_000,
         ),
+        cors: crate::infra::cache::TtlCache::new(crate::domain::cors::CORS_TTL, 1),
         recent_responses: crate::idempotency::recent_responses(),
         key_gate: Default::default(),
         wallet_queue: Default::default(),
@@ -290,4 +301,17 @@ async fn shutdown_signal() {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
+}
+
+/// Where a Redis URL points (host, port, database), never its password.
+fn describe_redis(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => format!(
+            "{}:{}{}",
+            u.host_str().unwrap_or("(no host)"),
+            u.port().unwrap_or(6379),
+            u.path()
+        ),
+        Err(_) => "(an unparseable URL)".to_string(),
+    }
 }

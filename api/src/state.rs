@@ -13,7 +13,7 @@ use crate::{
         jwt::JwtKeys,
     },
     domain::platform::CapabilitiesKey,
-    error::Subsystem,
+    error::{ApiError, Subsystem},
     infra::cache::TtlCache,
     infra::crypto::Sealer,
     infra::kv::Kv,
@@ -33,6 +33,8 @@ pub struct Inner {
     pub metrics: PrometheusHandle,
     /// Rendered `GET /capabilities` answers (see `domain::platform::CAPABILITIES_TTL`).
     pub capabilities: TtlCache<CapabilitiesKey, Arc<RawValue>>,
+    /// Every integration's browser origins (see `domain::cors`), reloaded after `CORS_TTL`.
+    pub cors: TtlCache<(), Arc<crate::domain::cors::CorsOrigins>>,
     /// Embedded mode's copies of recent idempotent responses.
     pub recent_responses: crate::idempotency::RecentResponses,
     /// One key verification (bcrypt) per key at a time on this replica.
@@ -56,6 +58,17 @@ impl AppState {
     /// The longest a request waits its turn for a busy row (a wallet's lock, its queue).
     pub fn db_lock_wait(&self) -> Duration {
         Duration::from_millis(self.config.db_lock_timeout_ms)
+    }
+
+    /// The browser origins as this replica holds them: a change made on another replica
+    /// shows here within `CORS_TTL`.
+    pub async fn cors_origins(&self) -> Result<Arc<crate::domain::cors::CorsOrigins>, ApiError> {
+        if let Some(c) = self.cors.get(&()) {
+            return Ok(c);
+        }
+        let c = Arc::new(crate::domain::cors::CorsOrigins::load(&self.db).await?);
+        self.cors.insert((), c.clone());
+        Ok(c)
     }
 
     /// What the idempotency layer needs.

@@ -11,6 +11,9 @@ pub struct Model {
     pub is_sandbox: bool,
     /// JSON array of identify credential types enabled for this integration.
     pub identify_credential_types: Json,
+    /// JSON array of browser origins (`https://host[:port]`) allowed to call the
+    /// integration's terminal-JWT operations (CORS); NULL or empty: none.
+    pub cors_origins: Option<Json>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

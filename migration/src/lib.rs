@@ -18,6 +18,8 @@ mod m20261126_000011_key_permissions;
 mod m20261126_000012_pending_topups;
 mod m20261126_000013_enrollment_terminal;
 mod m20261126_000014_disputes;
+mod m20261127_000015_cors_origins;
+mod m20261127_000016_event_feed;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
 /// earlier files keep their own copy, as landed migrations are never edited.
@@ -84,6 +86,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261126_000012_pending_topups::Migration),
             Box::new(m20261126_000013_enrollment_terminal::Migration),
             Box::new(m20261126_000014_disputes::Migration),
+            Box::new(m20261127_000015_cors_origins::Migration),
+            Box::new(m20261127_000016_event_feed::Migration),
         ]
     }
 }

@@ -8,6 +8,7 @@ mod suite {
     pub mod enrollment;
     pub mod envelope;
     pub mod history;
+    pub mod http_manners;
     pub mod incentives;
     pub mod jobs;
     pub mod keys;

@@ -225,3 +225,35 @@ pub async fn set_identify_credential_types(
     txn.commit().await?;
     Ok(updated)
 }
+
+/// Replaces an integration's browser origins (already normalised by `cors::normalize_origin`;
+/// empty: none). Audited with the lists before and after.
+pub async fn set_cors_origins(
+    db: &DatabaseConnection,
+    op: &Operator,
+    integration_id: Uuid,
+    origins: &[String],
+    reason: String,
+) -> Result<entities::integration::Model, ApiError> {
+    let txn = store::begin(db).await?;
+    let integration = store::tenancy::find_integration(&txn, integration_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Integration"))?;
+    let before = integration
+        .cors_origins
+        .clone()
+        .unwrap_or_else(|| json!([]));
+    let updated = store::tenancy::set_cors_origins(&txn, integration, origins).await?;
+    audit(
+        &txn,
+        &op.actor(),
+        "integration.cors_origins",
+        "integration",
+        Some(integration_id.to_string()),
+        Some(reason),
+        json!({"from": before, "to": origins}),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(updated)
+}

@@ -6,6 +6,7 @@ pub mod balance_check;
 pub mod body;
 pub mod checkout;
 pub mod common;
+pub mod cors;
 pub mod cursor;
 pub mod customers;
 pub mod disputes;
@@ -13,9 +14,11 @@ pub mod document;
 pub mod early_replay;
 pub mod enrollment;
 pub mod errors;
+pub mod events;
 pub mod grants;
 pub mod incentives;
 pub mod keys;
+pub mod manners;
 pub mod middleware;
 pub mod mutation;
 pub mod openapi;
@@ -24,7 +27,9 @@ pub mod operator;
 pub mod operator_wallets;
 pub mod payments;
 pub mod platform;
+pub mod published;
 pub mod reply;
+pub mod route_table;
 pub mod sandbox;
 pub mod settlements;
 pub mod strict_json;
@@ -35,9 +40,7 @@ pub mod topups;
 pub mod transactions;
 pub mod webhooks;
 
-use poem::{
-    Endpoint, EndpointExt, Response, Route, endpoint::make_sync, get, http::StatusCode, web::Html,
-};
+use poem::{Endpoint, EndpointExt, Response, Route, endpoint::make_sync, get, http::StatusCode};
 
 use crate::state::AppState;
 
@@ -46,21 +49,30 @@ pub fn routes(state: AppState) -> impl Endpoint {
     // The document is the HTTP layer's own: built here, shared with the operations that
     // serve it or list what a caller may call.
     let doc = std::sync::Arc::new(openapi::build());
-    let doc_json = doc.json.clone();
-    let docs_html = doc.docs_html.clone();
+    let table = std::sync::Arc::new(route_table::RouteTable::new(
+        &doc.operations,
+        &["/v1/openapi.json", "/v1/docs", "/metrics"],
+    ));
+    let doc_json = std::sync::Arc::new(published::Published::new(
+        doc.json.clone(),
+        "application/json; charset=utf-8",
+    ));
+    let docs_html = std::sync::Arc::new(published::Published::new(
+        doc.docs_html.clone(),
+        "text/html; charset=utf-8",
+    ));
     let metrics = state.metrics.clone();
     let (inflight, queued) = state.config.admission();
     let admission = middleware::Admission::new(inflight, queued);
     let app = Route::new()
         .at(
             "/v1/openapi.json",
-            get(make_sync(move |_| {
-                Response::builder()
-                    .content_type("application/json; charset=utf-8")
-                    .body(doc_json.clone())
-            })),
+            get(make_sync(move |req| doc_json.respond(&req))),
         )
-        .at("/v1/docs", get(make_sync(move |_| Html(docs_html.clone()))))
+        .at(
+            "/v1/docs",
+            get(make_sync(move |req| docs_html.respond(&req))),
+        )
         .nest(
             "/v1",
             openapi::service()
@@ -70,7 +82,7 @@ pub fn routes(state: AppState) -> impl Endpoint {
                 .data(doc),
         )
         .at("/metrics", metrics_endpoint(metrics));
-    with_middleware(app, state)
+    with_middleware(app.with(manners::Manners(table)), state)
 }
 
 /// What a `wallet-worker` process serves: its metrics (queue depth, dead letters, job

@@ -13,6 +13,7 @@ use super::{
     customers::CustomersApi,
     disputes::DisputesApi,
     enrollment::{ClaimsApi, EnrollmentApi, VerifyApi},
+    events::EventsApi,
     grants::GrantsApi,
     incentives::{BudgetsApi, IncentivesApi, OffersApi, ReloadBonusApi},
     keys::KeysApi,
@@ -44,7 +45,7 @@ pub type Apis = (
     (TopupsApi, GrantsApi),
     SettlementsApi,
     (IncentivesApi, BudgetsApi, OffersApi, ReloadBonusApi),
-    (WebhooksApi, DeliveriesApi),
+    (WebhooksApi, DeliveriesApi, EventsApi),
     // poem-openapi implements its trait for tuples of up to 16: the rest nest.
     (TransactionsApi, BalanceCheckApi, DisputesApi),
 );
@@ -95,6 +96,7 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("enrollResend", "beta"),
     ("createClaim", "ga"),
     ("operatorSetIdentifyCredentialTypes", "beta"),
+    ("operatorSetCorsOrigins", "beta"),
     ("registerSku", "ga"),
     ("listSkus", "ga"),
     ("topupSku", "ga"),
@@ -119,6 +121,8 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("cancelOffer", "beta"),
     ("createWebhookSubscription", "beta"),
     ("listWebhookSubscriptions", "beta"),
+    ("listEvents", "beta"),
+    ("getEvent", "beta"),
     ("disableWebhookSubscription", "beta"),
     ("enableWebhookSubscription", "beta"),
     ("rotateWebhookSecret", "beta"),
@@ -148,7 +152,7 @@ fn apis() -> Apis {
         (TopupsApi, GrantsApi),
         SettlementsApi,
         (IncentivesApi, BudgetsApi, OffersApi, ReloadBonusApi),
-        (WebhooksApi, DeliveriesApi),
+        (WebhooksApi, DeliveriesApi, EventsApi),
         (TransactionsApi, BalanceCheckApi, DisputesApi),
     )
 }
@@ -225,6 +229,8 @@ pub const PERMISSION: &[(&str, Permission)] = &[
     ("listTransactions", Permission::Reporting),
     ("listWebhookDeliveries", Permission::Webhooks),
     ("listWebhookSubscriptions", Permission::Webhooks),
+    ("listEvents", Permission::Webhooks),
+    ("getEvent", Permission::Webhooks),
     ("lookupCustomer", Permission::Terminal),
     ("openDispute", Permission::Corrections),
     ("redeemOffer", Permission::Terminal),

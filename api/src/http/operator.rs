@@ -105,6 +105,45 @@ pub struct IdentifyCredentialTypes {
     pub credential_types: Vec<String>,
 }
 
+/// The browser origins an integration's web apps call from (CORS); the list replaces the
+/// one before.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct CorsOriginsRequest {
+    /// Up to 20 origins, each `https://host[:port]` (plain `http` for localhost only), with no
+    /// path. Empty: no browser may call. Only operations that take a terminal JWT are ever
+    /// offered to a browser.
+    #[serde(default)]
+    pub origins: Vec<String>,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Validate for CorsOriginsRequest {
+    fn validate(&self, e: &mut Errors) {
+        use crate::domain::cors::{MAX_ORIGINS, normalize_origin};
+        if self.origins.len() > MAX_ORIGINS {
+            e.push(
+                "/origins",
+                "too_many",
+                format!("at most {MAX_ORIGINS} origins"),
+            );
+        }
+        for (i, o) in self.origins.iter().enumerate() {
+            if let Err(why) = normalize_origin(o) {
+                e.push(format!("/origins/{i}"), "invalid_origin", why);
+            }
+        }
+        validate::length(e, "/reason", &self.reason, 1, 500);
+        validate::no_control_chars(e, "/reason", &self.reason);
+    }
+}
+
+#[derive(Object, Serialize)]
+pub struct CorsOrigins {
+    pub integration_id: String,
+    pub origins: Vec<String>,
+}
+
 /// One audited operator action.
 #[derive(Object, Serialize)]
 pub struct AuditEntry {
@@ -273,6 +312,40 @@ impl OperatorApi {
             integration_id: i.id.to_string(),
             credential_types: serde_json::from_value(i.identify_credential_types)
                 .map_err(ApiError::internal)?,
+        }))
+    }
+
+    /// Set an integration's browser origins (operators)
+    ///
+    /// The origins from which a browser app of this integration (a wallet app minting QR
+    /// codes, a web POS) may call the operations that take a terminal JWT. None by default.
+    /// Other replicas apply a change within 30 seconds. Audited.
+    #[oai(
+        path = "/operator/integrations/:integration_id/cors-origins",
+        method = "post",
+        operation_id = "operatorSetCorsOrigins"
+    )]
+    async fn set_cors_origins(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        integration_id: Path<String>,
+        body: JsonBody<CorsOriginsRequest>,
+    ) -> poem::Result<Reply<CorsOrigins>> {
+        let id = path_uuid("path:integrationId", &integration_id.0)?;
+        let b = &body.value;
+        let mut origins: Vec<String> = b
+            .origins
+            .iter()
+            .filter_map(|o| crate::domain::cors::normalize_origin(o).ok())
+            .collect();
+        origins.sort();
+        origins.dedup();
+        operators::set_cors_origins(&state.0.db, &auth.0, id, &origins, b.reason.clone()).await?;
+        state.0.cors.clear();
+        Ok(Reply::ok(&CorsOrigins {
+            integration_id: id.to_string(),
+            origins,
         }))
     }
 

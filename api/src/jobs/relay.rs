@@ -3,7 +3,7 @@
 //! them: PostgreSQL's SKIP LOCKED shares the backlog) and inside the API in embedded mode.
 use std::time::Duration;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use tokio::sync::watch;
 use uuid::Uuid;
 
@@ -22,9 +22,9 @@ const BATCH: i64 = 200;
 /// What a batch turns into: a job row becomes its task; a catalog event becomes one
 /// delivery per subscription that wants it (SUSPENDED for a disabled endpoint, so
 /// re-enabling can replay it), and a subscription's pending ones share `webhook_batch`
-/// tasks.
-fn plan(rows: &[PendingRow], subs: &[SubscriptionRow]) -> Plan {
-    let now = Utc::now();
+/// tasks. `now` is the time the rows are marked relayed: the envelope's `emitted_at`, so
+/// `GET /events` shows the very bytes the webhooks carried.
+fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Plan {
     let mut plan = Plan::default();
     let mut sendable = Vec::new();
     for row in rows {

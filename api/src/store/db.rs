@@ -63,8 +63,36 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
             ])
         });
     }
-    let db = Database::connect(opts).await?;
+    let db = Database::connect(opts).await.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot open the database {} (WALLET_DATABASE_URL): {e}",
+            describe_database(&url)
+        )
+    })?;
     Ok(db)
+}
+
+/// Where a database URL points, for an operator reading an error: host, port and database
+/// name, or the SQLite file; never the user's password.
+pub fn describe_database(url: &str) -> String {
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        let file = path
+            .trim_start_matches("//")
+            .split('?')
+            .next()
+            .unwrap_or(path);
+        return format!("SQLite file {file}");
+    }
+    match reqwest::Url::parse(url) {
+        Ok(u) => format!(
+            "postgres at {}:{} database {:?} as user {:?}",
+            u.host_str().unwrap_or("(no host)"),
+            u.port().unwrap_or(5432),
+            u.path().trim_start_matches('/'),
+            u.username()
+        ),
+        Err(_) => "(an unparseable URL)".to_string(),
+    }
 }
 
 fn sqlx_sqlite_journal_wal() -> sea_orm::sqlx::sqlite::SqliteJournalMode {
@@ -316,6 +344,22 @@ pub async fn ping(db: &DatabaseConnection, timeout: Duration) -> Result<(), Stri
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_database_is_described_without_its_password() {
+        let d = super::describe_database(
+            "postgres://wallet:s3cret@db.internal:6432/wallet_prod?sslmode=require",
+        );
+        assert_eq!(
+            d,
+            "postgres at db.internal:6432 database \"wallet_prod\" as user \"wallet\""
+        );
+        assert!(!d.contains("s3cret"));
+        assert_eq!(
+            super::describe_database("sqlite://./wallet-data/wallet.db?mode=rwc"),
+            "SQLite file ./wallet-data/wallet.db"
+        );
+    }
+
     use std::{path::Path, pin::pin, task::Poll};
 
     use futures::poll;

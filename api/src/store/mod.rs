@@ -7,6 +7,7 @@ pub mod dead_letters;
 pub mod disputes;
 pub mod enrollments;
 mod event_batch;
+pub mod events;
 pub mod idempotency;
 pub mod incentives;
 pub mod job_queue;

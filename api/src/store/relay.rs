@@ -110,7 +110,7 @@ pub async fn relay_batch<F>(
     plan: F,
 ) -> anyhow::Result<Vec<PendingRow>>
 where
-    F: Fn(&[PendingRow], &[SubscriptionRow]) -> Plan,
+    F: Fn(&[PendingRow], &[SubscriptionRow], DateTime<Utc>) -> Plan,
 {
     match db.get_database_backend() {
         DbBackend::Postgres => relay_pg(db, limit, plan).await,
@@ -135,7 +135,7 @@ async fn relay_pg<F>(
     plan: F,
 ) -> anyhow::Result<Vec<PendingRow>>
 where
-    F: Fn(&[PendingRow], &[SubscriptionRow]) -> Plan,
+    F: Fn(&[PendingRow], &[SubscriptionRow], DateTime<Utc>) -> Plan,
 {
     let now = Utc::now();
     let pool = db.get_postgres_connection_pool();
@@ -199,7 +199,7 @@ where
         })
         .collect::<Result<_, sqlx::Error>>()?
     };
-    let plan = plan(&rows, &subs);
+    let plan = plan(&rows, &subs, now);
     for chunk in plan.deliveries.chunks(1_000) {
         let sql = format!(
             "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) VALUES {} \
@@ -247,7 +247,7 @@ async fn relay_sqlite<F>(
     plan: F,
 ) -> anyhow::Result<Vec<PendingRow>>
 where
-    F: Fn(&[PendingRow], &[SubscriptionRow]) -> Plan,
+    F: Fn(&[PendingRow], &[SubscriptionRow], DateTime<Utc>) -> Plan,
 {
     let now = Utc::now();
     let pool = db.get_sqlite_connection_pool();
@@ -318,7 +318,7 @@ where
             })
             .collect::<Result<_, sqlx::Error>>()?
     };
-    let plan = plan(&rows, &subs);
+    let plan = plan(&rows, &subs, now);
     for chunk in plan.deliveries.chunks(500) {
         let sql = format!(
             "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) VALUES {} \

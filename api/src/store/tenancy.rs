@@ -20,6 +20,7 @@ pub async fn insert_integration<C: ConnectionTrait>(
         status: Set("ACTIVE".into()),
         is_sandbox: Set(is_sandbox),
         identify_credential_types: Set(serde_json::json!(identify_credential_types)),
+        cors_origins: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -209,6 +210,33 @@ pub async fn set_identify_credential_types<C: ConnectionTrait>(
     am.identify_credential_types = Set(serde_json::json!(types));
     am.updated_at = Set(chrono::Utc::now());
     am.update(c).await
+}
+
+pub async fn set_cors_origins<C: ConnectionTrait>(
+    c: &C,
+    i: integration::Model,
+    origins: &[String],
+) -> Result<integration::Model, DbErr> {
+    use sea_orm::IntoActiveModel;
+    let mut am = i.into_active_model();
+    am.cors_origins = Set(Some(serde_json::json!(origins)));
+    am.updated_at = Set(chrono::Utc::now());
+    am.update(c).await
+}
+
+/// Every integration that lists a browser origin, with its list.
+pub async fn cors_origins<C: ConnectionTrait>(c: &C) -> Result<Vec<(Uuid, Vec<String>)>, DbErr> {
+    let rows = integration::Entity::find()
+        .filter(integration::Column::CorsOrigins.is_not_null())
+        .all(c)
+        .await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|i| {
+            let list: Vec<String> = serde_json::from_value(i.cors_origins?).ok()?;
+            (!list.is_empty()).then_some((i.id, list))
+        })
+        .collect())
 }
 
 /// Locks the program row until the transaction ends: orders concurrent writers of the

@@ -2,6 +2,7 @@
 //! are POSTed signed (`Service-Signature: t=..,v1=..`), at least once, retried with backoff
 //! and then dead-lettered, ordered per resource; every attempt is in the delivery history;
 //! sustained failure disables the endpoint; a rotated secret signs beside the new one.
+mod events;
 mod ordering;
 
 use std::{sync::Arc, time::Duration};

@@ -1,0 +1,178 @@
+//! The event feed (x-api-key, permission `webhooks`): the events the webhooks carry, pulled.
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Path, Query},
+};
+use serde::Serialize;
+
+use super::{
+    auth::ApiKeyAuth,
+    common::{path_uuid, ts},
+    reply::Reply,
+    tags::Tag,
+};
+use crate::{
+    domain::{
+        credentials::Permission,
+        event_feed::{self, Event},
+        validate::{self, Errors},
+        webhooks,
+    },
+    state::AppState,
+};
+
+/// An event exactly as its webhook delivery carried it (the spec's event envelope).
+#[derive(Object, Serialize)]
+pub struct EventView {
+    /// Globally unique; the receiver's deduplication key.
+    pub event_id: String,
+    /// One of the catalog's event types.
+    pub event_type: String,
+    /// When the change happened (RFC 3339, milliseconds, UTC).
+    pub occurred_at: String,
+    /// When the relay emitted it, after the change's transaction committed.
+    pub emitted_at: String,
+    pub merchant_id: String,
+    /// The event's payload, as delivered.
+    pub data: serde_json::Value,
+    /// Monotonic per resource; orders events within one resource only.
+    pub sequence_number: i64,
+}
+
+fn view(e: &Event) -> EventView {
+    EventView {
+        event_id: e.event_id.to_string(),
+        event_type: e.event_type.clone(),
+        occurred_at: ts(e.occurred_at),
+        emitted_at: ts(e.emitted_at),
+        merchant_id: e.merchant_id.to_string(),
+        data: e.data.clone(),
+        sequence_number: e.sequence_number,
+    }
+}
+
+pub struct EventsApi;
+
+#[OpenApi(tag = "Tag::Webhooks")]
+impl EventsApi {
+    /// List events
+    ///
+    /// The catalog events of the caller's merchants, newest first, with the payloads the
+    /// webhooks carry: an integration whose endpoint was down pulls what it missed. Kept
+    /// for 30 days: `occurred_after` defaults to, and cannot reach before, 30 days ago.
+    /// Scoped like the subscriptions: a platform key sees every merchant linked to its
+    /// integration (narrow with `merchant_id`), a merchant's key its own. Only emitted
+    /// events are listed (an event appears once the relay has sent it to the queues,
+    /// within a second of its commit). Cursor-paginated (`limit` 1–200, default 50).
+    ///
+    /// Permission: `webhooks`.
+    #[oai(path = "/events", method = "get", operation_id = "listEvents")]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// Only this merchant's events (a platform key; a merchant's key sees its own).
+        merchant_id: Query<Option<String>>,
+        /// Only events of this type (the catalog's).
+        event_type: Query<Option<String>>,
+        /// With `resource_id`: only the events of one resource (`payment`, `topup`,
+        /// `wallet`, `wallet_user`, `promo_grant`, `offer`, `settlement`), in which
+        /// `sequence_number` orders them.
+        resource_type: Query<Option<String>>,
+        resource_id: Query<Option<String>>,
+        /// Only events that occurred at or after this time (RFC 3339).
+        occurred_after: Query<Option<String>>,
+        /// Only events that occurred before this time (RFC 3339).
+        occurred_before: Query<Option<String>>,
+        limit: Query<Option<u64>>,
+        cursor: Query<Option<String>>,
+    ) -> poem::Result<Reply<Vec<EventView>>> {
+        auth.0.require(Permission::Webhooks)?;
+        let mut e = Errors::default();
+        let merchant_id = merchant_id
+            .0
+            .as_deref()
+            .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
+        if let Some(t) = &event_type.0 {
+            validate::one_of(&mut e, "query:event_type", t, webhooks::EVENT_TYPES);
+        }
+        let resource = match (resource_type.0, resource_id.0) {
+            (Some(t), Some(i)) => {
+                validate::length(&mut e, "query:resource_type", &t, 1, 64);
+                validate::length(&mut e, "query:resource_id", &i, 1, 128);
+                Some((t, i))
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                e.push(
+                    "query:resource_id",
+                    "required",
+                    "name the resource with resource_type",
+                );
+                None
+            }
+            (None, Some(_)) => {
+                e.push(
+                    "query:resource_type",
+                    "required",
+                    "name the resource with resource_id",
+                );
+                None
+            }
+        };
+        let after = occurred_after
+            .0
+            .as_deref()
+            .and_then(|t| validate::rfc3339(&mut e, "query:occurred_after", t));
+        let before = occurred_before
+            .0
+            .as_deref()
+            .and_then(|t| validate::rfc3339(&mut e, "query:occurred_before", t));
+        if let (Some(a), Some(b)) = (after, before)
+            && a >= b
+        {
+            e.push(
+                "query:occurred_before",
+                "invalid_range",
+                "must be later than occurred_after",
+            );
+        }
+        let limit = super::common::page_limit(&mut e, limit.0);
+        e.finish()?;
+        let cursor_id = super::cursor::after("event", &cursor.0)?;
+        let q = event_feed::Query {
+            merchant_id,
+            event_type: event_type.0,
+            resource,
+            occurred_after: after,
+            occurred_before: before,
+        };
+        let (rows, more) = event_feed::list(&state.0.db, &auth.0, &q, cursor_id, limit).await?;
+        let page = super::cursor::page("event", &rows, more, |e| e.event_id);
+        Ok(Reply::page(
+            &rows.iter().map(view).collect::<Vec<_>>(),
+            &page,
+        ))
+    }
+
+    /// Get an event
+    ///
+    /// One event of the caller's merchants, as its webhook delivery carried it. Another
+    /// integration's event, or one older than 30 days, is NOT_FOUND.
+    ///
+    /// Permission: `webhooks`.
+    #[oai(path = "/events/:event_id", method = "get", operation_id = "getEvent")]
+    async fn get(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        event_id: Path<String>,
+    ) -> poem::Result<Reply<EventView>> {
+        auth.0.require(Permission::Webhooks)?;
+        let id = path_uuid("path:eventId", &event_id.0)?;
+        let e = event_feed::get(&state.0.db, &auth.0, id).await?;
+        Ok(Reply::ok(&view(&e)))
+    }
+}
