@@ -19,6 +19,20 @@ if ! command -v redis-server >/dev/null 2>&1; then
   command -v redis-server >/dev/null 2>&1 || { echo "redis-server is required and could not be installed" >&2; exit 1; }
 fi
 
+# The example webhook receivers run in the suite under Python 3 and Node.js (with npm for
+# the TypeScript compiler): install them from the distribution when missing.
+missing=()
+for tool in python3 node npm; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+if ((${#missing[@]})); then
+  say "installing ${missing[*]} (the example webhook receivers run in the suite)"
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 nodejs npm) >/dev/null
+  fi
+  for tool in "${missing[@]}"; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "$tool is required and could not be installed" >&2; exit 1; }
+  done
+fi
+
 ran=()
 say "embedded mode (SQLite, in-process locks and jobs)"
 WALLET_TEST_MODE=embedded cargo test --workspace --locked

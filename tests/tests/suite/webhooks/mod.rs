@@ -4,6 +4,7 @@
 //! sustained failure disables the endpoint; a rotated secret signs beside the new one.
 mod events;
 mod ordering;
+mod receivers;
 
 use std::{sync::Arc, time::Duration};
 
