@@ -21,6 +21,7 @@ mod suite {
     pub mod payments_concurrency;
     pub mod permissions;
     pub mod platform;
+    pub mod quickstart;
     pub mod settlements_concurrency;
     pub mod tokens;
     pub mod topups;
