@@ -39,13 +39,15 @@ pub struct Idempotent<'a> {
 
 impl<'a> ApiExtractor<'a> for Idempotent<'a> {
     const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::Parameter];
-    const PARAM_IS_REQUIRED: bool = false;
+    // Published as what it is: required, a UUID. Checked here, not by the framework, so a
+    // missing or malformed key is reported after the operation's own checks (see `key`).
+    const PARAM_IS_REQUIRED: bool = true;
 
-    type ParamType = Option<String>;
+    type ParamType = uuid::Uuid;
     type ParamRawType = ();
 
     fn register(registry: &mut Registry) {
-        <Option<String> as Type>::register(registry);
+        <uuid::Uuid as Type>::register(registry);
     }
 
     fn param_in() -> Option<MetaParamIn> {
@@ -53,7 +55,7 @@ impl<'a> ApiExtractor<'a> for Idempotent<'a> {
     }
 
     fn param_schema_ref() -> Option<MetaSchemaRef> {
-        Some(<Option<String> as Type>::schema_ref())
+        Some(<uuid::Uuid as Type>::schema_ref())
     }
 
     async fn from_request(
