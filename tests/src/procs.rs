@@ -68,6 +68,18 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
+/// Runs a tool to completion (npm, tsc, cargo) and fails the test with its output unless
+/// it succeeded.
+pub fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())

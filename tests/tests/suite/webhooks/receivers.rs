@@ -14,7 +14,12 @@ use std::{
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
-use tests::{TestApp, procs::free_port, send, shop::Shop};
+use tests::{
+    TestApp,
+    procs::{free_port, run_ok},
+    send,
+    shop::Shop,
+};
 
 use super::{history, subscribe};
 
@@ -32,16 +37,6 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-fn run(cmd: &mut Command, what: &str) {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// The command that starts one receiver, built first where it needs building.
 fn command(kind: Kind) -> Command {
     let dir = root().join("examples/webhooks");
@@ -56,13 +51,13 @@ fn command(kind: Kind) -> Command {
             let ts = dir.join("typescript");
             BUILT.get_or_init(|| {
                 // The compiler only: the receiver itself uses nothing but node:http and node:crypto.
-                run(
+                run_ok(
                     Command::new("npm")
                         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
                         .current_dir(&ts),
                     "npm ci (examples/webhooks/typescript)",
                 );
-                run(
+                run_ok(
                     Command::new("npx")
                         .args(["tsc", "-p", "."])
                         .current_dir(&ts),
@@ -76,7 +71,7 @@ fn command(kind: Kind) -> Command {
         Kind::Rust => {
             static BUILT: OnceLock<()> = OnceLock::new();
             BUILT.get_or_init(|| {
-                run(
+                run_ok(
                     Command::new(env!("CARGO"))
                         .args(["build", "-q", "-p", "webhook-receiver"])
                         .current_dir(root()),
@@ -139,7 +134,7 @@ impl Running {
     /// The next line the receiver prints (awaited: the service runs on this same runtime).
     async fn next(&self, what: &str) -> Value {
         let mut lines = self.lines.lock().await;
-        tokio::time::timeout(Duration::from_secs(30), lines.recv())
+        tokio::time::timeout(Duration::from_secs(60), lines.recv())
             .await
             .ok()
             .flatten()
