@@ -30,6 +30,11 @@ impl Errors {
     }
 }
 
+/// What `uuid` accepts, as a JSON Schema pattern (published for the Idempotency-Key header);
+/// a unit test holds the two to the same answers.
+pub const UUID_PATTERN: &str =
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
 pub fn uuid(errs: &mut Errors, field: &str, value: &str) -> Option<Uuid> {
     // Only the canonical hyphenated form: the contract's ids are printed that way.
     if value.len() == 36
@@ -181,6 +186,28 @@ pub fn future(errs: &mut Errors, field: &str, at: DateTime<Utc>, now: DateTime<U
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_published_uuid_pattern_accepts_exactly_what_uuid_accepts() {
+        let re = regex::Regex::new(super::UUID_PATTERN).unwrap();
+        for v in [
+            "0192b8c4-7e5f-7a1b-9c3d-4e5f6a7b8c9d",
+            "0192B8C4-7E5F-7A1B-9C3D-4E5F6A7B8C9D",
+            "00000000-0000-0000-0000-000000000000",
+            "0192b8c47e5f7a1b9c3d4e5f6a7b8c9d",
+            "{0192b8c4-7e5f-7a1b-9c3d-4e5f6a7b8c9d}",
+            "urn:uuid:0192b8c4-7e5f-7a1b-9c3d-4e5f6a7b8c9d",
+            "0192b8c4-7e5f-7a1b-9c3d-4e5f6a7b8c9",
+            "0192b8c4-7e5f-7a1b-9c3d-4e5f6a7b8c9dd",
+            "0192b8c4_7e5f_7a1b_9c3d_4e5f6a7b8c9d",
+            "g192b8c4-7e5f-7a1b-9c3d-4e5f6a7b8c9d",
+            "0192b8c4-7e5f-7a1b-9c3d-4e5f6a7b8c9\n",
+            "",
+        ] {
+            let mut e = Errors::default();
+            assert_eq!(re.is_match(v), uuid(&mut e, "f", v).is_some(), "{v:?}");
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
 

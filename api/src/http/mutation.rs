@@ -7,8 +7,7 @@
 use poem::{Request, RequestBody};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions,
-    registry::{MetaParamIn, MetaSchemaRef, Registry},
-    types::Type,
+    registry::{MetaParamIn, MetaSchema, MetaSchemaRef, Registry},
 };
 use sea_orm::DatabaseTransaction;
 use serde::Serialize;
@@ -17,9 +16,12 @@ use uuid::Uuid;
 
 use super::{body::JsonBody, common::RequestContext, operator::OperatorAuth, reply::Reply};
 use crate::{
-    domain::credentials::{
-        Principal,
-        scope::{self, Acting},
+    domain::{
+        credentials::{
+            Principal,
+            scope::{self, Acting},
+        },
+        validate,
     },
     error::ApiError,
     idempotency::{self, Outcome},
@@ -43,19 +45,24 @@ impl<'a> ApiExtractor<'a> for Idempotent<'a> {
     // missing or malformed key is reported after the operation's own checks (see `key`).
     const PARAM_IS_REQUIRED: bool = true;
 
-    type ParamType = uuid::Uuid;
+    type ParamType = String;
     type ParamRawType = ();
 
-    fn register(registry: &mut Registry) {
-        <uuid::Uuid as Type>::register(registry);
-    }
+    fn register(_registry: &mut Registry) {}
 
     fn param_in() -> Option<MetaParamIn> {
         Some(MetaParamIn::Header)
     }
 
+    // A pattern rather than `format: uuid`: generators type a uuid-format header as a UUID
+    // object, and openapi-python-client then hands that object to httpx, which refuses it.
     fn param_schema_ref() -> Option<MetaSchemaRef> {
-        Some(<uuid::Uuid as Type>::schema_ref())
+        Some(MetaSchemaRef::Inline(Box::new(MetaSchema {
+            pattern: Some(validate::UUID_PATTERN.to_string()),
+            min_length: Some(36),
+            max_length: Some(36),
+            ..MetaSchema::new("string")
+        })))
     }
 
     async fn from_request(

@@ -272,15 +272,9 @@ fn add_webhooks(doc: &mut Value) {
     let schemas = &mut doc["components"]["schemas"];
     for (event, spec) in &catalog {
         let fields = spec["fields"].as_object().cloned().unwrap_or_default();
-        let properties: serde_json::Map<String, Value> = fields
-            .iter()
-            .map(|(k, f)| {
-                (
-                    k.clone(),
-                    json!({"type": f["type"], "description": f["description"]}),
-                )
-            })
-            .collect();
+        // Each field's schema as the catalog writes it (type, description, and `items` or
+        // `format` where it gives them).
+        let properties: serde_json::Map<String, Value> = fields.into_iter().collect();
         let name = format!("Event_{}", event.replace('.', "_"));
         schemas[&name] = json!({
             "type": "object",

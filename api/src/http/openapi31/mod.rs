@@ -216,6 +216,7 @@ fn upgrade_schema(schema: &mut Value) {
 /// The map is rebuilt in one pass so each rewritten keyword keeps the
 /// position of the keyword it replaces when serde_json preserves order.
 fn upgrade_keywords(map: Map<String, Value>) -> Value {
+    let map = collapse_described_ref(map);
     let nullable = map.get("nullable") == Some(&Value::Bool(true));
     // `null` cannot simply be added to `type` when another schema decides the
     // shape: `allOf: [{$ref}]` would still reject null, so such schemas get a
@@ -267,6 +268,49 @@ fn upgrade_keywords(map: Map<String, Value>) -> Value {
     } else {
         Value::Object(upgraded)
     }
+}
+
+/// 3.0 forbids keywords beside `$ref`, so a described reference is written
+/// `allOf: [{$ref}, {description}]`. 3.1 allows annotations beside `$ref`: the
+/// plain form is what code generators expect (openapi-python-client cannot take
+/// `allOf` of a union, and drops the operation).
+fn collapse_described_ref(map: Map<String, Value>) -> Map<String, Value> {
+    let Some(Value::Array(parts)) = map.get("allOf") else {
+        return map;
+    };
+    let is_bare_ref = |v: &Value| {
+        v.as_object()
+            .is_some_and(|o| o.len() == 1 && o.contains_key("$ref"))
+    };
+    let only_annotations = |v: &Value| {
+        v.as_object()
+            .is_some_and(|o| o.keys().all(|k| is_annotation(k)))
+    };
+    let refs = parts.iter().filter(|p| is_bare_ref(p)).count();
+    let collapsible = refs == 1
+        && parts.iter().all(|p| is_bare_ref(p) || only_annotations(p))
+        && map
+            .keys()
+            .all(|k| k == "allOf" || is_annotation(k) || k == "nullable");
+    if !collapsible {
+        return map;
+    }
+    let mut out = Map::new();
+    let mut map = map;
+    if let Some(Value::Array(parts)) = map.remove("allOf") {
+        for part in parts {
+            if let Value::Object(o) = part {
+                for (k, v) in o {
+                    out.entry(k).or_insert(v);
+                }
+            }
+        }
+    }
+    // The node's own annotations win over the branch's.
+    for (k, v) in map {
+        out.insert(k, v);
+    }
+    out
 }
 
 fn add_examples(schema: &mut Map<String, Value>, items: Vec<Value>) {

@@ -79,10 +79,7 @@ fn nullable_all_of_keeps_annotations_on_wrapper() {
             "description": "owner",
             "readOnly": true,
             "anyOf": [
-                {"allOf": [
-                    {"$ref": "#/components/schemas/User"},
-                    {"description": "owner", "readOnly": true}
-                ]},
+                {"$ref": "#/components/schemas/User"},
                 {"type": "null"}
             ]
         })
@@ -296,4 +293,34 @@ fn conversion_is_idempotent() {
     });
     let once = convert(doc);
     assert_eq!(convert(once.clone()), once);
+}
+
+#[test]
+fn a_described_ref_loses_its_all_of_wrapper() {
+    let out = convert_component(json!({
+        "type": "object",
+        "properties": {
+            "customer": {
+                "allOf": [
+                    {"$ref": "#/components/schemas/IdentityCredentialBody"},
+                    {"description": "The customer."}
+                ],
+                "description": "The customer."
+            },
+            "kept": {
+                "allOf": [
+                    {"$ref": "#/components/schemas/A"},
+                    {"$ref": "#/components/schemas/B"}
+                ]
+            }
+        }
+    }));
+    assert_eq!(
+        out["properties"]["customer"],
+        json!({"$ref": "#/components/schemas/IdentityCredentialBody", "description": "The customer."})
+    );
+    assert_eq!(
+        out["properties"]["kept"]["allOf"].as_array().unwrap().len(),
+        2
+    );
 }
