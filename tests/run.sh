@@ -19,16 +19,19 @@ if ! command -v redis-server >/dev/null 2>&1; then
   command -v redis-server >/dev/null 2>&1 || { echo "redis-server is required and could not be installed" >&2; exit 1; }
 fi
 
-# The example webhook receivers run in the suite under Python 3 and Node.js (with npm for
-# the TypeScript compiler): install them from the distribution when missing.
+# The example webhook receivers, the generated clients and the README quickstart run in the
+# suite: Python 3 (with venv, for the test-only PyPI tools), Node.js with npm, curl and jq.
+# Install them from the distribution when missing.
 missing=()
-for tool in python3 node npm; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+for tool in python3 node npm curl jq; do command -v "$tool" >/dev/null 2>&1 || missing+=("$tool"); done
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || missing+=("python3-venv")
 if ((${#missing[@]})); then
-  say "installing ${missing[*]} (the example webhook receivers run in the suite)"
+  say "installing ${missing[*]} (receivers, clients and the quickstart run in the suite)"
   if command -v apt-get >/dev/null 2>&1; then
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 nodejs npm) >/dev/null
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv nodejs npm curl jq) >/dev/null
   fi
   for tool in "${missing[@]}"; do
+    [[ $tool == python3-venv ]] && continue
     command -v "$tool" >/dev/null 2>&1 || { echo "$tool is required and could not be installed" >&2; exit 1; }
   done
 fi

@@ -68,6 +68,15 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
+/// A tool (npm, tsc, mypy, a generator) at the lowest CPU priority: it prepares a test and
+/// must not starve the service under test in the tests running beside it (the machine has
+/// two cores, and several suite tests wait on timers).
+pub fn tool(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut c = Command::new("nice");
+    c.args(["-n", "19"]).arg(program);
+    c
+}
+
 /// Runs a tool to completion (npm, tsc, cargo) and fails the test with its output unless
 /// it succeeded.
 pub fn run_ok(cmd: &mut Command, what: &str) {

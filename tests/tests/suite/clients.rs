@@ -4,10 +4,13 @@
 //! carries the quickstart's flow (merchant key, terminal token, enrollment, SKU top-up,
 //! identify, QR, payment, refund) against a running service. A document that misstates a
 //! path, a parameter, a body or a response breaks the generation, the check or the run.
-use std::{path::Path, process::Command};
+use std::path::Path;
 
 use serde_json::Value;
-use tests::{TestApp, procs::run_ok};
+use tests::{
+    TestApp,
+    procs::{run_ok, tool},
+};
 
 /// What the flow prints: the balance before, the payment, the refund and the balance after.
 fn assert_flow(stdout: &str) {
@@ -27,19 +30,17 @@ async fn a_typescript_client_generated_from_the_document_compiles_strictly_and_p
     tokio::task::spawn_blocking(move || {
         std::fs::write(d.join("openapi.json"), doc).unwrap();
         run_ok(
-            Command::new("npm")
+            tool("npm")
                 .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
                 .current_dir(&d),
             "npm ci (tests/clients/typescript)",
         );
         run_ok(
-            Command::new("npm")
-                .args(["run", "-s", "generate"])
-                .current_dir(&d),
+            tool("npm").args(["run", "-s", "generate"]).current_dir(&d),
             "openapi-typescript",
         );
         run_ok(
-            Command::new("npx").args(["tsc", "-p", "."]).current_dir(&d),
+            tool("npx").args(["tsc", "-p", "."]).current_dir(&d),
             "tsc --strict",
         );
     })
@@ -80,7 +81,7 @@ async fn a_python_client_generated_from_the_document_has_every_operation_type_ch
     let json = doc.json.clone();
     // pip, the generator and mypy block: off the runtime, before the service runs on it.
     let python = tokio::task::spawn_blocking(move || {
-        let venv = Command::new("bash")
+        let venv = tool("bash")
             .arg(r.join("tests/venv.sh"))
             .output()
             .expect("tests/venv.sh runs");
@@ -92,7 +93,7 @@ async fn a_python_client_generated_from_the_document_has_every_operation_type_ch
         let venv = Path::new(String::from_utf8_lossy(&venv.stdout).trim()).to_path_buf();
         std::fs::create_dir_all(&w).unwrap();
         std::fs::write(w.join("openapi.json"), json).unwrap();
-        let out = Command::new(venv.join("bin/openapi-python-client"))
+        let out = tool(venv.join("bin/openapi-python-client"))
             .args(["generate", "--path", "openapi.json", "--meta", "none"])
             .args(["--output-path", "wallet_client"])
             .current_dir(&w)
@@ -118,7 +119,7 @@ async fn a_python_client_generated_from_the_document_has_every_operation_type_ch
         )
         .unwrap();
         run_ok(
-            Command::new(venv.join("bin/python"))
+            tool(venv.join("bin/python"))
                 .args([
                     "-m",
                     "mypy",

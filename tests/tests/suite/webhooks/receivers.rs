@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use tests::{
     TestApp,
-    procs::{free_port, run_ok},
+    procs::{free_port, run_ok, tool},
     send,
     shop::Shop,
 };
@@ -52,15 +52,13 @@ fn command(kind: Kind) -> Command {
             BUILT.get_or_init(|| {
                 // The compiler only: the receiver itself uses nothing but node:http and node:crypto.
                 run_ok(
-                    Command::new("npm")
+                    tool("npm")
                         .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
                         .current_dir(&ts),
                     "npm ci (examples/webhooks/typescript)",
                 );
                 run_ok(
-                    Command::new("npx")
-                        .args(["tsc", "-p", "."])
-                        .current_dir(&ts),
+                    tool("npx").args(["tsc", "-p", "."]).current_dir(&ts),
                     "tsc --strict (examples/webhooks/typescript)",
                 );
             });
@@ -72,7 +70,7 @@ fn command(kind: Kind) -> Command {
             static BUILT: OnceLock<()> = OnceLock::new();
             BUILT.get_or_init(|| {
                 run_ok(
-                    Command::new(env!("CARGO"))
+                    tool(env!("CARGO"))
                         .args(["build", "-q", "-p", "webhook-receiver"])
                         .current_dir(root()),
                     "cargo build -p webhook-receiver",
