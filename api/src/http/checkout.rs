@@ -1,4 +1,5 @@
 //! Checkout sessions: open, read, identify the customer in one, cancel one.
+use crate::http::params::UuidText;
 use chrono::{DateTime, Utc};
 use entities::checkout_session;
 use poem::web::Data;
@@ -248,7 +249,7 @@ impl CheckoutApi {
         &self,
         state: Data<&AppState>,
         auth: TerminalJwtAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
     ) -> poem::Result<Reply<CheckoutSession>> {
         let id = path_uuid("path:id", &id.0)?;
         let s = checkout::find_visible(&state.0.db, &auth.0, id).await?;
@@ -270,7 +271,7 @@ impl CheckoutApi {
         &self,
         state: Data<&AppState>,
         auth: TerminalJwtAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -320,7 +321,7 @@ impl CheckoutApi {
     async fn cancel(
         &self,
         auth: TerminalJwtAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,

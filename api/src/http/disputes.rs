@@ -1,5 +1,6 @@
 //! Corrections of a transaction after the fact (x-api-key, permission `corrections`):
 //! disputes of a payment or top-up, and detaching a top-up from a customer.
+use crate::http::params::UuidText;
 use chrono::Utc;
 use entities::{dispute, topup_reversal};
 use poem_openapi::{Object, OpenApi, param::Path};
@@ -242,8 +243,8 @@ impl DisputesApi {
     async fn open(
         &self,
         auth: ApiKeyAuth,
-        integration_id: Path<String>,
-        transaction_id: Path<String>,
+        integration_id: Path<UuidText>,
+        transaction_id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -297,9 +298,9 @@ impl DisputesApi {
     async fn resolve(
         &self,
         auth: ApiKeyAuth,
-        integration_id: Path<String>,
-        transaction_id: Path<String>,
-        dispute_id: Path<String>,
+        integration_id: Path<UuidText>,
+        transaction_id: Path<UuidText>,
+        dispute_id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -349,8 +350,8 @@ impl DisputesApi {
     async fn unattach(
         &self,
         auth: ApiKeyAuth,
-        integration_id: Path<String>,
-        transaction_id: Path<String>,
+        integration_id: Path<UuidText>,
+        transaction_id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,

@@ -1,4 +1,5 @@
 //! The event feed (x-api-key, permission `webhooks`): the events the webhooks carry, pulled.
+use crate::http::params::UuidText;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -168,7 +169,7 @@ impl EventsApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        event_id: Path<String>,
+        event_id: Path<UuidText>,
     ) -> poem::Result<Reply<EventView>> {
         auth.0.require(Permission::Webhooks)?;
         let id = path_uuid("path:eventId", &event_id.0)?;

@@ -1,5 +1,6 @@
 //! A customer's promotional grants: the list (`/customers/{id}/grants`) and an
 //! operator's clawback of one (`/grants/{id}/clawback`).
+use crate::http::params::UuidText;
 use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{
@@ -82,7 +83,7 @@ impl GrantsApi {
         &self,
         state: Data<&AppState>,
         auth: AnyAuth,
-        customer_id: Path<String>,
+        customer_id: Path<UuidText>,
         merchant_id: Query<Option<String>>,
         #[oai(name = "state")] grant_state: Query<Option<String>>,
         source: Query<Option<String>>,
@@ -136,7 +137,7 @@ impl GrantsApi {
     async fn clawback(
         &self,
         auth: OperatorAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,

@@ -1,4 +1,5 @@
 //! Key lifecycle: minting per-merchant keys.
+use crate::http::params::UuidText;
 use chrono::{DateTime, Utc};
 use entities::api_key;
 use poem::web::Data;
@@ -371,7 +372,7 @@ impl KeysApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        key_id: Path<String>,
+        key_id: Path<UuidText>,
         #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<KeyStatusResult>> {
@@ -400,7 +401,7 @@ impl KeysApi {
     async fn regenerate(
         &self,
         auth: ApiKeyAuth,
-        key_id: Path<String>,
+        key_id: Path<UuidText>,
         #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<ApiKeyCreated>> {
@@ -429,7 +430,7 @@ impl KeysApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        key_id: Path<String>,
+        key_id: Path<UuidText>,
         #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<KeyStatusResult>> {

@@ -25,6 +25,7 @@ pub mod openapi;
 pub mod openapi31;
 pub mod operator;
 pub mod operator_wallets;
+pub mod params;
 pub mod payments;
 pub mod platform;
 pub mod published;

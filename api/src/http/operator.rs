@@ -1,5 +1,6 @@
 //! Operator routes: the service's own staff, with the operator credential only. No partner
 //! key is accepted here, and an operator key is accepted nowhere else.
+use crate::http::params::UuidText;
 use chrono::SecondsFormat;
 use poem::web::Data;
 use poem_openapi::{
@@ -245,7 +246,7 @@ impl OperatorApi {
         &self,
         state: Data<&AppState>,
         auth: OperatorAuth,
-        integration_id: Path<String>,
+        integration_id: Path<UuidText>,
         body: JsonBody<OperatorAction>,
     ) -> poem::Result<Reply<IntegrationStatus>> {
         self.set(
@@ -268,7 +269,7 @@ impl OperatorApi {
         &self,
         state: Data<&AppState>,
         auth: OperatorAuth,
-        integration_id: Path<String>,
+        integration_id: Path<UuidText>,
         body: JsonBody<OperatorAction>,
     ) -> poem::Result<Reply<IntegrationStatus>> {
         self.set(
@@ -294,7 +295,7 @@ impl OperatorApi {
         &self,
         state: Data<&AppState>,
         auth: OperatorAuth,
-        integration_id: Path<String>,
+        integration_id: Path<UuidText>,
         body: JsonBody<IdentifyCredentialTypesRequest>,
     ) -> poem::Result<Reply<IdentifyCredentialTypes>> {
         let id = path_uuid("path:integrationId", &integration_id.0)?;
@@ -329,7 +330,7 @@ impl OperatorApi {
         &self,
         state: Data<&AppState>,
         auth: OperatorAuth,
-        integration_id: Path<String>,
+        integration_id: Path<UuidText>,
         body: JsonBody<CorsOriginsRequest>,
     ) -> poem::Result<Reply<CorsOrigins>> {
         let id = path_uuid("path:integrationId", &integration_id.0)?;
@@ -422,7 +423,7 @@ impl OperatorApi {
         &self,
         state: Data<&AppState>,
         _auth: OperatorAuth,
-        dead_letter_id: Path<String>,
+        dead_letter_id: Path<UuidText>,
     ) -> poem::Result<Reply<DeadLetterView>> {
         let id = self::dead_letter_id(&dead_letter_id.0)?;
         let d = store::dead_letters::find(&state.0.db, id)
@@ -445,7 +446,7 @@ impl OperatorApi {
         &self,
         state: Data<&AppState>,
         auth: OperatorAuth,
-        dead_letter_id: Path<String>,
+        dead_letter_id: Path<UuidText>,
     ) -> poem::Result<Reply<DeadLetterAction>> {
         let id = self::dead_letter_id(&dead_letter_id.0)?;
         let out = dead_letters::replay(&state.0.db, id, &auth.0.actor()).await?;
@@ -464,7 +465,7 @@ impl OperatorApi {
         &self,
         state: Data<&AppState>,
         auth: OperatorAuth,
-        dead_letter_id: Path<String>,
+        dead_letter_id: Path<UuidText>,
         body: JsonBody<OperatorAction>,
     ) -> poem::Result<Reply<DeadLetterAction>> {
         let id = self::dead_letter_id(&dead_letter_id.0)?;

@@ -1,6 +1,7 @@
 //! Operator tools for wallets: register a customer's wallet, adjust its money by hand,
 //! issue a promotional grant, and prove the ledger agrees with every balance. Money changes
 //! take an Idempotency-Key like every partner mutation and are posted through the ledger.
+use crate::http::params::UuidText;
 use chrono::{DateTime, Utc};
 use poem::web::Data;
 use poem_openapi::{
@@ -268,7 +269,7 @@ impl OperatorWalletsApi {
         &self,
         state: Data<&AppState>,
         _auth: OperatorAuth,
-        wallet_id: Path<String>,
+        wallet_id: Path<UuidText>,
     ) -> poem::Result<Reply<OperatorWallet>> {
         let id = path_uuid("path:walletId", &wallet_id.0)?;
         let r = wallets::find_for_operator(&state.0.db, id).await?;
@@ -288,7 +289,7 @@ impl OperatorWalletsApi {
     async fn adjust(
         &self,
         auth: OperatorAuth,
-        wallet_id: Path<String>,
+        wallet_id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -330,7 +331,7 @@ impl OperatorWalletsApi {
     async fn grant(
         &self,
         auth: OperatorAuth,
-        wallet_id: Path<String>,
+        wallet_id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,

@@ -1,4 +1,5 @@
 //! The reconciliation feed (x-api-key): `GET /{integrationId}/transactions[/{id}]`.
+use crate::http::params::UuidText;
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
 use entities::{payment, payment_refund, topup, topup_reversal};
@@ -305,7 +306,7 @@ impl TransactionsApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        integration_id: Path<String>,
+        integration_id: Path<UuidText>,
         status: Query<Option<String>>,
         #[oai(name = "type")] kind: Query<Option<String>>,
         from: Query<Option<String>>,
@@ -432,8 +433,8 @@ impl TransactionsApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        integration_id: Path<String>,
-        transaction_id: Path<String>,
+        integration_id: Path<UuidText>,
+        transaction_id: Path<UuidText>,
     ) -> poem::Result<Reply<TransactionDetail>> {
         auth.0.require(Permission::Reporting)?;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;

@@ -1,5 +1,6 @@
 //! Incentive budgets (`/incentives/budgets`): caps on what cashback, offers and reload
 //! bonuses may give away.
+use crate::http::params::UuidText;
 use chrono::Utc;
 use entities::budget;
 use poem::web::Data;
@@ -222,7 +223,7 @@ impl BudgetsApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        budget_id: Path<String>,
+        budget_id: Path<UuidText>,
         merchant_id: Query<Option<String>>,
     ) -> poem::Result<Reply<BudgetView>> {
         auth.0.require(Permission::Incentives)?;
@@ -249,7 +250,7 @@ impl BudgetsApi {
     async fn update_budget(
         &self,
         auth: ApiKeyAuth,
-        budget_id: Path<String>,
+        budget_id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,

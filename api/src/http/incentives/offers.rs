@@ -1,5 +1,6 @@
 //! Offers (`/offers`): armed for a customer or a basket, evaluated at the till, redeemed
 //! with a payment, cancelled.
+use crate::http::params::UuidText;
 use chrono::{DateTime, Utc};
 use entities::offer;
 use poem::web::Data;
@@ -409,7 +410,7 @@ impl OffersApi {
         &self,
         state: Data<&AppState>,
         auth: AnyAuth,
-        offer_id: Path<String>,
+        offer_id: Path<UuidText>,
         merchant_id: Query<Option<String>>,
     ) -> poem::Result<Reply<OfferView>> {
         auth.require(Permission::Terminal)?;
@@ -517,7 +518,7 @@ impl OffersApi {
     async fn redeem(
         &self,
         auth: AnyAuth,
-        offer_id: Path<String>,
+        offer_id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -556,7 +557,7 @@ impl OffersApi {
     async fn cancel(
         &self,
         auth: AnyAuth,
-        offer_id: Path<String>,
+        offer_id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,

@@ -11,6 +11,7 @@ pub use otp::*;
 pub use qr::*;
 pub use reverse::*;
 
+use crate::http::params::UuidText;
 use chrono::Utc;
 use entities::{payment, payment_refund};
 use poem::web::Data;
@@ -435,7 +436,7 @@ impl PaymentsApi {
         &self,
         state: Data<&AppState>,
         auth: AnyAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
     ) -> poem::Result<Reply<PaymentDetail>> {
         auth.require(Permission::Terminal)?;
         let id = path_uuid("path:id", &id.0)?;
@@ -460,7 +461,7 @@ impl PaymentsApi {
         &self,
         state: Data<&AppState>,
         auth: TerminalJwtAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         body: JsonBody<CaptureRequest>,
     ) -> poem::Result<Reply<PaymentDetail>> {
         let id = path_uuid("path:id", &id.0)?;

@@ -1,4 +1,5 @@
 //! `POST /payments/{id}/void` and `/refund`: a payment's money back to the wallet.
+use crate::http::params::UuidText;
 use entities::payment_refund;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
@@ -181,7 +182,7 @@ impl ReversalsApi {
     async fn void(
         &self,
         auth: TerminalJwtAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -217,7 +218,7 @@ impl ReversalsApi {
     async fn refund(
         &self,
         auth: TerminalJwtAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,

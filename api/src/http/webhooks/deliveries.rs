@@ -1,5 +1,6 @@
 //! A subscription's deliveries (`/webhooks/subscriptions/{id}/deliveries`): their history
 //! with every attempt, and redelivery of one event or of every failed one since a time.
+use crate::http::params::UuidText;
 use chrono::{DateTime, Utc};
 use entities::{webhook_attempt, webhook_delivery};
 use poem::web::Data;
@@ -150,7 +151,7 @@ impl DeliveriesApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         event_type: Query<Option<String>>,
         outcome: Query<Option<String>>,
         limit: Query<Option<u64>>,
@@ -201,8 +202,8 @@ impl DeliveriesApi {
     async fn redeliver(
         &self,
         auth: ApiKeyAuth,
-        id: Path<String>,
-        delivery_id: Path<String>,
+        id: Path<UuidText>,
+        delivery_id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -234,7 +235,7 @@ impl DeliveriesApi {
     async fn redeliver_failed(
         &self,
         auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,

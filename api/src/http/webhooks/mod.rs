@@ -3,6 +3,7 @@ mod deliveries;
 
 pub use deliveries::*;
 
+use crate::http::params::UuidText;
 use chrono::{DateTime, Utc};
 use entities::webhook_subscription;
 use poem::web::Data;
@@ -351,7 +352,7 @@ impl WebhooksApi {
     async fn disable(
         &self,
         auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -383,7 +384,7 @@ impl WebhooksApi {
     async fn enable(
         &self,
         auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -422,7 +423,7 @@ impl WebhooksApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        id: Path<String>,
+        id: Path<UuidText>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
