@@ -38,8 +38,9 @@ pub fn page_limit(e: &mut Errors, limit: Option<u64>) -> u64 {
     limit
 }
 
-pub fn optional_uuid(e: &mut Errors, field: &str, v: &Option<String>) -> Option<Uuid> {
-    v.as_deref().and_then(|s| validate::uuid(e, field, s))
+pub fn optional_uuid<S: AsRef<str>>(e: &mut Errors, field: &str, v: &Option<S>) -> Option<Uuid> {
+    v.as_ref()
+        .and_then(|s| validate::uuid(e, field, s.as_ref()))
 }
 
 /// A phone field normalised to E.164 (required when called).

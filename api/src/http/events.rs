@@ -75,7 +75,7 @@ impl EventsApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         /// Only this merchant's events (a platform key; a merchant's key sees its own).
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
         /// Only events of this type (the catalog's).
         event_type: Query<Option<String>>,
         /// With `resource_id`: only the events of one resource (`payment`, `topup`,

@@ -84,7 +84,7 @@ impl GrantsApi {
         state: Data<&AppState>,
         auth: AnyAuth,
         customer_id: Path<UuidText>,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
         #[oai(name = "state")] grant_state: Query<Option<String>>,
         source: Query<Option<String>>,
         limit: Query<Option<u64>>,

@@ -305,9 +305,9 @@ impl KeysApi {
         /// `active` or `inactive`.
         status: Query<Option<String>>,
         /// Only keys of this branch.
-        branch_id: Query<Option<String>>,
+        branch_id: Query<Option<UuidText>>,
         /// Only keys minted by this key.
-        created_by: Query<Option<String>>,
+        created_by: Query<Option<UuidText>>,
         /// 1 to 200, default 50.
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,

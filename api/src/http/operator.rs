@@ -367,7 +367,7 @@ impl OperatorApi {
         status: Query<Option<String>>,
         queue: Query<Option<String>>,
         job_type: Query<Option<String>>,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
         /// Only letters dead for at least this many seconds.
         older_than_secs: Query<Option<i64>>,
         /// Only letters whose last error contains this text.

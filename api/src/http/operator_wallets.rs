@@ -375,7 +375,7 @@ impl OperatorWalletsApi {
         &self,
         state: Data<&AppState>,
         _auth: OperatorAuth,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<LedgerCheck>> {
         let mut e = Errors::default();
         let merchant = merchant_id

@@ -23,6 +23,12 @@ impl Deref for UuidText {
     }
 }
 
+impl AsRef<str> for UuidText {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
 impl Type for UuidText {
     const IS_REQUIRED: bool = true;
     type RawValueType = Self;

@@ -1,6 +1,7 @@
 //! Settlement-backed top-ups: settlement ingest (control plane) and top-up confirmation at
 //! the till. The reload-bonus tiers a confirmation accrues under are configured in
 //! `incentives::reload_bonus`.
+use crate::http::params::UuidText;
 use chrono::Utc;
 use entities::settlement;
 use poem::web::Data;
@@ -316,7 +317,7 @@ impl SettlementsApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         reference: Path<String>,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<SettlementView>> {
         auth.0.require(Permission::Settlements)?;
         let st = state.0;

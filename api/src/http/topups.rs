@@ -1,6 +1,7 @@
 //! SKU top-ups: registering the SKUs a till sells and ringing one up for a customer. A
 //! customer's grants and their clawback are `grants`.
 
+use crate::http::params::UuidText;
 use chrono::Utc;
 use entities::sku;
 use poem::web::Data;
@@ -354,7 +355,7 @@ impl TopupsApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SkuView>>> {

@@ -311,7 +311,7 @@ impl TransactionsApi {
         #[oai(name = "type")] kind: Query<Option<String>>,
         from: Query<Option<String>>,
         to: Query<Option<String>>,
-        branch_id: Query<Option<String>>,
+        branch_id: Query<Option<UuidText>>,
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<TransactionItem>>> {

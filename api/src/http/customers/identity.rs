@@ -255,10 +255,10 @@ impl CustomerNamed {
 
 /// The merchant a read without a body acts for: `merchant_id` when given (checked
 /// against the credential), else the only merchant the credential acts for.
-pub async fn merchant_of(
+pub async fn merchant_of<S: AsRef<str>>(
     st: &AppState,
     principal: &crate::domain::credentials::Principal,
-    merchant_id: &Option<String>,
+    merchant_id: &Option<S>,
 ) -> Result<Uuid, ApiError> {
     let mut e = Errors::default();
     let given = optional_uuid(&mut e, "query:merchant_id", merchant_id);

@@ -5,6 +5,7 @@ mod identity;
 
 pub use identity::*;
 
+use crate::http::params::UuidText;
 use chrono::Utc;
 use entities::{payment, promo_grant};
 use poem::web::Data;
@@ -322,30 +323,30 @@ impl CustomersApi {
         &self,
         state: Data<&AppState>,
         auth: AnyAuth,
-        merchant_id: Query<Option<String>>,
-        branch_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
+        branch_id: Query<Option<UuidText>>,
         phone: Query<Option<String>>,
         provider_customer_id: Query<Option<String>>,
         card_fingerprint: Query<Option<String>>,
         short_code: Query<Option<String>>,
         qr_payload: Query<Option<String>>,
-        wallet_user_id: Query<Option<String>>,
-        wallet_program_id: Query<Option<String>>,
+        wallet_user_id: Query<Option<UuidText>>,
+        wallet_program_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<CustomerLookup>> {
         auth.require(Permission::Terminal)?;
         let st = state.0;
         let principal = auth.principal();
         let mut e = Errors::default();
-        let given: Vec<(&str, &String)> = [
-            ("phone", &phone.0),
-            ("provider_customer_id", &provider_customer_id.0),
-            ("card_fingerprint", &card_fingerprint.0),
-            ("short_code", &short_code.0),
-            ("qr", &qr_payload.0),
-            ("wallet_user_id", &wallet_user_id.0),
+        let given: Vec<(&str, &str)> = [
+            ("phone", phone.0.as_deref()),
+            ("provider_customer_id", provider_customer_id.0.as_deref()),
+            ("card_fingerprint", card_fingerprint.0.as_deref()),
+            ("short_code", short_code.0.as_deref()),
+            ("qr", qr_payload.0.as_deref()),
+            ("wallet_user_id", wallet_user_id.0.as_deref()),
         ]
         .into_iter()
-        .filter_map(|(k, v)| v.as_ref().map(|v| (k, v)))
+        .filter_map(|(k, v)| v.map(|v| (k, v)))
         .collect();
         let credential = match given.as_slice() {
             [("wallet_user_id", v)] => validate::uuid(&mut e, "query:wallet_user_id", v)
@@ -370,7 +371,7 @@ impl CustomersApi {
         e.finish()?;
         let merchant = match merchant {
             Some(m) => m,
-            None => merchant_of(st, principal, &None).await?,
+            None => merchant_of(st, principal, &None::<String>).await?,
         };
         let acting =
             crate::domain::credentials::scope::authorize(&st.db, principal, merchant, branch)

@@ -192,7 +192,7 @@ impl BudgetsApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<BudgetView>>> {
@@ -224,7 +224,7 @@ impl BudgetsApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         budget_id: Path<UuidText>,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<BudgetView>> {
         auth.0.require(Permission::Incentives)?;
         let st = state.0;

@@ -7,6 +7,7 @@ pub use budgets::*;
 pub use offers::*;
 pub use reload_bonus::*;
 
+use crate::http::params::UuidText;
 use chrono::Utc;
 use entities::cashback_rule;
 use poem::web::Data;
@@ -249,7 +250,7 @@ impl IncentivesApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         wallet_program_id: Query<String>,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<CashbackRuleView>> {
         auth.0.require(Permission::Incentives)?;
         let st = state.0;

@@ -368,8 +368,8 @@ impl OffersApi {
         &self,
         state: Data<&AppState>,
         auth: AnyAuth,
-        merchant_id: Query<Option<String>>,
-        wallet_user_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
+        wallet_user_id: Query<Option<UuidText>>,
         #[oai(name = "state")] offer_state: Query<Option<String>>,
         limit: Query<Option<u64>>,
         cursor: Query<Option<String>>,
@@ -411,7 +411,7 @@ impl OffersApi {
         state: Data<&AppState>,
         auth: AnyAuth,
         offer_id: Path<UuidText>,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<OfferView>> {
         auth.require(Permission::Terminal)?;
         let st = state.0;

@@ -1,6 +1,7 @@
 //! The reload bonus (`/topup/reload-bonus/config`): tiers of bonus credit a settlement
 //! top-up earns, by amount, under a budget. An incentive, configured here; applied when a
 //! settlement is confirmed.
+use crate::http::params::UuidText;
 use chrono::Utc;
 use entities::reload_bonus_config;
 use poem::web::Data;
@@ -251,7 +252,7 @@ impl ReloadBonusApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         wallet_program_id: Query<String>,
-        merchant_id: Query<Option<String>>,
+        merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<ReloadBonusConfigView>> {
         auth.0.require(Permission::Incentives)?;
         let st = state.0;
