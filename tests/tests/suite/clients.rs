@@ -12,7 +12,28 @@ use tests::{
     procs::{run_ok, tool},
 };
 
-/// What the flow prints: the balance before, the payment, the refund and the balance after.
+/// Runs a client's flow against a fresh service and sandbox tenant, and checks what it
+/// printed: the balance before, the payment, the refund and the balance after.
+async fn run_flow(mut client: tokio::process::Command) {
+    let app = TestApp::spawn_with_workers().await;
+    let t = app.tenant(true).await;
+    let out = client
+        .env("WALLET", &app.url)
+        .env("PLATFORM_KEY", &t.platform_key)
+        .env("MERCHANT_ID", t.merchant_id.to_string())
+        .output()
+        .await
+        .expect("the client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_flow(&stdout);
+    app.stop().await;
+}
+
 fn assert_flow(stdout: &str) {
     let r: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
     assert_eq!(r["payment_status"], "completed", "{r}");
@@ -47,24 +68,9 @@ async fn a_typescript_client_generated_from_the_document_compiles_strictly_and_p
     .await
     .unwrap();
 
-    let app = TestApp::spawn_with_workers().await;
-    let t = app.tenant(true).await;
-    let out = tokio::process::Command::new("node")
-        .arg(dir.join("dist/quickstart.js"))
-        .env("WALLET", &app.url)
-        .env("PLATFORM_KEY", &t.platform_key)
-        .env("MERCHANT_ID", t.merchant_id.to_string())
-        .output()
-        .await
-        .expect("node runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_flow(&stdout);
-    app.stop().await;
+    let mut node = tokio::process::Command::new("node");
+    node.arg(dir.join("dist/quickstart.js"));
+    run_flow(node).await;
 }
 
 #[tokio::test]
@@ -135,26 +141,10 @@ async fn a_python_client_generated_from_the_document_has_every_operation_type_ch
     .await
     .unwrap();
 
-    let app = TestApp::spawn_with_workers().await;
-    let t = app.tenant(true).await;
-    let out = tokio::process::Command::new(python)
-        .arg("quickstart.py")
-        .current_dir(&work)
-        .env("WALLET", &app.url)
-        .env("PLATFORM_KEY", &t.platform_key)
-        .env("MERCHANT_ID", t.merchant_id.to_string())
-        .output()
-        .await
-        .expect("python runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_flow(&stdout);
+    let mut py = tokio::process::Command::new(python);
+    py.arg("quickstart.py").current_dir(&work);
+    run_flow(py).await;
     let _ = std::fs::remove_dir_all(&work);
-    app.stop().await;
 }
 
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
