@@ -36,9 +36,10 @@ impl<E: Endpoint> Endpoint for MannersEp<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
-        let path = req.uri().path().to_string();
+        let uri = req.uri().clone();
+        let path = uri.path();
         if req.method() == Method::OPTIONS
-            && let Some(allow) = self.table.allow(&path)
+            && let Some(allow) = self.table.allow(path)
         {
             if cors::is_preflight(&req) {
                 return Ok(cors::preflight(&req, &self.table).await);
@@ -48,8 +49,10 @@ impl<E: Endpoint> Endpoint for MannersEp<E> {
                 .header(header::ALLOW, allow)
                 .finish());
         }
-        let presented = presented(&req);
-        let method = req.method().to_string();
+        // What a 401 would need, kept cheaply (header values are shared, not copied); the
+        // explanation is built only when one happens.
+        let presented = Presented::of(&req);
+        let method = req.method().clone();
         let browser = cors::Browser::of(&req, &self.table).await?;
         let resp = match self.inner.call(req).await {
             Ok(r) => r.into_response(),
@@ -57,7 +60,7 @@ impl<E: Endpoint> Endpoint for MannersEp<E> {
                 let mut r = errors::from_poem(&e).as_response();
                 if let Some(allow) = self
                     .table
-                    .allow(&path)
+                    .allow(path)
                     .and_then(|a| HeaderValue::from_str(&a).ok())
                 {
                     r.headers_mut().insert(header::ALLOW, allow);
@@ -66,8 +69,10 @@ impl<E: Endpoint> Endpoint for MannersEp<E> {
             }
             Err(e) => {
                 let api = errors::from_poem(&e);
-                let api = match self.table.schemes(&path, &method) {
-                    Some(schemes) if is_bare_401(&api) => explain_401(api, schemes, &presented),
+                let api = match self.table.schemes(path, method.as_str()) {
+                    Some(schemes) if is_bare_401(&api) => {
+                        explain_401(api, schemes, &presented.names())
+                    }
                     _ => api,
                 };
                 api.as_response()
@@ -88,36 +93,57 @@ fn is_bare_401(e: &ApiError) -> bool {
     )
 }
 
-/// The credentials a request carries, by the document's scheme names (an `Authorization`
-/// header of another kind is named by its scheme word).
-fn presented(req: &Request) -> Vec<String> {
-    let h = req.headers();
-    let mut out = vec![];
-    if h.contains_key("x-api-key") {
-        out.push("ApiKeyAuth".to_string());
-    }
-    if h.contains_key("x-operator-key") {
-        out.push("OperatorKey".to_string());
-    }
-    if let Some(v) = h.get(header::AUTHORIZATION) {
-        let word = v
-            .to_str()
-            .ok()
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or("");
-        if word.eq_ignore_ascii_case("bearer") {
-            out.push("PosTerminalJWT".to_string());
-        } else {
-            // Only the scheme word, never the credential.
-            let word: String = word
-                .chars()
-                .filter(char::is_ascii_alphanumeric)
-                .take(20)
-                .collect();
-            out.push(format!("Authorization: {word}"));
+/// Which credential headers a request carried.
+struct Presented {
+    api_key: bool,
+    operator_key: bool,
+    authorization: Option<HeaderValue>,
+}
+
+impl Presented {
+    fn of(req: &Request) -> Self {
+        let h = req.headers();
+        Presented {
+            api_key: h.contains_key("x-api-key"),
+            operator_key: h.contains_key("x-operator-key"),
+            authorization: h.get(header::AUTHORIZATION).cloned(),
         }
     }
-    out
+
+    /// By the document's scheme names (an `Authorization` header of another kind is named
+    /// by its scheme word).
+    fn names(&self) -> Vec<String> {
+        let mut out = vec![];
+        if self.api_key {
+            out.push("ApiKeyAuth".to_string());
+        }
+        if self.operator_key {
+            out.push("OperatorKey".to_string());
+        }
+        if let Some(v) = &self.authorization {
+            out.push(authorization_scheme(v));
+        }
+        out
+    }
+}
+
+fn authorization_scheme(v: &HeaderValue) -> String {
+    let word = v
+        .to_str()
+        .ok()
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or("");
+    if word.eq_ignore_ascii_case("bearer") {
+        "PosTerminalJWT".to_string()
+    } else {
+        // Only the scheme word, never the credential.
+        let word: String = word
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(20)
+            .collect();
+        format!("Authorization: {word}")
+    }
 }
 
 /// How a scheme is sent, for a partner reading the error.
@@ -194,7 +220,7 @@ mod tests {
             .header("authorization", "Basic c2VjcmV0OnNlY3JldA==")
             .header("x-api-key", "sk_live_secret")
             .finish();
-        let p = presented(&req);
+        let p = Presented::of(&req).names();
         assert_eq!(p, ["ApiKeyAuth", "Authorization: Basic"]);
     }
 }

@@ -5,6 +5,7 @@
 //! (several MiB): compressed once, on its first request, not on every request.
 use std::sync::OnceLock;
 
+use bytes::Bytes;
 use poem::{
     Request, Response,
     http::{HeaderValue, StatusCode, header},
@@ -12,16 +13,17 @@ use poem::{
 use sha2::{Digest, Sha256};
 
 pub struct Published {
-    body: Vec<u8>,
+    /// Shared, not copied, into each response.
+    body: Bytes,
     content_type: &'static str,
     /// `"<sha-256 prefix>"` of the body; the gzip representation's tag ends in `-gz"`.
     etag: String,
-    gzip: OnceLock<Vec<u8>>,
+    gzip: OnceLock<Bytes>,
 }
 
 impl Published {
     pub fn new(body: impl Into<Vec<u8>>, content_type: &'static str) -> Self {
-        let body = body.into();
+        let body = Bytes::from(body.into());
         let digest = hex::encode(Sha256::digest(&body));
         Published {
             etag: format!("\"{}\"", &digest[..32]),
@@ -35,13 +37,13 @@ impl Published {
         format!("{}-gz\"", self.etag.trim_end_matches('"'))
     }
 
-    fn gzipped(&self) -> &[u8] {
+    fn gzipped(&self) -> &Bytes {
         self.gzip.get_or_init(|| {
             use std::io::Write;
             let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
             // Writing into a Vec cannot fail.
             let _ = enc.write_all(&self.body);
-            enc.finish().unwrap_or_default()
+            Bytes::from(enc.finish().unwrap_or_default())
         })
     }
 
@@ -64,7 +66,7 @@ impl Published {
         let b = b.content_type(self.content_type);
         if gzip {
             b.header(header::CONTENT_ENCODING, "gzip")
-                .body(self.gzipped().to_vec())
+                .body(self.gzipped().clone())
         } else {
             b.body(self.body.clone())
         }
