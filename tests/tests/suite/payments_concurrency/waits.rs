@@ -127,8 +127,9 @@ async fn a_payment_queued_too_long_behind_a_wallet_lock_gets_a_retryable_error_n
 #[tokio::test]
 async fn an_otp_payment_waiting_too_long_for_its_wallets_turn_gets_a_retryable_error() {
     // Payments of one wallet whose wallet is known before the transaction (OTP) take turns
-    // in the process; the wait is bounded like a row lock's.
-    let app = TestApp::spawn_with(false, |c| c.db_lock_timeout_ms = 300).await;
+    // in the process; the wait is bounded like a row lock's. Its own workers deliver the OTP
+    // SMS (on a database of its own, as its lock timeout differs from the run's).
+    let app = TestApp::spawn_isolated(true, |c| c.db_lock_timeout_ms = 300).await;
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
@@ -171,4 +172,5 @@ async fn an_otp_payment_waiting_too_long_for_its_wallets_turn_gets_a_retryable_e
     assert_eq!(shop.balance(&c).await["actual_minor"], 900);
     assert_eq!(queue.busy_wallets(), 0, "no line is left behind");
     shop.assert_ledger_consistent().await;
+    app.stop().await;
 }
