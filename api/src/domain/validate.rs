@@ -114,6 +114,11 @@ pub fn is_e164(value: &str) -> bool {
         && !digits.starts_with('0')
 }
 
+/// What `normalize_phone` accepts, as a JSON Schema pattern (a unit test in `http::fields`
+/// holds the two to the same answers): separators anywhere, then `+` or `00`, a non-zero
+/// digit and 7 to 14 more digits.
+pub const PHONE_PATTERN: &str = "^[ .()\\u00A0-]*(\\+|0[ .()\\u00A0-]*0)[ .()\\u00A0-]*[1-9]([ .()\\u00A0-]*[0-9]){7,14}[ .()\\u00A0-]*$";
+
 /// Turns what a cashier or customer typed into E.164: strips spaces, dashes, dots and
 /// parentheses, and turns a leading `00` into `+`. Anything else must already be E.164.
 pub fn normalize_phone(input: &str) -> Option<String> {
@@ -150,6 +155,10 @@ pub fn length(errs: &mut Errors, field: &str, value: &str, min: usize, max: usiz
         true
     }
 }
+
+/// What `no_control_chars` accepts, as a JSON Schema pattern: no character of Unicode's
+/// `Cc` category (what `char::is_control` means).
+pub const NO_CONTROL_CHARS_PATTERN: &str = "^[^\\u0000-\\u001F\\u007F-\\u009F]*$";
 
 pub fn no_control_chars(errs: &mut Errors, field: &str, value: &str) -> bool {
     if value.chars().any(char::is_control) {

@@ -1,5 +1,6 @@
 //! Checkout sessions: open, read, identify the customer in one, cancel one.
-use crate::http::params::UuidText;
+use crate::http::fields::Text;
+use crate::http::fields::UuidText;
 use chrono::{DateTime, Utc};
 use entities::checkout_session;
 use poem::web::Data;
@@ -171,17 +172,15 @@ pub struct CancelSessionRequest {
     pub context: RequestContext,
     /// Up to 200 characters.
     #[oai(nullable)]
-    pub reason: Option<String>,
+    pub reason: Option<Text<1, 200>>,
 }
 
 impl Validate for CancelSessionRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        if let Some(r) = &self.reason
-            && validate::length(e, "/reason", r, 1, 200)
-        {
-            validate::no_control_chars(e, "/reason", r);
+        if let Some(r) = &self.reason {
+            r.check(e, "/reason");
         }
     }
 }
@@ -333,7 +332,8 @@ impl CheckoutApi {
         key.run(&auth.0, &body, async move |txn, acting| {
             let now = Utc::now();
             let who = caller(p, acting, &b.context);
-            let s = checkout::cancel(txn, &who, id, b.reason.clone(), now).await?;
+            let s =
+                checkout::cancel(txn, &who, id, b.reason.clone().map(String::from), now).await?;
             Ok(Outcome::new(view(&s, now)))
         })
         .await

@@ -13,6 +13,7 @@ use crate::{
     },
     envelope::SUPPORTED_API_VERSIONS,
     error::ApiError,
+    http::fields::{DateTimeText, Field, Kind, Text, UuidText},
 };
 
 /// Every timestamp a response carries: RFC 3339, UTC, milliseconds.
@@ -28,16 +29,6 @@ pub fn path_uuid(field: &str, raw: &str) -> Result<Uuid, ApiError> {
 }
 
 /// An optional UUID field, checked when present.
-/// The `limit` of a paginated read: 50 when absent, else 1 to 200 (VALIDATION_ERROR on
-/// `query:limit` otherwise).
-pub fn page_limit(e: &mut Errors, limit: Option<u64>) -> u64 {
-    let limit = limit.unwrap_or(50);
-    if !(1..=200).contains(&limit) {
-        e.push("query:limit", "out_of_range", "must be between 1 and 200");
-    }
-    limit
-}
-
 pub fn optional_uuid<S: AsRef<str>>(e: &mut Errors, field: &str, v: &Option<S>) -> Option<Uuid> {
     v.as_ref()
         .and_then(|s| validate::uuid(e, field, s.as_ref()))
@@ -76,7 +67,8 @@ pub fn caller(p: &Principal, acting: Acting, ctx: &RequestContext) -> Caller {
 /// caller's `meta.decision_trace_id`, else a new one. Echoed in the response's meta and
 /// kept with the decision.
 pub fn decision_trace(meta: Option<&RequestMeta>) -> String {
-    meta.and_then(|m| m.decision_trace_id.clone())
+    meta.and_then(|m| m.decision_trace_id.as_ref())
+        .map(|t| t.to_string())
         .unwrap_or_else(|| format!("dtr_{}", Uuid::now_v7().simple()))
 }
 
@@ -85,20 +77,57 @@ pub fn decision_trace(meta: Option<&RequestMeta>) -> String {
 #[serde(default)]
 pub struct RequestMeta {
     /// Your correlation id (UUID). Not the dedup key: that is the Idempotency-Key header.
-    pub partner_request_id: String,
+    pub partner_request_id: UuidText,
     /// When the event happened at the POS (RFC 3339).
     #[oai(nullable)]
-    pub occurred_at: Option<String>,
+    pub occurred_at: Option<DateTimeText>,
     /// When the call was transmitted (RFC 3339).
     #[oai(nullable)]
-    pub sent_at: Option<String>,
-    /// The API version the client speaks. Supported: 2026-06-01.
-    pub api_version: String,
+    pub sent_at: Option<DateTimeText>,
+    /// The API version the client speaks.
+    pub api_version: Field<ApiVersion>,
     /// Your correlation id for a decision (identify, offer evaluation, payment): echoed in
-    /// the response's `meta.decision_trace_id` and kept with the decision. Up to 128
-    /// characters. Without one, those calls issue their own.
+    /// the response's `meta.decision_trace_id` and kept with the decision. Without one,
+    /// those calls issue their own.
     #[oai(nullable)]
-    pub decision_trace_id: Option<String>,
+    pub decision_trace_id: Option<Text<1, 128>>,
+}
+
+/// `meta.api_version`: one of `SUPPORTED_API_VERSIONS`, with its own issue code.
+pub struct ApiVersion;
+
+impl Kind for ApiVersion {
+    fn name() -> std::borrow::Cow<'static, str> {
+        "string_api_version".into()
+    }
+
+    fn schema() -> poem_openapi::registry::MetaSchema {
+        poem_openapi::registry::MetaSchema {
+            enum_items: SUPPORTED_API_VERSIONS.iter().map(|v| (*v).into()).collect(),
+            ..poem_openapi::registry::MetaSchema::new("string")
+        }
+    }
+
+    fn check(e: &mut Errors, field: &str, version: &str) -> bool {
+        let supported = SUPPORTED_API_VERSIONS.join(", ");
+        if version.is_empty() {
+            e.push(
+                field,
+                "required",
+                format!("is required; supported versions: {supported}"),
+            );
+            false
+        } else if !SUPPORTED_API_VERSIONS.contains(&version) {
+            e.push(
+                field,
+                "unsupported_api_version",
+                format!("{version} is not supported; supported versions: {supported}"),
+            );
+            false
+        } else {
+            true
+        }
+    }
 }
 
 impl RequestMeta {
@@ -118,36 +147,20 @@ impl RequestMeta {
                 "is required (a UUID)",
             );
         } else {
-            validate::uuid(e, "/meta/partner_request_id", &self.partner_request_id);
+            self.partner_request_id.check(e, "/meta/partner_request_id");
         }
         for (f, v) in [
             ("/meta/occurred_at", &self.occurred_at),
             ("/meta/sent_at", &self.sent_at),
         ] {
             if let Some(v) = v {
-                validate::rfc3339(e, f, v);
+                v.check(e, f);
             }
         }
         if let Some(t) = &self.decision_trace_id {
-            validate::length(e, "/meta/decision_trace_id", t, 1, 128);
+            t.check(e, "/meta/decision_trace_id");
         }
-        let supported = SUPPORTED_API_VERSIONS.join(", ");
-        if self.api_version.is_empty() {
-            e.push(
-                "/meta/api_version",
-                "required",
-                format!("is required; supported versions: {supported}"),
-            );
-        } else if !SUPPORTED_API_VERSIONS.contains(&self.api_version.as_str()) {
-            e.push(
-                "/meta/api_version",
-                "unsupported_api_version",
-                format!(
-                    "{} is not supported; supported versions: {supported}",
-                    self.api_version
-                ),
-            );
-        }
+        self.api_version.check(e, "/meta/api_version");
     }
 }
 

@@ -1,6 +1,7 @@
 //! Corrections of a transaction after the fact (x-api-key, permission `corrections`):
 //! disputes of a payment or top-up, and detaching a top-up from a customer.
-use crate::http::params::UuidText;
+use crate::http::fields::Text;
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use entities::{dispute, topup_reversal};
 use poem_openapi::{Object, OpenApi, param::Path};
@@ -74,7 +75,7 @@ pub struct ResolveDisputeRequest {
     pub outcome: String,
     /// Up to 500 characters, kept with the dispute and in the audit log.
     #[oai(nullable)]
-    pub note: Option<String>,
+    pub note: Option<Text<1, 500>>,
 }
 
 impl Validate for ResolveDisputeRequest {
@@ -82,10 +83,8 @@ impl Validate for ResolveDisputeRequest {
         self.meta.validate(e);
         self.context.validate(e);
         validate::one_of(e, "/outcome", &self.outcome, OUTCOMES);
-        if let Some(n) = &self.note
-            && validate::length(e, "/note", n, 1, 500)
-        {
-            validate::no_control_chars(e, "/note", n);
+        if let Some(n) = &self.note {
+            n.check(e, "/note");
         }
     }
 }
@@ -313,7 +312,7 @@ impl DisputesApi {
         let (p, b) = (&auth.0, &body.value);
         key.run(p, &body, async |txn, acting| {
             let who = caller(p, acting, &b.context);
-            let note = b.note.clone();
+            let note = b.note.clone().map(String::from);
             let at = Utc::now();
             let r = disputes::resolve(txn, p, &who, integration, id, dispute, &b.outcome, note, at)
                 .await?;

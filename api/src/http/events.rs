@@ -1,5 +1,5 @@
 //! The event feed (x-api-key, permission `webhooks`): the events the webhooks carry, pulled.
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -87,7 +87,7 @@ impl EventsApi {
         occurred_after: Query<Option<String>>,
         /// Only events that occurred before this time (RFC 3339).
         occurred_before: Query<Option<String>>,
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<EventView>>> {
         auth.0.require(Permission::Webhooks)?;
@@ -140,7 +140,7 @@ impl EventsApi {
                 "must be later than occurred_after",
             );
         }
-        let limit = super::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let cursor_id = super::cursor::after("event", &cursor.0)?;
         let q = event_feed::Query {

@@ -1,6 +1,7 @@
 //! A customer's promotional grants: the list (`/customers/{id}/grants`) and an
 //! operator's clawback of one (`/grants/{id}/clawback`).
-use crate::http::params::UuidText;
+use crate::http::fields::Text;
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{
@@ -38,14 +39,12 @@ use crate::{
 pub struct ClawbackRequest {
     /// Why (kept in the audit log and the event), 1 to 500 characters.
     #[serde(default)]
-    pub reason: String,
+    pub reason: Text<1, 500>,
 }
 
 impl Validate for ClawbackRequest {
     fn validate(&self, e: &mut Errors) {
-        if validate::length(e, "/reason", &self.reason, 1, 500) {
-            validate::no_control_chars(e, "/reason", &self.reason);
-        }
+        self.reason.check(e, "/reason");
     }
 }
 
@@ -87,7 +86,7 @@ impl GrantsApi {
         merchant_id: Query<Option<UuidText>>,
         #[oai(name = "state")] grant_state: Query<Option<String>>,
         source: Query<Option<String>>,
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<GrantItem>>> {
         auth.require(Permission::Terminal)?;
@@ -100,7 +99,7 @@ impl GrantsApi {
         if let Some(s) = source.0.as_deref() {
             validate::one_of(&mut e, "query:source", s, GRANT_SOURCES);
         }
-        let limit = crate::http::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let after = crate::http::cursor::after("grant", &cursor.0)?;
         let merchant =

@@ -1,5 +1,5 @@
 //! Key lifecycle: minting per-merchant keys.
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::{DateTime, Utc};
 use entities::api_key;
 use poem::web::Data;
@@ -309,7 +309,7 @@ impl KeysApi {
         /// Only keys minted by this key.
         created_by: Query<Option<UuidText>>,
         /// 1 to 200, default 50.
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<ApiKeyItem>>> {
         let mut e = Errors::default();
@@ -331,7 +331,7 @@ impl KeysApi {
             .0
             .as_deref()
             .and_then(|k| validate::uuid(&mut e, "query:created_by", k));
-        let limit = super::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let after = super::cursor::after("key", &cursor.0)?;
         let (rows, more) = keys::list(

@@ -1,6 +1,7 @@
 //! Operator routes: the service's own staff, with the operator credential only. No partner
 //! key is accepted here, and an operator key is accepted nowhere else.
-use crate::http::params::UuidText;
+use crate::http::fields::Text;
+use crate::http::fields::UuidText;
 use chrono::SecondsFormat;
 use poem::web::Data;
 use poem_openapi::{
@@ -52,13 +53,12 @@ pub struct OperatorApi;
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct OperatorAction {
     #[serde(default)]
-    pub reason: String,
+    pub reason: Text<1, 500>,
 }
 
 impl Validate for OperatorAction {
     fn validate(&self, e: &mut Errors) {
-        validate::length(e, "/reason", &self.reason, 1, 500);
-        validate::no_control_chars(e, "/reason", &self.reason);
+        self.reason.check(e, "/reason");
     }
 }
 
@@ -77,7 +77,7 @@ pub struct IdentifyCredentialTypesRequest {
     #[serde(default)]
     pub credential_types: Vec<String>,
     #[serde(default)]
-    pub reason: String,
+    pub reason: Text<1, 500>,
 }
 
 impl Validate for IdentifyCredentialTypesRequest {
@@ -94,8 +94,7 @@ impl Validate for IdentifyCredentialTypesRequest {
                 IDENTITY_CREDENTIAL_TYPES,
             );
         }
-        validate::length(e, "/reason", &self.reason, 1, 500);
-        validate::no_control_chars(e, "/reason", &self.reason);
+        self.reason.check(e, "/reason");
     }
 }
 
@@ -116,7 +115,7 @@ pub struct CorsOriginsRequest {
     #[serde(default)]
     pub origins: Vec<String>,
     #[serde(default)]
-    pub reason: String,
+    pub reason: Text<1, 500>,
 }
 
 impl Validate for CorsOriginsRequest {
@@ -134,8 +133,7 @@ impl Validate for CorsOriginsRequest {
                 e.push(format!("/origins/{i}"), "invalid_origin", why);
             }
         }
-        validate::length(e, "/reason", &self.reason, 1, 500);
-        validate::no_control_chars(e, "/reason", &self.reason);
+        self.reason.check(e, "/reason");
     }
 }
 
@@ -254,7 +252,7 @@ impl OperatorApi {
             &auth.0,
             &integration_id.0,
             "SUSPENDED",
-            body.value.reason,
+            body.value.reason.into(),
         )
         .await
     }
@@ -277,7 +275,7 @@ impl OperatorApi {
             &auth.0,
             &integration_id.0,
             "ACTIVE",
-            body.value.reason,
+            body.value.reason.into(),
         )
         .await
     }
@@ -305,7 +303,7 @@ impl OperatorApi {
             &auth.0,
             id,
             &b.credential_types,
-            b.reason,
+            b.reason.into(),
         )
         .await?;
         state.0.capabilities.clear();
@@ -342,7 +340,8 @@ impl OperatorApi {
             .collect();
         origins.sort();
         origins.dedup();
-        operators::set_cors_origins(&state.0.db, &auth.0, id, &origins, b.reason.clone()).await?;
+        operators::set_cors_origins(&state.0.db, &auth.0, id, &origins, b.reason.to_string())
+            .await?;
         state.0.cors.clear();
         Ok(Reply::ok(&CorsOrigins {
             integration_id: id.to_string(),
@@ -373,7 +372,7 @@ impl OperatorApi {
         /// Only letters whose last error contains this text.
         error: Query<Option<String>>,
         /// 1 to 200, default 50.
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<DeadLetterView>>> {
         let mut e = Errors::default();
@@ -389,7 +388,7 @@ impl OperatorApi {
             .0
             .as_deref()
             .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
-        let limit = super::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let before = super::cursor::after("dead_letter", &cursor.0)?;
         let f = store::dead_letters::Filter {
@@ -486,11 +485,11 @@ impl OperatorApi {
         state: Data<&AppState>,
         _auth: OperatorAuth,
         /// 1 to 200, default 50.
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<AuditEntry>>> {
         let mut e = Errors::default();
-        let limit = super::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let before = super::cursor::after("audit", &cursor.0)?;
         let rows = store::operators::audit_page(&state.0.db, before, limit + 1)

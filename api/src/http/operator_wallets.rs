@@ -1,7 +1,7 @@
 //! Operator tools for wallets: register a customer's wallet, adjust its money by hand,
 //! issue a promotional grant, and prove the ledger agrees with every balance. Money changes
 //! take an Idempotency-Key like every partner mutation and are posted through the ledger.
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::{DateTime, Utc};
 use poem::web::Data;
 use poem_openapi::{

@@ -48,7 +48,7 @@ impl SandboxApi {
         /// E.164 phone number.
         phone: Query<String>,
         /// At most this many messages (1 to 200, default 50).
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SandboxMessage>>> {
         auth.0.require(Permission::Terminal)?;
@@ -65,7 +65,7 @@ impl SandboxApi {
             .into());
         };
         let mut e = crate::domain::validate::Errors::default();
-        let limit = super::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let before = super::cursor::after("sandbox_message", &cursor.0)?;
         let rows = store::sandbox_messages::list_for_phone(

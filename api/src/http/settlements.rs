@@ -1,7 +1,8 @@
 //! Settlement-backed top-ups: settlement ingest (control plane) and top-up confirmation at
 //! the till. The reload-bonus tiers a confirmation accrues under are configured in
 //! `incentives::reload_bonus`.
-use crate::http::params::UuidText;
+use crate::http::fields::Text;
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use entities::settlement;
 use poem::web::Data;
@@ -45,7 +46,7 @@ pub struct SettlementRequest {
     pub context: RequestContext,
     /// The provider's settlement reference, 1 to 128 characters; unique per merchant.
     #[serde(default)]
-    pub reference: String,
+    pub reference: Text<1, 128>,
     /// What was settled, in minor units (at least 1). It is what the top-up will credit.
     #[serde(default)]
     pub amount_minor: i64,
@@ -58,7 +59,7 @@ pub struct SettlementRequest {
     pub state: String,
     /// The provider's name, up to 64 characters.
     #[oai(nullable)]
-    pub provider: Option<String>,
+    pub provider: Option<Text<1, 64>>,
     /// Why it failed (FAILED only), up to 200 characters.
     #[oai(nullable)]
     pub failure_reason: Option<String>,
@@ -68,9 +69,7 @@ impl Validate for SettlementRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        if validate::length(e, "/reference", &self.reference, 1, 128) {
-            validate::no_control_chars(e, "/reference", &self.reference);
-        }
+        self.reference.check(e, "/reference");
         if validate::min_amount(e, "/amount_minor", self.amount_minor, 1)
             && self.amount_minor > MAX_AMOUNT_MINOR
         {
@@ -82,10 +81,8 @@ impl Validate for SettlementRequest {
         }
         validate::currency(e, "/currency", &self.currency);
         validate::one_of(e, "/state", &self.state, settlements::STATES);
-        if let Some(p) = &self.provider
-            && validate::length(e, "/provider", p, 1, 64)
-        {
-            validate::no_control_chars(e, "/provider", p);
+        if let Some(p) = &self.provider {
+            p.check(e, "/provider");
         }
         if let Some(r) = &self.failure_reason {
             if self.state != settlements::FAILED {
@@ -286,11 +283,11 @@ impl SettlementsApi {
                 &who,
                 window,
                 Report {
-                    reference: b.reference.clone(),
+                    reference: b.reference.to_string(),
                     amount_minor: b.amount_minor,
                     currency: b.currency.clone(),
                     state: b.state.clone(),
-                    provider: b.provider.clone(),
+                    provider: b.provider.clone().map(String::from),
                     failure_reason: b.failure_reason.clone(),
                 },
                 Utc::now(),

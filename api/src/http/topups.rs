@@ -1,7 +1,8 @@
 //! SKU top-ups: registering the SKUs a till sells and ringing one up for a customer. A
 //! customer's grants and their clawback are `grants`.
+use crate::http::fields::Text;
 
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use entities::sku;
 use poem::web::Data;
@@ -58,9 +59,9 @@ pub struct SkuRequest {
     pub context: RequestContext,
     /// Your SKU code, 1 to 64 characters; unique per merchant.
     #[serde(default)]
-    pub sku_id: String,
+    pub sku_id: Text<1, 64>,
     #[serde(default)]
-    pub name: String,
+    pub name: Text<1, 200>,
     /// ISO-4217; one of the merchant's program currencies.
     #[serde(default)]
     pub currency: String,
@@ -78,12 +79,8 @@ impl Validate for SkuRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        if validate::length(e, "/sku_id", &self.sku_id, 1, 64) {
-            validate::no_control_chars(e, "/sku_id", &self.sku_id);
-        }
-        if validate::length(e, "/name", &self.name, 1, 200) {
-            validate::no_control_chars(e, "/name", &self.name);
-        }
+        self.sku_id.check(e, "/sku_id");
+        self.name.check(e, "/name");
         validate::currency(e, "/currency", &self.currency);
         if validate::min_amount(e, "/wallet_credits_minor", self.wallet_credits_minor, 1)
             && self.wallet_credits_minor > MAX_AMOUNT_MINOR
@@ -182,7 +179,7 @@ pub struct SkuTopupRequest {
     pub context: RequestContext,
     /// The finalised POS order: one credit per order, however often it is reported.
     #[serde(default)]
-    pub pos_order_ref: String,
+    pub pos_order_ref: Text<1, 128>,
     /// The customer. A phone the merchant does not know yet gets a PENDING_PROOF
     /// proto-wallet that holds the credit until the customer enrolls.
     #[serde(default)]
@@ -213,9 +210,7 @@ impl Validate for SkuTopupRequest {
     fn validate(&self, e: &mut Errors) {
         RequestMeta::validate_optional(&self.meta, e);
         self.context.validate(e);
-        if validate::length(e, "/pos_order_ref", &self.pos_order_ref, 1, 128) {
-            validate::no_control_chars(e, "/pos_order_ref", &self.pos_order_ref);
-        }
+        self.pos_order_ref.check(e, "/pos_order_ref");
         identity_credential(e, "/customer", &self.customer.raw);
         self.quantity(e);
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
@@ -322,8 +317,8 @@ impl TopupsApi {
                 p.integration_id,
                 acting.merchant_id,
                 SkuTerms {
-                    sku_id: b.sku_id.clone(),
-                    name: b.name.clone(),
+                    sku_id: b.sku_id.to_string(),
+                    name: b.name.to_string(),
                     currency: b.currency.clone(),
                     wallet_credits_minor: b.wallet_credits_minor,
                     bonus,
@@ -356,13 +351,13 @@ impl TopupsApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         merchant_id: Query<Option<UuidText>>,
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SkuView>>> {
         auth.0.require(Permission::Catalog)?;
         let st = state.0;
         let mut e = Errors::default();
-        let limit = super::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let after = super::cursor::after("sku", &cursor.0)?;
         let merchant = super::customers::merchant_of(st, &auth.0, &merchant_id.0).await?;
@@ -428,7 +423,7 @@ impl TopupsApi {
                 window,
                 SkuTopup {
                     sku_id: sku,
-                    pos_order_ref: b.pos_order_ref.clone(),
+                    pos_order_ref: b.pos_order_ref.to_string(),
                     customer,
                     quantity: quantity.unwrap_or(1),
                     wallet_program_id: program,

@@ -1,5 +1,5 @@
 //! The reconciliation feed (x-api-key): `GET /{integrationId}/transactions[/{id}]`.
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
 use entities::{payment, payment_refund, topup, topup_reversal};
@@ -312,7 +312,7 @@ impl TransactionsApi {
         from: Query<Option<String>>,
         to: Query<Option<String>>,
         branch_id: Query<Option<UuidText>>,
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<TransactionItem>>> {
         auth.0.require(Permission::Reporting)?;
@@ -337,7 +337,7 @@ impl TransactionsApi {
             to.0.as_deref()
                 .and_then(|v| validate::rfc3339(&mut e, "query:to", v));
         let branch = optional_uuid(&mut e, "query:branch_id", &branch_id.0);
-        let limit = super::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let asked = Carried {
             status: status.0.clone(),

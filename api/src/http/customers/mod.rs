@@ -5,7 +5,7 @@ mod identity;
 
 pub use identity::*;
 
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use entities::{payment, promo_grant};
 use poem::web::Data;

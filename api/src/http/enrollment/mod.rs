@@ -1,5 +1,6 @@
 //! Enrollment and claims: start phone proof, verify it by code or link, resend the SMS,
 //! and claim locked grants.
+use crate::http::fields::Text;
 mod claims;
 mod verify;
 
@@ -72,7 +73,7 @@ pub struct EnrollInitiateRequest {
     pub phone: String,
     /// Your POS's customer id, linked to the customer when the phone is proven (not now).
     #[oai(nullable)]
-    pub provider_customer_id: Option<String>,
+    pub provider_customer_id: Option<Text<1, 128>>,
     /// A payment card fingerprint to recognise the customer by, linked at verification
     /// like `provider_customer_id`.
     #[oai(nullable)]
@@ -94,10 +95,8 @@ impl Validate for EnrollInitiateRequest {
         } else {
             phone(e, "/phone", &self.phone);
         }
-        if let Some(p) = &self.provider_customer_id
-            && validate::length(e, "/provider_customer_id", p, 1, 128)
-        {
-            validate::no_control_chars(e, "/provider_customer_id", p);
+        if let Some(p) = &self.provider_customer_id {
+            p.check(e, "/provider_customer_id");
         }
         if let Some(f) = &self.card_fingerprint
             && (!(8..=128).contains(&f.len()) || !f.bytes().all(|b| b.is_ascii_graphic()))
@@ -238,7 +237,7 @@ impl EnrollmentApi {
             phone: phone(&mut e, "/phone", &b.phone).unwrap_or_default(),
             program: optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id),
             language: b.language.clone(),
-            provider_customer_id: b.provider_customer_id.clone(),
+            provider_customer_id: b.provider_customer_id.clone().map(String::from),
             card_fingerprint: b.card_fingerprint.clone(),
             service_session_id: session(&mut e, &b.context),
         };

@@ -1,6 +1,6 @@
 //! Incentive budgets (`/incentives/budgets`): caps on what cashback, offers and reload
 //! bonuses may give away.
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use entities::budget;
 use poem::web::Data;
@@ -193,13 +193,13 @@ impl BudgetsApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         merchant_id: Query<Option<UuidText>>,
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<BudgetView>>> {
         auth.0.require(Permission::Incentives)?;
         let st = state.0;
         let mut e = Errors::default();
-        let limit = crate::http::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let after = crate::http::cursor::after("budget", &cursor.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;

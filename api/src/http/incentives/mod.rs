@@ -7,7 +7,7 @@ pub use budgets::*;
 pub use offers::*;
 pub use reload_bonus::*;
 
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use entities::cashback_rule;
 use poem::web::Data;

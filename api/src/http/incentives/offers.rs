@@ -1,6 +1,6 @@
 //! Offers (`/offers`): armed for a customer or a basket, evaluated at the till, redeemed
 //! with a payment, cancelled.
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::{DateTime, Utc};
 use entities::offer;
 use poem::web::Data;
@@ -371,7 +371,7 @@ impl OffersApi {
         merchant_id: Query<Option<UuidText>>,
         wallet_user_id: Query<Option<UuidText>>,
         #[oai(name = "state")] offer_state: Query<Option<String>>,
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<OfferView>>> {
         auth.require(Permission::Terminal)?;
@@ -381,7 +381,7 @@ impl OffersApi {
         if let Some(s) = offer_state.0.as_deref() {
             validate::one_of(&mut e, "query:state", s, offers::STATES);
         }
-        let limit = crate::http::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let after = crate::http::cursor::after("offer", &cursor.0)?;
         let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;

@@ -1,7 +1,7 @@
 //! The reload bonus (`/topup/reload-bonus/config`): tiers of bonus credit a settlement
 //! top-up earns, by amount, under a budget. An incentive, configured here; applied when a
 //! settlement is confirmed.
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use entities::reload_bonus_config;
 use poem::web::Data;

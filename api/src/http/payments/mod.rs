@@ -1,6 +1,7 @@
 //! Payments: OTP send, QR mint, the payment itself, and reading, voiding and refunding it.
 //! Handlers parse, check scope and hand over to `domain::payments`; the idempotent
 //! transaction and the error envelope come from `mutation`.
+use crate::http::fields::Text;
 mod credential;
 mod otp;
 mod qr;
@@ -11,7 +12,7 @@ pub use otp::*;
 pub use qr::*;
 pub use reverse::*;
 
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use entities::{payment, payment_refund};
 use poem::web::Data;
@@ -94,7 +95,7 @@ pub struct PaymentRequest {
     pub currency: String,
     /// Your order or receipt reference; defaults to `context.partner_session_id`.
     #[oai(nullable)]
-    pub order_ref: Option<String>,
+    pub order_ref: Option<Text<1, 128>>,
     /// When given, must be the program of the wallet the credential belongs to.
     #[oai(nullable)]
     pub wallet_program_id: Option<String>,
@@ -107,6 +108,7 @@ impl PaymentRequest {
     fn effective_order_ref(&self) -> Option<String> {
         self.order_ref
             .clone()
+            .map(String::from)
             .or_else(|| self.context.partner_session_id.clone())
     }
 
@@ -122,10 +124,8 @@ impl Validate for PaymentRequest {
         validate_credential(e, &self.credential.raw, true);
         amount(e, "/amount_minor", self.amount_minor);
         validate::currency(e, "/currency", &self.currency);
-        if let Some(o) = &self.order_ref
-            && validate::length(e, "/order_ref", o, 1, 128)
-        {
-            validate::no_control_chars(e, "/order_ref", o);
+        if let Some(o) = &self.order_ref {
+            o.check(e, "/order_ref");
         }
         let is_otp = self.credential.raw.get("type").and_then(Value::as_str) == Some("otp");
         if is_otp && self.effective_order_ref().is_none() {

@@ -1,4 +1,5 @@
 //! `POST /payments/otp/send`: a code texted to the customer for one order.
+use crate::http::fields::Text;
 use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
@@ -45,7 +46,7 @@ pub struct OtpSendRequest {
     /// The anti-replay boundary: the payment's `order_ref` (or its
     /// `context.partner_session_id`) must equal it.
     #[serde(default)]
-    pub order_ref: String,
+    pub order_ref: Text<1, 128>,
     /// Picks the program when the customer has wallets in several.
     #[oai(nullable)]
     pub wallet_program_id: Option<String>,
@@ -58,9 +59,7 @@ impl Validate for OtpSendRequest {
         phone(e, "/phone", &self.phone);
         amount(e, "/amount_minor", self.amount_minor);
         validate::currency(e, "/currency", &self.currency);
-        if validate::length(e, "/order_ref", &self.order_ref, 1, 128) {
-            validate::no_control_chars(e, "/order_ref", &self.order_ref);
-        }
+        self.order_ref.check(e, "/order_ref");
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
     }
 }
@@ -112,7 +111,7 @@ impl OtpApi {
             phone: validate::normalize_phone(&b.phone).unwrap_or_default(),
             amount_minor: b.amount_minor,
             currency: b.currency.clone(),
-            order_ref: b.order_ref.clone(),
+            order_ref: b.order_ref.to_string(),
             wallet_program_id: program,
             max_sends_per_wallet: st.config.otp_sends_per_wallet,
         };

@@ -1,5 +1,5 @@
 //! `POST /payments/{id}/void` and `/refund`: a payment's money back to the wallet.
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use entities::payment_refund;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};

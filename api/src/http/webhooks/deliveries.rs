@@ -1,6 +1,6 @@
 //! A subscription's deliveries (`/webhooks/subscriptions/{id}/deliveries`): their history
 //! with every attempt, and redelivery of one event or of every failed one since a time.
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::{DateTime, Utc};
 use entities::{webhook_attempt, webhook_delivery};
 use poem::web::Data;
@@ -154,7 +154,7 @@ impl DeliveriesApi {
         id: Path<UuidText>,
         event_type: Query<Option<String>>,
         outcome: Query<Option<String>>,
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<DeliveryView>>> {
         auth.0.require(Permission::Webhooks)?;
@@ -164,7 +164,7 @@ impl DeliveriesApi {
         if let Some(o) = outcome.0.as_deref() {
             validate::one_of(&mut e, "query:outcome", o, webhooks::DELIVERY_STATES);
         }
-        let limit = crate::http::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let after = crate::http::cursor::after("delivery", &cursor.0)?;
         let page = webhooks::deliveries(

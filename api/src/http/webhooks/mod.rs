@@ -1,9 +1,10 @@
 //! Webhook subscriptions and their delivery history (x-api-key).
+use crate::http::fields::Text;
 mod deliveries;
 
 pub use deliveries::*;
 
-use crate::http::params::UuidText;
+use crate::http::fields::UuidText;
 use chrono::{DateTime, Utc};
 use entities::webhook_subscription;
 use poem::web::Data;
@@ -46,7 +47,7 @@ pub struct SubscriptionRequest {
     pub url: String,
     /// Up to 200 characters.
     #[oai(nullable)]
-    pub description: Option<String>,
+    pub description: Option<Text<1, 200>>,
     /// Event types to receive (from the catalog); null or absent: all of them.
     #[oai(nullable)]
     pub event_types: Option<Vec<String>>,
@@ -61,10 +62,8 @@ impl Validate for SubscriptionRequest {
         self.meta.validate(e);
         self.context.validate(e);
         validate::length(e, "/url", &self.url, 8, 2048);
-        if let Some(d) = &self.description
-            && validate::length(e, "/description", d, 1, 200)
-        {
-            validate::no_control_chars(e, "/description", d);
+        if let Some(d) = &self.description {
+            d.check(e, "/description");
         }
         if let Some(types) = &self.event_types {
             if types.is_empty() || types.len() > webhooks::EVENT_TYPES.len() {
@@ -293,7 +292,7 @@ impl WebhooksApi {
                 p,
                 NewSubscription {
                     url: b.url.clone(),
-                    description: b.description.clone(),
+                    description: b.description.clone().map(String::from),
                     event_types: b.event_types.clone(),
                     merchant_id: (!all).then_some(acting.merchant_id),
                 },
@@ -320,13 +319,13 @@ impl WebhooksApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        limit: Query<Option<u64>>,
+        limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<SubscriptionView>>> {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let mut e = Errors::default();
-        let limit = super::common::page_limit(&mut e, limit.0);
+        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let after = super::cursor::after("subscription", &cursor.0)?;
         let now = Utc::now();
