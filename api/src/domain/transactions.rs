@@ -15,6 +15,9 @@ use crate::{
     store::{self, payments::TransactionFilter},
 };
 
+/// The kinds of movement the report lists (`type`).
+pub const KINDS: &[&str] = &["payment", "topup"];
+
 pub const STATUSES: &[&str] = &[
     "completed",
     "partially_refunded",

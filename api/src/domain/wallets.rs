@@ -18,6 +18,10 @@ use crate::{error::ApiError, store};
 
 pub const PENDING_PROOF: &str = "PENDING_PROOF";
 pub const VERIFIED: &str = "VERIFIED";
+/// Which way an operator's adjustment moves a wallet's money.
+pub const ADJUSTMENT_DIRECTIONS: &[&str] = &["credit", "debit"];
+/// The states an operator may create a grant in.
+pub const OPERATOR_GRANT_STATES: &[&str] = &["RELEASED", "LOCKED"];
 pub const GRANT_SOURCES: &[&str] = &["CASHBACK", "RELOAD_BONUS", "SKU_TOPUP_BONUS", "OFFER"];
 
 #[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq, Eq)]

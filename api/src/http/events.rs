@@ -18,7 +18,6 @@ use crate::{
         credentials::Permission,
         event_feed::{self, Event},
         validate::{self, Errors},
-        webhooks,
     },
     state::AppState,
 };
@@ -77,16 +76,22 @@ impl EventsApi {
         /// Only this merchant's events (a platform key; a merchant's key sees its own).
         merchant_id: Query<Option<UuidText>>,
         /// Only events of this type (the catalog's).
-        event_type: Query<Option<String>>,
+        event_type: Query<
+            Option<
+                crate::http::fields::Field<
+                    crate::http::fields::OneOf<crate::http::fields::EventTypes>,
+                >,
+            >,
+        >,
         /// With `resource_id`: only the events of one resource (`payment`, `topup`,
         /// `wallet`, `wallet_user`, `promo_grant`, `offer`, `settlement`), in which
         /// `sequence_number` orders them.
-        resource_type: Query<Option<String>>,
-        resource_id: Query<Option<String>>,
+        resource_type: Query<Option<crate::http::fields::Text<1, 64>>>,
+        resource_id: Query<Option<crate::http::fields::Text<1, 128>>>,
         /// Only events that occurred at or after this time (RFC 3339).
-        occurred_after: Query<Option<String>>,
+        occurred_after: Query<Option<crate::http::fields::DateTimeText>>,
         /// Only events that occurred before this time (RFC 3339).
-        occurred_before: Query<Option<String>>,
+        occurred_before: Query<Option<crate::http::fields::DateTimeText>>,
         limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<EventView>>> {
@@ -97,13 +102,13 @@ impl EventsApi {
             .as_deref()
             .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
         if let Some(t) = &event_type.0 {
-            validate::one_of(&mut e, "query:event_type", t, webhooks::EVENT_TYPES);
+            t.check(&mut e, "query:event_type");
         }
         let resource = match (resource_type.0, resource_id.0) {
             (Some(t), Some(i)) => {
-                validate::length(&mut e, "query:resource_type", &t, 1, 64);
-                validate::length(&mut e, "query:resource_id", &i, 1, 128);
-                Some((t, i))
+                t.check(&mut e, "query:resource_type");
+                i.check(&mut e, "query:resource_id");
+                Some((t.into_string(), i.into_string()))
             }
             (None, None) => None,
             (Some(_), None) => {
@@ -145,7 +150,7 @@ impl EventsApi {
         let cursor_id = super::cursor::after("event", &cursor.0)?;
         let q = event_feed::Query {
             merchant_id,
-            event_type: event_type.0,
+            event_type: event_type.0.map(String::from),
             resource,
             occurred_after: after,
             occurred_before: before,

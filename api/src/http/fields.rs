@@ -256,7 +256,6 @@ macro_rules! closed_set {
         }
     };
 }
-pub(crate) use closed_set;
 
 pub struct OneOf<S>(PhantomData<S>);
 
@@ -276,6 +275,55 @@ impl<S: Set> Kind for OneOf<S> {
         validate::one_of(errs, field, value, S::values())
     }
 }
+
+closed_set!(
+    /// A grant's state.
+    GrantStates = crate::domain::grants::STATES
+);
+closed_set!(
+    /// Where a grant came from.
+    GrantSources = crate::domain::wallets::GRANT_SOURCES
+);
+closed_set!(
+    /// An offer's state.
+    OfferStates = crate::domain::offers::STATES
+);
+closed_set!(
+    /// A settlement's state as the provider reports it.
+    SettlementStates = crate::domain::settlements::STATES
+);
+closed_set!(
+    /// A transaction's status in the partner report.
+    TransactionStatuses = crate::domain::transactions::STATUSES
+);
+closed_set!(
+    /// The kinds of money movement the partner report lists.
+    TransactionKinds = crate::domain::transactions::KINDS
+);
+closed_set!(
+    /// The event types of the webhook catalog.
+    EventTypes = crate::domain::webhooks::EVENT_TYPES
+);
+closed_set!(
+    /// A webhook delivery's outcome.
+    DeliveryStates = crate::domain::webhooks::DELIVERY_STATES
+);
+closed_set!(
+    /// How a dispute ended.
+    DisputeOutcomes = crate::domain::disputes::OUTCOMES
+);
+closed_set!(
+    /// The identity credential types an integration may enable.
+    IdentityCredentialTypes = crate::domain::identity::IDENTITY_CREDENTIAL_TYPES
+);
+closed_set!(
+    /// Which way an operator's adjustment moves money.
+    AdjustmentDirections = crate::domain::wallets::ADJUSTMENT_DIRECTIONS
+);
+closed_set!(
+    /// The states an operator may give a new grant.
+    NewGrantStates = crate::domain::wallets::OPERATOR_GRANT_STATES
+);
 
 /// A phone number as a cashier or customer may type it: E.164 once the separators
 /// `validate::normalize_phone` strips are gone, a leading `00` standing for `+`

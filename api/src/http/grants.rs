@@ -23,11 +23,7 @@ use crate::http::{
     tags::Tag,
 };
 use crate::{
-    domain::{
-        grants,
-        validate::{self, Errors},
-        wallets::GRANT_SOURCES,
-    },
+    domain::{grants, validate::Errors},
     idempotency::Outcome,
     state::AppState,
 };
@@ -84,8 +80,20 @@ impl GrantsApi {
         auth: AnyAuth,
         customer_id: Path<UuidText>,
         merchant_id: Query<Option<UuidText>>,
-        #[oai(name = "state")] grant_state: Query<Option<String>>,
-        source: Query<Option<String>>,
+        #[oai(name = "state")] grant_state: Query<
+            Option<
+                crate::http::fields::Field<
+                    crate::http::fields::OneOf<crate::http::fields::GrantStates>,
+                >,
+            >,
+        >,
+        source: Query<
+            Option<
+                crate::http::fields::Field<
+                    crate::http::fields::OneOf<crate::http::fields::GrantSources>,
+                >,
+            >,
+        >,
         limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<GrantItem>>> {
@@ -93,11 +101,11 @@ impl GrantsApi {
         let st = state.0;
         let id = path_uuid("path:customerId", &customer_id.0)?;
         let mut e = Errors::default();
-        if let Some(s) = grant_state.0.as_deref() {
-            validate::one_of(&mut e, "query:state", s, grants::STATES);
+        if let Some(s) = &grant_state.0 {
+            s.check(&mut e, "query:state");
         }
-        if let Some(s) = source.0.as_deref() {
-            validate::one_of(&mut e, "query:source", s, GRANT_SOURCES);
+        if let Some(s) = &source.0 {
+            s.check(&mut e, "query:source");
         }
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;

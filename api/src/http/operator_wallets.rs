@@ -57,7 +57,7 @@ pub struct ImportWalletRequest {
     pub merchant_id: String,
     /// E.164.
     #[serde(default)]
-    pub phone: String,
+    pub phone: crate::http::fields::Phone,
     /// Default: the merchant's only active program.
     #[oai(nullable)]
     pub wallet_program_id: Option<String>,
@@ -121,7 +121,9 @@ fn view(r: WalletRecord) -> OperatorWallet {
 pub struct AdjustmentRequest {
     /// `credit` or `debit`.
     #[serde(default)]
-    pub direction: String,
+    pub direction: crate::http::fields::Field<
+        crate::http::fields::OneOf<crate::http::fields::AdjustmentDirections>,
+    >,
     /// Minimum 1.
     #[serde(default)]
     pub amount_minor: i64,
@@ -134,9 +136,7 @@ pub struct AdjustmentRequest {
 
 impl Validate for AdjustmentRequest {
     fn validate(&self, e: &mut Errors) {
-        if self.direction != "credit" && self.direction != "debit" {
-            e.push("/direction", "invalid_value", "must be credit or debit");
-        }
+        self.direction.check(e, "/direction");
         amount(e, self.amount_minor);
         validate::currency(e, "/currency", &self.currency);
         reason(e, &self.reason);
@@ -150,15 +150,15 @@ pub struct GrantRequest {
     pub amount_minor: i64,
     #[serde(default)]
     pub currency: String,
-    /// CASHBACK, RELOAD_BONUS or SKU_TOPUP_BONUS.
     #[serde(default)]
-    pub source: String,
-    /// RELEASED or LOCKED.
+    pub source:
+        crate::http::fields::Field<crate::http::fields::OneOf<crate::http::fields::GrantSources>>,
     #[serde(default)]
-    pub state: String,
-    /// RFC 3339, in the future.
+    pub state:
+        crate::http::fields::Field<crate::http::fields::OneOf<crate::http::fields::NewGrantStates>>,
+    /// In the future.
     #[serde(default)]
-    pub expires_at: String,
+    pub expires_at: crate::http::fields::DateTimeText,
     #[serde(default)]
     pub reason: String,
 }
@@ -174,16 +174,8 @@ impl Validate for GrantRequest {
     fn validate(&self, e: &mut Errors) {
         amount(e, self.amount_minor);
         validate::currency(e, "/currency", &self.currency);
-        if !wallets::GRANT_SOURCES.contains(&self.source.as_str()) {
-            e.push(
-                "/source",
-                "invalid_value",
-                "must be CASHBACK, RELOAD_BONUS or SKU_TOPUP_BONUS",
-            );
-        }
-        if self.state != "RELEASED" && self.state != "LOCKED" {
-            e.push("/state", "invalid_value", "must be RELEASED or LOCKED");
-        }
+        self.source.check(e, "/source");
+        self.state.check(e, "/state");
         self.expiry(e);
         reason(e, &self.reason);
     }
@@ -299,7 +291,7 @@ impl OperatorWalletsApi {
         let b = &body.value;
         let op = auth.0.clone();
         key.run_as_operator(&auth, &body, async move |txn| {
-            let signed = if b.direction == "debit" {
+            let signed = if b.direction.as_str() == "debit" {
                 -b.amount_minor
             } else {
                 b.amount_minor
@@ -350,8 +342,8 @@ impl OperatorWalletsApi {
                 &b.currency,
                 Adjustment::Grant {
                     amount_minor: b.amount_minor,
-                    source: b.source.clone(),
-                    state: b.state.clone(),
+                    source: b.source.to_string(),
+                    state: b.state.to_string(),
                     expires_at,
                 },
                 &b.reason,

@@ -46,7 +46,7 @@ impl SandboxApi {
         state: poem::web::Data<&AppState>,
         auth: ApiKeyAuth,
         /// E.164 phone number.
-        phone: Query<String>,
+        phone: Query<crate::http::fields::Phone>,
         /// At most this many messages (1 to 200, default 50).
         limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,

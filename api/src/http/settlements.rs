@@ -56,7 +56,9 @@ pub struct SettlementRequest {
     /// PENDING (the provider is settling), SETTLED or FAILED. A reference moves only from
     /// PENDING to SETTLED or FAILED; reporting the same state again changes nothing.
     #[serde(default)]
-    pub state: String,
+    pub state: crate::http::fields::Field<
+        crate::http::fields::OneOf<crate::http::fields::SettlementStates>,
+    >,
     /// The provider's name, up to 64 characters.
     #[oai(nullable)]
     pub provider: Option<Text<1, 64>>,
@@ -80,12 +82,12 @@ impl Validate for SettlementRequest {
             );
         }
         validate::currency(e, "/currency", &self.currency);
-        validate::one_of(e, "/state", &self.state, settlements::STATES);
+        self.state.check(e, "/state");
         if let Some(p) = &self.provider {
             p.check(e, "/provider");
         }
         if let Some(r) = &self.failure_reason {
-            if self.state != settlements::FAILED {
+            if self.state.as_str() != settlements::FAILED {
                 e.push("/failure_reason", "not_allowed", "only with state FAILED");
             } else if validate::length(e, "/failure_reason", r, 1, 200) {
                 validate::no_control_chars(e, "/failure_reason", r);
@@ -286,7 +288,7 @@ impl SettlementsApi {
                     reference: b.reference.to_string(),
                     amount_minor: b.amount_minor,
                     currency: b.currency.clone(),
-                    state: b.state.clone(),
+                    state: b.state.to_string(),
                     provider: b.provider.clone().map(String::from),
                     failure_reason: b.failure_reason.clone(),
                 },
@@ -313,7 +315,7 @@ impl SettlementsApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        reference: Path<String>,
+        reference: Path<crate::http::fields::Text<1, 128>>,
         merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<SettlementView>> {
         auth.0.require(Permission::Settlements)?;

@@ -388,7 +388,7 @@ impl TopupsApi {
         &self,
         state: Data<&AppState>,
         auth: TerminalJwtAuth,
-        sku_id: Path<String>,
+        sku_id: Path<crate::http::fields::Text<1, 64>>,
         /// A UUID; retries with the same key replay the first response.
         #[oai(name = "Idempotency-Key")]
         key: Idempotent<'_>,
@@ -398,9 +398,7 @@ impl TopupsApi {
         let p = &auth.0;
         let b = &body.value;
         let mut e = Errors::default();
-        if validate::length(&mut e, "path:sku_id", &sku_id.0, 1, 64) {
-            validate::no_control_chars(&mut e, "path:sku_id", &sku_id.0);
-        }
+        sku_id.0.check(&mut e, "path:sku_id");
         let presented = identity_credential(&mut e, "/customer", &b.customer.raw);
         let quantity = b.quantity(&mut e);
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
@@ -422,7 +420,7 @@ impl TopupsApi {
                 &who,
                 window,
                 SkuTopup {
-                    sku_id: sku,
+                    sku_id: sku.into(),
                     pos_order_ref: b.pos_order_ref.to_string(),
                     customer,
                     quantity: quantity.unwrap_or(1),

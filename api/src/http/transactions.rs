@@ -21,7 +21,7 @@ use super::{
 use crate::domain::credentials::Permission;
 use crate::{
     domain::{
-        transactions::{self, Detail, STATUSES, Transaction},
+        transactions::{self, Detail, Transaction},
         validate::{self, Errors},
     },
     envelope::Page,
@@ -307,10 +307,22 @@ impl TransactionsApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         integration_id: Path<UuidText>,
-        status: Query<Option<String>>,
-        #[oai(name = "type")] kind: Query<Option<String>>,
-        from: Query<Option<String>>,
-        to: Query<Option<String>>,
+        status: Query<
+            Option<
+                crate::http::fields::Field<
+                    crate::http::fields::OneOf<crate::http::fields::TransactionStatuses>,
+                >,
+            >,
+        >,
+        #[oai(name = "type")] kind: Query<
+            Option<
+                crate::http::fields::Field<
+                    crate::http::fields::OneOf<crate::http::fields::TransactionKinds>,
+                >,
+            >,
+        >,
+        from: Query<Option<crate::http::fields::DateTimeText>>,
+        to: Query<Option<crate::http::fields::DateTimeText>>,
         branch_id: Query<Option<UuidText>>,
         limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
@@ -320,14 +332,11 @@ impl TransactionsApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         transactions::check_integration(&auth.0, integration)?;
         let mut e = Errors::default();
-        if let Some(s) = status.0.as_deref() {
-            validate::one_of(&mut e, "query:status", s, STATUSES);
+        if let Some(s) = &status.0 {
+            s.check(&mut e, "query:status");
         }
-        if let Some(k) = kind.0.as_deref()
-            && k != "payment"
-            && k != "topup"
-        {
-            e.push("query:type", "invalid_value", "must be payment or topup");
+        if let Some(k) = &kind.0 {
+            k.check(&mut e, "query:type");
         }
         let from = from
             .0
@@ -340,8 +349,8 @@ impl TransactionsApi {
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let asked = Carried {
-            status: status.0.clone(),
-            kind: kind.0.clone(),
+            status: status.0.clone().map(String::from),
+            kind: kind.0.clone().map(String::from),
             from,
             to,
             branch_id: branch,

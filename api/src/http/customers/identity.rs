@@ -23,7 +23,7 @@ use crate::{
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct PhoneIdentity {
     /// E.164 (spaces, dashes and a leading 00 are accepted and normalised).
-    pub phone: String,
+    pub phone: crate::http::fields::Phone,
 }
 
 /// `credential_type` card_fingerprint: the fingerprint your acquirer gives a payment card,

@@ -70,7 +70,7 @@ pub struct EnrollInitiateRequest {
     pub context: RequestContext,
     /// Normalised to E.164; with the merchant, the identity key.
     #[serde(default)]
-    pub phone: String,
+    pub phone: crate::http::fields::Phone,
     /// Your POS's customer id, linked to the customer when the phone is proven (not now).
     #[oai(nullable)]
     pub provider_customer_id: Option<Text<1, 128>>,
@@ -172,7 +172,7 @@ pub struct EnrollResendRequest {
     pub context: RequestContext,
     /// The phone being enrolled. Give this or `enrollment_id`.
     #[oai(nullable)]
-    pub phone: Option<String>,
+    pub phone: Option<crate::http::fields::Phone>,
     #[oai(nullable)]
     pub enrollment_id: Option<String>,
 }

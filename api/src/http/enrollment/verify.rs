@@ -45,7 +45,7 @@ pub struct EnrollVerifyRequest {
     pub code: Option<String>,
     /// With `code`: the phone being enrolled.
     #[oai(nullable)]
-    pub phone: Option<String>,
+    pub phone: Option<crate::http::fields::Phone>,
     /// With `code`: the enrollment from the initiate result.
     #[oai(nullable)]
     pub enrollment_id: Option<String>,

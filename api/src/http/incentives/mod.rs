@@ -249,7 +249,7 @@ impl IncentivesApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        wallet_program_id: Query<String>,
+        wallet_program_id: Query<crate::http::fields::UuidText>,
         merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<CashbackRuleView>> {
         auth.0.require(Permission::Incentives)?;

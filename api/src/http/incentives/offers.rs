@@ -370,7 +370,13 @@ impl OffersApi {
         auth: AnyAuth,
         merchant_id: Query<Option<UuidText>>,
         wallet_user_id: Query<Option<UuidText>>,
-        #[oai(name = "state")] offer_state: Query<Option<String>>,
+        #[oai(name = "state")] offer_state: Query<
+            Option<
+                crate::http::fields::Field<
+                    crate::http::fields::OneOf<crate::http::fields::OfferStates>,
+                >,
+            >,
+        >,
         limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<OfferView>>> {
@@ -378,8 +384,8 @@ impl OffersApi {
         let st = state.0;
         let mut e = Errors::default();
         let who = optional_uuid(&mut e, "query:wallet_user_id", &wallet_user_id.0);
-        if let Some(s) = offer_state.0.as_deref() {
-            validate::one_of(&mut e, "query:state", s, offers::STATES);
+        if let Some(s) = &offer_state.0 {
+            s.check(&mut e, "query:state");
         }
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;

@@ -251,7 +251,7 @@ impl ReloadBonusApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        wallet_program_id: Query<String>,
+        wallet_program_id: Query<crate::http::fields::UuidText>,
         merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<ReloadBonusConfigView>> {
         auth.0.require(Permission::Incentives)?;

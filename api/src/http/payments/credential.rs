@@ -22,14 +22,14 @@ pub struct CustomerCredential {
     pub credential_type: String,
     /// E.164, for `credential_type` phone.
     #[oai(nullable)]
-    pub phone: Option<String>,
+    pub phone: Option<crate::http::fields::Phone>,
 }
 
 /// A one-time code the customer received by SMS.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct OtpCredential {
     /// E.164.
-    pub phone: String,
+    pub phone: crate::http::fields::Phone,
     /// The 6 digits from the SMS.
     pub otp_code: String,
     /// From `POST /payments/otp/send`.

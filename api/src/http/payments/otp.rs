@@ -36,7 +36,7 @@ pub struct OtpSendRequest {
     pub context: RequestContext,
     /// E.164; resolves the wallet.
     #[serde(default)]
-    pub phone: String,
+    pub phone: crate::http::fields::Phone,
     /// The later payment must be for exactly this amount. Minimum 1.
     #[serde(default)]
     pub amount_minor: i64,

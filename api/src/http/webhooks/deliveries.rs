@@ -152,8 +152,20 @@ impl DeliveriesApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         id: Path<UuidText>,
-        event_type: Query<Option<String>>,
-        outcome: Query<Option<String>>,
+        event_type: Query<
+            Option<
+                crate::http::fields::Field<
+                    crate::http::fields::OneOf<crate::http::fields::EventTypes>,
+                >,
+            >,
+        >,
+        outcome: Query<
+            Option<
+                crate::http::fields::Field<
+                    crate::http::fields::OneOf<crate::http::fields::DeliveryStates>,
+                >,
+            >,
+        >,
         limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<String>>,
     ) -> poem::Result<Reply<Vec<DeliveryView>>> {
@@ -161,8 +173,11 @@ impl DeliveriesApi {
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
         let mut e = Errors::default();
-        if let Some(o) = outcome.0.as_deref() {
-            validate::one_of(&mut e, "query:outcome", o, webhooks::DELIVERY_STATES);
+        if let Some(o) = &outcome.0 {
+            o.check(&mut e, "query:outcome");
+        }
+        if let Some(t) = &event_type.0 {
+            t.check(&mut e, "query:event_type");
         }
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
