@@ -34,22 +34,7 @@ pub fn optional_uuid<S: AsRef<str>>(e: &mut Errors, field: &str, v: &Option<S>) 
         .and_then(|s| validate::uuid(e, field, s.as_ref()))
 }
 
-/// A phone field normalised to E.164 (required when called).
-pub fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
-    if raw.is_empty() {
-        e.push(field, "required", "is required (E.164)");
-        return None;
-    }
-    let n = validate::normalize_phone(raw);
-    if n.is_none() {
-        e.push(
-            field,
-            "invalid_phone",
-            "must be an E.164 phone number, e.g. +4915112345678",
-        );
-    }
-    n
-}
+pub use crate::http::fields::phone;
 
 /// Who is calling, once authenticated and scope-checked, with the terminal the request
 /// context names.

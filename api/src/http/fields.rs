@@ -327,7 +327,7 @@ closed_set!(
 
 /// A phone number as a cashier or customer may type it: E.164 once the separators
 /// `validate::normalize_phone` strips are gone, a leading `00` standing for `+`
-/// (`common::phone`, published as `validate::PHONE_PATTERN`).
+/// (`phone`, published as `validate::PHONE_PATTERN`).
 pub struct PhoneKind;
 
 impl Kind for PhoneKind {
@@ -343,11 +343,28 @@ impl Kind for PhoneKind {
     }
 
     fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
-        super::common::phone(errs, field, value).is_some()
+        phone(errs, field, value).is_some()
     }
 }
 
 pub type Phone = Field<PhoneKind>;
+
+/// A phone field normalised to E.164 (required when called).
+pub fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
+    if raw.is_empty() {
+        e.push(field, "required", "is required (E.164)");
+        return None;
+    }
+    let n = validate::normalize_phone(raw);
+    if n.is_none() {
+        e.push(
+            field,
+            "invalid_phone",
+            "must be an E.164 phone number, e.g. +4915112345678",
+        );
+    }
+    n
+}
 
 /// The `limit` of a paginated read: `PAGE_LIMIT_DEFAULT` when absent, else
 /// `PAGE_LIMIT_MIN` to `PAGE_LIMIT_MAX` (VALIDATION_ERROR on `query:limit` otherwise).

@@ -32,6 +32,7 @@ from wallet_client.models import (
     RefundRequest,
     RequestContext,
     RequestMeta,
+    RequestMetaApiVersion,
     SkuRequest,
     SkuTopupRequest,
     TokenRequest,
@@ -61,7 +62,7 @@ def key() -> str:
 
 
 def meta() -> RequestMeta:
-    return RequestMeta(api_version="2026-06-01", partner_request_id=key())
+    return RequestMeta(api_version=RequestMetaApiVersion("2026-06-01"), partner_request_id=key())
 
 
 def context() -> RequestContext:

@@ -12,7 +12,7 @@ const platformKey = process.env.PLATFORM_KEY ?? "";
 const merchant = process.env.MERCHANT_ID ?? "";
 const client = createClient<paths>({ baseUrl: base });
 
-const meta = () => ({ api_version: "2026-06-01", partner_request_id: randomUUID() });
+const meta = () => ({ api_version: "2026-06-01" as const, partner_request_id: randomUUID() });
 const context = { merchant_id: merchant, terminal_id: "till-1" };
 const idem = () => ({ header: { "Idempotency-Key": randomUUID() } });
 const key = (k: string) => ({ "x-api-key": k });
