@@ -199,7 +199,10 @@ impl Kind for DateTimeKind {
     }
 
     fn schema() -> MetaSchema {
-        MetaSchema::new_with_format("string", "date-time")
+        MetaSchema {
+            pattern: Some(validate::DATE_TIME_PATTERN.to_string()),
+            ..MetaSchema::new_with_format("string", "date-time")
+        }
     }
 
     fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
@@ -513,6 +516,24 @@ mod tests {
         fn any_typed_phone_is_published_and_checked_alike(s in "[+0-9 ().-]{0,20}") {
             published_agrees_with_check::<PhoneKind>(&[&s]);
         }
+    }
+
+    #[test]
+    fn the_published_date_time_accepts_what_the_server_accepts() {
+        published_agrees_with_check::<DateTimeKind>(&[
+            "2026-06-01T12:00:00Z",
+            "2026-06-01t12:00:00z",
+            "2026-06-01 12:00:00Z",
+            "2026-06-01T12:00:00.123456+02:00",
+            "0078-03-28T21:29:34.2-22:53",
+            "2026-12-31T23:59:60Z",
+            "2026-06-01T12:00:00",
+            "2026-06-01",
+            "2026-13-01T12:00:00Z",
+            "2026-06-01T24:00:00Z",
+            "2026-06-01T12:00:00+24:00",
+            "",
+        ]);
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub struct CreateKeyRequest {
     pub label: Option<String>,
     /// When the key stops working (RFC 3339, in the future); null never expires.
     #[oai(nullable)]
-    pub expires_at: Option<String>,
+    pub expires_at: Option<crate::http::fields::DateTimeText>,
     /// What the key may do: names from `integrations:create`, `integrations:read`,
     /// `integrations:update`, `integrations:delete`, `terminal`, `reporting`,
     /// `settlements`, `catalog`, `incentives`, `webhooks`. Only permissions the caller

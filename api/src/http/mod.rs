@@ -34,6 +34,7 @@ pub mod route_table;
 pub mod sandbox;
 pub mod settlements;
 pub mod strict_json;
+pub mod strict_schema;
 pub mod tags;
 pub mod terminal;
 pub mod token;

@@ -313,6 +313,7 @@ fn add_webhooks(doc: &mut Value) {
 
 fn annotate(doc: &mut Value) {
     add_webhooks(doc);
+    crate::http::strict_schema::publish(doc);
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for item in paths.values_mut().filter_map(Value::as_object_mut) {
             for op in item.values_mut().filter_map(Value::as_object_mut) {

@@ -118,7 +118,7 @@ pub struct OfferRequest {
     pub min_amount_minor: Option<i64>,
     /// RFC 3339, in the future: unredeemed by then, the offer expires (offer.expired).
     #[serde(default)]
-    pub expires_at: String,
+    pub expires_at: crate::http::fields::DateTimeText,
     /// A campaign budget the reward is taken from.
     #[oai(nullable)]
     pub budget_id: Option<String>,

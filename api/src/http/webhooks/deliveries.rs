@@ -41,7 +41,7 @@ pub struct RedeliverRequest {
     /// RFC 3339: deliveries created at or after it that are DEAD (retries ran out) or
     /// SUSPENDED (the endpoint was disabled) are sent again.
     #[serde(default)]
-    pub since: String,
+    pub since: crate::http::fields::DateTimeText,
 }
 
 impl Validate for RedeliverRequest {
