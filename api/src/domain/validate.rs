@@ -189,6 +189,22 @@ pub fn min_amount(errs: &mut Errors, field: &str, value: i64, min: i64) -> bool 
     }
 }
 
+/// An amount a request carries: 1 to `MAX_AMOUNT_MINOR` minor units.
+pub fn amount_minor(errs: &mut Errors, field: &str, value: i64) -> bool {
+    if !min_amount(errs, field, value, 1) {
+        return false;
+    }
+    if value > MAX_AMOUNT_MINOR {
+        errs.push(
+            field,
+            "too_large",
+            format!("must be at most {MAX_AMOUNT_MINOR}"),
+        );
+        return false;
+    }
+    true
+}
+
 pub fn future(errs: &mut Errors, field: &str, at: DateTime<Utc>, now: DateTime<Utc>) -> bool {
     if at <= now {
         errs.push(field, "not_in_future", "must be in the future");

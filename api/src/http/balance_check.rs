@@ -18,7 +18,7 @@ use crate::{
     domain::{
         balance_check::{self, Check},
         payments::{self, Credential},
-        validate::{self, Errors, MAX_AMOUNT_MINOR},
+        validate::{self, Errors},
     },
     error::ErrorCode,
     state::AppState,
@@ -40,7 +40,7 @@ pub struct BalanceCheckRequest {
     pub credential: Documented<PaymentCredential>,
     /// The amount the payment would debit. Minimum 1.
     #[serde(default)]
-    pub amount_minor: i64,
+    pub amount_minor: crate::http::fields::AmountMinor,
     /// ISO-4217.
     #[serde(default)]
     pub currency: String,
@@ -54,15 +54,7 @@ impl Validate for BalanceCheckRequest {
         RequestMeta::validate_optional(&self.meta, e);
         self.context.validate(e);
         validate_credential(e, &self.credential.raw, false);
-        if validate::min_amount(e, "/amount_minor", self.amount_minor, 1)
-            && self.amount_minor > MAX_AMOUNT_MINOR
-        {
-            e.push(
-                "/amount_minor",
-                "too_large",
-                format!("must be at most {MAX_AMOUNT_MINOR}"),
-            );
-        }
+        self.amount_minor.check(e, "/amount_minor");
         validate::currency(e, "/currency", &self.currency);
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
     }
@@ -140,7 +132,7 @@ impl BalanceCheckApi {
         let who = caller(principal, acting, &b.context);
         let check = Check {
             credential,
-            amount_minor: b.amount_minor,
+            amount_minor: *b.amount_minor,
             currency: b.currency.clone(),
             wallet_program_id: b
                 .wallet_program_id
@@ -161,7 +153,7 @@ impl BalanceCheckApi {
             wallet_id: r.wallet.id.to_string(),
             wallet_program_id: r.wallet.wallet_program_id.to_string(),
             customer_state: r.owner.state.clone(),
-            amount_minor: b.amount_minor,
+            amount_minor: *b.amount_minor,
             currency: r.wallet.currency.clone(),
             spendable_minor: r.spendable_minor,
             would_debit_promo_minor: r.would_debit_promo_minor,

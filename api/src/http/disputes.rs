@@ -14,7 +14,7 @@ use super::{
     common::{RequestContext, RequestMeta, caller, path_uuid, ts},
     mutation::Idempotent,
     operator_wallets::reason,
-    payments::{RefundView, amount, refund_view},
+    payments::{RefundView, refund_view},
     reply::Reply,
     tags::Tag,
 };
@@ -39,7 +39,7 @@ pub struct OpenDisputeRequest {
     /// What is disputed; default: all that is still disputable (a payment's amount not yet
     /// refunded). A top-up is disputed whole: omit it or send its credit.
     #[oai(nullable)]
-    pub amount_minor: Option<i64>,
+    pub amount_minor: Option<crate::http::fields::AmountMinor>,
     /// When given, must be the transaction's currency.
     #[oai(nullable)]
     pub currency: Option<String>,
@@ -53,7 +53,7 @@ impl Validate for OpenDisputeRequest {
         self.meta.validate(e);
         self.context.validate(e);
         if let Some(a) = self.amount_minor {
-            amount(e, "/amount_minor", a);
+            a.check(e, "/amount_minor");
         }
         if let Some(c) = &self.currency {
             validate::currency(e, "/currency", c);
@@ -255,7 +255,7 @@ impl DisputesApi {
         let b = &body.value;
         key.run(&auth.0, &body, async |txn, acting| {
             let dispute = NewDispute {
-                amount_minor: b.amount_minor,
+                amount_minor: b.amount_minor.map(|a| a.0),
                 currency: b.currency.clone(),
                 reason: b.reason.clone(),
             };

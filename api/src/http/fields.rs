@@ -369,6 +369,67 @@ pub fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
     n
 }
 
+/// An amount a request carries, in minor units: a JSON integer from 1 to
+/// `MAX_AMOUNT_MINOR` (`validate::amount_minor`, published as `minimum` and `maximum`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(transparent)]
+pub struct AmountMinor(pub i64);
+
+impl AmountMinor {
+    pub fn check(&self, errs: &mut Errors, field: &str) -> bool {
+        validate::amount_minor(errs, field, self.0)
+    }
+}
+
+impl Deref for AmountMinor {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+
+impl Type for AmountMinor {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> Cow<'static, str> {
+        "integer_amount_minor".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            minimum: Some(1.0),
+            maximum: Some(validate::MAX_AMOUNT_MINOR as f64),
+            ..MetaSchema::new_with_format("integer", "int64")
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self> + 'a> {
+        Box::new(self.as_raw_value().into_iter())
+    }
+}
+
+impl ParseFromJSON for AmountMinor {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        value
+            .as_ref()
+            .and_then(Value::as_i64)
+            .map(AmountMinor)
+            .ok_or_else(|| poem_openapi::types::ParseError::custom("must be an integer"))
+    }
+}
+
+impl ToJSON for AmountMinor {
+    fn to_json(&self) -> Option<Value> {
+        Some(self.0.into())
+    }
+}
+
 /// The `limit` of a paginated read: `PAGE_LIMIT_DEFAULT` when absent, else
 /// `PAGE_LIMIT_MIN` to `PAGE_LIMIT_MAX` (VALIDATION_ERROR on `query:limit` otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -33,16 +33,6 @@ use crate::{
 
 pub struct OperatorWalletsApi;
 
-fn amount(e: &mut Errors, v: i64) {
-    if validate::min_amount(e, "/amount_minor", v, 1) && v > super::payments::MAX_AMOUNT_MINOR {
-        e.push(
-            "/amount_minor",
-            "too_large",
-            format!("must be at most {}", super::payments::MAX_AMOUNT_MINOR),
-        );
-    }
-}
-
 /// A required reason of 1 to 500 characters (an audited correction says why).
 pub(super) fn reason(e: &mut Errors, r: &str) {
     if validate::length(e, "/reason", r, 1, 500) {
@@ -126,7 +116,7 @@ pub struct AdjustmentRequest {
     >,
     /// Minimum 1.
     #[serde(default)]
-    pub amount_minor: i64,
+    pub amount_minor: crate::http::fields::AmountMinor,
     /// Must be the wallet's currency.
     #[serde(default)]
     pub currency: String,
@@ -137,7 +127,7 @@ pub struct AdjustmentRequest {
 impl Validate for AdjustmentRequest {
     fn validate(&self, e: &mut Errors) {
         self.direction.check(e, "/direction");
-        amount(e, self.amount_minor);
+        self.amount_minor.check(e, "/amount_minor");
         validate::currency(e, "/currency", &self.currency);
         reason(e, &self.reason);
     }
@@ -147,7 +137,7 @@ impl Validate for AdjustmentRequest {
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct GrantRequest {
     #[serde(default)]
-    pub amount_minor: i64,
+    pub amount_minor: crate::http::fields::AmountMinor,
     #[serde(default)]
     pub currency: String,
     #[serde(default)]
@@ -172,7 +162,7 @@ impl GrantRequest {
 
 impl Validate for GrantRequest {
     fn validate(&self, e: &mut Errors) {
-        amount(e, self.amount_minor);
+        self.amount_minor.check(e, "/amount_minor");
         validate::currency(e, "/currency", &self.currency);
         self.source.check(e, "/source");
         self.state.check(e, "/state");
@@ -292,9 +282,9 @@ impl OperatorWalletsApi {
         let op = auth.0.clone();
         key.run_as_operator(&auth, &body, async move |txn| {
             let signed = if b.direction.as_str() == "debit" {
-                -b.amount_minor
+                -*b.amount_minor
             } else {
-                b.amount_minor
+                *b.amount_minor
             };
             let r = wallets::adjust(
                 txn,
@@ -341,7 +331,7 @@ impl OperatorWalletsApi {
                 id,
                 &b.currency,
                 Adjustment::Grant {
-                    amount_minor: b.amount_minor,
+                    amount_minor: *b.amount_minor,
                     source: b.source.to_string(),
                     state: b.state.to_string(),
                     expires_at,

@@ -19,7 +19,6 @@ use super::{
     common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
     customers::{IdentityCredentialBody, identity_credential, merchant_of},
     mutation::Idempotent,
-    payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
 };
@@ -49,7 +48,7 @@ pub struct SettlementRequest {
     pub reference: Text<1, 128>,
     /// What was settled, in minor units (at least 1). It is what the top-up will credit.
     #[serde(default)]
-    pub amount_minor: i64,
+    pub amount_minor: crate::http::fields::AmountMinor,
     /// ISO-4217; one of the merchant's program currencies.
     #[serde(default)]
     pub currency: String,
@@ -72,15 +71,7 @@ impl Validate for SettlementRequest {
         self.meta.validate(e);
         self.context.validate(e);
         self.reference.check(e, "/reference");
-        if validate::min_amount(e, "/amount_minor", self.amount_minor, 1)
-            && self.amount_minor > MAX_AMOUNT_MINOR
-        {
-            e.push(
-                "/amount_minor",
-                "too_large",
-                format!("must be at most {MAX_AMOUNT_MINOR}"),
-            );
-        }
+        self.amount_minor.check(e, "/amount_minor");
         validate::currency(e, "/currency", &self.currency);
         self.state.check(e, "/state");
         if let Some(p) = &self.provider {
@@ -286,7 +277,7 @@ impl SettlementsApi {
                 window,
                 Report {
                     reference: b.reference.to_string(),
-                    amount_minor: b.amount_minor,
+                    amount_minor: *b.amount_minor,
                     currency: b.currency.clone(),
                     state: b.state.to_string(),
                     provider: b.provider.clone().map(String::from),

@@ -67,7 +67,7 @@ pub struct SkuRequest {
     pub currency: String,
     /// What one unit credits to the wallet's actual money. Minimum 1.
     #[serde(default)]
-    pub wallet_credits_minor: i64,
+    pub wallet_credits_minor: crate::http::fields::AmountMinor,
     #[oai(nullable)]
     pub bonus: Option<SkuBonus>,
     /// False stops further sales of the SKU. Default true.
@@ -82,15 +82,7 @@ impl Validate for SkuRequest {
         self.sku_id.check(e, "/sku_id");
         self.name.check(e, "/name");
         validate::currency(e, "/currency", &self.currency);
-        if validate::min_amount(e, "/wallet_credits_minor", self.wallet_credits_minor, 1)
-            && self.wallet_credits_minor > MAX_AMOUNT_MINOR
-        {
-            e.push(
-                "/wallet_credits_minor",
-                "too_large",
-                format!("must be at most {MAX_AMOUNT_MINOR}"),
-            );
-        }
+        self.wallet_credits_minor.check(e, "/wallet_credits_minor");
         if let Some(b) = &self.bonus {
             match (b.amount_minor, b.percent_bps) {
                 (Some(a), None) => {
@@ -320,7 +312,7 @@ impl TopupsApi {
                     sku_id: b.sku_id.to_string(),
                     name: b.name.to_string(),
                     currency: b.currency.clone(),
-                    wallet_credits_minor: b.wallet_credits_minor,
+                    wallet_credits_minor: *b.wallet_credits_minor,
                     bonus,
                     bonus_expiry_days: b.bonus.as_ref().and_then(|x| x.expiry_days),
                     active: b.active.unwrap_or(true),

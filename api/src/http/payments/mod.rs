@@ -45,16 +45,6 @@ pub struct PaymentsApi;
 
 pub use crate::domain::validate::MAX_AMOUNT_MINOR;
 
-pub(super) fn amount(e: &mut Errors, field: &str, v: i64) {
-    if validate::min_amount(e, field, v, 1) && v > MAX_AMOUNT_MINOR {
-        e.push(
-            field,
-            "too_large",
-            format!("must be at most {MAX_AMOUNT_MINOR}"),
-        );
-    }
-}
-
 // --- QR mint ----------------------------------------------------------------------------
 
 // --- Payment ----------------------------------------------------------------------------
@@ -89,7 +79,7 @@ pub struct PaymentRequest {
     pub credential: Documented<PaymentCredential>,
     /// The debit, exactly. Minimum 1.
     #[serde(default)]
-    pub amount_minor: i64,
+    pub amount_minor: crate::http::fields::AmountMinor,
     /// ISO-4217.
     #[serde(default)]
     pub currency: String,
@@ -122,7 +112,7 @@ impl Validate for PaymentRequest {
         self.meta.validate(e);
         self.context.validate(e);
         validate_credential(e, &self.credential.raw, true);
-        amount(e, "/amount_minor", self.amount_minor);
+        self.amount_minor.check(e, "/amount_minor");
         validate::currency(e, "/currency", &self.currency);
         if let Some(o) = &self.order_ref {
             o.check(e, "/order_ref");
@@ -344,7 +334,7 @@ impl PaymentsApi {
                 async move || {
                     let pay = payments::Pay {
                         credential: credential?,
-                        amount_minor,
+                        amount_minor: *amount_minor,
                         currency,
                         order_ref,
                         wallet_program_id: program,

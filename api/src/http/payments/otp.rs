@@ -5,8 +5,6 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
-use super::amount;
-
 use crate::{
     domain::{
         customers::IdentityCredential,
@@ -39,7 +37,7 @@ pub struct OtpSendRequest {
     pub phone: crate::http::fields::Phone,
     /// The later payment must be for exactly this amount. Minimum 1.
     #[serde(default)]
-    pub amount_minor: i64,
+    pub amount_minor: crate::http::fields::AmountMinor,
     /// ISO-4217.
     #[serde(default)]
     pub currency: String,
@@ -57,7 +55,7 @@ impl Validate for OtpSendRequest {
         self.meta.validate(e);
         self.context.validate(e);
         phone(e, "/phone", &self.phone);
-        amount(e, "/amount_minor", self.amount_minor);
+        self.amount_minor.check(e, "/amount_minor");
         validate::currency(e, "/currency", &self.currency);
         self.order_ref.check(e, "/order_ref");
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
@@ -109,7 +107,7 @@ impl OtpApi {
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
         let req = payments::OtpSend {
             phone: validate::normalize_phone(&b.phone).unwrap_or_default(),
-            amount_minor: b.amount_minor,
+            amount_minor: *b.amount_minor,
             currency: b.currency.clone(),
             order_ref: b.order_ref.to_string(),
             wallet_program_id: program,

@@ -5,7 +5,7 @@ use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{PaymentDetail, amount, detail};
+use super::{PaymentDetail, detail};
 
 use crate::{
     domain::{
@@ -93,7 +93,7 @@ pub struct RefundRequest {
     pub context: RequestContext,
     /// How much to return; default: everything not yet refunded.
     #[oai(nullable)]
-    pub amount_minor: Option<i64>,
+    pub amount_minor: Option<crate::http::fields::AmountMinor>,
     /// When given, must be the payment's currency.
     #[oai(nullable)]
     pub currency: Option<String>,
@@ -107,7 +107,7 @@ impl Validate for RefundRequest {
         self.meta.validate(e);
         self.context.validate(e);
         if let Some(a) = self.amount_minor {
-            amount(e, "/amount_minor", a);
+            a.check(e, "/amount_minor");
         }
         if let Some(c) = &self.currency {
             validate::currency(e, "/currency", c);
@@ -233,7 +233,7 @@ impl ReversalsApi {
             &body,
             &body.value.context,
             ReversalKind::Refund,
-            v.amount_minor,
+            v.amount_minor.map(|a| a.0),
             v.currency,
             v.reason,
         )
