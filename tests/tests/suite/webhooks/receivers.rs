@@ -162,7 +162,9 @@ async fn exercise(kind: Kind) {
     tokio::task::spawn_blocking(move || drop(command(kind)))
         .await
         .unwrap();
-    let app = TestApp::spawn_with_workers().await;
+    // Its own database and workers: no other test's worker can hold (and, stopping, delay)
+    // the redelivery the receiver waits for.
+    let app = TestApp::spawn_isolated(true, |_| {}).await;
     let shop = Shop::open(&app).await;
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}/webhooks");
