@@ -137,7 +137,6 @@ async fn relay_pg<F>(
 where
     F: Fn(&[PendingRow], &[SubscriptionRow], DateTime<Utc>) -> Plan,
 {
-    let now = Utc::now();
     let pool = db.get_postgres_connection_pool();
     let mut tx = pool.begin().await?;
     // One relay at a time (see the module comment); the key is this module's own.
@@ -152,6 +151,9 @@ where
         .persistent(false)
         .fetch_all(&mut *tx)
         .await?;
+    // After the read (and the wait for the relay's turn): every row it took was committed,
+    // so its occurred_at is not after `now`, the envelope's emitted_at.
+    let now = Utc::now();
     let rows: Vec<PendingRow> = rows
         .iter()
         .map(|r| {
@@ -249,7 +251,6 @@ async fn relay_sqlite<F>(
 where
     F: Fn(&[PendingRow], &[SubscriptionRow], DateTime<Utc>) -> Plan,
 {
-    let now = Utc::now();
     let pool = db.get_sqlite_connection_pool();
     // IMMEDIATE: take the write lock up front instead of failing to upgrade later.
     let _turn = super::db::write_turn(pool).await?;
@@ -258,6 +259,9 @@ where
         .bind(limit)
         .fetch_all(&mut *tx)
         .await?;
+    // After the read (and the wait for the relay's turn): every row it took was committed,
+    // so its occurred_at is not after `now`, the envelope's emitted_at.
+    let now = Utc::now();
     let rows: Vec<PendingRow> = rows
         .iter()
         .map(|r| {
