@@ -14,6 +14,9 @@ pub struct Model {
     /// JSON array of browser origins (`https://host[:port]`) allowed to call the
     /// integration's terminal-JWT operations (CORS); NULL or empty: none.
     pub cors_origins: Option<Json>,
+    /// A sandbox integration's test clock: seconds its time runs ahead of real time. NULL:
+    /// real time (every live integration).
+    pub clock_offset_secs: Option<i64>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
 }

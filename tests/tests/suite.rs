@@ -23,6 +23,7 @@ mod suite {
     pub mod permissions;
     pub mod platform;
     pub mod quickstart;
+    pub mod sandbox_clock;
     pub mod settlements_concurrency;
     pub mod tokens;
     pub mod topups;

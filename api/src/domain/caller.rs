@@ -15,4 +15,13 @@ pub struct Caller {
     /// The correlation id of a decision (identification, payment), the caller's or one the
     /// service issued; kept in the decision's events so support can find it.
     pub decision_trace_id: Option<String>,
+    /// The time the caller's rules run at (its integration's test clock in the sandbox).
+    pub clock: super::clock::Clock,
+}
+
+impl Caller {
+    /// Now, by the caller's clock.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
 }

@@ -285,6 +285,10 @@ pub async fn complete<C: ConnectionTrait>(
 }
 
 /// Writes EXPIRED on open sessions past their deadline (readers already see them so).
-pub async fn expire_due<C: ConnectionTrait>(c: &C, now: DateTime<Utc>) -> Result<u64, ApiError> {
-    Ok(store::checkout::expire_due(c, now).await?)
+pub async fn expire_due<C: ConnectionTrait>(
+    c: &C,
+    now: DateTime<Utc>,
+    merchants: Option<&[Uuid]>,
+) -> Result<u64, ApiError> {
+    Ok(store::checkout::expire_due(c, now, merchants).await?)
 }

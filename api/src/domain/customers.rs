@@ -275,7 +275,7 @@ pub async fn resolve<C: ConnectionTrait>(
             Err(e) => return Err(e),
         },
     };
-    let balance = wallets::current_balance(c, &wallet).await?;
+    let balance = wallets::current_balance(c, &wallet, now).await?;
     let has_paid = !store::payments::recent_of_wallet(c, wallet.id, 1)
         .await?
         .is_empty();

@@ -182,7 +182,7 @@ pub async fn clawback<C: ConnectionTrait>(
     };
     // Ending a grant never moves actual money, so the wallet row locked above is still
     // current: the balance is read once, for the event and the answer.
-    let balance_after = wallets::current_balance(c, &w).await?;
+    let balance_after = wallets::current_balance(c, &w, now).await?;
     let (grant, clawed_back_minor) = match clawed {
         None => (g, 0),
         Some(amount) => {
@@ -214,10 +214,14 @@ pub async fn clawback<C: ConnectionTrait>(
 /// remainder goes to the merchant's forfeit account (promo_grant.expired). Safe to run
 /// twice or on several workers at once: each re-reads the grant under the wallet's lock.
 /// Returns how many grants it expired.
-pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, ApiError> {
+pub async fn expire_due(
+    db: &DatabaseConnection,
+    now: DateTime<Utc>,
+    merchants: Option<&[Uuid]>,
+) -> Result<usize, ApiError> {
     let mut expired = 0;
     loop {
-        let due = store::wallets::due_grants(db, now, 200).await?;
+        let due = store::wallets::due_grants(db, now, merchants, 200).await?;
         let batch = due.len();
         let mut progressed = false;
         for found in due {
@@ -251,7 +255,7 @@ pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<u
             )];
             if amount > 0 {
                 // Expiry moves no actual money: the locked wallet row is still current.
-                let after = wallets::current_balance(&txn, &w).await?;
+                let after = wallets::current_balance(&txn, &w, now).await?;
                 events.push(wallets::balance_changed(
                     &w,
                     &after,

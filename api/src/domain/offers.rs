@@ -383,7 +383,7 @@ pub async fn redeem<C: ConnectionTrait>(
     o.redeemed_at = Some(now);
     o.updated_at = now;
     store::incentives::update_offer(c, o.clone()).await?;
-    let balance_after = wallets::current_balance(c, &w).await?;
+    let balance_after = wallets::current_balance(c, &w, now).await?;
     store::outbox::append_all(
         c,
         vec![
@@ -430,10 +430,14 @@ pub async fn cancel<C: ConnectionTrait>(
 
 /// Expires armed offers past `expires_at` (offer.expired), each in its own transaction; the
 /// conditional state change makes it safe on any number of workers at once.
-pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, ApiError> {
+pub async fn expire_due(
+    db: &DatabaseConnection,
+    now: DateTime<Utc>,
+    merchants: Option<&[Uuid]>,
+) -> Result<usize, ApiError> {
     let mut expired = 0;
     loop {
-        let due = store::incentives::due_offers(db, now, 200).await?;
+        let due = store::incentives::due_offers(db, now, merchants, 200).await?;
         let batch = due.len();
         for o in due {
             let txn = store::begin(db).await?;

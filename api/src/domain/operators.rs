@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::{
+    domain::clock::Clock,
     domain::credentials::{
         api_key,
         authenticate::KeyAuth,
@@ -152,7 +153,13 @@ pub async fn set_integration_status(
             .ok_or_else(|| ApiError::not_found("Integration"))?;
         let before = integration.status.clone();
         if status != ACTIVE {
-            standing.publish(integration_id, status).await?;
+            standing
+                .publish(
+                    integration_id,
+                    status,
+                    Clock::from_column(integration.clock_offset_secs),
+                )
+                .await?;
             for key_id in store::api_keys::ids_of_integration(&txn, integration_id).await? {
                 auth.invalidate(key_id).await?;
             }
@@ -178,7 +185,15 @@ pub async fn set_integration_status(
     }
     .await;
     match &changed {
-        Ok(i) if i.status == ACTIVE => standing.publish(integration_id, ACTIVE).await?,
+        Ok(i) if i.status == ACTIVE => {
+            standing
+                .publish(
+                    integration_id,
+                    ACTIVE,
+                    Clock::from_column(i.clock_offset_secs),
+                )
+                .await?
+        }
         Ok(_) => {}
         // A suspension published before it failed: let the database decide again.
         Err(_) if status != ACTIVE => {

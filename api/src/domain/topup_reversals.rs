@@ -122,7 +122,7 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
     let w = store::wallets::find_wallet(c, w.merchant_id, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let balance_after = wallets::current_balance(c, &w).await?;
+    let balance_after = wallets::current_balance(c, &w, now).await?;
     if taken > 0 || bonus_clawed_back_minor > 0 {
         events.push(wallets::balance_changed(&w, &balance_after, kind, id, now));
     }

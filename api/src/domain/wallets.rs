@@ -138,13 +138,14 @@ pub async fn ensure_room<C: ConnectionTrait>(
     ))
 }
 
-/// Reads a wallet's balance now.
+/// Reads a wallet's balance at `now` (grants expired by then are not counted).
 pub async fn current_balance<C: ConnectionTrait>(
     c: &C,
     w: &wallet::Model,
+    now: DateTime<Utc>,
 ) -> Result<Balance, ApiError> {
     let grants = store::wallets::live_grants(c, w.id).await?;
-    Ok(balance(w, &grants, Utc::now()))
+    Ok(balance(w, &grants, now))
 }
 
 /// Which of the identity's wallets a call means: the one in `program` when given, else the
@@ -308,7 +309,7 @@ pub async fn import<C: ConnectionTrait>(
         json!({"merchant_id": merchant_id.to_string(), "wallet_program_id": program.id.to_string(), "state": identity.state}),
     )
     .await?;
-    let balance = current_balance(c, &wallet).await?;
+    let balance = current_balance(c, &wallet, now).await?;
     Ok(WalletRecord {
         identity,
         wallet,
@@ -326,7 +327,8 @@ pub async fn find_for_operator<C: ConnectionTrait>(
     let identity = store::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let balance = current_balance(c, &wallet).await?;
+    // Operators work on real time, whatever a sandbox tenant's test clock says.
+    let balance = current_balance(c, &wallet, Utc::now()).await?;
     Ok(WalletRecord {
         identity,
         wallet,
@@ -419,7 +421,7 @@ pub async fn adjust<C: ConnectionTrait>(
     let wallet = store::wallets::find_wallet(c, w.merchant_id, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let balance = current_balance(c, &wallet).await?;
+    let balance = current_balance(c, &wallet, now).await?;
     let identity = store::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;

@@ -30,18 +30,29 @@ pub struct ApiKeyAuth(pub Principal);
 pub struct KeyPrincipal(pub Principal);
 
 async fn api_key_checker(req: &Request, key: ApiKey) -> poem::Result<Principal> {
-    if let Some(KeyPrincipal(p)) = req.extensions().get() {
-        return Ok(p.clone());
-    }
     let st = state(req)?;
-    let idempotency_key = req
-        .headers()
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok());
-    Ok(st
-        .key_auth()
-        .authenticate(&key.key, idempotency_key)
-        .await?)
+    let p = match req.extensions().get() {
+        Some(KeyPrincipal(p)) => p.clone(),
+        None => {
+            let idempotency_key = req
+                .headers()
+                .get("idempotency-key")
+                .and_then(|v| v.to_str().ok());
+            st.key_auth()
+                .authenticate(&key.key, idempotency_key)
+                .await?
+        }
+    };
+    Ok(with_clock(st, p).await?)
+}
+
+/// A sandbox principal learns its integration's test clock (a live one runs on real time:
+/// nothing to read). Not cached with the key: an advance reaches the next request.
+async fn with_clock(st: &AppState, mut p: Principal) -> Result<Principal, ApiError> {
+    if p.is_sandbox && p.clock.is_none() {
+        p.clock = Some(st.standing().clock(p.integration_id).await?);
+    }
+    Ok(p)
 }
 
 /// POS terminal JWT (HS256, 600 s) minted by `POST /v1/auth/token`, sent as
@@ -62,8 +73,12 @@ async fn jwt_checker(req: &Request, bearer: Bearer) -> poem::Result<Principal> {
         .verify(&bearer.token)
         .map_err(|_| ApiError::invalid_api_key())?;
     // A token outlives nothing its integration's suspension ended (see `standing`).
-    st.standing().require_active(claims.integration_id).await?;
-    Ok(claims.principal())
+    // The same read says what time the integration's rules run at.
+    let clock = st.standing().require_active(claims.integration_id).await?;
+    Ok(Principal {
+        clock: Some(clock),
+        ..claims.principal()
+    })
 }
 
 /// Either credential. The JWT is tried first, so an API-key caller's own error (for

@@ -1,5 +1,4 @@
 //! The redeem balance check (terminal JWT): `POST /redeem/balance-check`.
-use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Header};
 use serde::{Deserialize, Serialize};
@@ -139,7 +138,7 @@ impl BalanceCheckApi {
                 .as_deref()
                 .and_then(|p| uuid::Uuid::parse_str(p).ok()),
         };
-        let r = balance_check::check(&st.db, &st.sealer, &who, check, Utc::now()).await;
+        let r = balance_check::check(&st.db, &st.sealer, &who, check, who.now()).await;
         if is_short_code
             && r.as_ref()
                 .is_err_and(|e| e.code() == ErrorCode::CredentialExpiredOrReplayed)

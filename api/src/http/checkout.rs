@@ -213,8 +213,9 @@ impl CheckoutApi {
         let p = &auth.0;
         let b = &body.value;
         let ttl = chrono::Duration::seconds(state.0.config.checkout_session_ttl_secs as i64);
+        let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
-            let now = Utc::now();
+            let now = clock.now();
             let who = caller(p, acting, &b.context);
             let s = checkout::open(
                 txn,
@@ -252,7 +253,8 @@ impl CheckoutApi {
     ) -> poem::Result<Reply<CheckoutSession>> {
         let id = path_uuid("path:id", &id.0)?;
         let s = checkout::find_visible(&state.0.db, &auth.0, id).await?;
-        Ok(Reply::ok(&view(&s, Utc::now())))
+        let clock = auth.0.clock();
+        Ok(Reply::ok(&view(&s, clock.now())))
     }
 
     /// Identify the customer in a checkout session
@@ -289,8 +291,9 @@ impl CheckoutApi {
             .known(&st, p.integration_id)
             .await?;
         identification_guard(&st, p, &customer).await?;
+        let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
-            let now = Utc::now();
+            let now = clock.now();
             let trace = decision_trace(b.meta.as_ref());
             let mut who = caller(p, acting, &b.context);
             who.decision_trace_id = Some(trace.clone());
@@ -329,8 +332,9 @@ impl CheckoutApi {
         let id = path_uuid("path:id", &id.0)?;
         let p = &auth.0;
         let b = &body.value;
+        let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
-            let now = Utc::now();
+            let now = clock.now();
             let who = caller(p, acting, &b.context);
             let s =
                 checkout::cancel(txn, &who, id, b.reason.clone().map(String::from), now).await?;

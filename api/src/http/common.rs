@@ -45,6 +45,7 @@ pub fn caller(p: &Principal, acting: Acting, ctx: &RequestContext) -> Caller {
         acting,
         terminal_id: ctx.terminal_id.clone(),
         decision_trace_id: None,
+        clock: p.clock(),
     }
 }
 

@@ -2,7 +2,6 @@
 //! disputes of a payment or top-up, and detaching a top-up from a customer.
 use crate::http::fields::Text;
 use crate::http::fields::UuidText;
-use chrono::Utc;
 use entities::{dispute, topup_reversal};
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
@@ -253,13 +252,14 @@ impl DisputesApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
         let b = &body.value;
+        let clock = auth.0.clock();
         key.run(&auth.0, &body, async |txn, acting| {
             let dispute = NewDispute {
                 amount_minor: b.amount_minor.map(|a| a.0),
                 currency: b.currency.clone(),
                 reason: b.reason.clone(),
             };
-            let at = Utc::now();
+            let at = clock.now();
             let d = disputes::open(
                 txn,
                 &auth.0,
@@ -313,7 +313,7 @@ impl DisputesApi {
         key.run(p, &body, async |txn, acting| {
             let who = caller(p, acting, &b.context);
             let note = b.note.clone().map(String::from);
-            let at = Utc::now();
+            let at = who.now();
             let r = disputes::resolve(txn, p, &who, integration, id, dispute, &b.outcome, note, at)
                 .await?;
             Ok(Outcome::new(DisputeResolution {
@@ -360,9 +360,10 @@ impl DisputesApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
         let (p, b) = (&auth.0, &body.value);
+        let clock = auth.0.clock();
         key.run(p, &body, async |txn, acting| {
             let reason = b.reason.clone();
-            let at = Utc::now();
+            let at = clock.now();
             let r =
                 topup_reversals::unattach(txn, p, acting.merchant_id, integration, id, reason, at)
                     .await?;

@@ -1,10 +1,30 @@
-//! The sandbox SMS inbox: what the mock provider "sent" to a phone.
+//! The sandbox's own tools: the SMS inbox (what the mock provider "sent" to a phone) and
+//! the test clock (`domain::test_clock`).
+use chrono::{DateTime, Utc};
 use poem_openapi::{Object, OpenApi, param::Query};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::{auth::ApiKeyAuth, reply::Reply, tags::Tag};
+use super::{
+    auth::ApiKeyAuth,
+    body::{JsonBody, Validate},
+    common::{RequestContext, RequestMeta, ts},
+    fields::IntIn,
+    mutation::Idempotent,
+    reply::Reply,
+    tags::Tag,
+};
 use crate::domain::credentials::Permission;
-use crate::{domain::validate, error::ApiError, state::AppState, store};
+use crate::{
+    domain::{
+        clock::{Clock, MAX_STEP_SECS},
+        expiry, test_clock,
+        validate::{self, Errors},
+    },
+    error::ApiError,
+    idempotency::Outcome,
+    state::AppState,
+    store,
+};
 
 pub struct SandboxApi;
 
@@ -27,8 +47,121 @@ pub struct SandboxMessage {
     pub merchant_id: Option<String>,
 }
 
+/// A sandbox integration's test clock.
+#[derive(Object, Serialize)]
+pub struct SandboxClock {
+    /// The integration's time: real time plus `offset_seconds`. Expiries, windows and the
+    /// jobs that act on time use it.
+    pub now: String,
+    /// How far the clock runs ahead of real time, in seconds (0: never advanced).
+    pub offset_seconds: i64,
+    /// Real time when the clock was read.
+    pub real_now: String,
+}
+
+impl SandboxClock {
+    fn of(clock: Clock, real: DateTime<Utc>) -> Self {
+        SandboxClock {
+            now: ts(clock.at(real)),
+            offset_seconds: clock.offset_secs(),
+            real_now: ts(real),
+        }
+    }
+}
+
+/// `POST /sandbox/clock/advance`.
+#[derive(Object, Deserialize)]
+pub struct ClockAdvanceRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// How far to move the clock forward, in seconds: 1 to 31,622,400 (366 days). The
+    /// clock never runs more than 3,660 days ahead of real time.
+    pub seconds: IntIn<1, MAX_STEP_SECS>,
+}
+
+impl Validate for ClockAdvanceRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        self.seconds.check(e, "/seconds");
+    }
+}
+
 #[OpenApi(tag = "Tag::Platform")]
 impl SandboxApi {
+    /// Read the sandbox test clock
+    ///
+    /// The time the integration's rules run at. Sandbox keys only: a production key gets
+    /// NOT_FOUND.
+    ///
+    /// Permission: `terminal`.
+    #[oai(
+        path = "/sandbox/clock",
+        method = "get",
+        operation_id = "getSandboxClock"
+    )]
+    async fn clock(&self, auth: ApiKeyAuth) -> poem::Result<Reply<SandboxClock>> {
+        auth.0.require(Permission::Terminal)?;
+        test_clock::sandbox_only(&auth.0)?;
+        Ok(Reply::ok(&SandboxClock::of(auth.0.clock(), Utc::now())))
+    }
+
+    /// Advance the sandbox test clock
+    ///
+    /// Moves the integration's time forward (never back), so expiry flows can be watched
+    /// without waiting: promotional grants (cashback, reload and SKU bonuses, offer
+    /// rewards), pending enrollments and their codes, OTPs, QR nonces and short codes,
+    /// offers and checkout sessions expire by the integration's time, and the jobs that
+    /// act on time run against it. When this returns, everything due at the new time has
+    /// been ended, with its events. What protects the service keeps real time: key and
+    /// terminal-token lifetimes, Idempotency-Key windows, rate limits, webhook signatures
+    /// and delivery. Records and events written by the integration's rules carry its time.
+    ///
+    /// Sandbox platform (integration-wide) keys only: a production key gets NOT_FOUND, a
+    /// merchant, brand or branch key FORBIDDEN.
+    ///
+    /// Permission: `integrations:update`.
+    #[oai(
+        path = "/sandbox/clock/advance",
+        method = "post",
+        operation_id = "advanceSandboxClock"
+    )]
+    async fn advance(
+        &self,
+        state: poem::web::Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// A UUID; retries with the same key replay the first response.
+        #[oai(name = "Idempotency-Key")]
+        key: Idempotent<'_>,
+        body: JsonBody<ClockAdvanceRequest>,
+    ) -> poem::Result<Reply<SandboxClock>> {
+        auth.0.require(Permission::IntegrationsUpdate)?;
+        test_clock::sandbox_only(&auth.0)?;
+        let st = state.0;
+        let p = &auth.0;
+        let current = p.clock();
+        let step = body.value.seconds.0;
+        let reply = key
+            .run(p, &body, async move |txn, _| {
+                let (_, clock) = test_clock::advance(txn, p, current, step).await?;
+                Ok(Outcome::new(SandboxClock::of(clock, Utc::now())))
+            })
+            .await?;
+        // Committed (or replayed): every replica's next request reads the new clock, and
+        // what is due by it ends now rather than at the next sweep.
+        if let Some(i) = store::tenancy::find_integration(&st.db, p.integration_id)
+            .await
+            .map_err(ApiError::from)?
+        {
+            let clock = Clock::from_column(i.clock_offset_secs);
+            st.standing().publish(i.id, &i.status, clock).await?;
+            expiry::run_for(&st.db, i.id, clock).await?;
+        }
+        Ok(reply)
+    }
+
     /// Sandbox SMS inbox
     ///
     /// Messages the mock provider received for a phone number, newest first. Sandbox keys

@@ -3,7 +3,6 @@
 //! `incentives::reload_bonus`.
 use crate::http::fields::Text;
 use crate::http::fields::UuidText;
-use chrono::Utc;
 use entities::settlement;
 use poem::web::Data;
 use poem_openapi::{
@@ -283,7 +282,7 @@ impl SettlementsApi {
                     provider: b.provider.clone().map(String::from),
                     failure_reason: b.failure_reason.clone(),
                 },
-                Utc::now(),
+                who.now(),
             )
             .await?;
             Ok(Outcome::new(settlement_view(&s)))
@@ -374,7 +373,7 @@ impl SettlementsApi {
                     customer,
                     wallet_program_id: program,
                 },
-                Utc::now(),
+                who.now(),
             )
             .await?;
             Ok(Outcome::new(ConfirmResult::from(o)))

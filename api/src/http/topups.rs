@@ -3,7 +3,6 @@
 use crate::http::fields::Text;
 
 use crate::http::fields::UuidText;
-use chrono::Utc;
 use entities::sku;
 use poem::web::Data;
 use poem_openapi::{
@@ -295,6 +294,7 @@ impl TopupsApi {
         auth.0.require(Permission::Catalog)?;
         let p = &auth.0;
         let b = &body.value;
+        let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
             let bonus = b
                 .bonus
@@ -317,7 +317,7 @@ impl TopupsApi {
                     bonus_expiry_days: b.bonus.as_ref().and_then(|x| x.expiry_days),
                     active: b.active.unwrap_or(true),
                 },
-                Utc::now(),
+                clock.now(),
             )
             .await?;
             Ok(Outcome::new(sku_view(&s)))
@@ -419,7 +419,7 @@ impl TopupsApi {
                     wallet_program_id: program,
                     service_session_id: session,
                 },
-                Utc::now(),
+                who.now(),
             )
             .await?;
             Ok(Outcome::new(TopupResult::from(o)))

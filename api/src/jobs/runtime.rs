@@ -329,22 +329,17 @@ async fn purge_expired_idempotency(state: AppState, mut stop: watch::Receiver<bo
 async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
     let every = Duration::from_secs(state.config.sweep_interval_secs);
     loop {
+        let ended = crate::domain::expiry::run_all(&state.db).await;
+        if ended != crate::domain::expiry::Ended::default() {
+            tracing::info!(
+                lapsed = ended.enrollments_lapsed,
+                grants_expired = ended.grants_expired,
+                offers_expired = ended.offers_expired,
+                checkout_sessions_expired = ended.checkout_sessions_expired,
+                "expiry sweep"
+            );
+        }
         let now = Utc::now();
-        match crate::domain::enrollment::expire_due(&state.db, now).await {
-            Ok(n) if n > 0 => tracing::info!(lapsed = n, "pending-proof windows lapsed"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "lapsing enrollments failed"),
-        }
-        match crate::domain::grants::expire_due(&state.db, now).await {
-            Ok(n) if n > 0 => tracing::info!(expired = n, "promotional grants expired"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "expiring grants failed"),
-        }
-        match crate::domain::offers::expire_due(&state.db, now).await {
-            Ok(n) if n > 0 => tracing::info!(expired = n, "offers expired"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "expiring offers failed"),
-        }
         // A day past expiry an unused OTP session or QR nonce can no longer matter (a
         // late payment with it is refused either way); one DELETE each, safe anywhere.
         match store::payments::purge_dead_credentials(&state.db, now - chrono::Duration::days(1))
@@ -362,11 +357,6 @@ async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
             Ok(n) if n > 0 => tracing::warn!(requeued = n, "stalled webhook deliveries requeued"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "requeueing stalled webhook deliveries failed"),
-        }
-        match crate::domain::checkout::expire_due(&state.db, now).await {
-            Ok(n) if n > 0 => tracing::info!(expired = n, "checkout sessions expired"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "expiring checkout sessions failed"),
         }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}

@@ -3,7 +3,7 @@ use chrono::{DateTime, Utc};
 use entities::checkout_session;
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
-    QueryFilter,
+    QueryFilter, QueryTrait,
 };
 use uuid::Uuid;
 
@@ -46,7 +46,11 @@ pub async fn update<C: ConnectionTrait>(c: &C, s: checkout_session::Model) -> Re
 
 /// Marks open sessions past their deadline EXPIRED. One idempotent UPDATE: safe on any
 /// number of workers at once.
-pub async fn expire_due<C: ConnectionTrait>(c: &C, now: DateTime<Utc>) -> Result<u64, DbErr> {
+pub async fn expire_due<C: ConnectionTrait>(
+    c: &C,
+    now: DateTime<Utc>,
+    merchants: Option<&[Uuid]>,
+) -> Result<u64, DbErr> {
     use sea_orm::sea_query::Expr;
     let r = checkout_session::Entity::update_many()
         .col_expr(checkout_session::Column::State, Expr::value("EXPIRED"))
@@ -61,6 +65,9 @@ pub async fn expire_due<C: ConnectionTrait>(c: &C, now: DateTime<Utc>) -> Result
         )
         .filter(checkout_session::Column::State.is_in(["OPEN", "IDENTIFIED"]))
         .filter(checkout_session::Column::ExpiresAt.lte(now))
+        .apply_if(merchants, |q, m| {
+            q.filter(checkout_session::Column::MerchantId.is_in(m.iter().copied()))
+        })
         .exec(c)
         .await?;
     Ok(r.rows_affected)

@@ -93,11 +93,16 @@ pub async fn update<C: ConnectionTrait>(c: &C, e: enrollment::Model) -> Result<(
 pub async fn due<C: ConnectionTrait>(
     c: &C,
     now: DateTime<Utc>,
+    merchants: Option<&[Uuid]>,
     limit: u64,
 ) -> Result<Vec<enrollment::Model>, DbErr> {
+    use sea_orm::QueryTrait;
     enrollment::Entity::find()
         .filter(enrollment::Column::Status.eq("pending"))
         .filter(enrollment::Column::ExpiresAt.lte(now))
+        .apply_if(merchants, |q, m| {
+            q.filter(enrollment::Column::MerchantId.is_in(m.iter().copied()))
+        })
         .order_by_asc(enrollment::Column::ExpiresAt)
         .limit(limit)
         .all(c)

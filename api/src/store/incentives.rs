@@ -346,11 +346,16 @@ pub async fn offer_for_payment<C: ConnectionTrait>(
 pub async fn due_offers<C: ConnectionTrait>(
     c: &C,
     now: DateTime<Utc>,
+    merchants: Option<&[Uuid]>,
     limit: u64,
 ) -> Result<Vec<offer::Model>, DbErr> {
+    use sea_orm::QueryTrait;
     offer::Entity::find()
         .filter(offer::Column::State.eq("ARMED"))
         .filter(offer::Column::ExpiresAt.lte(now))
+        .apply_if(merchants, |q, m| {
+            q.filter(offer::Column::MerchantId.is_in(m.iter().copied()))
+        })
         .order_by_asc(offer::Column::ExpiresAt)
         .limit(limit)
         .all(c)

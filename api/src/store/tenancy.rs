@@ -21,6 +21,7 @@ pub async fn insert_integration<C: ConnectionTrait>(
         is_sandbox: Set(is_sandbox),
         identify_credential_types: Set(serde_json::json!(identify_credential_types)),
         cors_origins: Set(None),
+        clock_offset_secs: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
@@ -247,4 +248,46 @@ pub async fn lock_program<C: ConnectionTrait>(
 ) -> Result<Option<wallet_program::Model>, DbErr> {
     let q = wallet_program::Entity::find_by_id(id);
     super::for_update(c, q).one(c).await
+}
+
+/// Moves an integration's test clock `step_secs` forward in one statement, so two advances
+/// at once both count. None when the integration is not a sandbox one or the clock would
+/// pass `max_offset_secs`.
+pub async fn advance_clock<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    step_secs: i64,
+    max_offset_secs: i64,
+) -> Result<Option<integration::Model>, DbErr> {
+    use sea_orm::sea_query::{Expr, ExprTrait, Func};
+    let current = Expr::expr(Func::coalesce([
+        Expr::col(integration::Column::ClockOffsetSecs),
+        Expr::val(0i64),
+    ]));
+    let r = integration::Entity::update_many()
+        .col_expr(
+            integration::Column::ClockOffsetSecs,
+            current.clone().add(step_secs),
+        )
+        .col_expr(integration::Column::UpdatedAt, Expr::value(Utc::now()))
+        .filter(integration::Column::Id.eq(id))
+        .filter(integration::Column::IsSandbox.eq(true))
+        .filter(current.lte(max_offset_secs - step_secs))
+        .exec(c)
+        .await?;
+    if r.rows_affected == 0 {
+        return Ok(None);
+    }
+    find_integration(c, id).await
+}
+
+/// The integrations whose test clock runs ahead, with their offsets.
+pub async fn advanced_clocks<C: ConnectionTrait>(c: &C) -> Result<Vec<(Uuid, i64)>, DbErr> {
+    Ok(integration::Entity::find()
+        .filter(integration::Column::ClockOffsetSecs.gt(0))
+        .all(c)
+        .await?
+        .into_iter()
+        .filter_map(|i| Some((i.id, i.clock_offset_secs?)))
+        .collect())
 }

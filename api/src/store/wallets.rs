@@ -499,12 +499,16 @@ pub async fn find_grant<C: ConnectionTrait>(
 pub async fn due_grants<C: ConnectionTrait>(
     c: &C,
     now: DateTime<Utc>,
+    merchants: Option<&[Uuid]>,
     limit: u64,
 ) -> Result<Vec<promo_grant::Model>, DbErr> {
-    use sea_orm::QuerySelect;
+    use sea_orm::{QueryFilter, QuerySelect, QueryTrait};
     promo_grant::Entity::find()
         .filter(promo_grant::Column::State.is_in(LIVE_GRANT_STATES))
         .filter(promo_grant::Column::ExpiresAt.lte(now))
+        .apply_if(merchants, |q, m| {
+            q.filter(promo_grant::Column::MerchantId.is_in(m.iter().copied()))
+        })
         .order_by_asc(promo_grant::Column::ExpiresAt)
         .limit(limit)
         .all(c)

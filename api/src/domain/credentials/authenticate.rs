@@ -267,6 +267,7 @@ impl KeyAuth<'_> {
             credential_fingerprint: None,
             prefetched_response: None,
             request_digest: None,
+            clock: None,
         })
     }
 

@@ -216,6 +216,7 @@ impl Claims {
             credential_fingerprint: None,
             prefetched_response: None,
             request_digest: None,
+            clock: None,
         }
     }
 }

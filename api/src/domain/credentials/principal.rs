@@ -144,9 +144,19 @@ pub struct Principal {
     /// the same bytes is recognised without parsing its body. Never cached.
     #[serde(skip)]
     pub request_digest: Option<String>,
+    /// The integration's clock, when this request already read it (a terminal JWT's
+    /// standing check does). Never cached: a clock advance must reach the next request.
+    #[serde(skip)]
+    pub clock: Option<crate::domain::clock::Clock>,
 }
 
 impl Principal {
+    /// The time this caller's rules run at: its integration's test clock, real time for a
+    /// live credential (`domain::clock`).
+    pub fn clock(&self) -> crate::domain::clock::Clock {
+        self.clock.unwrap_or(crate::domain::clock::Clock::REAL)
+    }
+
     /// Part of an idempotency fingerprint: the same key used by a credential of another
     /// scope (or kind) is a different request, never a replay of this one.
     /// A key of narrower permissions is another credential too, so it can never replay a

@@ -6,6 +6,9 @@
 //! production: one round trip), which a status change writes; a miss reads the database,
 //! which is the truth, and fills the entry only if no change wrote it meanwhile.
 //!
+//! The same entry carries a sandbox integration's test clock (`domain::clock`), so a terminal
+//! request learns the time its rules run at in that one round trip.
+//!
 //! Revoking or deleting the API key a token was minted from does not end the token: the
 //! contract says already-minted JWTs live out their TTL (no revocation list). Suspending
 //! the integration is the way to stop its tokens at once.
@@ -13,7 +16,7 @@ use std::time::Duration;
 
 use uuid::Uuid;
 
-use crate::{error::ApiError, infra::kv::Kv, store};
+use crate::{domain::clock::Clock, error::ApiError, infra::kv::Kv, store};
 
 pub const ACTIVE: &str = "ACTIVE";
 
@@ -30,35 +33,72 @@ pub struct Standing<'a> {
     pub kv: &'a Kv,
 }
 
+/// What the entry holds: the status, and the clock offset when the integration has one
+/// ("ACTIVE" or "ACTIVE 86400").
+fn encode(status: &str, clock: Clock) -> String {
+    if clock.is_real() {
+        status.to_string()
+    } else {
+        format!("{status} {}", clock.offset_secs())
+    }
+}
+
+fn decode(entry: &str) -> (&str, Clock) {
+    match entry.split_once(' ') {
+        Some((status, offset)) => (status, Clock::from_column(offset.parse().ok())),
+        None => (entry, Clock::REAL),
+    }
+}
+
 impl Standing<'_> {
     /// INVALID_API_KEY unless the integration is ACTIVE, as for an API key whose
-    /// integration is not.
-    pub async fn require_active(&self, integration_id: Uuid) -> Result<(), ApiError> {
-        let key = entry(integration_id);
-        let status = match self.kv.get(&key).await? {
-            Some(s) => s,
-            None => {
-                let status = store::tenancy::find_integration(self.db, integration_id)
-                    .await?
-                    .map_or_else(|| "UNKNOWN".to_string(), |i| i.status);
-                // NX: a change published after our read wins over what we read.
-                self.kv.set_nx_px(&key, &status, ENTRY_TTL).await?;
-                status
-            }
-        };
+    /// integration is not; else the integration's clock.
+    pub async fn require_active(&self, integration_id: Uuid) -> Result<Clock, ApiError> {
+        let (status, clock) = self.current(integration_id).await?;
         if status == ACTIVE {
-            Ok(())
+            Ok(clock)
         } else {
             Err(ApiError::invalid_api_key())
         }
     }
 
-    /// Publishes a status change to every replica. A suspension publishes before it
-    /// commits (a failed commit then refuses tokens for at most `ENTRY_TTL`, never admits
-    /// one), a reactivation after; either overwrites whatever a request read before.
-    pub async fn publish(&self, integration_id: Uuid, status: &str) -> Result<(), ApiError> {
+    /// The integration's clock (real time for an unknown one).
+    pub async fn clock(&self, integration_id: Uuid) -> Result<Clock, ApiError> {
+        Ok(self.current(integration_id).await?.1)
+    }
+
+    async fn current(&self, integration_id: Uuid) -> Result<(String, Clock), ApiError> {
+        let key = entry(integration_id);
+        let entry = match self.kv.get(&key).await? {
+            Some(s) => s,
+            None => {
+                let entry = store::tenancy::find_integration(self.db, integration_id)
+                    .await?
+                    .map_or_else(
+                        || "UNKNOWN".to_string(),
+                        |i| encode(&i.status, Clock::from_column(i.clock_offset_secs)),
+                    );
+                // NX: a change published after our read wins over what we read.
+                self.kv.set_nx_px(&key, &entry, ENTRY_TTL).await?;
+                entry
+            }
+        };
+        let (status, clock) = decode(&entry);
+        Ok((status.to_string(), clock))
+    }
+
+    /// Publishes a status or clock change to every replica. A suspension publishes before
+    /// it commits (a failed commit then refuses tokens for at most `ENTRY_TTL`, never admits
+    /// one), a reactivation and a clock advance after; either overwrites whatever a request
+    /// read before.
+    pub async fn publish(
+        &self,
+        integration_id: Uuid,
+        status: &str,
+        clock: Clock,
+    ) -> Result<(), ApiError> {
         self.kv
-            .set_px(&entry(integration_id), status, ENTRY_TTL)
+            .set_px(&entry(integration_id), &encode(status, clock), ENTRY_TTL)
             .await
     }
 
@@ -66,5 +106,19 @@ impl Standing<'_> {
     /// published and then failed to commit).
     pub async fn forget(&self, integration_id: Uuid) -> Result<(), ApiError> {
         self.kv.del(&[entry(integration_id)]).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_reads_back_as_its_status_and_clock() {
+        assert_eq!(decode(&encode(ACTIVE, Clock::REAL)), (ACTIVE, Clock::REAL));
+        let ahead = Clock::ahead_by(90_000);
+        assert_eq!(encode(ACTIVE, ahead), "ACTIVE 90000");
+        assert_eq!(decode("ACTIVE 90000"), (ACTIVE, ahead));
+        assert_eq!(decode("SUSPENDED"), ("SUSPENDED", Clock::REAL));
     }
 }

@@ -72,7 +72,7 @@ pub async fn claim<C: ConnectionTrait>(
             for g in store::wallets::grants_in_states(c, w.id, &["LOCKED"]).await? {
                 released.skipped.push((g, "not_verified"));
             }
-            let balance = wallets::current_balance(c, &w).await?;
+            let balance = wallets::current_balance(c, &w, now).await?;
             released.wallets.push((w, balance));
         }
         return Ok(Claimed {

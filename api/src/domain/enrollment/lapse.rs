@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use entities::{enrollment, wallet, wallet_user};
 use sea_orm::{ConnectionTrait, DatabaseConnection};
 use serde_json::json;
+use uuid::Uuid;
 
 use super::{
     super::proof_window::{PENDING, event},
@@ -68,7 +69,7 @@ pub(super) async fn lapse<C: ConnectionTrait>(
             actual_minor: 0,
             ..w
         };
-        let balance = wallets::current_balance(c, &w).await?;
+        let balance = wallets::current_balance(c, &w, now).await?;
         locked_promo += balance.promo_locked_minor;
         if held > 0 {
             escrowed += held;
@@ -99,10 +100,14 @@ pub(super) async fn lapse<C: ConnectionTrait>(
 /// Lapses every pending window past its deadline, one transaction each. Safe on several
 /// workers at once: each one takes the identity's lock and re-reads the enrollment, so a
 /// window lapses once. Returns how many lapsed.
-pub async fn expire_due(db: &DatabaseConnection, now: DateTime<Utc>) -> Result<usize, ApiError> {
+pub async fn expire_due(
+    db: &DatabaseConnection,
+    now: DateTime<Utc>,
+    merchants: Option<&[Uuid]>,
+) -> Result<usize, ApiError> {
     let mut lapsed = 0;
     loop {
-        let due = store::enrollments::due(db, now, 100).await?;
+        let due = store::enrollments::due(db, now, merchants, 100).await?;
         if due.is_empty() {
             return Ok(lapsed);
         }

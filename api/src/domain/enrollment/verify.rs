@@ -103,10 +103,11 @@ pub async fn check_code(
     merchant: Uuid,
     target: Target,
     code: String,
+    clock: crate::domain::clock::Clock,
 ) -> Result<Uuid, ApiError> {
     let (db, sealer) = (db.clone(), sealer.clone());
     let task = tokio::spawn(async move {
-        let now = Utc::now();
+        let now = clock.now();
         let txn = store::begin(&db).await?;
         let found = find_target(&txn, merchant, &target)
             .await?
@@ -209,7 +210,7 @@ pub async fn release_all<C: ConnectionTrait>(
             actual_minor: w.actual_minor + escrowed,
             ..w
         };
-        let balance = wallets::current_balance(c, &w).await?;
+        let balance = wallets::current_balance(c, &w, now).await?;
         if escrowed > 0 || !release.is_empty() {
             events.push(wallets::balance_changed(&w, &balance, cause, cause_id, now));
         }

@@ -239,6 +239,7 @@ pub async fn verify_otp(
     sealer: &Sealer,
     merchant: Uuid,
     pay: &Pay,
+    clock: crate::domain::clock::Clock,
 ) -> Result<Option<Uuid>, ApiError> {
     let Credential::Otp {
         phone,
@@ -250,7 +251,7 @@ pub async fn verify_otp(
     };
     let (db, sealer, pay) = (db.clone(), sealer.clone(), pay.clone());
     let task = tokio::spawn(async move {
-        let now = Utc::now();
+        let now = clock.now();
         let txn = store::begin(&db).await?;
         let s = store::payments::lock_otp(&txn, merchant, otp_session_id)
             .await?

@@ -229,7 +229,7 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
     pay: Pay,
     turn: Option<Turn>,
 ) -> Result<Paid, ApiError> {
-    let now = Utc::now();
+    let now = caller.now();
     let merchant = caller.acting.merchant_id;
     let payment_id = Uuid::now_v7();
     // The session first (it is first in the lock order): two payments in one session

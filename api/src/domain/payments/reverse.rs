@@ -1,7 +1,6 @@
 //! Void and refund: the payment is locked, then the wallet, and what earlier refunds
 //! returned decides what this one may (actual money first, then each grant's part while
 //! the grant is usable, the rest forfeited); rewards are taken back in proportion.
-use chrono::Utc;
 use entities::{payment, payment_refund};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
@@ -53,7 +52,7 @@ pub async fn reverse<C: ConnectionTrait>(
     currency: Option<&str>,
     reason: Option<String>,
 ) -> Result<Reversal, ApiError> {
-    let now = Utc::now();
+    let now = caller.now();
     let merchant = caller.acting.merchant_id;
     let p = store::payments::lock(c, merchant, payment_id)
         .await?
@@ -73,7 +72,7 @@ pub async fn reverse<C: ConnectionTrait>(
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     if p.status == "voided" {
         if kind == ReversalKind::Void {
-            let balance_after = wallets::current_balance(c, &w).await?;
+            let balance_after = wallets::current_balance(c, &w, now).await?;
             return Ok(Reversal {
                 payment: p,
                 rewards: rewards::Reversed::default(),
@@ -176,7 +175,7 @@ pub async fn reverse<C: ConnectionTrait>(
     let w = store::wallets::find_wallet(c, merchant, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let balance_after = wallets::current_balance(c, &w).await?;
+    let balance_after = wallets::current_balance(c, &w, now).await?;
     let (topic, cause) = match kind {
         ReversalKind::Void => ("payment.reversed", "void"),
         ReversalKind::Refund => ("payment.refunded", "refund"),

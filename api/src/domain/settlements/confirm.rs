@@ -123,7 +123,7 @@ pub(super) async fn drop_requested<C: ConnectionTrait>(
     let w = store::wallets::find_wallet(c, merchant, w.id)
         .await?
         .ok_or_else(|| ApiError::internal("a requested top-up's wallet is gone"))?;
-    let balance = crate::domain::wallets::current_balance(c, &w).await?;
+    let balance = crate::domain::wallets::current_balance(c, &w, now).await?;
     Ok(vec![crate::domain::wallets::balance_changed(
         &w, &balance, "topup", id, now,
     )])
@@ -300,7 +300,7 @@ pub async fn confirm<C: ConnectionTrait>(
         let w = store::wallets::find_wallet(c, merchant, w.id)
             .await?
             .ok_or_else(|| ApiError::not_found("Wallet"))?;
-        let balance = crate::domain::wallets::current_balance(c, &w).await?;
+        let balance = crate::domain::wallets::current_balance(c, &w, now).await?;
         events.push(crate::domain::wallets::balance_changed(
             &w, &balance, "topup", id, now,
         ));

@@ -217,7 +217,7 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
     let w = store::wallets::find_wallet(c, merchant, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let balance = wallets::current_balance(c, &w).await?;
+    let balance = wallets::current_balance(c, &w, now).await?;
     events.push(wallets::balance_changed(
         &w,
         &balance,

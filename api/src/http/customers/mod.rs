@@ -6,7 +6,6 @@ mod identity;
 pub use identity::*;
 
 use crate::http::fields::UuidText;
-use chrono::Utc;
 use entities::{payment, promo_grant};
 use poem::web::Data;
 use poem_openapi::{
@@ -287,7 +286,7 @@ impl CustomersApi {
         who.decision_trace_id = Some(trace.clone());
         let txn = crate::store::begin(&st.db).await.map_err(ApiError::from)?;
         let r =
-            customers::identify(&txn, &st.sealer, &who, &credential, program, Utc::now()).await?;
+            customers::identify(&txn, &st.sealer, &who, &credential, program, who.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
         identification_done(
             st,
@@ -381,6 +380,7 @@ impl CustomersApi {
             .known(st, principal.integration_id)
             .await?;
         let rate = identification_guard(st, principal, &credential).await?;
+        let clock = principal.clock();
         let l = customers::lookup(
             &st.db,
             &st.sealer,
@@ -388,7 +388,7 @@ impl CustomersApi {
             acting.merchant_id,
             &credential,
             program,
-            Utc::now(),
+            clock.now(),
         )
         .await?;
         identification_done(

@@ -1,5 +1,4 @@
 //! `POST /claims`: a verified customer takes the grants held for them.
-use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -99,7 +98,7 @@ impl ClaimsApi {
         key.run(&auth.0, &body, async move |txn, acting| {
             let named = named.credentials(&st, p).await?;
             let who = caller(p, acting, &b.context);
-            let c = enrollment::claim(txn, &st.sealer, &who, &named, Utc::now()).await?;
+            let c = enrollment::claim(txn, &st.sealer, &who, &named, who.now()).await?;
             let (released_grants, skipped_grants, wallets) = released_parts(&c.released);
             Ok(Outcome::new(ClaimResult {
                 claim_id: c.claim_id.to_string(),

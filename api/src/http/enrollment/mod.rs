@@ -7,7 +7,6 @@ mod verify;
 pub use claims::*;
 pub use verify::*;
 
-use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -245,7 +244,7 @@ impl EnrollmentApi {
         key.run(&auth.0, &body, async move |txn, acting| {
             let who = caller(p, acting, &b.context);
             let r =
-                enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, Utc::now()).await?;
+                enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, who.now()).await?;
             Ok(Outcome::new(enrollment_result(
                 &r.identity,
                 Some(&r.wallet),
@@ -293,7 +292,7 @@ impl EnrollmentApi {
                 &policy(&st),
                 &target,
                 session,
-                Utc::now(),
+                who.now(),
             )
             .await?;
             Ok(Outcome::new(enrollment_result(

@@ -229,6 +229,7 @@ impl VerifyApi {
             .of_integration(p.integration_id);
         let prep = st.clone();
         let merchant = b.context.parsed().merchant_id;
+        let clock = p.clock();
         key.run_prepared(
             &auth.0,
             &body,
@@ -240,6 +241,7 @@ impl VerifyApi {
                         merchant,
                         target.clone(),
                         code.clone(),
+                        clock,
                     )
                     .await?;
                 }
@@ -247,7 +249,7 @@ impl VerifyApi {
             },
             async move |txn, acting, proof| {
                 let who = caller(p, acting, &b.context);
-                let v = enrollment::verify(txn, &st.sealer, &who, &proof, Utc::now()).await?;
+                let v = enrollment::verify(txn, &st.sealer, &who, &proof, who.now()).await?;
                 let (released_grants, _, wallets) = released_parts(&v.released);
                 Ok(Outcome::new(EnrollVerifyResult {
                     state: v.identity.state.clone(),

@@ -21,7 +21,9 @@ mod sets;
 mod tests;
 mod text;
 
-pub use numbers::{AmountMinor, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX, PAGE_LIMIT_MIN, PageLimit};
+pub use numbers::{
+    AmountMinor, IntIn, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX, PAGE_LIMIT_MIN, PageLimit,
+};
 pub use sets::*;
 pub use text::{
     DateTimeKind, DateTimeText, Phone, PhoneKind, Text, TextKind, UuidKind, UuidText, phone,

@@ -124,3 +124,65 @@ impl ParseFromParameter for PageLimit {
             .map_err(|_| poem_openapi::types::ParseError::custom("must be an integer"))
     }
 }
+
+/// A JSON integer a request carries that the contract bounds to `MIN..=MAX`, published as
+/// `minimum` and `maximum`; `check` reports anything else as `out_of_range`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(transparent)]
+pub struct IntIn<const MIN: i64, const MAX: i64>(pub i64);
+
+impl<const MIN: i64, const MAX: i64> IntIn<MIN, MAX> {
+    pub fn check(&self, errs: &mut Errors, field: &str) -> bool {
+        let ok = (MIN..=MAX).contains(&self.0);
+        if !ok {
+            errs.push(
+                field,
+                "out_of_range",
+                format!("must be between {MIN} and {MAX}"),
+            );
+        }
+        ok
+    }
+}
+
+impl<const MIN: i64, const MAX: i64> Type for IntIn<MIN, MAX> {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> Cow<'static, str> {
+        format!("integer_{MIN}_{MAX}").into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            minimum: Some(MIN as f64),
+            maximum: Some(MAX as f64),
+            ..MetaSchema::new_with_format("integer", "int64")
+        }))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(&'a self) -> Box<dyn Iterator<Item = &'a Self> + 'a> {
+        Box::new(self.as_raw_value().into_iter())
+    }
+}
+
+impl<const MIN: i64, const MAX: i64> ParseFromJSON for IntIn<MIN, MAX> {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        value
+            .as_ref()
+            .and_then(Value::as_i64)
+            .map(IntIn)
+            .ok_or_else(|| poem_openapi::types::ParseError::custom("must be an integer"))
+    }
+}
+
+impl<const MIN: i64, const MAX: i64> ToJSON for IntIn<MIN, MAX> {
+    fn to_json(&self) -> Option<Value> {
+        Some(self.0.into())
+    }
+}

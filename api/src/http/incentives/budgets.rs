@@ -1,7 +1,6 @@
 //! Incentive budgets (`/incentives/budgets`): caps on what cashback, offers and reload
 //! bonuses may give away.
 use crate::http::fields::UuidText;
-use chrono::Utc;
 use entities::budget;
 use poem::web::Data;
 use poem_openapi::{
@@ -159,6 +158,7 @@ impl BudgetsApi {
         auth.0.require(Permission::Incentives)?;
         let p = &auth.0;
         let b = &body.value;
+        let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
             let r = budgets::create(
                 txn,
@@ -169,7 +169,7 @@ impl BudgetsApi {
                     currency: b.currency.clone(),
                     limit_minor: b.limit_minor,
                 },
-                Utc::now(),
+                clock.now(),
             )
             .await?;
             Ok(Outcome::new(budget_view(&r)))
@@ -259,6 +259,7 @@ impl BudgetsApi {
         auth.0.require(Permission::Incentives)?;
         let id = path_uuid("path:budgetId", &budget_id.0)?;
         let b = &body.value;
+        let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
             let r = budgets::change(
                 txn,
@@ -270,7 +271,7 @@ impl BudgetsApi {
                     active: b.active,
                     expected_version: b.expected_version,
                 },
-                Utc::now(),
+                clock.now(),
             )
             .await?;
             Ok(Outcome::new(budget_view(&r)))

@@ -8,7 +8,6 @@ pub use offers::*;
 pub use reload_bonus::*;
 
 use crate::http::fields::UuidText;
-use chrono::Utc;
 use entities::cashback_rule;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Query};
@@ -212,6 +211,7 @@ impl IncentivesApi {
         let p = &auth.0;
         let b = &body.value;
         let (program, budget) = program_and_budget(&b.wallet_program_id, &b.budget_id)?;
+        let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
             let r = cashback::configure(
                 txn,
@@ -227,7 +227,7 @@ impl IncentivesApi {
                     active: b.active.unwrap_or(true),
                     budget_id: budget,
                 },
-                Utc::now(),
+                clock.now(),
             )
             .await?;
             Ok(Outcome::new(rule_view(&r)))

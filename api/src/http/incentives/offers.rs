@@ -332,7 +332,7 @@ impl OffersApi {
         key.run(auth.principal(), &body, async move |txn, acting| {
             let named = named.credentials(&st, &p).await?;
             let who = caller(&p, acting, &b.context);
-            let now = Utc::now();
+            let now = who.now();
             let o = offers::arm(
                 txn,
                 &st.sealer,
@@ -401,7 +401,8 @@ impl OffersApi {
         )
         .await?;
         let page = crate::http::cursor::page("offer", &rows, more, |o| o.id);
-        let now = Utc::now();
+        let clock = auth.principal().clock();
+        let now = clock.now();
         Ok(Reply::page(
             &rows.iter().map(|o| offer_view(o, now)).collect::<Vec<_>>(),
             &page,
@@ -424,7 +425,8 @@ impl OffersApi {
         let id = path_uuid("path:offerId", &offer_id.0)?;
         let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
         let o = offers::get(&st.db, merchant, id).await?;
-        Ok(Reply::ok(&offer_view(&o, Utc::now())))
+        let clock = auth.principal().clock();
+        Ok(Reply::ok(&offer_view(&o, clock.now())))
     }
 
     /// Evaluate offers (beta)
@@ -465,7 +467,7 @@ impl OffersApi {
         e.finish()?;
         let named = named.credentials(st, principal).await?;
         let who = caller(principal, acting, &b.context);
-        let now = Utc::now();
+        let now = who.now();
         let (wallet_user_id, found) = offers::evaluate(
             &st.db,
             &st.sealer,
@@ -537,7 +539,7 @@ impl OffersApi {
         let payment = path_uuid("/payment_id", &b.payment_id)?;
         key.run(auth.principal(), &body, async move |txn, acting| {
             let who = caller(&p, acting, &b.context);
-            let now = Utc::now();
+            let now = who.now();
             let r = offers::redeem(txn, &p, &who, id, payment, now).await?;
             Ok(Outcome::new(RedeemResult {
                 offer: offer_view(&r.offer, now),
@@ -571,8 +573,9 @@ impl OffersApi {
     ) -> poem::Result<Reply<OfferView>> {
         auth.require(Permission::Terminal)?;
         let id = path_uuid("path:offerId", &offer_id.0)?;
+        let clock = auth.principal().clock();
         key.run(auth.principal(), &body, async move |txn, acting| {
-            let now = Utc::now();
+            let now = clock.now();
             let o = offers::cancel(txn, acting.merchant_id, id, now).await?;
             Ok(Outcome::new(offer_view(&o, now)))
         })

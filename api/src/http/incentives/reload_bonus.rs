@@ -2,7 +2,6 @@
 //! top-up earns, by amount, under a budget. An incentive, configured here; applied when a
 //! settlement is confirmed.
 use crate::http::fields::UuidText;
-use chrono::Utc;
 use entities::reload_bonus_config;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Query};
@@ -217,6 +216,7 @@ impl ReloadBonusApi {
         let p = &auth.0;
         let b = &body.value;
         let (program, budget) = program_and_budget(&b.wallet_program_id, &b.budget_id)?;
+        let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
             let c = reload_bonus::configure(
                 txn,
@@ -229,7 +229,7 @@ impl ReloadBonusApi {
                     expiry_days: b.expiry_days,
                     budget_id: budget,
                 },
-                Utc::now(),
+                clock.now(),
             )
             .await?;
             Ok(Outcome::new(config_view(&c)))

@@ -13,7 +13,6 @@ pub use qr::*;
 pub use reverse::*;
 
 use crate::http::fields::UuidText;
-use chrono::Utc;
 use entities::{payment, payment_refund};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
@@ -294,7 +293,8 @@ impl PaymentsApi {
         key: Idempotent<'_>,
         body: JsonBody<PaymentRequest>,
     ) -> poem::Result<Reply<PaymentResult>> {
-        let received_at = Utc::now();
+        let clock = auth.0.clock();
+        let received_at = clock.now();
         let st = state.0.clone();
         let principal = auth.0.clone();
         let b = &body.value;
@@ -349,6 +349,7 @@ impl PaymentsApi {
                                 &prep_state.sealer,
                                 merchant,
                                 &pay,
+                                clock,
                             )
                             .await?
                             {

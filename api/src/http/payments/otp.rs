@@ -1,6 +1,5 @@
 //! `POST /payments/otp/send`: a code texted to the customer for one order.
 use crate::http::fields::Text;
-use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -118,7 +117,7 @@ impl OtpApi {
             let phone = IdentityCredential::Phone(req.phone.clone());
             crate::http::customers::identification_guard(&st, &principal, &phone).await?;
             let who = caller(&principal, acting, &b.context);
-            let sent = payments::send_otp(txn, &st.sealer, &who, req, Utc::now()).await?;
+            let sent = payments::send_otp(txn, &st.sealer, &who, req, who.now()).await?;
             Ok(Outcome::new(OtpSendResult {
                 otp_session_id: sent.session.id.to_string(),
                 phone_masked: payments::masked(&sent.phone),

@@ -1,5 +1,4 @@
 //! `POST /qr/mint`: a single-use QR nonce (and short code) for the customer's wallet.
-use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -157,12 +156,13 @@ impl QrApi {
             with_short_code: b.include_short_code,
             wallet_program_id: program,
         };
+        let clock = principal.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
             if let Some(Customer::Phone(phone)) = &req.customer {
                 let phone = IdentityCredential::Phone(phone.clone());
                 crate::http::customers::identification_guard(&st, &principal, &phone).await?;
             }
-            let now = Utc::now();
+            let now = clock.now();
             let who = caller(&principal, acting, &b.context);
             let m = payments::mint_qr(txn, &st.sealer, &who, req, now).await?;
             let mut out = Outcome::new(QrMintResult {
