@@ -74,7 +74,18 @@ pub fn parse<T: DeserializeOwned + Validate>(bytes: &[u8]) -> Result<JsonBody<T>
             "the body must be a JSON object",
         ));
     }
-    let value: T = serde_path_to_error::deserialize(&json).map_err(|e| {
+    // Members the type does not read are ignored; their pointers are noted as it reads, so
+    // the control-character rule skips exactly them (see `strict_json`). That rule is
+    // reported first: when reading stopped early, members it never reached count as read.
+    let mut ignored = Vec::new();
+    let read: Result<T, _> = {
+        let mut note = |p: serde_ignored::Path| ignored.push(ignored_pointer(&p));
+        serde_path_to_error::deserialize(serde_ignored::Deserializer::new(&json, &mut note))
+    };
+    if let Some(field) = super::strict_json::control_chars_in(&json, &ignored) {
+        return Err(ApiError::validation(vec![field]));
+    }
+    let value = read.map_err(|e| {
         let pointer = pointer(e.path());
         ApiError::validation(vec![classify(&pointer, &e.into_inner().to_string())])
     })?;
@@ -82,6 +93,24 @@ pub fn parse<T: DeserializeOwned + Validate>(bytes: &[u8]) -> Result<JsonBody<T>
     value.validate(&mut errs);
     errs.finish()?;
     Ok(JsonBody { value, json })
+}
+
+/// The JSON pointer of a member serde_ignored reports (its `Some`/newtype steps are not
+/// JSON nesting).
+fn ignored_pointer(path: &serde_ignored::Path) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}/{index}", ignored_pointer(parent)),
+        Path::Map { parent, key } => {
+            let mut at = ignored_pointer(parent);
+            super::strict_json::push_pointer_segment(&mut at, key);
+            at
+        }
+        Path::Some { parent }
+        | Path::NewtypeStruct { parent }
+        | Path::NewtypeVariant { parent } => ignored_pointer(parent),
+    }
 }
 
 fn pointer(path: &serde_path_to_error::Path) -> String {
@@ -172,6 +201,28 @@ mod tests {
     }
 
     const ID: &str = "0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69";
+
+    #[test]
+    fn a_control_character_is_refused_in_a_member_read_and_ignored_in_one_not_read() {
+        let body = |extra: &str| {
+            format!(r#"{{"amount_minor": 5, "currency": "EUR", "wallet_id": "{ID}"{extra}}}"#)
+        };
+        assert_eq!(
+            fields(parse::<Pay>(
+                body("").replace("EUR", "EU\\u0000").as_bytes()
+            )),
+            [("/currency".into(), "control_characters".into())]
+        );
+        // Unknown members are ignored, whatever their strings hold; their names are not.
+        let ok = parse::<Pay>(
+            body(r#", "pos_note": "a\u0000b", "pos": {"raw": ["\u0007"]}"#).as_bytes(),
+        );
+        assert!(ok.is_ok(), "{:?}", ok.err().map(|e| e.to_body()));
+        assert_eq!(
+            fields(parse::<Pay>(body(r#", "pos\u0000": 1"#).as_bytes())),
+            [("/pos\u{fffd}".into(), "control_characters".into())]
+        );
+    }
 
     #[test]
     fn amounts_must_be_json_integers() {

@@ -5,8 +5,12 @@
 //!   4321}` is valid JSON whose meaning depends on the reader (serde keeps the last, many
 //!   proxies, WAFs and log pipelines the first), so it is refused as `duplicate_member`.
 //! - **No control characters** (Unicode category Cc: U+0000–U+001F, U+007F–U+009F) in any
-//!   string or member name. No field of the contract carries one; a NUL would reach the
-//!   database (PostgreSQL refuses it in text) and logs. Refused as `control_characters`.
+//!   member name, nor in any string the operation reads. No field of the contract carries
+//!   one; a NUL would reach the database (PostgreSQL refuses it in text) and logs. Refused
+//!   as `control_characters`. The strings of members the operation does not know are never
+//!   read, stored or echoed, so they are ignored like the members themselves (the
+//!   published schemas say the same: names are patterned, unknown values are free); which
+//!   members those are, the body's own type decides as it is read (`body::parse`).
 //!
 //! Both name the offending member as a JSON pointer, like every other field error.
 use std::{cell::RefCell, fmt};
@@ -34,6 +38,53 @@ pub fn parse(bytes: &[u8]) -> Result<Value, ApiError> {
             "malformed_json",
             format!("the body is not valid JSON: {e}"),
         )),
+    }
+}
+
+/// The first string of `json` holding a control character, outside the members at
+/// `ignored` (JSON pointers of members the operation did not read), as the field error.
+pub fn control_chars_in(json: &Value, ignored: &[String]) -> Option<FieldError> {
+    fn walk(v: &Value, at: &mut String, ignored: &[String]) -> bool {
+        if ignored.iter().any(|p| p == at) {
+            return false;
+        }
+        match v {
+            Value::String(s) => has_control_chars(s),
+            Value::Array(items) => items.iter().enumerate().any(|(i, item)| {
+                let back = at.len();
+                at.push('/');
+                at.push_str(&i.to_string());
+                let found = walk(item, at, ignored);
+                if !found {
+                    at.truncate(back);
+                }
+                found
+            }),
+            Value::Object(members) => members.iter().any(|(name, item)| {
+                let back = at.len();
+                push_pointer_segment(at, name);
+                let found = walk(item, at, ignored);
+                if !found {
+                    at.truncate(back);
+                }
+                found
+            }),
+            _ => false,
+        }
+    }
+    let mut at = String::new();
+    walk(json, &mut at, ignored).then(|| control_chars(&at))
+}
+
+/// Appends `/segment` to the JSON pointer `at`, escaped (`~0`, `~1`).
+pub fn push_pointer_segment(at: &mut String, segment: &str) {
+    at.push('/');
+    for c in segment.chars() {
+        match c {
+            '~' => at.push_str("~0"),
+            '/' => at.push_str("~1"),
+            c => at.push(c),
+        }
     }
 }
 
@@ -115,16 +166,10 @@ impl<'de> Visitor<'de> for Reader<'_> {
     }
 
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        if has_control_chars(v) {
-            return Err(self.refuse(control_chars(self.at)));
-        }
         Ok(Value::String(v.to_owned()))
     }
 
     fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        if has_control_chars(&v) {
-            return Err(self.refuse(control_chars(self.at)));
-        }
         Ok(Value::String(v))
     }
 
@@ -213,28 +258,48 @@ mod tests {
     }
 
     #[test]
-    fn a_control_character_is_refused_in_any_string_or_name() {
-        assert_eq!(
-            refused(r#"{"basket": {"lines": [{"sku": "A\u0000"}]}}"#),
-            ("/basket/lines/0/sku".into(), "control_characters".into())
-        );
-        assert_eq!(
-            refused(r#"{"reason": "two\nlines"}"#),
-            ("/reason".into(), "control_characters".into())
-        );
+    fn a_control_character_is_refused_in_any_name_and_in_every_string_read() {
         assert_eq!(
             refused(r#"{"x\u0007": 1}"#),
             ("/x\u{fffd}".into(), "control_characters".into())
         );
         assert_eq!(
-            refused("{\"c1\": \"\u{85}\"}"),
-            ("/c1".into(), "control_characters".into())
+            refused(r#"{"basket": {"lines": [{"s\u0000": "A"}]}}"#),
+            (
+                "/basket/lines/0/s\u{fffd}".into(),
+                "control_characters".into()
+            )
+        );
+        let found = |body: &str, ignored: &[&str]| {
+            let json = parse(body.as_bytes()).expect("names are clean");
+            let ignored: Vec<String> = ignored.iter().map(|s| s.to_string()).collect();
+            control_chars_in(&json, &ignored).map(|f| (f.field, f.issue))
+        };
+        let cc = |at: &str| Some((at.to_string(), "control_characters".to_string()));
+        assert_eq!(
+            found(r#"{"basket": {"lines": [{"sku": "A\u0000"}]}}"#, &[]),
+            cc("/basket/lines/0/sku")
+        );
+        assert_eq!(found(r#"{"reason": "two\nlines"}"#, &[]), cc("/reason"));
+        assert_eq!(found("{\"c1\": \"\u{85}\"}", &[]), cc("/c1"));
+        assert_eq!(found(r#""\u0000""#, &[]), cc("/"));
+        assert_eq!(found(r#"{"a/b": ["ok", "\u0001"]}"#, &[]), cc("/a~1b/1"));
+        // A member the operation did not read is skipped, with everything under it.
+        assert_eq!(
+            found(
+                r#"{"note": "x\u0000", "pos": {"raw": ["\u0001"]}}"#,
+                &["/note", "/pos"]
+            ),
+            None
         );
         assert_eq!(
-            refused(r#""\u0000""#),
-            ("/".into(), "control_characters".into())
+            found(r#"{"note": "x\u0000", "reason": "\u0002"}"#, &["/note"]),
+            cc("/reason")
         );
-        assert!(parse("{\"name\": \"Caf\u{e9} \u{1F600}\", \"tab\": \"a b\"}".as_bytes()).is_ok());
+        assert_eq!(
+            found("{\"name\": \"Caf\u{e9} \u{1F600}\", \"tab\": \"a b\"}", &[]),
+            None
+        );
     }
 
     #[test]
@@ -254,15 +319,17 @@ mod tests {
         }
 
         #[test]
-        fn any_control_character_anywhere_in_a_string_is_refused(
+        fn any_control_character_anywhere_in_a_string_read_is_found(
             prefix in "[a-z]{0,5}", c in 0u32..0xa0, suffix in "[a-z]{0,5}",
         ) {
             let ch = char::from_u32(c).unwrap();
             prop_assume!(ch.is_control());
             let body = serde_json::json!({"outer": [{"field": format!("{prefix}{ch}{suffix}")}]});
-            let e = parse(body.to_string().as_bytes()).unwrap_err().to_body();
-            prop_assert_eq!(&e["details"]["fields"][0]["field"], "/outer/0/field");
-            prop_assert_eq!(&e["details"]["fields"][0]["issue"], "control_characters");
+            let json = parse(body.to_string().as_bytes()).unwrap();
+            let f = control_chars_in(&json, &[]).expect("found");
+            prop_assert_eq!(f.field, "/outer/0/field");
+            prop_assert_eq!(f.issue, "control_characters");
+            prop_assert!(control_chars_in(&json, &["/outer".to_string()]).is_none());
         }
     }
 

@@ -116,6 +116,17 @@ async fn control_characters_are_refused_in_bodies_queries_and_paths_never_a_500(
         one("/basket/lines/0/category", "control_characters")
     );
 
+    // A member the operation does not know is ignored, whatever its strings hold (its name
+    // is still checked); the payment goes through.
+    let mut unknown = line("SKU-1", "food");
+    unknown["pos_extension"] = json!({"note": "till \u{0} 7", "raw": ["\u{7}"]});
+    let r = shop.post("/payments", unknown).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut named = line("SKU-1", "food");
+    named["pos\u{0}note"] = json!("x");
+    let r = shop.post("/payments", named).await;
+    assert_eq!(issues(&r), one("/pos\u{fffd}note", "control_characters"));
+
     let key = &shop.tenant.platform_key;
     let op = &shop.operator_key;
     let reads: Vec<(reqwest::RequestBuilder, &str)> = vec![
@@ -151,7 +162,7 @@ async fn control_characters_are_refused_in_bodies_queries_and_paths_never_a_500(
         );
         assert_eq!(issues(&r), one(field, "control_characters"));
     }
-    assert_eq!(shop.balance(&c).await["actual_minor"], 10_000);
+    assert_eq!(shop.balance(&c).await["actual_minor"], 9_900);
 }
 
 /// Every string a route accepts, in its body, query or path, gets a control character (a
