@@ -82,6 +82,9 @@ pub fn one_of(errs: &mut Errors, field: impl Into<String>, value: &str, allowed:
     false
 }
 
+/// What `currency` accepts, as JSON Schema publishes it.
+pub const CURRENCY_PATTERN: &str = "^[A-Z]{3}$";
+
 /// ISO-4217 shape: exactly three upper-case ASCII letters. Whether a program supports the
 /// currency is a separate check (CURRENCY_NOT_SUPPORTED).
 pub fn currency(errs: &mut Errors, field: &str, value: &str) -> bool {

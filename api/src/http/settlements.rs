@@ -1,6 +1,7 @@
 //! Settlement-backed top-ups: settlement ingest (control plane) and top-up confirmation at
 //! the till. The reload-bonus tiers a confirmation accrues under are configured in
 //! `incentives::reload_bonus`.
+use crate::http::fields::CurrencyCode;
 use crate::http::fields::Text;
 use crate::http::fields::UuidText;
 use entities::settlement;
@@ -50,7 +51,7 @@ pub struct SettlementRequest {
     pub amount_minor: crate::http::fields::AmountMinor,
     /// ISO-4217; one of the merchant's program currencies.
     #[serde(default)]
-    pub currency: String,
+    pub currency: CurrencyCode,
     /// PENDING (the provider is settling), SETTLED or FAILED. A reference moves only from
     /// PENDING to SETTLED or FAILED; reporting the same state again changes nothing.
     #[serde(default)]
@@ -277,7 +278,7 @@ impl SettlementsApi {
                 Report {
                     reference: b.reference.to_string(),
                     amount_minor: *b.amount_minor,
-                    currency: b.currency.clone(),
+                    currency: b.currency.to_string(),
                     state: b.state.to_string(),
                     provider: b.provider.clone().map(String::from),
                     failure_reason: b.failure_reason.clone(),

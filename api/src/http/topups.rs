@@ -1,5 +1,6 @@
 //! SKU top-ups: registering the SKUs a till sells and ringing one up for a customer. A
 //! customer's grants and their clawback are `grants`.
+use crate::http::fields::CurrencyCode;
 use crate::http::fields::Text;
 
 use crate::http::fields::UuidText;
@@ -63,7 +64,7 @@ pub struct SkuRequest {
     pub name: Text<1, 200>,
     /// ISO-4217; one of the merchant's program currencies.
     #[serde(default)]
-    pub currency: String,
+    pub currency: CurrencyCode,
     /// What one unit credits to the wallet's actual money. Minimum 1.
     #[serde(default)]
     pub wallet_credits_minor: crate::http::fields::AmountMinor,
@@ -181,7 +182,7 @@ pub struct SkuTopupRequest {
     pub quantity: i64,
     /// Picks the program when the merchant runs several in the SKU's currency.
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<UuidText>,
 }
 
 impl SkuTopupRequest {
@@ -311,7 +312,7 @@ impl TopupsApi {
                 SkuTerms {
                     sku_id: b.sku_id.to_string(),
                     name: b.name.to_string(),
-                    currency: b.currency.clone(),
+                    currency: b.currency.to_string(),
                     wallet_credits_minor: *b.wallet_credits_minor,
                     bonus,
                     bonus_expiry_days: b.bonus.as_ref().and_then(|x| x.expiry_days),

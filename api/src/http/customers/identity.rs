@@ -213,14 +213,14 @@ pub struct CustomerNamed {
 }
 
 impl CustomerNamed {
-    pub fn parse(
+    pub fn parse<S: AsRef<str>>(
         e: &mut Errors,
-        wallet_user_id: &Option<String>,
+        wallet_user_id: &Option<S>,
         customer: Option<&Value>,
     ) -> CustomerNamed {
         let by_id = wallet_user_id
-            .as_deref()
-            .and_then(|id| crate::domain::validate::uuid(e, "/wallet_user_id", id));
+            .as_ref()
+            .and_then(|id| crate::domain::validate::uuid(e, "/wallet_user_id", id.as_ref()));
         let by_credential = customer.and_then(|c| identity_credential(e, "/customer", c));
         if wallet_user_id.is_none() && customer.is_none() {
             e.push(

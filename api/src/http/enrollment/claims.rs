@@ -1,4 +1,5 @@
 //! `POST /claims`: a verified customer takes the grants held for them.
+use crate::http::fields::UuidText;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -32,7 +33,7 @@ pub struct ClaimRequest {
     /// The VERIFIED wallet identity. Give this, `customer`, or both (naming the same
     /// customer).
     #[oai(nullable)]
-    pub wallet_user_id: Option<String>,
+    pub wallet_user_id: Option<UuidText>,
     /// The customer by identity credential.
     #[oai(nullable)]
     pub customer: Option<Documented<IdentityCredentialBody>>,

@@ -1,6 +1,7 @@
 //! Enrollment and claims: start phone proof, verify it by code or link, resend the SMS,
 //! and claim locked grants.
 use crate::http::fields::Text;
+use crate::http::fields::UuidText;
 mod claims;
 mod verify;
 
@@ -79,7 +80,7 @@ pub struct EnrollInitiateRequest {
     pub card_fingerprint: Option<String>,
     /// Null: the merchant's program (WALLET_PROGRAM_AMBIGUOUS when it runs several).
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<UuidText>,
     /// SMS language (en, de, fr, es; others fall back to en).
     #[oai(nullable)]
     pub language: Option<String>,
@@ -173,7 +174,7 @@ pub struct EnrollResendRequest {
     #[oai(nullable)]
     pub phone: Option<crate::http::fields::Phone>,
     #[oai(nullable)]
-    pub enrollment_id: Option<String>,
+    pub enrollment_id: Option<UuidText>,
 }
 
 impl EnrollResendRequest {

@@ -1,4 +1,5 @@
 //! `POST /enroll/verify`: the code or link token that proves the phone, and what it released.
+use crate::http::fields::UuidText;
 use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
@@ -48,7 +49,7 @@ pub struct EnrollVerifyRequest {
     pub phone: Option<crate::http::fields::Phone>,
     /// With `code`: the enrollment from the initiate result.
     #[oai(nullable)]
-    pub enrollment_id: Option<String>,
+    pub enrollment_id: Option<UuidText>,
 }
 
 impl EnrollVerifyRequest {

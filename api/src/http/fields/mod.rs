@@ -26,7 +26,8 @@ pub use numbers::{
 };
 pub use sets::*;
 pub use text::{
-    DateTimeKind, DateTimeText, Phone, PhoneKind, Text, TextKind, UuidKind, UuidText, phone,
+    CurrencyCode, CurrencyKind, DateTimeKind, DateTimeText, Phone, PhoneKind, Text, TextKind,
+    UuidKind, UuidText, phone,
 };
 
 /// What a `Field` must hold.

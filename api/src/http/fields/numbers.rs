@@ -126,8 +126,9 @@ impl ParseFromParameter for PageLimit {
 }
 
 /// A JSON integer a request carries that the contract bounds to `MIN..=MAX`, published as
-/// `minimum` and `maximum`; `check` reports anything else as `out_of_range`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+/// `minimum` and `maximum`; `check` reports anything else as `out_of_range` (a missing
+/// member read as 0 included, where the body defaults it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(transparent)]
 pub struct IntIn<const MIN: i64, const MAX: i64>(pub i64);
 

@@ -31,6 +31,13 @@ fn the_published_uuid_accepts_exactly_what_the_server_accepts() {
 }
 
 #[test]
+fn the_published_currency_accepts_exactly_what_the_server_accepts() {
+    published_agrees_with_check::<CurrencyKind>(&[
+        "EUR", "eur", "EU", "EURO", "E1R", "ÉUR", "EUR\n", "", "USD",
+    ]);
+}
+
+#[test]
 fn published_text_limits_accept_exactly_what_the_server_accepts() {
     let long = "é".repeat(5);
     let longer = "é".repeat(6);

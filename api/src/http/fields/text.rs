@@ -30,6 +30,32 @@ impl Kind for UuidKind {
 
 pub type UuidText = Field<UuidKind>;
 
+/// An ISO-4217 currency code: three upper-case letters (`validate::currency`, published as
+/// `validate::CURRENCY_PATTERN`). Whether a program supports it is checked apart
+/// (CURRENCY_NOT_SUPPORTED).
+pub struct CurrencyKind;
+
+impl Kind for CurrencyKind {
+    fn name() -> Cow<'static, str> {
+        "string_currency".into()
+    }
+
+    fn schema() -> MetaSchema {
+        MetaSchema {
+            pattern: Some(validate::CURRENCY_PATTERN.to_string()),
+            min_length: Some(3),
+            max_length: Some(3),
+            ..MetaSchema::new("string")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        validate::currency(errs, field, value)
+    }
+}
+
+pub type CurrencyCode = Field<CurrencyKind>;
+
 /// An RFC 3339 date-time with an offset (`validate::rfc3339`, published as
 /// `format: date-time`).
 pub struct DateTimeKind;

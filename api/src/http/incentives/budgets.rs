@@ -1,6 +1,8 @@
 //! Incentive budgets (`/incentives/budgets`): caps on what cashback, offers and reload
 //! bonuses may give away.
+use crate::http::fields::CurrencyCode;
 use crate::http::fields::UuidText;
+use crate::http::fields::{AmountMinor, IntIn};
 use entities::budget;
 use poem::web::Data;
 use poem_openapi::{
@@ -9,7 +11,7 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{money, name};
+use super::name;
 
 use crate::{
     domain::{
@@ -43,10 +45,10 @@ pub struct BudgetRequest {
     #[serde(default)]
     pub name: String,
     #[serde(default)]
-    pub currency: String,
+    pub currency: CurrencyCode,
     /// The most promotional credit the campaign may issue, in minor units.
     #[serde(default)]
-    pub limit_minor: i64,
+    pub limit_minor: AmountMinor,
 }
 
 impl Validate for BudgetRequest {
@@ -55,7 +57,7 @@ impl Validate for BudgetRequest {
         self.context.validate(e);
         name(e, "/name", &self.name);
         validate::currency(e, "/currency", &self.currency);
-        money(e, "/limit_minor", self.limit_minor, 1);
+        self.limit_minor.check(e, "/limit_minor");
     }
 }
 
@@ -71,7 +73,7 @@ pub struct BudgetChangeRequest {
     pub name: Option<String>,
     /// Never below what the budget already spent.
     #[oai(nullable)]
-    pub limit_minor: Option<i64>,
+    pub limit_minor: Option<IntIn<0, { validate::MAX_AMOUNT_MINOR }>>,
     /// False stops further accruals against it.
     #[oai(nullable)]
     pub active: Option<bool>,
@@ -86,8 +88,8 @@ impl Validate for BudgetChangeRequest {
         if let Some(n) = &self.name {
             name(e, "/name", n);
         }
-        if let Some(l) = self.limit_minor {
-            money(e, "/limit_minor", l, 0);
+        if let Some(l) = &self.limit_minor {
+            l.check(e, "/limit_minor");
         }
         if self.expected_version.is_some_and(|v| v < 1) {
             e.push("/expected_version", "out_of_range", "must be at least 1");
@@ -117,7 +119,7 @@ pub(super) fn budget_view(b: &budget::Model) -> BudgetView {
     BudgetView {
         budget_id: b.id.to_string(),
         name: b.name.clone(),
-        currency: b.currency.clone(),
+        currency: b.currency.to_string(),
         limit_minor: b.limit_minor,
         spent_minor: b.spent_minor,
         remaining_minor: (b.limit_minor - b.spent_minor).max(0),
@@ -166,8 +168,8 @@ impl BudgetsApi {
                 acting.merchant_id,
                 NewBudget {
                     name: b.name.clone(),
-                    currency: b.currency.clone(),
-                    limit_minor: b.limit_minor,
+                    currency: b.currency.to_string(),
+                    limit_minor: *b.limit_minor,
                 },
                 clock.now(),
             )
@@ -267,7 +269,7 @@ impl BudgetsApi {
                 id,
                 Change {
                     name: b.name.clone(),
-                    limit_minor: b.limit_minor,
+                    limit_minor: b.limit_minor.map(|l| l.0),
                     active: b.active,
                     expected_version: b.expected_version,
                 },

@@ -1,4 +1,6 @@
 //! Incentives: the cashback rule per program, campaign budgets (beta) and offers (beta).
+use crate::http::fields::CurrencyCode;
+use crate::http::fields::IntIn;
 mod budgets;
 mod offers;
 mod reload_bonus;
@@ -68,13 +70,13 @@ pub struct CashbackRuleRequest {
     #[serde(default)]
     pub context: RequestContext,
     #[serde(default)]
-    pub wallet_program_id: String,
+    pub wallet_program_id: UuidText,
     /// Exactly 3 letters: the program's currency.
     #[serde(default)]
-    pub currency: String,
+    pub currency: CurrencyCode,
     /// Basis points of the actual money a payment debits (100 = 1 %), 1 to 10000.
     #[serde(default)]
-    pub rate_bps: i32,
+    pub rate_bps: IntIn<1, 10_000>,
     /// Payments below this amount earn nothing (default 1).
     #[oai(nullable)]
     pub min_payment_minor: Option<i64>,
@@ -89,7 +91,7 @@ pub struct CashbackRuleRequest {
     pub active: Option<bool>,
     /// A campaign budget capping the cashback issued in total (beta).
     #[oai(nullable)]
-    pub budget_id: Option<String>,
+    pub budget_id: Option<UuidText>,
 }
 
 impl Validate for CashbackRuleRequest {
@@ -98,9 +100,7 @@ impl Validate for CashbackRuleRequest {
         self.context.validate(e);
         validate::uuid(e, "/wallet_program_id", &self.wallet_program_id);
         validate::currency(e, "/currency", &self.currency);
-        if !(1..=10_000).contains(&self.rate_bps) {
-            e.push("/rate_bps", "out_of_range", "must be between 1 and 10000");
-        }
+        self.rate_bps.check(e, "/rate_bps");
         if let Some(m) = self.min_payment_minor {
             money(e, "/min_payment_minor", m, 1);
         }
@@ -168,9 +168,9 @@ impl Validate for EnvelopeOnly {
 
 /// The program (required) and budget (optional) an incentive rule names: VALIDATION_ERROR
 /// naming each field that is not a UUID.
-fn program_and_budget(
+fn program_and_budget<S: AsRef<str>>(
     program: &str,
-    budget: &Option<String>,
+    budget: &Option<S>,
 ) -> Result<(uuid::Uuid, Option<uuid::Uuid>), ApiError> {
     let mut e = Errors::default();
     let p = validate::uuid(&mut e, "/wallet_program_id", program);
@@ -219,8 +219,9 @@ impl IncentivesApi {
                 acting.merchant_id,
                 NewRule {
                     wallet_program_id: program,
-                    currency: b.currency.clone(),
-                    rate_bps: b.rate_bps,
+                    currency: b.currency.to_string(),
+                    // Checked: 1 to 10,000.
+                    rate_bps: b.rate_bps.0 as i32,
                     min_payment_minor: b.min_payment_minor.unwrap_or(1),
                     max_cashback_minor: b.max_cashback_minor,
                     expiry_days: b.expiry_days.unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),

@@ -1,5 +1,6 @@
 //! Offers (`/offers`): armed for a customer or a basket, evaluated at the till, redeemed
 //! with a payment, cancelled.
+use crate::http::fields::CurrencyCode;
 use crate::http::fields::UuidText;
 use chrono::{DateTime, Utc};
 use entities::offer;
@@ -99,18 +100,18 @@ pub struct OfferRequest {
     pub context: RequestContext,
     /// The customer: give this, `customer`, or both (naming the same customer).
     #[oai(nullable)]
-    pub wallet_user_id: Option<String>,
+    pub wallet_user_id: Option<UuidText>,
     /// The customer by identity credential (the same shapes as POST /identify).
     #[oai(nullable)]
     pub customer: Option<Documented<IdentityCredentialBody>>,
     /// Picks the program when the merchant runs several in the currency.
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<UuidText>,
     /// Shown to the cashier, 1 to 120 characters.
     #[serde(default)]
     pub name: String,
     #[serde(default)]
-    pub currency: String,
+    pub currency: CurrencyCode,
     #[serde(default)]
     pub reward: Option<RewardBody>,
     /// Payments below this amount do not qualify (default 1).
@@ -121,7 +122,7 @@ pub struct OfferRequest {
     pub expires_at: crate::http::fields::DateTimeText,
     /// A campaign budget the reward is taken from.
     #[oai(nullable)]
-    pub budget_id: Option<String>,
+    pub budget_id: Option<UuidText>,
     /// Lifetime of the reward grant in days (default 90).
     #[oai(nullable)]
     pub grant_expiry_days: Option<i32>,
@@ -218,7 +219,7 @@ pub struct EvaluateRequest {
     #[serde(default)]
     pub context: RequestContext,
     #[oai(nullable)]
-    pub wallet_user_id: Option<String>,
+    pub wallet_user_id: Option<UuidText>,
     /// The customer by identity credential.
     #[oai(nullable)]
     pub customer: Option<Documented<IdentityCredentialBody>>,
@@ -226,7 +227,7 @@ pub struct EvaluateRequest {
     #[serde(default)]
     pub amount_minor: i64,
     #[serde(default)]
-    pub currency: String,
+    pub currency: CurrencyCode,
 }
 
 impl Validate for EvaluateRequest {
@@ -271,7 +272,7 @@ pub struct RedeemRequest {
     pub context: RequestContext,
     /// A completed payment of the offer's customer, made after the offer was armed.
     #[serde(default)]
-    pub payment_id: String,
+    pub payment_id: UuidText,
 }
 
 impl Validate for RedeemRequest {
@@ -341,7 +342,7 @@ impl OffersApi {
                     named,
                     wallet_program_id: program,
                     name: b.name.clone(),
-                    currency: b.currency.clone(),
+                    currency: b.currency.to_string(),
                     reward,
                     min_amount_minor: b.min_amount_minor.unwrap_or(1),
                     expires_at,

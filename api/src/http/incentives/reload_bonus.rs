@@ -1,6 +1,7 @@
 //! The reload bonus (`/topup/reload-bonus/config`): tiers of bonus credit a settlement
 //! top-up earns, by amount, under a budget. An incentive, configured here; applied when a
 //! settlement is confirmed.
+use crate::http::fields::CurrencyCode;
 use crate::http::fields::UuidText;
 use entities::reload_bonus_config;
 use poem::web::Data;
@@ -104,10 +105,10 @@ pub struct ReloadBonusConfigRequest {
     pub context: RequestContext,
     /// The program the tiers govern.
     #[serde(default)]
-    pub wallet_program_id: String,
+    pub wallet_program_id: UuidText,
     /// Exactly 3 letters: the program's currency.
     #[serde(default)]
-    pub currency: String,
+    pub currency: CurrencyCode,
     /// 1 to 20 non-overlapping bands.
     #[serde(default)]
     pub tiers: Vec<TierBody>,
@@ -116,7 +117,7 @@ pub struct ReloadBonusConfigRequest {
     pub expiry_days: Option<i32>,
     /// A campaign budget that caps what the bonuses issue in total (beta).
     #[oai(nullable)]
-    pub budget_id: Option<String>,
+    pub budget_id: Option<UuidText>,
 }
 
 impl Validate for ReloadBonusConfigRequest {
@@ -224,7 +225,7 @@ impl ReloadBonusApi {
                 acting.merchant_id,
                 NewConfig {
                     wallet_program_id: program,
-                    currency: b.currency.clone(),
+                    currency: b.currency.to_string(),
                     tiers: b.tiers.iter().map(TierBody::tier).collect(),
                     expiry_days: b.expiry_days,
                     budget_id: budget,

@@ -1,6 +1,7 @@
 //! Payments: OTP send, QR mint, the payment itself, and reading, voiding and refunding it.
 //! Handlers parse, check scope and hand over to `domain::payments`; the idempotent
 //! transaction and the error envelope come from `mutation`.
+use crate::http::fields::CurrencyCode;
 use crate::http::fields::Text;
 mod credential;
 mod otp;
@@ -81,13 +82,13 @@ pub struct PaymentRequest {
     pub amount_minor: crate::http::fields::AmountMinor,
     /// ISO-4217.
     #[serde(default)]
-    pub currency: String,
+    pub currency: CurrencyCode,
     /// Your order or receipt reference; defaults to `context.partner_session_id`.
     #[oai(nullable)]
     pub order_ref: Option<Text<1, 128>>,
     /// When given, must be the program of the wallet the credential belongs to.
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<UuidText>,
     /// Optional; raises `meta.data_completeness_score`.
     #[oai(nullable)]
     pub basket: Option<Basket>,
@@ -322,8 +323,11 @@ impl PaymentsApi {
                 })
                 .collect()
         });
-        let (amount_minor, currency, order_ref) =
-            (b.amount_minor, b.currency.clone(), b.effective_order_ref());
+        let (amount_minor, currency, order_ref) = (
+            b.amount_minor,
+            b.currency.as_str().to_owned(),
+            b.effective_order_ref(),
+        );
         let merchant = b.context.parsed().merchant_id;
         let integration = principal.integration_id;
         let prep_state = st.clone();

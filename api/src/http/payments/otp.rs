@@ -1,5 +1,6 @@
 //! `POST /payments/otp/send`: a code texted to the customer for one order.
 use crate::http::fields::Text;
+use crate::http::fields::{CurrencyCode, UuidText};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -39,14 +40,14 @@ pub struct OtpSendRequest {
     pub amount_minor: crate::http::fields::AmountMinor,
     /// ISO-4217.
     #[serde(default)]
-    pub currency: String,
+    pub currency: CurrencyCode,
     /// The anti-replay boundary: the payment's `order_ref` (or its
     /// `context.partner_session_id`) must equal it.
     #[serde(default)]
     pub order_ref: Text<1, 128>,
     /// Picks the program when the customer has wallets in several.
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<UuidText>,
 }
 
 impl Validate for OtpSendRequest {
@@ -107,7 +108,7 @@ impl OtpApi {
         let req = payments::OtpSend {
             phone: validate::normalize_phone(&b.phone).unwrap_or_default(),
             amount_minor: *b.amount_minor,
-            currency: b.currency.clone(),
+            currency: b.currency.to_string(),
             order_ref: b.order_ref.to_string(),
             wallet_program_id: program,
             max_sends_per_wallet: st.config.otp_sends_per_wallet,

@@ -1,4 +1,5 @@
 //! `POST /qr/mint`: a single-use QR nonce (and short code) for the customer's wallet.
+use crate::http::fields::UuidText;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -40,7 +41,7 @@ pub struct QrMintRequest {
     /// The customer, by wallet identity id (from identification), when no identified
     /// checkout session names them.
     #[oai(nullable)]
-    pub wallet_user_id: Option<String>,
+    pub wallet_user_id: Option<UuidText>,
     /// Also return a 5-character alphanumeric code the customer can read out. Default
     /// false.
     #[serde(default)]
@@ -49,7 +50,7 @@ pub struct QrMintRequest {
     /// Picks the program when the customer has wallets in several (default: the program
     /// the session's identification chose).
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<UuidText>,
 }
 
 impl QrMintRequest {

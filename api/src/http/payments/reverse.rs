@@ -1,4 +1,5 @@
 //! `POST /payments/{id}/void` and `/refund`: a payment's money back to the wallet.
+use crate::http::fields::CurrencyCode;
 use crate::http::fields::UuidText;
 use entities::payment_refund;
 use poem_openapi::{Object, OpenApi, param::Path};
@@ -96,7 +97,7 @@ pub struct RefundRequest {
     pub amount_minor: Option<crate::http::fields::AmountMinor>,
     /// When given, must be the payment's currency.
     #[oai(nullable)]
-    pub currency: Option<String>,
+    pub currency: Option<CurrencyCode>,
     /// Up to 200 characters.
     #[oai(nullable)]
     pub reason: Option<String>,
@@ -234,7 +235,7 @@ impl ReversalsApi {
             &body.value.context,
             ReversalKind::Refund,
             v.amount_minor.map(|a| a.0),
-            v.currency,
+            v.currency.map(|c| c.into_string()),
             v.reason,
         )
         .await
