@@ -75,14 +75,20 @@ pub fn parse<T: DeserializeOwned + Validate>(bytes: &[u8]) -> Result<JsonBody<T>
         ));
     }
     // Members the type does not read are ignored; their pointers are noted as it reads, so
-    // the control-character rule skips exactly them (see `strict_json`). That rule is
-    // reported first: when reading stopped early, members it never reached count as read.
+    // the control-character rule skips exactly them (see `strict_json`). The rule is
+    // reported first when the type read the whole body, or stopped only at an object's end
+    // for a member it lacks; a value of the wrong type stops it midway, where what it did
+    // not reach is unknown, and that error is the one reported.
     let mut ignored = Vec::new();
     let read: Result<T, _> = {
         let mut note = |p: serde_ignored::Path| ignored.push(ignored_pointer(&p));
         serde_path_to_error::deserialize(serde_ignored::Deserializer::new(&json, &mut note))
     };
-    if let Some(field) = super::strict_json::control_chars_in(&json, &ignored) {
+    let read_through = match &read {
+        Ok(_) => true,
+        Err(e) => e.inner().to_string().starts_with("missing field"),
+    };
+    if read_through && let Some(field) = super::strict_json::control_chars_in(&json, &ignored) {
         return Err(ApiError::validation(vec![field]));
     }
     let value = read.map_err(|e| {
@@ -221,6 +227,15 @@ mod tests {
         assert_eq!(
             fields(parse::<Pay>(body(r#", "pos\u0000": 1"#).as_bytes())),
             [("/pos\u{fffd}".into(), "control_characters".into())]
+        );
+        // A value of the wrong type stops the reading midway: its error is the one reported,
+        // not a string in a member the reading never reached.
+        let midway = format!(
+            r#"{{"amount_minor": 5.5, "currency": "EUR", "wallet_id": "{ID}", "zz": {{"a\u0000": 1}}}}"#
+        );
+        assert_eq!(
+            fields(parse::<Pay>(midway.as_bytes())),
+            [("/amount_minor".into(), "must_be_integer".into())]
         );
     }
 
