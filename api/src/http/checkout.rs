@@ -222,7 +222,7 @@ impl CheckoutApi {
                 p,
                 &who,
                 Open {
-                    partner_session_id: b.context.partner_session_id.clone(),
+                    partner_session_id: b.context.partner_session_id.clone().map(String::from),
                     basket: b
                         .basket
                         .as_ref()

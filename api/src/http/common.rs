@@ -13,7 +13,7 @@ use crate::{
     },
     envelope::SUPPORTED_API_VERSIONS,
     error::ApiError,
-    http::fields::{DateTimeText, Field, Kind, Text, UuidText},
+    http::fields::{self, ContextId, ContextText, DateTimeText, Field, Kind, Text, UuidText},
 };
 
 /// Every timestamp a response carries: RFC 3339, UTC, milliseconds.
@@ -43,7 +43,7 @@ pub fn caller(p: &Principal, acting: Acting, ctx: &RequestContext) -> Caller {
         integration_id: p.integration_id,
         is_sandbox: p.is_sandbox,
         acting,
-        terminal_id: ctx.terminal_id.clone(),
+        terminal_id: ctx.terminal_id.clone().map(String::from),
         decision_trace_id: None,
         clock: p.clock(),
     }
@@ -162,27 +162,27 @@ pub fn empty_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<St
 #[serde(default)]
 pub struct RequestContext {
     /// The merchant (enterprise) acted for; must be one the credential is authorized for.
-    pub merchant_id: String,
+    pub merchant_id: UuidText,
     /// Null when not applicable.
     #[oai(nullable)]
-    #[serde(deserialize_with = "empty_as_none")]
-    pub branch_id: Option<String>,
+    #[serde(deserialize_with = "fields::empty_as_none")]
+    pub branch_id: Option<ContextId>,
     /// Physical or logical terminal.
     #[oai(nullable)]
-    #[serde(deserialize_with = "empty_as_none")]
-    pub terminal_id: Option<String>,
+    #[serde(deserialize_with = "fields::empty_as_none")]
+    pub terminal_id: Option<ContextText<64>>,
     /// Trusted only when signed into the terminal JWT.
     #[oai(nullable)]
-    #[serde(deserialize_with = "empty_as_none")]
-    pub cashier_id: Option<String>,
+    #[serde(deserialize_with = "fields::empty_as_none")]
+    pub cashier_id: Option<ContextText<64>>,
     /// Your own session or order reference.
     #[oai(nullable)]
-    #[serde(deserialize_with = "empty_as_none")]
-    pub partner_session_id: Option<String>,
+    #[serde(deserialize_with = "fields::empty_as_none")]
+    pub partner_session_id: Option<ContextText<128>>,
     /// The checkout session this call belongs to (UUID); null on standalone calls.
     #[oai(nullable)]
-    #[serde(deserialize_with = "empty_as_none")]
-    pub service_session_id: Option<String>,
+    #[serde(deserialize_with = "fields::empty_as_none")]
+    pub service_session_id: Option<ContextId>,
 }
 
 /// `context` with its ids parsed.
@@ -206,9 +206,13 @@ impl RequestContext {
             validate::uuid(e, "/context/service_session_id", s);
         }
         for (f, v, max) in [
-            ("/context/terminal_id", &self.terminal_id, 64),
-            ("/context/cashier_id", &self.cashier_id, 64),
-            ("/context/partner_session_id", &self.partner_session_id, 128),
+            ("/context/terminal_id", self.terminal_id.as_deref(), 64),
+            ("/context/cashier_id", self.cashier_id.as_deref(), 64),
+            (
+                "/context/partner_session_id",
+                self.partner_session_id.as_deref(),
+                128,
+            ),
         ] {
             if let Some(v) = v {
                 validate::length(e, f, v, 1, max);

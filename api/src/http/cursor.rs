@@ -10,8 +10,11 @@ pub fn encode(list: &str, id: Uuid) -> String {
 }
 
 /// The `cursor` query parameter of `list`, decoded when present.
-pub fn after(list: &str, cursor: &Option<String>) -> Result<Option<Uuid>, ApiError> {
-    cursor.as_deref().map(|c| decode(list, c)).transpose()
+pub fn after<S: AsRef<str>>(list: &str, cursor: &Option<S>) -> Result<Option<Uuid>, ApiError> {
+    cursor
+        .as_ref()
+        .map(|c| decode(list, c.as_ref()))
+        .transpose()
 }
 
 /// The page meta of a list page: the cursor after its last row when there is more.

@@ -93,7 +93,7 @@ impl EventsApi {
         /// Only events that occurred before this time (RFC 3339).
         occurred_before: Query<Option<crate::http::fields::DateTimeText>>,
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<EventView>>> {
         auth.0.require(Permission::Webhooks)?;
         let mut e = Errors::default();

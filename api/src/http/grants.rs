@@ -95,7 +95,7 @@ impl GrantsApi {
             >,
         >,
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<GrantItem>>> {
         auth.require(Permission::Terminal)?;
         let st = state.0;

@@ -72,7 +72,7 @@ impl Validate for CreateKeyRequest {
         if self.enterprise_id.is_empty() {
             e.push("/enterprise_id", "required", "is required (a UUID)");
         } else if validate::uuid(e, "/enterprise_id", &self.enterprise_id).is_some()
-            && self.context.merchant_id != self.enterprise_id
+            && self.context.merchant_id.as_str() != self.enterprise_id
             && !self.context.merchant_id.is_empty()
         {
             e.push(
@@ -310,7 +310,7 @@ impl KeysApi {
         created_by: Query<Option<UuidText>>,
         /// 1 to 200, default 50.
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<ApiKeyItem>>> {
         let mut e = Errors::default();
         if let Some(s) = status.0.as_deref()

@@ -373,7 +373,7 @@ impl OperatorApi {
         error: Query<Option<String>>,
         /// 1 to 200, default 50.
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<DeadLetterView>>> {
         let mut e = Errors::default();
         let status = status.0.unwrap_or_else(|| "dead".into());
@@ -486,7 +486,7 @@ impl OperatorApi {
         _auth: OperatorAuth,
         /// 1 to 200, default 50.
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<AuditEntry>>> {
         let mut e = Errors::default();
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);

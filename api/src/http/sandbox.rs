@@ -182,7 +182,7 @@ impl SandboxApi {
         phone: Query<crate::http::fields::Phone>,
         /// At most this many messages (1 to 200, default 50).
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<SandboxMessage>>> {
         auth.0.require(Permission::Terminal)?;
         let p = &auth.0;

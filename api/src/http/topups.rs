@@ -345,7 +345,7 @@ impl TopupsApi {
         auth: ApiKeyAuth,
         merchant_id: Query<Option<UuidText>>,
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<SkuView>>> {
         auth.0.require(Permission::Catalog)?;
         let st = state.0;

@@ -325,7 +325,7 @@ impl TransactionsApi {
         to: Query<Option<crate::http::fields::DateTimeText>>,
         branch_id: Query<Option<UuidText>>,
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<TransactionItem>>> {
         auth.0.require(Permission::Reporting)?;
         let st = state.0;

@@ -97,7 +97,7 @@ impl EnrollVerifyRequest {
                         .clone()
                         .map(|terminal| Target::Terminal {
                             integration: uuid::Uuid::nil(),
-                            terminal,
+                            terminal: terminal.into(),
                         }),
                     (Some(_), Some(_), _) => {
                         e.push(

@@ -26,8 +26,9 @@ pub use numbers::{
 };
 pub use sets::*;
 pub use text::{
-    CurrencyCode, CurrencyKind, DateTimeKind, DateTimeText, Phone, PhoneKind, Text, TextKind,
-    UuidKind, UuidText, phone,
+    ContextId, ContextText, CurrencyCode, CurrencyKind, Cursor, CursorKind, DateTimeKind,
+    DateTimeText, EmptyOr, Phone, PhoneKind, Text, TextKind, UuidKind, UuidText, empty_as_none,
+    phone,
 };
 
 /// What a `Field` must hold.

@@ -38,6 +38,25 @@ fn the_published_currency_accepts_exactly_what_the_server_accepts() {
 }
 
 #[test]
+fn the_published_cursor_alphabet_is_what_the_server_reads() {
+    let made = crate::http::cursor::encode("offer", uuid::Uuid::now_v7());
+    published_agrees_with_check::<CursorKind>(&[
+        &made, "", "a b", "abc=", "ab/c", "x\u{0}", "_-09azAZ",
+    ]);
+}
+
+#[test]
+fn an_optional_context_member_is_published_and_checked_as_its_kind_or_empty() {
+    published_agrees_with_check::<EmptyOr<UuidKind>>(&[
+        "",
+        "0192b8c4-7e5f-7a1b-9c3d-4e5f6a7b8c9d",
+        "0192b8c4",
+        " ",
+    ]);
+    published_agrees_with_check::<EmptyOr<TextKind<1, 4>>>(&["", "a", "abcd", "abcde", "a\u{7}"]);
+}
+
+#[test]
 fn published_text_limits_accept_exactly_what_the_server_accepts() {
     let long = "é".repeat(5);
     let longer = "é".repeat(6);

@@ -146,3 +146,80 @@ pub fn phone(e: &mut Errors, field: &str, raw: &str) -> Option<String> {
     }
     n
 }
+
+/// `K`, or `""`: the context's optional members, where null, absent and `""` all mean none
+/// (published as `K`'s pattern or the empty string, without `K`'s minimum length).
+pub struct EmptyOr<K>(std::marker::PhantomData<K>);
+
+impl<K: Kind> Kind for EmptyOr<K> {
+    fn name() -> Cow<'static, str> {
+        format!("empty_or_{}", K::name()).into()
+    }
+
+    fn schema() -> MetaSchema {
+        let inner = K::schema();
+        MetaSchema {
+            pattern: inner.pattern.map(|p| format!("^$|{p}")),
+            min_length: None,
+            ..inner
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        value.is_empty() || K::check(errs, field, value)
+    }
+}
+
+/// An optional context id: a UUID, or null, absent or `""` for none.
+pub type ContextId = Field<EmptyOr<UuidKind>>;
+/// Optional context text of 1 to `MAX` characters, or null, absent or `""` for none.
+pub type ContextText<const MAX: usize> = Field<EmptyOr<TextKind<1, MAX>>>;
+
+/// Reads a member that null, absence and `""` all leave unset.
+pub fn empty_as_none<'de, D: serde::Deserializer<'de>, K: Kind>(
+    d: D,
+) -> Result<Option<Field<K>>, D::Error> {
+    use serde::Deserialize;
+    let v = Option::<String>::deserialize(d)?;
+    Ok(v.filter(|s| !s.is_empty()).map(Field::new))
+}
+
+/// A list's `cursor` as a page returned it: base64url without padding (`http::cursor`).
+/// Published with that alphabet; which list and position it names is only known by
+/// decoding it, so a well-formed cursor no page returned is `invalid_cursor`.
+pub struct CursorKind;
+
+/// The cursor alphabet, as JSON Schema publishes it.
+pub const CURSOR_PATTERN: &str = "^[A-Za-z0-9_-]+$";
+
+impl Kind for CursorKind {
+    fn name() -> Cow<'static, str> {
+        "string_cursor".into()
+    }
+
+    fn schema() -> MetaSchema {
+        MetaSchema {
+            pattern: Some(CURSOR_PATTERN.to_string()),
+            min_length: Some(1),
+            max_length: Some(512),
+            ..MetaSchema::new("string")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        let ok = (1..=512).contains(&value.len())
+            && value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if !ok {
+            errs.push(
+                field,
+                "invalid_cursor",
+                "is not a cursor this list returned",
+            );
+        }
+        ok
+    }
+}
+
+pub type Cursor = Field<CursorKind>;

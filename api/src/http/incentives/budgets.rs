@@ -196,7 +196,7 @@ impl BudgetsApi {
         auth: ApiKeyAuth,
         merchant_id: Query<Option<UuidText>>,
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<BudgetView>>> {
         auth.0.require(Permission::Incentives)?;
         let st = state.0;

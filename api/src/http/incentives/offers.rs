@@ -379,7 +379,7 @@ impl OffersApi {
             >,
         >,
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<OfferView>>> {
         auth.require(Permission::Terminal)?;
         let st = state.0;

@@ -99,7 +99,7 @@ impl PaymentRequest {
         self.order_ref
             .clone()
             .map(String::from)
-            .or_else(|| self.context.partner_session_id.clone())
+            .or_else(|| self.context.partner_session_id.clone().map(String::from))
     }
 
     fn credential(&self) -> Result<Credential, ApiError> {

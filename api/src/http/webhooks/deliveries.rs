@@ -167,7 +167,7 @@ impl DeliveriesApi {
             >,
         >,
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<DeliveryView>>> {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;

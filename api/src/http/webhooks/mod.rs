@@ -320,7 +320,7 @@ impl WebhooksApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<String>>,
+        cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<SubscriptionView>>> {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
