@@ -31,8 +31,10 @@ BEYOND_SCHEMA = [
      "a member compared with context.merchant_id"),
     (re.compile(r"GET /events"), re.compile(r"query:occurred_before"), "invalid_range",
      "one query parameter compared with another"),
-    (re.compile(r"GET /events"), re.compile(r"query:resource_type"), "required",
+    (re.compile(r"GET /events"), re.compile(r"query:resource_(type|id)"), "required",
      "resource_type and resource_id come together"),
+    (ANY, ANY, "wallet_limit",
+     "a credit past the wallet's holding limit depends on what the wallet already holds"),
 ]
 
 

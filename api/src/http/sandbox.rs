@@ -69,7 +69,7 @@ impl SandboxClock {
     }
 }
 
-/// `POST /sandbox/clock/advance`.
+/// How far to move a sandbox integration's test clock forward.
 #[derive(Object, Deserialize)]
 pub struct ClockAdvanceRequest {
     #[serde(default)]
