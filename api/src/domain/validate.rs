@@ -52,13 +52,15 @@ pub fn uuid(errs: &mut Errors, field: &str, value: &str) -> Option<Uuid> {
 
 /// The shape `rfc3339` accepts, as a JSON Schema pattern (`format: date-time` alone only
 /// annotates). Calendar facts such as February 30 are beyond a pattern: those `rfc3339`
-/// still refuses.
-pub const DATE_TIME_PATTERN: &str = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
+/// still refuses. The date and time are joined by `T` (or `t`), as RFC 3339's grammar and
+/// JSON Schema's `date-time` have it; the space its prose allows is refused.
+pub const DATE_TIME_PATTERN: &str = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])$";
 
 pub fn rfc3339(errs: &mut Errors, field: &str, value: &str) -> Option<DateTime<Utc>> {
+    let joined_by_t = matches!(value.as_bytes().get(10), Some(b'T' | b't'));
     match DateTime::parse_from_rfc3339(value) {
-        Ok(t) => Some(t.with_timezone(&Utc)),
-        Err(_) => {
+        Ok(t) if joined_by_t => Some(t.with_timezone(&Utc)),
+        _ => {
             errs.push(
                 field,
                 "invalid_datetime",
