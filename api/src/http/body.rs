@@ -107,7 +107,11 @@ fn ignored_pointer(path: &serde_ignored::Path) -> String {
     use serde_ignored::Path;
     match path {
         Path::Root => String::new(),
-        Path::Seq { parent, index } => format!("{}/{index}", ignored_pointer(parent)),
+        Path::Seq { parent, index } => {
+            let mut at = ignored_pointer(parent);
+            super::strict_json::push_pointer_segment(&mut at, &index.to_string());
+            at
+        }
         Path::Map { parent, key } => {
             let mut at = ignored_pointer(parent);
             super::strict_json::push_pointer_segment(&mut at, key);
@@ -123,13 +127,14 @@ fn pointer(path: &serde_path_to_error::Path) -> String {
     use serde_path_to_error::Segment;
     let mut out = String::new();
     for seg in path.iter() {
-        out.push('/');
         match seg {
-            Segment::Seq { index } => out.push_str(&index.to_string()),
-            Segment::Map { key } | Segment::Enum { variant: key } => {
-                out.push_str(&key.replace('~', "~0").replace('/', "~1"))
+            Segment::Seq { index } => {
+                super::strict_json::push_pointer_segment(&mut out, &index.to_string())
             }
-            Segment::Unknown => out.push('?'),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                super::strict_json::push_pointer_segment(&mut out, key)
+            }
+            Segment::Unknown => out.push_str("/?"),
         }
     }
     out

@@ -150,12 +150,7 @@ impl RequestMeta {
     }
 }
 
-/// An optional string sent empty reads as absent: till software often sends `""` for a
-/// field it has no value for, which means the same as null here.
-pub fn empty_as_none<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let v = Option::<String>::deserialize(d)?;
-    Ok(v.filter(|s| !s.is_empty()))
-}
+pub use crate::http::fields::empty_as_none;
 
 /// Where the call comes from. Its optional fields may be null, absent or `""`, alike.
 #[derive(Object, Deserialize, Debug, Clone, Default)]

@@ -73,23 +73,19 @@ pub fn control_chars_in(json: &Value, ignored: &[String]) -> Option<FieldError> 
         }
     }
     let mut at = String::new();
-    // A control character in a member name is itself the error: never echo it back.
-    walk(json, &mut at, ignored).then(|| {
-        let shown: String = at
-            .chars()
-            .map(|c| if c.is_control() { '\u{fffd}' } else { c })
-            .collect();
-        control_chars(&shown)
-    })
+    walk(json, &mut at, ignored).then(|| control_chars(&at))
 }
 
-/// Appends `/segment` to the JSON pointer `at`, escaped (`~0`, `~1`).
+/// Appends `/segment` to the JSON pointer `at`, escaped (`~0`, `~1`). Every pointer a
+/// field error names is built here. A control character becomes U+FFFD: in a member name it
+/// is itself the error, never echoed back.
 pub fn push_pointer_segment(at: &mut String, segment: &str) {
     at.push('/');
     for c in segment.chars() {
         match c {
             '~' => at.push_str("~0"),
             '/' => at.push_str("~1"),
+            c if c.is_control() => at.push('\u{fffd}'),
             c => at.push(c),
         }
     }
@@ -127,16 +123,7 @@ impl Reader<'_> {
 
     fn push(&mut self, segment: &str) -> usize {
         let len = self.at.len();
-        self.at.push('/');
-        // A control character in a member name is itself the error: never echo it back.
-        for c in segment.chars() {
-            match c {
-                '~' => self.at.push_str("~0"),
-                '/' => self.at.push_str("~1"),
-                c if c.is_control() => self.at.push('\u{fffd}'),
-                c => self.at.push(c),
-            }
-        }
+        push_pointer_segment(self.at, segment);
         len
     }
 }

@@ -109,6 +109,15 @@ impl<K> Deref for Field<K> {
     }
 }
 
+impl<K> From<String> for Field<K> {
+    fn from(text: String) -> Self {
+        Field {
+            text,
+            kind: PhantomData,
+        }
+    }
+}
+
 impl<K> From<Field<K>> for String {
     fn from(f: Field<K>) -> String {
         f.text

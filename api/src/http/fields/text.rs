@@ -175,13 +175,15 @@ pub type ContextId = Field<EmptyOr<UuidKind>>;
 /// Optional context text of 1 to `MAX` characters, or null, absent or `""` for none.
 pub type ContextText<const MAX: usize> = Field<EmptyOr<TextKind<1, MAX>>>;
 
-/// Reads a member that null, absence and `""` all leave unset.
-pub fn empty_as_none<'de, D: serde::Deserializer<'de>, K: Kind>(
+/// An optional string sent empty reads as absent: till software often sends `""` for a
+/// member it has no value for, which means the same as null here. For plain strings and
+/// typed fields alike.
+pub fn empty_as_none<'de, D: serde::Deserializer<'de>, T: From<String>>(
     d: D,
-) -> Result<Option<Field<K>>, D::Error> {
+) -> Result<Option<T>, D::Error> {
     use serde::Deserialize;
     let v = Option::<String>::deserialize(d)?;
-    Ok(v.filter(|s| !s.is_empty()).map(Field::new))
+    Ok(v.filter(|s| !s.is_empty()).map(T::from))
 }
 
 /// A list's `cursor` as a page returned it: base64url without padding (`http::cursor`).
