@@ -351,3 +351,38 @@ async fn the_sweep_acts_on_an_advanced_clock() {
     shop.assert_ledger_consistent().await;
     app.stop().await;
 }
+
+#[tokio::test]
+async fn advances_at_once_all_count() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let steps = futures::future::join_all((0..5).map(|_| advance(&app, &t, 60))).await;
+    assert!(steps.iter().all(|r| r.status == 200));
+    assert_eq!(offset(&read_clock(&app, &t.platform_key).await), 300);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_payment_racing_the_advance_that_expires_its_grant_spends_or_forfeits_it_never_both() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    grant_expiring(&shop, &c, 500, 86_400).await;
+    let qr = shop.qr(&c).await;
+
+    let (paid, _) = tokio::join!(
+        shop.pay_with(json!({"type": "qr", "qr_payload": qr}), 300),
+        advance(&app, &shop.tenant, 2 * 86_400),
+    );
+    match paid.status {
+        // Paid from the grant first; the advance then forfeited the remaining 200.
+        200 => assert_eq!(paid.body["data"]["debited_promo_minor"], 300),
+        // The grant expired first: nothing left to pay with.
+        _ => assert_eq!(paid.code(), "INSUFFICIENT_FUNDS", "{}", paid.body),
+    }
+    let balance = shop.balance(&c).await;
+    assert_eq!(balance["promo_available_minor"], 0);
+    assert_eq!(balance["actual_minor"], 0);
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
