@@ -21,8 +21,20 @@ pub const CORS_TTL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// An origin as a browser sends it: `https://host[:port]`, lower case, nothing after the
 /// authority. Plain `http` only for a loopback host (a developer's machine).
+/// The origins `normalize_origin` accepts, as a JSON Schema pattern (letters in either
+/// case; the port 1 to 65535 without a leading zero), with `MAX_ORIGIN_LEN`.
+pub const ORIGIN_PATTERN: &str = concat!(
+    "^(?:[Hh][Tt][Tt][Pp][Ss]://(?:[A-Za-z0-9-]+(?:[.][A-Za-z0-9-]+)*|\\[::1\\])",
+    "|[Hh][Tt][Tt][Pp]://(?:[Ll][Oo][Cc][Aa][Ll][Hh][Oo][Ss][Tt]|127[.]0[.]0[.]1|\\[::1\\]))",
+    "(?::(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}))?$"
+);
+pub const MAX_ORIGIN_LEN: usize = 260;
+
 pub fn normalize_origin(raw: &str) -> Result<String, &'static str> {
-    let lower = raw.trim().to_ascii_lowercase();
+    if raw.len() > MAX_ORIGIN_LEN {
+        return Err("an origin is at most 260 characters");
+    }
+    let lower = raw.to_ascii_lowercase();
     let (scheme, rest) = lower
         .split_once("://")
         .ok_or("an origin is scheme://host[:port]")?;
@@ -36,7 +48,9 @@ pub fn normalize_origin(raw: &str) -> Result<String, &'static str> {
         _ => (rest, None),
     };
     if let Some(p) = port
-        && !matches!(p.parse::<u32>(), Ok(1..=65535))
+        && (p.starts_with('0')
+            || !p.bytes().all(|b| b.is_ascii_digit())
+            || !matches!(p.parse::<u32>(), Ok(1..=65535)))
     {
         return Err("the port must be 1 to 65535");
     }

@@ -14,7 +14,11 @@ use super::{
 };
 use crate::{error::ApiError, store};
 
+/// A dead letter's states: still dead, replayed onto its queue, or purged.
+pub const STATUSES: &[&str] = &["dead", "replayed", "purged"];
+
 #[derive(Debug, PartialEq, Eq)]
+
 pub enum Outcome {
     /// Done now; for a replay, the id of the new job.
     Done(Option<Uuid>),

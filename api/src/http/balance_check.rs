@@ -9,7 +9,7 @@ use super::{
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
     mutation,
-    payments::{PaymentCredential, parse_credential, validate_credential},
+    payments::{CheckedCredential, parse_credential, validate_credential},
     reply::Reply,
     tags::Tag,
 };
@@ -36,16 +36,16 @@ pub struct BalanceCheckRequest {
     /// `otp` credential only `otp_session_id` is needed: the check never verifies (or
     /// counts) a code.
     #[serde(default)]
-    pub credential: Documented<PaymentCredential>,
+    pub credential: Documented<CheckedCredential>,
     /// The amount the payment would debit. Minimum 1.
     #[serde(default)]
     pub amount_minor: crate::http::fields::AmountMinor,
     /// ISO-4217.
     #[serde(default)]
-    pub currency: String,
+    pub currency: crate::http::fields::CurrencyCode,
     /// When given, must be the program of the wallet the credential belongs to.
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<crate::http::fields::UuidText>,
 }
 
 impl Validate for BalanceCheckRequest {
@@ -113,7 +113,7 @@ impl BalanceCheckApi {
         auth: TerminalJwtAuth,
         /// Optional (UUID). The check writes nothing, so a retry simply checks again.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        idempotency_key: Header<Option<crate::http::fields::UuidText>>,
         body: JsonBody<BalanceCheckRequest>,
     ) -> poem::Result<Reply<BalanceCheckResult>> {
         let st = state.0;
@@ -132,7 +132,7 @@ impl BalanceCheckApi {
         let check = Check {
             credential,
             amount_minor: *b.amount_minor,
-            currency: b.currency.clone(),
+            currency: b.currency.to_string(),
             wallet_program_id: b
                 .wallet_program_id
                 .as_deref()

@@ -213,6 +213,32 @@ mod tests {
 
     const ID: &str = "0191c1c0-7f3e-7a44-b1a6-1f2d3c4b5a69";
 
+    #[derive(Deserialize, Debug)]
+    struct Presents {
+        credential: Documented<crate::http::payments::PaymentCredential>,
+    }
+
+    impl Validate for Presents {
+        fn validate(&self, _: &mut Errors) {}
+    }
+
+    /// A union carried raw keeps what its variants declare and ignores the rest, as any
+    /// body does: a control character inside an unknown member is not read, so not refused.
+    #[test]
+    fn a_documented_union_ignores_members_no_variant_declares() {
+        let b = r#"{"credential": {"type": "qr", "qr_payload": "wq1.x", "note": ["a\u0001"]}}"#;
+        let parsed = parse::<Presents>(b.as_bytes()).expect("unknown members are ignored");
+        assert_eq!(
+            parsed.value.credential.raw,
+            serde_json::json!({"type": "qr", "qr_payload": "wq1.x"})
+        );
+        let b = r#"{"credential": {"type": "qr", "qr_payload": "wq1.\u0001"}}"#;
+        assert!(
+            parse::<Presents>(b.as_bytes()).is_err(),
+            "a declared member is read"
+        );
+    }
+
     #[test]
     fn a_control_character_is_refused_in_a_member_read_and_ignored_in_one_not_read() {
         let body = |extra: &str| {
@@ -299,13 +325,127 @@ mod tests {
 
 /// A field documented in the OpenAPI document as `T` but carried as raw JSON, for unions
 /// whose unknown variants get their own error code (CREDENTIAL_TYPE_UNSUPPORTED) rather
-/// than a parse failure. The handler decides what the value means.
-#[derive(Clone, Debug, serde::Deserialize)]
-#[serde(transparent)]
+/// than a parse failure. The handler decides what the value means. Of an object, only the
+/// members some variant of `T` declares are kept: the others are ignored as anywhere else
+/// in a body (reported to `serde_ignored`, so nothing inside them is checked).
+#[derive(Clone, Debug)]
 pub struct Documented<T> {
     pub raw: Value,
-    #[serde(skip)]
     _schema: std::marker::PhantomData<T>,
+}
+
+impl<'de, T: Type> serde::Deserialize<'de> for Documented<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Members<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Type> serde::de::Visitor<'de> for Members<T> {
+            type Value = Value;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Value, A::Error> {
+                let known = declared_members::<T>();
+                let mut out = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if known.contains(&key) {
+                        out.insert(key, map.next_value()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(Value::Object(out))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+                Ok(Value::Bool(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+                Ok(v.into())
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+                Ok(v.into())
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+                Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::String(v.to_string()))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Value, E> {
+                Ok(Value::String(v))
+            }
+            fn visit_unit<E>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_none<E>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_some<D2: serde::Deserializer<'de>>(self, d: D2) -> Result<Value, D2::Error> {
+                d.deserialize_any(self)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(v) = seq.next_element()? {
+                    out.push(v);
+                }
+                Ok(Value::Array(out))
+            }
+        }
+        Ok(Documented {
+            raw: d.deserialize_any(Members::<T>(std::marker::PhantomData))?,
+            _schema: std::marker::PhantomData,
+        })
+    }
+}
+
+/// Every member name a variant of `T` declares (and its discriminator), read off the schema
+/// `T` publishes; computed once per type.
+fn declared_members<T: Type>() -> std::sync::Arc<std::collections::BTreeSet<String>> {
+    use poem_openapi::registry::MetaSchema;
+    use std::{
+        collections::{BTreeSet, HashMap},
+        sync::{Arc, Mutex, OnceLock},
+    };
+    fn collect(reg: &Registry, r: &MetaSchemaRef, out: &mut BTreeSet<String>) {
+        let schema: &MetaSchema = match r {
+            MetaSchemaRef::Reference(name) => match reg.schemas.get(name) {
+                Some(s) => s,
+                None => return,
+            },
+            MetaSchemaRef::Inline(s) => s,
+        };
+        out.extend(schema.properties.iter().map(|(n, _)| n.to_string()));
+        if let Some(d) = &schema.discriminator {
+            out.insert(d.property_name.to_string());
+        }
+        for r in schema
+            .one_of
+            .iter()
+            .chain(&schema.any_of)
+            .chain(&schema.all_of)
+        {
+            collect(reg, r, out);
+        }
+    }
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<BTreeSet<String>>>>> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    cache
+        .entry(T::name().into_owned())
+        .or_insert_with(|| {
+            let mut reg = Registry::new();
+            T::register(&mut reg);
+            let mut out = BTreeSet::new();
+            collect(&reg, &T::schema_ref(), &mut out);
+            Arc::new(out)
+        })
+        .clone()
 }
 
 impl<T> Default for Documented<T> {

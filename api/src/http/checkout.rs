@@ -142,7 +142,7 @@ pub struct SessionIdentifyRequest {
     pub customer: Documented<IdentityCredentialBody>,
     /// Picks the program when the customer has wallets in several.
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<crate::http::fields::UuidText>,
 }
 
 impl Validate for SessionIdentifyRequest {

@@ -12,7 +12,7 @@ use super::{
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, path_uuid, ts},
     mutation::Idempotent,
-    operator_wallets::reason,
+    operator_wallets::{Reason, reason},
     payments::{RefundView, refund_view},
     reply::Reply,
     tags::Tag,
@@ -20,7 +20,7 @@ use super::{
 use crate::{
     domain::{
         credentials::Permission,
-        disputes::{self, NewDispute, OUTCOMES},
+        disputes::{self, NewDispute},
         topup_reversals,
         validate::{self, Errors},
     },
@@ -41,10 +41,10 @@ pub struct OpenDisputeRequest {
     pub amount_minor: Option<crate::http::fields::AmountMinor>,
     /// When given, must be the transaction's currency.
     #[oai(nullable)]
-    pub currency: Option<String>,
+    pub currency: Option<crate::http::fields::CurrencyCode>,
     /// Why (1 to 500 characters): the customer's claim, a case number.
     #[serde(default)]
-    pub reason: String,
+    pub reason: Reason,
 }
 
 impl Validate for OpenDisputeRequest {
@@ -71,7 +71,9 @@ pub struct ResolveDisputeRequest {
     /// `merchant_won` (nothing moves) or `customer_won` (a payment is refunded by the
     /// disputed amount; a top-up's credit is taken back from the wallet).
     #[serde(default)]
-    pub outcome: String,
+    pub outcome: crate::http::fields::Field<
+        crate::http::fields::OneOf<crate::http::fields::DisputeOutcomes>,
+    >,
     /// Up to 500 characters, kept with the dispute and in the audit log.
     #[oai(nullable)]
     pub note: Option<Text<1, 500>>,
@@ -81,7 +83,7 @@ impl Validate for ResolveDisputeRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        validate::one_of(e, "/outcome", &self.outcome, OUTCOMES);
+        self.outcome.check(e, "/outcome");
         if let Some(n) = &self.note {
             n.check(e, "/note");
         }
@@ -97,7 +99,7 @@ pub struct UnattachRequest {
     pub context: RequestContext,
     /// Why (1 to 500 characters), e.g. "cashier keyed the wrong phone number".
     #[serde(default)]
-    pub reason: String,
+    pub reason: Reason,
 }
 
 impl Validate for UnattachRequest {
@@ -256,8 +258,8 @@ impl DisputesApi {
         key.run(&auth.0, &body, async |txn, acting| {
             let dispute = NewDispute {
                 amount_minor: b.amount_minor.map(|a| a.0),
-                currency: b.currency.clone(),
-                reason: b.reason.clone(),
+                currency: b.currency.clone().map(String::from),
+                reason: b.reason.to_string(),
             };
             let at = clock.now();
             let d = disputes::open(
@@ -362,7 +364,7 @@ impl DisputesApi {
         let (p, b) = (&auth.0, &body.value);
         let clock = auth.0.clock();
         key.run(p, &body, async |txn, acting| {
-            let reason = b.reason.clone();
+            let reason = b.reason.to_string();
             let at = clock.now();
             let r =
                 topup_reversals::unattach(txn, p, acting.merchant_id, integration, id, reason, at)

@@ -1,5 +1,5 @@
 //! Key lifecycle: minting per-merchant keys.
-use crate::http::fields::UuidText;
+use crate::http::fields::{Field, KeyStatuses, List, OneOf, PermissionNames, Text, UuidText};
 use chrono::{DateTime, Utc};
 use entities::api_key;
 use poem::web::Data;
@@ -23,7 +23,6 @@ use crate::{
         credentials::{
             Permission, Permissions,
             keys::{self, CreateKey},
-            permissions,
         },
         validate::{self, Errors},
     },
@@ -42,16 +41,16 @@ pub struct CreateKeyRequest {
     pub context: RequestContext,
     /// The merchant (UUID); must equal `context.merchant_id`.
     #[serde(default)]
-    pub enterprise_id: String,
+    pub enterprise_id: crate::http::fields::UuidText,
     /// Narrows the key to one brand of the enterprise.
     #[oai(nullable)]
-    pub brand_id: Option<String>,
+    pub brand_id: Option<crate::http::fields::UuidText>,
     /// Narrows the key to one branch of the brand (needs `brand_id`).
     #[oai(nullable)]
-    pub branch_id: Option<String>,
+    pub branch_id: Option<crate::http::fields::UuidText>,
     /// Up to 120 characters.
     #[oai(nullable)]
-    pub label: Option<String>,
+    pub label: Option<Text<0, 120>>,
     /// When the key stops working (RFC 3339, in the future); null never expires.
     #[oai(nullable)]
     pub expires_at: Option<crate::http::fields::DateTimeText>,
@@ -62,7 +61,7 @@ pub struct CreateKeyRequest {
     /// `terminal` and `reporting` (as far as the caller holds them), never key
     /// management.
     #[oai(nullable)]
-    pub permissions: Option<Vec<String>>,
+    pub permissions: Option<List<Field<OneOf<PermissionNames>>, 1, 11>>,
 }
 
 impl Validate for CreateKeyRequest {
@@ -72,7 +71,7 @@ impl Validate for CreateKeyRequest {
         if self.enterprise_id.is_empty() {
             e.push("/enterprise_id", "required", "is required (a UUID)");
         } else if validate::uuid(e, "/enterprise_id", &self.enterprise_id).is_some()
-            && self.context.merchant_id.as_str() != self.enterprise_id
+            && self.context.merchant_id.as_str() != self.enterprise_id.as_str()
             && !self.context.merchant_id.is_empty()
         {
             e.push(
@@ -91,8 +90,7 @@ impl Validate for CreateKeyRequest {
             }
         }
         if let Some(l) = &self.label {
-            validate::length(e, "/label", l, 0, 120);
-            validate::no_control_chars(e, "/label", l);
+            l.check(e, "/label");
         }
         if let Some(t) = &self.expires_at
             && let Some(at) = validate::rfc3339(e, "/expires_at", t)
@@ -100,16 +98,9 @@ impl Validate for CreateKeyRequest {
             validate::future(e, "/expires_at", at, Utc::now());
         }
         if let Some(ps) = &self.permissions {
-            if ps.is_empty() {
-                e.push(
-                    "/permissions",
-                    "empty",
-                    "must name at least one permission (or be left out for the default)",
-                );
-            }
-            let known: Vec<&str> = permissions::ALL.iter().map(|p| p.as_str()).collect();
+            ps.check(e, "/permissions");
             for (i, p) in ps.iter().enumerate() {
-                validate::one_of(e, format!("/permissions/{i}"), p, &known);
+                p.check(e, &format!("/permissions/{i}"));
             }
         }
     }
@@ -117,12 +108,12 @@ impl Validate for CreateKeyRequest {
 
 impl CreateKeyRequest {
     fn to_domain(&self) -> CreateKey {
-        let id = |s: &Option<String>| s.as_deref().and_then(|v| Uuid::parse_str(v).ok());
+        let id = |s: &Option<UuidText>| s.as_deref().and_then(|v| Uuid::parse_str(v).ok());
         CreateKey {
             enterprise_id: Uuid::parse_str(&self.enterprise_id).unwrap_or_default(),
             brand_id: id(&self.brand_id),
             branch_id: id(&self.branch_id),
-            label: self.label.clone().unwrap_or_default(),
+            label: self.label.clone().map(String::from).unwrap_or_default(),
             expires_at: self
                 .expires_at
                 .as_deref()
@@ -210,7 +201,7 @@ pub struct KeyStatusResult {
     pub cascaded_key_ids: Option<Vec<String>>,
 }
 
-/// Revoke, regenerate or delete a key.
+/// Regenerate or delete a key.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct KeyActionRequest {
     #[serde(default)]
@@ -219,11 +210,7 @@ pub struct KeyActionRequest {
     pub context: RequestContext,
     /// Why (up to 200 characters), kept with the key.
     #[oai(nullable)]
-    pub reason: Option<String>,
-    /// Revoke only: also revoke every key this key minted, and every key those minted
-    /// (through any regeneration). Default false: the keys it minted keep working.
-    #[oai(nullable)]
-    pub cascade: Option<bool>,
+    pub reason: Option<Text<0, 200>>,
 }
 
 impl Validate for KeyActionRequest {
@@ -231,8 +218,33 @@ impl Validate for KeyActionRequest {
         self.meta.validate(e);
         self.context.validate(e);
         if let Some(r) = &self.reason {
-            validate::length(e, "/reason", r, 0, 200);
-            validate::no_control_chars(e, "/reason", r);
+            r.check(e, "/reason");
+        }
+    }
+}
+
+/// Revoke a key.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct RevokeKeyRequest {
+    #[serde(default)]
+    pub meta: RequestMeta,
+    #[serde(default)]
+    pub context: RequestContext,
+    /// Why (up to 200 characters), kept with the key.
+    #[oai(nullable)]
+    pub reason: Option<Text<0, 200>>,
+    /// Also revoke every key this key minted, and every key those minted (through any
+    /// regeneration). Default false: the keys it minted keep working.
+    #[oai(nullable)]
+    pub cascade: Option<bool>,
+}
+
+impl Validate for RevokeKeyRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.meta.validate(e);
+        self.context.validate(e);
+        if let Some(r) = &self.reason {
+            r.check(e, "/reason");
         }
     }
 }
@@ -303,7 +315,7 @@ impl KeysApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         /// `active` or `inactive`.
-        status: Query<Option<String>>,
+        status: Query<Option<Field<OneOf<KeyStatuses>>>>,
         /// Only keys of this branch.
         branch_id: Query<Option<UuidText>>,
         /// Only keys minted by this key.
@@ -313,15 +325,8 @@ impl KeysApi {
         cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<ApiKeyItem>>> {
         let mut e = Errors::default();
-        if let Some(s) = status.0.as_deref()
-            && s != "active"
-            && s != "inactive"
-        {
-            e.push(
-                "query:status",
-                "invalid_value",
-                "must be active or inactive",
-            );
+        if let Some(s) = &status.0 {
+            s.check(&mut e, "query:status");
         }
         let branch = branch_id
             .0
@@ -337,7 +342,7 @@ impl KeysApi {
         let (rows, more) = keys::list(
             &state.0.db,
             &auth.0,
-            status.0.clone(),
+            status.0.clone().map(String::from),
             branch,
             creator,
             after,
@@ -374,15 +379,18 @@ impl KeysApi {
         auth: ApiKeyAuth,
         key_id: Path<UuidText>,
         #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
-        body: JsonBody<KeyActionRequest>,
+        body: JsonBody<RevokeKeyRequest>,
     ) -> poem::Result<Reply<KeyStatusResult>> {
+        let cascade = body.value.cascade.unwrap_or(false);
+        let reason = body.value.reason.clone().map(String::from);
         change_status(
             state.0,
             &auth.0,
             &key_id.0,
             key,
             &body,
-            StatusChange::Revoke,
+            StatusChange::Revoke { cascade },
+            reason,
         )
         .await
     }
@@ -406,9 +414,8 @@ impl KeysApi {
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<ApiKeyCreated>> {
         let id = path_uuid("path:keyId", &key_id.0)?;
-        no_cascade(&body.value)?;
         let principal = auth.0.clone();
-        let reason = body.value.reason.clone();
+        let reason = body.value.reason.clone().map(String::from);
         let auth_cache = key.state().key_auth();
         with_new_key(key, &auth.0, &body, async move |txn, minted| {
             keys::regenerate(txn, &auth_cache, &principal, id, reason, minted).await
@@ -434,6 +441,7 @@ impl KeysApi {
         #[oai(name = "Idempotency-Key")] key: Idempotent<'_>,
         body: JsonBody<KeyActionRequest>,
     ) -> poem::Result<Reply<KeyStatusResult>> {
+        let reason = body.value.reason.clone().map(String::from);
         change_status(
             state.0,
             &auth.0,
@@ -441,6 +449,7 @@ impl KeysApi {
             key,
             &body,
             StatusChange::Delete,
+            reason,
         )
         .await
     }
@@ -474,31 +483,27 @@ async fn with_new_key<B>(
 
 #[derive(Clone, Copy)]
 enum StatusChange {
-    Revoke,
+    Revoke { cascade: bool },
     Delete,
 }
 
 /// Revoke and delete: the same mutation with a different transition.
-async fn change_status(
+async fn change_status<B: Sync>(
     st: &AppState,
     principal: &crate::domain::credentials::Principal,
     raw_id: &str,
     key: Idempotent<'_>,
-    body: &JsonBody<KeyActionRequest>,
+    body: &JsonBody<B>,
     change: StatusChange,
+    reason: Option<String>,
 ) -> poem::Result<Reply<KeyStatusResult>> {
     let id = path_uuid("path:keyId", raw_id)?;
-    if matches!(change, StatusChange::Delete) {
-        no_cascade(&body.value)?;
-    }
-    let cascade = body.value.cascade.unwrap_or(false);
     let shared = st.clone();
     let caller = principal.clone();
-    let reason = body.value.reason.clone();
     key.run(principal, body, async move |txn, _acting| {
         let auth = shared.key_auth();
         let (m, cascaded) = match change {
-            StatusChange::Revoke => {
+            StatusChange::Revoke { cascade } => {
                 let r = keys::revoke(txn, &auth, &caller, id, reason, cascade).await?;
                 let ids = r.cascaded.iter().map(|k| k.id.to_string()).collect();
                 (r.key, cascade.then_some(ids))
@@ -509,7 +514,7 @@ async fn change_status(
             cascaded_key_ids: cascaded,
             key_id: m.id.to_string(),
             status: m.status,
-            revoked_at: matches!(change, StatusChange::Revoke)
+            revoked_at: matches!(change, StatusChange::Revoke { .. })
                 .then_some(m.revoked_at)
                 .flatten()
                 .map(ts),
@@ -517,16 +522,4 @@ async fn change_status(
         }))
     })
     .await
-}
-
-/// `cascade` belongs to revoke alone.
-fn no_cascade(b: &KeyActionRequest) -> Result<(), crate::error::ApiError> {
-    if b.cascade.is_some() {
-        return Err(crate::error::ApiError::field(
-            "/cascade",
-            "not_allowed",
-            "applies to revoke only",
-        ));
-    }
-    Ok(())
 }

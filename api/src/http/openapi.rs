@@ -4,6 +4,7 @@ use poem_openapi::OpenApiService;
 use serde_json::{Value, json};
 
 use crate::domain::credentials::Permission;
+use crate::http::fields::alternatives::Alternatives;
 
 pub use super::document::{OpenApiInfo, OperationInfo};
 
@@ -315,8 +316,26 @@ fn add_webhooks(doc: &mut Value) {
     doc["webhooks"] = Value::Object(hooks);
 }
 
+/// The bodies' rules over several members, each published on its body's component.
+const BODY_RULES: &[&Alternatives] = &[
+    &super::topups::SKU_BONUS,
+    &super::incentives::REWARD,
+    &super::incentives::TIER_BONUS,
+    &super::incentives::OFFER_CUSTOMER,
+    &super::incentives::EVALUATE_CUSTOMER,
+    &super::enrollment::CLAIM_CUSTOMER,
+    &super::payments::MINT_CUSTOMER,
+    &super::payments::MINT_ONE_CUSTOMER,
+];
+
 fn annotate(doc: &mut Value) {
     add_webhooks(doc);
+    for rule in BODY_RULES {
+        let schema = doc
+            .pointer_mut(&format!("/components/schemas/{}", rule.schema))
+            .unwrap_or_else(|| panic!("{} is a component", rule.schema));
+        rule.publish(schema);
+    }
     crate::http::strict_schema::publish(doc);
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for item in paths.values_mut().filter_map(Value::as_object_mut) {
@@ -441,6 +460,19 @@ mod tests {
         assert_eq!(schemes["ApiKeyAuth"]["type"], "apiKey");
         assert_eq!(schemes["ApiKeyAuth"]["name"], "x-api-key");
         assert_eq!(schemes["PosTerminalJWT"]["scheme"], "bearer");
+    }
+
+    /// Each rule names members its body has (the first step of each path).
+    #[test]
+    fn every_body_rule_names_members_of_its_body() {
+        let doc = build().document;
+        for rule in BODY_RULES {
+            let props = &doc["components"]["schemas"][rule.schema]["properties"];
+            for m in rule.members() {
+                let head = m.split('/').next().unwrap_or_default();
+                assert!(props.get(head).is_some(), "{}: {m}", rule.schema);
+            }
+        }
     }
 
     #[test]

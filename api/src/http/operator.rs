@@ -75,24 +75,22 @@ pub struct IntegrationStatus {
 pub struct IdentifyCredentialTypesRequest {
     /// A non-empty subset of phone, card_fingerprint, short_code, provider_customer_id, qr.
     #[serde(default)]
-    pub credential_types: Vec<String>,
+    pub credential_types: crate::http::fields::List<
+        crate::http::fields::Field<
+            crate::http::fields::OneOf<crate::http::fields::IdentityCredentialTypes>,
+        >,
+        1,
+        5,
+    >,
     #[serde(default)]
     pub reason: Text<1, 500>,
 }
 
 impl Validate for IdentifyCredentialTypesRequest {
     fn validate(&self, e: &mut Errors) {
-        use crate::domain::identity::IDENTITY_CREDENTIAL_TYPES;
-        if self.credential_types.is_empty() {
-            e.push("/credential_types", "required", "name at least one type");
-        }
+        self.credential_types.check(e, "/credential_types");
         for (i, t) in self.credential_types.iter().enumerate() {
-            validate::one_of(
-                e,
-                format!("/credential_types/{i}"),
-                t,
-                IDENTITY_CREDENTIAL_TYPES,
-            );
+            t.check(e, &format!("/credential_types/{i}"));
         }
         self.reason.check(e, "/reason");
     }
@@ -113,25 +111,16 @@ pub struct CorsOriginsRequest {
     /// path. Empty: no browser may call. Only operations that take a terminal JWT are ever
     /// offered to a browser.
     #[serde(default)]
-    pub origins: Vec<String>,
+    pub origins: crate::http::fields::List<crate::http::fields::Origin, 0, 20>,
     #[serde(default)]
     pub reason: Text<1, 500>,
 }
 
 impl Validate for CorsOriginsRequest {
     fn validate(&self, e: &mut Errors) {
-        use crate::domain::cors::{MAX_ORIGINS, normalize_origin};
-        if self.origins.len() > MAX_ORIGINS {
-            e.push(
-                "/origins",
-                "too_many",
-                format!("at most {MAX_ORIGINS} origins"),
-            );
-        }
+        self.origins.check(e, "/origins");
         for (i, o) in self.origins.iter().enumerate() {
-            if let Err(why) = normalize_origin(o) {
-                e.push(format!("/origins/{i}"), "invalid_origin", why);
-            }
+            o.check(e, &format!("/origins/{i}"));
         }
         self.reason.check(e, "/reason");
     }
@@ -302,7 +291,10 @@ impl OperatorApi {
             &state.0.db,
             &auth.0,
             id,
-            &b.credential_types,
+            &b.credential_types
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>(),
             b.reason.into(),
         )
         .await?;
@@ -363,12 +355,18 @@ impl OperatorApi {
         state: Data<&AppState>,
         _auth: OperatorAuth,
         /// `dead` (default), `replayed` or `purged`.
-        status: Query<Option<String>>,
+        status: Query<
+            Option<
+                crate::http::fields::Field<
+                    crate::http::fields::OneOf<crate::http::fields::DeadLetterStatuses>,
+                >,
+            >,
+        >,
         queue: Query<Option<String>>,
         job_type: Query<Option<String>>,
         merchant_id: Query<Option<UuidText>>,
-        /// Only letters dead for at least this many seconds.
-        older_than_secs: Query<Option<i64>>,
+        /// Only letters dead for at least this many seconds (up to ten years).
+        older_than_secs: Query<Option<crate::http::fields::IntIn<0, 315_360_000>>>,
         /// Only letters whose last error contains this text.
         error: Query<Option<String>>,
         /// 1 to 200, default 50.
@@ -376,18 +374,17 @@ impl OperatorApi {
         cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<DeadLetterView>>> {
         let mut e = Errors::default();
-        let status = status.0.unwrap_or_else(|| "dead".into());
-        if !["dead", "replayed", "purged"].contains(&status.as_str()) {
-            e.push(
-                "query:status",
-                "invalid_value",
-                "must be dead, replayed or purged",
-            );
+        if let Some(s) = &status.0 {
+            s.check(&mut e, "query:status");
         }
+        let status = status.0.map_or_else(|| "dead".to_string(), String::from);
         let merchant = merchant_id
             .0
             .as_deref()
             .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
+        if let Some(s) = &older_than_secs.0 {
+            s.check(&mut e, "query:older_than_secs");
+        }
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let before = super::cursor::after("dead_letter", &cursor.0)?;
@@ -398,7 +395,7 @@ impl OperatorApi {
             merchant_id: merchant,
             dead_before: older_than_secs
                 .0
-                .map(|s| chrono::Utc::now() - chrono::Duration::seconds(s)),
+                .map(|s| chrono::Utc::now() - chrono::Duration::seconds(s.0)),
             error_contains: error.0,
         };
         let rows = store::dead_letters::list(&state.0.db, &f, before, limit + 1)

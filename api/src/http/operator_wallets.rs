@@ -34,28 +34,28 @@ use crate::{
 pub struct OperatorWalletsApi;
 
 /// A required reason of 1 to 500 characters (an audited correction says why).
-pub(super) fn reason(e: &mut Errors, r: &str) {
-    if validate::length(e, "/reason", r, 1, 500) {
-        validate::no_control_chars(e, "/reason", r);
-    }
+pub(super) type Reason = crate::http::fields::Text<1, 500>;
+
+pub(super) fn reason(e: &mut Errors, r: &Reason) {
+    r.check(e, "/reason");
 }
 
 /// Register a customer's wallet at a merchant.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct ImportWalletRequest {
     #[serde(default)]
-    pub merchant_id: String,
+    pub merchant_id: crate::http::fields::UuidText,
     /// E.164.
     #[serde(default)]
     pub phone: crate::http::fields::Phone,
     /// Default: the merchant's only active program.
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<crate::http::fields::UuidText>,
     /// `VERIFIED` (default) or `PENDING_PROOF`; applies when the identity is new.
     #[oai(nullable)]
     pub state: Option<String>,
     #[serde(default)]
-    pub reason: String,
+    pub reason: Reason,
 }
 
 impl Validate for ImportWalletRequest {
@@ -119,9 +119,9 @@ pub struct AdjustmentRequest {
     pub amount_minor: crate::http::fields::AmountMinor,
     /// Must be the wallet's currency.
     #[serde(default)]
-    pub currency: String,
+    pub currency: crate::http::fields::CurrencyCode,
     #[serde(default)]
-    pub reason: String,
+    pub reason: Reason,
 }
 
 impl Validate for AdjustmentRequest {
@@ -139,7 +139,7 @@ pub struct GrantRequest {
     #[serde(default)]
     pub amount_minor: crate::http::fields::AmountMinor,
     #[serde(default)]
-    pub currency: String,
+    pub currency: crate::http::fields::CurrencyCode,
     #[serde(default)]
     pub source:
         crate::http::fields::Field<crate::http::fields::OneOf<crate::http::fields::GrantSources>>,
@@ -150,7 +150,7 @@ pub struct GrantRequest {
     #[serde(default)]
     pub expires_at: crate::http::fields::DateTimeText,
     #[serde(default)]
-    pub reason: String,
+    pub reason: Reason,
 }
 
 impl GrantRequest {
@@ -233,7 +233,14 @@ impl OperatorWalletsApi {
                 .and_then(|p| Uuid::parse_str(p).ok());
             let state = b.state.as_deref().unwrap_or(wallets::VERIFIED);
             let r = wallets::import(
-                txn, &op, merchant, &phone, program, state, &b.reason, window,
+                txn,
+                &op,
+                merchant,
+                &phone,
+                program,
+                state,
+                &b.reason.to_string(),
+                window,
             )
             .await?;
             Ok(Outcome::new(view(r)))
@@ -294,7 +301,7 @@ impl OperatorWalletsApi {
                 Adjustment::Actual {
                     amount_minor: signed,
                 },
-                &b.reason,
+                &b.reason.to_string(),
             )
             .await?;
             Ok(Outcome::new(view(r)))
@@ -336,7 +343,7 @@ impl OperatorWalletsApi {
                     state: b.state.to_string(),
                     expires_at,
                 },
-                &b.reason,
+                &b.reason.to_string(),
             )
             .await?;
             Ok(Outcome::new(view(r)))

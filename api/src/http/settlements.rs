@@ -63,7 +63,7 @@ pub struct SettlementRequest {
     pub provider: Option<Text<1, 64>>,
     /// Why it failed (FAILED only), up to 200 characters.
     #[oai(nullable)]
-    pub failure_reason: Option<String>,
+    pub failure_reason: Option<Text<1, 200>>,
 }
 
 impl Validate for SettlementRequest {
@@ -80,8 +80,8 @@ impl Validate for SettlementRequest {
         if let Some(r) = &self.failure_reason {
             if self.state.as_str() != settlements::FAILED {
                 e.push("/failure_reason", "not_allowed", "only with state FAILED");
-            } else if validate::length(e, "/failure_reason", r, 1, 200) {
-                validate::no_control_chars(e, "/failure_reason", r);
+            } else {
+                r.check(e, "/failure_reason");
             }
         }
     }
@@ -150,29 +150,21 @@ pub struct ConfirmRequest {
     /// A SETTLED reference from settlement ingest that no top-up used yet. The amount
     /// comes from the settlement; money fields in the body are ignored.
     #[serde(default)]
-    pub settlement_reference: String,
+    pub settlement_reference: Text<1, 128>,
     /// The customer to credit. A phone the merchant does not know yet gets a PENDING_PROOF
     /// proto-wallet that holds the credit until the customer enrolls.
     #[serde(default)]
     pub customer: Documented<IdentityCredentialBody>,
     /// Picks the program when the merchant runs several in the settlement's currency.
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<crate::http::fields::UuidText>,
 }
 
 impl Validate for ConfirmRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        if validate::length(
-            e,
-            "/settlement_reference",
-            &self.settlement_reference,
-            1,
-            128,
-        ) {
-            validate::no_control_chars(e, "/settlement_reference", &self.settlement_reference);
-        }
+        self.settlement_reference.check(e, "/settlement_reference");
         identity_credential(e, "/customer", &self.customer.raw);
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
     }
@@ -281,7 +273,7 @@ impl SettlementsApi {
                     currency: b.currency.to_string(),
                     state: b.state.to_string(),
                     provider: b.provider.clone().map(String::from),
-                    failure_reason: b.failure_reason.clone(),
+                    failure_reason: b.failure_reason.clone().map(String::from),
                 },
                 who.now(),
             )
@@ -370,7 +362,7 @@ impl SettlementsApi {
                 &who,
                 window,
                 Confirm {
-                    settlement_reference: b.settlement_reference.clone(),
+                    settlement_reference: b.settlement_reference.to_string(),
                     customer,
                     wallet_program_id: program,
                 },

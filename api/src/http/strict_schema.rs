@@ -52,6 +52,20 @@ pub fn publish(doc: &mut Value) {
             .filter_map(Value::as_object_mut)
             .flat_map(|item| item.values_mut())
         {
+            // The path and the query are refused whole when they carry one
+            // (`middleware::control_chars_in`).
+            for param in op
+                .get_mut("parameters")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if matches!(param["in"].as_str(), Some("path" | "query"))
+                    && let Some(schema) = param.get_mut("schema")
+                {
+                    restrict(schema);
+                }
+            }
             if let Some(content) = op
                 .pointer_mut("/requestBody/content")
                 .and_then(Value::as_object_mut)

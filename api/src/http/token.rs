@@ -17,7 +17,7 @@ use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::{jwt, token},
-        validate::{self, Errors},
+        validate::Errors,
     },
     envelope,
     idempotency::Outcome,
@@ -38,7 +38,7 @@ pub struct TokenRequest {
     /// only a cashier in a token is trusted. Null, absent or `""`: no cashier.
     #[oai(nullable)]
     #[serde(default, deserialize_with = "super::common::empty_as_none")]
-    pub cashier_id: Option<String>,
+    pub cashier_id: Option<crate::http::fields::Text<1, 64>>,
 }
 
 impl Validate for TokenRequest {
@@ -46,8 +46,7 @@ impl Validate for TokenRequest {
         self.meta.validate(e);
         self.context.validate(e);
         if let Some(c) = &self.cashier_id {
-            validate::length(e, "/cashier_id", c, 1, 64);
-            validate::no_control_chars(e, "/cashier_id", c);
+            c.check(e, "/cashier_id");
         }
     }
 }
@@ -153,7 +152,7 @@ impl TokenApi {
         let st = state.0;
         let shared = st.clone();
         let principal = auth.0.clone();
-        let cashier = body.value.cashier_id.clone();
+        let cashier = body.value.cashier_id.clone().map(String::from);
         key.ttl(chrono::Duration::seconds(jwt::TTL_SECS))
             .run(&auth.0, &body, async move |txn, acting| {
                 let (token, c) =

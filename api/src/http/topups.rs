@@ -19,11 +19,11 @@ use super::{
     common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
     customers::{IdentityCredentialBody, identity_credential},
     mutation::Idempotent,
-    payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
 };
 use crate::domain::credentials::Permission;
+use crate::http::fields::alternatives::{Alternatives, Branch};
 use crate::{
     domain::{
         topups::{self, Bonus, SkuTerms, SkuTopup, TopupOutcome},
@@ -41,13 +41,49 @@ use crate::{
 pub struct SkuBonus {
     /// Bonus per unit sold, in minor units.
     #[oai(nullable)]
-    pub amount_minor: Option<i64>,
+    pub amount_minor: Option<crate::http::fields::AmountMinor>,
     /// Bonus as basis points of the credit (1000 = 10 %), rounded down.
     #[oai(nullable)]
-    pub percent_bps: Option<i32>,
+    pub percent_bps: Option<crate::http::fields::IntIn<1, 100_000>>,
     /// Lifetime of the bonus grant in days (default 365): drives its `expires_at`.
     #[oai(nullable)]
-    pub expiry_days: Option<i32>,
+    pub expiry_days: Option<crate::http::fields::IntIn<1, 3650>>,
+}
+
+/// A SKU bonus is a fixed amount or a share, never both.
+pub const SKU_BONUS: Alternatives = Alternatives {
+    schema: "SkuBonus",
+    branches: &[
+        Branch {
+            given: &["amount_minor"],
+            absent: &["percent_bps"],
+        },
+        Branch {
+            given: &["percent_bps"],
+            absent: &["amount_minor"],
+        },
+    ],
+    field: "",
+    issue: "exactly_one",
+    message: "give exactly one of amount_minor or percent_bps",
+};
+
+impl SkuBonus {
+    fn check(&self, e: &mut Errors) {
+        SKU_BONUS.check(e, "/bonus", |m| match m {
+            "amount_minor" => self.amount_minor.is_some(),
+            _ => self.percent_bps.is_some(),
+        });
+        if let Some(a) = &self.amount_minor {
+            a.check(e, "/bonus/amount_minor");
+        }
+        if let Some(p) = &self.percent_bps {
+            p.check(e, "/bonus/percent_bps");
+        }
+        if let Some(d) = &self.expiry_days {
+            d.check(e, "/bonus/expiry_days");
+        }
+    }
 }
 
 /// Register a SKU, or change one (changes apply to later sales only).
@@ -84,36 +120,7 @@ impl Validate for SkuRequest {
         validate::currency(e, "/currency", &self.currency);
         self.wallet_credits_minor.check(e, "/wallet_credits_minor");
         if let Some(b) = &self.bonus {
-            match (b.amount_minor, b.percent_bps) {
-                (Some(a), None) => {
-                    if !(1..=MAX_AMOUNT_MINOR).contains(&a) {
-                        e.push("/bonus/amount_minor", "out_of_range", "must be at least 1");
-                    }
-                }
-                (None, Some(p)) => {
-                    if !(1..=100_000).contains(&p) {
-                        e.push(
-                            "/bonus/percent_bps",
-                            "out_of_range",
-                            "must be between 1 and 100000",
-                        );
-                    }
-                }
-                _ => e.push(
-                    "/bonus",
-                    "exactly_one",
-                    "give exactly one of amount_minor or percent_bps",
-                ),
-            }
-            if let Some(d) = b.expiry_days
-                && !(1..=3650).contains(&d)
-            {
-                e.push(
-                    "/bonus/expiry_days",
-                    "out_of_range",
-                    "must be between 1 and 3650",
-                );
-            }
+            b.check(e);
         }
     }
 }
@@ -143,14 +150,16 @@ fn sku_view(s: &sku::Model) -> SkuView {
         wallet_credits_minor: s.wallet_credits_minor,
         bonus: topups::bonus_of(s).map(|b| SkuBonus {
             amount_minor: match b {
-                Bonus::PerUnit(m) => Some(m),
+                Bonus::PerUnit(m) => Some(crate::http::fields::AmountMinor(m)),
                 Bonus::PercentBps(_) => None,
             },
             percent_bps: match b {
-                Bonus::PercentBps(p) => Some(p),
+                Bonus::PercentBps(p) => Some(crate::http::fields::IntIn(p.into())),
                 Bonus::PerUnit(_) => None,
             },
-            expiry_days: s.bonus_expiry_days,
+            expiry_days: s
+                .bonus_expiry_days
+                .map(|d| crate::http::fields::IntIn(d.into())),
         }),
         active: s.active,
         version: s.version,
@@ -179,7 +188,7 @@ pub struct SkuTopupRequest {
     /// Units sold, at least 1. The credit is the SKU's `wallet_credits_minor` × quantity;
     /// money fields in the body are ignored.
     #[serde(default)]
-    pub quantity: i64,
+    pub quantity: crate::http::fields::IntIn<1, 1_000_000>,
     /// Picks the program when the merchant runs several in the SKU's currency.
     #[oai(nullable)]
     pub wallet_program_id: Option<UuidText>,
@@ -189,12 +198,9 @@ impl SkuTopupRequest {
     /// Whole units only: a decimal, a string or null is rejected by the parser (as
     /// `must_be_integer`); a missing quantity is 0 and fails here.
     fn quantity(&self, e: &mut Errors) -> Option<i64> {
-        if (1..=1_000_000).contains(&self.quantity) {
-            Some(self.quantity)
-        } else {
-            e.push("/quantity", "out_of_range", "must be between 1 and 1000000");
-            None
-        }
+        self.quantity
+            .check(e, "/quantity")
+            .then_some(self.quantity.0)
     }
 }
 
@@ -301,8 +307,8 @@ impl TopupsApi {
                 .bonus
                 .as_ref()
                 .and_then(|x| match (x.amount_minor, x.percent_bps) {
-                    (Some(a), _) => Some(Bonus::PerUnit(a)),
-                    (_, Some(p)) => Some(Bonus::PercentBps(p)),
+                    (Some(a), _) => Some(Bonus::PerUnit(a.0)),
+                    (_, Some(p)) => Some(Bonus::PercentBps(p.0 as i32)),
                     _ => None,
                 });
             let (s, _) = topups::register_sku(
@@ -315,7 +321,10 @@ impl TopupsApi {
                     currency: b.currency.to_string(),
                     wallet_credits_minor: *b.wallet_credits_minor,
                     bonus,
-                    bonus_expiry_days: b.bonus.as_ref().and_then(|x| x.expiry_days),
+                    bonus_expiry_days: b
+                        .bonus
+                        .as_ref()
+                        .and_then(|x| x.expiry_days.map(|d| d.0 as i32)),
                     active: b.active.unwrap_or(true),
                 },
                 clock.now(),

@@ -16,7 +16,11 @@ use uuid::Uuid;
 use super::{Permission, Permissions, Principal, Scope, api_key as raw_key, permissions::missing};
 use crate::{error::ApiError, store};
 
+/// The states a listed key can be in (a deleted key no longer lists).
+pub const LIST_STATUSES: &[&str] = &["active", "inactive"];
+
 #[derive(Clone, Debug)]
+
 pub struct CreateKey {
     pub enterprise_id: Uuid,
     pub brand_id: Option<Uuid>,

@@ -55,6 +55,21 @@ pub const ALL: &[Permission] = &[
     Permission::Corrections,
 ];
 
+/// The names of `ALL`, in its order (what a key's creator writes).
+pub const NAMES: &[&str] = &[
+    "integrations:create",
+    "integrations:read",
+    "integrations:update",
+    "integrations:delete",
+    "terminal",
+    "reporting",
+    "settlements",
+    "catalog",
+    "incentives",
+    "webhooks",
+    "corrections",
+];
+
 impl Permission {
     pub fn as_str(self) -> &'static str {
         match self {
@@ -190,6 +205,12 @@ impl<'de> Deserialize<'de> for Permissions {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_every_permission_in_order() {
+        let names: Vec<&str> = ALL.iter().map(|p| p.as_str()).collect();
+        assert_eq!(names, NAMES);
+    }
 
     #[test]
     fn a_set_round_trips_through_its_column_and_never_gains_an_unknown_name() {

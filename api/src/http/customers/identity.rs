@@ -1,6 +1,7 @@
 //! How a request names a customer (phone, card fingerprint, short code, provider id, QR),
 //! its reading into the domain's credential, and the identification guard every path that
 //! resolves a customer passes (rate limit, metering).
+use crate::http::fields::alternatives::{Alternatives, Branch};
 use poem_openapi::{Object, Union};
 use serde::Deserialize;
 use serde_json::Value;
@@ -31,27 +32,27 @@ pub struct PhoneIdentity {
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct CardFingerprintIdentity {
     /// 8 to 128 printable ASCII characters.
-    pub card_fingerprint: String,
+    pub card_fingerprint: crate::http::fields::CardFingerprint,
 }
 
 /// `credential_type` short_code: the 5-character code of a live QR mint.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct ShortCodeIdentity {
-    pub short_code: String,
+    pub short_code: crate::http::fields::ShortCode,
 }
 
 /// `credential_type` provider_customer_id: your POS's own customer id, linked at
 /// enrollment verification.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct ProviderCustomerIdentity {
-    /// Up to 128 characters.
-    pub provider_customer_id: String,
+    /// 1 to 128 characters.
+    pub provider_customer_id: crate::http::fields::Text<1, 128>,
 }
 
 /// `credential_type` qr: the payload of a live QR mint (identification does not use it up).
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct QrIdentity {
-    pub qr_payload: String,
+    pub qr_payload: crate::http::fields::QrPayload,
 }
 
 /// A customer named by one identity credential. The types an integration may use are
@@ -164,19 +165,13 @@ pub fn identity_credential(e: &mut Errors, at: &str, raw: &Value) -> Option<Pres
             }
         },
         "card_fingerprint" => {
-            if !(8..=128).contains(&value.len()) || !value.bytes().all(|b| b.is_ascii_graphic()) {
-                e.push(
-                    pointer,
-                    "invalid_format",
-                    "must be 8 to 128 printable ASCII characters without spaces",
-                );
+            if !crate::http::fields::CardFingerprint::new(value.as_str()).check(e, &pointer) {
                 return None;
             }
             IdentityCredential::CardFingerprint(value)
         }
         "short_code" => {
-            if !(value.chars().count() == 5 && value.chars().all(|c| c.is_ascii_alphanumeric())) {
-                e.push(pointer, "invalid_format", "must be 5 letters or digits");
+            if !validate::short_code(e, &pointer, &value) {
                 return None;
             }
             IdentityCredential::ShortCode(value.to_ascii_uppercase())
@@ -190,12 +185,7 @@ pub fn identity_credential(e: &mut Errors, at: &str, raw: &Value) -> Option<Pres
             IdentityCredential::ProviderCustomerId(value)
         }
         _ => {
-            if value.len() > 200 || !value.starts_with("wq1.") {
-                e.push(
-                    pointer,
-                    "invalid_format",
-                    "is not a QR payload minted by this service",
-                );
+            if !validate::qr_payload(e, &pointer, &value) {
                 return None;
             }
             IdentityCredential::Qr(value)
@@ -212,9 +202,32 @@ pub struct CustomerNamed {
     by_credential: Option<Presented>,
 }
 
+/// The rule of a body that names its customer by `wallet_user_id`, `customer` or both, as
+/// published on the body's component `schema`.
+pub const fn customer_named(schema: &'static str) -> Alternatives {
+    Alternatives {
+        schema,
+        branches: &[
+            Branch {
+                given: &["wallet_user_id"],
+                absent: &[],
+            },
+            Branch {
+                given: &["customer"],
+                absent: &[],
+            },
+        ],
+        field: "/wallet_user_id",
+        issue: "required",
+        message: "give wallet_user_id or customer (or both, naming the same customer)",
+    }
+}
+
 impl CustomerNamed {
+    /// Reads the customer a body names; `rule` is its body's `customer_named`.
     pub fn parse<S: AsRef<str>>(
         e: &mut Errors,
+        rule: &Alternatives,
         wallet_user_id: &Option<S>,
         customer: Option<&Value>,
     ) -> CustomerNamed {
@@ -222,13 +235,10 @@ impl CustomerNamed {
             .as_ref()
             .and_then(|id| crate::domain::validate::uuid(e, "/wallet_user_id", id.as_ref()));
         let by_credential = customer.and_then(|c| identity_credential(e, "/customer", c));
-        if wallet_user_id.is_none() && customer.is_none() {
-            e.push(
-                "/wallet_user_id",
-                "required",
-                "give wallet_user_id or customer (or both, naming the same customer)",
-            );
-        }
+        rule.check(e, "", |m| match m {
+            "wallet_user_id" => wallet_user_id.is_some(),
+            _ => customer.is_some_and(|c| !c.is_null()),
+        });
         CustomerNamed {
             by_id,
             by_credential,

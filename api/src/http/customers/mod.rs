@@ -110,7 +110,7 @@ pub struct IdentifyRequest {
     pub credential: Documented<IdentityCredentialBody>,
     /// Picks the program when the customer has wallets in several.
     #[oai(nullable)]
-    pub wallet_program_id: Option<String>,
+    pub wallet_program_id: Option<crate::http::fields::UuidText>,
 }
 
 impl Validate for IdentifyRequest {
@@ -261,7 +261,7 @@ impl CustomersApi {
         auth: AnyAuth,
         /// Optional (UUID). Identification is read-only, so a retry simply resolves again.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        idempotency_key: Header<Option<crate::http::fields::UuidText>>,
         body: JsonBody<IdentifyRequest>,
     ) -> poem::Result<Reply<CustomerContext>> {
         auth.require(Permission::Terminal)?;
@@ -324,11 +324,11 @@ impl CustomersApi {
         auth: AnyAuth,
         merchant_id: Query<Option<UuidText>>,
         branch_id: Query<Option<UuidText>>,
-        phone: Query<Option<String>>,
-        provider_customer_id: Query<Option<String>>,
-        card_fingerprint: Query<Option<String>>,
-        short_code: Query<Option<String>>,
-        qr_payload: Query<Option<String>>,
+        phone: Query<Option<crate::http::fields::Phone>>,
+        provider_customer_id: Query<Option<crate::http::fields::Text<1, 128>>>,
+        card_fingerprint: Query<Option<crate::http::fields::CardFingerprint>>,
+        short_code: Query<Option<crate::http::fields::ShortCode>>,
+        qr_payload: Query<Option<crate::http::fields::QrPayload>>,
         wallet_user_id: Query<Option<UuidText>>,
         wallet_program_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<CustomerLookup>> {

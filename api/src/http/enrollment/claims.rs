@@ -1,5 +1,6 @@
 //! `POST /claims`: a verified customer takes the grants held for them.
 use crate::http::fields::UuidText;
+use crate::http::{customers::customer_named, fields::alternatives::Alternatives};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -45,11 +46,14 @@ impl Validate for ClaimRequest {
         self.context.validate(e);
         CustomerNamed::parse(
             e,
+            &CLAIM_CUSTOMER,
             &self.wallet_user_id,
             self.customer.as_ref().map(|c| &c.raw),
         );
     }
 }
+
+pub const CLAIM_CUSTOMER: Alternatives = customer_named("ClaimRequest");
 
 /// What a claim did.
 #[derive(Object, Serialize)]
@@ -92,6 +96,7 @@ impl ClaimsApi {
         let mut e = Errors::default();
         let named = CustomerNamed::parse(
             &mut e,
+            &CLAIM_CUSTOMER,
             &b.wallet_user_id,
             b.customer.as_ref().map(|c| &c.raw),
         );

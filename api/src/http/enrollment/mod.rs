@@ -38,22 +38,6 @@ fn policy(st: &AppState) -> Policy {
     }
 }
 
-fn language(e: &mut Errors, v: &Option<String>) {
-    if let Some(l) = v {
-        let ok = (2..=16).contains(&l.len())
-            && l.split(['-', '_']).all(|p| {
-                !p.is_empty() && p.len() <= 8 && p.bytes().all(|b| b.is_ascii_alphanumeric())
-            });
-        if !ok {
-            e.push(
-                "/language",
-                "invalid_format",
-                "must be a language tag such as en, de or pt-BR",
-            );
-        }
-    }
-}
-
 /// The session named in `context.service_session_id`, if any.
 fn session(e: &mut Errors, ctx: &RequestContext) -> Option<uuid::Uuid> {
     optional_uuid(e, "/context/service_session_id", &ctx.service_session_id)
@@ -77,13 +61,13 @@ pub struct EnrollInitiateRequest {
     /// A payment card fingerprint to recognise the customer by, linked at verification
     /// like `provider_customer_id`.
     #[oai(nullable)]
-    pub card_fingerprint: Option<String>,
+    pub card_fingerprint: Option<crate::http::fields::CardFingerprint>,
     /// Null: the merchant's program (WALLET_PROGRAM_AMBIGUOUS when it runs several).
     #[oai(nullable)]
     pub wallet_program_id: Option<UuidText>,
     /// SMS language (en, de, fr, es; others fall back to en).
     #[oai(nullable)]
-    pub language: Option<String>,
+    pub language: Option<crate::http::fields::Language>,
 }
 
 impl Validate for EnrollInitiateRequest {
@@ -98,17 +82,13 @@ impl Validate for EnrollInitiateRequest {
         if let Some(p) = &self.provider_customer_id {
             p.check(e, "/provider_customer_id");
         }
-        if let Some(f) = &self.card_fingerprint
-            && (!(8..=128).contains(&f.len()) || !f.bytes().all(|b| b.is_ascii_graphic()))
-        {
-            e.push(
-                "/card_fingerprint",
-                "invalid_format",
-                "must be 8 to 128 printable ASCII characters without spaces",
-            );
+        if let Some(f) = &self.card_fingerprint {
+            f.check(e, "/card_fingerprint");
         }
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
-        language(e, &self.language);
+        if let Some(l) = &self.language {
+            l.check(e, "/language");
+        }
     }
 }
 
@@ -236,9 +216,9 @@ impl EnrollmentApi {
         let req = Initiate {
             phone: phone(&mut e, "/phone", &b.phone).unwrap_or_default(),
             program: optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id),
-            language: b.language.clone(),
+            language: b.language.clone().map(String::from),
             provider_customer_id: b.provider_customer_id.clone().map(String::from),
-            card_fingerprint: b.card_fingerprint.clone(),
+            card_fingerprint: b.card_fingerprint.clone().map(String::from),
             service_session_id: session(&mut e, &b.context),
         };
         e.finish()?;

@@ -36,14 +36,14 @@ pub struct EnrollVerifyRequest {
     pub context: RequestContext,
     /// The signed single-use token from the SMS link. Give this or `code`.
     #[oai(nullable)]
-    pub verification_token: Option<String>,
+    pub verification_token: Option<crate::http::fields::Ascii<1, 256>>,
     /// The 6 digits from the SMS, keyed by the cashier. Give this or
     /// `verification_token`. A code needs to know whose it is: alone, it is matched to the
     /// newest pending enrollment whose code the same till (`context.terminal_id`) sent;
     /// `phone`, `enrollment_id` or the checkout session (`context.service_session_id`) that
     /// started the enrollment name it otherwise.
     #[oai(nullable)]
-    pub code: Option<String>,
+    pub code: Option<crate::http::fields::SmsCode>,
     /// With `code`: the phone being enrolled.
     #[oai(nullable)]
     pub phone: Option<crate::http::fields::Phone>,
@@ -64,20 +64,13 @@ impl EnrollVerifyRequest {
                 None
             }
             (Some(t), None) => {
-                if t.is_empty() || t.len() > 256 || !t.bytes().all(|b| b.is_ascii_graphic()) {
-                    e.push(
-                        "/verification_token",
-                        "invalid_token",
-                        "is not a verification token issued by this service",
-                    );
+                if !t.check(e, "/verification_token") {
                     return None;
                 }
-                Some(Proof::Token(t.clone()))
+                Some(Proof::Token(t.to_string()))
             }
             (None, Some(code)) => {
-                if !(code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit())) {
-                    e.push("/code", "invalid_format", "must be exactly 6 ASCII digits");
-                }
+                code.check(e, "/code");
                 let target = match (
                     &self.phone,
                     &self.enrollment_id,
@@ -117,7 +110,7 @@ impl EnrollVerifyRequest {
                     }
                 };
                 Some(Proof::Code {
-                    code: code.clone(),
+                    code: code.to_string(),
                     target: target?,
                 })
             }

@@ -15,20 +15,24 @@ use serde_json::Value;
 
 use crate::domain::validate::Errors;
 
+pub mod alternatives;
+mod list;
 mod numbers;
 mod sets;
 #[cfg(test)]
 mod tests;
 mod text;
 
+pub use list::List;
 pub use numbers::{
     AmountMinor, IntIn, PAGE_LIMIT_DEFAULT, PAGE_LIMIT_MAX, PAGE_LIMIT_MIN, PageLimit,
 };
 pub use sets::*;
 pub use text::{
-    ContextId, ContextText, CurrencyCode, CurrencyKind, Cursor, CursorKind, DateTimeKind,
-    DateTimeText, EmptyOr, Phone, PhoneKind, Text, TextKind, UuidKind, UuidText, empty_as_none,
-    phone,
+    Ascii, AsciiKind, CardFingerprint, ContextId, ContextText, CurrencyCode, CurrencyKind, Cursor,
+    CursorKind, DateTimeKind, DateTimeText, DigitsKind, EmptyOr, Language, LanguageKind, Origin,
+    OriginKind, Phone, PhoneKind, QrPayload, QrPayloadKind, ShortCode, ShortCodeKind, SmsCode,
+    Text, TextKind, UuidKind, UuidText, empty_as_none, phone,
 };
 
 /// What a `Field` must hold.

@@ -172,6 +172,17 @@ impl<const MIN: i64, const MAX: i64> Type for IntIn<MIN, MAX> {
     }
 }
 
+/// A query parameter: any integer is taken, and `check` reports one out of range with the
+/// operation's other field errors.
+impl<const MIN: i64, const MAX: i64> ParseFromParameter for IntIn<MIN, MAX> {
+    fn parse_from_parameter(value: &str) -> ParseResult<Self> {
+        value
+            .parse()
+            .map(IntIn)
+            .map_err(|_| poem_openapi::types::ParseError::custom("must be an integer"))
+    }
+}
+
 impl<const MIN: i64, const MAX: i64> ParseFromJSON for IntIn<MIN, MAX> {
     fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
         value

@@ -94,3 +94,23 @@ closed_set!(
     /// The states an operator may give a new grant.
     NewGrantStates = crate::domain::wallets::OPERATOR_GRANT_STATES
 );
+closed_set!(
+    /// What a key may do.
+    PermissionNames = crate::domain::credentials::permissions::NAMES
+);
+closed_set!(
+    /// A listed key's state.
+    KeyStatuses = crate::domain::credentials::keys::LIST_STATUSES
+);
+closed_set!(
+    /// A dead letter's state.
+    DeadLetterStatuses = crate::domain::dead_letters::STATUSES
+);
+closed_set!(
+    /// The identity credential types a QR mint resolves.
+    MintCredentialTypes = &["phone"]
+);
+closed_set!(
+    /// Whose events a subscription receives.
+    MerchantScopes = &["merchant", "integration"]
+);

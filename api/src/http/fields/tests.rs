@@ -121,6 +121,8 @@ fn the_published_date_time_accepts_what_the_server_accepts() {
         "2026-06-01T12:00:00.123456+02:00",
         "0078-03-28T21:29:34.2-22:53",
         "2026-12-31T23:59:60Z",
+        "2026-06-01T22:05:60Z",
+        "2026-06-01T22:05:60.5+01:00",
         "2026-06-01T12:00:00",
         "2026-06-01",
         "2026-13-01T12:00:00Z",
@@ -143,4 +145,73 @@ fn page_limits_outside_the_published_range_are_refused() {
         PageLimit::resolve(limit.map(PageLimit), &mut e);
         assert_eq!(e.is_empty(), ok, "{limit:?}");
     }
+}
+
+#[test]
+fn the_published_origin_accepts_what_the_server_accepts() {
+    published_agrees_with_check::<OriginKind>(&[
+        "https://wallet.example.com",
+        "HTTPS://Wallet.Example.COM:8443",
+        "http://localhost:5173",
+        "http://LOCALHOST",
+        "http://127.0.0.1:3000",
+        "http://[::1]:3000",
+        "https://[::1]",
+        "https://a-b.c-d.e",
+        "http://example.com",
+        "https://example.com:0",
+        "https://example.com:080",
+        "https://example.com:+80",
+        "https://example.com:65535",
+        "https://example.com:65536",
+        "https://example.com/",
+        "https://*.example.com",
+        "https://user@example.com",
+        " https://example.com",
+        "https://exa mple.com",
+        "https://a..b",
+        "https://",
+        "ftp://example.com",
+        "null",
+        "",
+    ]);
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_origin_is_published_and_checked_alike(s in "(https?|HTTP|ftp)://[a-zA-Z0-9.:\\[\\]/@*-]{0,30}") {
+        published_agrees_with_check::<OriginKind>(&[&s]);
+    }
+}
+
+#[test]
+fn the_published_codes_and_tags_accept_what_the_server_accepts() {
+    published_agrees_with_check::<LanguageKind>(&[
+        "en",
+        "pt-BR",
+        "zh_Hant_TW",
+        "e",
+        "en-",
+        "-en",
+        "en--us",
+        "abcdefghi",
+        "x-abcdefgh-ab",
+        "en us",
+        "",
+    ]);
+    published_agrees_with_check::<DigitsKind<6>>(&[
+        "123456",
+        "12345",
+        "1234567",
+        "12345a",
+        "١٢٣٤٥٦",
+    ]);
+    published_agrees_with_check::<AsciiKind<8, 128>>(&[
+        "abcdefgh",
+        "abc defg",
+        "abcdefg",
+        "ab\u{e9}cdefgh",
+        &"x".repeat(128),
+        &"x".repeat(129),
+    ]);
 }

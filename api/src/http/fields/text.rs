@@ -225,3 +225,160 @@ impl Kind for CursorKind {
 }
 
 pub type Cursor = Field<CursorKind>;
+
+/// `MIN` to `MAX` printable ASCII characters without spaces (`validate::printable_ascii`,
+/// published as `^[!-~]{MIN,MAX}$`): fingerprints and tokens other systems issued.
+pub struct AsciiKind<const MIN: usize, const MAX: usize>;
+
+impl<const MIN: usize, const MAX: usize> Kind for AsciiKind<MIN, MAX> {
+    fn name() -> Cow<'static, str> {
+        format!("string_ascii_{MIN}_{MAX}").into()
+    }
+
+    fn schema() -> MetaSchema {
+        MetaSchema {
+            pattern: Some(format!("^[!-~]{{{MIN},{MAX}}}$")),
+            min_length: Some(MIN),
+            max_length: Some(MAX),
+            ..MetaSchema::new("string")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        validate::printable_ascii(errs, field, value, MIN, MAX)
+    }
+}
+
+pub type Ascii<const MIN: usize, const MAX: usize> = Field<AsciiKind<MIN, MAX>>;
+/// A payment card fingerprint as an acquirer gives it.
+pub type CardFingerprint = Ascii<8, 128>;
+
+/// Exactly `N` ASCII digits (`validate::digits`, published as `^[0-9]{N}$`): the codes a
+/// customer reads out from an SMS.
+pub struct DigitsKind<const N: usize>;
+
+impl<const N: usize> Kind for DigitsKind<N> {
+    fn name() -> Cow<'static, str> {
+        format!("string_digits_{N}").into()
+    }
+
+    fn schema() -> MetaSchema {
+        MetaSchema {
+            pattern: Some(format!("^[0-9]{{{N}}}$")),
+            min_length: Some(N),
+            max_length: Some(N),
+            ..MetaSchema::new("string")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        validate::digits(errs, field, value, N)
+    }
+}
+
+/// The 6 digits of an SMS code.
+pub type SmsCode = Field<DigitsKind<6>>;
+
+/// A language tag such as `en`, `de` or `pt-BR` (`validate::language_tag`, published as
+/// `validate::LANGUAGE_TAG_PATTERN` with its lengths).
+pub struct LanguageKind;
+
+impl Kind for LanguageKind {
+    fn name() -> Cow<'static, str> {
+        "string_language".into()
+    }
+
+    fn schema() -> MetaSchema {
+        MetaSchema {
+            pattern: Some(validate::LANGUAGE_TAG_PATTERN.to_string()),
+            min_length: Some(2),
+            max_length: Some(16),
+            ..MetaSchema::new("string")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        validate::language_tag(errs, field, value)
+    }
+}
+
+pub type Language = Field<LanguageKind>;
+
+/// A browser origin an integration allows (`cors::normalize_origin`, published as
+/// `cors::ORIGIN_PATTERN` with `cors::MAX_ORIGIN_LEN`).
+pub struct OriginKind;
+
+impl Kind for OriginKind {
+    fn name() -> Cow<'static, str> {
+        "string_origin".into()
+    }
+
+    fn schema() -> MetaSchema {
+        use crate::domain::cors::{MAX_ORIGIN_LEN, ORIGIN_PATTERN};
+        MetaSchema {
+            pattern: Some(ORIGIN_PATTERN.to_string()),
+            max_length: Some(MAX_ORIGIN_LEN),
+            ..MetaSchema::new("string")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        let checked = crate::domain::cors::normalize_origin(value);
+        if let Err(why) = checked {
+            errs.push(field, "invalid_origin", why);
+        }
+        checked.is_ok()
+    }
+}
+
+pub type Origin = Field<OriginKind>;
+
+/// The 5 letters or digits of a QR mint's short code, in either case
+/// (`validate::short_code`, published as `^[A-Za-z0-9]{5}$`).
+pub struct ShortCodeKind;
+
+impl Kind for ShortCodeKind {
+    fn name() -> Cow<'static, str> {
+        "string_short_code".into()
+    }
+
+    fn schema() -> MetaSchema {
+        MetaSchema {
+            pattern: Some("^[A-Za-z0-9]{5}$".to_string()),
+            min_length: Some(5),
+            max_length: Some(5),
+            ..MetaSchema::new("string")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        validate::short_code(errs, field, value)
+    }
+}
+
+pub type ShortCode = Field<ShortCodeKind>;
+
+/// A QR payload as `POST /qr/mint` returns it: `wq1.` and up to 196 more characters
+/// (`validate::qr_payload`); whether it was minted is known by opening it.
+pub struct QrPayloadKind;
+
+impl Kind for QrPayloadKind {
+    fn name() -> Cow<'static, str> {
+        "string_qr_payload".into()
+    }
+
+    fn schema() -> MetaSchema {
+        MetaSchema {
+            pattern: Some(validate::QR_PAYLOAD_PATTERN.to_string()),
+            min_length: Some(4),
+            max_length: Some(200),
+            ..MetaSchema::new("string")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        validate::qr_payload(errs, field, value)
+    }
+}
+
+pub type QrPayload = Field<QrPayloadKind>;

@@ -11,7 +11,7 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::name;
+use crate::http::fields::Text;
 
 use crate::{
     domain::{
@@ -43,7 +43,7 @@ pub struct BudgetRequest {
     pub context: RequestContext,
     /// 1 to 120 characters.
     #[serde(default)]
-    pub name: String,
+    pub name: Text<1, 120>,
     #[serde(default)]
     pub currency: CurrencyCode,
     /// The most promotional credit the campaign may issue, in minor units.
@@ -55,7 +55,7 @@ impl Validate for BudgetRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        name(e, "/name", &self.name);
+        self.name.check(e, "/name");
         validate::currency(e, "/currency", &self.currency);
         self.limit_minor.check(e, "/limit_minor");
     }
@@ -69,8 +69,9 @@ pub struct BudgetChangeRequest {
     pub meta: RequestMeta,
     #[serde(default)]
     pub context: RequestContext,
+    /// 1 to 120 characters.
     #[oai(nullable)]
-    pub name: Option<String>,
+    pub name: Option<Text<1, 120>>,
     /// Never below what the budget already spent.
     #[oai(nullable)]
     pub limit_minor: Option<IntIn<0, { validate::MAX_AMOUNT_MINOR }>>,
@@ -78,7 +79,7 @@ pub struct BudgetChangeRequest {
     #[oai(nullable)]
     pub active: Option<bool>,
     #[oai(nullable)]
-    pub expected_version: Option<i32>,
+    pub expected_version: Option<IntIn<1, { i32::MAX as i64 }>>,
 }
 
 impl Validate for BudgetChangeRequest {
@@ -86,13 +87,13 @@ impl Validate for BudgetChangeRequest {
         self.meta.validate(e);
         self.context.validate(e);
         if let Some(n) = &self.name {
-            name(e, "/name", n);
+            n.check(e, "/name");
         }
         if let Some(l) = &self.limit_minor {
             l.check(e, "/limit_minor");
         }
-        if self.expected_version.is_some_and(|v| v < 1) {
-            e.push("/expected_version", "out_of_range", "must be at least 1");
+        if let Some(v) = &self.expected_version {
+            v.check(e, "/expected_version");
         }
     }
 }
@@ -167,7 +168,7 @@ impl BudgetsApi {
                 p.integration_id,
                 acting.merchant_id,
                 NewBudget {
-                    name: b.name.clone(),
+                    name: b.name.to_string(),
                     currency: b.currency.to_string(),
                     limit_minor: *b.limit_minor,
                 },
@@ -268,10 +269,10 @@ impl BudgetsApi {
                 acting.merchant_id,
                 id,
                 Change {
-                    name: b.name.clone(),
+                    name: b.name.clone().map(String::from),
                     limit_minor: b.limit_minor.map(|l| l.0),
                     active: b.active,
-                    expected_version: b.expected_version,
+                    expected_version: b.expected_version.map(|v| v.0 as i32),
                 },
                 clock.now(),
             )

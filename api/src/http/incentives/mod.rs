@@ -1,6 +1,6 @@
 //! Incentives: the cashback rule per program, campaign budgets (beta) and offers (beta).
 use crate::http::fields::CurrencyCode;
-use crate::http::fields::IntIn;
+use crate::http::fields::{AmountMinor, IntIn};
 mod budgets;
 mod offers;
 mod reload_bonus;
@@ -21,7 +21,6 @@ use super::{
     common::{RequestContext, RequestMeta, optional_uuid, path_uuid, ts},
     customers::merchant_of,
     mutation::Idempotent,
-    payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
 };
@@ -35,30 +34,6 @@ use crate::{
     idempotency::Outcome,
     state::AppState,
 };
-
-fn money(e: &mut Errors, at: &str, v: i64, min: i64) {
-    if !(min..=MAX_AMOUNT_MINOR).contains(&v) {
-        e.push(
-            at,
-            "out_of_range",
-            format!("must be between {min} and {MAX_AMOUNT_MINOR}"),
-        );
-    }
-}
-
-fn days(e: &mut Errors, at: &str, v: Option<i32>) {
-    if let Some(d) = v
-        && !(1..=3650).contains(&d)
-    {
-        e.push(at, "out_of_range", "must be between 1 and 3650");
-    }
-}
-
-fn name(e: &mut Errors, at: &str, v: &str) {
-    if validate::length(e, at, v, 1, 120) {
-        validate::no_control_chars(e, at, v);
-    }
-}
 
 // --- cashback ----------------------------------------------------------------------------
 
@@ -79,13 +54,13 @@ pub struct CashbackRuleRequest {
     pub rate_bps: IntIn<1, 10_000>,
     /// Payments below this amount earn nothing (default 1).
     #[oai(nullable)]
-    pub min_payment_minor: Option<i64>,
+    pub min_payment_minor: Option<AmountMinor>,
     /// Cap per payment.
     #[oai(nullable)]
-    pub max_cashback_minor: Option<i64>,
-    /// Lifetime of a cashback grant in days, at least 1 (default 365).
+    pub max_cashback_minor: Option<AmountMinor>,
+    /// Lifetime of a cashback grant in days, 1 to 3650 (default 365).
     #[oai(nullable)]
-    pub expiry_days: Option<i32>,
+    pub expiry_days: Option<IntIn<1, 3650>>,
     /// False pauses the rule (default true).
     #[oai(nullable)]
     pub active: Option<bool>,
@@ -101,13 +76,15 @@ impl Validate for CashbackRuleRequest {
         validate::uuid(e, "/wallet_program_id", &self.wallet_program_id);
         validate::currency(e, "/currency", &self.currency);
         self.rate_bps.check(e, "/rate_bps");
-        if let Some(m) = self.min_payment_minor {
-            money(e, "/min_payment_minor", m, 1);
+        if let Some(m) = &self.min_payment_minor {
+            m.check(e, "/min_payment_minor");
         }
-        if let Some(m) = self.max_cashback_minor {
-            money(e, "/max_cashback_minor", m, 1);
+        if let Some(m) = &self.max_cashback_minor {
+            m.check(e, "/max_cashback_minor");
         }
-        days(e, "/expiry_days", self.expiry_days);
+        if let Some(d) = &self.expiry_days {
+            d.check(e, "/expiry_days");
+        }
         optional_uuid(e, "/budget_id", &self.budget_id);
     }
 }
@@ -222,9 +199,11 @@ impl IncentivesApi {
                     currency: b.currency.to_string(),
                     // Checked: 1 to 10,000.
                     rate_bps: b.rate_bps.0 as i32,
-                    min_payment_minor: b.min_payment_minor.unwrap_or(1),
-                    max_cashback_minor: b.max_cashback_minor,
-                    expiry_days: b.expiry_days.unwrap_or(cashback::DEFAULT_EXPIRY_DAYS),
+                    min_payment_minor: b.min_payment_minor.map_or(1, |m| m.0),
+                    max_cashback_minor: b.max_cashback_minor.map(|m| m.0),
+                    expiry_days: b
+                        .expiry_days
+                        .map_or(cashback::DEFAULT_EXPIRY_DAYS, |d| d.0 as i32),
                     active: b.active.unwrap_or(true),
                     budget_id: budget,
                 },

@@ -1,7 +1,10 @@
 //! Offers (`/offers`): armed for a customer or a basket, evaluated at the till, redeemed
 //! with a payment, cancelled.
-use crate::http::fields::CurrencyCode;
-use crate::http::fields::UuidText;
+use crate::http::customers::customer_named;
+use crate::http::fields::{
+    AmountMinor, CurrencyCode, IntIn, Text, UuidText,
+    alternatives::{Alternatives, Branch},
+};
 use chrono::{DateTime, Utc};
 use entities::offer;
 use poem::web::Data;
@@ -11,7 +14,7 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{EnvelopeOnly, days, money, name};
+use super::EnvelopeOnly;
 
 use crate::{
     domain::{
@@ -38,56 +41,66 @@ use crate::{
 // --- offers ------------------------------------------------------------------------------
 
 /// An offer's reward: exactly one of a fixed `amount_minor` or `percent_bps` of the payment
-/// (rounded down, optionally capped by `max_reward_minor`).
-#[derive(Object, Deserialize, Serialize, Debug, Clone)]
+/// (rounded down, optionally capped by `max_reward_minor`, which goes with `percent_bps`
+/// only).
+#[derive(Object, Deserialize, Serialize, Debug, Clone, Default)]
 pub struct RewardBody {
     #[oai(nullable)]
-    pub amount_minor: Option<i64>,
+    pub amount_minor: Option<AmountMinor>,
     #[oai(nullable)]
-    pub percent_bps: Option<i32>,
+    pub percent_bps: Option<IntIn<1, 10_000>>,
     #[oai(nullable)]
-    pub max_reward_minor: Option<i64>,
+    pub max_reward_minor: Option<AmountMinor>,
 }
+
+/// A reward is a fixed amount or a share of the payment (which a cap may bound), never both.
+pub const REWARD: Alternatives = Alternatives {
+    schema: "RewardBody",
+    branches: &[
+        Branch {
+            given: &["amount_minor"],
+            absent: &["percent_bps", "max_reward_minor"],
+        },
+        Branch {
+            given: &["percent_bps"],
+            absent: &["amount_minor"],
+        },
+    ],
+    field: "",
+    issue: "exactly_one",
+    message: "give exactly one of amount_minor or percent_bps (max_reward_minor goes with percent_bps)",
+};
 
 impl RewardBody {
     fn check(&self, e: &mut Errors) -> Option<Reward> {
-        match (self.amount_minor, self.percent_bps) {
-            (Some(a), None) => {
-                money(e, "/reward/amount_minor", a, 1);
-                if self.max_reward_minor.is_some() {
-                    e.push(
-                        "/reward/max_reward_minor",
-                        "not_allowed",
-                        "only with percent_bps",
-                    );
-                }
-                Some(Reward::Fixed(a))
-            }
-            (None, Some(b)) => {
-                if !(1..=10_000).contains(&b) {
-                    e.push(
-                        "/reward/percent_bps",
-                        "out_of_range",
-                        "must be between 1 and 10000",
-                    );
-                }
-                if let Some(m) = self.max_reward_minor {
-                    money(e, "/reward/max_reward_minor", m, 1);
-                }
-                Some(Reward::Percent {
-                    bps: b,
-                    max_minor: self.max_reward_minor,
-                })
-            }
-            _ => {
-                e.push(
-                    "/reward",
-                    "exactly_one",
-                    "give exactly one of amount_minor or percent_bps",
-                );
-                None
+        let one = REWARD.check(e, "/reward", |m| match m {
+            "amount_minor" => self.amount_minor.is_some(),
+            "percent_bps" => self.percent_bps.is_some(),
+            _ => self.max_reward_minor.is_some(),
+        });
+        let amounts = [
+            (&self.amount_minor, "/reward/amount_minor"),
+            (&self.max_reward_minor, "/reward/max_reward_minor"),
+        ];
+        let mut ok = one;
+        for (a, at) in amounts {
+            if let Some(a) = a {
+                ok &= a.check(e, at);
             }
         }
+        if let Some(p) = &self.percent_bps {
+            ok &= p.check(e, "/reward/percent_bps");
+        }
+        if !ok {
+            return None;
+        }
+        Some(match (self.amount_minor, self.percent_bps) {
+            (Some(a), _) => Reward::Fixed(a.0),
+            (_, bps) => Reward::Percent {
+                bps: bps.map_or(0, |b| b.0 as i32),
+                max_minor: self.max_reward_minor.map(|m| m.0),
+            },
+        })
     }
 }
 
@@ -109,14 +122,14 @@ pub struct OfferRequest {
     pub wallet_program_id: Option<UuidText>,
     /// Shown to the cashier, 1 to 120 characters.
     #[serde(default)]
-    pub name: String,
+    pub name: Text<1, 120>,
     #[serde(default)]
     pub currency: CurrencyCode,
     #[serde(default)]
-    pub reward: Option<RewardBody>,
+    pub reward: RewardBody,
     /// Payments below this amount do not qualify (default 1).
     #[oai(nullable)]
-    pub min_amount_minor: Option<i64>,
+    pub min_amount_minor: Option<AmountMinor>,
     /// RFC 3339, in the future: unredeemed by then, the offer expires (offer.expired).
     #[serde(default)]
     pub expires_at: crate::http::fields::DateTimeText,
@@ -125,7 +138,7 @@ pub struct OfferRequest {
     pub budget_id: Option<UuidText>,
     /// Lifetime of the reward grant in days (default 90).
     #[oai(nullable)]
-    pub grant_expiry_days: Option<i32>,
+    pub grant_expiry_days: Option<IntIn<1, 3650>>,
 }
 
 impl Validate for OfferRequest {
@@ -134,26 +147,27 @@ impl Validate for OfferRequest {
         self.context.validate(e);
         CustomerNamed::parse(
             e,
+            &OFFER_CUSTOMER,
             &self.wallet_user_id,
             self.customer.as_ref().map(|c| &c.raw),
         );
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
-        name(e, "/name", &self.name);
+        self.name.check(e, "/name");
         validate::currency(e, "/currency", &self.currency);
-        match &self.reward {
-            Some(r) => {
-                r.check(e);
-            }
-            None => e.push("/reward", "required", "is required"),
-        }
-        if let Some(m) = self.min_amount_minor {
-            money(e, "/min_amount_minor", m, 1);
+        self.reward.check(e);
+        if let Some(m) = &self.min_amount_minor {
+            m.check(e, "/min_amount_minor");
         }
         validate::rfc3339(e, "/expires_at", &self.expires_at);
         optional_uuid(e, "/budget_id", &self.budget_id);
-        days(e, "/grant_expiry_days", self.grant_expiry_days);
+        if let Some(d) = &self.grant_expiry_days {
+            d.check(e, "/grant_expiry_days");
+        }
     }
 }
+
+pub const OFFER_CUSTOMER: Alternatives = customer_named("OfferRequest");
+pub const EVALUATE_CUSTOMER: Alternatives = customer_named("EvaluateRequest");
 
 /// An offer and where it stands.
 #[derive(Object, Serialize)]
@@ -194,9 +208,9 @@ pub(super) fn offer_view(o: &offer::Model, now: DateTime<Utc>) -> OfferView {
         name: o.name.clone(),
         currency: o.currency.clone(),
         reward: RewardBody {
-            amount_minor: o.reward_minor,
-            percent_bps: o.reward_bps,
-            max_reward_minor: o.max_reward_minor,
+            amount_minor: o.reward_minor.map(AmountMinor),
+            percent_bps: o.reward_bps.map(|b| IntIn(b.into())),
+            max_reward_minor: o.max_reward_minor.map(AmountMinor),
         },
         min_amount_minor: o.min_amount_minor,
         expires_at: ts(o.expires_at),
@@ -225,7 +239,7 @@ pub struct EvaluateRequest {
     pub customer: Option<Documented<IdentityCredentialBody>>,
     /// The basket total the payment would be for.
     #[serde(default)]
-    pub amount_minor: i64,
+    pub amount_minor: AmountMinor,
     #[serde(default)]
     pub currency: CurrencyCode,
 }
@@ -236,10 +250,11 @@ impl Validate for EvaluateRequest {
         self.context.validate(e);
         CustomerNamed::parse(
             e,
+            &EVALUATE_CUSTOMER,
             &self.wallet_user_id,
             self.customer.as_ref().map(|c| &c.raw),
         );
-        money(e, "/amount_minor", self.amount_minor, 1);
+        self.amount_minor.check(e, "/amount_minor");
         validate::currency(e, "/currency", &self.currency);
     }
 }
@@ -319,12 +334,13 @@ impl OffersApi {
         let mut e = Errors::default();
         let named = CustomerNamed::parse(
             &mut e,
+            &OFFER_CUSTOMER,
             &b.wallet_user_id,
             b.customer.as_ref().map(|c| &c.raw),
         );
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
         let budget = optional_uuid(&mut e, "/budget_id", &b.budget_id);
-        let reward = b.reward.as_ref().and_then(|r| r.check(&mut e));
+        let reward = b.reward.check(&mut e);
         let expires_at = validate::rfc3339(&mut e, "/expires_at", &b.expires_at);
         e.finish()?;
         let (reward, expires_at) = reward
@@ -341,13 +357,13 @@ impl OffersApi {
                 NewOffer {
                     named,
                     wallet_program_id: program,
-                    name: b.name.clone(),
+                    name: b.name.to_string(),
                     currency: b.currency.to_string(),
                     reward,
-                    min_amount_minor: b.min_amount_minor.unwrap_or(1),
+                    min_amount_minor: b.min_amount_minor.map_or(1, |m| m.0),
                     expires_at,
                     budget_id: budget,
-                    grant_expiry_days: b.grant_expiry_days,
+                    grant_expiry_days: b.grant_expiry_days.map(|d| d.0 as i32),
                 },
                 now,
             )
@@ -448,7 +464,7 @@ impl OffersApi {
         auth: AnyAuth,
         /// Optional (UUID). Evaluation writes nothing, so a retry simply evaluates again.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<String>>,
+        idempotency_key: Header<Option<crate::http::fields::UuidText>>,
         body: JsonBody<EvaluateRequest>,
     ) -> poem::Result<Reply<EvaluationResult>> {
         auth.require(Permission::Terminal)?;
@@ -462,6 +478,7 @@ impl OffersApi {
         let mut e = Errors::default();
         let named = CustomerNamed::parse(
             &mut e,
+            &EVALUATE_CUSTOMER,
             &b.wallet_user_id,
             b.customer.as_ref().map(|c| &c.raw),
         );
@@ -474,7 +491,7 @@ impl OffersApi {
             &st.sealer,
             &who,
             &named,
-            b.amount_minor,
+            *b.amount_minor,
             &b.currency,
             now,
         )

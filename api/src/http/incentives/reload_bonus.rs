@@ -3,6 +3,10 @@
 //! settlement is confirmed.
 use crate::http::fields::CurrencyCode;
 use crate::http::fields::UuidText;
+use crate::http::fields::{
+    AmountMinor, IntIn, List,
+    alternatives::{Alternatives, Branch},
+};
 use entities::reload_bonus_config;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Query};
@@ -16,7 +20,6 @@ use crate::http::{
     common::{RequestContext, RequestMeta, optional_uuid, path_uuid, ts},
     customers::merchant_of,
     mutation::Idempotent,
-    payments::MAX_AMOUNT_MINOR,
     reply::Reply,
     tags::Tag,
 };
@@ -38,60 +41,76 @@ use crate::{
 #[derive(Object, Deserialize, Serialize, Debug, Clone)]
 pub struct TierBody {
     #[serde(default)]
-    pub min_amount_minor: i64,
+    pub min_amount_minor: AmountMinor,
+    /// At least `min_amount_minor`.
     #[oai(nullable)]
-    pub max_amount_minor: Option<i64>,
+    pub max_amount_minor: Option<AmountMinor>,
     #[oai(nullable)]
-    pub bonus_minor: Option<i64>,
+    pub bonus_minor: Option<AmountMinor>,
     /// Basis points of the top-up (1000 = 10 %), 1 to 10000.
     #[oai(nullable)]
-    pub bonus_percent_bps: Option<i32>,
+    pub bonus_percent_bps: Option<IntIn<1, 10_000>>,
 }
+
+/// A band's bonus is a fixed amount or a share of the top-up, never both.
+pub const TIER_BONUS: Alternatives = Alternatives {
+    schema: "TierBody",
+    branches: &[
+        Branch {
+            given: &["bonus_minor"],
+            absent: &["bonus_percent_bps"],
+        },
+        Branch {
+            given: &["bonus_percent_bps"],
+            absent: &["bonus_minor"],
+        },
+    ],
+    field: "",
+    issue: "exactly_one",
+    message: "give exactly one of bonus_minor or bonus_percent_bps",
+};
 
 impl TierBody {
     fn tier(&self) -> Tier {
         Tier {
-            min_amount_minor: self.min_amount_minor,
-            max_amount_minor: self.max_amount_minor,
-            bonus_minor: self.bonus_minor,
-            bonus_percent_bps: self.bonus_percent_bps,
+            min_amount_minor: self.min_amount_minor.0,
+            max_amount_minor: self.max_amount_minor.map(|m| m.0),
+            bonus_minor: self.bonus_minor.map(|m| m.0),
+            bonus_percent_bps: self.bonus_percent_bps.map(|b| b.0 as i32),
+        }
+    }
+
+    fn from_tier(t: &Tier) -> TierBody {
+        TierBody {
+            min_amount_minor: AmountMinor(t.min_amount_minor),
+            max_amount_minor: t.max_amount_minor.map(AmountMinor),
+            bonus_minor: t.bonus_minor.map(AmountMinor),
+            bonus_percent_bps: t.bonus_percent_bps.map(|b| IntIn(b.into())),
         }
     }
 
     fn validate(&self, e: &mut Errors, at: &str) {
-        if !(1..=MAX_AMOUNT_MINOR).contains(&self.min_amount_minor) {
-            e.push(
-                format!("{at}/min_amount_minor"),
-                "out_of_range",
-                format!("must be between 1 and {MAX_AMOUNT_MINOR}"),
-            );
-        }
-        if let Some(max) = self.max_amount_minor
-            && !(self.min_amount_minor..=MAX_AMOUNT_MINOR).contains(&max)
+        self.min_amount_minor
+            .check(e, &format!("{at}/min_amount_minor"));
+        if let Some(max) = &self.max_amount_minor
+            && max.check(e, &format!("{at}/max_amount_minor"))
+            && max.0 < self.min_amount_minor.0
         {
             e.push(
                 format!("{at}/max_amount_minor"),
-                "out_of_range",
+                "invalid_range",
                 "must be at least min_amount_minor",
             );
         }
-        match (self.bonus_minor, self.bonus_percent_bps) {
-            (Some(m), None) if !(1..=MAX_AMOUNT_MINOR).contains(&m) => e.push(
-                format!("{at}/bonus_minor"),
-                "out_of_range",
-                "must be at least 1",
-            ),
-            (None, Some(b)) if !(1..=10_000).contains(&b) => e.push(
-                format!("{at}/bonus_percent_bps"),
-                "out_of_range",
-                "must be between 1 and 10000",
-            ),
-            (Some(_), None) | (None, Some(_)) => {}
-            _ => e.push(
-                at.to_string(),
-                "exactly_one",
-                "give exactly one of bonus_minor or bonus_percent_bps",
-            ),
+        TIER_BONUS.check(e, at, |m| match m {
+            "bonus_minor" => self.bonus_minor.is_some(),
+            _ => self.bonus_percent_bps.is_some(),
+        });
+        if let Some(m) = &self.bonus_minor {
+            m.check(e, &format!("{at}/bonus_minor"));
+        }
+        if let Some(b) = &self.bonus_percent_bps {
+            b.check(e, &format!("{at}/bonus_percent_bps"));
         }
     }
 }
@@ -111,10 +130,10 @@ pub struct ReloadBonusConfigRequest {
     pub currency: CurrencyCode,
     /// 1 to 20 non-overlapping bands.
     #[serde(default)]
-    pub tiers: Vec<TierBody>,
-    /// Lifetime of an accrued bonus grant in days, at least 1 (default 365).
+    pub tiers: List<TierBody, 1, 20>,
+    /// Lifetime of an accrued bonus grant in days, 1 to 3650 (default 365).
     #[oai(nullable)]
-    pub expiry_days: Option<i32>,
+    pub expiry_days: Option<IntIn<1, 3650>>,
     /// A campaign budget that caps what the bonuses issue in total (beta).
     #[oai(nullable)]
     pub budget_id: Option<UuidText>,
@@ -126,9 +145,7 @@ impl Validate for ReloadBonusConfigRequest {
         self.context.validate(e);
         validate::uuid(e, "/wallet_program_id", &self.wallet_program_id);
         validate::currency(e, "/currency", &self.currency);
-        if self.tiers.is_empty() || self.tiers.len() > 20 {
-            e.push("/tiers", "out_of_range", "must hold 1 to 20 tiers");
-        }
+        self.tiers.check(e, "/tiers");
         let before = e.0.len();
         for (i, t) in self.tiers.iter().enumerate() {
             t.validate(e, &format!("/tiers/{i}"));
@@ -137,10 +154,8 @@ impl Validate for ReloadBonusConfigRequest {
             let tiers: Vec<Tier> = self.tiers.iter().map(TierBody::tier).collect();
             reload_bonus::check_tiers(e, &tiers);
         }
-        if let Some(d) = self.expiry_days
-            && !(1..=3650).contains(&d)
-        {
-            e.push("/expiry_days", "out_of_range", "must be between 1 and 3650");
+        if let Some(d) = &self.expiry_days {
+            d.check(e, "/expiry_days");
         }
         optional_uuid(e, "/budget_id", &self.budget_id);
     }
@@ -173,12 +188,7 @@ pub(super) fn config_view(c: &reload_bonus_config::Model) -> ReloadBonusConfigVi
         currency: c.currency.clone(),
         tiers: reload_bonus::tiers_of(c)
             .into_iter()
-            .map(|t| TierBody {
-                min_amount_minor: t.min_amount_minor,
-                max_amount_minor: t.max_amount_minor,
-                bonus_minor: t.bonus_minor,
-                bonus_percent_bps: t.bonus_percent_bps,
-            })
+            .map(|t| TierBody::from_tier(&t))
             .collect(),
         expiry_days: c.expiry_days,
         budget_id: c.budget_id.map(|b| b.to_string()),
@@ -227,7 +237,7 @@ impl ReloadBonusApi {
                     wallet_program_id: program,
                     currency: b.currency.to_string(),
                     tiers: b.tiers.iter().map(TierBody::tier).collect(),
-                    expiry_days: b.expiry_days,
+                    expiry_days: b.expiry_days.map(|d| d.0 as i32),
                     budget_id: budget,
                 },
                 clock.now(),

@@ -6,6 +6,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::http::common::phone;
+use crate::http::fields::{SmsCode, UuidText};
 use crate::{
     domain::{
         payments::{self, Credential},
@@ -19,10 +20,12 @@ use crate::{
 pub struct CustomerCredential {
     /// `phone` (the only type this version resolves for a mint).
     #[serde(default)]
-    pub credential_type: String,
-    /// E.164, for `credential_type` phone.
-    #[oai(nullable)]
-    pub phone: Option<crate::http::fields::Phone>,
+    pub credential_type: crate::http::fields::Field<
+        crate::http::fields::OneOf<crate::http::fields::MintCredentialTypes>,
+    >,
+    /// E.164.
+    #[serde(default)]
+    pub phone: crate::http::fields::Phone,
 }
 
 /// A one-time code the customer received by SMS.
@@ -31,22 +34,36 @@ pub struct OtpCredential {
     /// E.164.
     pub phone: crate::http::fields::Phone,
     /// The 6 digits from the SMS.
-    pub otp_code: String,
+    pub otp_code: SmsCode,
     /// From `POST /payments/otp/send`.
-    pub otp_session_id: String,
+    pub otp_session_id: UuidText,
+}
+
+/// An OTP session a balance check looks at: its code is never verified there, so only the
+/// session is needed.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct OtpSessionCredential {
+    /// E.164; when given, checked like a payment's.
+    #[oai(nullable)]
+    pub phone: Option<crate::http::fields::Phone>,
+    /// Ignored by the check; when given, still 6 digits.
+    #[oai(nullable)]
+    pub otp_code: Option<SmsCode>,
+    /// From `POST /payments/otp/send`.
+    pub otp_session_id: UuidText,
 }
 
 /// A rotating single-use QR nonce from `POST /qr/mint`.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct QrCredential {
     /// The scanned QR content, as minted.
-    pub qr_payload: String,
+    pub qr_payload: crate::http::fields::QrPayload,
 }
 
 /// The 5-character code of a QR mint, read out by the customer.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct ShortCodeCredential {
-    pub short_code: String,
+    pub short_code: crate::http::fields::ShortCode,
 }
 
 /// The payment credential, by `type`: a dynamic credential, one that proves the customer
@@ -65,6 +82,19 @@ pub struct ShortCodeCredential {
 pub enum PaymentCredential {
     #[oai(mapping = "otp")]
     Otp(OtpCredential),
+    #[oai(mapping = "qr")]
+    Qr(QrCredential),
+    #[oai(mapping = "short_code")]
+    ShortCode(ShortCodeCredential),
+}
+
+/// A payment credential as a balance check takes it: `POST /payments`'s, except that an
+/// `otp` credential needs only its session.
+#[derive(Union, Debug, Clone)]
+#[oai(discriminator_name = "type", one_of = true)]
+pub enum CheckedCredential {
+    #[oai(mapping = "otp")]
+    Otp(OtpSessionCredential),
     #[oai(mapping = "qr")]
     Qr(QrCredential),
     #[oai(mapping = "short_code")]
@@ -145,39 +175,21 @@ pub(crate) fn validate_credential(e: &mut Errors, raw: &Value, to_pay: bool) {
             if let Some(p) = text(e, "phone") {
                 phone(e, "/credential/phone", &p);
             }
-            if let Some(code) = text(e, "otp_code")
-                && !(code.len() == 6 && code.bytes().all(|b| b.is_ascii_digit()))
-            {
-                e.push(
-                    "/credential/otp_code",
-                    "invalid_format",
-                    "must be exactly 6 digits",
-                );
+            if let Some(code) = text(e, "otp_code") {
+                SmsCode::new(code).check(e, "/credential/otp_code");
             }
             if let Some(id) = text(e, "otp_session_id") {
-                validate::uuid(e, "/credential/otp_session_id", &id);
+                UuidText::new(id).check(e, "/credential/otp_session_id");
             }
         }
         "qr" => {
-            if let Some(p) = text(e, "qr_payload")
-                && (p.len() > 200 || !p.starts_with("wq1."))
-            {
-                e.push(
-                    "/credential/qr_payload",
-                    "invalid_format",
-                    "is not a QR payload minted by this service",
-                );
+            if let Some(p) = text(e, "qr_payload") {
+                crate::http::fields::QrPayload::new(p).check(e, "/credential/qr_payload");
             }
         }
         "short_code" => {
-            if let Some(c) = text(e, "short_code")
-                && !(c.chars().count() == 5 && c.chars().all(|ch| ch.is_ascii_alphanumeric()))
-            {
-                e.push(
-                    "/credential/short_code",
-                    "invalid_format",
-                    "must be 5 letters or digits",
-                );
+            if let Some(c) = text(e, "short_code") {
+                crate::http::fields::ShortCode::new(c).check(e, "/credential/short_code");
             }
         }
         // Unknown and disabled types are answered by `credential()` after validation.

@@ -18,7 +18,6 @@ use entities::{payment, payment_refund};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{
     auth::{AnyAuth, TerminalJwtAuth},
@@ -83,7 +82,9 @@ pub struct PaymentRequest {
     /// ISO-4217.
     #[serde(default)]
     pub currency: CurrencyCode,
-    /// Your order or receipt reference; defaults to `context.partner_session_id`.
+    /// Your order or receipt reference; defaults to `context.partner_session_id`. For an
+    /// `otp` credential this effective reference must be the one the OTP was sent for
+    /// (else OTP_INVALID with `details.reason` session_mismatch naming `order_ref`).
     #[oai(nullable)]
     pub order_ref: Option<Text<1, 128>>,
     /// When given, must be the program of the wallet the credential belongs to.
@@ -116,14 +117,6 @@ impl Validate for PaymentRequest {
         validate::currency(e, "/currency", &self.currency);
         if let Some(o) = &self.order_ref {
             o.check(e, "/order_ref");
-        }
-        let is_otp = self.credential.raw.get("type").and_then(Value::as_str) == Some("otp");
-        if is_otp && self.effective_order_ref().is_none() {
-            e.push(
-                "/order_ref",
-                "required",
-                "is required for an otp credential (or context.partner_session_id)",
-            );
         }
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
         if let Some(b) = &self.basket {

@@ -1,5 +1,6 @@
 //! `POST /qr/mint`: a single-use QR nonce (and short code) for the customer's wallet.
 use crate::http::fields::UuidText;
+use crate::http::fields::alternatives::{Alternatives, Branch};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -53,41 +54,64 @@ pub struct QrMintRequest {
     pub wallet_program_id: Option<UuidText>,
 }
 
+/// A mint names its customer through the checkout session, `customer` or `wallet_user_id`.
+pub const MINT_CUSTOMER: Alternatives = Alternatives {
+    schema: "QrMintRequest",
+    branches: &[
+        Branch {
+            given: &["context/service_session_id"],
+            absent: &[],
+        },
+        Branch {
+            given: &["customer"],
+            absent: &[],
+        },
+        Branch {
+            given: &["wallet_user_id"],
+            absent: &[],
+        },
+    ],
+    field: "/context/service_session_id",
+    issue: "required",
+    message: "name the checkout session the customer was identified in, or the customer (customer or wallet_user_id)",
+};
+
+/// ... and never by both `customer` and `wallet_user_id`.
+pub const MINT_ONE_CUSTOMER: Alternatives = Alternatives {
+    schema: "QrMintRequest",
+    branches: &[
+        Branch {
+            given: &[],
+            absent: &["customer"],
+        },
+        Branch {
+            given: &[],
+            absent: &["wallet_user_id"],
+        },
+    ],
+    field: "/customer",
+    issue: "at_most_one",
+    message: "give at most one of customer or wallet_user_id",
+};
+
 impl QrMintRequest {
     /// The customer the body names, if any; `None` leaves it to the checkout session.
     fn customer(&self, e: &mut Errors) -> Option<Customer> {
+        let given = |m: &str| match m {
+            "customer" => self.customer.is_some(),
+            "wallet_user_id" => self.wallet_user_id.is_some(),
+            _ => self.context.service_session_id.is_some(),
+        };
+        if !(MINT_CUSTOMER.check(e, "", given) && MINT_ONE_CUSTOMER.check(e, "", given)) {
+            return None;
+        }
         match (&self.customer, &self.wallet_user_id) {
-            (Some(_), Some(_)) => {
-                e.push(
-                    "/customer",
-                    "at_most_one",
-                    "give at most one of customer or wallet_user_id",
-                );
-                None
-            }
-            (None, None) => {
-                if self.context.service_session_id.is_none() {
-                    e.push(
-                        "/context/service_session_id",
-                        "required",
-                        "name the checkout session the customer was identified in, or the customer (customer or wallet_user_id)",
-                    );
-                }
-                None
-            }
             (None, Some(id)) => validate::uuid(e, "/wallet_user_id", id).map(Customer::WalletUser),
             (Some(c), None) => {
-                if c.credential_type != "phone" {
-                    e.push(
-                        "/customer/credential_type",
-                        "invalid_value",
-                        "must be phone",
-                    );
-                    return None;
-                }
-                phone(e, "/customer/phone", c.phone.as_deref().unwrap_or_default())
-                    .map(Customer::Phone)
+                c.credential_type.check(e, "/customer/credential_type");
+                phone(e, "/customer/phone", &c.phone).map(Customer::Phone)
             }
+            _ => None,
         }
     }
 }

@@ -1,5 +1,6 @@
 //! `POST /payments/{id}/void` and `/refund`: a payment's money back to the wallet.
 use crate::http::fields::CurrencyCode;
+use crate::http::fields::Text;
 use crate::http::fields::UuidText;
 use entities::payment_refund;
 use poem_openapi::{Object, OpenApi, param::Path};
@@ -64,16 +65,14 @@ pub struct VoidRequest {
     pub meta: RequestMeta,
     #[serde(default)]
     pub context: RequestContext,
-    /// Up to 200 characters.
+    /// 1 to 200 characters.
     #[oai(nullable)]
-    pub reason: Option<String>,
+    pub reason: Option<Text<1, 200>>,
 }
 
-pub(super) fn reason(e: &mut Errors, r: &Option<String>) {
-    if let Some(r) = r
-        && validate::length(e, "/reason", r, 1, 200)
-    {
-        validate::no_control_chars(e, "/reason", r);
+pub(super) fn reason(e: &mut Errors, r: &Option<Text<1, 200>>) {
+    if let Some(r) = r {
+        r.check(e, "/reason");
     }
 }
 
@@ -98,9 +97,9 @@ pub struct RefundRequest {
     /// When given, must be the payment's currency.
     #[oai(nullable)]
     pub currency: Option<CurrencyCode>,
-    /// Up to 200 characters.
+    /// 1 to 200 characters.
     #[oai(nullable)]
-    pub reason: Option<String>,
+    pub reason: Option<Text<1, 200>>,
 }
 
 impl Validate for RefundRequest {
@@ -200,7 +199,7 @@ impl ReversalsApi {
             ReversalKind::Void,
             None,
             None,
-            reason,
+            reason.map(String::from),
         )
         .await
     }
@@ -236,7 +235,7 @@ impl ReversalsApi {
             ReversalKind::Refund,
             v.amount_minor.map(|a| a.0),
             v.currency.map(|c| c.into_string()),
-            v.reason,
+            v.reason.map(String::from),
         )
         .await
     }

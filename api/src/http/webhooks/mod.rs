@@ -1,5 +1,5 @@
 //! Webhook subscriptions and their delivery history (x-api-key).
-use crate::http::fields::Text;
+use crate::http::fields::{EventTypes, Field, IntIn, List, MerchantScopes, OneOf, Text};
 mod deliveries;
 
 pub use deliveries::*;
@@ -26,7 +26,7 @@ use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::Scope,
-        validate::{self, Errors},
+        validate::Errors,
         webhooks::{self, NewSubscription, WithSecret},
     },
     error::ApiError,
@@ -44,54 +44,35 @@ pub struct SubscriptionRequest {
     /// HTTPS URL (plain HTTP only for sandbox integrations). Hosts that resolve to private,
     /// loopback, link-local or metadata addresses are refused.
     #[serde(default)]
-    pub url: String,
+    pub url: Text<8, 2048>,
     /// Up to 200 characters.
     #[oai(nullable)]
     pub description: Option<Text<1, 200>>,
     /// Event types to receive (from the catalog); null or absent: all of them.
     #[oai(nullable)]
-    pub event_types: Option<Vec<String>>,
+    pub event_types: Option<List<Field<OneOf<EventTypes>>, 1, 64>>,
     /// `merchant` (default): events of `context.merchant_id` only. `integration` (platform
     /// key only): events of every merchant linked to the integration.
     #[oai(nullable)]
-    pub merchant_scope: Option<String>,
+    pub merchant_scope: Option<Field<OneOf<MerchantScopes>>>,
 }
 
 impl Validate for SubscriptionRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        validate::length(e, "/url", &self.url, 8, 2048);
+        self.url.check(e, "/url");
         if let Some(d) = &self.description {
             d.check(e, "/description");
         }
         if let Some(types) = &self.event_types {
-            if types.is_empty() || types.len() > webhooks::EVENT_TYPES.len() {
-                e.push(
-                    "/event_types",
-                    "out_of_range",
-                    "give at least one event type, or null for all",
-                );
-            }
+            types.check(e, "/event_types");
             for (i, t) in types.iter().enumerate() {
-                if !webhooks::EVENT_TYPES.contains(&t.as_str()) {
-                    e.push(
-                        format!("/event_types/{i}"),
-                        "invalid_value",
-                        "is not a catalog event type",
-                    );
-                }
+                t.check(e, &format!("/event_types/{i}"));
             }
         }
-        if let Some(s) = &self.merchant_scope
-            && s != "merchant"
-            && s != "integration"
-        {
-            e.push(
-                "/merchant_scope",
-                "invalid_value",
-                "must be merchant or integration",
-            );
+        if let Some(s) = &self.merchant_scope {
+            s.check(e, "/merchant_scope");
         }
     }
 }
@@ -218,21 +199,15 @@ pub struct RotateRequest {
     /// How long the previous secret keeps signing beside the new one (0 to 604800 seconds;
     /// default 86400). Deliveries carry both signatures meanwhile.
     #[oai(nullable)]
-    pub grace_period_secs: Option<i64>,
+    pub grace_period_secs: Option<IntIn<0, 604_800>>,
 }
 
 impl Validate for RotateRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
-        if let Some(g) = self.grace_period_secs
-            && !(0..=604_800).contains(&g)
-        {
-            e.push(
-                "/grace_period_secs",
-                "out_of_range",
-                "must be between 0 and 604800",
-            );
+        if let Some(g) = &self.grace_period_secs {
+            g.check(e, "/grace_period_secs");
         }
     }
 }
@@ -291,9 +266,12 @@ impl WebhooksApi {
                 &st.sealer,
                 p,
                 NewSubscription {
-                    url: b.url.clone(),
+                    url: b.url.to_string(),
                     description: b.description.clone().map(String::from),
-                    event_types: b.event_types.clone(),
+                    event_types: b
+                        .event_types
+                        .as_ref()
+                        .map(|ts| ts.iter().map(|t| t.to_string()).collect()),
                     merchant_id: (!all).then_some(acting.merchant_id),
                 },
                 now,
@@ -436,7 +414,7 @@ impl WebhooksApi {
         let grace = chrono::Duration::seconds(
             body.value
                 .grace_period_secs
-                .unwrap_or(st.config.webhook_secret_grace_secs as i64),
+                .map_or(st.config.webhook_secret_grace_secs as i64, |g| g.0),
         );
         key.run(&auth.0, &body, async move |txn, _| {
             let now = Utc::now();
