@@ -399,7 +399,10 @@ impl Reply {
 }
 
 pub async fn send(req: reqwest::RequestBuilder) -> Reply {
-    let resp = req.send().await.expect("request sent");
+    let (client, req) = req.build_split();
+    let req = req.expect("request built");
+    let (method, url) = (req.method().to_string(), req.url().clone());
+    let resp = client.execute(req).await.expect("request sent");
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let bytes = resp.bytes().await.expect("body").to_vec();
@@ -409,13 +412,17 @@ pub async fn send(req: reqwest::RequestBuilder) -> Reply {
             String::from_utf8_lossy(&bytes)
         )
     });
-    Reply {
+    let reply = Reply {
         status,
         headers,
         bytes,
         body,
-    }
+    };
+    documented_errors::check(&method, &url, &reply);
+    reply
 }
+
+pub mod documented_errors;
 
 /// Polls `check` until it returns Some, or panics after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T

@@ -1,5 +1,8 @@
 //! Key lifecycle: minting per-merchant keys.
-use crate::http::fields::{Field, KeyStatuses, List, OneOf, PermissionNames, Text, UuidText};
+use crate::http::fields::{
+    Field, KeyStatuses, List, OneOf, PermissionNames, Text, UuidText,
+    alternatives::{Alternatives, Branch},
+};
 use chrono::{DateTime, Utc};
 use entities::api_key;
 use poem::web::Data;
@@ -211,7 +214,23 @@ pub struct KeyActionRequest {
     /// Why (up to 200 characters), kept with the key.
     #[oai(nullable)]
     pub reason: Option<Text<0, 200>>,
+    /// Revoke's alone: refused here (absent or null), so a caller expecting a whole tree
+    /// to go learns it did not.
+    #[oai(nullable)]
+    pub cascade: Option<bool>,
 }
+
+/// `cascade` belongs to revoke alone.
+pub const NO_CASCADE: Alternatives = Alternatives {
+    schema: "KeyActionRequest",
+    branches: &[Branch {
+        given: &[],
+        absent: &["cascade"],
+    }],
+    field: "/cascade",
+    issue: "not_allowed",
+    message: "applies to revoke only",
+};
 
 impl Validate for KeyActionRequest {
     fn validate(&self, e: &mut Errors) {
@@ -220,6 +239,7 @@ impl Validate for KeyActionRequest {
         if let Some(r) = &self.reason {
             r.check(e, "/reason");
         }
+        NO_CASCADE.check(e, "", |_| self.cascade.is_some());
     }
 }
 

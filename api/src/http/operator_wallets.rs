@@ -53,7 +53,11 @@ pub struct ImportWalletRequest {
     pub wallet_program_id: Option<crate::http::fields::UuidText>,
     /// `VERIFIED` (default) or `PENDING_PROOF`; applies when the identity is new.
     #[oai(nullable)]
-    pub state: Option<String>,
+    pub state: Option<
+        crate::http::fields::Field<
+            crate::http::fields::OneOf<crate::http::fields::ImportedIdentityStates>,
+        >,
+    >,
     #[serde(default)]
     pub reason: Reason,
 }
@@ -67,15 +71,8 @@ impl Validate for ImportWalletRequest {
         if let Some(p) = &self.wallet_program_id {
             validate::uuid(e, "/wallet_program_id", p);
         }
-        if let Some(s) = &self.state
-            && s != wallets::VERIFIED
-            && s != wallets::PENDING_PROOF
-        {
-            e.push(
-                "/state",
-                "invalid_value",
-                "must be VERIFIED or PENDING_PROOF",
-            );
+        if let Some(s) = &self.state {
+            s.check(e, "/state");
         }
         reason(e, &self.reason);
     }

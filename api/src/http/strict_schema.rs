@@ -2,8 +2,9 @@
 //! name carries a control character. Every string of a request body without a pattern or
 //! an enum of its own gets `validate::NO_CONTROL_CHARS_PATTERN`, and every object of one
 //! gets it as `propertyNames` (unknown members are ignored, but their names are still
-//! read). Schemas a response also uses are left alone: what the service sends is not
-//! what it accepts.
+//! read). Of schemas a response also uses only the member names are restricted (no name
+//! the service sends has one either): what the service sends in strings is not what it
+//! accepts.
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
@@ -43,6 +44,16 @@ pub fn publish(doc: &mut Value) {
     for name in requests.difference(&responses) {
         if let Some(s) = doc.pointer_mut(&format!("/components/schemas/{name}")) {
             restrict(s);
+        }
+    }
+    // A schema both ways still has its member names read: no name the service sends has
+    // a control character either.
+    for name in requests.intersection(&responses) {
+        if let Some(Value::Object(s)) = doc.pointer_mut(&format!("/components/schemas/{name}"))
+            && s.contains_key("properties")
+        {
+            s.entry("propertyNames")
+                .or_insert_with(|| json!({ "pattern": NO_CONTROL_CHARS_PATTERN }));
         }
     }
     // Bodies given inline (no component of their own).
@@ -161,7 +172,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn request_only_schemas_state_the_rule_and_shared_ones_are_left_alone() {
+    fn request_only_schemas_state_the_rule_and_shared_ones_only_for_member_names() {
         let mut doc = json!({
             "paths": {"/x": {"post": {
                 "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Req"}}}},
@@ -194,7 +205,11 @@ mod tests {
             s["Inner"]["properties"]["tags"]["items"]["pattern"],
             NO_CONTROL_CHARS_PATTERN
         );
-        assert!(s["Shared"].get("propertyNames").is_none());
+        assert_eq!(
+            s["Shared"]["propertyNames"]["pattern"],
+            NO_CONTROL_CHARS_PATTERN
+        );
         assert!(s["Shared"]["properties"]["text"].get("pattern").is_none());
+        assert!(s["Res"].get("propertyNames").is_none());
     }
 }

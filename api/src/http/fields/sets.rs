@@ -114,3 +114,10 @@ closed_set!(
     /// Whose events a subscription receives.
     MerchantScopes = &["merchant", "integration"]
 );
+closed_set!(
+    /// The states an operator may give an imported identity.
+    ImportedIdentityStates = &[
+        crate::domain::wallets::VERIFIED,
+        crate::domain::wallets::PENDING_PROOF
+    ]
+);
