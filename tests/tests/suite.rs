@@ -24,6 +24,7 @@ mod suite {
     pub mod platform;
     pub mod quickstart;
     pub mod sandbox_clock;
+    pub mod schemathesis;
     pub mod settlements_concurrency;
     pub mod tokens;
     pub mod topups;

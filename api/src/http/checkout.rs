@@ -16,14 +16,14 @@ use super::{
         identification_guard, identification_meta, identity_credential,
     },
     mutation::Idempotent,
-    payments::{Basket, MAX_AMOUNT_MINOR},
+    payments::Basket,
     reply::Reply,
     tags::Tag,
 };
 use crate::{
     domain::{
         checkout::{self, Open},
-        validate::{self, Errors},
+        validate::Errors,
     },
     error::ApiError,
     idempotency::Outcome,
@@ -114,19 +114,7 @@ impl Validate for OpenSessionRequest {
         self.meta.validate(e);
         self.context.validate(e);
         if let Some(b) = &self.basket {
-            if b.lines.len() > 500 {
-                e.push("/basket/lines", "too_many", "at most 500 lines");
-            }
-            for (i, l) in b.lines.iter().enumerate() {
-                validate::length(e, &format!("/basket/lines/{i}/sku"), &l.sku, 1, 64);
-                if !(0..=MAX_AMOUNT_MINOR).contains(&l.extended_price_minor) {
-                    e.push(
-                        format!("/basket/lines/{i}/extended_price_minor"),
-                        "out_of_range",
-                        format!("must be between 0 and {MAX_AMOUNT_MINOR}"),
-                    );
-                }
-            }
+            b.check(e);
         }
     }
 }

@@ -67,6 +67,24 @@ pub struct CreateKeyRequest {
     pub permissions: Option<List<Field<OneOf<PermissionNames>>, 1, 11>>,
 }
 
+/// A branch key names its brand too.
+pub const BRANCH_NEEDS_BRAND: Alternatives = Alternatives {
+    schema: "CreateKeyRequest",
+    branches: &[
+        Branch {
+            given: &[],
+            absent: &["branch_id"],
+        },
+        Branch {
+            given: &["brand_id"],
+            absent: &[],
+        },
+    ],
+    field: "/brand_id",
+    issue: "required",
+    message: "is required when branch_id is set",
+};
+
 impl Validate for CreateKeyRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
@@ -88,10 +106,11 @@ impl Validate for CreateKeyRequest {
         }
         if let Some(b) = &self.branch_id {
             validate::uuid(e, "/branch_id", b);
-            if self.brand_id.is_none() {
-                e.push("/brand_id", "required", "is required when branch_id is set");
-            }
         }
+        BRANCH_NEEDS_BRAND.check(e, "", |m| match m {
+            "branch_id" => self.branch_id.is_some(),
+            _ => self.brand_id.is_some(),
+        });
         if let Some(l) = &self.label {
             l.check(e, "/label");
         }

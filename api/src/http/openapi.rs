@@ -330,6 +330,10 @@ const BODY_RULES: &[&Alternatives] = &[
     &super::payments::MINT_CUSTOMER,
     &super::payments::MINT_ONE_CUSTOMER,
     &super::keys::NO_CASCADE,
+    &super::keys::BRANCH_NEEDS_BRAND,
+    &super::enrollment::ONE_PROOF,
+    &super::enrollment::CODE_ONE_TARGET,
+    &super::enrollment::CODE_NAMES_WHOSE,
 ];
 
 /// The codes an operation answers beyond those its shape implies (`error_codes`), by

@@ -110,7 +110,6 @@ pub struct CorsOriginsRequest {
     /// Up to 20 origins, each `https://host[:port]` (plain `http` for localhost only), with no
     /// path. Empty: no browser may call. Only operations that take a terminal JWT are ever
     /// offered to a browser.
-    #[serde(default)]
     pub origins: crate::http::fields::List<crate::http::fields::Origin, 0, 20>,
     #[serde(default)]
     pub reason: Text<1, 500>,

@@ -1,5 +1,6 @@
 //! `POST /enroll/verify`: the code or link token that proves the phone, and what it released.
 use crate::http::fields::UuidText;
+use crate::http::fields::alternatives::{Alternatives, Branch};
 use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
@@ -52,69 +53,125 @@ pub struct EnrollVerifyRequest {
     pub enrollment_id: Option<UuidText>,
 }
 
+/// A verification is proven by the link's token or by the code, one of them.
+pub const ONE_PROOF: Alternatives = Alternatives {
+    schema: "EnrollVerifyRequest",
+    branches: &[
+        Branch {
+            given: &["verification_token"],
+            absent: &["code"],
+        },
+        Branch {
+            given: &["code"],
+            absent: &["verification_token"],
+        },
+    ],
+    field: "/verification_token",
+    issue: "exactly_one",
+    message: "give exactly one of verification_token or code",
+};
+
+/// A code names whose it is by phone or by enrollment, not both ...
+pub const CODE_ONE_TARGET: Alternatives = Alternatives {
+    schema: "EnrollVerifyRequest",
+    branches: &[
+        Branch {
+            given: &[],
+            absent: &["code"],
+        },
+        Branch {
+            given: &[],
+            absent: &["phone"],
+        },
+        Branch {
+            given: &[],
+            absent: &["enrollment_id"],
+        },
+    ],
+    field: "/phone",
+    issue: "exactly_one",
+    message: "give phone or enrollment_id, not both",
+};
+
+/// ... or by the checkout session or the till that sent it.
+pub const CODE_NAMES_WHOSE: Alternatives = Alternatives {
+    schema: "EnrollVerifyRequest",
+    branches: &[
+        Branch {
+            given: &[],
+            absent: &["code"],
+        },
+        Branch {
+            given: &["phone"],
+            absent: &[],
+        },
+        Branch {
+            given: &["enrollment_id"],
+            absent: &[],
+        },
+        Branch {
+            given: &["context/service_session_id"],
+            absent: &[],
+        },
+        Branch {
+            given: &["context/terminal_id"],
+            absent: &[],
+        },
+    ],
+    field: "/phone",
+    issue: "required",
+    message: "a code needs phone, enrollment_id, context.service_session_id or context.terminal_id (the till that sent it) to say whose it is",
+};
+
 impl EnrollVerifyRequest {
     fn proof(&self, e: &mut Errors) -> Option<Proof> {
-        match (&self.verification_token, &self.code) {
-            (Some(_), Some(_)) | (None, None) => {
-                e.push(
-                    "/verification_token",
-                    "exactly_one",
-                    "give exactly one of verification_token or code",
-                );
-                None
-            }
-            (Some(t), None) => {
-                if !t.check(e, "/verification_token") {
-                    return None;
-                }
-                Some(Proof::Token(t.to_string()))
-            }
-            (None, Some(code)) => {
-                code.check(e, "/code");
-                let target = match (
-                    &self.phone,
-                    &self.enrollment_id,
-                    &self.context.service_session_id,
-                ) {
-                    (Some(p), None, _) => phone(e, "/phone", p).map(Target::Phone),
-                    (None, Some(id), _) => {
-                        validate::uuid(e, "/enrollment_id", id).map(Target::Enrollment)
-                    }
-                    (None, None, Some(s)) => {
-                        validate::uuid(e, "/context/service_session_id", s).map(Target::Session)
-                    }
-                    // The integration is the caller's: see `Proof::of_integration`.
-                    (None, None, None) if self.context.terminal_id.is_some() => self
-                        .context
-                        .terminal_id
-                        .clone()
-                        .map(|terminal| Target::Terminal {
-                            integration: uuid::Uuid::nil(),
-                            terminal: terminal.into(),
-                        }),
-                    (Some(_), Some(_), _) => {
-                        e.push(
-                            "/phone",
-                            "exactly_one",
-                            "give phone or enrollment_id, not both",
-                        );
-                        None
-                    }
-                    (None, None, None) => {
-                        e.push(
-                            "/phone",
-                            "required",
-                            "a code needs phone, enrollment_id, context.service_session_id or context.terminal_id (the till that sent it) to say whose it is",
-                        );
-                        None
-                    }
-                };
-                Some(Proof::Code {
-                    code: code.to_string(),
-                    target: target?,
-                })
-            }
+        let given = |m: &str| match m {
+            "verification_token" => self.verification_token.is_some(),
+            "code" => self.code.is_some(),
+            "phone" => self.phone.is_some(),
+            "enrollment_id" => self.enrollment_id.is_some(),
+            "context/service_session_id" => self.context.service_session_id.is_some(),
+            _ => self.context.terminal_id.is_some(),
+        };
+        if !ONE_PROOF.check(e, "", given) {
+            return None;
         }
+        if let Some(t) = &self.verification_token {
+            return t
+                .check(e, "/verification_token")
+                .then(|| Proof::Token(t.to_string()));
+        }
+        let code = self.code.as_ref()?;
+        let code_ok = code.check(e, "/code");
+        if !(CODE_ONE_TARGET.check(e, "", given) && CODE_NAMES_WHOSE.check(e, "", given)) {
+            return None;
+        }
+        let target = match (
+            &self.phone,
+            &self.enrollment_id,
+            &self.context.service_session_id,
+        ) {
+            (Some(p), _, _) => phone(e, "/phone", p).map(Target::Phone),
+            (None, Some(id), _) => validate::uuid(e, "/enrollment_id", id).map(Target::Enrollment),
+            (None, None, Some(s)) => {
+                validate::uuid(e, "/context/service_session_id", s).map(Target::Session)
+            }
+            // The integration is the caller's: see `Proof::of_integration`.
+            (None, None, None) => {
+                self.context
+                    .terminal_id
+                    .clone()
+                    .map(|terminal| Target::Terminal {
+                        integration: uuid::Uuid::nil(),
+                        terminal: terminal.into(),
+                    })
+            }
+        };
+        code_ok.then_some(())?;
+        Some(Proof::Code {
+            code: code.to_string(),
+            target: target?,
+        })
     }
 }
 

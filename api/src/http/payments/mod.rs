@@ -51,20 +51,51 @@ pub use crate::domain::validate::MAX_AMOUNT_MINOR;
 /// One basket line. Line totals are captured for reconciliation; they never change the debit.
 #[derive(Object, Deserialize, Serialize, Debug, Clone)]
 pub struct BasketLine {
-    pub sku: String,
+    /// 1 to 64 characters.
+    pub sku: Text<1, 64>,
+    /// Above 0 (a weight may be fractional).
+    #[oai(validator(minimum(value = "0", exclusive)))]
     pub quantity: f64,
-    pub unit_price_minor: i64,
-    pub extended_price_minor: i64,
+    pub unit_price_minor: LineAmount,
+    pub extended_price_minor: LineAmount,
+    /// 1 to 64 characters.
     #[oai(nullable)]
-    pub category: Option<String>,
+    pub category: Option<Text<1, 64>>,
     #[oai(nullable)]
-    pub discount_minor: Option<i64>,
+    pub discount_minor: Option<LineAmount>,
+}
+
+/// A basket line's amount: 0 to `MAX_AMOUNT_MINOR`.
+pub type LineAmount = crate::http::fields::IntIn<0, MAX_AMOUNT_MINOR>;
+
+impl Basket {
+    pub fn check(&self, e: &mut Errors) {
+        self.lines.check(e, "/basket/lines");
+        for (i, l) in self.lines.iter().enumerate() {
+            let f = |k: &str| format!("/basket/lines/{i}/{k}");
+            l.sku.check(e, &f("sku"));
+            // Published as an exclusive minimum of 0.
+            if !(l.quantity.is_finite() && l.quantity > 0.0) {
+                e.push(f("quantity"), "out_of_range", "must be a number above 0");
+            }
+            l.unit_price_minor.check(e, &f("unit_price_minor"));
+            l.extended_price_minor.check(e, &f("extended_price_minor"));
+            if let Some(d) = &l.discount_minor {
+                d.check(e, &f("discount_minor"));
+            }
+            if let Some(c) = &l.category {
+                c.check(e, &f("category"));
+            }
+        }
+    }
 }
 
 #[derive(Object, Deserialize, Debug, Clone, Default)]
 pub struct Basket {
+    /// Up to 500 lines.
     #[serde(default)]
-    pub lines: Vec<BasketLine>,
+    #[oai(default)]
+    pub lines: crate::http::fields::List<BasketLine, 0, 500>,
 }
 
 /// Debit a wallet.
@@ -120,34 +151,7 @@ impl Validate for PaymentRequest {
         }
         optional_uuid(e, "/wallet_program_id", &self.wallet_program_id);
         if let Some(b) = &self.basket {
-            if b.lines.len() > 500 {
-                e.push("/basket/lines", "too_many", "at most 500 lines");
-            }
-            for (i, l) in b.lines.iter().enumerate() {
-                let f = |k: &str| format!("/basket/lines/{i}/{k}");
-                validate::length(e, &f("sku"), &l.sku, 1, 64);
-                if !(l.quantity.is_finite() && l.quantity > 0.0) {
-                    e.push(f("quantity"), "out_of_range", "must be a number above 0");
-                }
-                for (k, v) in [
-                    ("unit_price_minor", Some(l.unit_price_minor)),
-                    ("extended_price_minor", Some(l.extended_price_minor)),
-                    ("discount_minor", l.discount_minor),
-                ] {
-                    if let Some(v) = v
-                        && !(0..=MAX_AMOUNT_MINOR).contains(&v)
-                    {
-                        e.push(
-                            f(k),
-                            "out_of_range",
-                            format!("must be between 0 and {MAX_AMOUNT_MINOR}"),
-                        );
-                    }
-                }
-                if let Some(c) = &l.category {
-                    validate::length(e, &f("category"), c, 1, 64);
-                }
-            }
+            b.check(e);
         }
     }
 }
@@ -307,12 +311,12 @@ impl PaymentsApi {
             bk.lines
                 .iter()
                 .map(|l| payments::BasketLine {
-                    sku: l.sku.clone(),
+                    sku: l.sku.to_string(),
                     quantity: l.quantity,
-                    unit_price_minor: l.unit_price_minor,
-                    extended_price_minor: l.extended_price_minor,
-                    category: l.category.clone(),
-                    discount_minor: l.discount_minor,
+                    unit_price_minor: l.unit_price_minor.0,
+                    extended_price_minor: l.extended_price_minor.0,
+                    category: l.category.clone().map(String::from),
+                    discount_minor: l.discount_minor.map(|d| d.0),
                 })
                 .collect()
         });
