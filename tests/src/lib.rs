@@ -424,6 +424,31 @@ pub async fn send(req: reqwest::RequestBuilder) -> Reply {
 
 pub mod documented_errors;
 
+/// `bash script` in a partner's shell, not this test's: cargo sets variables for a running
+/// test (and build scripts read some), and a nested `cargo build` or `cargo run` that saw
+/// them would rebuild the dependencies the suite just built. `more` names variables to
+/// pass on beside the shell's own.
+pub fn partner_shell(script: &std::path::Path, more: &[&str]) -> std::process::Command {
+    const KEEP: &[&str] = &[
+        "PATH",
+        "HOME",
+        "USER",
+        "TMPDIR",
+        "LANG",
+        "RUSTUP_HOME",
+        "RUSTUP_TOOLCHAIN",
+        "CARGO_HOME",
+    ];
+    let mut cmd = std::process::Command::new("bash");
+    cmd.arg(script).env_clear();
+    for (k, v) in std::env::vars_os() {
+        if KEEP.iter().chain(more).any(|x| k == *x) {
+            cmd.env(k, v);
+        }
+    }
+    cmd
+}
+
 /// Polls `check` until it returns Some, or panics after `timeout`.
 pub async fn eventually<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
 where

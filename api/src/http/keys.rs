@@ -253,11 +253,7 @@ pub const NO_CASCADE: Alternatives = Alternatives {
 
 impl Validate for KeyActionRequest {
     fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
-        self.context.validate(e);
-        if let Some(r) = &self.reason {
-            r.check(e, "/reason");
-        }
+        action_checks(e, &self.meta, &self.context, &self.reason);
         NO_CASCADE.check(e, "", |_| self.cascade.is_some());
     }
 }
@@ -280,11 +276,21 @@ pub struct RevokeKeyRequest {
 
 impl Validate for RevokeKeyRequest {
     fn validate(&self, e: &mut Errors) {
-        self.meta.validate(e);
-        self.context.validate(e);
-        if let Some(r) = &self.reason {
-            r.check(e, "/reason");
-        }
+        action_checks(e, &self.meta, &self.context, &self.reason);
+    }
+}
+
+/// What every key action checks of its envelope and reason.
+fn action_checks(
+    e: &mut Errors,
+    meta: &RequestMeta,
+    context: &RequestContext,
+    reason: &Option<Text<0, 200>>,
+) {
+    meta.validate(e);
+    context.validate(e);
+    if let Some(r) = reason {
+        r.check(e, "/reason");
     }
 }
 

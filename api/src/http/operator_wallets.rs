@@ -230,14 +230,7 @@ impl OperatorWalletsApi {
                 .and_then(|p| Uuid::parse_str(p).ok());
             let state = b.state.as_deref().unwrap_or(wallets::VERIFIED);
             let r = wallets::import(
-                txn,
-                &op,
-                merchant,
-                &phone,
-                program,
-                state,
-                &b.reason.to_string(),
-                window,
+                txn, &op, merchant, &phone, program, state, &b.reason, window,
             )
             .await?;
             Ok(Outcome::new(view(r)))
@@ -298,7 +291,7 @@ impl OperatorWalletsApi {
                 Adjustment::Actual {
                     amount_minor: signed,
                 },
-                &b.reason.to_string(),
+                &b.reason,
             )
             .await?;
             Ok(Outcome::new(view(r)))
@@ -340,7 +333,7 @@ impl OperatorWalletsApi {
                     state: b.state.to_string(),
                     expires_at,
                 },
-                &b.reason.to_string(),
+                &b.reason,
             )
             .await?;
             Ok(Outcome::new(view(r)))

@@ -3,32 +3,15 @@
 //! nothing. The suite's run is the short one (`ST_EXAMPLES`, 10 examples per operation by
 //! default, a fixed seed so CI is reproducible); `ST_EXAMPLES=200` without a seed is the
 //! long run by hand.
-use std::{path::Path, process::Command};
+use std::path::Path;
 
 #[test]
 fn schemathesis_finds_no_failure_with_every_check() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    // As the quickstart: the nested `cargo build` must not see this test's cargo variables.
-    let keep = [
-        "PATH",
-        "HOME",
-        "USER",
-        "TMPDIR",
-        "LANG",
-        "RUSTUP_HOME",
-        "RUSTUP_TOOLCHAIN",
-        "CARGO_HOME",
-        "CARGO_TARGET_DIR",
-        "ST_EXAMPLES",
-        "ST_SEED",
-    ];
-    let mut cmd = Command::new("bash");
-    cmd.arg(root.join("tests/schemathesis/run.sh")).env_clear();
-    for (k, v) in std::env::vars_os() {
-        if keep.iter().any(|x| k == *x) {
-            cmd.env(k, v);
-        }
-    }
+    let mut cmd = tests::partner_shell(
+        &root.join("tests/schemathesis/run.sh"),
+        &["CARGO_TARGET_DIR", "ST_EXAMPLES", "ST_SEED"],
+    );
     if std::env::var_os("ST_EXAMPLES").is_none() {
         cmd.env("ST_EXAMPLES", "10").env("ST_SEED", "20261127");
     }
