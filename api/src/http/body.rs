@@ -431,13 +431,13 @@ fn declared_members<T: Type>() -> std::sync::Arc<std::collections::BTreeSet<Stri
             collect(reg, r, out);
         }
     }
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<BTreeSet<String>>>>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, Arc<BTreeSet<String>>>>> = OnceLock::new();
     let mut cache = CACHE
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
     cache
-        .entry(T::name().into_owned())
+        .entry(std::any::type_name::<T>())
         .or_insert_with(|| {
             let mut reg = Registry::new();
             T::register(&mut reg);
