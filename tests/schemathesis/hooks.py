@@ -30,8 +30,6 @@ BEYOND_SCHEMA = [
      "exactly one of six alternative query parameters"),
     (re.compile(r"GET /customers/lookup"), re.compile(r"query:.*"), "required",
      "credential_type names which other query parameter must come with it"),
-    (re.compile(r"POST /enroll/(resend|verify)"), ANY, "exactly_one",
-     "exactly one of alternative members (phone or enrollment id; token or code)"),
     (re.compile(r"POST /auth/keys"), re.compile(r"/enterprise_id"), "merchant_mismatch",
      "a member compared with context.merchant_id"),
     (re.compile(r"GET /events"), re.compile(r"query:occurred_before"), "invalid_range",

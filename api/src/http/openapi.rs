@@ -334,6 +334,7 @@ const BODY_RULES: &[&Alternatives] = &[
     &super::enrollment::ONE_PROOF,
     &super::enrollment::CODE_ONE_TARGET,
     &super::enrollment::CODE_NAMES_WHOSE,
+    &super::enrollment::RESEND_TARGET,
 ];
 
 /// The codes an operation answers beyond those its shape implies (`error_codes`), by

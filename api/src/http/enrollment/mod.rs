@@ -2,6 +2,7 @@
 //! and claim locked grants.
 use crate::http::fields::Text;
 use crate::http::fields::UuidText;
+use crate::http::fields::alternatives::{Alternatives, Branch};
 mod claims;
 mod verify;
 
@@ -157,19 +158,35 @@ pub struct EnrollResendRequest {
     pub enrollment_id: Option<UuidText>,
 }
 
+/// A resend names its enrollment by phone or by id, one of them.
+pub const RESEND_TARGET: Alternatives = Alternatives {
+    schema: "EnrollResendRequest",
+    branches: &[
+        Branch {
+            given: &["phone"],
+            absent: &["enrollment_id"],
+        },
+        Branch {
+            given: &["enrollment_id"],
+            absent: &["phone"],
+        },
+    ],
+    field: "/phone",
+    issue: "exactly_one",
+    message: "give exactly one of phone or enrollment_id",
+};
+
 impl EnrollResendRequest {
     fn target(&self, e: &mut Errors) -> Option<Target> {
+        RESEND_TARGET.check(e, "", |m| match m {
+            "phone" => self.phone.is_some(),
+            _ => self.enrollment_id.is_some(),
+        });
         match (&self.phone, &self.enrollment_id) {
             (Some(p), None) => phone(e, "/phone", p).map(Target::Phone),
             (None, Some(id)) => validate::uuid(e, "/enrollment_id", id).map(Target::Enrollment),
-            _ => {
-                e.push(
-                    "/phone",
-                    "exactly_one",
-                    "give exactly one of phone or enrollment_id",
-                );
-                None
-            }
+            // Neither or both: the rule above said so.
+            _ => None,
         }
     }
 }
