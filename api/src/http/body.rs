@@ -402,9 +402,12 @@ impl<'de, T: Type> serde::Deserialize<'de> for Documented<T> {
     }
 }
 
+/// Member names, shared.
+type Members = std::sync::Arc<std::collections::BTreeSet<String>>;
+
 /// Every member name a variant of `T` declares (and its discriminator), read off the schema
 /// `T` publishes; computed once per type.
-fn declared_members<T: Type>() -> std::sync::Arc<std::collections::BTreeSet<String>> {
+fn declared_members<T: Type>() -> Members {
     use poem_openapi::registry::MetaSchema;
     use std::{
         collections::{BTreeSet, HashMap},
@@ -431,7 +434,7 @@ fn declared_members<T: Type>() -> std::sync::Arc<std::collections::BTreeSet<Stri
             collect(reg, r, out);
         }
     }
-    static CACHE: OnceLock<Mutex<HashMap<&'static str, Arc<BTreeSet<String>>>>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<HashMap<&'static str, Members>>> = OnceLock::new();
     let mut cache = CACHE
         .get_or_init(Default::default)
         .lock()

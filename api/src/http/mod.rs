@@ -13,6 +13,7 @@ pub mod disputes;
 pub mod document;
 pub mod early_replay;
 pub mod enrollment;
+pub mod error_listing;
 pub mod errors;
 pub mod events;
 pub mod fields;

@@ -4,10 +4,12 @@ use crate::http::fields::{AmountMinor, IntIn};
 mod budgets;
 mod offers;
 mod reload_bonus;
+mod reward;
 
 pub use budgets::*;
 pub use offers::*;
 pub use reload_bonus::*;
+pub use reward::*;
 
 use crate::http::fields::UuidText;
 use entities::cashback_rule;
