@@ -167,7 +167,9 @@ impl EnrollVerifyRequest {
                     })
             }
         };
-        code_ok.then_some(())?;
+        if !code_ok {
+            return None;
+        }
         Some(Proof::Code {
             code: code.to_string(),
             target: target?,
