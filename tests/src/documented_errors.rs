@@ -12,10 +12,10 @@ use std::{
 use serde_json::Value;
 
 /// Per operation (method and path template), its documented statuses and their codes.
-struct Operation {
+pub(crate) struct Operation {
     method: String,
-    segments: Vec<String>,
-    id: String,
+    pub(crate) segments: Vec<String>,
+    pub(crate) id: String,
     errors: HashMap<u16, Vec<String>>,
 }
 
@@ -57,7 +57,7 @@ fn operations() -> &'static [Operation] {
 
 /// The operation `method` `path` (below `/v1`) reaches: the template with the most literal
 /// segments among those that match.
-fn operation(method: &str, path: &str) -> Option<&'static Operation> {
+pub(crate) fn operation(method: &str, path: &str) -> Option<&'static Operation> {
     let got: Vec<&str> = path.split('/').collect();
     operations()
         .iter()

@@ -402,6 +402,10 @@ pub async fn send(req: reqwest::RequestBuilder) -> Reply {
     let (client, req) = req.build_split();
     let req = req.expect("request built");
     let (method, url) = (req.method().to_string(), req.url().clone());
+    let sent = req
+        .body()
+        .and_then(reqwest::Body::as_bytes)
+        .map(<[u8]>::to_vec);
     let resp = client.execute(req).await.expect("request sent");
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
@@ -419,10 +423,12 @@ pub async fn send(req: reqwest::RequestBuilder) -> Reply {
         body,
     };
     documented_errors::check(&method, &url, &reply);
+    examples::record(&method, &url, sent.as_deref(), &reply);
     reply
 }
 
 pub mod documented_errors;
+pub mod examples;
 
 /// `bash script` in a partner's shell, not this test's: cargo sets variables for a running
 /// test (and build scripts read some), and a nested `cargo build` or `cargo run` that saw

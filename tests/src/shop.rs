@@ -127,6 +127,16 @@ impl<'a> Shop<'a> {
         .await
     }
 
+    /// GET with the platform key (the control plane).
+    pub async fn read(&self, path: &str) -> Reply {
+        send(
+            self.app
+                .get(path)
+                .header("x-api-key", &self.tenant.platform_key),
+        )
+        .await
+    }
+
     pub async fn operator(&self, path: &str, body: Value) -> Reply {
         send(
             self.app

@@ -16,6 +16,7 @@ pub mod enrollment;
 pub mod error_listing;
 pub mod errors;
 pub mod events;
+pub mod examples;
 pub mod fields;
 pub mod grants;
 pub mod incentives;

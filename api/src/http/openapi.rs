@@ -343,6 +343,7 @@ fn annotate(doc: &mut Value) {
         rule.publish(schema);
     }
     crate::http::strict_schema::publish(doc);
+    super::examples::publish(doc);
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for item in paths.values_mut().filter_map(Value::as_object_mut) {
             for op in item.values_mut().filter_map(Value::as_object_mut) {

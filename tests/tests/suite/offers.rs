@@ -348,3 +348,48 @@ async fn one_offer_redeemed_by_five_payments_at_once_rewards_once() {
     assert_eq!(granted, 1, "one reward");
     shop.assert_ledger_consistent().await;
 }
+
+async fn cancel(shop: &Shop<'_>, offer: &str) -> tests::Reply {
+    shop.post(&format!("/offers/{offer}/cancel"), json!({}))
+        .await
+}
+
+/// A partner withdraws an armed offer: it is CANCELLED, a second cancel changes nothing, no
+/// payment redeems it any more; a redeemed offer is not cancelled (VALIDATION_ERROR naming
+/// its state) and keeps its reward.
+#[tokio::test]
+async fn a_cancelled_offer_is_never_redeemed_and_a_redeemed_one_is_never_cancelled() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+
+    let withdrawn = id(
+        &arm(&shop, &c, json!({"amount_minor": 100}), json!({})).await,
+        "offer_id",
+    );
+    let r = cancel(&shop, &withdrawn).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["state"], "CANCELLED");
+    let again = cancel(&shop, &withdrawn).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["data"]["state"], "CANCELLED");
+    let paid = shop.pay(&c, 2_000).await;
+    let r = redeem(&shop, &withdrawn, &id(&paid, "payment_id")).await;
+    assert_eq!(r.code(), "VALIDATION_ERROR", "{}", r.body);
+    assert_eq!(r.body["error"]["details"]["offer_state"], "CANCELLED");
+    assert_eq!(shop.balance(&c).await["promo_available_minor"], 0);
+
+    let kept = id(
+        &arm(&shop, &c, json!({"amount_minor": 100}), json!({})).await,
+        "offer_id",
+    );
+    let paid = shop.pay(&c, 2_000).await;
+    let r = redeem(&shop, &kept, &id(&paid, "payment_id")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = cancel(&shop, &kept).await;
+    assert_eq!(r.code(), "VALIDATION_ERROR", "{}", r.body);
+    assert_eq!(r.body["error"]["details"]["offer_state"], "REDEEMED");
+    assert_eq!(shop.balance(&c).await["promo_available_minor"], 100);
+    shop.assert_ledger_consistent().await;
+}

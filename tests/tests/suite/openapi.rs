@@ -68,3 +68,72 @@ async fn the_openapi_needs_a_credential_and_the_docs_page_is_served() {
         "the docs page embeds the 3.1 document"
     );
 }
+
+/// Each example in the document (recorded from this suite's own exchanges) is what the
+/// schema it illustrates allows, formats included: a parameter's, a request body's and a
+/// response's. An example that drifted from the contract fails here.
+#[test]
+fn every_example_is_what_its_schema_allows() {
+    let doc = api::http::openapi::build().document;
+    let mut wrong = vec![];
+    let mut checked = 0;
+    let mut check = |at: String, schema: &serde_json::Value, example: &serde_json::Value| {
+        // The schema as the root of a document that also holds the components, so its
+        // `$ref`s resolve.
+        let mut root = schema.clone();
+        if let Some(obj) = root.as_object_mut() {
+            obj.insert("components".into(), doc["components"].clone());
+        }
+        let validator = jsonschema::draft202012::options()
+            .should_validate_formats(true)
+            .build(&root)
+            .unwrap_or_else(|e| panic!("{at}: schema does not compile: {e}"));
+        for e in validator.iter_errors(example) {
+            wrong.push(format!("{at} {}: {e}", e.instance_path()));
+        }
+        checked += 1;
+    };
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let at = format!("{method} {path}");
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                if let Some(example) = p.get("example") {
+                    check(
+                        format!("{at} parameter {}", p["name"]),
+                        &p["schema"],
+                        example,
+                    );
+                }
+            }
+            let bodies = op
+                .pointer("/requestBody/content")
+                .and_then(|c| c.as_object())
+                .into_iter()
+                .flatten()
+                .map(|(_, media)| (format!("{at} request"), media));
+            let replies = op["responses"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .flat_map(|(status, r)| {
+                    r["content"]
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(move |(_, media)| (status.clone(), media))
+                })
+                .map(|(status, media)| (format!("{at} {status}"), media));
+            for (at, media) in bodies.chain(replies) {
+                if let Some(example) = media.get("example") {
+                    check(at, &media["schema"], example);
+                }
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "examples the schema refuses:\n{}",
+        wrong.join("\n")
+    );
+    assert!(checked > 100, "only {checked} examples in the document");
+}

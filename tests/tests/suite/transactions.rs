@@ -3,17 +3,8 @@
 //! unknown one 404; cursor pagination in a stable order that keeps its filters; the date
 //! window is on activity time, each movement (sale, refund, void, top-up) once.
 use serde_json::json;
-use tests::{TestApp, send, shop::Shop};
+use tests::{TestApp, shop::Shop};
 use uuid::Uuid;
-
-async fn get(shop: &Shop<'_>, path: &str) -> tests::Reply {
-    send(
-        shop.app
-            .get(path)
-            .header("x-api-key", &shop.tenant.platform_key),
-    )
-    .await
-}
 
 /// (movement, transaction id) of each line.
 fn movements(r: &tests::Reply) -> Vec<(String, String)> {
@@ -70,7 +61,7 @@ async fn the_feed_filters_by_status_pages_with_its_filters_and_details_each_tran
     assert_eq!(r.status, 200, "{}", r.body);
     let base = format!("/{}/transactions", shop.tenant.integration_id);
 
-    let all = get(&shop, &base).await;
+    let all = shop.read(&base).await;
     assert_eq!(all.status, 200, "{}", all.body);
     assert_eq!(
         movements(&all),
@@ -88,33 +79,37 @@ async fn the_feed_filters_by_status_pages_with_its_filters_and_details_each_tran
     assert_eq!(all.body["data"][1]["reason"], "test");
     assert_ne!(all.body["data"][1]["movement_id"], paid[1].as_str());
 
-    let partial = get(&shop, &format!("{base}?status=partially_refunded")).await;
+    let partial = shop
+        .read(&format!("{base}?status=partially_refunded"))
+        .await;
     assert_eq!(
         movements(&partial),
         vec![line("refund", &paid[1]), line("sale", &paid[1])]
     );
-    let voided = get(&shop, &format!("{base}?status=voided")).await;
+    let voided = shop.read(&format!("{base}?status=voided")).await;
     assert_eq!(
         movements(&voided),
         vec![line("void", &paid[2]), line("sale", &paid[2])]
     );
 
     // Page by one through the completed ones: the cursor keeps the filter.
-    let first = get(&shop, &format!("{base}?status=completed&limit=1")).await;
+    let first = shop.read(&format!("{base}?status=completed&limit=1")).await;
     assert_eq!(ids(&first), vec![paid[3].clone()]);
     assert_eq!(first.body["meta"]["has_more"], true);
     let cursor = first.body["meta"]["next_cursor"].as_str().unwrap();
-    let second = get(&shop, &format!("{base}?limit=1&cursor={cursor}")).await;
+    let second = shop.read(&format!("{base}?limit=1&cursor={cursor}")).await;
     assert_eq!(ids(&second), vec![paid[0].clone()], "still completed only");
     assert_eq!(second.body["meta"]["has_more"], false);
-    let clash = get(&shop, &format!("{base}?status=voided&cursor={cursor}")).await;
+    let clash = shop
+        .read(&format!("{base}?status=voided&cursor={cursor}"))
+        .await;
     assert_eq!(clash.code(), "VALIDATION_ERROR");
 
     // A date window that ends before the payments holds none of them.
-    let past = get(&shop, &format!("{base}?to=2020-01-01T00:00:00Z")).await;
+    let past = shop.read(&format!("{base}?to=2020-01-01T00:00:00Z")).await;
     assert_eq!(ids(&past).len(), 0);
 
-    let d = get(&shop, &format!("{base}/{}", paid[1])).await;
+    let d = shop.read(&format!("{base}/{}", paid[1])).await;
     assert_eq!(d.status, 200, "{}", d.body);
     let data = &d.body["data"];
     assert_eq!(data["status"], "partially_refunded");
@@ -179,13 +174,13 @@ async fn the_date_window_holds_each_movement_when_it_happened_once() {
         )
     };
 
-    let yesterday = get(&shop, &window(&day_one, &day_two)).await;
+    let yesterday = shop.read(&window(&day_one, &day_two)).await;
     assert_eq!(yesterday.status, 200, "{}", yesterday.body);
     assert_eq!(
         movements(&yesterday),
         vec![line("sale", &other), line("sale", &sale)]
     );
-    let today = get(&shop, &window(&day_two, &day_three)).await;
+    let today = shop.read(&window(&day_two, &day_three)).await;
     assert_eq!(
         movements(&today),
         vec![
@@ -210,7 +205,7 @@ async fn the_date_window_holds_each_movement_when_it_happened_once() {
         window(&day_two, &day_three)
     );
     loop {
-        let page = get(&shop, &next).await;
+        let page = shop.read(&next).await;
         assert_eq!(page.status, 200, "{}", page.body);
         seen.extend(movements(&page));
         match page.body["meta"]["next_cursor"].as_str() {
@@ -231,17 +226,16 @@ async fn another_integrations_transactions_are_forbidden_and_unknown_ones_not_fo
     let theirs = other.pay(&c, 100).await;
     let theirs = theirs.body["data"]["payment_id"].as_str().unwrap();
 
-    let r = get(
-        &shop,
-        &format!("/{}/transactions", other.tenant.integration_id),
-    )
-    .await;
+    let r = shop
+        .read(&format!("/{}/transactions", other.tenant.integration_id))
+        .await;
     assert_eq!((r.status, r.code()), (403, "FORBIDDEN"));
-    let r = get(
-        &shop,
-        &format!("/{}/transactions/{theirs}", shop.tenant.integration_id),
-    )
-    .await;
+    let r = shop
+        .read(&format!(
+            "/{}/transactions/{theirs}",
+            shop.tenant.integration_id
+        ))
+        .await;
     assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.body);
     let body = r.body.to_string();
     // The amount as a JSON number: the text "100" can turn up inside a random request id.
@@ -249,24 +243,20 @@ async fn another_integrations_transactions_are_forbidden_and_unknown_ones_not_fo
         !body.contains(theirs) && !has_number(&r.body, 100),
         "{body}"
     );
-    let r = get(
-        &shop,
-        &format!(
+    let r = shop
+        .read(&format!(
             "/{}/transactions/{}",
             shop.tenant.integration_id,
             Uuid::now_v7()
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!((r.status, r.code()), (404, "NOT_FOUND"));
-    let r = get(
-        &shop,
-        &format!(
+    let r = shop
+        .read(&format!(
             "/{}/transactions?status=settled",
             shop.tenant.integration_id
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(r.code(), "VALIDATION_ERROR");
 }
 
@@ -302,27 +292,27 @@ async fn top_ups_are_in_the_feed_beside_payments_with_their_settlement_events() 
         .to_string();
     let base = format!("/{}/transactions", shop.tenant.integration_id);
 
-    let all = get(&shop, &base).await;
+    let all = shop.read(&base).await;
     assert_eq!(ids(&all), vec![topup.clone(), payment.clone()]);
     assert_eq!(all.body["data"][0]["movement"], "topup");
     assert_eq!(all.body["data"][0]["type"], "topup");
     assert_eq!(all.body["data"][0]["amount_minor"], 2_500);
     assert_eq!(all.body["data"][0]["topup_kind"], "settlement");
     assert_eq!(
-        ids(&get(&shop, &format!("{base}?type=payment")).await),
+        ids(&shop.read(&format!("{base}?type=payment")).await),
         vec![payment.clone()]
     );
     assert_eq!(
-        ids(&get(&shop, &format!("{base}?type=topup")).await),
+        ids(&shop.read(&format!("{base}?type=topup")).await),
         vec![topup.clone()]
     );
     assert_eq!(
-        ids(&get(&shop, &format!("{base}?status=voided")).await).len(),
+        ids(&shop.read(&format!("{base}?status=voided")).await).len(),
         0,
         "a top-up is never voided"
     );
 
-    let d = get(&shop, &format!("{base}/{topup}")).await;
+    let d = shop.read(&format!("{base}/{topup}")).await;
     assert_eq!(d.status, 200, "{}", d.body);
     assert_eq!(d.body["data"]["topup"]["order_ref"], "ST-FEED");
     assert_eq!(d.body["data"]["topup"]["credited_actual_minor"], 2_500);

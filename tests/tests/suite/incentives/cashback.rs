@@ -29,8 +29,24 @@ async fn cashback_accrues_with_the_payment_and_refunds_and_voids_take_back_their
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 10_000).await;
+    let in_force = format!(
+        "/incentives/cashback/config?wallet_program_id={}",
+        shop.tenant.wallet_program_id
+    );
+    assert_eq!(shop.read(&in_force).await.code(), "NOT_FOUND");
     let r = cashback_rule(&shop, json!({})).await;
     assert_eq!(r.status, 200, "{}", r.body);
+    // The rule in force reads back as it was set.
+    let read = shop.read(&in_force).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.body["data"]["rule_id"], r.body["data"]["rule_id"]);
+    assert_eq!(
+        (
+            &read.body["data"]["rate_bps"],
+            &read.body["data"]["expiry_days"]
+        ),
+        (&json!(1_000), &json!(30))
+    );
 
     let paid = shop.pay(&c, 4_000).await;
     assert_eq!(paid.status, 200, "{}", paid.body);

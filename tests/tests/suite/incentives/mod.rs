@@ -53,6 +53,17 @@ async fn a_settled_reference_credits_once_with_the_reload_bonus_in_force_at_conf
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
+    let in_force = format!(
+        "/topup/reload-bonus/config?wallet_program_id={}",
+        shop.tenant.wallet_program_id
+    );
+    let none = shop.read(&in_force).await;
+    assert_eq!(
+        (none.status, none.code()),
+        (404, "NOT_FOUND"),
+        "{}",
+        none.body
+    );
     let r = configure(
         &shop,
         json!([{"min_amount_minor": 1_000, "max_amount_minor": 4_999, "bonus_minor": 100},
@@ -64,6 +75,13 @@ async fn a_settled_reference_credits_once_with_the_reload_bonus_in_force_at_conf
     assert_eq!(r.body["data"]["version"], 1);
 
     assert_eq!(settle(&shop, "ST-1", 6_000, "SETTLED").await.status, 200);
+    let settlement = shop.read("/topup/settlements/ST-1").await;
+    assert_eq!(settlement.status, 200, "{}", settlement.body);
+    let sd = &settlement.body["data"];
+    assert_eq!(
+        (&sd["amount_minor"], &sd["state"], &sd["used"]),
+        (&json!(6_000), &json!("SETTLED"), &json!(false))
+    );
     let first = confirm(&shop, "ST-1", &c.phone).await;
     assert_eq!(first.status, 200, "{}", first.body);
     let d = &first.body["data"];
@@ -98,6 +116,28 @@ async fn a_settled_reference_credits_once_with_the_reload_bonus_in_force_at_conf
     )
     .await;
     assert_eq!(r.body["data"]["version"], 2);
+    // The config in force reads back as the latest version, as it was set.
+    let read = shop.read(&in_force).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    assert_eq!(read.body["data"]["version"], 2);
+    assert_eq!(read.body["data"]["expiry_days"], 7);
+    assert_eq!(
+        read.body["data"]["tiers"][0]["bonus_minor"], 50,
+        "{}",
+        read.body
+    );
+    // The reference, once used, says which top-up used it.
+    let used = shop.read("/topup/settlements/ST-1").await;
+    assert_eq!(used.body["data"]["used"], true);
+    assert_eq!(
+        used.body["data"]["topup_id"], d["topup_id"],
+        "{}",
+        used.body
+    );
+    assert_eq!(
+        shop.read("/topup/settlements/NO-SUCH-REF").await.code(),
+        "NOT_FOUND"
+    );
     settle(&shop, "ST-2", 6_000, "SETTLED").await;
     let second = confirm(&shop, "ST-2", &c.phone).await;
     assert_eq!(second.body["data"]["bonus_minor"], 50);

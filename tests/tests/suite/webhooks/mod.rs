@@ -357,6 +357,59 @@ async fn sustained_failure_disables_the_endpoint_and_enabling_replays_what_was_m
     app.stop().await;
 }
 
+/// A partner disables its endpoint: nothing is sent while it is disabled, disabling it again
+/// changes nothing, and enabling it without `replay_missed` resumes with later events only
+/// (the missed one is counted, not sent).
+#[tokio::test]
+async fn a_disabled_endpoint_is_sent_nothing_and_enabling_resumes_with_later_events() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let receiver = Receiver::ok().await;
+    let (sub, _) = subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
+    let path = |action: &str| format!("/webhooks/subscriptions/{sub}/{action}");
+    let r = shop.control(&path("disable"), json!({})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        (&r.body["data"]["state"], &r.body["data"]["disabled_reason"]),
+        (&json!("DISABLED"), &json!("manual"))
+    );
+    let again = shop.control(&path("disable"), json!({})).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(again.body["data"]["state"], "DISABLED");
+
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    shop.pay(&c, 100).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(receiver.received().is_empty(), "sent while disabled");
+
+    let r = shop
+        .control(&path("enable"), json!({"replay_missed": false}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"]["subscription"]["state"], "ACTIVE");
+    assert_eq!(
+        (
+            &r.body["data"]["missed_deliveries"],
+            &r.body["data"]["replayed_deliveries"]
+        ),
+        (&json!(1), &json!(0))
+    );
+    let later = shop.pay(&c, 100).await;
+    let got = eventually(Duration::from_secs(20), "the later payment", || async {
+        let got = receiver.received();
+        (!got.is_empty()).then_some(got)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.received().len(), 1, "only the later event");
+    assert_eq!(
+        got[0].json["data"]["payment_id"],
+        later.body["data"]["payment_id"]
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn a_rotated_secret_signs_beside_the_new_one_during_the_grace_period() {
     let app = TestApp::spawn_with_workers().await;
