@@ -30,6 +30,23 @@ def members(value):
     return 0
 
 
+def strings(value):
+    """Every member name and string in the value."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def control(text):
+    return any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text)
+
+
 def size(record):
     return len(json.dumps(record["response"]))
 
@@ -37,9 +54,17 @@ def size(record):
 def score(record):
     fits = size(record) <= LIMIT
     succeeded = record["response"].get("ok") is True
-    # Successes first; among them those that fit, by most members shown (then smaller);
-    # otherwise the smallest.
-    return (succeeded, fits, members(record["response"]) if fits else 0, -size(record))
+    # A request a partner would send: a body (if any) in the request envelope, a path free
+    # of escapes (the suite also probes the edge with control characters and the like).
+    request = record["request"]
+    plain = not any("%" in str(v) for v in record["parameters"].values()) and (
+        request is None
+        or (isinstance(request, dict) and not any(map(control, strings(request))))
+    )
+    # Successes first, then plain requests; among them those that fit, by most members
+    # shown (then smaller); otherwise the smallest.
+    return (succeeded, plain, record["request"] is not None, fits,
+            members(record["response"]) if fits else 0, -size(record))
 
 
 def abridged(value):

@@ -343,7 +343,6 @@ fn annotate(doc: &mut Value) {
         rule.publish(schema);
     }
     crate::http::strict_schema::publish(doc);
-    super::examples::publish(doc);
     if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
         for item in paths.values_mut().filter_map(Value::as_object_mut) {
             for op in item.values_mut().filter_map(Value::as_object_mut) {
@@ -364,7 +363,8 @@ fn annotate(doc: &mut Value) {
                 }
             }
         }
-    }
+    } // Last: the error listing writes each error response afresh.
+    super::examples::publish(doc);
 }
 
 fn operations(doc: &Value) -> Vec<OperationInfo> {
