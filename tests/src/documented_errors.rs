@@ -86,15 +86,7 @@ pub fn check(method: &str, url: &reqwest::Url, reply: &super::Reply) {
         return;
     };
     if let Ok(file) = std::env::var("WALLET_RECORD_ERRORS") {
-        static LOCK: Mutex<()> = Mutex::new(());
-        let _held = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(file)
-        {
-            let _ = writeln!(f, "{} {} {code}", op.id, reply.status);
-        }
+        append_line(&file, &format!("{} {} {code}", op.id, reply.status));
         return;
     }
     let listed = op
@@ -106,4 +98,18 @@ pub fn check(method: &str, url: &reqwest::Url, reply: &super::Reply) {
         "{} ({method} {path}) answered {} {code}, which its document does not list: {:?}",
         op.id, reply.status, op.errors
     );
+}
+
+/// Appends one line to `file` (a recording the suite's threads share): one writer at a time,
+/// so lines never interleave. A recording that cannot be written is skipped, not a failure.
+pub(crate) fn append_line(file: &str, line: &str) {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _held = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+    {
+        let _ = writeln!(f, "{line}");
+    }
 }

@@ -3,8 +3,6 @@
 //! one JSON line each (operation, path and query parameters, request body, status, response
 //! body), with secrets redacted; `tests/openapi_examples.py` picks one per operation into
 //! `api/src/http/examples.json`, which the live document embeds.
-use std::{io::Write, sync::Mutex};
-
 use serde_json::{Map, Value, json};
 
 /// Members whose values are credentials: a key, a terminal token, a webhook signing secret.
@@ -40,15 +38,7 @@ pub fn record(method: &str, url: &reqwest::Url, sent: Option<&[u8]>, reply: &sup
         "status": reply.status,
         "response": redacted(reply.body.clone()),
     });
-    static LOCK: Mutex<()> = Mutex::new(());
-    let _held = LOCK.lock().unwrap_or_else(|p| p.into_inner());
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-    {
-        let _ = writeln!(f, "{line}");
-    }
+    super::documented_errors::append_line(&file, &line.to_string());
 }
 
 /// `value` with every credential replaced by its first characters and `…redacted`, so the
