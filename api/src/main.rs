@@ -97,7 +97,7 @@ async fn main() -> std::process::ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Openapi) = cli.command {
-        println!("{}", api::http::openapi::build().json);
+        api::infra::stdout::line(&api::http::openapi::build().json)?;
         return Ok(());
     }
     let config = api::config::Config::load()?;
@@ -135,9 +135,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             )
             .await?;
             if json {
-                println!("{}", serde_json::to_string(&created)?);
+                api::infra::stdout::line(&serde_json::to_string(&created)?)?;
             } else {
-                println!("{}", serde_json::to_string_pretty(&created)?);
+                api::infra::stdout::line(&serde_json::to_string_pretty(&created)?)?;
                 eprintln!("Keep platform_key safe: it is shown only now.");
             }
             api::store::close(&db).await;
@@ -156,9 +156,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     anyhow::anyhow!("{}", e.to_body()["message"].as_str().unwrap_or("failed"))
                 })?;
             if json {
-                println!("{}", serde_json::to_string(&created)?);
+                api::infra::stdout::line(&serde_json::to_string(&created)?)?;
             } else {
-                println!("{}", serde_json::to_string_pretty(&created)?);
+                api::infra::stdout::line(&serde_json::to_string_pretty(&created)?)?;
                 eprintln!("Keep operator_key safe: it is shown only now.");
             }
             api::store::close(&db).await;
@@ -170,7 +170,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let db = api::store::connect(&config).await?;
             let report = api::store::ledger::check(&db, merchant).await?;
             api::store::close(&db).await;
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            api::infra::stdout::line(&serde_json::to_string_pretty(&report)?)?;
             if report.is_consistent() {
                 Ok(())
             } else {

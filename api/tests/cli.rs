@@ -309,3 +309,28 @@ async fn ledger_check_passes_on_real_payments_and_fails_naming_a_tampered_wallet
     assert_eq!(report["wallet_mismatches"][0]["stored_minor"], 381);
     assert_eq!(report["wallet_mismatches"][0]["ledger_minor"], 380);
 }
+
+/// `wallet-api openapi | head`: the reader closes the pipe after a few bytes of a document
+/// far larger than the pipe holds; the command ends with success and says nothing.
+#[test]
+fn a_closed_pipe_ends_the_command_quietly() {
+    use std::io::Read;
+    let mut child = wallet_api()
+        .arg("openapi")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("wallet-api runs");
+    let mut head = [0u8; 64];
+    child
+        .stdout
+        .take()
+        .expect("stdout piped")
+        .read_exact(&mut head)
+        .expect("the document starts");
+    // The read end is dropped here, as `head` closes it.
+    let out = child.wait_with_output().expect("wallet-api ends");
+    assert!(head.starts_with(b"{"));
+    assert!(out.status.success(), "exit {:?}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}

@@ -191,7 +191,7 @@ async fn dlq_on(db: &sea_orm::DatabaseConnection, cmd: Dlq) -> anyhow::Result<()
                 api::store::dead_letters::list(db, &store_filter(&filter, &status), None, limit)
                     .await?
             {
-                println!("{}", view(&d));
+                api::infra::stdout::line(&view(&d).to_string())?;
             }
         }
         Dlq::Show { id } => {
@@ -201,17 +201,16 @@ async fn dlq_on(db: &sea_orm::DatabaseConnection, cmd: Dlq) -> anyhow::Result<()
             let mut v = view(&d);
             v["error_history"] = d.error_history.clone();
             v["payload"] = d.payload.clone();
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            api::infra::stdout::line(&serde_json::to_string_pretty(&v)?)?;
         }
         Dlq::Replay { id, all, filter } => {
             for id in targets(db, id, all, &filter).await? {
                 let out = api::domain::dead_letters::replay(db, id, &actor())
                     .await
                     .map_err(api_err)?;
-                println!(
-                    "{}",
-                    serde_json::json!({"id": id, "outcome": format!("{out:?}")})
-                );
+                api::infra::stdout::line(
+                    &serde_json::json!({"id": id, "outcome": format!("{out:?}")}).to_string(),
+                )?;
             }
         }
         Dlq::Purge {
@@ -224,10 +223,9 @@ async fn dlq_on(db: &sea_orm::DatabaseConnection, cmd: Dlq) -> anyhow::Result<()
                 let out = api::domain::dead_letters::purge(db, id, &actor(), &reason)
                     .await
                     .map_err(api_err)?;
-                println!(
-                    "{}",
-                    serde_json::json!({"id": id, "outcome": format!("{out:?}")})
-                );
+                api::infra::stdout::line(
+                    &serde_json::json!({"id": id, "outcome": format!("{out:?}")}).to_string(),
+                )?;
             }
         }
     }
