@@ -20,7 +20,11 @@ pub fn publish(doc: &mut Value) {
         .filter_map(Value::as_object_mut)
         .flat_map(|item| item.values_mut())
     {
-        let Some(example) = op["operationId"].as_str().and_then(|id| examples.get(id)) else {
+        let Some(example) = op
+            .get("operationId")
+            .and_then(Value::as_str)
+            .and_then(|id| examples.get(id))
+        else {
             continue;
         };
         for p in op
@@ -35,8 +39,7 @@ pub fn publish(doc: &mut Value) {
             else {
                 continue;
             };
-            let value = typed(value, &p["schema"]);
-            p["example"] = value;
+            p["example"] = typed(value, &p["schema"]);
         }
         if !example["request"].is_null()
             && let Some(media) = json_media(op.get_mut("requestBody"))

@@ -363,7 +363,8 @@ fn annotate(doc: &mut Value) {
                 }
             }
         }
-    } // Last: the error listing writes each error response afresh.
+    }
+    // Last: the error listing writes each error response afresh.
     super::examples::publish(doc);
 }
 
