@@ -129,6 +129,8 @@ pub struct Config {
     pub sms_provider_url: Option<String>,
     pub sms_provider_token: Option<Secret>,
     pub sms_provider_timeout_ms: u64,
+    /// How long an operations console session lasts after login.
+    pub ops_session_secs: u64,
 }
 
 impl Default for Config {
@@ -186,6 +188,7 @@ impl Default for Config {
             sms_provider_url: None,
             sms_provider_token: None,
             sms_provider_timeout_ms: 5_000,
+            ops_session_secs: 30 * 60,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The wallet & loyalty partner service: the library behind `wallet-api` and
 //! `wallet-worker`. One code path serves both run modes; the mode is chosen by
 //! configuration alone (see `config`).
+pub mod cli;
 pub mod config;
+pub mod console;
 pub mod domain;
 pub mod envelope;
 pub mod error;

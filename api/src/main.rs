@@ -1,4 +1,5 @@
 //! `wallet-api`: serve the partner API, migrate, onboard tenants, print the OpenAPI document.
+use api::cli::Failure;
 use clap::{Parser, Subcommand};
 
 // glibc's allocator spent a fifth of a request's CPU under load (arena locking and
@@ -50,6 +51,9 @@ enum LedgerCommand {
         /// Only this merchant (enterprise id).
         #[arg(long)]
         merchant: Option<uuid::Uuid>,
+        /// Print the report as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -84,25 +88,31 @@ enum TenantCommand {
     },
 }
 
+/// Exit codes: 0 done, 1 error, 2 usage (a bad flag or value), as `api::cli` documents.
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    match run(Cli::parse()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("wallet-api: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
-    }
+    api::cli::finish("wallet-api", run(Cli::parse()).await)
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// What a command prints: `--json`'s one compact object, or a readable table of its fields.
+fn print(v: &impl serde::Serialize, json: bool) -> Result<(), Failure> {
+    let v = serde_json::to_value(v)?;
+    if json {
+        api::infra::stdout::line(&v.to_string())?;
+    } else {
+        api::infra::stdout::line(&api::cli::table::facts(&v))?;
+    }
+    Ok(())
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
     if let Some(Command::Openapi) = cli.command {
         api::infra::stdout::line(&api::http::openapi::build().json)?;
         return Ok(());
     }
     let config = api::config::Config::load()?;
     match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => api::serve_from_config(config).await,
+        Command::Serve => Ok(api::serve_from_config(config).await?),
         Command::Migrate => {
             api::infra::telemetry::init_logging(config.json_logs());
             api::migrate(&config).await?;
@@ -134,10 +144,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 config.bcrypt_cost,
             )
             .await?;
-            if json {
-                api::infra::stdout::line(&serde_json::to_string(&created)?)?;
-            } else {
-                api::infra::stdout::line(&serde_json::to_string_pretty(&created)?)?;
+            print(&created, json)?;
+            if !json {
                 eprintln!("Keep platform_key safe: it is shown only now.");
             }
             api::store::close(&db).await;
@@ -150,31 +158,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if config.mode() == api::config::Mode::Embedded {
                 api::migrate(&config).await?;
             }
-            let created = api::domain::operators::create(&db, &name, config.bcrypt_cost)
-                .await
-                .map_err(|e| {
-                    anyhow::anyhow!("{}", e.to_body()["message"].as_str().unwrap_or("failed"))
-                })?;
-            if json {
-                api::infra::stdout::line(&serde_json::to_string(&created)?)?;
-            } else {
-                api::infra::stdout::line(&serde_json::to_string_pretty(&created)?)?;
+            let created = api::domain::operators::create(&db, &name, config.bcrypt_cost).await?;
+            print(&created, json)?;
+            if !json {
                 eprintln!("Keep operator_key safe: it is shown only now.");
             }
             api::store::close(&db).await;
             Ok(())
         }
         Command::Ledger {
-            command: LedgerCommand::Check { merchant },
+            command: LedgerCommand::Check { merchant, json },
         } => {
             let db = api::store::connect(&config).await?;
-            let report = api::store::ledger::check(&db, merchant).await?;
+            let report =
+                api::domain::operators::check_ledger(&db, &api::cli::actor(), merchant).await;
             api::store::close(&db).await;
-            api::infra::stdout::line(&serde_json::to_string_pretty(&report)?)?;
+            let report = report?;
+            print(&report, json)?;
             if report.is_consistent() {
                 Ok(())
             } else {
-                anyhow::bail!("the ledger and the stored balances disagree")
+                Err(Failure::Error(
+                    "the ledger and the stored balances disagree".into(),
+                ))
             }
         }
         Command::Openapi => unreachable!("handled above"),

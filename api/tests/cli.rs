@@ -274,6 +274,7 @@ async fn ledger_check_passes_on_real_payments_and_fails_naming_a_tampered_wallet
                 "check",
                 "--merchant",
                 &shop.merchant().to_string(),
+                "--json",
             ])
             .output()
             .expect("wallet-api runs")
@@ -284,6 +285,34 @@ async fn ledger_check_passes_on_real_payments_and_fails_naming_a_tampered_wallet
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Without --json the same report is a table an operator reads.
+    let human = against_this_run(wallet_api())
+        .args([
+            "ledger",
+            "check",
+            "--merchant",
+            &shop.merchant().to_string(),
+        ])
+        .output()
+        .expect("wallet-api runs");
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.starts_with("FIELD") && text.contains("wallet_mismatches  none"),
+        "{text}"
+    );
+    // Each run is recorded: the console's health page says when it last ran.
+    let f = api::store::operators::AuditFilter {
+        action: Some("ledger.check".into()),
+        target_id: Some(shop.merchant().to_string()),
+        ..Default::default()
+    };
+    let last = api::store::operators::audit_page(&app.server.state.db, &f, None, 1)
+        .await
+        .unwrap()
+        .pop()
+        .expect("a recorded check");
+    assert!(last.actor.starts_with("cli:"), "{}", last.actor);
+    assert_eq!(last.details["consistent"], true);
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(report["postings"].as_i64().unwrap() >= 2, "{report}");
 
@@ -299,7 +328,11 @@ async fn ledger_check_passes_on_real_payments_and_fails_naming_a_tampered_wallet
         .await
         .unwrap();
     let out = check();
-    assert!(!out.status.success(), "a tampered balance fails the check");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a tampered balance fails the check"
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         report["wallet_mismatches"][0]["id"],

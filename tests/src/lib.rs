@@ -6,7 +6,9 @@
 //! `WALLET_TEST_DATABASE_URL`, plus Redis at `WALLET_TEST_REDIS_URL`). Each test run gets
 //! its own database and Redis key prefix; each test its own tenant, so tests run in
 //! parallel.
+pub mod browser;
 pub mod cluster;
+pub mod dead_letters;
 pub mod oas31;
 pub mod procs;
 pub mod proxy;

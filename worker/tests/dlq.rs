@@ -1,8 +1,7 @@
 //! `wallet-worker dlq`, run as an operator runs it.
 use std::{process::Command, time::Duration};
 
-use api::{domain::job_requests, store};
-use sea_orm::{ConnectionTrait, TransactionTrait};
+use sea_orm::ConnectionTrait;
 use tests::{TestApp, TestTenant, eventually, send};
 use uuid::Uuid;
 
@@ -22,79 +21,31 @@ async fn run(mut cmd: Command) -> std::process::Output {
         .expect("the command's thread")
 }
 
-async fn dlq(args: &[&str]) -> Vec<serde_json::Value> {
+/// Runs `dlq <args>`, expecting success; its stdout.
+async fn dlq_ok(args: &[&str]) -> String {
     let out = run(dlq_command(args)).await;
     assert!(
         out.status.success(),
-        "dlq {args:?}: {}",
+        "dlq {args:?} exited {:?}: {}",
+        out.status.code(),
         String::from_utf8_lossy(&out.stderr)
     );
-    let text = String::from_utf8(out.stdout).unwrap();
-    if args[0] == "show" {
-        return vec![serde_json::from_str(&text).unwrap()];
-    }
-    text.lines()
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `dlq <args> --json`, parsed: one document, or (for a bulk action) one per line.
+async fn dlq(args: &[&str]) -> Vec<serde_json::Value> {
+    let mut all = args.to_vec();
+    all.push("--json");
+    dlq_ok(&all)
+        .await
+        .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
 
-/// A dead letter of a real (sealed) SMS payload that would now deliver.
 async fn dead_sms(app: &TestApp, t: &TestTenant, phone: &str) -> Uuid {
-    let state = &app.server.state;
-    let txn = state.db.begin().await.unwrap();
-    let job = job_requests::send_sms(
-        &txn,
-        &state.sealer,
-        job_requests::SmsRequest {
-            integration_id: t.integration_id,
-            merchant_id: Some(t.merchant_id),
-            is_sandbox: true,
-            phone: phone.into(),
-            kind: "otp".into(),
-            body: "Your code is 424242".into(),
-            code: Some("424242".into()),
-            verification_token: None,
-        },
-    )
-    .await
-    .unwrap();
-    use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
-    let row = entities::outbox::Entity::find()
-        .filter(entities::outbox::Column::EventId.eq(job))
-        .one(&txn)
-        .await
-        .unwrap()
-        .unwrap();
-    txn.rollback().await.unwrap();
-    store::dead_letters::insert_once(
-        &state.db,
-        store::dead_letters::NewDeadLetter {
-            job_id: job,
-            queue: "sms_send",
-            job_type: "sms_send",
-            merchant_id: Some(t.merchant_id),
-            payload: row.payload,
-            attempts: 8,
-            error_history: serde_json::json!([{"attempt": 8, "error": "gateway down"}]),
-            last_error: "gateway down",
-            first_enqueued_at: chrono::Utc::now(),
-            dead_at: chrono::Utc::now(),
-        },
-    )
-    .await
-    .unwrap();
-    store::dead_letters::list(
-        &state.db,
-        &store::dead_letters::Filter::default(),
-        None,
-        10_000,
-    )
-    .await
-    .unwrap()
-    .into_iter()
-    .find(|d| d.job_id == job)
-    .unwrap()
-    .id
+    tests::dead_letters::dead_sms(app, t, phone, "gateway down").await
 }
 
 #[tokio::test]
@@ -103,28 +54,36 @@ async fn a_replayed_dead_letter_delivers_once_more_however_often_it_is_replayed(
     let t = app.tenant(true).await;
     let phone = format!("+4915{:07}", Uuid::new_v4().as_u128() % 10_000_000);
     let id = dead_sms(&app, &t, &phone).await;
+    let merchant = t.merchant_id.to_string();
 
-    let listed = dlq(&["list", "--queue", "sms_send", "--error", "gateway down"]).await;
-    assert!(
-        listed.iter().any(|d| d["id"] == id.to_string()),
-        "{listed:?}"
-    );
+    let listed = &dlq(&[
+        "list",
+        "--merchant",
+        &merchant,
+        "--queue",
+        "sms_send",
+        "--error",
+        "GATEWAY",
+    ])
+    .await[0];
+    let letters = listed["dead_letters"].as_array().unwrap();
+    assert_eq!(letters.len(), 1, "{listed}");
+    assert_eq!(letters[0]["id"], id.to_string());
+    assert_eq!(listed["next_before"], serde_json::Value::Null);
     let shown = &dlq(&["show", &id.to_string()]).await[0];
     assert_eq!(shown["error_history"][0]["error"], "gateway down");
+    assert_eq!(
+        shown["payload"]["phone"], "[redacted]",
+        "no phone number on screen"
+    );
+    assert!(!shown.to_string().contains(&phone));
 
-    let first = dlq(&["replay", &id.to_string()]).await;
-    assert!(
-        first[0]["outcome"].as_str().unwrap().starts_with("Done"),
-        "{first:?}"
-    );
-    let second = dlq(&["replay", &id.to_string()]).await;
-    assert!(
-        second[0]["outcome"]
-            .as_str()
-            .unwrap()
-            .starts_with("NotDead"),
-        "{second:?}"
-    );
+    let first = dlq(&["replay", &id.to_string(), "--reason", "gateway back"]).await;
+    assert_eq!(first[0]["outcome"], "replayed", "{first:?}");
+    assert_eq!(first[1]["summary"]["changed"], 1);
+    let second = dlq(&["replay", &id.to_string(), "--reason", "again"]).await;
+    assert_eq!(second[0]["outcome"], "unchanged", "{second:?}");
+    assert_eq!(second[1]["summary"]["unchanged"], 1);
 
     let inbox = format!("/sandbox/messages?phone={}", phone.replace('+', "%2B"));
     eventually(Duration::from_secs(20), "the replayed SMS", || async {
@@ -152,7 +111,7 @@ async fn a_purge_needs_a_reason_and_is_audited() {
     let t = app.tenant(true).await;
     let id = dead_sms(&app, &t, "+4915100000001").await;
     let purged = dlq(&["purge", &id.to_string(), "--reason", "customer unreachable"]).await;
-    assert!(purged[0]["outcome"].as_str().unwrap().starts_with("Done"));
+    assert_eq!(purged[0]["outcome"], "purged");
     let shown = &dlq(&["show", &id.to_string()]).await[0];
     assert_eq!(shown["status"], "purged");
     assert_eq!(shown["purge_reason"], "customer unreachable");
@@ -165,9 +124,136 @@ async fn a_purge_needs_a_reason_and_is_audited() {
         .await
         .unwrap();
     assert_eq!(audited.len(), 1);
-    // Without a reason, nothing happens.
+    // Without a reason, nothing happens, and the exit code says it was asked wrongly.
     let id2 = dead_sms(&app, &t, "+4915100000002").await;
     let out = run(dlq_command(&["purge", &id2.to_string(), "--reason", " "])).await;
-    assert!(!out.status.success());
-    assert_eq!(dlq(&["show", &id2.to_string()]).await[0]["status"], "dead");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(tests::dead_letters::status_of(&app, id2).await, "dead");
+}
+
+#[tokio::test]
+async fn unknown_filter_values_are_usage_errors_that_name_the_allowed_values() {
+    for (args, allowed) in [
+        (
+            vec!["list", "--queue", "emails"],
+            "sms_send, webhook_deliver, webhook_batch",
+        ),
+        (vec!["list", "--status", "dying"], "dead, replayed, purged"),
+        (
+            vec!["replay", "--all", "--job-type", "x", "--reason", "r"],
+            "sms_send, webhook_deliver, webhook_batch",
+        ),
+        (
+            vec!["purge", "--all", "--older-than", "2 weeks", "--reason", "r"],
+            "15m, 2h or 7d",
+        ),
+    ] {
+        let out = run(dlq_command(&args)).await;
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(allowed), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed nothing");
+    }
+    // Naming a letter and a filter at once is ambiguous: refused, not guessed.
+    let out = run(dlq_command(&[
+        "replay",
+        &Uuid::now_v7().to_string(),
+        "--queue",
+        "sms_send",
+        "--reason",
+        "r",
+    ]))
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[tokio::test]
+async fn a_bulk_action_pages_through_every_match_and_a_dry_run_changes_nothing() {
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let merchant = t.merchant_id.to_string();
+    // More than two of the bulk action's pages of 200.
+    tests::dead_letters::many(&app, &t, 450, "receiver timeout").await;
+    tests::dead_letters::many(&app, &t, 5, "bad certificate").await;
+
+    let lines = dlq(&[
+        "purge",
+        "--all",
+        "--merchant",
+        &merchant,
+        "--error",
+        "timeout",
+        "--reason",
+        "stale",
+        "--dry-run",
+    ])
+    .await;
+    let (last, letters) = lines.split_last().unwrap();
+    assert_eq!(letters.len(), 450, "every match is listed, past every page");
+    assert!(letters.iter().all(|l| l["outcome"] == "would purge"));
+    assert_eq!(last["summary"]["dry_run"], true);
+    assert_eq!(last["summary"]["matched"], 450);
+    assert_eq!(last["summary"]["changed"], 0);
+    assert_eq!(
+        tests::dead_letters::count(&app, t.merchant_id, "dead").await,
+        455
+    );
+
+    let table = dlq_ok(&[
+        "purge",
+        "--all",
+        "--merchant",
+        &merchant,
+        "--error",
+        "timeout",
+        "--reason",
+        "stale",
+    ])
+    .await;
+    assert!(
+        table
+            .lines()
+            .last()
+            .unwrap()
+            .starts_with("450 matched: 450 purged, 0 no longer dead"),
+        "{}",
+        table.lines().last().unwrap()
+    );
+    assert!(
+        table.starts_with("ID "),
+        "a table with a header: {}",
+        &table[..80]
+    );
+    assert_eq!(
+        tests::dead_letters::count(&app, t.merchant_id, "purged").await,
+        450
+    );
+    assert_eq!(
+        tests::dead_letters::count(&app, t.merchant_id, "dead").await,
+        5,
+        "letters outside the filter are untouched"
+    );
+
+    // The whole action is audited once, beside each letter's own entry.
+    let db = &app.server.state.db;
+    let whole = db
+        .query_all_raw(sea_orm::Statement::from_string(
+            db.get_database_backend(),
+            format!(
+                "SELECT reason FROM operator_audit_log WHERE action = 'dead_letter.bulk_purge' \
+                 AND CAST(details AS TEXT) LIKE '%{merchant}%'"
+            ),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(whole.len(), 1);
+
+    let stats = &dlq(&["stats"]).await[0];
+    assert!(stats["total"].as_i64().unwrap() >= 5, "{stats}");
+    let human = dlq_ok(&["list", "--merchant", &merchant, "--limit", "2"]).await;
+    assert!(
+        human.contains("LAST ERROR") && human.contains("bad certificate"),
+        "{human}"
+    );
+    assert!(human.contains("more match: add --before "), "{human}");
 }

@@ -96,6 +96,9 @@ pub const WEBHOOK_DELIVER: &str = "webhook_deliver";
 /// The `webhook_batch` job: a subscription's first attempts, asked for by the relay.
 pub const WEBHOOK_BATCH: &str = "webhook_batch";
 
+/// Every job type; each has its own queue of the same name.
+pub const QUEUES: &[&str] = &[SMS_SEND, WEBHOOK_DELIVER, WEBHOOK_BATCH];
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeliveryPayload {
     pub delivery_id: Uuid,

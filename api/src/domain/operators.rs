@@ -272,3 +272,50 @@ pub async fn set_cors_origins(
     txn.commit().await?;
     Ok(updated)
 }
+
+/// The audit action a ledger check is recorded under.
+pub const LEDGER_CHECK: &str = "ledger.check";
+
+/// Runs the ledger check (every balance recomputed from its entries, every posting
+/// balanced) and records what it found in the audit log, so the console's health page
+/// can say when it last ran and with what result, whoever ran it (`wallet-api ledger
+/// check` or the console).
+pub async fn check_ledger(
+    db: &DatabaseConnection,
+    actor: &str,
+    merchant: Option<Uuid>,
+) -> Result<store::ledger::Report, ApiError> {
+    let report = store::ledger::check(db, merchant).await?;
+    audit(
+        db,
+        actor,
+        LEDGER_CHECK,
+        "ledger",
+        merchant.map(|m| m.to_string()),
+        None,
+        json!({
+            "consistent": report.is_consistent(),
+            "postings": report.postings,
+            "entries": report.entries,
+            "unbalanced_postings": report.unbalanced_postings.len(),
+            "wallet_mismatches": report.wallet_mismatches.len(),
+            "grant_mismatches": report.grant_mismatches.len(),
+        }),
+    )
+    .await?;
+    Ok(report)
+}
+
+/// The most recent ledger check's audit entry, if one ever ran.
+pub async fn last_ledger_check(
+    db: &DatabaseConnection,
+) -> Result<Option<operator_audit::Model>, ApiError> {
+    let f = store::operators::AuditFilter {
+        action: Some(LEDGER_CHECK.into()),
+        ..Default::default()
+    };
+    Ok(store::operators::audit_page(db, &f, None, 1)
+        .await?
+        .into_iter()
+        .next())
+}

@@ -12,7 +12,7 @@ use chrono::{DateTime, Duration, Utc};
 use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
 use hmac::{Hmac, KeyInit, Mac};
 use rand::RngCore;
-use sea_orm::ConnectionTrait;
+use sea_orm::{ConnectionTrait, DatabaseConnection};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use uuid::Uuid;
@@ -368,7 +368,16 @@ pub async fn enable<C: ConnectionTrait>(
     replay_missed: bool,
     now: DateTime<Utc>,
 ) -> Result<(webhook_subscription::Model, u64, u64), ApiError> {
-    let mut s = lock(c, p, id).await?;
+    let s = lock(c, p, id).await?;
+    enable_locked(c, s, replay_missed, now).await
+}
+
+async fn enable_locked<C: ConnectionTrait>(
+    c: &C,
+    mut s: webhook_subscription::Model,
+    replay_missed: bool,
+    now: DateTime<Utc>,
+) -> Result<(webhook_subscription::Model, u64, u64), ApiError> {
     s.state = ACTIVE.into();
     s.disabled_reason = None;
     s.disabled_at = None;
@@ -492,8 +501,93 @@ pub async fn redeliver_failed<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<u64, ApiError> {
     let s = lock(c, p, subscription).await?;
-    Ok(requeue_all(c, s.id, DEAD, Some(since), now).await?
-        + requeue_all(c, s.id, SUSPENDED, Some(since), now).await?)
+    recover_locked(c, s.id, since, now).await
+}
+
+async fn recover_locked<C: ConnectionTrait>(
+    c: &C,
+    subscription: Uuid,
+    since: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<u64, ApiError> {
+    Ok(requeue_all(c, subscription, DEAD, Some(since), now).await?
+        + requeue_all(c, subscription, SUSPENDED, Some(since), now).await?)
+}
+
+// --- the service's own operators ---------------------------------------------------------
+
+/// An operator re-enables any tenant's endpoint (one auto-disabled after its failures, say),
+/// as the partner's own `enable` does, audited with the reason.
+pub async fn operator_enable(
+    db: &DatabaseConnection,
+    actor: &str,
+    id: Uuid,
+    replay_missed: bool,
+    reason: &str,
+) -> Result<(webhook_subscription::Model, u64, u64), ApiError> {
+    let reason = super::dead_letters::reason(reason)?;
+    let txn = store::begin(db).await?;
+    let s = store::webhooks::lock_subscription(&txn, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Subscription"))?;
+    let before = (s.state.clone(), s.disabled_reason.clone());
+    let done = enable_locked(&txn, s, replay_missed, Utc::now()).await?;
+    super::operators::audit(
+        &txn,
+        actor,
+        "webhook_endpoint.enable",
+        "webhook_endpoint",
+        Some(id.to_string()),
+        Some(reason.to_string()),
+        json!({"from": before.0, "disabled_reason": before.1, "missed": done.1, "replayed": done.2}),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(done)
+}
+
+/// What "recover since T" would send again: deliveries DEAD or SUSPENDED created at or
+/// after `since`.
+pub async fn recoverable(
+    db: &DatabaseConnection,
+    id: Uuid,
+    since: DateTime<Utc>,
+) -> Result<(webhook_subscription::Model, u64), ApiError> {
+    let s = store::webhooks::find_subscription(db, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Subscription"))?;
+    let n = store::webhooks::count_in_state_since(db, id, DEAD, since).await?
+        + store::webhooks::count_in_state_since(db, id, SUSPENDED, since).await?;
+    Ok((s, n))
+}
+
+/// An operator sends again every failed or suspended delivery since `since`, as the
+/// partner's `redeliver_failed` does, audited with the reason. Returns how many.
+pub async fn operator_recover(
+    db: &DatabaseConnection,
+    actor: &str,
+    id: Uuid,
+    since: DateTime<Utc>,
+    reason: &str,
+) -> Result<u64, ApiError> {
+    let reason = super::dead_letters::reason(reason)?;
+    let txn = store::begin(db).await?;
+    let s = store::webhooks::lock_subscription(&txn, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Subscription"))?;
+    let n = recover_locked(&txn, s.id, since, Utc::now()).await?;
+    super::operators::audit(
+        &txn,
+        actor,
+        "webhook_endpoint.recover",
+        "webhook_endpoint",
+        Some(id.to_string()),
+        Some(reason.to_string()),
+        json!({"since": since, "requeued": n}),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(n)
 }
 
 #[cfg(test)]

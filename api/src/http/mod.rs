@@ -85,7 +85,8 @@ pub fn routes(state: AppState) -> impl Endpoint {
                 .with(admission)
                 .data(doc),
         )
-        .at("/metrics", metrics_endpoint(metrics));
+        .at("/metrics", metrics_endpoint(metrics))
+        .nest("/ops", crate::console::routes());
     with_middleware(app.with(manners::Manners(table)), state)
 }
 

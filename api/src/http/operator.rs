@@ -2,6 +2,7 @@
 //! key is accepted here, and an operator key is accepted nowhere else.
 use crate::http::fields::Text;
 use crate::http::fields::UuidText;
+use crate::http::fields::{DeadLetterStatuses, JobQueues};
 use chrono::SecondsFormat;
 use poem::web::Data;
 use poem_openapi::{
@@ -213,6 +214,33 @@ fn action(id: Uuid, done: &str, out: dead_letters::Outcome) -> DeadLetterAction 
     }
 }
 
+type QueueField<S> = crate::http::fields::Field<crate::http::fields::OneOf<S>>;
+
+/// The filter's field names as query parameters (`tenant` is `integration_id` here).
+fn query_fields(e: ApiError) -> ApiError {
+    let body = e.to_body();
+    let Some(fields) = body["details"]["fields"].as_array() else {
+        return e;
+    };
+    ApiError::validation(
+        fields
+            .iter()
+            .map(|f| {
+                let name = match f["field"].as_str().unwrap_or_default() {
+                    "tenant" => "integration_id",
+                    "merchant" => "merchant_id",
+                    other => other,
+                };
+                crate::error::FieldError::new(
+                    format!("query:{name}"),
+                    f["issue"].as_str().unwrap_or("invalid"),
+                    f["message"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect(),
+    )
+}
+
 fn dead_letter_id(raw: &str) -> Result<Uuid, ApiError> {
     let mut e = Errors::default();
     validate::uuid(&mut e, "path:deadLetterId", raw).ok_or_else(|| ApiError::validation(e.0))
@@ -354,49 +382,46 @@ impl OperatorApi {
         state: Data<&AppState>,
         _auth: OperatorAuth,
         /// `dead` (default), `replayed` or `purged`.
-        status: Query<
-            Option<
-                crate::http::fields::Field<
-                    crate::http::fields::OneOf<crate::http::fields::DeadLetterStatuses>,
-                >,
-            >,
-        >,
-        queue: Query<Option<String>>,
-        job_type: Query<Option<String>>,
+        status: Query<Option<QueueField<DeadLetterStatuses>>>,
+        queue: Query<Option<QueueField<JobQueues>>>,
+        job_type: Query<Option<QueueField<JobQueues>>>,
+        /// Only letters of the merchants linked to this integration (a platform tenant).
+        integration_id: Query<Option<UuidText>>,
         merchant_id: Query<Option<UuidText>>,
         /// Only letters dead for at least this many seconds (up to ten years).
         older_than_secs: Query<Option<crate::http::fields::IntIn<0, 315_360_000>>>,
-        /// Only letters whose last error contains this text.
+        /// Only letters whose last error contains this text (any case, up to 200
+        /// characters).
         error: Query<Option<String>>,
         /// 1 to 200, default 50.
         limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<crate::http::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<DeadLetterView>>> {
         let mut e = Errors::default();
-        if let Some(s) = &status.0 {
-            s.check(&mut e, "query:status");
+        if let Some(v) = &status.0 {
+            v.check(&mut e, "query:status");
         }
-        let status = status.0.map_or_else(|| "dead".to_string(), String::from);
-        let merchant = merchant_id
-            .0
-            .as_deref()
-            .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
+        for (name, v) in [("query:queue", &queue.0), ("query:job_type", &job_type.0)] {
+            if let Some(v) = v {
+                v.check(&mut e, name);
+            }
+        }
         if let Some(s) = &older_than_secs.0 {
             s.check(&mut e, "query:older_than_secs");
         }
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let before = super::cursor::after("dead_letter", &cursor.0)?;
-        let f = store::dead_letters::Filter {
-            status: Some(status),
-            queue: queue.0,
-            job_type: job_type.0,
-            merchant_id: merchant,
-            dead_before: older_than_secs
-                .0
-                .map(|s| chrono::Utc::now() - chrono::Duration::seconds(s.0)),
-            error_contains: error.0,
+        let input = dead_letters::FilterInput {
+            status: status.0.map(String::from),
+            queue: queue.0.map(String::from),
+            job_type: job_type.0.map(String::from),
+            tenant: integration_id.0.map(String::from),
+            merchant: merchant_id.0.map(String::from),
+            older_than: older_than_secs.0.map(|s| s.0.to_string()),
+            error: error.0,
         };
+        let f = dead_letters::parse_filter(&input, chrono::Utc::now()).map_err(query_fields)?;
+        let before = super::cursor::after("dead_letter", &cursor.0)?;
         let rows = store::dead_letters::list(&state.0.db, &f, before, limit + 1)
             .await
             .map_err(ApiError::from)?;
@@ -444,7 +469,7 @@ impl OperatorApi {
         dead_letter_id: Path<UuidText>,
     ) -> poem::Result<Reply<DeadLetterAction>> {
         let id = self::dead_letter_id(&dead_letter_id.0)?;
-        let out = dead_letters::replay(&state.0.db, id, &auth.0.actor()).await?;
+        let out = dead_letters::replay(&state.0.db, id, &auth.0.actor(), None).await?;
         Ok(Reply::ok(&action(id, "replayed", out)))
     }
 
@@ -476,10 +501,17 @@ impl OperatorApi {
         method = "get",
         operation_id = "operatorAuditLog"
     )]
+    #[allow(clippy::too_many_arguments)]
     async fn audit_log(
         &self,
         state: Data<&AppState>,
         _auth: OperatorAuth,
+        /// Only this actor (as listed, e.g. `operator:<id>:<name>` or `cli:<user>`).
+        actor: Query<Option<String>>,
+        /// Only this action (e.g. `dead_letter.replay`, `integration.suspend`).
+        action: Query<Option<String>>,
+        /// Only entries about this object (an integration or dead letter id).
+        target_id: Query<Option<String>>,
         /// 1 to 200, default 50.
         limit: Query<Option<crate::http::fields::PageLimit>>,
         cursor: Query<Option<crate::http::fields::Cursor>>,
@@ -488,7 +520,13 @@ impl OperatorApi {
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let before = super::cursor::after("audit", &cursor.0)?;
-        let rows = store::operators::audit_page(&state.0.db, before, limit + 1)
+        let f = store::operators::AuditFilter {
+            actor: actor.0,
+            action: action.0,
+            target_id: target_id.0,
+            ..Default::default()
+        };
+        let rows = store::operators::audit_page(&state.0.db, &f, before, limit + 1)
             .await
             .map_err(ApiError::from)?;
         let (rows, more) = crate::domain::page_of(rows, limit);

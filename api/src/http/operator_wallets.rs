@@ -344,7 +344,8 @@ impl OperatorWalletsApi {
     /// Check the ledger (operators)
     ///
     /// Recomputes every wallet and grant balance from the ledger entries and checks every
-    /// posting balances; for one merchant or all.
+    /// posting balances; for one merchant or all. Each run is recorded in the audit log
+    /// (`ledger.check`), which the console's health page reads.
     #[oai(
         path = "/operator/ledger/check",
         method = "get",
@@ -353,7 +354,7 @@ impl OperatorWalletsApi {
     async fn check(
         &self,
         state: Data<&AppState>,
-        _auth: OperatorAuth,
+        auth: OperatorAuth,
         merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<LedgerCheck>> {
         let mut e = Errors::default();
@@ -362,9 +363,8 @@ impl OperatorWalletsApi {
             .as_deref()
             .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
         e.finish()?;
-        let r = store::ledger::check(&state.0.db, merchant)
-            .await
-            .map_err(ApiError::from)?;
+        let r =
+            crate::domain::operators::check_ledger(&state.0.db, &auth.0.actor(), merchant).await?;
         Ok(Reply::ok(&ledger_check_view(r)))
     }
 }

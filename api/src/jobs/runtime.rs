@@ -13,7 +13,6 @@ use super::{
     webhook_deliver,
 };
 use crate::{
-    domain::job_requests::{SMS_SEND, WEBHOOK_BATCH, WEBHOOK_DELIVER},
     jobs::sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
     state::AppState,
     store,
@@ -21,7 +20,7 @@ use crate::{
 };
 
 /// One apalis queue per job type.
-pub const QUEUES: &[&str] = &[SMS_SEND, WEBHOOK_DELIVER, WEBHOOK_BATCH];
+pub use crate::domain::job_requests::QUEUES;
 
 /// Heartbeats a worker may miss before its jobs count as abandoned and are run again.
 const MISSED_HEARTBEATS: usize = 3;

@@ -1,7 +1,8 @@
 use chrono::{DateTime, Utc};
 use entities::dead_letter;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select,
+    Set,
     sea_query::{Expr, OnConflict},
 };
 use serde_json::Value;
@@ -54,28 +55,36 @@ pub async fn insert_once<C: ConnectionTrait>(c: &C, d: NewDeadLetter<'_>) -> Res
     }
 }
 
-#[derive(Default, Clone, Debug)]
+/// Which dead letters an operator means. Every field narrows; the ids are UUIDv7 taken
+/// when the job died, so "dead before T" is an `id` range and every list is newest first
+/// on an index of `(status, <one other filter>, id)` (migration 000018). Error text is
+/// matched case-insensitively, through a trigram index on PostgreSQL.
+#[derive(Default, Clone, Debug, PartialEq, Eq)]
 pub struct Filter {
     pub status: Option<String>,
     pub queue: Option<String>,
     pub job_type: Option<String>,
+    /// A platform tenant: letters of the merchants linked to this integration.
+    pub integration_id: Option<Uuid>,
     pub merchant_id: Option<Uuid>,
     pub dead_before: Option<DateTime<Utc>>,
     pub error_contains: Option<String>,
 }
 
-/// Letters matching `f`, newest first (ids are UUIDv7 taken when the job died), before the
-/// cursor `before`.
-pub async fn list<C: ConnectionTrait>(
-    c: &C,
-    f: &Filter,
-    before: Option<Uuid>,
-    limit: u64,
-) -> Result<Vec<dead_letter::Model>, DbErr> {
+/// The smallest UUIDv7 of the millisecond `t`: every id taken at or after `t` is at least
+/// this.
+pub fn uuid_v7_floor(t: DateTime<Utc>) -> Uuid {
+    let ms = u64::try_from(t.timestamp_millis()).unwrap_or(0) & 0xFFFF_FFFF_FFFF;
+    let mut b = [0u8; 16];
+    b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+    b[6] = 0x70;
+    b[8] = 0x80;
+    Uuid::from_bytes(b)
+}
+
+fn select(f: &Filter) -> Select<dead_letter::Entity> {
+    use entities::integration_enterprise as link;
     let mut q = dead_letter::Entity::find();
-    if let Some(b) = before {
-        q = q.filter(dead_letter::Column::Id.lt(b));
-    }
     if let Some(s) = &f.status {
         q = q.filter(dead_letter::Column::Status.eq(s.clone()));
     }
@@ -85,17 +94,62 @@ pub async fn list<C: ConnectionTrait>(
     if let Some(s) = &f.job_type {
         q = q.filter(dead_letter::Column::JobType.eq(s.clone()));
     }
+    if let Some(i) = f.integration_id {
+        q = q.filter(
+            dead_letter::Column::MerchantId.in_subquery(
+                sea_orm::sea_query::Query::select()
+                    .column(link::Column::EnterpriseId)
+                    .from(link::Entity)
+                    .and_where(link::Column::IntegrationId.eq(i))
+                    .to_owned(),
+            ),
+        );
+    }
     if let Some(m) = f.merchant_id {
         q = q.filter(dead_letter::Column::MerchantId.eq(m));
     }
     if let Some(t) = f.dead_before {
-        q = q.filter(dead_letter::Column::DeadAt.lt(t));
+        q = q.filter(dead_letter::Column::Id.lt(uuid_v7_floor(t)));
     }
     if let Some(s) = &f.error_contains {
-        q = q.filter(dead_letter::Column::LastError.contains(s.clone()));
+        q = q.filter(super::contains_any_case(dead_letter::Column::LastError, s));
+    }
+    q
+}
+
+/// Letters matching `f`, newest first, before the cursor `before`.
+pub async fn list<C: ConnectionTrait>(
+    c: &C,
+    f: &Filter,
+    before: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<dead_letter::Model>, DbErr> {
+    let mut q = select(f);
+    if let Some(b) = before {
+        q = q.filter(dead_letter::Column::Id.lt(b));
     }
     q.order_by_desc(dead_letter::Column::Id)
         .limit(limit)
+        .all(c)
+        .await
+}
+
+/// How many letters match `f`.
+pub async fn count<C: ConnectionTrait>(c: &C, f: &Filter) -> Result<u64, DbErr> {
+    use sea_orm::PaginatorTrait;
+    select(f).count(c).await
+}
+
+/// Dead letters still `dead`, per queue (an index-only read of `(status, queue, id)`).
+pub async fn dead_per_queue<C: ConnectionTrait>(c: &C) -> Result<Vec<(String, i64)>, DbErr> {
+    dead_letter::Entity::find()
+        .select_only()
+        .column(dead_letter::Column::Queue)
+        .column_as(dead_letter::Column::Id.count(), "n")
+        .filter(dead_letter::Column::Status.eq("dead"))
+        .group_by(dead_letter::Column::Queue)
+        .order_by_asc(dead_letter::Column::Queue)
+        .into_tuple()
         .all(c)
         .await
 }

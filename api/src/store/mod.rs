@@ -98,3 +98,19 @@ pub fn is_transient(e: &sea_orm::DbErr) -> bool {
         _ => false,
     }
 }
+
+/// `LOWER(col) LIKE '%text%'` with `%`, `_` and `\\` in `text` taken literally: a
+/// case-insensitive "contains" that both backends run the same way (and PostgreSQL can
+/// serve from a trigram index on `lower(col)`).
+pub(crate) fn contains_any_case<C: sea_orm::sea_query::IntoColumnRef>(
+    col: C,
+    text: &str,
+) -> sea_orm::sea_query::SimpleExpr {
+    use sea_orm::sea_query::{Expr, ExprTrait, Func, LikeExpr};
+    let escaped = text
+        .to_lowercase()
+        .replace('\\', "\\\\")
+        .replace('%', "\\%")
+        .replace('_', "\\_");
+    Expr::expr(Func::lower(Expr::col(col))).like(LikeExpr::new(format!("%{escaped}%")).escape('\\'))
+}

@@ -291,3 +291,54 @@ pub async fn advanced_clocks<C: ConnectionTrait>(c: &C) -> Result<Vec<(Uuid, i64
         .filter_map(|i| Some((i.id, i.clock_offset_secs?)))
         .collect())
 }
+
+/// Integrations for the operations console, newest first, before the cursor: name
+/// containing `q` (any case), in `status`, sandbox or live. A short table (one row per
+/// platform), read a page at a time down its primary key.
+pub async fn integrations_page<C: ConnectionTrait>(
+    c: &C,
+    q: Option<&str>,
+    status: Option<&str>,
+    sandbox: Option<bool>,
+    before: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<integration::Model>, DbErr> {
+    use sea_orm::QuerySelect;
+    let mut s = integration::Entity::find();
+    if let Some(q) = q {
+        s = s.filter(super::contains_any_case(integration::Column::Name, q));
+    }
+    if let Some(v) = status {
+        s = s.filter(integration::Column::Status.eq(v));
+    }
+    if let Some(v) = sandbox {
+        s = s.filter(integration::Column::IsSandbox.eq(v));
+    }
+    if let Some(b) = before {
+        s = s.filter(integration::Column::Id.lt(b));
+    }
+    s.order_by_desc(integration::Column::Id)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
+/// Keys per integration and status (`active`, `revoked` ...), for the integrations given.
+pub async fn key_counts<C: ConnectionTrait>(
+    c: &C,
+    integrations: &[Uuid],
+) -> Result<Vec<(Uuid, String, i64)>, DbErr> {
+    use entities::api_key;
+    use sea_orm::QuerySelect;
+    api_key::Entity::find()
+        .select_only()
+        .column(api_key::Column::IntegrationId)
+        .column(api_key::Column::Status)
+        .column_as(api_key::Column::Id.count(), "n")
+        .filter(api_key::Column::IntegrationId.is_in(integrations.iter().copied()))
+        .group_by(api_key::Column::IntegrationId)
+        .group_by(api_key::Column::Status)
+        .into_tuple()
+        .all(c)
+        .await
+}

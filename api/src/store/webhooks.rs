@@ -464,3 +464,75 @@ pub async fn stalled<C: ConnectionTrait>(
         .all(c)
         .await
 }
+
+/// Subscriptions for the operations console, newest first, before the cursor: of one
+/// integration, in one state.
+pub async fn subscriptions_for_ops<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Option<Uuid>,
+    state: Option<&str>,
+    before: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<webhook_subscription::Model>, DbErr> {
+    let mut q = webhook_subscription::Entity::find();
+    if let Some(i) = integration_id {
+        q = q.filter(webhook_subscription::Column::IntegrationId.eq(i));
+    }
+    if let Some(s) = state {
+        q = q.filter(webhook_subscription::Column::State.eq(s));
+    }
+    if let Some(b) = before {
+        q = q.filter(webhook_subscription::Column::Id.lt(b));
+    }
+    q.order_by_desc(webhook_subscription::Column::Id)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
+/// The endpoint's attempts since `since`, newest first, at most `limit` (the index
+/// `(subscription_id, started_at)` serves it).
+pub async fn recent_attempts<C: ConnectionTrait>(
+    c: &C,
+    subscription: Uuid,
+    since: DateTime<Utc>,
+    limit: u64,
+) -> Result<Vec<webhook_attempt::Model>, DbErr> {
+    webhook_attempt::Entity::find()
+        .filter(webhook_attempt::Column::SubscriptionId.eq(subscription))
+        .filter(webhook_attempt::Column::StartedAt.gte(since))
+        .order_by_desc(webhook_attempt::Column::StartedAt)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
+/// The endpoint's last failed attempts, newest first.
+pub async fn last_failures<C: ConnectionTrait>(
+    c: &C,
+    subscription: Uuid,
+    limit: u64,
+) -> Result<Vec<webhook_attempt::Model>, DbErr> {
+    webhook_attempt::Entity::find()
+        .filter(webhook_attempt::Column::SubscriptionId.eq(subscription))
+        .filter(webhook_attempt::Column::Succeeded.eq(false))
+        .order_by_desc(webhook_attempt::Column::StartedAt)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
+/// Deliveries of the subscription in `state` created at or after `since`.
+pub async fn count_in_state_since<C: ConnectionTrait>(
+    c: &C,
+    subscription: Uuid,
+    state: &str,
+    since: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::SubscriptionId.eq(subscription))
+        .filter(webhook_delivery::Column::State.eq(state))
+        .filter(webhook_delivery::Column::CreatedAt.gte(since))
+        .count(c)
+        .await
+}

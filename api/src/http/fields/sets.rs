@@ -107,6 +107,10 @@ closed_set!(
     DeadLetterStatuses = crate::domain::dead_letters::STATUSES
 );
 closed_set!(
+    /// A job type, each with its own queue of the same name.
+    JobQueues = crate::domain::job_requests::QUEUES
+);
+closed_set!(
     /// The identity credential types a QR mint resolves.
     MintCredentialTypes = &["phone"]
 );

@@ -1,0 +1,161 @@
+//! The page shell every console page shares: navigation, the operator and a sign-out
+//! form, the stylesheet, and the headers that keep the pages private (no caching, no
+//! framing, no script at all: every action is a plain form).
+use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, html};
+use poem::{
+    Response,
+    http::{HeaderValue, StatusCode, header},
+};
+
+use super::session::Session;
+
+const STYLESHEET: &str = include_str!("console.css");
+
+pub const PAGES: &[(&str, &str)] = &[
+    ("dead-letters", "Dead letters"),
+    ("webhooks", "Webhook endpoints"),
+    ("tenants", "Tenants"),
+    ("audit", "Audit log"),
+    ("health", "Health"),
+];
+
+pub fn stylesheet() -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .content_type("text/css; charset=utf-8")
+        .header(header::CACHE_CONTROL, "max-age=3600")
+        .body(STYLESHEET)
+}
+
+/// A whole page, sent with `status`.
+pub fn page(
+    status: StatusCode,
+    title: &str,
+    s: Option<&Session>,
+    current: &str,
+    body: Markup,
+) -> Response {
+    let doc = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · Wallet operations" }
+                link rel="stylesheet" href="/ops/console.css";
+            }
+            body {
+                header.top {
+                    span.brand { "Wallet operations" }
+                    @if let Some(s) = s {
+                        nav {
+                            @for (path, name) in PAGES {
+                                a href={ "/ops/" (path) } class=[(current == *path).then_some("current")] { (name) }
+                            }
+                        }
+                        form.signout method="post" action="/ops/logout" {
+                            (csrf(s))
+                            span.who { (s.operator.name) }
+                            button type="submit" { "Sign out" }
+                        }
+                    }
+                }
+                main {
+                    h1 { (title) }
+                    (body)
+                }
+            }
+        }
+    };
+    html_response(status, doc.into_string())
+}
+
+pub fn html_response(status: StatusCode, body: String) -> Response {
+    let mut r = Response::builder()
+        .status(status)
+        .content_type("text/html; charset=utf-8")
+        .body(body);
+    let h = r.headers_mut();
+    for (k, v) in [
+        (header::CACHE_CONTROL, "no-store"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "same-origin"),
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    ] {
+        h.insert(k, HeaderValue::from_static(v));
+    }
+    r
+}
+
+/// A page that only says what went wrong (no session needed to see it).
+pub fn problem(status: StatusCode, message: &str) -> Response {
+    page(
+        status,
+        status.canonical_reason().unwrap_or("Error"),
+        None,
+        "",
+        html! { p.error { (message) } p { a href="/ops" { "Back to the console" } } },
+    )
+}
+
+/// The hidden CSRF field every form carries.
+pub fn csrf(s: &Session) -> Markup {
+    html! { input type="hidden" name="csrf" value=(s.csrf); }
+}
+
+/// A required reason field (kept in the audit log).
+pub fn reason_field() -> Markup {
+    html! {
+        label { "Reason (kept in the audit log) "
+            input type="text" name="reason" required minlength="1" maxlength="500" placeholder="ticket, incident or why";
+        }
+    }
+}
+
+pub fn ts(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+/// "3m ago", "2h ago", "5d ago".
+pub fn ago(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let s = (now - t).num_seconds().max(0);
+    match s {
+        0..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86400),
+    }
+}
+
+/// A page of a list: a link to the next (older) page keeping the other parameters.
+pub fn next_link(base: &str, params: &[(&str, Option<&str>)], before: Option<String>) -> Markup {
+    let Some(before) = before else {
+        return html! { p.muted { "End of the list." } };
+    };
+    let mut q: Vec<String> = params
+        .iter()
+        .filter_map(|(k, v)| {
+            v.filter(|v| !v.is_empty())
+                .map(|v| format!("{k}={}", enc(v)))
+        })
+        .collect();
+    q.push(format!("before={before}"));
+    html! { p { a.next href={ (base) "?" (q.join("&")) } { "Older →" } } }
+}
+
+/// Percent-encodes a query value.
+pub fn enc(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

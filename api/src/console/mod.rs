@@ -1,0 +1,128 @@
+//! The operations console at `/ops`: server-rendered pages where the service's own staff
+//! drain dead letters, watch webhook endpoints, act on tenants, read the audit log and
+//! see the service's health. Behind the operator credential only (`session`); every
+//! action is a form with a CSRF token and a required reason, and runs through the same
+//! domain functions as the operator HTTP API and the CLI, which audit it.
+//!
+//! Lists are newest first and cursor-paginated (`?before=<id>`), each served by an index
+//! (migration 000018 says which).
+mod audit;
+mod dead_letters;
+mod health;
+mod layout;
+mod login;
+mod session;
+mod tenants;
+mod webhooks;
+
+use std::collections::HashMap;
+
+use poem::{Response, Route, get, handler, http::StatusCode, post, web::Redirect};
+use serde::Deserialize;
+
+pub use session::{COOKIE, mint as mint_session};
+
+use session::Session;
+
+/// Every console route, to be nested at `/ops`.
+pub fn routes() -> Route {
+    Route::new()
+        .at("/", get(home))
+        .at("/console.css", get(css))
+        .at("/login", get(login::form).post(login::submit))
+        .at("/logout", post(login::logout))
+        .at("/dead-letters", get(dead_letters::list))
+        .at("/dead-letters/bulk", post(dead_letters::bulk))
+        .at("/dead-letters/:id", get(dead_letters::show))
+        .at("/dead-letters/:id/:action", post(dead_letters::act_one))
+        .at("/webhooks", get(webhooks::list))
+        .at("/webhooks/:id/enable", post(webhooks::enable))
+        .at("/webhooks/:id/recover", post(webhooks::recover))
+        .at("/tenants", get(tenants::list))
+        .at("/tenants/:id/:action", post(tenants::set_status))
+        .at("/audit", get(audit::list))
+        .at("/health", get(health::page))
+        .at("/health/ledger-check", post(health::ledger_check))
+}
+
+#[handler]
+fn home() -> Redirect {
+    Redirect::see_other("/ops/dead-letters")
+}
+
+#[handler]
+fn css() -> Response {
+    layout::stylesheet()
+}
+
+/// A form's or query string's fields, as text; blank ones count as absent.
+#[derive(Deserialize, Default, Debug)]
+#[serde(transparent)]
+pub struct Fields(HashMap<String, String>);
+
+impl Fields {
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(|v| v.trim()).filter(|v| !v.is_empty())
+    }
+
+    pub fn owned(&self, k: &str) -> Option<String> {
+        self.get(k).map(str::to_string)
+    }
+}
+
+/// The signed-in operator, or (returned at once) the way to the login form.
+macro_rules! signed_in {
+    ($req:expr, $st:expr) => {
+        match $crate::console::session::Session::of($req, $st).await {
+            Ok(s) => s,
+            Err(r) => return r,
+        }
+    };
+}
+pub(crate) use signed_in;
+
+/// A form posted without this session's CSRF token is refused, and nothing is done.
+pub fn refuse_without_csrf(s: &Session, f: &Fields) -> Option<Response> {
+    (!s.csrf_ok(f.get("csrf"))).then(|| {
+        layout::problem(
+            StatusCode::FORBIDDEN,
+            "This form is missing its security token or it belongs to an older session. \
+             Reload the page and try again; nothing was changed.",
+        )
+    })
+}
+
+/// An error from a domain function, as a page: a refused input says why, anything else
+/// is logged and shown without its cause.
+pub fn error_page(s: &Session, e: &crate::error::ApiError) -> Response {
+    let body = e.to_body();
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if status.is_server_error() {
+        tracing::error!(error = %e, "console action failed");
+    }
+    let message = body["message"].as_str().unwrap_or("Failed").to_string();
+    let fields: Vec<String> = body["details"]["fields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            format!(
+                "{}: {}",
+                f["field"].as_str().unwrap_or("?"),
+                f["message"].as_str().unwrap_or("invalid")
+            )
+        })
+        .collect();
+    layout::page(
+        status,
+        "That did not work",
+        Some(s),
+        "",
+        maud::html! {
+            p.error { (message) }
+            @for f in &fields { p.error { (f) } }
+            p { "Nothing was changed. Use the browser's Back button to correct the form, or "
+                a href="/ops" { "return to the console" } "." }
+        },
+    )
+}

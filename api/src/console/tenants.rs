@@ -1,0 +1,158 @@
+//! Tenants (integrations): search, status, sandbox flag, key counts, and suspend or
+//! reactivate with a reason (the same domain action as the operator HTTP API).
+use std::collections::HashMap;
+
+use maud::html;
+use poem::{
+    Request, Response, handler,
+    http::StatusCode,
+    web::{Data, Form, Path, Query},
+};
+use uuid::Uuid;
+
+use super::{Fields, error_page, layout, refuse_without_csrf, signed_in};
+use crate::{domain::operators, state::AppState, store};
+
+const PAGE: u64 = 50;
+
+#[handler]
+pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>) -> Response {
+    let st = state.0;
+    let s = signed_in!(req, st);
+    let status = q
+        .get("status")
+        .filter(|v| ["ACTIVE", "SUSPENDED"].contains(v));
+    let sandbox = match q.get("sandbox") {
+        Some("yes") => Some(true),
+        Some("no") => Some(false),
+        _ => None,
+    };
+    let search = q.get("q");
+    let before = q.get("before").and_then(|b| Uuid::parse_str(b).ok());
+    // An id pasted into the search box finds that tenant.
+    let rows = if let Some(id) = search.and_then(|v| Uuid::parse_str(v).ok()) {
+        store::tenancy::find_integration(&st.db, id)
+            .await
+            .map(|r| r.into_iter().collect())
+    } else {
+        store::tenancy::integrations_page(&st.db, search, status, sandbox, before, PAGE + 1).await
+    };
+    let rows = match rows {
+        Ok(r) => r,
+        Err(e) => return error_page(&s, &e.into()),
+    };
+    let (rows, more) = crate::domain::page_of(rows, PAGE);
+    let ids: Vec<Uuid> = rows.iter().map(|i| i.id).collect();
+    let mut keys: HashMap<Uuid, (i64, i64)> = HashMap::new();
+    match store::tenancy::key_counts(&st.db, &ids).await {
+        Ok(counts) => {
+            for (i, key_status, n) in counts {
+                let e = keys.entry(i).or_default();
+                if key_status == "active" {
+                    e.0 += n;
+                }
+                e.1 += n;
+            }
+        }
+        Err(e) => return error_page(&s, &e.into()),
+    }
+    let next = more
+        .then(|| rows.last().map(|x| x.id.to_string()))
+        .flatten();
+    let params = [
+        ("q", search),
+        ("status", status),
+        ("sandbox", q.get("sandbox")),
+    ];
+    let body = html! {
+        form.filters method="get" action="/ops/tenants" {
+            label { "Name or id" input type="search" name="q" value=[search]; }
+            label { "Status" select name="status" {
+                option value="" { "any" }
+                option value="ACTIVE" selected[status == Some("ACTIVE")] { "ACTIVE" }
+                option value="SUSPENDED" selected[status == Some("SUSPENDED")] { "SUSPENDED" }
+            } }
+            label { "Sandbox" select name="sandbox" {
+                option value="" { "any" }
+                option value="yes" selected[sandbox == Some(true)] { "sandbox only" }
+                option value="no" selected[sandbox == Some(false)] { "live only" }
+            } }
+            button type="submit" { "Search" }
+        }
+        @if rows.is_empty() { p.muted { "No tenants match." } } @else {
+            table.tenants {
+                thead { tr { th { "Tenant" } th { "Integration id" } th { "Status" } th { "Sandbox" } th { "Keys (active / all)" } th { "Created" } th { "Action" } } }
+                tbody { @for i in &rows {
+                    @let (active, all) = keys.get(&i.id).copied().unwrap_or_default();
+                    tr {
+                        td { (i.name) }
+                        td.id { (i.id) " " a href={ "/ops/dead-letters?tenant=" (i.id) } { "letters" } " " a href={ "/ops/webhooks?tenant=" (i.id) } { "endpoints" } }
+                        td class={ "state-" (i.status) } { (i.status) }
+                        td { @if i.is_sandbox { "sandbox" } @else { "live" } }
+                        td.num { (active) " / " (all) }
+                        td { (layout::ts(i.created_at)) }
+                        td {
+                            @let (to, label) = if i.status == "ACTIVE" { ("suspend", "Suspend") } else { ("reactivate", "Reactivate") };
+                            form.action method="post" action={ "/ops/tenants/" (i.id) "/" (to) } {
+                                (layout::csrf(&s)) (layout::reason_field())
+                                button class=[(to == "suspend").then_some("danger")] type="submit" { (label) }
+                            }
+                        }
+                    }
+                } }
+            }
+            (layout::next_link("/ops/tenants", &params, next))
+        }
+    };
+    layout::page(StatusCode::OK, "Tenants", Some(&s), "tenants", body)
+}
+
+#[handler]
+pub async fn set_status(
+    req: &Request,
+    state: Data<&AppState>,
+    Path((id, action)): Path<(String, String)>,
+    Form(f): Form<Fields>,
+) -> Response {
+    let st = state.0;
+    let s = signed_in!(req, st);
+    if let Some(r) = refuse_without_csrf(&s, &f) {
+        return r;
+    }
+    let to = match action.as_str() {
+        "suspend" => "SUSPENDED",
+        "reactivate" => "ACTIVE",
+        _ => return layout::problem(StatusCode::NOT_FOUND, "No such action."),
+    };
+    let Ok(id) = Uuid::parse_str(&id) else {
+        return layout::problem(StatusCode::NOT_FOUND, "No such tenant.");
+    };
+    let reason = match crate::domain::dead_letters::reason(f.get("reason").unwrap_or_default()) {
+        Ok(r) => r.to_string(),
+        Err(e) => return error_page(&s, &e),
+    };
+    match operators::set_integration_status(
+        &st.db,
+        &st.key_auth(),
+        &st.standing(),
+        &s.operator,
+        id,
+        to,
+        reason,
+    )
+    .await
+    {
+        Ok(i) => layout::page(
+            StatusCode::OK,
+            "Tenant updated",
+            Some(&s),
+            "tenants",
+            html! {
+                p.okay { (i.name) " is " (i.status) "." }
+                @if i.status == "SUSPENDED" { p { "Its keys and terminal tokens stopped working on every replica." } }
+                p { a href="/ops/tenants" { "Back to tenants" } }
+            },
+        ),
+        Err(e) => error_page(&s, &e),
+    }
+}
