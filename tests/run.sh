@@ -36,6 +36,18 @@ if ((${#missing[@]})); then
   done
 fi
 
+# The operations console is tested in a real browser: Debian's Chromium and its
+# chromedriver (packages chromium and chromium-driver), driven over WebDriver.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  say "installing chromium and chromium-driver (the console's browser tests)"
+  if command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) >/dev/null
+  fi
+  for tool in chromium chromedriver; do
+    command -v "$tool" >/dev/null 2>&1 || { echo "$tool is required and could not be installed" >&2; exit 1; }
+  done
+fi
+
 ran=()
 say "embedded mode (SQLite, in-process locks and jobs)"
 WALLET_TEST_MODE=embedded cargo test --workspace --locked

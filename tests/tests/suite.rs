@@ -2,7 +2,6 @@
 mod suite {
     pub mod architecture;
     pub mod clients;
-    pub mod console;
     pub mod contract;
     pub mod customers;
     pub mod disputes;

@@ -75,11 +75,32 @@ macro_rules! signed_in {
     ($req:expr, $st:expr) => {
         match $crate::console::session::Session::of($req, $st).await {
             Ok(s) => s,
-            Err(r) => return r,
+            Err(why) => return $crate::console::refused(why),
         }
     };
 }
 pub(crate) use signed_in;
+
+/// Back to the login form (saying so when the session expired), never cached.
+pub fn refused(why: session::Refusal) -> Response {
+    use poem::IntoResponse;
+    let to = match why {
+        session::Refusal::Unavailable => {
+            return layout::problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The database did not answer. Try again in a moment.",
+            );
+        }
+        session::Refusal::Expired => "/ops/login?expired=1",
+        session::Refusal::Missing | session::Refusal::Invalid => "/ops/login",
+    };
+    let mut r = Redirect::see_other(to).into_response();
+    r.headers_mut().insert(
+        poem::http::header::CACHE_CONTROL,
+        poem::http::HeaderValue::from_static("no-store"),
+    );
+    r
+}
 
 /// A form posted without this session's CSRF token is refused, and nothing is done.
 pub fn refuse_without_csrf(s: &Session, f: &Fields) -> Option<Response> {

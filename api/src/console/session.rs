@@ -7,11 +7,7 @@
 //! checks that the operator is still active, so disabling an operator ends their
 //! sessions. Each form carries a CSRF token derived from the session's nonce.
 use chrono::{DateTime, Utc};
-use poem::{
-    Request, Response,
-    http::{StatusCode, header},
-    web::Redirect,
-};
+use poem::{Request, http::header};
 use rand::RngCore;
 use uuid::Uuid;
 
@@ -49,12 +45,14 @@ fn csrf_of(sealer: &Sealer, nonce: &str) -> String {
     sealer.mac("ops-csrf", nonce.as_bytes())
 }
 
-/// Why a cookie does not open the console.
+/// Why a request does not open the console.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
     Missing,
     Invalid,
     Expired,
+    /// The database did not answer whether the operator is still active.
+    Unavailable,
 }
 
 /// The cookie's operator id and nonce, if its MAC holds and it has not expired.
@@ -110,29 +108,16 @@ pub fn set_cookie(req: &Request, name: &str, value: &str, path: &str, max_age: i
 }
 
 impl Session {
-    /// The session the request's cookie opens, or the way back to the login form.
-    pub async fn of(req: &Request, st: &AppState) -> Result<Session, Response> {
-        let refused = |why: Refusal| {
-            let to = if why == Refusal::Expired {
-                "/ops/login?expired=1"
-            } else {
-                "/ops/login"
-            };
-            Redirect::see_other(to).into_response_with_no_store()
-        };
-        let Some(value) = cookie_value(req, COOKIE) else {
-            return Err(refused(Refusal::Missing));
-        };
-        let (id, nonce) = verify(&st.sealer, value, Utc::now()).map_err(refused)?;
+    /// The session the request's cookie opens, or why not.
+    pub async fn of(req: &Request, st: &AppState) -> Result<Session, Refusal> {
+        let value = cookie_value(req, COOKIE).ok_or(Refusal::Missing)?;
+        let (id, nonce) = verify(&st.sealer, value, Utc::now())?;
         let operator = match store::operators::find_active(&st.db, id).await {
             Ok(Some(op)) => op,
-            Ok(None) => return Err(refused(Refusal::Invalid)),
+            Ok(None) => return Err(Refusal::Invalid),
             Err(e) => {
                 tracing::error!(error = %e, "console: reading the operator failed");
-                return Err(super::layout::problem(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "The database did not answer. Try again in a moment.",
-                ));
+                return Err(Refusal::Unavailable);
             }
         };
         Ok(Session {
@@ -157,22 +142,6 @@ pub fn login_csrf(sealer: &Sealer, nonce: &str) -> String {
 
 pub fn new_login_nonce() -> String {
     nonce()
-}
-
-trait NoStore {
-    fn into_response_with_no_store(self) -> Response;
-}
-
-impl NoStore for Redirect {
-    fn into_response_with_no_store(self) -> Response {
-        use poem::IntoResponse;
-        let mut r = self.into_response();
-        r.headers_mut().insert(
-            header::CACHE_CONTROL,
-            header::HeaderValue::from_static("no-store"),
-        );
-        r
-    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub mod openapi;
 pub mod openapi31;
 pub mod operator;
 pub mod operator_wallets;
+pub mod operator_webhooks;
 pub mod payments;
 pub mod platform;
 pub mod published;

@@ -180,6 +180,90 @@ pub struct DeadLetterAction {
     pub new_job_id: Option<String>,
 }
 
+/// Which dead letters a bulk action reaches: every one still dead, narrowed by each field
+/// given.
+#[derive(Object, Deserialize, Debug, Clone, Default)]
+pub struct DeadLetterFilter {
+    #[oai(nullable)]
+    pub queue: Option<QueueField<JobQueues>>,
+    #[oai(nullable)]
+    pub job_type: Option<QueueField<JobQueues>>,
+    /// Only letters of the merchants linked to this integration (a platform tenant).
+    #[oai(nullable)]
+    pub integration_id: Option<UuidText>,
+    #[oai(nullable)]
+    pub merchant_id: Option<UuidText>,
+    /// Only letters dead for at least this many seconds (up to ten years).
+    #[oai(nullable)]
+    pub older_than_secs: Option<crate::http::fields::IntIn<0, 315_360_000>>,
+    /// Only letters whose last error contains this text (any case).
+    #[oai(nullable)]
+    pub error: Option<Text<1, 200>>,
+}
+
+/// Replay or purge every dead letter matching a filter.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct BulkDeadLetterRequest {
+    /// Required, so that "every dead letter" is said on purpose: `{}` means all of them.
+    pub filter: DeadLetterFilter,
+    /// Why (kept in the audit log, for each letter and for the whole action).
+    #[serde(default)]
+    pub reason: Text<1, 500>,
+    /// True: count and list what would be acted on; change nothing.
+    #[oai(nullable)]
+    pub dry_run: Option<bool>,
+}
+
+impl Validate for BulkDeadLetterRequest {
+    fn validate(&self, e: &mut Errors) {
+        let f = &self.filter;
+        for (name, v) in [
+            ("/filter/queue", &f.queue),
+            ("/filter/job_type", &f.job_type),
+        ] {
+            if let Some(v) = v {
+                v.check(e, name);
+            }
+        }
+        super::common::optional_uuid(e, "/filter/integration_id", &f.integration_id);
+        super::common::optional_uuid(e, "/filter/merchant_id", &f.merchant_id);
+        if let Some(v) = &f.older_than_secs {
+            v.check(e, "/filter/older_than_secs");
+        }
+        if let Some(v) = &f.error {
+            v.check(e, "/filter/error");
+        }
+        self.reason.check(e, "/reason");
+    }
+}
+
+/// One letter a bulk action reached.
+#[derive(Object, Serialize)]
+pub struct BulkDeadLetterStep {
+    pub dead_letter_id: String,
+    pub queue: String,
+    /// `would_replay` / `would_purge` in a dry run; else `replayed`, `purged`, `unchanged`
+    /// (no longer dead when reached) or `failed`.
+    pub outcome: String,
+    #[oai(nullable)]
+    pub error: Option<String>,
+}
+
+/// What a bulk action did, or in a dry run would do. The counts cover every match; the
+/// list shows the first 100 letters reached.
+#[derive(Object, Serialize)]
+pub struct BulkDeadLetterResult {
+    pub dry_run: bool,
+    pub matched: u64,
+    pub changed: u64,
+    pub unchanged: u64,
+    pub failed: u64,
+    pub dead_letters: Vec<BulkDeadLetterStep>,
+}
+
+/// Steps listed in a bulk action's response.
+const BULK_LISTED: usize = 100;
+
 fn dead_letter_view(d: entities::dead_letter::Model) -> DeadLetterView {
     let ts = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
     DeadLetterView {
@@ -493,6 +577,43 @@ impl OperatorApi {
         Ok(Reply::ok(&action(id, "purged", out)))
     }
 
+    /// Replay every matching dead letter (operators)
+    ///
+    /// Every dead letter matching the filter (all of them: page by page, no cap) goes back
+    /// on its queue once, each in its own audited transaction; the whole action is audited
+    /// once more with its filter and counts. With `dry_run`, only counts and lists. A letter
+    /// that fails does not stop the rest (`failed`).
+    #[oai(
+        path = "/operator/dead-letters/bulk/replay",
+        method = "post",
+        operation_id = "operatorReplayDeadLetters"
+    )]
+    async fn bulk_replay(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        body: JsonBody<BulkDeadLetterRequest>,
+    ) -> poem::Result<Reply<BulkDeadLetterResult>> {
+        bulk(state.0, &auth.0, dead_letters::Action::Replay, body.value).await
+    }
+
+    /// Purge every matching dead letter (operators)
+    ///
+    /// As the bulk replay, dropping each letter for good instead.
+    #[oai(
+        path = "/operator/dead-letters/bulk/purge",
+        method = "post",
+        operation_id = "operatorPurgeDeadLetters"
+    )]
+    async fn bulk_purge(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        body: JsonBody<BulkDeadLetterRequest>,
+    ) -> poem::Result<Reply<BulkDeadLetterResult>> {
+        bulk(state.0, &auth.0, dead_letters::Action::Purge, body.value).await
+    }
+
     /// Operator audit log (operators)
     ///
     /// Every operator action, newest first, cursor-paginated.
@@ -546,6 +667,66 @@ impl OperatorApi {
             .collect();
         Ok(Reply::page(&items, &page))
     }
+}
+
+async fn bulk(
+    st: &AppState,
+    op: &Operator,
+    action: dead_letters::Action,
+    b: BulkDeadLetterRequest,
+) -> poem::Result<Reply<BulkDeadLetterResult>> {
+    let f = &b.filter;
+    let input = dead_letters::FilterInput {
+        status: None,
+        queue: f.queue.clone().map(String::from),
+        job_type: f.job_type.clone().map(String::from),
+        tenant: f.integration_id.clone().map(String::from),
+        merchant: f.merchant_id.clone().map(String::from),
+        older_than: f.older_than_secs.as_ref().map(|s| s.0.to_string()),
+        error: f.error.as_ref().map(|e| e.to_string()),
+    };
+    let filter = dead_letters::parse_filter(&input, chrono::Utc::now())?;
+    let dry_run = b.dry_run.unwrap_or(false);
+    let mut listed = vec![];
+    let would = match action {
+        dead_letters::Action::Replay => "would_replay",
+        dead_letters::Action::Purge => "would_purge",
+    };
+    let sum = dead_letters::bulk(
+        &st.db,
+        &filter,
+        action,
+        &op.actor(),
+        &b.reason,
+        dry_run,
+        |step| {
+            if listed.len() < BULK_LISTED {
+                let (outcome, error) = match step.result {
+                    None => (would.to_string(), None),
+                    Some(Ok(o)) => (o.word(action).to_string(), None),
+                    Some(Err(e)) => (
+                        "failed".to_string(),
+                        e.to_body()["message"].as_str().map(str::to_string),
+                    ),
+                };
+                listed.push(BulkDeadLetterStep {
+                    dead_letter_id: step.letter.id.to_string(),
+                    queue: step.letter.queue.clone(),
+                    outcome,
+                    error,
+                });
+            }
+        },
+    )
+    .await?;
+    Ok(Reply::ok(&BulkDeadLetterResult {
+        dry_run: sum.dry_run,
+        matched: sum.matched,
+        changed: sum.changed,
+        unchanged: sum.unchanged,
+        failed: sum.failed,
+        dead_letters: listed,
+    }))
 }
 
 impl OperatorApi {

@@ -243,3 +243,212 @@ async fn operators_list_show_replay_and_purge_dead_letters_over_http() {
     .await;
     assert_eq!(r.status, 401);
 }
+
+#[tokio::test]
+async fn a_bulk_action_over_http_dry_runs_then_reaches_every_match_and_is_audited_whole() {
+    let app = TestApp::spawn().await;
+    let ops = operator_key(&app).await;
+    let t = app.tenant(true).await;
+    let letters = tests::dead_letters::many(&app, &t, 3, "receiver timeout").await;
+    tests::dead_letters::many(&app, &t, 2, "bad certificate").await;
+    let bulk = |what: &str, body: serde_json::Value| {
+        send(
+            app.post(&format!("/operator/dead-letters/bulk/{what}"))
+                .header("x-operator-key", &ops)
+                .json(&body),
+        )
+    };
+    let filter =
+        json!({"merchant_id": t.merchant_id, "queue": "webhook_batch", "error": "TIMEOUT"});
+
+    let dry = bulk(
+        "replay",
+        json!({"filter": filter, "reason": "INC-7 receiver back", "dry_run": true}),
+    )
+    .await;
+    assert_eq!(dry.status, 200, "{}", dry.body);
+    assert_eq!(dry.body["data"]["dry_run"], true);
+    assert_eq!(dry.body["data"]["matched"], 3);
+    assert_eq!(dry.body["data"]["changed"], 0);
+    assert!(
+        dry.body["data"]["dead_letters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["outcome"] == "would_replay")
+    );
+    for id in &letters {
+        assert_eq!(
+            tests::dead_letters::status_of(&app, *id).await,
+            "dead",
+            "a dry run changes nothing"
+        );
+    }
+
+    let done = bulk(
+        "replay",
+        json!({"filter": filter, "reason": "INC-7 receiver back"}),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.body);
+    assert_eq!(done.body["data"]["matched"], 3);
+    assert_eq!(done.body["data"]["changed"], 3);
+    for id in &letters {
+        assert_eq!(tests::dead_letters::status_of(&app, *id).await, "replayed");
+    }
+    assert_eq!(
+        tests::dead_letters::count(&app, t.merchant_id, "dead").await,
+        2,
+        "outside the filter"
+    );
+    let again = bulk("replay", json!({"filter": filter, "reason": "again"})).await;
+    assert_eq!(
+        again.body["data"]["matched"], 0,
+        "replayed letters are no longer dead"
+    );
+
+    let log = send(
+        app.get("/operator/audit-log?action=dead_letter.bulk_replay&limit=200")
+            .header("x-operator-key", &ops),
+    )
+    .await;
+    let mine: Vec<_> = log.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["details"]["filter"]["merchant"] == t.merchant_id.to_string())
+        .collect();
+    assert_eq!(mine.len(), 2, "each finished bulk action once: {mine:?}");
+    assert_eq!(mine[1]["reason"], "INC-7 receiver back");
+    assert_eq!(mine[1]["details"]["summary"]["changed"], 3);
+
+    // Bad input changes nothing and says which field and what is allowed.
+    let bad = bulk(
+        "purge",
+        json!({"filter": {"queue": "emails", "merchant_id": t.merchant_id}, "reason": "x"}),
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    bad.assert_field_error("/filter/queue");
+    let no_filter = bulk("purge", json!({"reason": "everything?"})).await;
+    assert_eq!(
+        no_filter.status, 400,
+        "every letter must be asked for with filter {{}}"
+    );
+    no_filter.assert_field_error("/filter");
+    let no_reason = bulk("purge", json!({"filter": {"merchant_id": t.merchant_id}})).await;
+    assert_eq!(no_reason.status, 400);
+    no_reason.assert_field_error("/reason");
+    assert_eq!(
+        tests::dead_letters::count(&app, t.merchant_id, "dead").await,
+        2
+    );
+    // The rest, purged for good.
+    let purged = bulk(
+        "purge",
+        json!({"filter": {"merchant_id": t.merchant_id, "error": "certificate"}, "reason": "receiver retired"}),
+    )
+    .await;
+    assert_eq!(purged.status, 200, "{}", purged.body);
+    assert_eq!(purged.body["data"]["changed"], 2);
+    assert_eq!(purged.body["data"]["dead_letters"][0]["outcome"], "purged");
+    assert_eq!(
+        tests::dead_letters::count(&app, t.merchant_id, "dead").await,
+        0
+    );
+    // And a partner key is no operator key.
+    let partner = send(
+        app.post("/operator/dead-letters/bulk/purge")
+            .header("x-api-key", &t.platform_key)
+            .json(&json!({"reason": "x"})),
+    )
+    .await;
+    assert_eq!(partner.status, 401);
+}
+
+#[tokio::test]
+async fn an_operator_re_enables_any_tenants_disabled_endpoint_and_recovers_its_deliveries() {
+    let app = TestApp::spawn().await;
+    let ops = operator_key(&app).await;
+    let shop = tests::shop::Shop::open(&app).await;
+    let r = shop
+        .control(
+            "/webhooks/subscriptions",
+            json!({"url": "https://pos.example.com/hooks", "description": "till events"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sub = r.body["data"]["subscription"]["subscription_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = shop
+        .control(&format!("/webhooks/subscriptions/{sub}/disable"), json!({}))
+        .await;
+    assert_eq!(r.body["data"]["state"], "DISABLED", "{}", r.body);
+
+    let call = |what: &str, body: serde_json::Value| {
+        send(
+            app.post(&format!("/operator/webhook-endpoints/{sub}/{what}"))
+                .header("x-operator-key", &ops)
+                .json(&body),
+        )
+    };
+    let since = (chrono::Utc::now() - chrono::Duration::hours(1)).to_rfc3339();
+    let preview = call(
+        "recover",
+        json!({"since": since, "reason": "INC-9", "dry_run": true}),
+    )
+    .await;
+    assert_eq!(preview.status, 200, "{}", preview.body);
+    assert_eq!(preview.body["data"]["dry_run"], true);
+    assert_eq!(preview.body["data"]["deliveries"], 0);
+
+    let enabled = call(
+        "enable",
+        json!({"reason": "receiver fixed, INC-9", "replay_missed": true}),
+    )
+    .await;
+    assert_eq!(enabled.status, 200, "{}", enabled.body);
+    assert_eq!(enabled.body["data"]["state"], "ACTIVE");
+    assert_eq!(enabled.body["data"]["missed"], 0);
+    let seen = api::store::webhooks::find_subscription(&app.server.state.db, sub.parse().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((seen.state.as_str(), seen.failure_streak), ("ACTIVE", 0));
+
+    let recovered = call("recover", json!({"since": since, "reason": "INC-9"})).await;
+    assert_eq!(recovered.status, 200, "{}", recovered.body);
+    assert_eq!(recovered.body["data"]["dry_run"], false);
+
+    let log = send(
+        app.get(&format!("/operator/audit-log?target_id={sub}"))
+            .header("x-operator-key", &ops),
+    )
+    .await;
+    let actions: Vec<&str> = log.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["webhook_endpoint.recover", "webhook_endpoint.enable"]
+    );
+
+    let unknown = send(
+        app.post(&format!(
+            "/operator/webhook-endpoints/{}/enable",
+            uuid::Uuid::now_v7()
+        ))
+        .header("x-operator-key", &ops)
+        .json(&json!({"reason": "x"})),
+    )
+    .await;
+    assert_eq!(unknown.status, 404);
+    let bad = call("recover", json!({"since": "yesterday", "reason": "x"})).await;
+    assert_eq!(bad.status, 400);
+    bad.assert_field_error("/since");
+}

@@ -1,5 +1,6 @@
 //! The operations console (`/ops`), in a real browser: headless Chromium through
-//! chromedriver. An operator signs in with the operator key, filters dead letters, opens
+//! chromedriver. A test binary of its own, so the browser's load never overlaps the main
+//! suite's timing-sensitive tests (cargo runs test binaries one after another). An operator signs in with the operator key, filters dead letters, opens
 //! one, replays a filtered set after a dry run and finds it in the audit log; a partner
 //! key, a form without its CSRF token and an expired session are refused. Each page is
 //! photographed (`WALLET_CONSOLE_SCREENSHOTS=docs/console` refreshes the documentation's).
