@@ -229,6 +229,28 @@ impl ApiError {
         Self::new(ErrorCode::ValidationError, message).with_details(json!({ "fields": fields }))
     }
 
+    /// The field problems of a VALIDATION_ERROR (empty for any other error).
+    pub fn field_errors(&self) -> Vec<FieldError> {
+        let ApiError::Coded {
+            details: Some(d), ..
+        } = self
+        else {
+            return vec![];
+        };
+        d["fields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|f| {
+                FieldError::new(
+                    f["field"].as_str().unwrap_or("?"),
+                    f["issue"].as_str().unwrap_or("invalid"),
+                    f["message"].as_str().unwrap_or("invalid"),
+                )
+            })
+            .collect()
+    }
+
     pub fn field(field: impl Into<String>, issue: &str, message: impl Into<String>) -> Self {
         Self::validation(vec![FieldError::new(field, issue, message)])
     }

@@ -54,17 +54,10 @@ impl From<ApiError> for Failure {
         if e.code() != ErrorCode::ValidationError {
             return Failure::Error(message);
         }
-        let fields: Vec<String> = body["details"]["fields"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|f| {
-                format!(
-                    "--{}: {}",
-                    f["field"].as_str().unwrap_or("?").replace('_', "-"),
-                    f["message"].as_str().unwrap_or("invalid")
-                )
-            })
+        let fields: Vec<String> = e
+            .field_errors()
+            .iter()
+            .map(|f| format!("--{}: {}", f.field.replace('_', "-"), f.message))
             .collect();
         Failure::Usage(if fields.is_empty() {
             message

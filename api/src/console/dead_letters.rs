@@ -9,7 +9,7 @@ use poem::{
 };
 use uuid::Uuid;
 
-use super::{Fields, error_page, layout, refuse_without_csrf, signed_in};
+use super::{Fields, error_page, layout, signed_in};
 use crate::{
     domain::{
         dead_letters::{self, Action, FilterInput, Outcome},
@@ -135,8 +135,8 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
         }
         (filter_form(&q))
         @if let Err(e) = &filter {
-            @for f in e.to_body()["details"]["fields"].as_array().into_iter().flatten() {
-                p.error { (f["field"].as_str().unwrap_or("?")) ": " (f["message"].as_str().unwrap_or("invalid")) }
+            @for f in e.field_errors() {
+                p.error { (f.field) ": " (f.message) }
             }
         } @else {
             @if rows.is_empty() {
@@ -179,10 +179,7 @@ fn action_of(raw: Option<&str>) -> Option<Action> {
 #[handler]
 pub async fn bulk(req: &Request, state: Data<&AppState>, Form(f): Form<Fields>) -> Response {
     let st = state.0;
-    let s = signed_in!(req, st);
-    if let Some(r) = refuse_without_csrf(&s, &f) {
-        return r;
-    }
+    let s = signed_in!(req, st, form = &f);
     let Some(action) = action_of(f.get("action")) else {
         return layout::problem(StatusCode::BAD_REQUEST, "Choose replay or purge.");
     };
@@ -370,10 +367,7 @@ pub async fn act_one(
     Form(f): Form<Fields>,
 ) -> Response {
     let st = state.0;
-    let s = signed_in!(req, st);
-    if let Some(r) = refuse_without_csrf(&s, &f) {
-        return r;
-    }
+    let s = signed_in!(req, st, form = &f);
     let (Ok(id), Some(action)) = (Uuid::parse_str(&id), action_of(Some(&action))) else {
         return layout::problem(StatusCode::NOT_FOUND, "No such action.");
     };

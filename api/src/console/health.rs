@@ -8,7 +8,7 @@ use poem::{
     web::{Data, Form},
 };
 
-use super::{Fields, error_page, layout, refuse_without_csrf, signed_in};
+use super::{Fields, error_page, layout, signed_in};
 use crate::{domain::operators, state::AppState, store};
 
 #[handler]
@@ -89,10 +89,7 @@ pub async fn ledger_check(
     Form(f): Form<Fields>,
 ) -> Response {
     let st = state.0;
-    let s = signed_in!(req, st);
-    if let Some(r) = refuse_without_csrf(&s, &f) {
-        return r;
-    }
+    let s = signed_in!(req, st, form = &f);
     match operators::check_ledger(&st.db, &s.operator.actor(), None).await {
         Ok(_) => poem::IntoResponse::into_response(poem::web::Redirect::see_other("/ops/health")),
         Err(e) => error_page(&s, &e),

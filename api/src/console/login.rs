@@ -135,10 +135,7 @@ pub async fn submit(req: &Request, state: Data<&AppState>, Form(f): Form<Fields>
 
 #[handler]
 pub async fn logout(req: &Request, state: Data<&AppState>, Form(f): Form<Fields>) -> Response {
-    let s = super::signed_in!(req, state.0);
-    if let Some(r) = super::refuse_without_csrf(&s, &f) {
-        return r;
-    }
+    let _session = super::signed_in!(req, state.0, form = &f);
     let mut r = Redirect::see_other("/ops/login").into_response();
     if let Ok(v) = header::HeaderValue::from_str(&session::set_cookie(req, COOKIE, "", "/ops", 0)) {
         r.headers_mut().append(header::SET_COOKIE, v);

@@ -70,7 +70,9 @@ impl Fields {
     }
 }
 
-/// The signed-in operator, or (returned at once) the way to the login form.
+/// The signed-in operator, or (returned at once) the way to the login form. With a posted
+/// form, also its CSRF token: a form without this session's is refused (403) and nothing
+/// is done.
 macro_rules! signed_in {
     ($req:expr, $st:expr) => {
         match $crate::console::session::Session::of($req, $st).await {
@@ -78,6 +80,13 @@ macro_rules! signed_in {
             Err(why) => return $crate::console::refused(why),
         }
     };
+    ($req:expr, $st:expr, form = $form:expr) => {{
+        let s = $crate::console::signed_in!($req, $st);
+        if let Some(r) = $crate::console::refuse_without_csrf(&s, $form) {
+            return r;
+        }
+        s
+    }};
 }
 pub(crate) use signed_in;
 
@@ -122,17 +131,10 @@ pub fn error_page(s: &Session, e: &crate::error::ApiError) -> Response {
         tracing::error!(error = %e, "console action failed");
     }
     let message = body["message"].as_str().unwrap_or("Failed").to_string();
-    let fields: Vec<String> = body["details"]["fields"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|f| {
-            format!(
-                "{}: {}",
-                f["field"].as_str().unwrap_or("?"),
-                f["message"].as_str().unwrap_or("invalid")
-            )
-        })
+    let fields: Vec<String> = e
+        .field_errors()
+        .iter()
+        .map(|f| format!("{}: {}", f.field, f.message))
         .collect();
     layout::page(
         status,

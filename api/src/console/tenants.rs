@@ -10,7 +10,7 @@ use poem::{
 };
 use uuid::Uuid;
 
-use super::{Fields, error_page, layout, refuse_without_csrf, signed_in};
+use super::{Fields, error_page, layout, signed_in};
 use crate::{domain::operators, state::AppState, store};
 
 const PAGE: u64 = 50;
@@ -115,10 +115,7 @@ pub async fn set_status(
     Form(f): Form<Fields>,
 ) -> Response {
     let st = state.0;
-    let s = signed_in!(req, st);
-    if let Some(r) = refuse_without_csrf(&s, &f) {
-        return r;
-    }
+    let s = signed_in!(req, st, form = &f);
     let to = match action.as_str() {
         "suspend" => "SUSPENDED",
         "reactivate" => "ACTIVE",

@@ -10,7 +10,7 @@ use poem::{
 };
 use uuid::Uuid;
 
-use super::{Fields, error_page, layout, refuse_without_csrf, signed_in};
+use super::{Fields, error_page, layout, signed_in};
 use crate::{domain::webhooks, state::AppState, store};
 
 const PAGE: u64 = 25;
@@ -156,10 +156,7 @@ pub async fn enable(
     Form(f): Form<Fields>,
 ) -> Response {
     let st = state.0;
-    let s = signed_in!(req, st);
-    if let Some(r) = refuse_without_csrf(&s, &f) {
-        return r;
-    }
+    let s = signed_in!(req, st, form = &f);
     let Ok(id) = Uuid::parse_str(&id) else {
         return layout::problem(StatusCode::NOT_FOUND, "No such endpoint.");
     };
@@ -213,10 +210,7 @@ pub async fn recover(
     Form(f): Form<Fields>,
 ) -> Response {
     let st = state.0;
-    let s = signed_in!(req, st);
-    if let Some(r) = refuse_without_csrf(&s, &f) {
-        return r;
-    }
+    let s = signed_in!(req, st, form = &f);
     let Ok(id) = Uuid::parse_str(&id) else {
         return layout::problem(StatusCode::NOT_FOUND, "No such endpoint.");
     };

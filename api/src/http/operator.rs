@@ -302,24 +302,20 @@ type QueueField<S> = crate::http::fields::Field<crate::http::fields::OneOf<S>>;
 
 /// The filter's field names as query parameters (`tenant` is `integration_id` here).
 fn query_fields(e: ApiError) -> ApiError {
-    let body = e.to_body();
-    let Some(fields) = body["details"]["fields"].as_array() else {
+    let fields = e.field_errors();
+    if fields.is_empty() {
         return e;
-    };
+    }
     ApiError::validation(
         fields
-            .iter()
+            .into_iter()
             .map(|f| {
-                let name = match f["field"].as_str().unwrap_or_default() {
+                let name = match f.field.as_str() {
                     "tenant" => "integration_id",
                     "merchant" => "merchant_id",
                     other => other,
                 };
-                crate::error::FieldError::new(
-                    format!("query:{name}"),
-                    f["issue"].as_str().unwrap_or("invalid"),
-                    f["message"].as_str().unwrap_or_default(),
-                )
+                crate::error::FieldError::new(format!("query:{name}"), &f.issue, f.message)
             })
             .collect(),
     )
