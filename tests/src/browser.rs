@@ -87,15 +87,21 @@ impl Browser {
         self.client.goto(url).await.expect("navigates");
     }
 
-    /// The text of the whole page.
+    /// The text of the whole page (read again if the page was replaced meanwhile).
     pub async fn text(&self) -> String {
-        self.client
-            .find(Locator::Css("body"))
-            .await
-            .expect("a body")
-            .text()
-            .await
-            .expect("its text")
+        for _ in 0..50 {
+            let body = self
+                .client
+                .find(Locator::Css("body"))
+                .await
+                .expect("a body");
+            match body.text().await {
+                Ok(t) => return t,
+                Err(e) if stale(&e) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Err(e) => panic!("the page's text: {e}"),
+            }
+        }
+        panic!("the page kept changing");
     }
 
     pub async fn path(&self) -> String {
@@ -127,8 +133,14 @@ impl Browser {
             .expect("selects");
     }
 
-    /// Clicks and waits for the page it leads to.
+    /// Clicks a link or a form's button and waits until the page it leads to has replaced
+    /// this one (the old document's root goes stale), so what is read next is the new page.
     pub async fn click(&self, css: &str) {
+        let old = self
+            .client
+            .find(Locator::Css("html"))
+            .await
+            .expect("a document");
         self.client
             .find(Locator::Css(css))
             .await
@@ -136,6 +148,12 @@ impl Browser {
             .click()
             .await
             .expect("clicks");
+        for _ in 0..200 {
+            match old.tag_name().await {
+                Err(e) if stale(&e) => break,
+                _ => tokio::time::sleep(Duration::from_millis(25)).await,
+            }
+        }
         self.client
             .wait()
             .for_element(Locator::Css("body"))
@@ -171,6 +189,10 @@ impl Browser {
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
+}
+
+fn stale(e: &fantoccini::error::CmdError) -> bool {
+    format!("{e:?}").contains("StaleElementReference")
 }
 
 impl Drop for Browser {
