@@ -27,6 +27,7 @@ pub mod mutation;
 pub mod openapi;
 pub mod openapi31;
 pub mod operator;
+pub mod operator_dead_letters;
 pub mod operator_wallets;
 pub mod operator_webhooks;
 pub mod payments;

@@ -5,20 +5,24 @@
 //! attempts send. The `webhook_deliver` job signs and posts it; failures retry on a
 //! published schedule as persisted jobs, then dead-letter. Per resource, a delivery waits
 //! while an earlier event of the same resource to the same subscription is still pending.
-use std::net::IpAddr;
-
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, Utc};
 use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
 use hmac::{Hmac, KeyInit, Mac};
 use rand::RngCore;
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 use sha2::Sha256;
 use uuid::Uuid;
 
 use super::credentials::{Principal, Scope};
 use crate::{error::ApiError, infra::crypto::Sealer, store};
+
+mod operator;
+mod target;
+
+pub use operator::{operator_enable, operator_recover, recoverable};
+pub use target::check_url;
 
 pub const ACTIVE: &str = "ACTIVE";
 pub const DISABLED: &str = "DISABLED";
@@ -125,77 +129,6 @@ pub fn signature_header(secrets: &[String], t: i64, body: &str) -> String {
         h.push_str(&sign(s, t, body));
     }
     h
-}
-
-fn private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            v4.is_private()
-                || v4.is_loopback()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_documentation()
-                || v4.octets()[0] == 0
-                // Carrier-grade NAT 100.64.0.0/10.
-                || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64)
-                // Benchmarking 198.18.0.0/15, reserved 240.0.0.0/4.
-                || (v4.octets()[0] == 198 && (v4.octets()[1] & 0xfe) == 18)
-                || v4.octets()[0] >= 240
-        }
-        IpAddr::V6(v6) => {
-            v6.is_loopback()
-                || v6.is_unspecified()
-                // fc00::/7 unique local, fe80::/10 link-local.
-                || (v6.segments()[0] & 0xfe00) == 0xfc00
-                || (v6.segments()[0] & 0xffc0) == 0xfe80
-                // NAT64 64:ff9b::/96 and 6to4 2002::/16 reach IPv4 hosts; so do
-                // IPv4-mapped and IPv4-compatible addresses. Refuse them all.
-                || (v6.segments()[0] == 0x64 && v6.segments()[1] == 0xff9b)
-                || v6.segments()[0] == 0x2002
-                || v6.to_ipv4().is_some()
-        }
-    }
-}
-
-/// Where the service may post. HTTPS, except plain HTTP for sandbox integrations; a host
-/// that resolves to a private, loopback, link-local or metadata address is refused unless
-/// the deployment allows private targets (tests on 127.0.0.1), so the service cannot be
-/// turned against its own network.
-pub async fn check_url(raw: &str, sandbox: bool, allow_private: bool) -> Result<(), ApiError> {
-    let bad = |m: &str| ApiError::field("/url", "invalid_url", m);
-    let url = reqwest::Url::parse(raw).map_err(|_| bad("must be an absolute URL"))?;
-    match url.scheme() {
-        "https" => {}
-        "http" if sandbox || allow_private => {}
-        _ => return Err(bad("must use https (http only for sandbox integrations)")),
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(bad("must not carry credentials"));
-    }
-    let host = url.host_str().ok_or_else(|| bad("must name a host"))?;
-    if allow_private {
-        return Ok(());
-    }
-    let port = url.port_or_known_default().unwrap_or(443);
-    let addrs: Vec<IpAddr> = tokio::time::timeout(
-        std::time::Duration::from_secs(3),
-        tokio::net::lookup_host((host.trim_matches(['[', ']']), port)),
-    )
-    .await
-    .map_err(|_| bad("the host did not resolve in time"))?
-    .map_err(|_| bad("the host does not resolve"))?
-    .map(|a| a.ip())
-    .collect();
-    if addrs.is_empty() {
-        return Err(bad("the host does not resolve"));
-    }
-    if addrs.into_iter().any(private) {
-        return Err(bad(
-            "resolves to a private, loopback, link-local or metadata address",
-        ));
-    }
-    Ok(())
 }
 
 // --- subscriptions -----------------------------------------------------------------------
@@ -372,7 +305,7 @@ pub async fn enable<C: ConnectionTrait>(
     enable_locked(c, s, replay_missed, now).await
 }
 
-async fn enable_locked<C: ConnectionTrait>(
+pub(super) async fn enable_locked<C: ConnectionTrait>(
     c: &C,
     mut s: webhook_subscription::Model,
     replay_missed: bool,
@@ -504,7 +437,7 @@ pub async fn redeliver_failed<C: ConnectionTrait>(
     recover_locked(c, s.id, since, now).await
 }
 
-async fn recover_locked<C: ConnectionTrait>(
+pub(super) async fn recover_locked<C: ConnectionTrait>(
     c: &C,
     subscription: Uuid,
     since: DateTime<Utc>,
@@ -512,82 +445,6 @@ async fn recover_locked<C: ConnectionTrait>(
 ) -> Result<u64, ApiError> {
     Ok(requeue_all(c, subscription, DEAD, Some(since), now).await?
         + requeue_all(c, subscription, SUSPENDED, Some(since), now).await?)
-}
-
-// --- the service's own operators ---------------------------------------------------------
-
-/// An operator re-enables any tenant's endpoint (one auto-disabled after its failures, say),
-/// as the partner's own `enable` does, audited with the reason.
-pub async fn operator_enable(
-    db: &DatabaseConnection,
-    actor: &str,
-    id: Uuid,
-    replay_missed: bool,
-    reason: &str,
-) -> Result<(webhook_subscription::Model, u64, u64), ApiError> {
-    let reason = super::dead_letters::reason(reason)?;
-    let txn = store::begin(db).await?;
-    let s = store::webhooks::lock_subscription(&txn, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Subscription"))?;
-    let before = (s.state.clone(), s.disabled_reason.clone());
-    let done = enable_locked(&txn, s, replay_missed, Utc::now()).await?;
-    super::operators::audit(
-        &txn,
-        actor,
-        "webhook_endpoint.enable",
-        "webhook_endpoint",
-        Some(id.to_string()),
-        Some(reason.to_string()),
-        json!({"from": before.0, "disabled_reason": before.1, "missed": done.1, "replayed": done.2}),
-    )
-    .await?;
-    txn.commit().await?;
-    Ok(done)
-}
-
-/// What "recover since T" would send again: deliveries DEAD or SUSPENDED created at or
-/// after `since`.
-pub async fn recoverable(
-    db: &DatabaseConnection,
-    id: Uuid,
-    since: DateTime<Utc>,
-) -> Result<(webhook_subscription::Model, u64), ApiError> {
-    let s = store::webhooks::find_subscription(db, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Subscription"))?;
-    let n = store::webhooks::count_in_state_since(db, id, DEAD, since).await?
-        + store::webhooks::count_in_state_since(db, id, SUSPENDED, since).await?;
-    Ok((s, n))
-}
-
-/// An operator sends again every failed or suspended delivery since `since`, as the
-/// partner's `redeliver_failed` does, audited with the reason. Returns how many.
-pub async fn operator_recover(
-    db: &DatabaseConnection,
-    actor: &str,
-    id: Uuid,
-    since: DateTime<Utc>,
-    reason: &str,
-) -> Result<u64, ApiError> {
-    let reason = super::dead_letters::reason(reason)?;
-    let txn = store::begin(db).await?;
-    let s = store::webhooks::lock_subscription(&txn, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Subscription"))?;
-    let n = recover_locked(&txn, s.id, since, Utc::now()).await?;
-    super::operators::audit(
-        &txn,
-        actor,
-        "webhook_endpoint.recover",
-        "webhook_endpoint",
-        Some(id.to_string()),
-        Some(reason.to_string()),
-        json!({"since": since, "requeued": n}),
-    )
-    .await?;
-    txn.commit().await?;
-    Ok(n)
 }
 
 #[cfg(test)]
@@ -615,27 +472,5 @@ mod tests {
         assert!(wants(Some(&only), None, "payment.completed", m));
         assert!(!wants(Some(&only), None, "payment.refunded", m));
         assert!(!wants(None, Some(other), "payment.completed", m));
-    }
-
-    #[test]
-    fn private_loopback_link_local_and_metadata_addresses_are_refused() {
-        for ip in [
-            "10.0.0.1",
-            "172.16.3.4",
-            "192.168.1.1",
-            "127.0.0.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "fd00::1",
-            "fe80::1",
-            "::ffff:10.0.0.1",
-        ] {
-            assert!(private(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111"] {
-            assert!(!private(ip.parse().unwrap()), "{ip}");
-        }
     }
 }
