@@ -309,18 +309,9 @@ async fn act(db: &DatabaseConnection, action: Action, a: BulkArgs) -> Result<(),
     let mut rows: Vec<Vec<String>> = vec![];
     let mut printed: std::io::Result<()> = Ok(());
     let mut each = |s: Step<'_>| {
-        let (outcome, error) = match s.result {
+        let (outcome, error) = match s.outcome(action) {
             None => (format!("would {verb}"), None),
-            Some(Ok(o)) => (o.word(action).to_string(), None),
-            Some(Err(e)) => (
-                "failed".to_string(),
-                Some(
-                    e.to_body()["message"]
-                        .as_str()
-                        .unwrap_or("failed")
-                        .to_string(),
-                ),
-            ),
+            Some((word, error)) => (word.to_string(), error),
         };
         if a.json {
             let mut v = json!({"id": s.letter.id, "queue": s.letter.queue, "outcome": outcome});

@@ -237,15 +237,8 @@ pub async fn bulk(req: &Request, state: Data<&AppState>, Form(f): Form<Fields>) 
         false,
         |step| {
             if steps.len() < 200 {
-                let (outcome, error) = match step.result {
-                    Some(Ok(o)) => (o.word(action).to_string(), String::new()),
-                    Some(Err(e)) => (
-                        "failed".to_string(),
-                        e.to_body()["message"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                    ),
+                let (outcome, error) = match step.outcome(action) {
+                    Some((word, error)) => (word.to_string(), error.unwrap_or_default()),
                     None => ("-".to_string(), String::new()),
                 };
                 steps.push((step.letter.id, outcome, error));

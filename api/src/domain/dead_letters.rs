@@ -319,6 +319,25 @@ pub struct Step<'a> {
     pub result: Option<&'a Result<Outcome, ApiError>>,
 }
 
+impl Step<'_> {
+    /// What happened to the letter: `replayed` / `purged`, `unchanged` or `failed` with the
+    /// error's message; `None` in a dry run (each tool words "would ..." its own way).
+    pub fn outcome(&self, action: Action) -> Option<(&'static str, Option<String>)> {
+        self.result.map(|r| match r {
+            Ok(o) => (o.word(action), None),
+            Err(e) => (
+                "failed",
+                Some(
+                    e.to_body()["message"]
+                        .as_str()
+                        .unwrap_or("failed")
+                        .to_string(),
+                ),
+            ),
+        })
+    }
+}
+
 /// What a bulk action did (or in a dry run, would do).
 #[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BulkSummary {

@@ -406,13 +406,9 @@ async fn bulk(
         dry_run,
         |step| {
             if listed.len() < BULK_LISTED {
-                let (outcome, error) = match step.result {
+                let (outcome, error) = match step.outcome(action) {
                     None => (would.to_string(), None),
-                    Some(Ok(o)) => (o.word(action).to_string(), None),
-                    Some(Err(e)) => (
-                        "failed".to_string(),
-                        e.to_body()["message"].as_str().map(str::to_string),
-                    ),
+                    Some((word, error)) => (word.to_string(), error),
                 };
                 listed.push(BulkDeadLetterStep {
                     dead_letter_id: step.letter.id.to_string(),
