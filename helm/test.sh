@@ -154,15 +154,18 @@ check("api WALLET_LISTEN_ADDR is 0.0.0.0:8080", plain_env(apic).get("WALLET_LIST
       plain_env(apic).get("WALLET_LISTEN_ADDR"))
 check("api WALLET_RUN_WORKERS is false", plain_env(apic).get("WALLET_RUN_WORKERS") == "false",
       plain_env(apic).get("WALLET_RUN_WORKERS"))
-check("api container listens on containerPort 8080 named http",
-      [(p.get("name"), p.get("containerPort")) for p in apic.get("ports", [])] == [("http", 8080)])
+check("api container listens on containerPort 8080 named http and 9091 named metrics",
+      [(p.get("name"), p.get("containerPort")) for p in apic.get("ports", [])] == [("http", 8080), ("metrics", 9091)],
+      apic.get("ports"))
 check("worker WALLET_METRICS_LISTEN_ADDR is 0.0.0.0:9091 (the /metrics + /health listener)",
       plain_env(workc).get("WALLET_METRICS_LISTEN_ADDR") == "0.0.0.0:9091", plain_env(workc).get("WALLET_METRICS_LISTEN_ADDR"))
-check("worker WALLET_METRICS_LISTEN_ADDR is set once, not also in the ConfigMap",
-      [e["name"] for e in workc.get("env", [])].count("WALLET_METRICS_LISTEN_ADDR") == 1
-      and "WALLET_METRICS_LISTEN_ADDR" not in cm_data)
-check("api and migration get no WALLET_METRICS_LISTEN_ADDR (worker-only)",
-      "WALLET_METRICS_LISTEN_ADDR" not in env_of(apic) and "WALLET_METRICS_LISTEN_ADDR" not in env_of(jobc))
+for label, c in (("api", apic), ("worker", workc)):
+    check(f"{label} WALLET_METRICS_LISTEN_ADDR is set once, not also in the ConfigMap",
+          [e["name"] for e in c.get("env", [])].count("WALLET_METRICS_LISTEN_ADDR") == 1
+          and "WALLET_METRICS_LISTEN_ADDR" not in cm_data)
+check("api gets WALLET_METRICS_LISTEN_ADDR 0.0.0.0:9091 (its /metrics listener), migration gets none",
+      plain_env(apic).get("WALLET_METRICS_LISTEN_ADDR") == "0.0.0.0:9091" and "WALLET_METRICS_LISTEN_ADDR" not in env_of(jobc),
+      (plain_env(apic).get("WALLET_METRICS_LISTEN_ADDR"), env_of(jobc).get("WALLET_METRICS_LISTEN_ADDR")))
 check("worker and migration get no WALLET_LISTEN_ADDR, migration no WALLET_RUN_WORKERS (API-only)",
       "WALLET_LISTEN_ADDR" not in env_of(workc) and "WALLET_LISTEN_ADDR" not in env_of(jobc)
       and "WALLET_RUN_WORKERS" not in env_of(jobc))
@@ -190,6 +193,32 @@ for label, c in (("api", apic), ("worker", workc), ("migration", jobc)):
         check(f"{label} loads the settings ConfigMap", cm is not None and refs == [cm["metadata"]["name"]], refs)
     check(f"{label} has no value for a secret key in plain env",
           not any(k in secret_keys and "value" in e for k, e in env_of(c).items()))
+
+# Names that are not WALLET_*: only the standard OTEL_* variables `tracing` sets (they are
+# not fields of Config: the OpenTelemetry SDK reads them) and what extraEnv adds.
+otel_names = {"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME", "OTEL_TRACES_SAMPLER",
+              "OTEL_TRACES_SAMPLER_ARG", "OTEL_EXPORTER_OTLP_HEADERS"}
+extra_names = {"RUST_LOG"}
+for label, c in (("api", apic), ("worker", workc), ("migration", jobc)):
+    other = {n for n in env_of(c) if not n.startswith("WALLET_")}
+    check(f"{label} sets no other variable than WALLET_*, the chart's OTEL_* and extraEnv",
+          other <= otel_names | extra_names, sorted(other - otel_names - extra_names))
+check("migration gets no OTEL_* variable (it exports no traces)", not any(n.startswith("OTEL_") for n in env_of(jobc)))
+if scenario == "defaults":
+    check("defaults: no OTEL_* variable anywhere (tracing off unless tracing.otlpEndpoint is set)",
+          not any(n.startswith("OTEL_") for c in (apic, workc) for n in env_of(c)))
+else:
+    for label, c, svc_name in (("api", apic, "wallet-api"), ("worker", workc, "wallet-worker")):
+        pe = plain_env(c)
+        check(f"all-enabled: {label} exports traces (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME={svc_name})",
+              pe.get("OTEL_EXPORTER_OTLP_ENDPOINT") == "http://otel-collector.observability.svc:4317"
+              and pe.get("OTEL_SERVICE_NAME") == svc_name, pe)
+        check(f"all-enabled: {label} samples 10% (parentbased_traceidratio, 0.1)",
+              pe.get("OTEL_TRACES_SAMPLER") == "parentbased_traceidratio" and pe.get("OTEL_TRACES_SAMPLER_ARG") == "0.1", pe)
+        ref = env_of(c).get("OTEL_EXPORTER_OTLP_HEADERS", {}).get("valueFrom", {}).get("secretKeyRef", {})
+        check(f"all-enabled: {label} OTEL_EXPORTER_OTLP_HEADERS comes from the Secret, never a plain value",
+              ref == {"name": secret_name, "key": "OTEL_EXPORTER_OTLP_HEADERS"}
+              and "value" not in env_of(c).get("OTEL_EXPORTER_OTLP_HEADERS", {}), env_of(c).get("OTEL_EXPORTER_OTLP_HEADERS"))
 
 # The hook runs before the ConfigMap exists on a first install, so it carries the same
 # settings inline: they must equal the ConfigMap's.
@@ -239,8 +268,9 @@ if svcs:
     svc = svcs[0]
     ports = {p["name"]: p for p in svc["spec"]["ports"]}
     check("api Service: port 80 -> http (8080)", ports.get("http", {}).get("port") == 80 and ports["http"].get("targetPort") in ("http", 8080), ports)
-    check("api Service: separate port named metrics", "metrics" in ports and ports["metrics"]["port"] != 80, ports)
-    check("api Service is ClusterIP (/metrics shares the pod port)", svc["spec"].get("type") == "ClusterIP")
+    check("api Service: separate port named metrics -> container port metrics (9091), not the http port",
+          "metrics" in ports and ports["metrics"]["port"] != 80 and ports["metrics"].get("targetPort") in ("metrics", 9091), ports)
+    check("api Service is ClusterIP (never exposed outside the cluster)", svc["spec"].get("type") == "ClusterIP")
     check("api Service selects only api pods",
           svc["spec"]["selector"].items() <= api["spec"]["template"]["metadata"]["labels"].items()
           and not svc["spec"]["selector"].items() <= worker["spec"]["template"]["metadata"]["labels"].items())
@@ -347,7 +377,8 @@ run_checks() { # scenario, file
 if render defaults --set existingSecret=wallet-secrets; then
   run_checks defaults "$work/defaults.yaml"
 fi
-if render all-enabled -f "$examples/production.yaml"; then
+# (b) adds the OTLP headers Secret key to production.yaml (the example leaves it out).
+if render all-enabled -f "$examples/production.yaml" --set tracing.headersSecret.key=OTEL_EXPORTER_OTLP_HEADERS; then
   run_checks all-enabled "$work/all-enabled.yaml"
 fi
 

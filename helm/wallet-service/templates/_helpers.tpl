@@ -82,7 +82,7 @@ WALLET_DATABASE_URL WALLET_REDIS_URL WALLET_JWT_SECRET WALLET_SECRET_KEY
 WALLET_SMS_PROVIDER_TOKEN WALLET_JWT_PREVIOUS_SECRETS
 {{- end }}
 {{/* Set by the chart per component: API WALLET_LISTEN_ADDR=0.0.0.0:8080 and
-WALLET_RUN_WORKERS=false; worker WALLET_METRICS_LISTEN_ADDR=0.0.0.0:9091. */}}
+WALLET_RUN_WORKERS=false; API and worker WALLET_METRICS_LISTEN_ADDR=0.0.0.0:9091. */}}
 {{- define "wallet-service.chartManagedKeys" -}}
 WALLET_LISTEN_ADDR WALLET_RUN_WORKERS WALLET_METRICS_LISTEN_ADDR
 {{- end }}
@@ -102,7 +102,7 @@ secret, a chart-managed or an unknown key.
 {{- if has $k $secrets }}
 {{- fail (printf "%s.%s: %s is a secret; put it in the Secret named by existingSecret, never in values" $.where $k $k) }}
 {{- else if has $k $managed }}
-{{- fail (printf "%s.%s: %s is set by the chart (API: WALLET_LISTEN_ADDR=0.0.0.0:8080, WALLET_RUN_WORKERS=false; worker: WALLET_METRICS_LISTEN_ADDR=0.0.0.0:9091); remove it" $.where $k $k) }}
+{{- fail (printf "%s.%s: %s is set by the chart (API: WALLET_LISTEN_ADDR=0.0.0.0:8080, WALLET_RUN_WORKERS=false; API and worker: WALLET_METRICS_LISTEN_ADDR=0.0.0.0:9091); remove it" $.where $k $k) }}
 {{- else if not (has $k $known) }}
 {{- fail (printf "%s.%s: unknown setting; the service refuses to start on an unknown WALLET_* variable. Known: %s" $.where $k (join ", " $known)) }}
 {{- end }}
@@ -156,11 +156,47 @@ secret, a chart-managed or an unknown key.
 {{- end }}
 {{- end }}
 
-{{/* extraEnv, with WALLET_* names refused. */}}
+{{/* The OTEL_* variables the chart sets from `tracing` (API and worker only). */}}
+{{- define "wallet-service.tracingKeys" -}}
+OTEL_EXPORTER_OTLP_ENDPOINT OTEL_SERVICE_NAME OTEL_TRACES_SAMPLER OTEL_TRACES_SAMPLER_ARG OTEL_EXPORTER_OTLP_HEADERS
+{{- end }}
+
+{{/*
+Standard OpenTelemetry variables for one process: (dict "root" $ "service" "wallet-api").
+Nothing unless tracing.otlpEndpoint is set: OTLP export is on only when
+OTEL_EXPORTER_OTLP_ENDPOINT is.
+*/}}
+{{- define "wallet-service.tracingEnv" -}}
+{{- $t := .root.Values.tracing }}
+{{- if $t.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $t.otlpEndpoint | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ .service | quote }}
+{{- if not (eq (toString $t.sampleRatio) "") }}
+- name: OTEL_TRACES_SAMPLER
+  value: parentbased_traceidratio
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ include "wallet-service.envValue" $t.sampleRatio | quote }}
+{{- end }}
+{{- if $t.headersSecret.key }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ default (include "wallet-service.secretName" .root) $t.headersSecret.name }}
+      key: {{ $t.headersSecret.key }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* extraEnv, with WALLET_* names and the chart's OTEL_* names refused. */}}
 {{- define "wallet-service.extraEnv" -}}
+{{- $otel := splitList " " (include "wallet-service.tracingKeys" .) }}
 {{- range .Values.extraEnv }}
 {{- if hasPrefix "WALLET_" (upper .name) }}
 {{- fail (printf "extraEnv.%s: WALLET_* variables go in `config` (or in existingSecret), where they are checked" .name) }}
+{{- else if has .name $otel }}
+{{- fail (printf "extraEnv.%s: set by the chart from `tracing` (otlpEndpoint, sampleRatio, headersSecret)" .name) }}
 {{- end }}
 {{- end }}
 {{- with .Values.extraEnv }}
@@ -185,4 +221,84 @@ securityContext:
 {{/* Checksum of the rendered ConfigMap, so a config change rolls the pods. */}}
 {{- define "wallet-service.configChecksum" -}}
 {{ include (print .Template.BasePath "/configmap.yaml") . | sha256sum }}
+{{- end }}
+
+{{/*
+NetworkPolicy pieces.
+*/}}
+{{- define "wallet-service.networkPolicy.validate" -}}
+{{- $np := .Values.networkPolicy }}
+{{- range $name := list "postgresql" "redis" "dns" }}
+{{- if not (index $np $name).to }}
+{{- fail (printf "networkPolicy.%s.to: list where it is (NetworkPolicyPeer: ipBlock, namespaceSelector, podSelector) when networkPolicy.enabled" $name) }}
+{{- end }}
+{{- end }}
+{{- if not $np.metricsFrom }}
+{{- fail "networkPolicy.metricsFrom: name your Prometheus (namespaceSelector/podSelector) when networkPolicy.enabled; nobody else may scrape /metrics" }}
+{{- end }}
+{{- if and .Values.tracing.otlpEndpoint (not $np.otlpCollector.to) }}
+{{- fail "networkPolicy.otlpCollector.to: list where the OTLP collector is (tracing.otlpEndpoint is set and networkPolicy.enabled)" }}
+{{- end }}
+{{- end }}
+
+{{/* Egress to the cluster DNS, UDP and TCP 53. */}}
+{{- define "wallet-service.networkPolicy.dnsEgress" -}}
+# DNS
+- to:
+    {{- toYaml .Values.networkPolicy.dns.to | nindent 4 }}
+  ports:
+    - protocol: UDP
+      port: 53
+    - protocol: TCP
+      port: 53
+{{- end }}
+
+{{/* Egress to one dependency: (dict "name" "redis" "rule" $np.redis). */}}
+{{- define "wallet-service.networkPolicy.peerEgress" -}}
+# {{ .name }}
+- to:
+    {{- toYaml .rule.to | nindent 4 }}
+  ports:
+    {{- range .rule.ports }}
+    - protocol: TCP
+      port: {{ . }}
+    {{- end }}
+{{- end }}
+
+{{/* Egress of the API and worker pods. */}}
+{{- define "wallet-service.networkPolicy.appEgress" -}}
+{{- $np := .Values.networkPolicy }}
+{{- include "wallet-service.networkPolicy.dnsEgress" . }}
+{{ include "wallet-service.networkPolicy.peerEgress" (dict "name" "postgresql" "rule" $np.postgresql) }}
+{{ include "wallet-service.networkPolicy.peerEgress" (dict "name" "redis" "rule" $np.redis) }}
+{{- if .Values.tracing.otlpEndpoint }}
+{{ include "wallet-service.networkPolicy.peerEgress" (dict "name" "OTLP collector" "rule" $np.otlpCollector) }}
+{{- end }}
+# webhook endpoints and the SMS provider: public addresses only
+- to:
+    - ipBlock:
+        cidr: 0.0.0.0/0
+        except:
+          {{- toYaml $np.webhooks.blockedCIDRs | nindent 10 }}
+  ports:
+    {{- range $np.webhooks.ports }}
+    - protocol: TCP
+      port: {{ . }}
+    {{- end }}
+    {{- if and $np.webhooks.allowHttp (not (has "80" (toStrings $np.webhooks.ports))) }}
+    - protocol: TCP
+      port: 80
+    {{- end }}
+{{- with $np.extraEgress }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Label matchers of this release's series in alert expressions. */}}
+{{- define "wallet-service.alertSelector" -}}
+{{- if .Values.alerts.selector -}}
+{{ .Values.alerts.selector }}
+{{- else -}}
+namespace="{{ .Release.Namespace }}",job=~"{{ include "wallet-service.fullname" . }}-(api|worker-metrics)"
+{{- end }}
 {{- end }}
