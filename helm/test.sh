@@ -16,6 +16,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 chart=$here/wallet-service
 examples=$here/examples
 config_rs=$here/../api/src/config.rs
+catalogue=$here/metrics-catalogue.txt
+alerts_md=$here/../docs/operations/alerts.md
+dashboard_json=$chart/dashboards/wallet-service.json
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -72,10 +75,10 @@ render() { # name, helm template args...
 }
 
 check_rendered() { # scenario name (defaults|all-enabled), rendered file
-  python3 - "$1" "$2" "$config_rs" <<'PY'
-import re, sys, yaml
+  python3 - "$1" "$2" "$config_rs" "$catalogue" "$alerts_md" "$dashboard_json" "$examples/production.yaml" "$chart/templates/_helpers.tpl" <<'PY'
+import json, re, sys, yaml
 
-scenario, path, config_rs = sys.argv[1:4]
+scenario, path, config_rs, catalogue_path, alerts_md, dashboard_path, production_values, helpers_tpl = sys.argv[1:9]
 docs = [d for d in yaml.safe_load_all(open(path)) if d]
 results = []
 
@@ -103,6 +106,12 @@ secret_optional = ["WALLET_SMS_PROVIDER_TOKEN", "WALLET_JWT_PREVIOUS_SECRETS"]
 secret_keys = set(secret_required + secret_optional)
 check("config.rs fields parsed (WALLET_* names known)", len(known) >= 20 and secret_keys <= known,
       f"{sorted(known)}")
+helpers = open(helpers_tpl).read()
+def tpl_list(name):
+    return re.search(r'define "wallet-service\.' + re.escape(name) + r'" -\}\}\n(.*?)\n\{\{- end', helpers, re.S).group(1).split()
+offered = tpl_list("configKeys") + tpl_list("refusedKeys") + tpl_list("chartManagedKeys")
+check("every setting the chart knows (configKeys, refusedKeys, chartManagedKeys) is a field of Config",
+      set(offered) <= known and len(tpl_list("configKeys")) >= 18, sorted(set(offered) - known))
 
 api = named("Deployment", "-api")
 worker = named("Deployment", "-worker")
@@ -353,6 +362,221 @@ else:
     check("all-enabled: worker.config override reaches the worker only",
           plain_env(workc).get("WALLET_JOB_CONCURRENCY") == "16" and "WALLET_JOB_CONCURRENCY" not in plain_env(apic)
           and plain_env(jobc).get("WALLET_JOB_CONCURRENCY") == cm_data.get("WALLET_JOB_CONCURRENCY"))
+
+# --- NetworkPolicy, PrometheusRule, dashboard and the metric names they use ---------------
+catalogue = [l.strip() for l in open(catalogue_path) if l.strip()]
+check("metrics catalogue lists unique wallet_* family names, one per line",
+      catalogue and len(set(catalogue)) == len(catalogue) and all(re.fullmatch(r"wallet_[a-z0-9_]+", n) for n in catalogue),
+      catalogue)
+histograms = {"wallet_http_request_duration_seconds", "wallet_db_pool_acquire_duration_seconds",
+              "wallet_redis_command_duration_seconds", "wallet_webhook_delivery_duration_seconds",
+              "wallet_job_run_duration_seconds", "wallet_job_queue_wait_seconds"}
+check("the histogram families are in the catalogue", histograms <= set(catalogue), sorted(histograms - set(catalogue)))
+PROMQL_WORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
+                "unless", "offset", "inf", "nan", "le"}
+
+def metric_names(expr):
+    e = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)       # label values
+    e = re.sub(r"\{[^}]*\}", "", e)                      # matchers
+    e = re.sub(r"\[[^\]]*\]", "", e)                     # ranges
+    e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", e)
+    names = set()
+    for m in re.finditer(r"([A-Za-z_:][A-Za-z0-9_:]*)(\s*\()?", e):
+        if m.group(2) or m.group(1) in PROMQL_WORDS:
+            continue                                     # a function or a keyword
+        if re.search(r"[0-9.]$", e[:m.start()]):         # the tail of a number (1e3)
+            continue
+        names.add(m.group(1))
+    return names
+
+def unknown_metrics(names, allowed_extra=()):
+    bad = []
+    for n in names:
+        base = re.sub(r"_(bucket|sum|count)$", "", n)
+        if n in allowed_extra:
+            continue
+        if n in histograms:
+            bad.append(n + " (a histogram: use _bucket, _sum or _count)")
+        elif n in catalogue or (base != n and base in histograms):
+            continue
+        else:
+            bad.append(n)
+    return sorted(bad)
+
+nps, rules, dash_cms = kind("NetworkPolicy"), kind("PrometheusRule"), [c for c in cms if c["metadata"]["name"].endswith("-dashboard")]
+if scenario == "defaults":
+    check("defaults: no NetworkPolicy, PrometheusRule or dashboard ConfigMap",
+          not (nps or rules or dash_cms), [d["kind"] for d in nps + rules + dash_cms])
+else:
+    # NetworkPolicies.
+    def tcp(*ports):
+        return [{"protocol": "TCP", "port": p} for p in ports]
+    np_by = {d["metadata"]["name"].rsplit("-", 1)[-1]: d for d in nps}
+    check("all-enabled: NetworkPolicies for api, worker and migration (only)", sorted(np_by) == ["api", "migrate", "worker"],
+          sorted(np_by))
+    values = yaml.safe_load(open(production_values))["networkPolicy"]
+    prometheus_peers, http_peers = values["metricsFrom"], values["httpFrom"]
+    dns_peers = [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                  "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}]
+    pg_peers, redis_peers, otlp_peers = values["postgresql"]["to"], values["redis"]["to"], values["otlpCollector"]["to"]
+    required_blocked = {"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8", "100.64.0.0/10"}
+    for label, pod_labels in (("api", api_pod_labels), ("worker", worker_pod_labels), ("migrate", job_pod_labels)):
+        p = np_by.get(label)
+        if not p:
+            continue
+        sel = p["spec"]["podSelector"].get("matchLabels", {})
+        others = [l for n, l in (("api", api_pod_labels), ("worker", worker_pod_labels), ("migrate", job_pod_labels)) if n != label]
+        check(f"all-enabled: {label} NetworkPolicy selects its own pods only",
+              sel and sel.items() <= pod_labels.items() and not any(sel.items() <= o.items() for o in others), sel)
+        check(f"all-enabled: {label} NetworkPolicy governs ingress and egress", p["spec"].get("policyTypes") == ["Ingress", "Egress"],
+              p["spec"].get("policyTypes"))
+    def egress_kinds(p):
+        kinds, bad = [], []
+        for r in p["spec"].get("egress", []):
+            to, ports = r.get("to"), r.get("ports")
+            if not to or not ports:
+                bad.append(r)                                    # would allow every peer or port
+            elif to == dns_peers and ports == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]:
+                kinds.append("dns")
+            elif to == pg_peers and ports == tcp(5432):
+                kinds.append("postgresql")
+            elif to == redis_peers and ports == tcp(6379):
+                kinds.append("redis")
+            elif to == otlp_peers and ports == tcp(4317):
+                kinds.append("otlp")
+            elif (len(to) == 1 and to[0].get("ipBlock", {}).get("cidr") == "0.0.0.0/0"
+                  and required_blocked <= set(to[0]["ipBlock"].get("except", [])) and ports == tcp(443)):
+                kinds.append("public-443")
+            else:
+                bad.append(r)
+        return kinds, bad
+    if "api" in np_by:
+        ing = np_by["api"]["spec"].get("ingress", [])
+        check("all-enabled: api pods accept the http port (8080) from httpFrom and the metrics port (9091) from Prometheus only",
+              ing == [{"ports": tcp(8080), "from": http_peers}, {"ports": tcp(9091), "from": prometheus_peers}], ing)
+        check("all-enabled: api NetworkPolicy ports are the api container's http and metrics ports",
+              {p["containerPort"] for p in apic["ports"]} == {8080, 9091})
+    if "worker" in np_by:
+        ing = np_by["worker"]["spec"].get("ingress", [])
+        check("all-enabled: worker pods accept only Prometheus, only on the metrics port (9091)",
+              ing == [{"ports": tcp(9091), "from": prometheus_peers}], ing)
+    for label in ("api", "worker"):
+        if label in np_by:
+            kinds, bad = egress_kinds(np_by[label])
+            check(f"all-enabled: {label} egress is DNS, PostgreSQL, Redis, the OTLP collector and public addresses on 443 "
+                  "(private ranges excepted), nothing else",
+                  sorted(kinds) == ["dns", "otlp", "postgresql", "public-443", "redis"] and not bad, (kinds, bad))
+    if "migrate" in np_by:
+        m = np_by["migrate"]
+        kinds, bad = egress_kinds(m)
+        check("all-enabled: migration pods: no ingress, egress to PostgreSQL and DNS only",
+              not m["spec"].get("ingress") and sorted(kinds) == ["dns", "postgresql"] and not bad, (m["spec"].get("ingress"), kinds, bad))
+        mann = m["metadata"].get("annotations", {})
+        check("all-enabled: the migration NetworkPolicy is a pre-install,pre-upgrade hook created before the Job",
+              mann.get("helm.sh/hook") == "pre-install,pre-upgrade"
+              and int(mann.get("helm.sh/hook-weight", "0")) < int(ann.get("helm.sh/hook-weight", "0"))
+              and "before-hook-creation" in mann.get("helm.sh/hook-delete-policy", ""), mann)
+
+    # PrometheusRule.
+    check("all-enabled: one PrometheusRule", len(rules) == 1, len(rules))
+    expected_alerts = {"WalletHighErrorRatio", "WalletLatencyP99OverBudget", "WalletDbPoolSaturated", "WalletDbPoolAcquireSlow",
+                       "WalletSubsystemDown", "WalletOutboxLag", "WalletDeadLetters", "WalletJobRetriesHigh",
+                       "WalletWebhookEndpointDisabled", "WalletMetricsTargetDown", "WalletMetricsAbsent"}
+    if rules:
+        pr = rules[0]
+        check("all-enabled: PrometheusRule carries alerts.labels (release: prometheus)",
+              pr["metadata"]["labels"].get("release") == "prometheus", pr["metadata"]["labels"])
+        alert_rules = [r for g in pr["spec"]["groups"] for r in g["rules"] if "alert" in r]
+        names = [r["alert"] for r in alert_rules]
+        check("all-enabled: the PrometheusRule has exactly the expected alerts, once each",
+              sorted(names) == sorted(expected_alerts), sorted(names))
+        base = yaml.safe_load(open(production_values))["alerts"]["runbookBaseUrl"]
+        anchors = {re.sub(r"[^a-z0-9_-]", "", h.strip().lower().replace(" ", "-"))
+                   for h in re.findall(r"^#{1,6} (.+)$", open(alerts_md).read(), re.M)}
+        selector = 'namespace="wallet",job=~"wallet-wallet-service-(api|worker-metrics)"'
+        for r in alert_rules:
+            n, lab, an = r["alert"], r.get("labels", {}), r.get("annotations", {})
+            check(f"all-enabled: alert {n}: severity critical or warning, alerts.additionalLabels, summary and description",
+                  lab.get("severity") in ("critical", "warning") and lab.get("team") == "payments"
+                  and an.get("summary") and an.get("description"), (lab, an))
+            check(f"all-enabled: alert {n}: runbook_url is runbookBaseUrl#{n.lower()}, a heading of docs/operations/alerts.md",
+                  an.get("runbook_url") == f"{base}#{n.lower()}" and n.lower() in anchors, (an.get("runbook_url"), n.lower() in anchors))
+            sels = re.findall(r"\{([^}]*)\}", r["expr"])
+            check(f"all-enabled: alert {n}: every selector is scoped to this release (namespace and job)",
+                  sels and all(s.startswith(selector) for s in sels), sels)
+            check(f"all-enabled: alert {n}: names only catalogued metrics (or up)",
+                  not unknown_metrics(metric_names(r["expr"]), allowed_extra={"up"}), unknown_metrics(metric_names(r["expr"]), {"up"}))
+        by = {r["alert"]: r for r in alert_rules}
+        def has(n, *parts):
+            return n in by and all(p in by[n]["expr"] for p in parts)
+        check("all-enabled: alert thresholds and windows come from the values",
+              has("WalletHighErrorRatio", 'status_class="5xx"', "> 0.01") and by["WalletHighErrorRatio"].get("for") == "5m"
+              and has("WalletLatencyP99OverBudget", "histogram_quantile(0.99", 'route=~"/v1/.*"', "> 0.5")
+              and by["WalletLatencyP99OverBudget"].get("for") == "10m"
+              and has("WalletDbPoolSaturated", 'state="in_use"', "> 0.9") and has("WalletDbPoolAcquireSlow", "> 0.1")
+              and has("WalletOutboxLag", "max by", "> 60") and has("WalletDeadLetters", "max by (namespace, queue)", "> 0")
+              and by["WalletDeadLetters"].get("for") == "10m"
+              and has("WalletJobRetriesHigh", "[10m]", "> 0.1") and by["WalletJobRetriesHigh"].get("for") == "15m"
+              and has("WalletWebhookEndpointDisabled", "increase(", "[15m]", "> 0")
+              and has("WalletSubsystemDown", "min by", "== 0") and by["WalletSubsystemDown"].get("for") == "2m"
+              and has("WalletMetricsTargetDown", "up{", "== 0") and has("WalletMetricsAbsent", "absent(wallet_build_info"),
+              {n: (r["expr"], r.get("for")) for n, r in by.items()})
+
+    # Grafana dashboard.
+    check("all-enabled: one dashboard ConfigMap labelled grafana_dashboard: \"1\"",
+          len(dash_cms) == 1 and dash_cms[0]["metadata"]["labels"].get("grafana_dashboard") == "1",
+          [c["metadata"].get("labels") for c in dash_cms])
+    if dash_cms:
+        data = dash_cms[0].get("data", {})
+        try:
+            shipped = json.loads(data.get("wallet-service.json", ""))
+        except ValueError as e:
+            shipped = None
+        check("all-enabled: the dashboard ConfigMap holds dashboards/wallet-service.json, valid JSON, unchanged",
+              shipped is not None and shipped == json.load(open(dashboard_path)))
+        check("all-enabled: the dashboard ConfigMap carries dashboard.annotations (grafana_folder)",
+              dash_cms[0]["metadata"].get("annotations", {}).get("grafana_folder") == "Payments")
+    d = json.load(open(dashboard_path))
+    flat = []
+    for p in d.get("panels", []):
+        flat.append(p)
+        flat.extend(p.get("panels", []))
+    ids = [p.get("id") for p in flat]
+    check("dashboard: schemaVersion 36..41, uid and title set", 36 <= d.get("schemaVersion", 0) <= 41 and d.get("uid") and d.get("title"),
+          (d.get("schemaVersion"), d.get("uid")))
+    check("dashboard: panel ids unique integers", all(isinstance(i, int) for i in ids) and len(set(ids)) == len(ids), ids)
+    grid_ok, cells = True, set()
+    for p in flat:
+        g = p.get("gridPos", {})
+        if not all(isinstance(g.get(k), int) for k in "hwxy") or g["x"] + g["w"] > 24 or g["w"] < 1 or g["h"] < 1:
+            grid_ok = False
+            continue
+        for x in range(g["x"], g["x"] + g["w"]):
+            for y in range(g["y"], g["y"] + g["h"]):
+                grid_ok = grid_ok and (x, y) not in cells
+                cells.add((x, y))
+    check("dashboard: every panel has a gridPos inside 24 columns, none overlapping", grid_ok)
+    tvars = {v["name"]: v for v in d.get("templating", {}).get("list", [])}
+    check("dashboard: datasource, namespace and pod variables (pod multi-select with All)",
+          tvars.get("datasource", {}).get("type") == "datasource" and tvars["datasource"].get("query") == "prometheus"
+          and tvars.get("namespace", {}).get("type") == "query" and tvars.get("pod", {}).get("type") == "query"
+          and tvars["pod"].get("multi") and tvars["pod"].get("includeAll"), sorted(tvars))
+    targets = [(p, t) for p in flat if p.get("type") != "row" for t in p.get("targets", [])]
+    check("dashboard: every panel and query uses the $datasource variable",
+          all(p.get("datasource", {}).get("uid") == "${datasource}" and t.get("datasource", {}).get("uid") == "${datasource}"
+              for p, t in targets) and targets)
+    check("dashboard: every query is scoped to $namespace and $pod",
+          all('namespace="$namespace"' in t["expr"] and 'pod=~"$pod"' in t["expr"] for _, t in targets),
+          [t["expr"] for _, t in targets if 'namespace="$namespace"' not in t["expr"]])
+    dash_names = set().union(*(metric_names(t["expr"]) for _, t in targets)) if targets else set()
+    check("dashboard: names only catalogued metrics", not unknown_metrics(dash_names), unknown_metrics(dash_names))
+    used = {re.sub(r"_(bucket|sum|count)$", "", n) if re.sub(r"_(bucket|sum|count)$", "", n) in histograms else n for n in dash_names}
+    check("dashboard: shows every catalogued family", set(catalogue) <= used, sorted(set(catalogue) - used))
+    titles = {p.get("title") for p in flat}
+    bold = {re.sub(r"\s+", " ", b) for b in re.findall(r"\*\*([^*]+)\*\*", open(alerts_md).read())}
+    not_panels = {"Dashboard", "Console", "CLI", "Health", "Raw metrics", "Critical.", "Warning.", "critical", "warning", "bold"}
+    check("docs/operations/alerts.md names only panels the dashboard has (**Panel title**)",
+          len(bold - not_panels) >= 10 and bold - not_panels <= titles, sorted(bold - not_panels - titles))
 
 for n, ok, why in results:
     print(("PASS " if ok else "FAIL ") + f"[{scenario}] {n}" + ("" if ok else f" :: {why}"))
