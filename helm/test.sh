@@ -606,6 +606,95 @@ if render all-enabled -f "$examples/production.yaml" --set tracing.headersSecret
   run_checks all-enabled "$work/all-enabled.yaml"
 fi
 
+# --- alert rules: promtool check rules + test rules on the rendered PrometheusRule ---------
+# promtool comes from Debian's prometheus package (/usr/bin/promtool). When it is missing,
+# only that binary is taken out of the package (apt-get download + dpkg-deb -x) into the
+# cache directory: installing the package would also install, and on a systemd machine
+# start, a Prometheus server. No promtool means FAIL, never a skip.
+find_promtool() {
+  if [[ -n ${PROMTOOL:-} ]]; then echo "$PROMTOOL"; return 0; fi
+  if command -v promtool >/dev/null 2>&1; then command -v promtool; return 0; fi
+  local dir=${PROMTOOL_INSTALL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/wallet-service-helm} tmp
+  if [[ -x $dir/promtool ]]; then echo "$dir/promtool"; return 0; fi
+  command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 || return 1
+  echo "promtool not found: taking it from Debian's prometheus package into $dir" >&2
+  tmp=$(mktemp -d) && chmod 755 "$tmp"
+  if ! (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1); then
+    # No package lists yet: refresh them (as root) and try once more.
+    apt-get update -qq >/dev/null 2>&1 && (cd "$tmp" && apt-get download -qq prometheus >/dev/null 2>&1) ||
+      { rm -rf "$tmp"; return 1; }
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x" && mkdir -p "$dir" &&
+    install -m 755 "$tmp/x/usr/bin/promtool" "$dir/promtool"
+  rm -rf "$tmp"
+  [[ -x $dir/promtool ]] && echo "$dir/promtool"
+}
+alerts_test=$here/alerts-test.yaml
+if ! promtool=$(find_promtool) || ! "$promtool" --version >/dev/null 2>&1; then
+  fail "promtool available (Debian package prometheus; apt-get download prometheus failed)" "the alert rules were NOT checked"
+elif [[ ! -s $work/all-enabled.yaml ]]; then
+  fail "promtool: the all-enabled render (with the PrometheusRule) is missing"
+else
+  echo "using $("$promtool" --version 2>&1 | head -n1)"
+  mkdir -p "$work/promtool"
+  # The rules file is spec.groups of the PrometheusRule the chart rendered (production.yaml).
+  if out=$(python3 - "$work/all-enabled.yaml" "$work/promtool/wallet-service-rules.yaml" "$alerts_test" <<'PY' 2>&1
+import sys, yaml
+rendered, rules_out, tests_path = sys.argv[1:4]
+rules = [d for d in yaml.safe_load_all(open(rendered)) if d and d.get("kind") == "PrometheusRule"]
+if len(rules) != 1:
+    sys.exit(f"expected one PrometheusRule, found {len(rules)}")
+groups = rules[0]["spec"]["groups"]
+yaml.safe_dump({"groups": groups}, open(rules_out, "w"), sort_keys=False, width=1000)
+# Every alert: at least one case where it fires and one where it does not.
+tests = yaml.safe_load(open(tests_path))
+assert tests.get("rule_files") == ["wallet-service-rules.yaml"], tests.get("rule_files")
+fires, quiet = set(), set()
+for t in tests.get("tests", []):
+    for a in t.get("alert_rule_test", []):
+        (fires if a.get("exp_alerts") else quiet).add(a["alertname"])
+alerts = {r["alert"] for g in groups for r in g["rules"] if "alert" in r}
+missing = sorted(f"{a} ({'never fires' if a not in fires else ''}{' ' if a not in fires and a not in quiet else ''}{'never quiet' if a not in quiet else ''})"
+                 for a in alerts if a not in fires or a not in quiet)
+unknown = sorted((fires | quiet) - alerts)
+if missing or unknown:
+    sys.exit(f"alerts without a firing and a non-firing case: {missing}; tests of unknown alerts: {unknown}")
+print(len(alerts))
+PY
+  ); then
+    pass "alerts-test.yaml has a firing and a non-firing case for each of the $out rendered alerts"
+  else
+    fail "alerts-test.yaml has a firing and a non-firing case for every rendered alert" "$out"
+  fi
+  cp "$alerts_test" "$work/promtool/alerts-test.yaml"
+  if [[ -s $work/promtool/wallet-service-rules.yaml ]]; then
+    if out=$(cd "$work/promtool" && "$promtool" check rules wallet-service-rules.yaml 2>&1); then
+      pass "promtool check rules (rendered PrometheusRule): $(grep -o 'SUCCESS.*' <<<"$out" | head -n1)"
+    else
+      fail "promtool check rules (rendered PrometheusRule)" "$out"
+    fi
+    if out=$(cd "$work/promtool" && "$promtool" test rules alerts-test.yaml 2>&1); then
+      pass "promtool test rules helm/alerts-test.yaml: $(grep -o 'SUCCESS' <<<"$out" | head -n1)"
+    else
+      fail "promtool test rules helm/alerts-test.yaml" "$out"
+    fi
+  fi
+fi
+
+# --- dashboard JSON is what helm/tools/dashboard.py generates ------------------------------
+if out=$(python3 "$here/tools/dashboard.py" --check 2>&1); then
+  pass "dashboards/wallet-service.json is what helm/tools/dashboard.py generates"
+else
+  fail "dashboards/wallet-service.json is what helm/tools/dashboard.py generates" "$out"
+fi
+
+# --- nothing reaches outside the repository -------------------------------------------------
+if out=$(grep -rn -- '\.\./shared\|\.\./\.\./shared' "$here" "$here/../tests/run.sh" 2>/dev/null); then
+  fail "nothing under helm/ or tests/run.sh reaches for the shared/ directory beside the checkout (the repo must stand alone)" "$out"
+else
+  pass "nothing under helm/ or tests/run.sh reaches for the shared/ directory beside the checkout (the repo must stand alone)"
+fi
+
 # --- what the chart must refuse ----------------------------------------------------------
 refuses() { # description, expected message (grep -E), helm template args...
   local what=$1 want=$2; shift 2
@@ -640,6 +729,38 @@ refuses "an Ingress path outside /v1" "/metrics" -f "$examples/production.yaml" 
 refuses "an api grace period under 40 s" "terminationGracePeriodSeconds" -f "$examples/minimal.yaml" --set api.terminationGracePeriodSeconds=30
 refuses "an api grace period shorter than 40 s + preStop" "must be at least 40" -f "$examples/minimal.yaml" --set api.terminationGracePeriodSeconds=42 --set api.preStopSleepSeconds=5
 refuses "a misspelt value (schema)" "additional properties" -f "$examples/minimal.yaml" --set api.replica=3
+refuses "WALLET_WEBHOOK_ALLOW_PRIVATE_TARGETS (SSRF guard off) in config" "not in production" \
+  -f "$examples/minimal.yaml" --set config.WALLET_WEBHOOK_ALLOW_PRIVATE_TARGETS=true
+refuses "an OTEL_* variable the chart sets, in extraEnv" "set by the chart from .tracing." \
+  -f "$examples/minimal.yaml" --set extraEnv[0].name=OTEL_EXPORTER_OTLP_ENDPOINT --set extraEnv[0].value=http://x:4317
+refuses "a trace sample ratio above 1 (schema)" "sampleRatio" -f "$examples/minimal.yaml" --set tracing.sampleRatio=1.5
+refuses "an OTLP endpoint without http(s):// (schema)" "otlpEndpoint" -f "$examples/minimal.yaml" --set tracing.otlpEndpoint=collector:4317
+refuses "a NetworkPolicy without PostgreSQL's address" "networkPolicy.postgresql.to" \
+  -f "$examples/minimal.yaml" --set networkPolicy.enabled=true
+refuses "a NetworkPolicy without Redis' address" "networkPolicy.redis.to" \
+  -f "$examples/minimal.yaml" --set networkPolicy.enabled=true --set-json 'networkPolicy.postgresql.to=[{"ipBlock":{"cidr":"10.1.0.5/32"}}]'
+refuses "a NetworkPolicy without Prometheus (metricsFrom empty)" "networkPolicy.metricsFrom" \
+  -f "$examples/production.yaml" --set-json 'networkPolicy.metricsFrom=[]'
+refuses "tracing through a NetworkPolicy without the collector's address" "networkPolicy.otlpCollector.to" \
+  -f "$examples/production.yaml" --set-json 'networkPolicy.otlpCollector.to=[]'
+refuses "a runbookBaseUrl carrying its own #anchor (schema)" "runbookBaseUrl" \
+  -f "$examples/production.yaml" --set 'alerts.runbookBaseUrl=https://x/alerts.md#top'
+
+# networkPolicy.webhooks.allowHttp adds port 80 to the public-address rule, nothing else.
+if out=$("$HELM" template wallet "$chart" -n wallet -f "$examples/production.yaml" --set networkPolicy.webhooks.allowHttp=true \
+    --show-only templates/networkpolicy.yaml 2>&1 | python3 -c '
+import sys, yaml
+for d in yaml.safe_load_all(sys.stdin):
+    if d and d["metadata"]["name"].endswith(("-api", "-worker")):
+        public = [r for r in d["spec"]["egress"] if r["to"][0].get("ipBlock", {}).get("cidr") == "0.0.0.0/0"]
+        ports = sorted(p["port"] for r in public for p in r["ports"])
+        assert ports == [80, 443], (d["metadata"]["name"], ports)
+        print(d["metadata"]["name"])
+' 2>&1) && [[ $(wc -l <<<"$out") -eq 2 ]]; then
+  pass "networkPolicy.webhooks.allowHttp opens port 80 (and 443) to public addresses for api and worker"
+else
+  fail "networkPolicy.webhooks.allowHttp opens port 80 (and 443) to public addresses for api and worker" "$out"
+fi
 
 # --- NOTES (client-side dry run: no cluster needed) ----------------------------------------
 if notes=$("$HELM" install wallet "$chart" --namespace wallet -f "$examples/minimal.yaml" --dry-run=client 2>&1) &&
@@ -655,7 +776,7 @@ else
   fail "NOTES name the worker metrics Service" "$(tail -n 20 <<<"${notes:-}")"
 fi
 
-# --- Dockerfile (static: docker cannot run here) -----------------------------------------
+# --- Dockerfile (static: no image is built here, see helm/README.md) ----------------------
 dockerfile=$here/Dockerfile
 docker_has() { # description, grep -E pattern
   if grep -qE -- "$2" "$dockerfile"; then pass "Dockerfile: $1"; else fail "Dockerfile: $1" "no match for $2"; fi
@@ -666,6 +787,10 @@ docker_has "runs on debian:bookworm-slim with ca-certificates" '^FROM debian:boo
 docker_has "installs ca-certificates" 'install -y --no-install-recommends ca-certificates'
 docker_has "puts both binaries in /usr/local/bin" 'COPY --from=builder .*wallet-api .*wallet-worker /usr/local/bin/'
 docker_has "defaults to wallet-api serve" '^CMD \["wallet-api", "serve"\]'
+docker_has "strips debug info from the release binaries" '^ENV CARGO_PROFILE_RELEASE_STRIP=(debuginfo|symbols)$'
+docker_has "binaries owned by root, not writable by the service user" '^COPY --from=builder --chown=0:0 --chmod=0755 '
+docker_has "leaves no apt lists or caches in the runtime image" 'rm -rf /var/lib/apt/lists/\*'
+docker_has "exposes the API port and the metrics port" '^EXPOSE 8080 9091$'
 if grep -qE '^ENTRYPOINT' "$dockerfile"; then fail "Dockerfile: no ENTRYPOINT"; else pass "Dockerfile: no ENTRYPOINT"; fi
 image_uid=$(sed -nE 's/^USER ([0-9]+)(:[0-9]+)?$/\1/p' "$dockerfile")
 chart_uid=$(sed -nE 's/^  runAsUser: ([0-9]+)$/\1/p' "$chart/values.yaml")
