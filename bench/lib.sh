@@ -222,6 +222,7 @@ wait_health() {
 # start_services MODE BCRYPT_COST DB_STEM PREFIX_STEM
 # Called from bench_mode, whose locals it sets (bash's dynamic scope):
 #   addr data_dir api_log worker_log env_common worker_pid db prefix api_pid startup_ms
+#   api_metrics worker_metrics (host:port of each process's /metrics listener)
 # production: a fresh database DB_STEM_<pid>_<n> (migrated) and Redis prefix
 # PREFIX_STEM-<pid>-<time>:, then wallet-worker; both modes: wallet-api, timed from exec
 # to its first 200 on /v1/health. WALLET_BCRYPT_COST=BCRYPT_COST for all of them, plus
@@ -240,6 +241,8 @@ start_services() {
   env_common+=("${EXTRA_SERVER_ENV[@]}")
 
   worker_pid="" db="" prefix=""
+  api_metrics=$HOST:$(free_port)
+  worker_metrics=$HOST:$(free_port)
   if [[ $mode == production ]]; then
     db=${db_stem}_$$_$RANDOM
     prefix="${prefix_stem}-$$-$(date +%s):"
@@ -257,7 +260,7 @@ start_services() {
     env "${env_common[@]}" "$API_BIN" migrate >"$WORK/migrate.log" 2>&1 ||
       { cat "$WORK/migrate.log" >&2; die "migrate failed"; }
     log "production: starting wallet-worker"
-    env "${env_common[@]}" "$WORKER_BIN" run >"$worker_log" 2>&1 &
+    env "${env_common[@]}" WALLET_METRICS_LISTEN_ADDR="$worker_metrics" "$WORKER_BIN" run >"$worker_log" 2>&1 &
     worker_pid=$!
     PIDS+=("$worker_pid")
     local i
@@ -273,7 +276,7 @@ start_services() {
   log "$mode: starting wallet-api on $addr"
   local t0
   t0=$(now_ns)
-  env "${env_common[@]}" WALLET_LISTEN_ADDR="$addr" ${API_WRAP[@]+"${API_WRAP[@]}"} "$API_BIN" serve >"$api_log" 2>&1 &
+  env "${env_common[@]}" WALLET_LISTEN_ADDR="$addr" WALLET_METRICS_LISTEN_ADDR="$api_metrics" ${API_WRAP[@]+"${API_WRAP[@]}"} "$API_BIN" serve >"$api_log" 2>&1 &
   api_pid=$!
   PIDS+=("$api_pid")
   startup_ms=$(wait_health "$addr" "$api_pid" "$t0") || { tail -n 30 "$api_log" >&2; die "$mode: wallet-api never answered 200 on /v1/health"; }

@@ -145,6 +145,7 @@ bench_mode() {
   local mode=$1
   # set by start_services (bench/lib.sh)
   local addr data_dir api_log worker_log env_common=() worker_pid db prefix api_pid startup_ms
+  local api_metrics worker_metrics
   local worker_idle="-"
   start_services "$mode" "$SERVER_BCRYPT_COST" wallet_bench walletbench
   local self_ready

@@ -58,7 +58,7 @@ sed -i "s/8090/$HOOK_PORT/g" "$WORK/steps.sh"
 
 started=$(date +%s%N)
 echo "== server (README block 'sh server'), data in $WORK/data"
-WALLET_DATA_DIR="$WORK/data" WALLET_LISTEN_ADDR="127.0.0.1:$PORT" \
+WALLET_DATA_DIR="$WORK/data" WALLET_LISTEN_ADDR="127.0.0.1:$PORT" WALLET_METRICS_LISTEN_ADDR=127.0.0.1:0 \
   setsid bash -c "$(cat "$WORK/server.sh")" >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 # The first `cargo run -p api` after a `cargo test --workspace` may build the api-only

@@ -29,7 +29,8 @@ pub struct Config {
     /// `redis://…`. Unset: in-process locks, rate limits and caches (single process only).
     pub redis_url: Option<String>,
     pub listen_addr: String,
-    /// Where `wallet-worker` serves `/metrics` and `/health` (it has no other port).
+    /// Where either process serves `/metrics` (and the worker its `/health`), apart from the
+    /// public API listener.
     pub metrics_listen_addr: String,
     /// Where embedded mode keeps its SQLite files and generated secrets.
     pub data_dir: PathBuf,
@@ -131,6 +132,19 @@ pub struct Config {
     pub sms_provider_timeout_ms: u64,
     /// How long an operations console session lasts after login.
     pub ops_session_secs: u64,
+    /// How often the retention jobs run (finished jobs, relayed outbox events past the
+    /// events API's 30 days, expired idempotency records, OTP sessions and QR nonces,
+    /// webhook deliveries and attempts, sandbox messages).
+    pub retention_interval_secs: u64,
+    /// Rows one retention statement deletes; batches follow each other with a pause, so no
+    /// single statement holds locks or the SQLite writer for long.
+    pub retention_batch_rows: u64,
+    /// Days a finished job (done, or failed for good) stays in the job queue tables.
+    pub retention_jobs_days: u32,
+    /// Days a settled webhook delivery (delivered or dead) and its attempts stay.
+    pub retention_webhook_days: u32,
+    /// Days a captured sandbox SMS stays readable.
+    pub retention_sandbox_messages_days: u32,
 }
 
 impl Default for Config {
@@ -189,6 +203,11 @@ impl Default for Config {
             sms_provider_token: None,
             sms_provider_timeout_ms: 5_000,
             ops_session_secs: 30 * 60,
+            retention_interval_secs: 300,
+            retention_batch_rows: 1_000,
+            retention_jobs_days: 7,
+            retention_webhook_days: 30,
+            retention_sandbox_messages_days: 30,
         }
     }
 }
@@ -341,6 +360,30 @@ impl Config {
                 "WALLET_ENROLLMENT_WINDOW_SECS",
                 "must be between 1 and 7776000 (90 days)",
             ));
+        }
+        if !(10..=86_400).contains(&self.retention_interval_secs) {
+            return Err(invalid(
+                "WALLET_RETENTION_INTERVAL_SECS",
+                "must be between 10 and 86400",
+            ));
+        }
+        if !(10..=100_000).contains(&self.retention_batch_rows) {
+            return Err(invalid(
+                "WALLET_RETENTION_BATCH_ROWS",
+                "must be between 10 and 100000",
+            ));
+        }
+        for (setting, days) in [
+            ("WALLET_RETENTION_JOBS_DAYS", self.retention_jobs_days),
+            ("WALLET_RETENTION_WEBHOOK_DAYS", self.retention_webhook_days),
+            (
+                "WALLET_RETENTION_SANDBOX_MESSAGES_DAYS",
+                self.retention_sandbox_messages_days,
+            ),
+        ] {
+            if !(1..=3650).contains(&days) {
+                return Err(invalid(setting, "must be between 1 and 3650"));
+            }
         }
         if !(1..=3600).contains(&self.sweep_interval_secs) {
             return Err(invalid(

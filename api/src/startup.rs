@@ -143,12 +143,15 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     }))
 }
 
-/// A running service: its address, its state, and handles to stop it.
+/// A running service: its addresses, its state, and handles to stop it.
 pub struct Server {
     pub addr: SocketAddr,
+    /// Where `/metrics` is served (`WALLET_METRICS_LISTEN_ADDR`), apart from the API.
+    pub metrics_addr: SocketAddr,
     pub state: AppState,
     shutdown: oneshot::Sender<()>,
     server: JoinHandle<std::io::Result<()>>,
+    metrics: Listener,
     jobs: Option<Runtime>,
 }
 
@@ -165,6 +168,7 @@ impl Server {
         if let Some(jobs) = self.jobs {
             jobs.stop().await;
         }
+        self.metrics.stop().await;
         store::close(&self.state.db).await;
     }
 
@@ -174,15 +178,19 @@ impl Server {
     }
 }
 
-/// A bare HTTP listener with graceful stop, for the worker's probe port.
+/// A bare HTTP listener with graceful stop, for the metrics port.
 pub struct Listener {
     pub addr: SocketAddr,
     shutdown: oneshot::Sender<()>,
     server: JoinHandle<std::io::Result<()>>,
+    sampler: Option<JoinHandle<()>>,
 }
 
 impl Listener {
     pub async fn stop(self) {
+        if let Some(s) = self.sampler {
+            s.abort();
+        }
         let _ = self.shutdown.send(());
         let _ = tokio::time::timeout(Duration::from_secs(10), self.server).await;
     }
@@ -198,6 +206,7 @@ pub async fn serve_endpoint<E: poem::Endpoint + 'static>(
         addr,
         shutdown,
         server,
+        sampler: None,
     })
 }
 
@@ -226,9 +235,10 @@ async fn spawn_server<E: poem::Endpoint + 'static>(app: E, addr: &str) -> anyhow
     Ok((local, tx, server))
 }
 
-/// Serves `state` on `addr` (port 0 picks a free port); runs the job workers in this
-/// process when `run_workers`.
+/// Serves `state` on `addr` (port 0 picks a free port) and its metrics on
+/// `WALLET_METRICS_LISTEN_ADDR`; runs the job workers in this process when `run_workers`.
 pub async fn serve(state: AppState, addr: &str, run_workers: bool) -> anyhow::Result<Server> {
+    let metrics = serve_metrics(&state).await?;
     let (local, tx, server) = spawn_server(http::routes(state.clone()), addr).await?;
     let jobs = if run_workers {
         Some(Runtime::start(state.clone())?)
@@ -237,10 +247,26 @@ pub async fn serve(state: AppState, addr: &str, run_workers: bool) -> anyhow::Re
     };
     Ok(Server {
         addr: local,
+        metrics_addr: metrics.addr,
         state,
         shutdown: tx,
         server,
+        metrics,
         jobs,
+    })
+}
+
+/// The metrics listener of either process (`http::metrics_routes`), and the sampler of the
+/// gauges every process has (its database pool, its subsystems), which lives as long as it.
+pub async fn serve_metrics(state: &AppState) -> anyhow::Result<Listener> {
+    let addr = state.config.metrics_listen_addr.clone();
+    let listener = serve_endpoint(http::metrics_routes(state.clone()), &addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("WALLET_METRICS_LISTEN_ADDR {addr}: {e}"))?;
+    let sampler = tokio::spawn(state.clone().sample_process_gauges());
+    Ok(Listener {
+        sampler: Some(sampler),
+        ..listener
     })
 }
 
@@ -268,14 +294,15 @@ pub async fn serve_from_config(config: Config) -> anyhow::Result<()> {
                 .to_string();
             eprintln!(
                 "wallet-api listening on {url}/v1 (embedded mode: SQLite at {file}, jobs in-process; ready in {ready_ms} ms)\n\
-                 docs: {url}/v1/docs\n\
+                 docs: {url}/v1/docs    metrics: http://{metrics}/metrics\n\
                  create a tenant:  cargo run -p api -- tenant create --name \"Demo\" --sandbox --json\n\
                  then:             curl -H \"x-api-key: <platform_key>\" {url}/v1/capabilities",
-                url = server.url()
+                url = server.url(),
+                metrics = server.metrics_addr,
             );
         }
         Mode::Production => {
-            tracing::info!(addr = %server.addr, ready_ms = ready_ms as u64, workers_in_process = run_workers, "wallet-api listening (production mode)");
+            tracing::info!(addr = %server.addr, metrics = %server.metrics_addr, ready_ms = ready_ms as u64, workers_in_process = run_workers, "wallet-api listening (production mode)");
         }
     }
     tokio::select! {

@@ -17,6 +17,7 @@ use crate::{
     infra::cache::TtlCache,
     infra::crypto::Sealer,
     infra::kv::Kv,
+    infra::telemetry::metrics as m,
     store,
 };
 
@@ -127,7 +128,7 @@ impl AppState {
             degraded.push(Subsystem::Queue);
         }
         for s in [Subsystem::Database, Subsystem::Redis, Subsystem::Queue] {
-            metrics::gauge!("subsystem_up", "subsystem" => s.as_str())
+            metrics::gauge!(m::SUBSYSTEM_UP, "subsystem" => s.as_str())
                 .set(if degraded.contains(&s) { 0.0 } else { 1.0 });
         }
         Health {
@@ -136,6 +137,28 @@ impl AppState {
                 Mode::Embedded => "embedded",
                 Mode::Production => "production",
             },
+        }
+    }
+}
+
+/// How often the process gauges are refreshed: often enough for a 15 s scrape interval.
+const SAMPLE_EVERY: Duration = Duration::from_secs(5);
+
+impl AppState {
+    /// Keeps the gauges every process has current while it runs: its database pool, and the
+    /// subsystems (probed every few samples, so an idle process still reports them).
+    pub async fn sample_process_gauges(self) {
+        metrics::gauge!(m::DB_POOL_MAX).set(f64::from(self.config.db_max_connections));
+        for n in 0u64.. {
+            let (size, idle) = store::db::pool_stats(&self.db);
+            let idle = idle as f64;
+            metrics::gauge!(m::DB_POOL_CONNECTIONS, "state" => "idle").set(idle);
+            metrics::gauge!(m::DB_POOL_CONNECTIONS, "state" => "in_use")
+                .set((f64::from(size) - idle).max(0.0));
+            if n % 3 == 0 {
+                self.health().await;
+            }
+            tokio::time::sleep(SAMPLE_EVERY).await;
         }
     }
 }

@@ -154,6 +154,7 @@ impl Rig {
             let port = free_port();
             let mut e = env.clone();
             e.push(("WALLET_LISTEN_ADDR".into(), format!("127.0.0.1:{port}")));
+            e.push(("WALLET_METRICS_LISTEN_ADDR".into(), "127.0.0.1:0".into()));
             apis.push(Process::start(
                 "wallet-api",
                 &["serve"],
@@ -705,6 +706,7 @@ async fn a_retry_after_a_replica_died_mid_payment_is_answered_within_seconds() {
         ),
         ("WALLET_DATA_DIR", cfg.data_dir.display().to_string()),
         ("WALLET_LISTEN_ADDR", format!("127.0.0.1:{port}")),
+        ("WALLET_METRICS_LISTEN_ADDR", "127.0.0.1:0".into()),
         ("WALLET_RUN_WORKERS", "false".into()),
         ("WALLET_DB_LOCK_TIMEOUT_MS", "30000".into()),
         ("WALLET_DB_STATEMENT_TIMEOUT_MS", "30000".into()),

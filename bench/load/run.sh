@@ -56,9 +56,7 @@ note_tree
 build_release -p api -p worker -p payments-bench
 [[ -x $API_BIN && -x $WORKER_BIN && -x $BENCH_BIN ]] || die "missing $API_BIN, $WORKER_BIN or $BENCH_BIN"
 
-METRICS_PORT=$(free_port)
-# Where the outbox relay runs: the worker in production, the API itself in embedded mode.
-EXTRA_SERVER_ENV=(WALLET_METRICS_LISTEN_ADDR="$HOST:$METRICS_PORT")
+EXTRA_SERVER_ENV=()
 read -r -a extra <<<"${SERVER_ENV:-}"
 EXTRA_SERVER_ENV+=("${extra[@]}")
 RESULT_FILES=()
@@ -67,6 +65,7 @@ NOTES=()
 bench_mode() {
   local mode=$1
   local addr data_dir api_log worker_log env_common=() worker_pid db prefix api_pid startup_ms
+  local api_metrics worker_metrics
   start_services "$mode" "$OPERATOR_BCRYPT_COST" wallet_loadbench walletloadbench
   create_tenant "$mode" "loadbench-$mode"
   env "${env_common[@]}" "$API_BIN" operator create --name "loadbench-$mode" --json \
@@ -74,11 +73,12 @@ bench_mode() {
     { cat "$WORK/operator-$mode.err" >&2; die "$mode: operator create failed"; }
   local merchant metrics_url worker_args=()
   merchant=$(jq -er .merchant_id "$WORK/tenant-$mode.json")
+  # Where the outbox relay runs: the worker in production, the API itself in embedded mode.
   if [[ -n $worker_pid ]]; then
     worker_args=(--worker-pid "$worker_pid")
-    metrics_url="http://$HOST:$METRICS_PORT/metrics"
+    metrics_url="http://$worker_metrics/metrics"
   else
-    metrics_url="http://$addr/metrics"
+    metrics_url="http://$api_metrics/metrics"
   fi
   local out=$WORK/load-$mode.json
   if ! "$BENCH_BIN" load --base "http://$addr" --mode "$mode" \

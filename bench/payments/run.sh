@@ -95,6 +95,7 @@ bench_mode() {
   local mode=$1
   # set by start_services (bench/lib.sh)
   local addr data_dir api_log worker_log env_common=() worker_pid db prefix api_pid startup_ms
+  local api_metrics worker_metrics
   local callgrind_args=()
   if [[ -n ${CALLGRIND:-} ]]; then
     # Not counting until payments-bench switches it on for a payment window.

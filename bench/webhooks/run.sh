@@ -48,6 +48,7 @@ ROWS=()
 bench_mode() {
   local mode=$1
   local addr data_dir api_log worker_log env_common=() worker_pid db prefix api_pid startup_ms
+  local api_metrics worker_metrics
   start_services "$mode" "$OPERATOR_BCRYPT_COST" wallet_hookbench wallethookbench
   create_tenant "$mode" "hookbench-$mode"
   env "${env_common[@]}" "$API_BIN" operator create --name "hookbench-$mode" --json \

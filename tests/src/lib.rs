@@ -126,6 +126,7 @@ fn config_for(run: &Run) -> Config {
         database_url: Some(run.database_url.clone()),
         redis_url: run.redis_url.clone(),
         listen_addr: "127.0.0.1:0".into(),
+        metrics_listen_addr: "127.0.0.1:0".into(),
         data_dir: run.data_dir.clone(),
         jwt_secret: Some(api::infra::secret::Secret::new(
             "test-jwt-secret-0123456789abcdefghijklmnop",

@@ -14,6 +14,7 @@ mod suite {
     pub mod jobs;
     pub mod keys;
     pub mod lifecycle;
+    pub mod observability;
     pub mod offers;
     pub mod openapi;
     pub mod operators;
@@ -23,6 +24,7 @@ mod suite {
     pub mod permissions;
     pub mod platform;
     pub mod quickstart;
+    pub mod retention;
     pub mod sandbox_clock;
     pub mod schemathesis;
     pub mod settlements_concurrency;

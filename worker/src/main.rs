@@ -53,10 +53,9 @@ async fn run() -> anyhow::Result<()> {
     if config.mode() == api::config::Mode::Embedded {
         api::migrate(&config).await?;
     }
-    let probe_addr = config.metrics_listen_addr.clone();
     let state = api::build_state(config).await?;
     let runtime = api::jobs::Runtime::start(state.clone())?;
-    let probe = api::serve_endpoint(api::http::worker_routes(state.clone()), &probe_addr).await?;
+    let probe = api::serve_metrics(&state).await?;
     tracing::info!(metrics = %probe.addr, "wallet-worker running");
     wait_for_signal().await;
     tracing::info!("wallet-worker stopping: finishing running jobs");

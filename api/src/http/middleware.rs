@@ -1,6 +1,6 @@
 //! The outer layers every request passes: request id and log span, body buffering with a
 //! size limit, panic capture, and conversion of any error into the envelope.
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use poem::{
     Endpoint, IntoResponse, Middleware, Request, Response,
@@ -9,23 +9,32 @@ use poem::{
 };
 use tracing::Instrument;
 
-use crate::{envelope, error::ApiError, infra::request_context};
+use crate::{
+    envelope,
+    error::ApiError,
+    infra::{request_context, telemetry::metrics as m},
+};
 
-use super::errors;
+use super::{errors, route_table::RouteTable};
 
 /// Request id (accepting a caller's `X-Request-Id` only when it is short and printable),
-/// tracing span, error → envelope, and the `X-Request-Id` header on every response.
-pub struct RequestContext;
+/// tracing span, error → envelope, the `X-Request-Id` header on every response, and the
+/// request metrics, labelled by the route template the path matched in `routes`.
+pub struct RequestContext(pub Arc<RouteTable>);
 
 impl<E: Endpoint> Middleware<E> for RequestContext {
     type Output = RequestContextEp<E>;
     fn transform(&self, ep: E) -> Self::Output {
-        RequestContextEp { inner: ep }
+        RequestContextEp {
+            inner: ep,
+            routes: self.0.clone(),
+        }
     }
 }
 
 pub struct RequestContextEp<E> {
     inner: E,
+    routes: Arc<RouteTable>,
 }
 
 fn usable_request_id(v: &HeaderValue) -> Option<String> {
@@ -37,10 +46,38 @@ fn usable_request_id(v: &HeaderValue) -> Option<String> {
     .then(|| s.to_string())
 }
 
+/// The `route` label: the template the path routes to. The console's pages share one label,
+/// and a path that routes nowhere is `unmatched`, so a scan of random paths cannot grow the
+/// number of series.
+fn route_label(routes: &RouteTable, path: &str) -> String {
+    match routes.template(path) {
+        Some(t) => t.to_string(),
+        None if path == "/ops" || path.starts_with("/ops/") => "/ops".into(),
+        None => "unmatched".into(),
+    }
+}
+
+/// Counts a request in flight for as long as it is held, however its future ends.
+struct InFlight;
+
+impl InFlight {
+    fn enter() -> Self {
+        metrics::gauge!(m::HTTP_IN_FLIGHT).increment(1.0);
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        metrics::gauge!(m::HTTP_IN_FLIGHT).decrement(1.0);
+    }
+}
+
 impl<E: Endpoint> Endpoint for RequestContextEp<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
+        let _in_flight = InFlight::enter();
         let id = req
             .headers()
             .get("x-request-id")
@@ -53,7 +90,8 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
             path = %req.uri().path(),
         );
         let started = Instant::now();
-        let method = req.method().to_string();
+        let method = req.method().as_str().to_string();
+        let route = route_label(&self.routes, req.uri().path());
         let mut resp = request_context::scope(id.clone(), async move {
             match self.inner.call(req).await {
                 Ok(r) => r.into_response(),
@@ -73,8 +111,13 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
         span.in_scope(|| {
             tracing::info!(status, elapsed_ms = elapsed.as_millis() as u64, "response");
         });
-        metrics::histogram!("http_request_duration_seconds", "method" => method, "status" => status.to_string())
-            .record(elapsed.as_secs_f64());
+        metrics::histogram!(
+            m::HTTP_REQUEST_DURATION,
+            "route" => route,
+            "method" => method,
+            "status_class" => m::status_class(status),
+        )
+        .record(elapsed.as_secs_f64());
         Ok(resp)
     }
 }
@@ -161,7 +204,7 @@ impl<E: Endpoint> Endpoint for DeadlineEp<E> {
                     limit_ms = self.limit.as_millis() as u64,
                     "request ran past its deadline"
                 );
-                metrics::counter!("http_request_deadline_exceeded_total").increment(1);
+                metrics::counter!(m::HTTP_DEADLINE_EXCEEDED).increment(1);
                 Err(ApiError::Unavailable {
                     subsystem: crate::error::Subsystem::Deadline,
                     cause: "the request ran past its deadline".into(),
@@ -234,7 +277,7 @@ impl<E: Endpoint> Endpoint for AdmissionEp<E> {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let _out = InSystem(&self.gate.in_system);
         if counted >= self.gate.limit {
-            metrics::counter!("http_requests_shed_total").increment(1);
+            metrics::counter!(m::HTTP_SHED).increment(1);
             return Err(ApiError::Unavailable {
                 subsystem: crate::error::Subsystem::Capacity,
                 cause: "too many requests in the service".into(),

@@ -57,7 +57,7 @@ pub fn routes(state: AppState) -> impl Endpoint {
     let doc = std::sync::Arc::new(openapi::build());
     let table = std::sync::Arc::new(route_table::RouteTable::new(
         &doc.operations,
-        &["/v1/openapi.json", "/v1/docs", "/metrics"],
+        &["/v1/openapi.json", "/v1/docs"],
     ));
     let doc_json = std::sync::Arc::new(published::Published::new(
         doc.json.clone(),
@@ -67,7 +67,6 @@ pub fn routes(state: AppState) -> impl Endpoint {
         doc.docs_html.clone(),
         "text/html; charset=utf-8",
     ));
-    let metrics = state.metrics.clone();
     let (inflight, queued) = state.config.admission();
     let admission = middleware::Admission::new(inflight, queued);
     let app = Route::new()
@@ -87,19 +86,21 @@ pub fn routes(state: AppState) -> impl Endpoint {
                 .with(admission)
                 .data(doc),
         )
-        .at("/metrics", metrics_endpoint(metrics))
         .nest("/ops", crate::console::routes());
-    with_middleware(app.with(manners::Manners(table)), state)
+    with_middleware(app.with(manners::Manners(table.clone())), state, table)
 }
 
-/// What a `wallet-worker` process serves: its metrics (queue depth, dead letters, job
-/// latency are recorded where the jobs run) and its health, for a liveness probe.
-pub fn worker_routes(state: AppState) -> impl Endpoint {
+/// The metrics listener (`WALLET_METRICS_LISTEN_ADDR`) of either process: `/metrics`, and
+/// `/health` for the worker's probes (the API's health is `/v1/health` on its public port).
+/// Kept off the public listener so that an Ingress or a load balancer in front of the API
+/// can never expose it.
+pub fn metrics_routes(state: AppState) -> impl Endpoint {
     let metrics = state.metrics.clone();
+    let table = std::sync::Arc::new(route_table::RouteTable::new(&[], &["/health", "/metrics"]));
     let app = Route::new()
         .at("/health", get(worker_health))
         .at("/metrics", metrics_endpoint(metrics));
-    with_middleware(app, state)
+    with_middleware(app, state, table)
 }
 
 #[poem::handler]
@@ -119,14 +120,19 @@ fn metrics_endpoint(handle: metrics_exporter_prometheus::PrometheusHandle) -> im
 }
 
 /// The layers every request passes, around any endpoint: request id and envelope for
-/// every error, panic capture, body limit, shared state. Public so tests can put a
-/// deliberately failing endpoint behind the real stack.
-pub fn with_middleware<E: Endpoint + 'static>(ep: E, state: AppState) -> impl Endpoint {
+/// every error, panic capture, body limit, shared state, request metrics labelled by the
+/// templates of `routes`. Public so tests can put a deliberately failing endpoint behind
+/// the real stack.
+pub fn with_middleware<E: Endpoint + 'static>(
+    ep: E,
+    state: AppState,
+    routes: std::sync::Arc<route_table::RouteTable>,
+) -> impl Endpoint {
     let max = state.config.max_body_bytes;
     let deadline = std::time::Duration::from_millis(state.config.request_timeout_ms);
     ep.with(middleware::BufferBody(max))
         .with(middleware::catch_panic())
         .data(state)
         .with(middleware::Deadline(deadline))
-        .with(middleware::RequestContext)
+        .with(middleware::RequestContext(routes))
 }

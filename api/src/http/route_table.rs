@@ -18,6 +18,8 @@ pub struct Method {
 
 #[derive(Debug)]
 struct Template {
+    /// The full path as the document writes it (`/v1/payments/{payment_id}`).
+    path: String,
     /// `None` where the template has a `{parameter}`.
     segments: Vec<Option<String>>,
     methods: Vec<Method>,
@@ -54,6 +56,7 @@ impl RouteTable {
                 segments: split(&path)
                     .map(|s| (!s.starts_with('{')).then(|| s.to_string()))
                     .collect(),
+                path,
                 methods,
             })
             .collect();
@@ -63,6 +66,16 @@ impl RouteTable {
     /// The methods of the template a request path (with its `/v1` prefix) routes to; the
     /// router prefers a literal segment to a parameter, and so does this.
     pub fn methods(&self, full_path: &str) -> Option<&[Method]> {
+        self.find(full_path).map(|t| t.methods.as_slice())
+    }
+
+    /// The template a request path routes to, as the document writes it: the `route` label
+    /// of request metrics (one series per operation, never per id).
+    pub fn template(&self, full_path: &str) -> Option<&str> {
+        self.find(full_path).map(|t| t.path.as_str())
+    }
+
+    fn find(&self, full_path: &str) -> Option<&Template> {
         let parts: Vec<&str> = split(full_path).collect();
         self.templates
             .iter()
@@ -80,7 +93,6 @@ impl RouteTable {
                     .map(|s| s.is_some())
                     .collect::<Vec<bool>>()
             })
-            .map(|t| t.methods.as_slice())
     }
 
     /// The `Allow` value for a path: its methods and OPTIONS (HEAD where GET is served).
@@ -136,6 +148,24 @@ mod tests {
             ],
             &["/v1/openapi.json"],
         )
+    }
+
+    #[test]
+    fn a_path_is_labelled_by_the_template_it_routes_to() {
+        let t = table();
+        assert_eq!(
+            t.template("/v1/payments/8c4b0b0e"),
+            Some("/v1/payments/{payment_id}")
+        );
+        assert_eq!(
+            t.template("/v1/payments/search"),
+            Some("/v1/payments/search")
+        );
+        assert_eq!(
+            t.template("/v1/payments/x/refund"),
+            Some("/v1/payments/{payment_id}/refund")
+        );
+        assert_eq!(t.template("/v1/nothing/here"), None);
     }
 
     #[test]

@@ -114,7 +114,8 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Pl
 pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
     let rows = store::relay::relay_batch(&state.db, BATCH, plan).await?;
     if !rows.is_empty() {
-        metrics::counter!("outbox_relayed_total").increment(rows.len() as u64);
+        metrics::counter!(crate::infra::telemetry::metrics::OUTBOX_RELAYED)
+            .increment(rows.len() as u64);
     }
     Ok(rows.len())
 }

@@ -6,7 +6,26 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::{JobError, QueuedJob, backoff, context::JobDeps, webhook_deliver};
-use crate::store;
+use crate::{infra::telemetry::metrics as m, store};
+
+/// How a failed attempt was settled: the `outcome` label of a job's run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// Not an attempt: the same attempt runs again later.
+    Deferred,
+    Retry,
+    Dead,
+}
+
+impl Settled {
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Settled::Deferred => "deferred",
+            Settled::Retry => "retry",
+            Settled::Dead => "dead",
+        }
+    }
+}
 
 /// Writes what follows a failed attempt of `env`: the same attempt later (deferred), the
 /// next attempt after the backoff, or the dead letter after the last one. Also used for
@@ -15,7 +34,7 @@ pub(super) async fn settle_failure(
     deps: &JobDeps,
     env: &QueuedJob,
     failure: JobError,
-) -> Result<(), String> {
+) -> Result<Settled, String> {
     let cfg = &deps.state.config;
     if let JobError::Deferred(wait) = failure {
         // Not an attempt: the same attempt again later.
@@ -23,10 +42,10 @@ pub(super) async fn settle_failure(
             .deferred()
             .enqueue(&deps.state.queue, wait)
             .await
+            .map(|()| Settled::Deferred)
             .map_err(|e| format!("deferring failed: {e}"));
     }
     let message = failure.to_string();
-    metrics::counter!("jobs_failed_attempts_total", "queue" => env.job_type.clone()).increment(1);
     let own_wait = match &failure {
         JobError::RetryAfter(_, w) => Some(*w),
         _ => None,
@@ -39,7 +58,9 @@ pub(super) async fn settle_failure(
     let last =
         matches!(failure, JobError::Permanent(_)) || (own_wait.is_none() && env.attempt >= cap);
     if last {
-        return dead_letter(deps, env, &message).await;
+        return dead_letter(deps, env, &message)
+            .await
+            .map(|()| Settled::Dead);
     }
     let next = env.next_attempt(&message);
     let wait = own_wait.unwrap_or_else(|| {
@@ -52,7 +73,9 @@ pub(super) async fn settle_failure(
     tracing::warn!(error = %message, next_attempt = next.attempt, wait_ms = wait.as_millis() as u64, "job attempt failed; retry scheduled");
     next.enqueue(&deps.state.queue, wait)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    metrics::counter!(m::JOB_RETRIES, "job_type" => env.job_type.clone()).increment(1);
+    Ok(Settled::Retry)
 }
 
 async fn dead_letter(deps: &JobDeps, env: &QueuedJob, message: &str) -> Result<(), String> {
@@ -61,7 +84,6 @@ async fn dead_letter(deps: &JobDeps, env: &QueuedJob, message: &str) -> Result<(
     }
     let history = env.next_attempt(message).errors;
     tracing::error!(error = %message, attempts = env.attempt, "job dead-lettered");
-    metrics::counter!("jobs_dead_lettered_total", "queue" => env.job_type.clone()).increment(1);
     store::dead_letters::insert_once(
         &deps.state.db,
         store::dead_letters::NewDeadLetter {
@@ -78,5 +100,7 @@ async fn dead_letter(deps: &JobDeps, env: &QueuedJob, message: &str) -> Result<(
         },
     )
     .await
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string())?;
+    metrics::counter!(m::JOB_DEAD_LETTERS, "job_type" => env.job_type.clone()).increment(1);
+    Ok(())
 }

@@ -1,6 +1,10 @@
 //! Starts and stops the job workers and the outbox relay: in `wallet-worker run`, and inside
 //! the API process in embedded mode.
-use std::{panic::AssertUnwindSafe, sync::Arc, time::Duration};
+use std::{
+    panic::AssertUnwindSafe,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use apalis::prelude::*;
 use chrono::Utc;
@@ -13,6 +17,7 @@ use super::{
     webhook_deliver,
 };
 use crate::{
+    infra::telemetry::metrics as m,
     jobs::sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
     state::AppState,
     store,
@@ -143,6 +148,11 @@ impl Runtime {
                 }
             }
         }
+        // Per job type, the counters alerts watch exist at 0 before the first failure.
+        for job_type in QUEUES {
+            metrics::counter!(m::JOB_RETRIES, "job_type" => *job_type).absolute(0);
+            metrics::counter!(m::JOB_DEAD_LETTERS, "job_type" => *job_type).absolute(0);
+        }
         let ctx = monitor.context();
         let (stop, stop_rx) = watch::channel(false);
         let tasks = vec![
@@ -153,7 +163,7 @@ impl Runtime {
             }),
             tokio::spawn(relay::run_loop(state.clone(), stop_rx.clone())),
             tokio::spawn(sample_metrics(state.clone(), stop_rx.clone())),
-            tokio::spawn(purge_expired_idempotency(state.clone(), stop_rx.clone())),
+            tokio::spawn(super::retention::run_loop(state.clone(), stop_rx.clone())),
             tokio::spawn(checkpoint_wal(state.clone(), stop_rx.clone())),
             tokio::spawn(sweep(state, stop_rx)),
         ];
@@ -213,15 +223,16 @@ async fn handle_in_span(
     env: QueuedJob,
     timeout: Duration,
 ) -> Result<(), BoxDynError> {
+    let started = Instant::now();
     let run = AssertUnwindSafe(tokio::time::timeout(timeout, dispatch(deps, &env))).catch_unwind();
     let failure = match run.await {
         Ok(Ok(Ok(()))) => {
-            metrics::counter!("jobs_completed_total", "queue" => env.job_type.clone()).increment(1);
+            record_run(&env, started, "success");
             let waited = (Utc::now() - env.first_enqueued_at)
                 .num_milliseconds()
                 .max(0) as f64
                 / 1000.0;
-            metrics::histogram!("job_completion_latency_seconds", "queue" => env.job_type.clone())
+            metrics::histogram!(m::JOB_QUEUE_WAIT, "job_type" => env.job_type.clone())
                 .record(waited);
             return Ok(());
         }
@@ -229,7 +240,16 @@ async fn handle_in_span(
         Ok(Err(_)) => JobError::Retryable(format!("attempt timed out after {timeout:?}")),
         Err(_) => JobError::Retryable("the job panicked".into()),
     };
-    after_failure(deps, &env, failure).await
+    after_failure(deps, &env, failure, started).await
+}
+
+fn record_run(env: &QueuedJob, started: Instant, outcome: &'static str) {
+    metrics::histogram!(
+        m::JOB_RUN_DURATION,
+        "job_type" => env.job_type.clone(),
+        "outcome" => outcome,
+    )
+    .record(started.elapsed().as_secs_f64());
 }
 
 async fn dispatch(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
@@ -247,10 +267,14 @@ async fn after_failure(
     deps: &JobDeps,
     env: &QueuedJob,
     failure: JobError,
+    started: Instant,
 ) -> Result<(), BoxDynError> {
     let message = failure.to_string();
     match retry::settle_failure(deps, env, failure).await {
-        Ok(()) => Err(AbortError::new(JobFailed(message)).into()),
+        Ok(settled) => {
+            record_run(env, started, settled.as_str());
+            Err(AbortError::new(JobFailed(message)).into())
+        }
         Err(e) => {
             // Neither the retry nor the dead letter could be written (database down): let
             // apalis run this attempt again, after a pause rather than in a hot loop.
@@ -265,22 +289,49 @@ async fn after_failure(
 #[error("{0}")]
 struct JobFailed(String);
 
-/// Queue depth, dead-letter depth and outbox backlog as gauges, every few seconds.
+/// Queue depth, dead letters and outbox lag as gauges, every few seconds. Each is read
+/// through an index that holds only what it counts (live jobs, dead letters, unrelayed
+/// events), so the cost stays flat however much history the tables keep.
 async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {
     loop {
         if let Ok(rows) = state.queue.depth().await {
-            for (queue, status, n) in rows {
-                metrics::gauge!("queue_depth", "queue" => queue, "status" => status).set(n as f64);
+            let mut depth: std::collections::BTreeMap<(String, &str), f64> = QUEUES
+                .iter()
+                .flat_map(|q| {
+                    [
+                        ((q.to_string(), "pending"), 0.0),
+                        ((q.to_string(), "running"), 0.0),
+                    ]
+                })
+                .collect();
+            for (job_type, status, n) in rows {
+                let status = if status == "Running" {
+                    "running"
+                } else {
+                    "pending"
+                };
+                *depth.entry((job_type, status)).or_default() += n as f64;
+            }
+            for ((job_type, status), n) in depth {
+                metrics::gauge!(m::JOB_QUEUE_DEPTH, "job_type" => job_type, "status" => status)
+                    .set(n);
             }
         }
-        if let Ok(n) = store::dead_letters::count_dead(&state.db).await {
-            metrics::gauge!("dead_letter_depth").set(n as f64);
+        if let Ok(rows) = store::dead_letters::dead_per_queue(&state.db).await {
+            let mut per_queue: std::collections::BTreeMap<String, f64> =
+                QUEUES.iter().map(|q| (q.to_string(), 0.0)).collect();
+            for (queue, n) in rows {
+                per_queue.insert(queue, n as f64);
+            }
+            for (queue, n) in per_queue {
+                metrics::gauge!(m::DEAD_LETTERS, "queue" => queue).set(n);
+            }
         }
         if let Ok(n) = store::outbox::pending_count(&state.db).await {
-            metrics::gauge!("outbox_pending").set(n as f64);
+            metrics::gauge!(m::OUTBOX_PENDING).set(n as f64);
         }
         if let Ok(age) = store::outbox::oldest_pending_age(&state.db, Utc::now()).await {
-            metrics::gauge!("outbox_oldest_pending_seconds").set(age);
+            metrics::gauge!(m::OUTBOX_OLDEST_AGE).set(age);
         }
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_secs(5)) => {}
@@ -306,22 +357,6 @@ async fn checkpoint_wal(state: AppState, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Idempotency records live 24 hours; past that they (and any sealed secret they keep) are
-/// deleted. Safe on any number of workers at once: it is one idempotent DELETE.
-async fn purge_expired_idempotency(state: AppState, mut stop: watch::Receiver<bool>) {
-    loop {
-        match store::idempotency::purge_expired(&state.db, Utc::now()).await {
-            Ok(n) if n > 0 => tracing::info!(purged = n, "expired idempotency records deleted"),
-            Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "purging expired idempotency records failed"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(300)) => {}
-            _ = stop.changed() => return,
-        }
-    }
-}
-
 /// Lapses enrollments past their pending-proof window, expires promotional grants past
 /// their `expires_at`, expires offers nobody redeemed, and closes checkout sessions past their
 /// deadline. Safe on any number of workers at once (see `enrollment::expire_due`).
@@ -339,19 +374,6 @@ async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
             );
         }
         let now = Utc::now();
-        // A day past expiry an unused OTP session or QR nonce can no longer matter (a
-        // late payment with it is refused either way); one DELETE each, safe anywhere.
-        match store::payments::purge_dead_credentials(&state.db, now - chrono::Duration::days(1))
-            .await
-        {
-            Ok(n) if n > 0 => {
-                tracing::info!(purged = n, "expired OTP sessions and QR nonces deleted")
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::warn!(error = %e, "purging expired OTP sessions and QR nonces failed")
-            }
-        }
         match webhook_deliver::requeue_stalled(&state.db, now).await {
             Ok(n) if n > 0 => tracing::warn!(requeued = n, "stalled webhook deliveries requeued"),
             Ok(_) => {}

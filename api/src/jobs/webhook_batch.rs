@@ -240,7 +240,7 @@ async fn hand_on(deps: &JobDeps, jobs: Vec<(QueuedJob, Option<JobError>)>) -> Re
     let mut unwritten = None;
     for (one, failure) in jobs {
         let written = match failure {
-            Some(failure) => retry::settle_failure(deps, &one, failure).await,
+            Some(failure) => retry::settle_failure(deps, &one, failure).await.map(|_| ()),
             None => one
                 .enqueue(&deps.state.queue, std::time::Duration::ZERO)
                 .await

@@ -20,6 +20,7 @@ use crate::{
         job_requests::{WEBHOOK_BATCH, deliver_webhook},
         webhooks::{self, DEAD, DELIVERED, DISABLED, PENDING, SUSPENDED},
     },
+    infra::telemetry::metrics as m,
     store,
 };
 
@@ -180,8 +181,8 @@ pub(super) async fn send(
     let _slot = deps.webhook_slots.acquire().await;
     let now = Utc::now();
     let started = Instant::now();
-    let (status, error) = match refused {
-        Some(e) => (None, Some(e.clone())),
+    let (status, error, outcome) = match refused {
+        Some(e) => (None, Some(e.clone()), "refused"),
         None => {
             let sent = deps
                 .http
@@ -198,19 +199,34 @@ pub(super) async fn send(
                 .send()
                 .await;
             match sent {
-                Ok(r) if r.status().is_success() => (Some(i32::from(r.status().as_u16())), None),
+                Ok(r) if r.status().is_success() => {
+                    (Some(i32::from(r.status().as_u16())), None, "success")
+                }
                 Ok(r) => (
                     Some(i32::from(r.status().as_u16())),
                     Some(format!("HTTP {}", r.status().as_u16())),
+                    "http_error",
                 ),
-                Err(e) if e.is_timeout() => (None, Some("timed out".to_string())),
-                Err(e) if e.is_connect() => (None, Some("could not connect".to_string())),
-                Err(_) => (None, Some("request failed".to_string())),
+                Err(e) if e.is_timeout() => (None, Some("timed out".to_string()), "timeout"),
+                Err(e) if e.is_connect() => {
+                    (None, Some("could not connect".to_string()), "connect_error")
+                }
+                Err(_) => (None, Some("request failed".to_string()), "error"),
             }
         }
     };
-    let latency_ms = started.elapsed().as_millis() as i64;
-    metrics::histogram!("webhook_delivery_latency_seconds").record(latency_ms as f64 / 1000.0);
+    let elapsed = started.elapsed();
+    let latency_ms = elapsed.as_millis() as i64;
+    // The endpoint's health before this attempt: whether a failure streak was running.
+    let health = if sub.failure_streak > 0 {
+        "failing"
+    } else {
+        "healthy"
+    };
+    metrics::counter!(m::WEBHOOK_ATTEMPTS, "outcome" => outcome, "endpoint_health" => health)
+        .increment(1);
+    metrics::histogram!(m::WEBHOOK_DURATION, "outcome" => outcome, "endpoint_health" => health)
+        .record(elapsed.as_secs_f64());
     Sent {
         started_at: now,
         status,
@@ -358,7 +374,7 @@ async fn record(
                 .map_err(retryable)?
         {
             tracing::warn!(subscription = %d.subscription_id, "webhook endpoint disabled after sustained failure");
-            metrics::counter!("webhook_endpoints_disabled_total").increment(1);
+            metrics::counter!(m::WEBHOOK_DISABLED).increment(1);
         }
         if !superseded && failing {
             d.state = SUSPENDED.into();

@@ -156,6 +156,14 @@ impl ConnectionTrait for WriteTxn {
 /// database lock at BEGIN instead of failing at COMMIT, and it runs on the file's own writer
 /// connection (see `FileWriter`); PostgreSQL serialises on row locks.
 pub async fn begin(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
+    let started = std::time::Instant::now();
+    let txn = begin_untimed(db).await;
+    metrics::histogram!(crate::infra::telemetry::metrics::DB_POOL_ACQUIRE)
+        .record(started.elapsed().as_secs_f64());
+    txn
+}
+
+async fn begin_untimed(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
     match db.get_database_backend() {
         DbBackend::Sqlite => {
             let pool = db.get_sqlite_connection_pool();
@@ -178,6 +186,20 @@ pub async fn begin(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
             txn: db.begin().await?,
             _turn: None,
         }),
+    }
+}
+
+/// Connections the pool holds and how many of them are idle, for the pool gauges.
+pub fn pool_stats(db: &DatabaseConnection) -> (u32, usize) {
+    match db.get_database_backend() {
+        DbBackend::Sqlite => {
+            let p = db.get_sqlite_connection_pool();
+            (p.size(), p.num_idle())
+        }
+        _ => {
+            let p = db.get_postgres_connection_pool();
+            (p.size(), p.num_idle())
+        }
     }
 }
 

@@ -71,17 +71,6 @@ pub struct Filter {
     pub error_contains: Option<String>,
 }
 
-/// The smallest UUIDv7 of the millisecond `t`: every id taken at or after `t` is at least
-/// this.
-pub fn uuid_v7_floor(t: DateTime<Utc>) -> Uuid {
-    let ms = u64::try_from(t.timestamp_millis()).unwrap_or(0) & 0xFFFF_FFFF_FFFF;
-    let mut b = [0u8; 16];
-    b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
-    b[6] = 0x70;
-    b[8] = 0x80;
-    Uuid::from_bytes(b)
-}
-
 fn select(f: &Filter) -> Select<dead_letter::Entity> {
     use entities::integration_enterprise as link;
     let mut q = dead_letter::Entity::find();
@@ -109,7 +98,7 @@ fn select(f: &Filter) -> Select<dead_letter::Entity> {
         q = q.filter(dead_letter::Column::MerchantId.eq(m));
     }
     if let Some(t) = f.dead_before {
-        q = q.filter(dead_letter::Column::Id.lt(uuid_v7_floor(t)));
+        q = q.filter(dead_letter::Column::Id.lt(super::uuid_v7_floor(t)));
     }
     if let Some(s) = &f.error_contains {
         q = q.filter(super::contains_any_case(dead_letter::Column::LastError, s));
@@ -159,15 +148,6 @@ pub async fn find<C: ConnectionTrait>(
     id: Uuid,
 ) -> Result<Option<dead_letter::Model>, DbErr> {
     dead_letter::Entity::find_by_id(id).one(c).await
-}
-
-/// Jobs dead-lettered and not yet replayed or purged.
-pub async fn count_dead<C: ConnectionTrait>(c: &C) -> Result<u64, DbErr> {
-    use sea_orm::PaginatorTrait;
-    dead_letter::Entity::find()
-        .filter(dead_letter::Column::Status.eq("dead"))
-        .count(c)
-        .await
 }
 
 /// Marks `dl` replayed if it is still `dead`; returns how many rows changed (0 or 1).

@@ -75,12 +75,3 @@ pub fn defer_insert(w: &mut Writes, r: NewRecord<'_>) -> Slot {
     .into_query();
     w.upsert(insert, touches)
 }
-
-/// Purges every expired record; run periodically by the worker.
-pub async fn purge_expired<C: ConnectionTrait>(c: &C, now: DateTime<Utc>) -> Result<u64, DbErr> {
-    Ok(idempotency_record::Entity::delete_many()
-        .filter(idempotency_record::Column::ExpiresAt.lte(now))
-        .exec(c)
-        .await?
-        .rows_affected)
-}

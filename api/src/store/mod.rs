@@ -17,6 +17,7 @@ pub mod outbox;
 pub mod outbox_row;
 pub mod payments;
 pub mod relay;
+pub mod retention;
 pub mod sandbox_messages;
 pub mod tenancy;
 pub mod topups;
@@ -97,6 +98,17 @@ pub fn is_transient(e: &sea_orm::DbErr) -> bool {
         }
         _ => false,
     }
+}
+
+/// The smallest UUIDv7 of the millisecond `t`: every id taken at or after `t` is at least
+/// this.
+pub fn uuid_v7_floor(t: chrono::DateTime<chrono::Utc>) -> uuid::Uuid {
+    let ms = u64::try_from(t.timestamp_millis()).unwrap_or(0) & 0xFFFF_FFFF_FFFF;
+    let mut b = [0u8; 16];
+    b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
+    b[6] = 0x70;
+    b[8] = 0x80;
+    uuid::Uuid::from_bytes(b)
 }
 
 /// `LOWER(col) LIKE '%text%'` with `%`, `_` and `\\` in `text` taken literally: a

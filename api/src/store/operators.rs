@@ -5,7 +5,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::dead_letters::uuid_v7_floor;
+use super::uuid_v7_floor;
 
 pub async fn active_by_prefix<C: ConnectionTrait>(
     c: &C,

@@ -553,24 +553,3 @@ pub fn reversals_select(
         .order_by_desc(payment_refund::Column::Id)
         .limit(limit)
 }
-
-/// Deletes OTP sessions and QR nonces that expired before `before` without paying (a used
-/// one stays: it is part of its payment's record). Returns how many rows went.
-pub async fn purge_dead_credentials<C: ConnectionTrait>(
-    c: &C,
-    before: DateTime<Utc>,
-) -> Result<u64, DbErr> {
-    let otp = otp_session::Entity::delete_many()
-        .filter(otp_session::Column::ExpiresAt.lt(before))
-        .filter(otp_session::Column::PaymentId.is_null())
-        .exec(c)
-        .await?
-        .rows_affected;
-    let qr = qr_nonce::Entity::delete_many()
-        .filter(qr_nonce::Column::ExpiresAt.lt(before))
-        .filter(qr_nonce::Column::PaymentId.is_null())
-        .exec(c)
-        .await?
-        .rows_affected;
-    Ok(otp + qr)
-}

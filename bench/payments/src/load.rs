@@ -12,8 +12,8 @@
 //!    never overload it). Every `--interval-secs` it records the payments' and mints'
 //!    p50/p99 (answered 2xx), what was shed (503 `capacity` or 429, and how fast), other
 //!    failures, the RSS of the API and the worker, and the outbox backlog from the
-//!    `/metrics` of the process that relays (`outbox_pending`,
-//!    `outbox_oldest_pending_seconds`).
+//!    `/metrics` of the process that relays (`wallet_outbox_pending_events`,
+//!    `wallet_outbox_oldest_pending_age_seconds`).
 //!
 //! A wallet runs one sale at a time (a new mint supersedes its previous QR); a sale due
 //! while every wallet is busy is counted as `not_started` (the generator's own limit).
@@ -287,8 +287,8 @@ async fn gauges(http: &Client, url: Option<&str>) -> (Option<f64>, Option<f64>) 
             .and_then(|v| v.parse().ok())
     };
     (
-        read("outbox_pending"),
-        read("outbox_oldest_pending_seconds"),
+        read("wallet_outbox_pending_events"),
+        read("wallet_outbox_oldest_pending_age_seconds"),
     )
 }
 

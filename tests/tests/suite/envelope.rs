@@ -433,6 +433,7 @@ async fn a_panicking_handler_is_a_500_in_the_envelope_without_its_message() {
             get(make_sync(|_| -> String { panic!("secret-panic-detail") })),
         ),
         app.server.state.clone(),
+        Default::default(),
     );
     let port = tests::serve_endpoint(ep).await;
     let r = send(app.client.get(format!("http://127.0.0.1:{port}/boom"))).await;
@@ -450,16 +451,17 @@ async fn an_expired_record_is_purged_with_its_sealed_secret_and_the_key_runs_ane
     let body = key_body(&t);
     let first = create_key(&app, &t.platform_key, &idem, &body).await;
     assert_eq!(first.status, 200);
-    let db = &app.server.state.db;
     let record = || async { records_of(&app, &idem).await.pop() };
     assert!(record().await.unwrap().sealed_secret.is_some());
 
-    // The purge job, run as if the 24 hours had passed.
+    // The retention job, run as if the 24 hours had passed.
     let later = chrono::Utc::now() + chrono::Duration::hours(25);
-    let purged = api::store::idempotency::purge_expired(db, later)
-        .await
+    let pass = api::jobs::retention::run_once(&app.server.state, later).await;
+    let (_, purged) = pass
+        .iter()
+        .find(|(t, _)| *t == api::store::retention::Table::IdempotencyRecords)
         .unwrap();
-    assert!(purged >= 1);
+    assert!(*purged.as_ref().unwrap() >= 1);
     assert!(
         record().await.is_none(),
         "the record and its sealed raw key are gone"

@@ -22,6 +22,7 @@ use deadpool_redis::Runtime;
 use redis::aio::MultiplexedConnection;
 
 use crate::error::{ApiError, Subsystem};
+use crate::infra::telemetry::metrics as m;
 
 #[derive(Clone)]
 pub enum Kv {
@@ -85,11 +86,14 @@ impl Kv {
         matches!(self, Kv::Redis(_))
     }
 
-    async fn run<T, F, Fut>(r: &RedisKv, f: F) -> Result<T, ApiError>
+    /// One Redis call, bounded by the timeout and measured under `op` (this type's method
+    /// name: a small, fixed set of label values).
+    async fn run<T, F, Fut>(r: &RedisKv, op: &'static str, f: F) -> Result<T, ApiError>
     where
         F: FnOnce(MultiplexedConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
+        let started = std::time::Instant::now();
         let work = async {
             let conn = r.connection().await?;
             f(conn).await.map_err(|e| {
@@ -99,14 +103,21 @@ impl Kv {
                 unavailable(e)
             })
         };
-        match tokio::time::timeout(r.timeout, work).await {
-            Ok(result) => result,
+        let (done, failure) = match tokio::time::timeout(r.timeout, work).await {
+            Ok(Ok(v)) => (Ok(v), None),
+            Ok(Err(e)) => (Err(e), Some("error")),
             Err(_) => {
                 // A connection that stopped answering is not reused.
                 r.forget_connection();
-                Err(unavailable("redis call timed out"))
+                (Err(unavailable("redis call timed out")), Some("timeout"))
             }
+        };
+        metrics::histogram!(m::REDIS_COMMAND_DURATION, "command" => op)
+            .record(started.elapsed().as_secs_f64());
+        if let Some(kind) = failure {
+            metrics::counter!(m::REDIS_ERRORS, "command" => op, "kind" => kind).increment(1);
         }
+        done
     }
 
     fn key(r: &RedisKv, k: &str) -> String {
@@ -117,7 +128,7 @@ impl Kv {
         match self {
             Kv::Local(_) => Ok(()),
             Kv::Redis(r) => {
-                Self::run(r, |mut c| async move {
+                Self::run(r, "ping", |mut c| async move {
                     redis::cmd("PING").query_async::<String>(&mut c).await
                 })
                 .await?;
@@ -131,7 +142,7 @@ impl Kv {
             Kv::Local(l) => Ok(l.get(key)),
             Kv::Redis(r) => {
                 let k = Self::key(r, key);
-                Self::run(r, |mut c| async move {
+                Self::run(r, "get", |mut c| async move {
                     redis::cmd("GET")
                         .arg(k)
                         .query_async::<Option<String>>(&mut c)
@@ -148,7 +159,7 @@ impl Kv {
             Kv::Local(l) => Ok(keys.iter().map(|k| l.get(k)).collect()),
             Kv::Redis(r) => {
                 let ks: Vec<String> = keys.iter().map(|k| Self::key(r, k)).collect();
-                Self::run(r, |mut c| async move {
+                Self::run(r, "mget", |mut c| async move {
                     redis::cmd("MGET")
                         .arg(ks)
                         .query_async::<Vec<Option<String>>>(&mut c)
@@ -169,7 +180,7 @@ impl Kv {
                 let k = Self::key(r, key);
                 let v = value.to_string();
                 let ms = ttl.as_millis() as u64;
-                Self::run(r, |mut c| async move {
+                Self::run(r, "set_px", |mut c| async move {
                     redis::cmd("SET")
                         .arg(k)
                         .arg(v)
@@ -191,7 +202,7 @@ impl Kv {
                 let k = Self::key(r, key);
                 let v = value.to_string();
                 let ms = ttl.as_millis() as u64;
-                let res: Option<String> = Self::run(r, |mut c| async move {
+                let res: Option<String> = Self::run(r, "set_nx_px", |mut c| async move {
                     redis::cmd("SET")
                         .arg(k)
                         .arg(v)
@@ -217,7 +228,7 @@ impl Kv {
             Kv::Redis(r) => {
                 let k = Self::key(r, key);
                 let v = value.to_string();
-                Self::run(r, |mut c| async move {
+                Self::run(r, "del_if_eq", |mut c| async move {
                     script!(DEL_IF_EQ)
                         .key(k)
                         .arg(v)
@@ -244,7 +255,7 @@ impl Kv {
                 let k = Self::key(r, key);
                 let v = value.to_string();
                 let ms = ttl.as_millis() as u64;
-                let n = Self::run(r, |mut c| async move {
+                let n = Self::run(r, "extend_if_eq", |mut c| async move {
                     script!(EXTEND_IF_EQ)
                         .key(k)
                         .arg(v)
@@ -271,7 +282,7 @@ impl Kv {
             }
             Kv::Redis(r) => {
                 let ks: Vec<String> = keys.iter().map(|k| Self::key(r, k)).collect();
-                Self::run(r, |mut c| async move {
+                Self::run(r, "del", |mut c| async move {
                     redis::cmd("DEL").arg(ks).query_async::<i64>(&mut c).await
                 })
                 .await?;
@@ -292,7 +303,7 @@ impl Kv {
             Kv::Redis(r) => {
                 let k = Self::key(r, key);
                 let ms = window.as_millis() as u64;
-                let (n, ttl): (u64, i64) = Self::run(r, |mut c| async move {
+                let (n, ttl): (u64, i64) = Self::run(r, "incr_window", |mut c| async move {
                     script!(INCR_WINDOW)
                         .key(k)
                         .arg(ms)
@@ -323,7 +334,7 @@ impl Kv {
                     window.as_micros() as u64,
                 );
                 let (allowed, retry_after, reset): (i64, i64, i64) =
-                    Self::run(r, |mut c| async move {
+                    Self::run(r, "gcra", |mut c| async move {
                         script!(GCRA)
                             .key(k)
                             .arg(i)
@@ -359,7 +370,7 @@ impl Kv {
             Kv::Redis(r) => {
                 let (ck, lk) = (Self::key(r, copy_key), Self::key(r, lock_key));
                 let (t, ms) = (token.to_string(), ttl.as_millis() as u64);
-                let mut reply: Vec<String> = Self::run(r, |mut c| async move {
+                let mut reply: Vec<String> = Self::run(r, "copy_or_lock", |mut c| async move {
                     script!(COPY_OR_LOCK)
                         .key(ck)
                         .key(lk)
@@ -404,10 +415,9 @@ impl Kv {
                 for (_, v) in copies {
                     inv.arg(*v);
                 }
-                Self::run(
-                    r,
-                    |mut c| async move { inv.invoke_async::<i64>(&mut c).await },
-                )
+                Self::run(r, "copy_and_release", |mut c| async move {
+                    inv.invoke_async::<i64>(&mut c).await
+                })
                 .await?;
                 Ok(())
             }
@@ -435,7 +445,7 @@ impl Kv {
                 );
                 let (v, iv) = (value.to_string(), index_value.to_string());
                 let ms = ttl.as_millis() as u64;
-                let n: i64 = Self::run(r, |mut c| async move {
+                let n: i64 = Self::run(r, "guarded_set", |mut c| async move {
                     script!(GUARDED_SET)
                         .key(k1)
                         .key(k2)

@@ -1,0 +1,232 @@
+//! Deleting what has outlived its use, one small batch at a time. Only tables that grow
+//! with traffic and hold no money fact are here: the ledger, payments, refunds, top-ups,
+//! wallets and the audit log are never pruned.
+//!
+//! Every batch is found through an index in key order (UUIDv7 ids grow with time, the
+//! outbox's id with its inserts), so a pass costs what it deletes, not what the table holds.
+use chrono::{DateTime, Utc};
+use entities::{
+    idempotency_record, otp_session, outbox, qr_nonce, sandbox_message, webhook_attempt,
+    webhook_delivery,
+};
+use sea_orm::{
+    ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, Order, QueryFilter,
+    QueryOrder, QuerySelect, Statement,
+    sea_query::{Expr, ExprTrait, Query},
+};
+
+use super::{job_queue::FINISHED, uuid_v7_floor};
+
+/// What a retention pass prunes, and the `table` label of its metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Table {
+    /// Job queue rows that finished (done, killed, or failed with no attempt left).
+    FinishedJobs,
+    /// Outbox rows already relayed, older than the events API's window.
+    OutboxEvents,
+    IdempotencyRecords,
+    /// Expired OTP sessions that paid nothing (a used one is part of its payment).
+    OtpSessions,
+    /// Expired QR nonces and short codes that paid nothing.
+    QrNonces,
+    /// Webhook deliveries that settled (delivered or dead).
+    WebhookDeliveries,
+    WebhookAttempts,
+    SandboxMessages,
+}
+
+impl Table {
+    pub const ALL: [Table; 8] = [
+        Table::FinishedJobs,
+        Table::OutboxEvents,
+        Table::IdempotencyRecords,
+        Table::OtpSessions,
+        Table::QrNonces,
+        Table::WebhookDeliveries,
+        Table::WebhookAttempts,
+        Table::SandboxMessages,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Table::FinishedJobs => "jobs",
+            Table::OutboxEvents => "outbox",
+            Table::IdempotencyRecords => "idempotency_records",
+            Table::OtpSessions => "otp_sessions",
+            Table::QrNonces => "qr_nonces",
+            Table::WebhookDeliveries => "webhook_deliveries",
+            Table::WebhookAttempts => "webhook_attempts",
+            Table::SandboxMessages => "sandbox_messages",
+        }
+    }
+}
+
+/// Deletes up to `limit` rows of `table` that were done with more than `keep` before
+/// `now` (an idempotency record: created that long ago and expired by `now`). Returns how
+/// many went; fewer than `limit` means none is left.
+pub async fn prune_batch<C: ConnectionTrait>(
+    c: &C,
+    table: Table,
+    now: DateTime<Utc>,
+    keep: chrono::Duration,
+    limit: u64,
+) -> Result<u64, DbErr> {
+    let cutoff = now - keep;
+    let before = uuid_v7_floor(cutoff);
+    match table {
+        Table::FinishedJobs => prune_finished_jobs(c, cutoff, limit).await,
+        Table::OutboxEvents => prune_outbox(c, cutoff, limit).await,
+        Table::IdempotencyRecords => {
+            use idempotency_record::Column as Col;
+            delete_first::<idempotency_record::Entity, _>(
+                c,
+                Col::Id,
+                Condition::all()
+                    .add(Col::Id.lt(before))
+                    .add(Col::ExpiresAt.lte(now)),
+                limit,
+            )
+            .await
+        }
+        Table::OtpSessions => {
+            use otp_session::Column as Col;
+            delete_first::<otp_session::Entity, _>(
+                c,
+                Col::Id,
+                Condition::all()
+                    .add(Col::Id.lt(before))
+                    .add(Col::ExpiresAt.lt(cutoff))
+                    .add(Col::PaymentId.is_null()),
+                limit,
+            )
+            .await
+        }
+        Table::QrNonces => {
+            use qr_nonce::Column as Col;
+            delete_first::<qr_nonce::Entity, _>(
+                c,
+                Col::Id,
+                Condition::all()
+                    .add(Col::Id.lt(before))
+                    .add(Col::ExpiresAt.lt(cutoff))
+                    .add(Col::PaymentId.is_null()),
+                limit,
+            )
+            .await
+        }
+        Table::WebhookDeliveries => {
+            use webhook_delivery::Column as Col;
+            delete_first::<webhook_delivery::Entity, _>(
+                c,
+                Col::Id,
+                Condition::all()
+                    .add(Col::Id.lt(before))
+                    .add(Col::State.is_in(["DELIVERED", "DEAD"])),
+                limit,
+            )
+            .await
+        }
+        Table::WebhookAttempts => {
+            use webhook_attempt::Column as Col;
+            delete_first::<webhook_attempt::Entity, _>(
+                c,
+                Col::Id,
+                Condition::all().add(Col::Id.lt(before)),
+                limit,
+            )
+            .await
+        }
+        Table::SandboxMessages => {
+            use sandbox_message::Column as Col;
+            delete_first::<sandbox_message::Entity, _>(
+                c,
+                Col::Id,
+                Condition::all().add(Col::Id.lt(before)),
+                limit,
+            )
+            .await
+        }
+    }
+}
+
+/// `DELETE FROM t WHERE id IN (SELECT id FROM t WHERE cond ORDER BY id LIMIT n)`.
+async fn delete_first<E, C>(c: &C, id: E::Column, cond: Condition, limit: u64) -> Result<u64, DbErr>
+where
+    E: EntityTrait,
+    C: ConnectionTrait,
+{
+    let ids = Query::select()
+        .column(id)
+        .from(E::default())
+        .cond_where(cond)
+        .order_by(id, Order::Asc)
+        .limit(limit)
+        .to_owned();
+    Ok(E::delete_many()
+        .filter(Expr::col(id).in_subquery(ids))
+        .exec(c)
+        .await?
+        .rows_affected)
+}
+
+/// The outbox is also the event history (`GET /events` reads relayed rows for 30 days), so
+/// a row goes once it is relayed and older than `cutoff`. Its id grows with inserts: the
+/// first row newer than the cutoff bounds the scan, which then reads only the old rows left.
+async fn prune_outbox<C: ConnectionTrait>(
+    c: &C,
+    cutoff: DateTime<Utc>,
+    limit: u64,
+) -> Result<u64, DbErr> {
+    use outbox::Column as Col;
+    let first_kept: Option<i64> = outbox::Entity::find()
+        .select_only()
+        .column(Col::Id)
+        .filter(Col::CreatedAt.gte(cutoff))
+        .order_by_asc(Col::Id)
+        .limit(1)
+        .into_tuple()
+        .one(c)
+        .await?;
+    let mut cond = Condition::all()
+        .add(Col::RelayedAt.is_not_null())
+        .add(Col::CreatedAt.lt(cutoff));
+    if let Some(id) = first_kept {
+        cond = cond.add(Col::Id.lt(id));
+    }
+    delete_first::<outbox::Entity, _>(c, Col::Id, cond, limit).await
+}
+
+/// The job queue's own tables (apalis): rows that finished before `cutoff`, found through
+/// the partial index on `done_at` that `job_queue::Queue::setup` creates.
+async fn prune_finished_jobs<C: ConnectionTrait>(
+    c: &C,
+    cutoff: DateTime<Utc>,
+    limit: u64,
+) -> Result<u64, DbErr> {
+    let backend = c.get_database_backend();
+    let (sql, cutoff) = match backend {
+        DbBackend::Postgres => (
+            format!(
+                "DELETE FROM apalis.jobs WHERE id IN (SELECT id FROM apalis.jobs \
+                 WHERE {FINISHED} AND done_at < $1 ORDER BY done_at LIMIT $2)"
+            ),
+            sea_orm::Value::from(cutoff),
+        ),
+        _ => (
+            // apalis-sqlite keeps done_at as Unix seconds.
+            format!(
+                "DELETE FROM Jobs WHERE id IN (SELECT id FROM Jobs \
+                 WHERE {FINISHED} AND done_at < ? ORDER BY done_at LIMIT ?)"
+            ),
+            sea_orm::Value::from(cutoff.timestamp()),
+        ),
+    };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    Ok(c.execute_raw(Statement::from_sql_and_values(
+        backend,
+        sql,
+        [cutoff, limit.into()],
+    ))
+    .await?
+    .rows_affected())
+}
