@@ -272,7 +272,7 @@ pub async fn serve_metrics(state: &AppState) -> anyhow::Result<Listener> {
 
 /// `wallet-api serve`.
 pub async fn serve_from_config(config: Config) -> anyhow::Result<()> {
-    telemetry::init_logging(config.json_logs());
+    telemetry::init_service(config.json_logs(), "wallet-api");
     let started = std::time::Instant::now();
     let mode = config.mode();
     if mode == Mode::Embedded {
@@ -312,6 +312,7 @@ pub async fn serve_from_config(config: Config) -> anyhow::Result<()> {
             server.stop().await;
         }
     }
+    telemetry::shutdown().await;
     Ok(())
 }
 

@@ -18,6 +18,9 @@ pub struct Model {
     pub occurred_at: DateTimeUtc,
     pub created_at: DateTimeUtc,
     pub relayed_at: Option<DateTimeUtc>,
+    /// The request that wrote the row, and the trace it continues (migration 000019).
+    pub request_id: Option<String>,
+    pub traceparent: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

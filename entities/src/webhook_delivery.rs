@@ -24,6 +24,9 @@ pub struct Model {
     pub delivered_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+    /// The request whose event this delivers, and the trace it continues (migration 000019).
+    pub request_id: Option<String>,
+    pub traceparent: Option<String>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -22,6 +22,7 @@ mod m20261127_000015_cors_origins;
 mod m20261127_000016_event_feed;
 mod m20261127_000017_test_clock;
 mod m20261127_000018_ops_console;
+mod m20261128_000019_trace_origin;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
 /// earlier files keep their own copy, as landed migrations are never edited.
@@ -92,6 +93,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000016_event_feed::Migration),
             Box::new(m20261127_000017_test_clock::Migration),
             Box::new(m20261127_000018_ops_console::Migration),
+            Box::new(m20261128_000019_trace_origin::Migration),
         ]
     }
 }

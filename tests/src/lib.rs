@@ -10,6 +10,7 @@ pub mod browser;
 pub mod cluster;
 pub mod dead_letters;
 pub mod oas31;
+pub mod otlp;
 pub mod procs;
 pub mod proxy;
 pub mod redis_server;

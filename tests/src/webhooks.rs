@@ -58,6 +58,8 @@ pub fn verify(
 #[derive(Clone, Debug)]
 pub struct Received {
     pub signature: String,
+    /// The W3C trace context the delivery carried.
+    pub traceparent: Option<String>,
     pub body: String,
     pub json: Value,
     /// What the receiver answered (0: it did not answer in time).
@@ -104,6 +106,7 @@ impl Receiver {
                     .header("service-signature")
                     .unwrap_or_default()
                     .to_string();
+                let traceparent = req.header("traceparent").map(str::to_string);
                 let at = chrono::Utc::now();
                 let body = req.into_body().into_string().await.unwrap_or_default();
                 let json: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
@@ -114,6 +117,7 @@ impl Receiver {
                     Answer::Hang(d) => {
                         g.lock().unwrap().push(Received {
                             signature,
+                            traceparent,
                             body,
                             json,
                             answered: 0,
@@ -125,6 +129,7 @@ impl Receiver {
                 };
                 g.lock().unwrap().push(Received {
                     signature,
+                    traceparent,
                     body,
                     json,
                     answered: status,

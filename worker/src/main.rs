@@ -49,7 +49,7 @@ async fn dlq(command: api::cli::dlq::Dlq) -> Result<(), api::cli::Failure> {
 /// `wallet-worker run`: every job queue and the outbox relay, until SIGTERM or Ctrl-C.
 async fn run() -> anyhow::Result<()> {
     let config = api::config::Config::load()?;
-    api::infra::telemetry::init_logging(config.json_logs());
+    api::infra::telemetry::init_service(config.json_logs(), "wallet-worker");
     if config.mode() == api::config::Mode::Embedded {
         api::migrate(&config).await?;
     }
@@ -62,6 +62,7 @@ async fn run() -> anyhow::Result<()> {
     runtime.stop().await;
     probe.stop().await;
     api::store::close(&state.db).await;
+    api::infra::telemetry::shutdown().await;
     Ok(())
 }
 

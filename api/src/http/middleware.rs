@@ -12,7 +12,10 @@ use tracing::Instrument;
 use crate::{
     envelope,
     error::ApiError,
-    infra::{request_context, telemetry::metrics as m},
+    infra::{
+        request_context,
+        telemetry::{metrics as m, trace},
+    },
 };
 
 use super::{errors, route_table::RouteTable};
@@ -78,21 +81,38 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
         let _in_flight = InFlight::enter();
+        let started = Instant::now();
         let id = req
             .headers()
             .get("x-request-id")
             .and_then(usable_request_id)
             .unwrap_or_else(request_context::new_request_id);
+        let method = req.method().as_str().to_string();
+        let route = route_label(&self.routes, req.uri().path());
         let span = tracing::info_span!(
             "request",
             request_id = %id,
-            method = %req.method(),
+            method = %method,
             path = %req.uri().path(),
+            otel.name = tracing::field::Empty,
+            otel.kind = "server",
         );
-        let started = Instant::now();
-        let method = req.method().as_str().to_string();
-        let route = route_label(&self.routes, req.uri().path());
-        let mut resp = request_context::scope(id.clone(), async move {
+        // The caller's trace, if it sent one: the request's span continues it, and the work
+        // the request leaves behind (outbox rows, jobs, webhooks) carries it on.
+        let incoming = req
+            .headers()
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok());
+        trace::continue_trace(&span, incoming);
+        if trace::enabled() {
+            span.record("otel.name", format!("{method} {route}"));
+        }
+        let traceparent = trace::traceparent(&span, incoming);
+        let origin = request_context::Origin {
+            request_id: id.clone(),
+            traceparent: traceparent.clone(),
+        };
+        let mut resp = request_context::within(origin, async move {
             match self.inner.call(req).await {
                 Ok(r) => r.into_response(),
                 Err(e) => {
@@ -103,6 +123,9 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
         })
         .instrument(span.clone())
         .await;
+        if let Some(v) = traceparent.and_then(|tp| HeaderValue::from_str(&tp).ok()) {
+            resp.headers_mut().insert("traceparent", v);
+        }
         if let Ok(v) = HeaderValue::from_str(&id) {
             resp.headers_mut().insert("x-request-id", v);
         }

@@ -4,6 +4,7 @@ use chrono::Utc;
 use sea_orm::DatabaseTransaction;
 use serde::Serialize;
 use std::time::Duration;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::{
@@ -14,6 +15,7 @@ use super::{
 use crate::{
     envelope::{self, Rendered},
     error::ApiError,
+    infra::telemetry::trace,
     store,
 };
 
@@ -68,11 +70,18 @@ where
     // Boxed: the work's state machine is large, and a replay (the hot path of a retry)
     // should not carry and move it.
     let mut copy = None;
+    // The work and its one transaction, as a span of the request's trace (only built when
+    // spans are exported).
+    let span = if trace::enabled() {
+        tracing::info_span!("transaction", operation = %r.operation)
+    } else {
+        tracing::Span::none()
+    };
     let result = leased(
         &ctx,
         &r,
         &token,
-        Box::pin(run_locked(&ctx, &r, prepare, work, &mut copy)),
+        Box::pin(run_locked(&ctx, &r, prepare, work, &mut copy).instrument(span)),
     )
     .await;
     release(&ctx, &r, &token, copy.as_ref()).await;

@@ -1,7 +1,17 @@
-//! The id of the request being served, available to every layer below the HTTP edge
-//! (envelope rendering, logs, idempotency records) without threading it through calls.
+//! The request being served (or the request a job descends from), available to every layer
+//! below the HTTP edge (envelope rendering, logs, idempotency records, outbox rows) without
+//! threading it through calls.
 tokio::task_local! {
-    static REQUEST_ID: String;
+    static ORIGIN: Origin;
+}
+
+/// What a piece of work descends from: a request id, and the W3C `traceparent` its trace
+/// continues from (the request's server span, or the caller's own when tracing is off).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Origin {
+    pub request_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// Runs `fut` with `id` as the current request id. A plain function, not an `async fn`:
@@ -11,14 +21,33 @@ pub fn scope<F: std::future::Future>(
     id: String,
     fut: F,
 ) -> impl std::future::Future<Output = F::Output> {
-    REQUEST_ID.scope(id, fut)
+    within(
+        Origin {
+            request_id: id,
+            traceparent: None,
+        },
+        fut,
+    )
+}
+
+/// Runs `fut` as descending from `origin`.
+pub fn within<F: std::future::Future>(
+    origin: Origin,
+    fut: F,
+) -> impl std::future::Future<Output = F::Output> {
+    ORIGIN.scope(origin, fut)
 }
 
 /// The current request id, or a fresh one outside a request (CLI, jobs).
 pub fn request_id() -> String {
-    REQUEST_ID
-        .try_with(|id| id.clone())
+    ORIGIN
+        .try_with(|o| o.request_id.clone())
         .unwrap_or_else(|_| new_request_id())
+}
+
+/// What the current work descends from, if it runs inside a request or a job.
+pub fn origin() -> Option<Origin> {
+    ORIGIN.try_with(Origin::clone).ok()
 }
 
 pub fn new_request_id() -> String {

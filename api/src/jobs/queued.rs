@@ -34,6 +34,9 @@ pub struct QueuedJob {
     /// How often this attempt was put off (see `JobError::Deferred`).
     #[serde(default)]
     pub deferrals: u32,
+    /// The request the job descends from, and the trace its run continues.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::infra::request_context::Origin>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -61,7 +64,21 @@ impl QueuedJob {
             errors: vec![],
             replay: 0,
             deferrals: 0,
+            origin: None,
         }
+    }
+
+    /// The job as descending from the request `request_id` (and its trace).
+    pub fn descending_from(
+        mut self,
+        request_id: Option<&String>,
+        traceparent: Option<&String>,
+    ) -> Self {
+        self.origin = request_id.map(|id| crate::infra::request_context::Origin {
+            request_id: id.clone(),
+            traceparent: traceparent.cloned(),
+        });
+        self
     }
 
     /// The queued job of the next attempt, carrying this attempt's error.

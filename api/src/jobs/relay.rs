@@ -10,6 +10,7 @@ use uuid::Uuid;
 use super::{QueuedJob, webhook_batch};
 use crate::{
     domain::webhooks,
+    infra::telemetry::trace,
     state::AppState,
     store::{
         self,
@@ -18,6 +19,23 @@ use crate::{
 };
 
 const BATCH: i64 = 200;
+
+/// When spans are exported, the relay of `row` is a span of the trace that wrote it, and
+/// what the row becomes continues from there; the row's own traceparent otherwise.
+fn relay_span(row: &PendingRow) -> Option<String> {
+    if !trace::enabled() {
+        return row.traceparent.clone();
+    }
+    let span = tracing::info_span!(
+        "outbox_relay",
+        event_id = %row.event_id,
+        topic = %row.topic,
+        request_id = row.request_id.as_deref().unwrap_or_default(),
+    );
+    trace::continue_trace(&span, row.traceparent.as_deref());
+    let _entered = span.enter();
+    trace::traceparent(&span, row.traceparent.as_deref())
+}
 
 /// What a batch turns into: a job row becomes its task; a catalog event becomes one
 /// delivery per subscription that wants it (SUSPENDED for a disabled endpoint, so
@@ -28,6 +46,7 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Pl
     let mut plan = Plan::default();
     let mut sendable = Vec::new();
     for row in rows {
+        let traceparent = relay_span(row);
         match row.kind.as_str() {
             "job" => {
                 let env = QueuedJob::first(
@@ -36,7 +55,8 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Pl
                     row.merchant_id,
                     row.payload.clone(),
                     row.created_at,
-                );
+                )
+                .descending_from(row.request_id.as_ref(), traceparent.as_ref());
                 plan.tasks
                     .push((row.topic.clone(), env.task(Duration::ZERO)));
             }
@@ -85,6 +105,8 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Pl
                         sequence_number: row.sequence_number,
                         body,
                         state: state.into(),
+                        request_id: row.request_id.clone(),
+                        traceparent: traceparent.clone(),
                     };
                     if state == webhooks::PENDING {
                         sendable.push((d.id, d.subscription_id, merchant));

@@ -17,7 +17,10 @@ use super::{
     webhook_deliver,
 };
 use crate::{
-    infra::telemetry::metrics as m,
+    infra::{
+        request_context::{self, Origin},
+        telemetry::{metrics as m, trace},
+    },
     jobs::sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
     state::AppState,
     store,
@@ -214,8 +217,33 @@ async fn handle(env: QueuedJob, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDynEr
         // events go one after another and wait for free webhook slots.
         timeout *= 4;
     }
-    let span = tracing::info_span!("job", job_id = %env.job_id, job_type = %env.job_type, attempt = env.attempt);
-    handle_in_span(deps, env, timeout).instrument(span).await
+    let span = tracing::info_span!(
+        "job",
+        job_id = %env.job_id,
+        job_type = %env.job_type,
+        attempt = env.attempt,
+        request_id = tracing::field::Empty,
+        otel.name = tracing::field::Empty,
+    );
+    // The job continues the trace of the request that caused it, and its log lines carry
+    // that request's id; so does anything it writes to the outbox.
+    let arrived = env.origin.clone();
+    if let Some(o) = &arrived {
+        span.record("request_id", o.request_id.as_str());
+    }
+    let arrived_tp = arrived.as_ref().and_then(|o| o.traceparent.as_deref());
+    trace::continue_trace(&span, arrived_tp);
+    if trace::enabled() {
+        span.record("otel.name", format!("job {}", env.job_type));
+    }
+    let origin = Origin {
+        request_id: arrived
+            .as_ref()
+            .map(|o| o.request_id.clone())
+            .unwrap_or_else(request_context::new_request_id),
+        traceparent: trace::traceparent(&span, arrived_tp),
+    };
+    request_context::within(origin, handle_in_span(deps, env, timeout).instrument(span)).await
 }
 
 async fn handle_in_span(

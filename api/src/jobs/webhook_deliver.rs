@@ -20,9 +20,10 @@ use crate::{
         job_requests::{WEBHOOK_BATCH, deliver_webhook},
         webhooks::{self, DEAD, DELIVERED, DISABLED, PENDING, SUSPENDED},
     },
-    infra::telemetry::metrics as m,
+    infra::telemetry::{metrics as m, trace},
     store,
 };
+use tracing::Instrument;
 
 pub use crate::domain::job_requests::{DeliveryPayload as Payload, WEBHOOK_DELIVER as JOB_TYPE};
 
@@ -181,10 +182,21 @@ pub(super) async fn send(
     let _slot = deps.webhook_slots.acquire().await;
     let now = Utc::now();
     let started = Instant::now();
+    // The delivery continues the trace of the request whose event it carries, and the
+    // receiver gets that trace in its `traceparent`.
+    let span = tracing::info_span!(
+        "webhook_delivery",
+        delivery_id = %d.id,
+        request_id = d.request_id.as_deref().unwrap_or_default(),
+        otel.name = "webhook delivery",
+        otel.kind = "client",
+    );
+    trace::continue_trace(&span, d.traceparent.as_deref());
+    let traceparent = trace::traceparent(&span, d.traceparent.as_deref());
     let (status, error, outcome) = match refused {
         Some(e) => (None, Some(e.clone()), "refused"),
         None => {
-            let sent = deps
+            let mut request = deps
                 .http
                 .post(&sub.url)
                 .header("content-type", "application/json")
@@ -194,9 +206,14 @@ pub(super) async fn send(
                 )
                 .header("Service-Event-Id", d.event_id.to_string())
                 .header("Service-Event-Type", d.event_type.as_str())
-                .header("Service-Delivery-Id", d.id.to_string())
+                .header("Service-Delivery-Id", d.id.to_string());
+            if let Some(tp) = &traceparent {
+                request = request.header("traceparent", tp);
+            }
+            let sent = request
                 .body(d.body.clone())
                 .send()
+                .instrument(span.clone())
                 .await;
             match sent {
                 Ok(r) if r.status().is_success() => {

@@ -20,6 +20,9 @@ pub(super) struct Events {
     /// its number is.
     rows: Vec<(NewOutbox, Uuid, usize, i64)>,
     now: DateTime<Utc>,
+    /// The request (and trace) the rows descend from, for the jobs and deliveries they
+    /// become.
+    origin: Option<crate::infra::request_context::Origin>,
 }
 
 impl Events {
@@ -53,6 +56,7 @@ impl Events {
                 resources,
                 rows,
                 now,
+                origin: crate::infra::request_context::origin(),
             },
             ids,
         )
@@ -144,7 +148,11 @@ impl Events {
             Col::Payload,
             Col::OccurredAt,
             Col::CreatedAt,
+            Col::RequestId,
+            Col::Traceparent,
         ]);
+        let request_id = self.origin.as_ref().map(|o| o.request_id.clone());
+        let traceparent = self.origin.as_ref().and_then(|o| o.traceparent.clone());
         for (item, event_id, at, offset) in &self.rows {
             q.values_panic([
                 (*event_id).into(),
@@ -157,6 +165,8 @@ impl Events {
                 item.payload.clone().into(),
                 item.occurred_at.into(),
                 self.now.into(),
+                request_id.clone().into(),
+                traceparent.clone().into(),
             ]);
         }
         Ok(q)

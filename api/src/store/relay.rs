@@ -28,6 +28,9 @@ pub struct PendingRow {
     pub payload: Value,
     pub occurred_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
+    /// The request that wrote the row and the trace it continues.
+    pub request_id: Option<String>,
+    pub traceparent: Option<String>,
 }
 
 /// A webhook subscription of an integration linked to `merchant_id`.
@@ -54,6 +57,8 @@ pub struct NewDelivery {
     pub sequence_number: i64,
     pub body: String,
     pub state: String,
+    pub request_id: Option<String>,
+    pub traceparent: Option<String>,
 }
 
 /// What a batch turns into.
@@ -64,7 +69,7 @@ pub struct Plan {
 }
 
 const COLUMNS: &str = "id, event_id, kind, topic, merchant_id, resource_type, resource_id, \
-     sequence_number, payload, occurred_at, created_at";
+     sequence_number, payload, occurred_at, created_at, request_id, traceparent";
 
 /// The relay's poll: the oldest rows not yet relayed, up to the bound limit. It must find
 /// them through `ix_outbox_unrelayed`, which holds only those rows (migration 000008): the
@@ -81,8 +86,8 @@ pub fn pending_select(backend: DbBackend) -> String {
 
 const DELIVERY_COLUMNS: &str = "id, subscription_id, integration_id, merchant_id, event_id, \
      event_type, resource_key, sequence_number, body, state, attempts, replays, created_at, \
-     updated_at";
-const DELIVERY_ARITY: usize = 14;
+     updated_at, request_id, traceparent";
+const DELIVERY_ARITY: usize = 16;
 
 fn placeholders(backend: DbBackend, rows: usize, arity: usize) -> String {
     let mut n = 0;
@@ -169,6 +174,8 @@ where
                 payload: r.try_get("payload")?,
                 occurred_at: r.try_get("occurred_at")?,
                 created_at: r.try_get("created_at")?,
+                request_id: r.try_get("request_id")?,
+                traceparent: r.try_get("traceparent")?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()?;
@@ -225,7 +232,9 @@ where
                 .bind(0i32)
                 .bind(0i32)
                 .bind(now)
-                .bind(now);
+                .bind(now)
+                .bind(&d.request_id)
+                .bind(&d.traceparent);
         }
         q.execute(&mut *tx).await?;
     }
@@ -279,6 +288,8 @@ where
                     .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
                 occurred_at: r.try_get("occurred_at")?,
                 created_at: r.try_get("created_at")?,
+                request_id: r.try_get("request_id")?,
+                traceparent: r.try_get("traceparent")?,
             })
         })
         .collect::<Result<_, sqlx::Error>>()?;
@@ -346,7 +357,9 @@ where
                 .bind(0i32)
                 .bind(0i32)
                 .bind(now)
-                .bind(now);
+                .bind(now)
+                .bind(&d.request_id)
+                .bind(&d.traceparent);
         }
         q.execute(&mut *tx).await?;
     }

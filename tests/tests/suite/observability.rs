@@ -118,7 +118,7 @@ async fn metrics_are_served_apart_from_the_api_with_help_type_and_route_template
 }
 
 #[tokio::test]
-async fn a_delivered_webhook_and_its_job_are_counted_by_outcome() {
+async fn a_delivered_webhook_carries_the_callers_trace_and_is_counted_by_outcome() {
     let app = TestApp::spawn_isolated(true, |_| {}).await;
     let shop = Shop::open(&app).await;
     let receiver = Receiver::ok().await;

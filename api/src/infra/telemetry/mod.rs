@@ -1,18 +1,40 @@
-//! Logs and metrics. Logs are JSON in production and human-readable in embedded mode; every
-//! line inside a request carries its request id (from the request span). Secrets never
-//! reach a log line: they are `Secret`s, whose Debug and Display print `***`.
+//! Logs, metrics and traces. Logs are JSON in production and human-readable in embedded
+//! mode; every line inside a request or job carries its request id (from its span). Secrets
+//! never reach a log line: they are `Secret`s, whose Debug and Display print `***`.
 pub mod metrics;
+pub mod trace;
 
-use std::io::IsTerminal;
+use std::{io::IsTerminal, sync::OnceLock};
 
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::{EnvFilter, fmt, prelude::*};
 
+/// Logging only, for the command lines and tests: no spans are exported.
 pub fn init_logging(json: bool) {
+    init(json, None);
+}
+
+/// Logging and, when `OTEL_EXPORTER_OTLP_ENDPOINT` is set, span export as `service`. Call
+/// inside the runtime; `shutdown` at exit sends what is still buffered.
+pub fn init_service(json: bool, service: &'static str) {
+    init(json, Some(service));
+}
+
+static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
+
+fn init(json: bool, service: Option<&'static str>) {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,sea_orm=warn,apalis=warn"));
-    let registry = tracing_subscriber::registry().with(filter);
+    let provider = service.and_then(trace::provider);
+    let otel = provider.as_ref().zip(service).map(|(p, s)| {
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer(s))
+            .with_error_records_to_exceptions(true)
+    });
+    let registry = tracing_subscriber::registry().with(filter).with(otel);
     // A second init (tests start several apps in one process) keeps the first subscriber.
-    let _ = if json {
+    let installed = if json {
         registry
             .with(
                 fmt::layer()
@@ -26,6 +48,18 @@ pub fn init_logging(json: bool) {
             .with(fmt::layer().compact().with_ansi(colour()))
             .try_init()
     };
+    if let (Ok(()), Some(p)) = (installed, provider) {
+        let _ = PROVIDER.set(p);
+    }
+}
+
+/// Sends the spans still buffered and stops the exporter (a no-op when tracing is off).
+pub async fn shutdown() {
+    if let Some(p) = PROVIDER.get() {
+        // The provider's shutdown blocks until its export thread is done.
+        let p = p.clone();
+        let _ = tokio::task::spawn_blocking(move || p.shutdown()).await;
+    }
 }
 
 /// Colour only for a person at a terminal: a log redirected to a file or a pipe (a service
