@@ -54,10 +54,16 @@ impl Runtime {
             None => Arc::new(UnconfiguredProvider),
         };
         let webhook_timeout = Duration::from_millis(cfg.webhook_timeout_ms);
+        // Every connection resolves through the SSRF guard, which pins what it approved; no
+        // proxy, whose own DNS would bypass it.
         let http = reqwest::Client::builder()
             .timeout(webhook_timeout)
             .connect_timeout(webhook_timeout)
             .redirect(reqwest::redirect::Policy::none())
+            .dns_resolver(Arc::new(crate::domain::webhooks::PinnedResolver::system(
+                cfg.webhook_allow_private_targets,
+            )))
+            .no_proxy()
             .user_agent("wallet-webhooks/1")
             .build()?;
         let deps = Arc::new(JobDeps {

@@ -22,7 +22,7 @@ mod operator;
 mod target;
 
 pub use operator::{operator_enable, operator_recover, recoverable};
-pub use target::check_url;
+pub use target::{PinnedResolver, check_url};
 
 pub const ACTIVE: &str = "ACTIVE";
 pub const DISABLED: &str = "DISABLED";
