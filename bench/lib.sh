@@ -15,7 +15,7 @@ bench_paths() { # bench_paths SCRIPT_DIR: the repository's paths; results go to 
   API_BIN=$TARGET_DIR/release/wallet-api
   WORKER_BIN=$TARGET_DIR/release/wallet-worker
   RESULTS=$1/results
-  PG_CEILING=${PG_CEILING:-$ROOT/../shared/bench/pg-ceiling.sh}
+  PG_CEILING=${PG_CEILING:-$ROOT/bench/pg-ceiling/pg-ceiling.sh}
 }
 
 log() { printf '[%s %s] %s\n' "$LOG_TAG" "$(date +%H:%M:%S)" "$*" >&2; }

@@ -3,7 +3,7 @@
 # starts the service, measures start-up time and idle RSS, creates a tenant, runs three
 # short load phases with wrk against 127.0.0.1 and records req/s, p50, p99, errors and peak
 # RSS, then the security-perimeter phases (T trivial 404, C authenticated read, R idempotent
-# replay, at 32 connections, in interleaved rounds: C/T and R/T); then runs the PostgreSQL ceiling (shared/bench/pg-ceiling.sh) and prints one summary,
+# replay, at 32 connections, in interleaved rounds: C/T and R/T); then runs the PostgreSQL ceiling (bench/pg-ceiling/pg-ceiling.sh) and prints one summary,
 # also written to bench/results/latest.md. See bench/README.md.
 #
 # Usage: bench/run.sh            (from anywhere)
@@ -16,7 +16,7 @@
 #   REPLAY_CHECK_EVERY=100              perimeter R: check every Nth response's body per thread
 #   SKIP_BUILD=1                        use the binaries already in target/release
 #   SKIP_PG_CEILING=1                   do not run the PostgreSQL ceiling
-#   PG_CEILING=path/to/pg-ceiling.sh    default: ../shared/bench/pg-ceiling.sh beside the repo
+#   PG_CEILING=path/to/pg-ceiling.sh    default: bench/pg-ceiling/pg-ceiling.sh
 #   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
 # The helpers shared with bench/payments/run.sh (service start/stop, clean-up, PostgreSQL
 # and Redis, tools, summary) are in bench/lib.sh.

@@ -26,7 +26,7 @@
 #                           payments/s on a shared machine swing far more than 3%. Slow: its
 #                           defaults become WALLETS=64 PHASE_SECS=60 CONCURRENCIES=16
 #                           HOT_CONC=8 HOT_OTPS=400 HOT_SECS=60 SKIP_PG_CEILING=1.
-#   PG_CEILING=path/to/pg-ceiling.sh    default: ../shared/bench/pg-ceiling.sh beside the repo
+#   PG_CEILING=path/to/pg-ceiling.sh    default: bench/pg-ceiling/pg-ceiling.sh
 #   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
 # The helpers shared with bench/run.sh (service start/stop, clean-up, PostgreSQL and Redis,
 # tools, summary) are in bench/lib.sh.
