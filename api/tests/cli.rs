@@ -149,6 +149,10 @@ fn a_misspelt_setting_is_refused_not_ignored() {
 /// Starts `wallet-api serve` against this run's database with JSON logs at debug level;
 /// returns the child and its base URL.
 fn serve_with_json_logs(log: &std::path::Path) -> (std::process::Child, String) {
+    serve_with_logs(log, "json")
+}
+
+fn serve_with_logs(log: &std::path::Path, format: &str) -> (std::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -159,7 +163,7 @@ fn serve_with_json_logs(log: &std::path::Path) -> (std::process::Child, String) 
         .arg("serve")
         .env("WALLET_LISTEN_ADDR", format!("127.0.0.1:{port}"))
         .env("WALLET_METRICS_LISTEN_ADDR", "127.0.0.1:0")
-        .env("WALLET_LOG_FORMAT", "json")
+        .env("WALLET_LOG_FORMAT", format)
         .env("WALLET_RUN_WORKERS", "false")
         .env("WALLET_BCRYPT_COST", "10")
         .env("RUST_LOG", "debug")
@@ -168,6 +172,43 @@ fn serve_with_json_logs(log: &std::path::Path) -> (std::process::Child, String) 
         .spawn()
         .expect("wallet-api serve starts");
     (child, format!("http://127.0.0.1:{port}/v1"))
+}
+
+/// Human-readable logs are for a terminal: written to a file (or a pipe) they carry no
+/// colour codes, which would litter every log viewer.
+#[tokio::test]
+async fn pretty_logs_written_to_a_file_carry_no_colour_codes() {
+    let log = std::env::temp_dir().join(format!("wallet-log-{}.txt", uuid::Uuid::new_v4()));
+    let (mut child, url) = serve_with_logs(&log, "pretty");
+    let client = reqwest::Client::new();
+    let started = std::time::Instant::now();
+    while client.get(format!("{url}/health")).send().await.is_err() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "server did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let text = tests::eventually(
+        std::time::Duration::from_secs(10),
+        "the request's log line",
+        || async {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.contains("response").then_some(text)
+        },
+    )
+    .await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_file(&log);
+    assert!(
+        !text.contains('\u{1b}'),
+        "an escape code in the log file:\n{text}"
+    );
+    assert!(
+        !text.trim_start().starts_with('{'),
+        "pretty is not JSON:\n{text}"
+    );
 }
 
 #[tokio::test]
