@@ -1,4 +1,5 @@
-//! The retry schedule: attempt n waits `base * 2^(n-1)`, capped at `max`, with "equal
+//! The retry schedule: the wait before attempt n (n >= 2) is `base * 2^(n-2)` (the first
+//! retry waits `base`), capped at `max`, with "equal
 //! jitter" (a random point in the upper half) so retries of many jobs spread out while the
 //! published schedule still bounds each wait.
 use std::time::Duration;
