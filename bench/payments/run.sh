@@ -26,6 +26,10 @@
 #                           payments/s on a shared machine swing far more than 3%. Slow: its
 #                           defaults become WALLETS=64 PHASE_SECS=60 CONCURRENCIES=16
 #                           HOT_CONC=8 HOT_OTPS=400 HOT_SECS=60 SKIP_PG_CEILING=1.
+#   TRACING=1               export spans (OTEL_EXPORTER_OTLP_ENDPOINT) to bench/otlp-sink.py,
+#                           a stand-in collector: the cost of tracing on (the sink's span
+#                           count is in the notes)
+#   SERVER_ENV="A=1 B=2"    more settings for the service processes
 #   PG_CEILING=path/to/pg-ceiling.sh    default: bench/pg-ceiling/pg-ceiling.sh
 #   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
 # The helpers shared with bench/run.sh (service start/stop, clean-up, PostgreSQL and Redis,
@@ -41,6 +45,8 @@ source "$PAY_DIR/../lib.sh"
 # per-integration identification limit. This measures payments, not those limits.
 EXTRA_SERVER_ENV=(WALLET_OTP_SENDS_PER_WALLET=1000000 WALLET_RATE_LIMIT=1000000 WALLET_RATE_LIMIT_SANDBOX=1000000
   ${DB_CONNECTIONS:+WALLET_DB_MAX_CONNECTIONS=$DB_CONNECTIONS})
+read -r -a extra <<<"${SERVER_ENV:-}"
+EXTRA_SERVER_ENV+=(${extra[@]+"${extra[@]}"})
 bench_paths "$PAY_DIR" # ROOT, TARGET_DIR, API_BIN, WORKER_BIN, RESULTS, PG_CEILING
 BENCH_BIN=$TARGET_DIR/release/payments-bench
 
@@ -74,6 +80,12 @@ for c in $CONCURRENCIES; do [[ $c =~ ^[0-9]+$ && $c -ge 1 && $c -le 512 ]] || { 
 scrub_wallet_env
 
 make_workdir /tmp/wallet-payments-bench.XXXXXX
+if [[ -n ${TRACING:-} ]]; then
+  OTLP_PORT=$(free_port)
+  python3 "$ROOT/bench/otlp-sink.py" "$OTLP_PORT" "$WORK/otlp-spans" &
+  PIDS+=("$!")
+  EXTRA_SERVER_ENV+=(OTEL_EXPORTER_OTLP_ENDPOINT="http://$HOST:$OTLP_PORT")
+fi
 
 # ---------------------------------------------------------------- tools ---------------------
 need_service_tools
@@ -175,6 +187,9 @@ if [[ -z ${SKIP_PG_CEILING:-} ]]; then
 fi
 
 # ---------------------------------------------------------------- summary --------------------
+if [[ -n ${TRACING:-} ]]; then
+  NOTES+=("tracing on (OTEL_EXPORTER_OTLP_ENDPOINT to bench/otlp-sink.py): the sink received $(cat "$WORK/otlp-spans" 2>/dev/null || echo 0) spans")
+fi
 result_args=()
 for f in "${RESULT_FILES[@]}"; do result_args+=(--result "$f"); done
 "$BENCH_BIN" report "${result_args[@]}" "${CEILING_ARGS[@]}" >"$WORK/tables.md" ||
@@ -184,7 +199,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "# Payments benchmark results"
   echo
   summary_intro payments-bench
-  echo "Settings: WALLETS=$WALLETS, PHASE_SECS=$PHASE_SECS, CONCURRENCIES=\"$CONCURRENCIES\", HOT_CONC=$HOT_CONC, HOT_OTPS=$HOT_OTPS, HOT_SECS=$HOT_SECS, PG_SECS=$PG_SECS${CALLGRIND:+, CALLGRIND=1 (wallet-api under valgrind)}; amount 1 EUR cent per payment."
+  echo "Settings: WALLETS=$WALLETS, PHASE_SECS=$PHASE_SECS, CONCURRENCIES=\"$CONCURRENCIES\", HOT_CONC=$HOT_CONC, HOT_OTPS=$HOT_OTPS, HOT_SECS=$HOT_SECS, PG_SECS=$PG_SECS${CALLGRIND:+, CALLGRIND=1 (wallet-api under valgrind)}${TRACING:+, TRACING=1 (spans exported)}; amount 1 EUR cent per payment."
   echo
   echo "## Service"
   echo
