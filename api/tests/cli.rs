@@ -174,13 +174,8 @@ fn serve_with_logs(log: &std::path::Path, format: &str) -> (std::process::Child,
     (child, format!("http://127.0.0.1:{port}/v1"))
 }
 
-/// Human-readable logs are for a terminal: written to a file (or a pipe) they carry no
-/// colour codes, which would litter every log viewer.
-#[tokio::test]
-async fn pretty_logs_written_to_a_file_carry_no_colour_codes() {
-    let log = std::env::temp_dir().join(format!("wallet-log-{}.txt", uuid::Uuid::new_v4()));
-    let (mut child, url) = serve_with_logs(&log, "pretty");
-    let client = reqwest::Client::new();
+/// Waits (up to 20 s) until the server at `url` answers.
+async fn wait_until_up(client: &reqwest::Client, url: &str) {
     let started = std::time::Instant::now();
     while client.get(format!("{url}/health")).send().await.is_err() {
         assert!(
@@ -189,6 +184,16 @@ async fn pretty_logs_written_to_a_file_carry_no_colour_codes() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
+}
+
+/// Human-readable logs are for a terminal: written to a file (or a pipe) they carry no
+/// colour codes, which would litter every log viewer.
+#[tokio::test]
+async fn pretty_logs_written_to_a_file_carry_no_colour_codes() {
+    let log = std::env::temp_dir().join(format!("wallet-log-{}.txt", uuid::Uuid::new_v4()));
+    let (mut child, url) = serve_with_logs(&log, "pretty");
+    let client = reqwest::Client::new();
+    wait_until_up(&client, &url).await;
     let text = tests::eventually(
         std::time::Duration::from_secs(10),
         "the request's log line",
@@ -218,14 +223,7 @@ async fn logs_are_json_with_the_request_id_and_never_contain_a_key_or_secret() {
     let app = TestApp::spawn().await;
     let t = app.tenant(true).await;
     let client = reqwest::Client::new();
-    let started = std::time::Instant::now();
-    while client.get(format!("{url}/health")).send().await.is_err() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(20),
-            "server did not start"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    wait_until_up(&client, &url).await;
     let caps = client
         .get(format!("{url}/capabilities"))
         .header("x-api-key", &t.platform_key)

@@ -27,13 +27,7 @@ async fn one_trace_runs_from_the_request_through_the_worker_to_the_webhook_recei
     let setup = TestApp::spawn().await;
     let shop = Shop::open(&setup).await;
     let receiver = Receiver::ok().await;
-    let r = shop
-        .control(
-            "/webhooks/subscriptions",
-            json!({"url": receiver.url, "event_types": ["payment.completed"]}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    tests::shop::subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
     let qr = shop.qr(&c).await;

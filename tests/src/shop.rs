@@ -331,3 +331,22 @@ impl<'a> Shop<'a> {
         );
     }
 }
+
+/// Subscribes a webhook endpoint at `url` to `types` with the shop's platform key; returns
+/// the subscription id and its signing secret.
+pub async fn subscribe(shop: &Shop<'_>, url: &str, types: Value) -> (String, String) {
+    let r = shop
+        .control(
+            "/webhooks/subscriptions",
+            json!({"url": url, "event_types": types, "description": "till events"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    (
+        r.body["data"]["subscription"]["subscription_id"]
+            .as_str()
+            .unwrap()
+            .to_string(),
+        r.body["data"]["secret"].as_str().unwrap().to_string(),
+    )
+}

@@ -95,7 +95,7 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
             method = %method,
             path = %req.uri().path(),
             otel.name = tracing::field::Empty,
-            otel.kind = "server",
+            otel.kind = tracing::field::Empty,
         );
         // The caller's trace, if it sent one: the request's span continues it, and the work
         // the request leaves behind (outbox rows, jobs, webhooks) carries it on.
@@ -104,8 +104,10 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
             .get("traceparent")
             .and_then(|v| v.to_str().ok());
         trace::continue_trace(&span, incoming);
+        // Named for the trace only: the log lines keep their fields.
         if trace::enabled() {
             span.record("otel.name", format!("{method} {route}"));
+            span.record("otel.kind", "server");
         }
         let traceparent = trace::traceparent(&span, incoming);
         let origin = request_context::Origin {

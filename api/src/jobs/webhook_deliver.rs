@@ -188,9 +188,13 @@ pub(super) async fn send(
         "webhook_delivery",
         delivery_id = %d.id,
         request_id = d.request_id.as_deref().unwrap_or_default(),
-        otel.name = "webhook delivery",
-        otel.kind = "client",
+        otel.name = tracing::field::Empty,
+        otel.kind = tracing::field::Empty,
     );
+    if trace::enabled() {
+        span.record("otel.name", "webhook delivery");
+        span.record("otel.kind", "client");
+    }
     trace::continue_trace(&span, d.traceparent.as_deref());
     let traceparent = trace::traceparent(&span, d.traceparent.as_deref());
     let (status, error, outcome) = match refused {

@@ -2,8 +2,8 @@
 //! with traffic and hold no money fact are here: the ledger, payments, refunds, top-ups,
 //! wallets and the audit log are never pruned.
 //!
-//! Every batch is found through an index in key order (UUIDv7 ids grow with time, the
-//! outbox's id with its inserts), so a pass costs what it deletes, not what the table holds.
+//! Every batch is found through an index in key order (UUIDv7 ids grow with time), so a
+//! pass costs what it deletes, not what the table holds.
 use chrono::{DateTime, Utc};
 use entities::{
     idempotency_record, otp_session, outbox, qr_nonce, sandbox_message, webhook_attempt,
@@ -11,7 +11,7 @@ use entities::{
 };
 use sea_orm::{
     ColumnTrait, Condition, ConnectionTrait, DbBackend, DbErr, EntityTrait, Order, QueryFilter,
-    QueryOrder, QuerySelect, Statement,
+    Statement,
     sea_query::{Expr, ExprTrait, Query},
 };
 
@@ -88,31 +88,16 @@ pub async fn prune_batch<C: ConnectionTrait>(
             )
             .await
         }
+        // A credential that paid is part of its payment's record and stays.
         Table::OtpSessions => {
             use otp_session::Column as Col;
-            delete_first::<otp_session::Entity, _>(
-                c,
-                Col::Id,
-                Condition::all()
-                    .add(Col::Id.lt(before))
-                    .add(Col::ExpiresAt.lt(cutoff))
-                    .add(Col::PaymentId.is_null()),
-                limit,
-            )
-            .await
+            let unused = (Col::Id, Col::ExpiresAt, Col::PaymentId);
+            delete_unused::<otp_session::Entity, _>(c, unused, before, cutoff, limit).await
         }
         Table::QrNonces => {
             use qr_nonce::Column as Col;
-            delete_first::<qr_nonce::Entity, _>(
-                c,
-                Col::Id,
-                Condition::all()
-                    .add(Col::Id.lt(before))
-                    .add(Col::ExpiresAt.lt(cutoff))
-                    .add(Col::PaymentId.is_null()),
-                limit,
-            )
-            .await
+            let unused = (Col::Id, Col::ExpiresAt, Col::PaymentId);
+            delete_unused::<qr_nonce::Entity, _>(c, unused, before, cutoff, limit).await
         }
         Table::WebhookDeliveries => {
             use webhook_delivery::Column as Col;
@@ -149,6 +134,26 @@ pub async fn prune_batch<C: ConnectionTrait>(
     }
 }
 
+/// A single-use credential (id, expiry, the payment it paid) that expired before `cutoff`
+/// without paying.
+async fn delete_unused<E, C>(
+    c: &C,
+    (id, expires_at, payment_id): (E::Column, E::Column, E::Column),
+    before: uuid::Uuid,
+    cutoff: DateTime<Utc>,
+    limit: u64,
+) -> Result<u64, DbErr>
+where
+    E: EntityTrait,
+    C: ConnectionTrait,
+{
+    let cond = Condition::all()
+        .add(id.lt(before))
+        .add(expires_at.lt(cutoff))
+        .add(payment_id.is_null());
+    delete_first::<E, _>(c, id, cond, limit).await
+}
+
 /// `DELETE FROM t WHERE id IN (SELECT id FROM t WHERE cond ORDER BY id LIMIT n)`.
 async fn delete_first<E, C>(c: &C, id: E::Column, cond: Condition, limit: u64) -> Result<u64, DbErr>
 where
@@ -170,30 +175,23 @@ where
 }
 
 /// The outbox is also the event history (`GET /events` reads relayed rows for 30 days), so
-/// a row goes once it is relayed and older than `cutoff`. Its id grows with inserts: the
-/// first row newer than the cutoff bounds the scan, which then reads only the old rows left.
+/// a row goes once it is relayed and older than `cutoff`. Its `event_id` is a UUIDv7 taken
+/// at insert, under a unique index: the same range scan as every other table here.
 async fn prune_outbox<C: ConnectionTrait>(
     c: &C,
     cutoff: DateTime<Utc>,
     limit: u64,
 ) -> Result<u64, DbErr> {
     use outbox::Column as Col;
-    let first_kept: Option<i64> = outbox::Entity::find()
-        .select_only()
-        .column(Col::Id)
-        .filter(Col::CreatedAt.gte(cutoff))
-        .order_by_asc(Col::Id)
-        .limit(1)
-        .into_tuple()
-        .one(c)
-        .await?;
-    let mut cond = Condition::all()
-        .add(Col::RelayedAt.is_not_null())
-        .add(Col::CreatedAt.lt(cutoff));
-    if let Some(id) = first_kept {
-        cond = cond.add(Col::Id.lt(id));
-    }
-    delete_first::<outbox::Entity, _>(c, Col::Id, cond, limit).await
+    delete_first::<outbox::Entity, _>(
+        c,
+        Col::EventId,
+        Condition::all()
+            .add(Col::EventId.lt(uuid_v7_floor(cutoff)))
+            .add(Col::RelayedAt.is_not_null()),
+        limit,
+    )
+    .await
 }
 
 /// The job queue's own tables (apalis): rows that finished before `cutoff`, found through

@@ -122,13 +122,7 @@ async fn a_delivered_webhook_carries_the_callers_trace_and_is_counted_by_outcome
     let app = TestApp::spawn_isolated(true, |_| {}).await;
     let shop = Shop::open(&app).await;
     let receiver = Receiver::ok().await;
-    let r = shop
-        .control(
-            "/webhooks/subscriptions",
-            json!({"url": receiver.url, "event_types": ["payment.completed"]}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    tests::shop::subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
     let c = shop.customer().await;
     shop.fund(&c, 100).await;
     assert_eq!(shop.pay(&c, 10).await.status, 200);

@@ -1,14 +1,11 @@
 //! Retention: every table that grows with traffic and holds no money fact is pruned in
 //! batches once its rows have outlived their use; the ledger, payments and wallets never are.
+use super::payments::otp_for;
 use api::store::retention::Table;
 use chrono::{Duration, Utc};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use serde_json::json;
-use tests::{
-    TestApp,
-    shop::{Customer, Shop},
-    webhooks::Receiver,
-};
+use tests::{TestApp, shop::Shop, webhooks::Receiver};
 
 async fn count(app: &TestApp, sql_table: &str, filter: &str) -> i64 {
     let db = &app.server.state.db;
@@ -26,49 +23,6 @@ async fn count(app: &TestApp, sql_table: &str, filter: &str) -> i64 {
     row.try_get::<i64>("", "n").expect("n")
 }
 
-/// Sends an OTP for `order_ref` and returns its session id and the code the sandbox got.
-async fn otp(shop: &Shop<'_>, c: &Customer, order_ref: &str) -> (String, String) {
-    let r = shop
-        .post(
-            "/payments/otp/send",
-            json!({"phone": c.phone, "amount_minor": 10, "currency": "EUR", "order_ref": order_ref}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    let session = r.body["data"]["otp_session_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let code = tests::eventually(
-        std::time::Duration::from_secs(20),
-        "the OTP SMS",
-        || async {
-            let r = tests::send(
-                shop.app
-                    .get(&format!(
-                        "/sandbox/messages?phone={}&limit=200",
-                        c.phone.replace('+', "%2B")
-                    ))
-                    .header("x-api-key", &shop.tenant.platform_key),
-            )
-            .await;
-            r.body["data"].as_array().and_then(|msgs| {
-                msgs.iter()
-                    .find(|m| {
-                        m["kind"] == "otp"
-                            && m["body"]
-                                .as_str()
-                                .unwrap_or("")
-                                .contains(&format!("order {order_ref}."))
-                    })
-                    .and_then(|m| m["code"].as_str().map(str::to_string))
-            })
-        },
-    )
-    .await;
-    (session, code)
-}
-
 const NEVER_PRUNED: [&str; 5] = [
     "ledger_entries",
     "ledger_postings",
@@ -82,13 +36,7 @@ async fn each_growing_table_is_pruned_in_batches_and_no_money_record_ever_is() {
     let app = TestApp::spawn_isolated(true, |c| c.retention_batch_rows = 10).await;
     let shop = Shop::open(&app).await;
     let receiver = Receiver::ok().await;
-    let r = shop
-        .control(
-            "/webhooks/subscriptions",
-            json!({"url": receiver.url, "event_types": ["payment.completed"]}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    tests::shop::subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
 
     // Traffic: payments by QR (used nonces), one by OTP (a used session), unused QR nonces
     // and OTP sessions, SMS jobs, sandbox messages, webhook deliveries and their attempts.
@@ -98,7 +46,7 @@ async fn each_growing_table_is_pruned_in_batches_and_no_money_record_ever_is() {
         let r = shop.pay(&c, 10).await;
         assert_eq!(r.status, 200, "{}", r.body);
     }
-    let (session, code) = otp(&shop, &c, "PAID").await;
+    let (session, code) = otp_for(&shop, &c, 10, "PAID").await;
     let r = shop
         .post(
             "/payments",
@@ -110,7 +58,7 @@ async fn each_growing_table_is_pruned_in_batches_and_no_money_record_ever_is() {
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     for i in 0..4 {
-        otp(&shop, &c, &format!("UNUSED-{i}")).await;
+        otp_for(&shop, &c, 10, &format!("UNUSED-{i}")).await;
     }
     for _ in 0..12 {
         shop.qr(&c).await;

@@ -61,7 +61,12 @@ async fn pay_otp(shop: &Shop<'_>, cred: Value, amount: i64, order_ref: &str) -> 
 }
 
 /// An OTP sent for `order_ref`: its session id and the code the sandbox inbox got.
-async fn otp_for(shop: &Shop<'_>, c: &Customer, amount: i64, order_ref: &str) -> (String, String) {
+pub(crate) async fn otp_for(
+    shop: &Shop<'_>,
+    c: &Customer,
+    amount: i64,
+    order_ref: &str,
+) -> (String, String) {
     let r = send_otp(shop, c, amount, order_ref).await;
     assert_eq!(r.status, 200, "{}", r.body);
     let session = r.body["data"]["otp_session_id"]

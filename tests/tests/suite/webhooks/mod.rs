@@ -11,26 +11,9 @@ use std::{sync::Arc, time::Duration};
 use serde_json::{Value, json};
 use tests::{
     TestApp, eventually, send,
-    shop::Shop,
+    shop::{Shop, subscribe},
     webhooks::{Answer, Receiver, verify},
 };
-
-async fn subscribe(shop: &Shop<'_>, url: &str, types: Value) -> (String, String) {
-    let r = shop
-        .control(
-            "/webhooks/subscriptions",
-            json!({"url": url, "event_types": types, "description": "till events"}),
-        )
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    (
-        r.body["data"]["subscription"]["subscription_id"]
-            .as_str()
-            .unwrap()
-            .to_string(),
-        r.body["data"]["secret"].as_str().unwrap().to_string(),
-    )
-}
 
 async fn history(shop: &Shop<'_>, id: &str) -> Vec<Value> {
     // A retryable 503 (embedded mode's one SQLite writer under the other tests' load) is
