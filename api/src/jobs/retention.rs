@@ -55,7 +55,9 @@ pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Vec<(Table, Resul
     done
 }
 
-async fn prune(state: &AppState, table: Table, now: DateTime<Utc>) -> Result<u64, String> {
+/// Prunes one table as of `now`, batch after batch until none is full; returns the rows
+/// deleted.
+pub async fn prune(state: &AppState, table: Table, now: DateTime<Utc>) -> Result<u64, String> {
     let keep = keep(&state.config, table);
     let limit = state.config.retention_batch_rows;
     let mut total = 0;
