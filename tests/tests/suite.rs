@@ -25,6 +25,7 @@ mod suite {
     pub mod platform;
     pub mod quickstart;
     pub mod retention;
+    pub mod retries;
     pub mod sandbox_clock;
     pub mod schemathesis;
     pub mod settlements_concurrency;
