@@ -67,6 +67,23 @@ else
   say "PRODUCTION MODE NOT RUN: set WALLET_TEST_DATABASE_URL and WALLET_TEST_REDIS_URL (.ci/run does)"
 fi
 
+# The scaled topology (docs/scaling.md): the whole suite again, with the service reaching
+# PostgreSQL through PgBouncer in transaction mode. tests/scaled/up.sh starts it all from
+# Debian's packages on loopback. WALLET_TEST_SCALED=0 skips it.
+if [[ ${WALLET_TEST_SCALED:-1} != 0 && -n "${WALLET_TEST_REDIS_URL:-}" ]]; then
+  say "scaled mode (PgBouncer in transaction mode)"
+  bash tests/scaled/up.sh
+  (
+    # shellcheck source=/dev/null
+    source "${WALLET_SCALED_STATE:-/tmp/wallet-scaled}/env"
+    WALLET_TEST_MODE=production cargo test --locked -p tests --test suite
+  )
+  ran+=("scaled")
+  bash tests/scaled/down.sh
+else
+  say "SCALED MODE NOT RUN: needs WALLET_TEST_REDIS_URL (.ci/run sets it); WALLET_TEST_SCALED=${WALLET_TEST_SCALED:-1}"
+fi
+
 # The Helm chart: lint, render and the checks in helm/test.sh (a real helm binary comes
 # from the npm registry through the in-repo helm/tools/get-helm.sh; promtool, for the alert
 # rule tests, from Debian's prometheus package, which helm/test.sh installs when missing).

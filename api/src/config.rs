@@ -21,11 +21,32 @@ pub enum Mode {
     Production,
 }
 
+/// A connection pooler between the service and PostgreSQL.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pooler {
+    /// Every pooled connection is a PostgreSQL session of the service's own.
+    #[default]
+    None,
+    /// A transaction-mode pooler: consecutive transactions of one client connection may run
+    /// on different server sessions, so nothing may outlive a transaction (`store::pooler`).
+    Transaction,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// `postgres://…` or `sqlite://…`. Unset: `sqlite://<data_dir>/wallet.db`.
     pub database_url: Option<String>,
+    /// What stands between the service and PostgreSQL at `database_url`: `none` (a direct
+    /// connection, the default) or `transaction` (a transaction-mode pooler such as
+    /// PgBouncer, which hands a server connection to a client for one transaction only).
+    pub database_pooler: Pooler,
+    /// A direct (session) PostgreSQL URL for what a transaction-mode pooler cannot carry:
+    /// migrations (`CREATE INDEX CONCURRENTLY`) and the job queue (apalis' `LISTEN` and its
+    /// fetches). Required with `database_pooler = transaction`; unset, they use
+    /// `database_url`.
+    pub database_direct_url: Option<String>,
     /// `redis://…`. Unset: in-process locks, rate limits and caches (single process only).
     pub redis_url: Option<String>,
     pub listen_addr: String,
@@ -151,6 +172,8 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             database_url: None,
+            database_pooler: Pooler::None,
+            database_direct_url: None,
             redis_url: None,
             listen_addr: "127.0.0.1:8080".into(),
             metrics_listen_addr: "127.0.0.1:9091".into(),
@@ -282,6 +305,33 @@ impl Config {
                     "must start with postgres:// or sqlite:",
                 ));
             }
+        }
+        if let Some(url) = &self.database_direct_url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            return Err(invalid(
+                "WALLET_DATABASE_DIRECT_URL",
+                "must start with postgres:// (it is the direct URL of the PostgreSQL database)",
+            ));
+        }
+        if self.database_pooler == Pooler::Transaction {
+            if self.mode() != Mode::Production {
+                return Err(invalid(
+                    "WALLET_DATABASE_POOLER",
+                    "transaction needs a postgres:// WALLET_DATABASE_URL (the pooler's address)",
+                ));
+            }
+            if self.database_direct_url.is_none() {
+                return Err(invalid(
+                    "WALLET_DATABASE_DIRECT_URL",
+                    "required with WALLET_DATABASE_POOLER=transaction: migrations and the job queue's listeners need a session of their own",
+                ));
+            }
+        } else if self.database_direct_url.is_some() && self.mode() != Mode::Production {
+            return Err(invalid(
+                "WALLET_DATABASE_DIRECT_URL",
+                "only applies with a postgres:// WALLET_DATABASE_URL",
+            ));
         }
         if let Some(url) = &self.redis_url
             && !(url.starts_with("redis://") || url.starts_with("rediss://"))
@@ -524,6 +574,13 @@ impl Config {
                 self.data_dir.join("wallet.db").display()
             )
         })
+    }
+
+    /// The URL of a session of the service's own: `database_direct_url` when set.
+    pub fn direct_database_url(&self) -> String {
+        self.database_direct_url
+            .clone()
+            .unwrap_or_else(|| self.effective_database_url())
     }
 
     pub fn runs_workers_in_process(&self) -> bool {

@@ -4,6 +4,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use migration::MigratorTrait;
 use poem::listener::TcpAcceptor;
+use sea_orm::DatabaseConnection;
 use serde::{Deserialize, Serialize};
 use tokio::{sync::oneshot, task::JoinHandle};
 
@@ -27,7 +28,9 @@ fn install_tls_provider() {
 
 /// Applies the service's migrations and creates the job queue tables.
 pub async fn migrate(config: &Config) -> anyhow::Result<()> {
-    let db = store::connect(config).await?;
+    // A session of its own, never through a transaction-mode pooler: the job queue's setup
+    // builds its indexes CONCURRENTLY, which no transaction may hold.
+    let db = store::connect_direct(config, 2).await?;
     migration::Migrator::up(&db, None).await?;
     store::job_queue::Queue::from_db(&db).setup().await?;
     db.close().await?;
@@ -73,6 +76,17 @@ fn embedded_secrets(config: &Config) -> anyhow::Result<EmbeddedSecrets> {
     #[cfg(not(unix))]
     std::fs::write(&path, text)?;
     Ok(s)
+}
+
+/// Where the job queue runs: on the service's own pool, or on sessions of its own when
+/// `WALLET_DATABASE_DIRECT_URL` is set (apalis listens for new jobs, which a
+/// transaction-mode pooler cannot carry). One listener per queue, plus room for fetches.
+async fn queue_connection(config: &Config, db: &store::Db) -> anyhow::Result<DatabaseConnection> {
+    if config.database_direct_url.is_none() {
+        return Ok(db.connection().clone());
+    }
+    let size = crate::domain::job_requests::QUEUES.len() as u32 * 2 + 2;
+    store::connect_direct(config, size).await
 }
 
 pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
@@ -123,7 +137,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         .unwrap_or_default();
     let jwt = JwtKeys::new(&config.jwt_kid, jwt_secret.expose().as_bytes(), &previous);
     let sealer = Sealer::new(secret_key.expose().as_bytes());
-    let queue = store::job_queue::Queue::from_db(&db);
+    let queue = store::job_queue::Queue::from_db(&queue_connection(&config, &db).await?);
     Ok(AppState::new(Inner {
         config,
         db,
@@ -170,6 +184,7 @@ impl Server {
         }
         self.metrics.stop().await;
         store::close(&self.state.db).await;
+        self.state.queue.close().await;
     }
 
     /// Waits until the server ends by itself (it does not, short of an error).

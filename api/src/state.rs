@@ -1,8 +1,8 @@
 //! Everything a request or job needs, built once at start-up and shared.
 use std::{ops::Deref, sync::Arc, time::Duration};
 
+use crate::store::Db;
 use metrics_exporter_prometheus::PrometheusHandle;
-use sea_orm::DatabaseConnection;
 
 use serde_json::value::RawValue;
 
@@ -26,7 +26,7 @@ pub struct AppState(Arc<Inner>);
 
 pub struct Inner {
     pub config: Config,
-    pub db: DatabaseConnection,
+    pub db: Db,
     pub kv: Kv,
     pub sealer: Sealer,
     pub jwt: JwtKeys,

@@ -132,6 +132,30 @@ fn production_mode_refuses_to_start_without_a_jwt_secret() {
 }
 
 #[test]
+fn a_transaction_pooler_without_a_direct_url_is_refused_by_name() {
+    let run = |pooler: &str| {
+        wallet_api()
+            .arg("migrate")
+            .env(
+                "WALLET_DATABASE_URL",
+                "postgres://postgres@127.0.0.1:1/none",
+            )
+            .env("WALLET_DATABASE_POOLER", pooler)
+            .env_remove("WALLET_DATABASE_DIRECT_URL")
+            .output()
+            .expect("wallet-api runs")
+    };
+    let out = run("transaction");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("WALLET_DATABASE_DIRECT_URL"), "{err}");
+    let out = run("session");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("WALLET_DATABASE_POOLER"), "{err}");
+}
+
+#[test]
 fn a_misspelt_setting_is_refused_not_ignored() {
     let out = wallet_api()
         .arg("migrate")

@@ -1,7 +1,7 @@
 //! Dead letters made to order: a real (sealed) SMS job that used its last attempt, as the
 //! job runtime records it, for the tests of the tools that drain them.
 use api::{domain::job_requests, store};
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, TransactionTrait};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use crate::{TestApp, TestTenant};

@@ -6,6 +6,11 @@
 //! `WALLET_TEST_DATABASE_URL`, plus Redis at `WALLET_TEST_REDIS_URL`). Each test run gets
 //! its own database and Redis key prefix; each test its own tenant, so tests run in
 //! parallel.
+//!
+//! Production mode can also run the scaled topology (`tests/scaled/up.sh`): with
+//! `WALLET_TEST_POOLER_URL` (PgBouncer in transaction mode in front of the server at
+//! `WALLET_TEST_DATABASE_URL`), the service reaches its database through the pooler and
+//! keeps the direct URL for migrations and the job queue.
 pub mod browser;
 pub mod cluster;
 pub mod dead_letters;
@@ -43,6 +48,8 @@ pub fn mode() -> Mode {
 
 struct Run {
     database_url: String,
+    /// The same database reached directly, when `database_url` goes through a pooler.
+    direct_url: Option<String>,
     redis_url: Option<String>,
     redis_prefix: String,
     data_dir: PathBuf,
@@ -60,9 +67,10 @@ fn run() -> &'static Run {
         let id = format!("{}_{}", std::process::id(), Uuid::new_v4().simple().to_string().get(..8).unwrap_or("0"));
         let data_dir = std::env::temp_dir().join(format!("wallet-test-{id}"));
         std::fs::create_dir_all(&data_dir).expect("temp dir");
-        let (database_url, redis_url) = match mode() {
+        let (database_url, direct_url, redis_url) = match mode() {
             Mode::Embedded => (
                 format!("sqlite://{}?mode=rwc", data_dir.join("wallet.db").display()),
+                None,
                 None,
             ),
             Mode::Production => {
@@ -73,11 +81,13 @@ fn run() -> &'static Run {
                     .expect("production mode tests need WALLET_TEST_REDIS_URL (e.g. redis://127.0.0.1:6379)");
                 let name = format!("wallet_test_{id}");
                 let url = create_database(&base, &name);
-                (url, Some(redis))
+                let (url, direct) = through_pooler(url, &name);
+                (url, direct, Some(redis))
             }
         };
         let run = Run {
             database_url,
+            direct_url,
             redis_url,
             redis_prefix: format!("wallet-test:{id}:"),
             data_dir,
@@ -122,9 +132,32 @@ fn create_database(base: &str, name: &str) -> String {
     }
 }
 
+/// The URL the service gets for database `name` (direct at `url`): through the pooler at
+/// `WALLET_TEST_POOLER_URL` when set, with the direct URL beside it.
+fn through_pooler(url: String, name: &str) -> (String, Option<String>) {
+    match std::env::var("WALLET_TEST_POOLER_URL") {
+        Ok(pooler) if !pooler.is_empty() => (
+            format!("{}/{name}", pooler.trim_end_matches('/')),
+            Some(url),
+        ),
+        _ => (url, None),
+    }
+}
+
+/// Points `cfg` at a database: `url` for the service, `direct` beside it when `url` goes
+/// through a transaction-mode pooler.
+fn point_at(cfg: &mut Config, url: String, direct: Option<String>) {
+    cfg.database_pooler = if direct.is_some() {
+        api::config::Pooler::Transaction
+    } else {
+        api::config::Pooler::None
+    };
+    cfg.database_url = Some(url);
+    cfg.database_direct_url = direct;
+}
+
 fn config_for(run: &Run) -> Config {
-    Config {
-        database_url: Some(run.database_url.clone()),
+    let mut cfg = Config {
         redis_url: run.redis_url.clone(),
         listen_addr: "127.0.0.1:0".into(),
         metrics_listen_addr: "127.0.0.1:0".into(),
@@ -156,7 +189,9 @@ fn config_for(run: &Run) -> Config {
         max_queued_requests: 64,
         log_format: Some("pretty".into()),
         ..Config::default()
-    }
+    };
+    point_at(&mut cfg, run.database_url.clone(), run.direct_url.clone());
+    cfg
 }
 
 /// This run's configuration, for tests that start a process or build state themselves.
@@ -200,19 +235,22 @@ impl TestApp {
     pub async fn spawn_isolated(workers: bool, adjust: impl FnOnce(&mut Config)) -> TestApp {
         let run = run();
         let name = format!("wallet_iso_{}", Uuid::new_v4().simple());
-        let url = match mode() {
-            Mode::Embedded => format!(
-                "sqlite://{}?mode=rwc",
-                run.data_dir.join(format!("{name}.db")).display()
+        let (url, direct) = match mode() {
+            Mode::Embedded => (
+                format!(
+                    "sqlite://{}?mode=rwc",
+                    run.data_dir.join(format!("{name}.db")).display()
+                ),
+                None,
             ),
             Mode::Production => {
                 let base =
                     std::env::var("WALLET_TEST_DATABASE_URL").expect("WALLET_TEST_DATABASE_URL");
-                create_database(&base, &name)
+                through_pooler(create_database(&base, &name), &name)
             }
         };
         let mut cfg = config_for(run);
-        cfg.database_url = Some(url);
+        point_at(&mut cfg, url, direct);
         adjust(&mut cfg);
         api::migrate(&cfg).await.expect("migrations apply");
         Self::start(cfg, workers).await
@@ -492,7 +530,7 @@ pub async fn serve_endpoint<E: poem::Endpoint + 'static>(ep: E) -> u16 {
 
 /// Every row of every table (the service's and the queues'), as text: for tests that grep
 /// the database for something that must never be stored.
-pub async fn dump_database(db: &sea_orm::DatabaseConnection) -> String {
+pub async fn dump_database(db: &api::store::Db) -> String {
     use sea_orm::{ConnectionTrait, DbBackend, Statement};
     let backend = db.get_database_backend();
     let tables_sql = match backend {

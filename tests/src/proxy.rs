@@ -79,17 +79,34 @@ impl Proxy {
     }
 }
 
-/// A proxy in front of this test run's PostgreSQL, and the run's database URL through it.
-/// Panics unless the run's database is on 127.0.0.1:5432 (what `.ci/run` sets).
+/// A proxy in front of what this test run's database URL names (PostgreSQL, or the pooler
+/// in the scaled mode), and the run's database URL through it.
 pub async fn database() -> (Proxy, String) {
-    let url = crate::test_config().database_url.expect("a database URL");
-    let proxy = Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
-    let proxied = url.replacen("127.0.0.1:5432", &format!("127.0.0.1:{}", proxy.port), 1);
-    assert_ne!(
-        proxied, url,
-        "the test database URL must point at 127.0.0.1:5432"
-    );
+    in_front_of(&crate::test_config().database_url.expect("a database URL")).await
+}
+
+/// A proxy in front of the server a postgres:// URL names, and the URL through it.
+pub async fn in_front_of(url: &str) -> (Proxy, String) {
+    let target = address_of(url);
+    let proxy = Proxy::start(target.parse().expect("a numeric database address")).await;
+    let proxied = proxy.route(url);
     (proxy, proxied)
+}
+
+/// The `host:port` a postgres:// URL names.
+pub fn address_of(url: &str) -> String {
+    let parsed = reqwest::Url::parse(url).expect("a postgres:// database URL");
+    let host = parsed.host_str().expect("a database host");
+    format!("{host}:{}", parsed.port().unwrap_or(5432))
+}
+
+impl Proxy {
+    /// `url` (naming the server this proxy fronts) through this proxy.
+    pub fn route(&self, url: &str) -> String {
+        let routed = url.replacen(&address_of(url), &format!("127.0.0.1:{}", self.port), 1);
+        assert_ne!(routed, url, "{url} names its server's address");
+        routed
+    }
 }
 
 impl Drop for Proxy {

@@ -23,6 +23,7 @@ mod suite {
     pub mod payments_concurrency;
     pub mod permissions;
     pub mod platform;
+    pub mod pooler;
     pub mod quickstart;
     pub mod retention;
     pub mod retries;

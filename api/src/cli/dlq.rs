@@ -1,10 +1,10 @@
 //! `wallet-worker dlq`: drain the dead-letter store from a shell. Reads filters with
 //! `domain::dead_letters::parse_filter` and acts through its `replay`, `purge` and `bulk`,
 //! as the console and the operator HTTP API do.
+use crate::store::Db;
 use chrono::{SecondsFormat, Utc};
 use clap::{Args, Subcommand};
 use entities::dead_letter;
-use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -149,7 +149,7 @@ const COLUMNS: &[&str] = &[
     "LAST ERROR",
 ];
 
-pub async fn run(db: &DatabaseConnection, cmd: Dlq) -> Result<(), Failure> {
+pub async fn run(db: &Db, cmd: Dlq) -> Result<(), Failure> {
     match cmd {
         Dlq::List {
             filter,
@@ -166,7 +166,7 @@ pub async fn run(db: &DatabaseConnection, cmd: Dlq) -> Result<(), Failure> {
 }
 
 async fn list(
-    db: &DatabaseConnection,
+    db: &Db,
     filter: &FilterArgs,
     status: Option<String>,
     limit: u64,
@@ -202,7 +202,7 @@ async fn list(
     Ok(())
 }
 
-async fn stats(db: &DatabaseConnection, json: bool) -> Result<(), Failure> {
+async fn stats(db: &Db, json: bool) -> Result<(), Failure> {
     let per_queue = store::dead_letters::dead_per_queue(db).await?;
     let total: i64 = per_queue.iter().map(|(_, n)| n).sum();
     if json {
@@ -222,7 +222,7 @@ async fn stats(db: &DatabaseConnection, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn show(db: &DatabaseConnection, id: Uuid, json: bool) -> Result<(), Failure> {
+async fn show(db: &Db, id: Uuid, json: bool) -> Result<(), Failure> {
     let d = store::dead_letters::find(db, id)
         .await?
         .ok_or_else(|| Failure::Error(format!("no dead letter {id}")))?;
@@ -276,7 +276,7 @@ async fn show(db: &DatabaseConnection, id: Uuid, json: bool) -> Result<(), Failu
     Ok(())
 }
 
-async fn act(db: &DatabaseConnection, action: Action, a: BulkArgs) -> Result<(), Failure> {
+async fn act(db: &Db, action: Action, a: BulkArgs) -> Result<(), Failure> {
     let verb = match action {
         Action::Replay => "replay",
         Action::Purge => "purge",
@@ -357,7 +357,7 @@ async fn act(db: &DatabaseConnection, action: Action, a: BulkArgs) -> Result<(),
 
 /// One named letter, through the same domain actions as a bulk one.
 async fn one(
-    db: &DatabaseConnection,
+    db: &Db,
     action: Action,
     id: Uuid,
     actor: &str,

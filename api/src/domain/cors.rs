@@ -8,7 +8,7 @@
 //! browser only when the caller's own integration lists its origin.
 use std::collections::HashMap;
 
-use sea_orm::DatabaseConnection;
+use crate::store::Db;
 use uuid::Uuid;
 
 use crate::{error::ApiError, store};
@@ -80,7 +80,7 @@ pub struct CorsOrigins {
 }
 
 impl CorsOrigins {
-    pub async fn load(db: &DatabaseConnection) -> Result<Self, ApiError> {
+    pub async fn load(db: &Db) -> Result<Self, ApiError> {
         Ok(CorsOrigins {
             by_integration: store::tenancy::cors_origins(db)
                 .await?

@@ -7,9 +7,9 @@
 //! The operator HTTP API, the console and `wallet-worker dlq` all read filters with
 //! [`parse_filter`] and act through [`replay`], [`purge`] and [`bulk`]: one implementation
 //! of each action, whichever tool an operator holds.
+use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
 use entities::dead_letter;
-use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -220,7 +220,7 @@ pub fn reason(r: &str) -> Result<&str, ApiError> {
 /// Replays one letter. `why` is optional here (the HTTP operation takes none); the console
 /// and bulk replays always give one.
 pub async fn replay(
-    db: &DatabaseConnection,
+    db: &Db,
     id: Uuid,
     actor: &str,
     why: Option<&str>,
@@ -261,12 +261,7 @@ pub async fn replay(
     Ok(Outcome::Done(Some(job_id)))
 }
 
-pub async fn purge(
-    db: &DatabaseConnection,
-    id: Uuid,
-    actor: &str,
-    reason: &str,
-) -> Result<Outcome, ApiError> {
+pub async fn purge(db: &Db, id: Uuid, actor: &str, reason: &str) -> Result<Outcome, ApiError> {
     let reason = self::reason(reason)?;
     let txn = store::begin(db).await?;
     let Some(dl) = store::dead_letters::find(&txn, id).await? else {
@@ -360,7 +355,7 @@ const BULK_PAGE: u64 = 200;
 /// A letter that fails does not stop the rest. A finished bulk action is also audited as
 /// a whole, with the filter, the reason and the counts.
 pub async fn bulk(
-    db: &DatabaseConnection,
+    db: &Db,
     f: &Filter,
     action: Action,
     actor: &str,
@@ -427,7 +422,7 @@ pub async fn bulk(
 /// How many dead letters match and the first `n` of them (newest first): what a bulk
 /// action would reach, before anyone asks for it.
 pub async fn preview(
-    db: &DatabaseConnection,
+    db: &Db,
     f: &Filter,
     n: u64,
 ) -> Result<(u64, Vec<dead_letter::Model>), ApiError> {

@@ -5,8 +5,8 @@
 //! test clock (`domain::clock`) over its integration's merchants; advancing a clock runs
 //! its pass at once. Every step is safe on any number of workers at once (see each
 //! `expire_due`), so passes may overlap.
+use crate::store::Db;
 use chrono::{DateTime, Utc};
-use sea_orm::DatabaseConnection;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -27,7 +27,7 @@ pub struct Ended {
 
 /// Ends what is due at `now`, for `merchants` only when given. A step that fails is
 /// logged and the pass goes on: the next pass takes it up again.
-pub async fn run(db: &DatabaseConnection, now: DateTime<Utc>, merchants: Option<&[Uuid]>) -> Ended {
+pub async fn run(db: &Db, now: DateTime<Utc>, merchants: Option<&[Uuid]>) -> Ended {
     fn count<N: TryInto<u64>>(what: &str, r: Result<N, ApiError>) -> u64 {
         match r {
             Ok(n) => n.try_into().unwrap_or(u64::MAX),
@@ -58,18 +58,14 @@ pub async fn run(db: &DatabaseConnection, now: DateTime<Utc>, merchants: Option<
 }
 
 /// The pass of one integration's clock, over its merchants.
-pub async fn run_for(
-    db: &DatabaseConnection,
-    integration_id: Uuid,
-    clock: Clock,
-) -> Result<Ended, ApiError> {
+pub async fn run_for(db: &Db, integration_id: Uuid, clock: Clock) -> Result<Ended, ApiError> {
     let merchants = store::tenancy::linked_enterprises(db, integration_id).await?;
     Ok(run(db, clock.now(), Some(&merchants)).await)
 }
 
 /// The sweep's passes: real time over every tenant, then each advanced test clock over its
 /// integration's merchants. Returns the totals.
-pub async fn run_all(db: &DatabaseConnection) -> Ended {
+pub async fn run_all(db: &Db) -> Ended {
     let mut total = run(db, Utc::now(), None).await;
     match store::tenancy::advanced_clocks(db).await {
         Ok(clocks) => {

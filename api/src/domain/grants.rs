@@ -2,9 +2,10 @@
 //! back a grant's unspent remainder, and expiry. Each ending posts through the ledger (the
 //! remainder goes to the merchant's forfeit account) under the wallet's lock, so it runs
 //! once however many workers or operators try at the same moment.
+use crate::store::Db;
 use chrono::{DateTime, Utc};
 use entities::promo_grant;
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -215,7 +216,7 @@ pub async fn clawback<C: ConnectionTrait>(
 /// twice or on several workers at once: each re-reads the grant under the wallet's lock.
 /// Returns how many grants it expired.
 pub async fn expire_due(
-    db: &DatabaseConnection,
+    db: &Db,
     now: DateTime<Utc>,
     merchants: Option<&[Uuid]>,
 ) -> Result<usize, ApiError> {

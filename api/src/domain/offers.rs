@@ -5,9 +5,10 @@
 //! A redemption takes its whole reward from the offer's campaign budget or fails: an offer
 //! promises a specific reward, so it never pays out a part. One offer per payment. The
 //! reward is the payment's: a refund or void takes back its share (see `rewards`).
+use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
 use entities::{offer, promo_grant};
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -431,7 +432,7 @@ pub async fn cancel<C: ConnectionTrait>(
 /// Expires armed offers past `expires_at` (offer.expired), each in its own transaction; the
 /// conditional state change makes it safe on any number of workers at once.
 pub async fn expire_due(
-    db: &DatabaseConnection,
+    db: &Db,
     now: DateTime<Utc>,
     merchants: Option<&[Uuid]>,
 ) -> Result<usize, ApiError> {

@@ -1,8 +1,9 @@
 //! The service's own staff: operator credentials and the actions they take on tenants.
 //! Every action is written to the audit log in the transaction that performs it.
+use crate::store::Db;
 use chrono::Utc;
 use entities::{operator, operator_audit};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, DatabaseConnection, Set};
+use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
 use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -40,11 +41,7 @@ pub struct OperatorCreated {
     pub operator_key: String,
 }
 
-pub async fn create(
-    db: &DatabaseConnection,
-    name: &str,
-    bcrypt_cost: u32,
-) -> Result<OperatorCreated, ApiError> {
+pub async fn create(db: &Db, name: &str, bcrypt_cost: u32) -> Result<OperatorCreated, ApiError> {
     let name = name.trim();
     if name.is_empty() || name.chars().count() > 200 || name.chars().any(char::is_control) {
         return Err(ApiError::field(
@@ -91,7 +88,7 @@ pub async fn create(
 }
 
 /// Verifies an `x-operator-key`. Operator calls are rare: bcrypt every time, no cache.
-pub async fn authenticate(db: &DatabaseConnection, raw: &str) -> Result<Operator, ApiError> {
+pub async fn authenticate(db: &Db, raw: &str) -> Result<Operator, ApiError> {
     let Some((prefix, _)) = api_key::split_with(api_key::OPERATOR_PREFIX, raw) else {
         return Err(ApiError::invalid_api_key());
     };
@@ -138,7 +135,7 @@ pub async fn audit<C: ConnectionTrait>(
 /// out of every replica's cache and publishes the status for terminal tokens first, so
 /// neither its keys nor the tokens minted from them work on the next request.
 pub async fn set_integration_status(
-    db: &DatabaseConnection,
+    db: &Db,
     auth: &KeyAuth<'_>,
     standing: &Standing<'_>,
     op: &Operator,
@@ -209,7 +206,7 @@ pub async fn set_integration_status(
 /// Sets which identity credential types an integration may use (a subset of
 /// `identity::IDENTITY_CREDENTIAL_TYPES`, kept in the contract's order). Audited.
 pub async fn set_identify_credential_types(
-    db: &DatabaseConnection,
+    db: &Db,
     op: &Operator,
     integration_id: Uuid,
     types: &[String],
@@ -244,7 +241,7 @@ pub async fn set_identify_credential_types(
 /// Replaces an integration's browser origins (already normalised by `cors::normalize_origin`;
 /// empty: none). Audited with the lists before and after.
 pub async fn set_cors_origins(
-    db: &DatabaseConnection,
+    db: &Db,
     op: &Operator,
     integration_id: Uuid,
     origins: &[String],
@@ -281,7 +278,7 @@ pub const LEDGER_CHECK: &str = "ledger.check";
 /// can say when it last ran and with what result, whoever ran it (`wallet-api ledger
 /// check` or the console).
 pub async fn check_ledger(
-    db: &DatabaseConnection,
+    db: &Db,
     actor: &str,
     merchant: Option<Uuid>,
 ) -> Result<store::ledger::Report, ApiError> {
@@ -307,9 +304,7 @@ pub async fn check_ledger(
 }
 
 /// The most recent ledger check's audit entry, if one ever ran.
-pub async fn last_ledger_check(
-    db: &DatabaseConnection,
-) -> Result<Option<operator_audit::Model>, ApiError> {
+pub async fn last_ledger_check(db: &Db) -> Result<Option<operator_audit::Model>, ApiError> {
     let f = store::operators::AuditFilter {
         action: Some(LEDGER_CHECK.into()),
         ..Default::default()

@@ -1,6 +1,6 @@
 //! Operator onboarding: one integration, its merchant, brand, branches, wallet program and
 //! platform key, created together or not at all.
-use sea_orm::DatabaseConnection;
+use crate::store::Db;
 use serde::Serialize;
 use uuid::Uuid;
 
@@ -69,7 +69,7 @@ pub fn check(t: &NewTenant) -> Result<(), TenantError> {
 }
 
 pub async fn create(
-    db: &DatabaseConnection,
+    db: &Db,
     t: &NewTenant,
     bcrypt_cost: u32,
 ) -> Result<TenantCreated, TenantError> {

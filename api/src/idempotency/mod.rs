@@ -124,7 +124,7 @@ impl Request {
 }
 
 pub struct Ctx<'a> {
-    pub db: &'a sea_orm::DatabaseConnection,
+    pub db: &'a crate::store::Db,
     pub kv: &'a Kv,
     pub sealer: &'a Sealer,
     /// How long a stored response can be replayed.

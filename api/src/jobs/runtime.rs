@@ -377,7 +377,7 @@ async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {
 /// Keeps SQLite's write-ahead log short without making a writer copy it (see
 /// `store::db::checkpoint`). Nothing to do on PostgreSQL.
 async fn checkpoint_wal(state: AppState, mut stop: watch::Receiver<bool>) {
-    if state.db.get_database_backend() != sea_orm::DbBackend::Sqlite {
+    if sea_orm::ConnectionTrait::get_database_backend(&state.db) != sea_orm::DbBackend::Sqlite {
         return;
     }
     loop {

@@ -485,7 +485,7 @@ pub async fn on_dead_letter(deps: &JobDeps, env: &QueuedJob) {
 /// to an outage): each gets a new series. Safe on several workers: each requeue locks the
 /// row and re-checks it.
 pub async fn requeue_stalled(
-    db: &sea_orm::DatabaseConnection,
+    db: &crate::store::Db,
     now: chrono::DateTime<Utc>,
 ) -> Result<usize, DbErr> {
     let cutoff = now - chrono::Duration::minutes(15);

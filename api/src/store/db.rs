@@ -14,15 +14,38 @@ use sea_orm::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::config::Config;
+use super::pooler::Db;
+use crate::config::{Config, Pooler};
 
-pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
+/// The service's database at `WALLET_DATABASE_URL`, through the pooler if one is configured.
+pub async fn connect(cfg: &Config) -> anyhow::Result<Db> {
     let url = cfg.effective_database_url();
+    let pooled = cfg.database_pooler == Pooler::Transaction;
+    let conn = open(cfg, &url, cfg.db_max_connections, pooled).await?;
+    Ok(if pooled {
+        Db::pooled(conn, super::pooler::opening(cfg))
+    } else {
+        Db::direct(conn)
+    })
+}
+
+/// A session of the service's own (`WALLET_DATABASE_DIRECT_URL`, else the database URL),
+/// for migrations and the job queue; `max` connections.
+pub async fn connect_direct(cfg: &Config, max: u32) -> anyhow::Result<DatabaseConnection> {
+    open(cfg, &cfg.direct_database_url(), max, false).await
+}
+
+async fn open(
+    cfg: &Config,
+    url: &str,
+    max: u32,
+    pooled: bool,
+) -> anyhow::Result<DatabaseConnection> {
     if url.starts_with("sqlite:") && cfg.database_url.is_none() {
         std::fs::create_dir_all(&cfg.data_dir)?;
     }
-    let mut opts = ConnectOptions::new(url.clone());
-    opts.max_connections(cfg.db_max_connections)
+    let mut opts = ConnectOptions::new(url.to_string());
+    opts.max_connections(max)
         .min_connections(1)
         .connect_timeout(Duration::from_millis(cfg.db_acquire_timeout_ms))
         .acquire_timeout(Duration::from_millis(cfg.db_acquire_timeout_ms))
@@ -45,28 +68,26 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<DatabaseConnection> {
                 .pragma("wal_autocheckpoint", WAL_BACKSTOP_PAGES.to_string())
         });
     }
-    if url.starts_with("postgres") {
-        // A request never waits on a row lock longer than this (one hot wallet's queue, a
-        // payment behind a refund): past it the statement fails with 55P03, which is
-        // answered as a retryable 503, instead of the caller waiting without bound.
-        let lock_timeout = format!("{}ms", cfg.db_lock_timeout_ms);
-        // A statement the server runs too long is cancelled there; a server that stopped
-        // answering at all is bounded by the request deadline (`http::middleware`).
-        let statement_timeout = format!("{}ms", cfg.db_statement_timeout_ms);
+    if url.starts_with("postgres") && pooled {
+        // Through a transaction-mode pooler (`store::pooler`): no statement outlives its
+        // transaction, and the pooler refuses startup options, so the timeouts below are
+        // set in every transaction instead.
+        opts.map_sqlx_postgres_opts(|o| o.statement_cache_capacity(0).extra_float_digits(None));
+    } else if url.starts_with("postgres") {
+        let settings = super::pooler::session_settings(cfg);
         opts.map_sqlx_postgres_opts(move |o| {
-            o.options([
-                ("lock_timeout", lock_timeout.as_str()),
-                ("statement_timeout", statement_timeout.as_str()),
-                // A transaction left open by a client that vanished mid-request (killed,
-                // cut off) releases its row locks instead of holding them indefinitely.
-                ("idle_in_transaction_session_timeout", "15000"),
-            ])
+            o.options(settings.iter().map(|(k, v)| (*k, v.as_str())))
         });
     }
     let db = Database::connect(opts).await.map_err(|e| {
+        let var = if pooled || url == cfg.effective_database_url() {
+            "WALLET_DATABASE_URL"
+        } else {
+            "WALLET_DATABASE_DIRECT_URL"
+        };
         anyhow::anyhow!(
-            "cannot open the database {} (WALLET_DATABASE_URL): {e}",
-            describe_database(&url)
+            "cannot open the database {} ({var}): {e}",
+            describe_database(url)
         )
     })?;
     Ok(db)
@@ -155,7 +176,7 @@ impl ConnectionTrait for WriteTxn {
 /// Opens a write transaction. On SQLite it is IMMEDIATE, so concurrent writers queue on the
 /// database lock at BEGIN instead of failing at COMMIT, and it runs on the file's own writer
 /// connection (see `FileWriter`); PostgreSQL serialises on row locks.
-pub async fn begin(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
+pub async fn begin(db: &Db) -> Result<WriteTxn, DbErr> {
     let started = std::time::Instant::now();
     let txn = begin_untimed(db).await;
     metrics::histogram!(crate::infra::telemetry::metrics::DB_POOL_ACQUIRE)
@@ -163,9 +184,10 @@ pub async fn begin(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
     txn
 }
 
-async fn begin_untimed(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
+async fn begin_untimed(db: &Db) -> Result<WriteTxn, DbErr> {
     match db.get_database_backend() {
         DbBackend::Sqlite => {
+            let db = db.connection();
             let pool = db.get_sqlite_connection_pool();
             let file = FileWriter::of(pool);
             let turn = file.turn().await?;
@@ -190,7 +212,8 @@ async fn begin_untimed(db: &DatabaseConnection) -> Result<WriteTxn, DbErr> {
 }
 
 /// Connections the pool holds and how many of them are idle, for the pool gauges.
-pub fn pool_stats(db: &DatabaseConnection) -> (u32, usize) {
+pub fn pool_stats(db: &Db) -> (u32, usize) {
+    let db = db.connection();
     match db.get_database_backend() {
         DbBackend::Sqlite => {
             let p = db.get_sqlite_connection_pool();
@@ -230,10 +253,11 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
 /// its start by a writer that finds it wholly copied, which under steady writes it never
 /// is once the copy ran beside them; so the few pages committed meanwhile are then copied
 /// under the turn, and the next writer starts the WAL over instead of growing it.
-pub async fn checkpoint(db: &DatabaseConnection) -> Result<(), DbErr> {
+pub async fn checkpoint(db: &Db) -> Result<(), DbErr> {
     if db.get_database_backend() != DbBackend::Sqlite {
         return Ok(());
     }
+    let db = db.connection();
     let pool = db.get_sqlite_connection_pool();
     let file = FileWriter::of(pool);
     let Some(writer) = file.writer(pool).await? else {
@@ -352,11 +376,11 @@ pub async fn write_turn(pool: &SqlitePool) -> Result<WriteTurn, DbErr> {
 /// its sockets reset, one "could not receive data from client" log line per pooled
 /// connection on every deploy. Waits a while for connections still checked out. A failure
 /// here changes nothing the process did, so it is not reported.
-pub async fn close(db: &DatabaseConnection) {
-    let _ = tokio::time::timeout(Duration::from_secs(5), db.clone().close()).await;
+pub async fn close(db: &Db) {
+    let _ = tokio::time::timeout(Duration::from_secs(5), db.connection().clone().close()).await;
 }
 
-pub async fn ping(db: &DatabaseConnection, timeout: Duration) -> Result<(), String> {
+pub async fn ping(db: &Db, timeout: Duration) -> Result<(), String> {
     match tokio::time::timeout(timeout, db.execute_unprepared("SELECT 1")).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
@@ -452,7 +476,7 @@ mod tests {
 
     /// The service's own connection to a fresh file, as `connect` makes it, with a pool of
     /// `connections`.
-    async fn service_db(connections: u32) -> DatabaseConnection {
+    async fn service_db(connections: u32) -> Db {
         let dir = std::env::temp_dir().join(format!("wallet-writer-{}", Uuid::now_v7()));
         let cfg = Config {
             data_dir: dir,
@@ -474,7 +498,7 @@ mod tests {
         txn.commit().await.unwrap();
 
         // Every connection of the pool busy (readers, say): a writer does not wait for one.
-        let pool = db.get_sqlite_connection_pool();
+        let pool = db.connection().get_sqlite_connection_pool();
         let held = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
         let txn = begin(&db).await.unwrap();
         let seen = row(
@@ -530,6 +554,7 @@ mod tests {
         }
         // The WAL's size, untouched (measuring it through SQLite would copy it).
         let file = db
+            .connection()
             .get_sqlite_connection_pool()
             .connect_options()
             .get_filename()
@@ -544,14 +569,14 @@ mod tests {
 
         checkpoint(&db).await.unwrap();
         write("INSERT INTO t VALUES (1)").await;
-        let (frames, copied) = wal(&db).await;
+        let (frames, copied) = wal(db.connection()).await;
         assert!(frames < 10, "the WAL was not started over: {frames} frames");
         assert_eq!(frames, copied);
     }
 
     #[tokio::test]
     async fn a_checkpoint_of_an_in_memory_database_does_nothing() {
-        let db = Database::connect("sqlite::memory:").await.unwrap();
+        let db = Db::direct(Database::connect("sqlite::memory:").await.unwrap());
         let txn = begin(&db).await.unwrap();
         txn.execute_unprepared("CREATE TABLE t (x INTEGER)")
             .await
@@ -566,19 +591,19 @@ mod tests {
     #[tokio::test]
     async fn a_write_transaction_holds_the_turn_until_it_ends() {
         let url = format!("sqlite://{}?mode=rwc", temp_file().display());
-        let db = Database::connect(&url).await.unwrap();
+        let db = Db::direct(Database::connect(&url).await.unwrap());
         let txn = begin(&db).await.unwrap();
         txn.execute_unprepared("CREATE TABLE t (x INTEGER)")
             .await
             .unwrap();
-        let mut other = pin!(write_turn(db.get_sqlite_connection_pool()));
+        let mut other = pin!(write_turn(db.connection().get_sqlite_connection_pool()));
         assert!(poll!(&mut other).is_pending());
         txn.commit().await.unwrap();
         let other = other.await.unwrap();
         drop(other);
 
         let txn = begin(&db).await.unwrap();
-        let mut other = pin!(write_turn(db.get_sqlite_connection_pool()));
+        let mut other = pin!(write_turn(db.connection().get_sqlite_connection_pool()));
         assert!(poll!(&mut other).is_pending());
         drop(txn);
         assert!(matches!(poll!(&mut other), Poll::Ready(Ok(_))));

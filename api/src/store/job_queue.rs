@@ -54,6 +54,18 @@ impl Queue {
         }
     }
 
+    /// Ends the queue's database sessions when they are its own (`WALLET_DATABASE_DIRECT_URL`);
+    /// closing a pool the service shares is harmless, it is closed already.
+    pub async fn close(&self) {
+        let closing = async {
+            match self {
+                Queue::Sqlite(pool) => pool.close().await,
+                Queue::Postgres(pool) => pool.close().await,
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), closing).await;
+    }
+
     /// Creates apalis' tables. On SQLite its setup also switches `synchronous` off for the
     /// connection it runs on, so it gets a throwaway connection of its own and the
     /// service's pool keeps its durable settings.

@@ -16,6 +16,7 @@ pub mod operators;
 pub mod outbox;
 pub mod outbox_row;
 pub mod payments;
+pub mod pooler;
 pub mod relay;
 pub mod retention;
 pub mod sandbox_messages;
@@ -25,7 +26,8 @@ pub mod wallets;
 pub mod webhooks;
 pub mod writes;
 
-pub use db::{begin, close, connect, ping};
+pub use db::{begin, close, connect, connect_direct, ping};
+pub use pooler::Db;
 
 /// `q` locking its rows until the transaction ends. On PostgreSQL that is `FOR UPDATE`;
 /// SQLite has no row locks, and its IMMEDIATE write transaction already excludes every

@@ -9,9 +9,11 @@
 use apalis_core::task::Task;
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    DatabaseConnection, DbBackend,
+    ConnectionTrait, DbBackend,
     sqlx::{self, Row},
 };
+
+use super::Db;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -109,11 +111,7 @@ fn placeholders(backend: DbBackend, rows: usize, arity: usize) -> String {
 }
 
 /// Relays up to `limit` rows; `plan` says what the batch fans out to. Returns the rows.
-pub async fn relay_batch<F>(
-    db: &DatabaseConnection,
-    limit: i64,
-    plan: F,
-) -> anyhow::Result<Vec<PendingRow>>
+pub async fn relay_batch<F>(db: &Db, limit: i64, plan: F) -> anyhow::Result<Vec<PendingRow>>
 where
     F: Fn(&[PendingRow], &[SubscriptionRow], DateTime<Utc>) -> Plan,
 {
@@ -134,16 +132,11 @@ fn merchants(rows: &[PendingRow]) -> Vec<Uuid> {
     m
 }
 
-async fn relay_pg<F>(
-    db: &DatabaseConnection,
-    limit: i64,
-    plan: F,
-) -> anyhow::Result<Vec<PendingRow>>
+async fn relay_pg<F>(db: &Db, limit: i64, plan: F) -> anyhow::Result<Vec<PendingRow>>
 where
     F: Fn(&[PendingRow], &[SubscriptionRow], DateTime<Utc>) -> Plan,
 {
-    let pool = db.get_postgres_connection_pool();
-    let mut tx = pool.begin().await?;
+    let mut tx = db.begin_pg().await?;
     // One relay at a time (see the module comment); the key is this module's own.
     sqlx::query("SELECT pg_advisory_xact_lock(7352001)")
         .execute(&mut *tx)
@@ -252,15 +245,11 @@ where
     Ok(rows)
 }
 
-async fn relay_sqlite<F>(
-    db: &DatabaseConnection,
-    limit: i64,
-    plan: F,
-) -> anyhow::Result<Vec<PendingRow>>
+async fn relay_sqlite<F>(db: &Db, limit: i64, plan: F) -> anyhow::Result<Vec<PendingRow>>
 where
     F: Fn(&[PendingRow], &[SubscriptionRow], DateTime<Utc>) -> Plan,
 {
-    let pool = db.get_sqlite_connection_pool();
+    let pool = db.connection().get_sqlite_connection_pool();
     // IMMEDIATE: take the write lock up front instead of failing to upgrade later.
     let _turn = super::db::write_turn(pool).await?;
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;

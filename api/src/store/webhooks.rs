@@ -141,7 +141,7 @@ pub async fn find_delivery_with_subscription<C: ConnectionTrait>(
 /// One statement on PostgreSQL however many there are (deliveries are the busiest writes
 /// of the worker); a short transaction on SQLite, which cannot update inside a WITH.
 pub async fn record_successes(
-    db: &sea_orm::DatabaseConnection,
+    db: &crate::store::Db,
     series: i32,
     attempts: &[webhook_attempt::Model],
 ) -> Result<Vec<Uuid>, DbErr> {

@@ -2,7 +2,6 @@
 use std::time::Duration;
 
 use api::{domain::job_requests, store};
-use sea_orm::TransactionTrait;
 use tests::{TestApp, TestTenant, eventually, send};
 use uuid::Uuid;
 
@@ -259,6 +258,7 @@ async fn the_job_runtime_keeps_the_sqlite_write_ahead_log_short() {
     let db = &app.server.state.db;
     assert_eq!(db.get_database_backend(), DbBackend::Sqlite);
     let file = db
+        .connection()
         .get_sqlite_connection_pool()
         .connect_options()
         .get_filename()

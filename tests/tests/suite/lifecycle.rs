@@ -8,12 +8,13 @@ use tests::TestApp;
 async fn a_stopped_server_has_closed_its_database_connections() {
     let app = TestApp::spawn_with_workers().await;
     let db = app.server.state.db.clone();
-    db.ping()
+    db.connection()
+        .ping()
         .await
         .expect("the pool serves while the server runs");
     app.stop().await;
     assert!(
-        db.ping().await.is_err(),
+        db.connection().ping().await.is_err(),
         "the pool still hands out connections after the server stopped"
     );
 }

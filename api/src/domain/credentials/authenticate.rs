@@ -109,7 +109,7 @@ enum Found {
 }
 
 pub struct KeyAuth<'a> {
-    pub db: &'a sea_orm::DatabaseConnection,
+    pub db: &'a crate::store::Db,
     pub kv: &'a Kv,
     pub cache_ttl: Duration,
     pub gate: &'a VerifyGate,

@@ -29,7 +29,7 @@ fn entry(integration_id: Uuid) -> String {
 }
 
 pub struct Standing<'a> {
-    pub db: &'a sea_orm::DatabaseConnection,
+    pub db: &'a crate::store::Db,
     pub kv: &'a Kv,
 }
 

@@ -1,8 +1,9 @@
 //! Lapsing: an identity whose pending-proof window ends unproved expires, and its actual
 //! money moves into the merchant's escrow for each wallet until the customer verifies.
+use crate::store::Db;
 use chrono::{DateTime, Utc};
 use entities::{enrollment, wallet, wallet_user};
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -101,7 +102,7 @@ pub(super) async fn lapse<C: ConnectionTrait>(
 /// workers at once: each one takes the identity's lock and re-reads the enrollment, so a
 /// window lapses once. Returns how many lapsed.
 pub async fn expire_due(
-    db: &DatabaseConnection,
+    db: &Db,
     now: DateTime<Utc>,
     merchants: Option<&[Uuid]>,
 ) -> Result<usize, ApiError> {

@@ -1,8 +1,9 @@
 //! Proving the phone: a code or the link's token closes the enrollment, the customer is
 //! verified, and credit held for the unverified customer is released to the wallet.
+use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
 use entities::{enrollment, promo_grant, wallet, wallet_user};
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -98,7 +99,7 @@ pub(super) fn code_unusable(e: &enrollment::Model, now: DateTime<Utc>) -> Option
 /// fails, and concurrent guesses queue. Runs as its own task, so a caller that hangs up
 /// cannot abort the count. Returns the enrollment the right code belongs to.
 pub async fn check_code(
-    db: &DatabaseConnection,
+    db: &Db,
     sealer: &Sealer,
     merchant: Uuid,
     target: Target,

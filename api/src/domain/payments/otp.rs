@@ -1,9 +1,10 @@
 //! OTP payments: a code texted to the customer's phone, bound to one order, amount and
 //! currency, and its check when the payment presents it.
+use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
 use entities::{otp_session, wallet};
 use rand::Rng;
-use sea_orm::{ConnectionTrait, DatabaseConnection};
+use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -235,7 +236,7 @@ pub(super) async fn code_matches<C: ConnectionTrait>(
 /// Runs as a task of its own, so a caller that hangs up cannot abort the count. A right
 /// code changes nothing here; the payment consumes the session with the debit.
 pub async fn verify_otp(
-    db: &DatabaseConnection,
+    db: &Db,
     sealer: &Sealer,
     merchant: Uuid,
     pay: &Pay,

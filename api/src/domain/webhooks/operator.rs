@@ -1,9 +1,9 @@
 //! The service's own operators over any tenant's endpoint: re-enable it and recover what
 //! failed or was held back, each audited with a reason. The partner's own `enable` and
 //! `redeliver_failed` share the steps after the lock (`enable_locked`, `recover_locked`).
+use crate::store::Db;
 use chrono::{DateTime, Utc};
 use entities::webhook_subscription;
-use sea_orm::DatabaseConnection;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -13,7 +13,7 @@ use crate::{domain, error::ApiError, store};
 /// An operator re-enables any tenant's endpoint (one auto-disabled after its failures, say),
 /// as the partner's own `enable` does, audited with the reason.
 pub async fn operator_enable(
-    db: &DatabaseConnection,
+    db: &Db,
     actor: &str,
     id: Uuid,
     replay_missed: bool,
@@ -43,7 +43,7 @@ pub async fn operator_enable(
 /// What "recover since T" would send again: deliveries DEAD or SUSPENDED created at or
 /// after `since`.
 pub async fn recoverable(
-    db: &DatabaseConnection,
+    db: &Db,
     id: Uuid,
     since: DateTime<Utc>,
 ) -> Result<(webhook_subscription::Model, u64), ApiError> {
@@ -58,7 +58,7 @@ pub async fn recoverable(
 /// An operator sends again every failed or suspended delivery since `since`, as the
 /// partner's `redeliver_failed` does, audited with the reason. Returns how many.
 pub async fn operator_recover(
-    db: &DatabaseConnection,
+    db: &Db,
     actor: &str,
     id: Uuid,
     since: DateTime<Utc>,

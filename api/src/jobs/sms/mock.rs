@@ -1,17 +1,17 @@
+use crate::store::Db;
 use chrono::Utc;
 use futures::{FutureExt, future::BoxFuture};
-use sea_orm::DatabaseConnection;
 
 use super::{OutgoingSms, SANDBOX_FAILING_PREFIX, SendError, SmsProvider};
 use crate::store;
 
 /// Stores each message (once per job) for `GET /v1/sandbox/messages`.
 pub struct MockProvider {
-    db: DatabaseConnection,
+    db: Db,
 }
 
 impl MockProvider {
-    pub fn new(db: DatabaseConnection) -> Self {
+    pub fn new(db: Db) -> Self {
         MockProvider { db }
     }
 }

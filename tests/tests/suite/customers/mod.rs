@@ -4,13 +4,14 @@
 mod identify;
 mod sessions;
 
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use api::store::Db;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use tests::shop::{Customer, Shop};
 use uuid::Uuid;
 
 /// Every row of the merchant's customer and money tables, as text.
-async fn money_state(db: &DatabaseConnection, merchant: Uuid) -> String {
+async fn money_state(db: &Db, merchant: Uuid) -> String {
     use entities::*;
     macro_rules! rows {
         ($m:ident) => {
@@ -40,7 +41,7 @@ async fn money_state(db: &DatabaseConnection, merchant: Uuid) -> String {
     .join("\n")
 }
 
-async fn events_of(db: &DatabaseConnection, merchant: Uuid, topic: &str) -> Vec<Value> {
+async fn events_of(db: &Db, merchant: Uuid, topic: &str) -> Vec<Value> {
     entities::outbox::Entity::find()
         .filter(entities::outbox::Column::MerchantId.eq(merchant))
         .filter(entities::outbox::Column::Topic.eq(topic))

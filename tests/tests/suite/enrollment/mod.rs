@@ -5,7 +5,8 @@
 mod lapse;
 mod verify;
 
-use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter};
+use api::store::Db;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use serde_json::{Value, json};
 use tests::{
     TestApp,
@@ -13,7 +14,7 @@ use tests::{
 };
 use uuid::Uuid;
 
-async fn events(db: &DatabaseConnection, merchant: Uuid, topic: &str) -> Vec<Value> {
+async fn events(db: &Db, merchant: Uuid, topic: &str) -> Vec<Value> {
     entities::outbox::Entity::find()
         .filter(entities::outbox::Column::MerchantId.eq(merchant))
         .filter(entities::outbox::Column::Topic.eq(topic))

@@ -77,7 +77,7 @@ async fn a_response_lost_after_commit_is_replayed_by_the_retry_without_a_second_
 #[tokio::test]
 async fn a_payment_queued_too_long_behind_a_wallet_lock_gets_a_retryable_error_not_an_endless_wait()
 {
-    use sea_orm::{ConnectionTrait, Statement, TransactionTrait};
+    use sea_orm::{ConnectionTrait, Statement};
     if tests::mode() != tests::Mode::Production {
         // SQLite writers queue on the database lock up to its busy timeout instead.
         return;

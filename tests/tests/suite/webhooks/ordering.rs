@@ -179,16 +179,25 @@ async fn a_resources_events_relayed_together_arrive_in_sequence_order_once_each(
 /// event arrives seconds later, not after the minute a dead worker's jobs wait.
 #[tokio::test]
 async fn a_delivery_whose_worker_failed_mid_send_goes_out_again_at_once() {
-    use tests::{Mode, mode, proxy::Proxy};
+    use tests::{
+        Mode, mode,
+        proxy::{Proxy, address_of},
+    };
     if mode() != Mode::Production {
         eprintln!("production mode only: an embedded SQLite file has no connection to lose");
         return;
     }
-    let proxy = Proxy::start("127.0.0.1:5432".parse().unwrap()).await;
-    let port = proxy.port;
+    // The queue's own connection: the direct one when the service goes through a pooler.
+    let cfg = tests::test_config();
+    let queue_url = cfg
+        .database_direct_url
+        .or(cfg.database_url)
+        .expect("a database URL");
+    let proxy = Proxy::start(address_of(&queue_url).parse().unwrap()).await;
     let app = TestApp::spawn_isolated(true, |c| {
-        let url = c.database_url.take().expect("a database URL");
-        c.database_url = Some(url.replacen("127.0.0.1:5432", &format!("127.0.0.1:{port}"), 1));
+        let own = c.database_direct_url.as_mut().or(c.database_url.as_mut());
+        let own = own.expect("a database URL");
+        *own = proxy.route(own);
     })
     .await;
     let shop = Shop::open(&app).await;

@@ -1,0 +1,185 @@
+//! The service's handle on its database, `Db`, and how its statements travel through a
+//! transaction-mode pooler (PgBouncer with `pool_mode = transaction`, `WALLET_DATABASE_POOLER`).
+//!
+//! Such a pooler lends a server session to a client connection for one transaction and
+//! takes it back as soon as the session reports itself idle. Two habits of sqlx do not
+//! survive that:
+//! - it sends a statement in two exchanges (Parse and Describe, then Bind and Execute), each
+//!   ending in Sync; outside a transaction the second may reach another session than the
+//!   first;
+//! - it names prepared statements `sqlx_s_<n>`, counted per client connection, and never
+//!   closes one it does not cache; the names one client left on a session clash with the
+//!   next client's (`prepared statement "sqlx_s_1" already exists`).
+//!
+//! So through such a pooler:
+//! - nothing is cached (`statement_cache_capacity(0)`): a statement is parsed where it runs;
+//! - every statement runs inside a transaction, which keeps both exchanges on one session. A
+//!   read on `Db` gets a transaction of its own (two round trips more than a direct read);
+//! - every transaction opens with `opening`: `DEALLOCATE ALL` clears the names the session's
+//!   previous client left, so a name in this transaction can only mean this transaction's
+//!   statement, and `SET LOCAL` gives it the timeouts a direct connection gets at connect
+//!   time, which the pooler will not pass on (it refuses startup options).
+//!
+//! Nothing else on the pooled connection outlives a transaction: advisory locks are
+//! transaction-scoped (`pg_advisory_xact_lock`), and no `SET`, `LISTEN` or temporary table
+//! is used there. Migrations and apalis (which listens) use the direct URL
+//! (`WALLET_DATABASE_DIRECT_URL`).
+use std::sync::Arc;
+
+use sea_orm::{
+    ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, ExecResult,
+    QueryResult, Statement, TransactionTrait,
+    sqlx::{self, PgPool, Postgres},
+};
+
+use crate::config::Config;
+
+/// The service's database. Reads run on it directly; writes go through `store::begin`.
+#[derive(Clone, Debug)]
+pub struct Db {
+    conn: DatabaseConnection,
+    /// Through a transaction-mode pooler: the statements that open every transaction.
+    opening: Option<Arc<str>>,
+}
+
+/// The settings every PostgreSQL session of the service runs with: a direct one gets them
+/// as startup options, a transaction through a pooler with `SET LOCAL` (`opening`).
+pub fn session_settings(cfg: &Config) -> [(&'static str, String); 3] {
+    [
+        // A request never waits on a row lock longer than this (one hot wallet's queue, a
+        // payment behind a refund): past it the statement fails with 55P03, which is
+        // answered as a retryable 503, instead of the caller waiting without bound.
+        ("lock_timeout", format!("{}ms", cfg.db_lock_timeout_ms)),
+        // A statement the server runs too long is cancelled there; a server that stopped
+        // answering at all is bounded by the request deadline (`http::middleware`).
+        (
+            "statement_timeout",
+            format!("{}ms", cfg.db_statement_timeout_ms),
+        ),
+        // A transaction left open by a client that vanished mid-request (killed, cut off)
+        // releases its row locks instead of holding them indefinitely.
+        ("idle_in_transaction_session_timeout", "15000ms".to_string()),
+    ]
+}
+
+/// What opens every transaction through a transaction-mode pooler, in one message.
+pub fn opening(cfg: &Config) -> String {
+    let mut sql = String::from("DEALLOCATE ALL");
+    for (name, value) in session_settings(cfg) {
+        sql.push_str(&format!("; SET LOCAL {name} = '{value}'"));
+    }
+    sql
+}
+
+impl Db {
+    /// A database reached directly: every pooled connection is a session of its own.
+    pub fn direct(conn: DatabaseConnection) -> Db {
+        Db {
+            conn,
+            opening: None,
+        }
+    }
+
+    /// A database reached through a transaction-mode pooler; `opening` starts every
+    /// transaction.
+    pub fn pooled(conn: DatabaseConnection, opening: String) -> Db {
+        Db {
+            conn,
+            opening: Some(opening.into()),
+        }
+    }
+
+    /// Whether statements go through a transaction-mode pooler.
+    pub fn is_pooled(&self) -> bool {
+        self.opening.is_some()
+    }
+
+    /// The sea-orm connection underneath, for what is not a statement: its pool (sizes,
+    /// the SQLite file) and closing it. A statement sent on it directly skips the pooler's
+    /// discipline above.
+    pub fn connection(&self) -> &DatabaseConnection {
+        &self.conn
+    }
+
+    /// Opens a transaction (for writes, use `store::begin`, which also takes SQLite's
+    /// write turn).
+    pub async fn begin(&self) -> Result<DatabaseTransaction, DbErr> {
+        let txn = self.conn.begin().await?;
+        if let Some(opening) = &self.opening {
+            txn.execute_unprepared(opening).await?;
+        }
+        Ok(txn)
+    }
+
+    /// A transaction on the PostgreSQL pool itself, for statements sent with sqlx directly
+    /// (the outbox relay).
+    pub async fn begin_pg(&self) -> Result<sqlx::Transaction<'static, Postgres>, sqlx::Error> {
+        let pool: &PgPool = self.conn.get_postgres_connection_pool();
+        let mut tx = pool.begin().await?;
+        if let Some(opening) = &self.opening {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(opening.to_string()))
+                .execute(&mut *tx)
+                .await?;
+        }
+        Ok(tx)
+    }
+}
+
+/// Ends the transaction a statement ran alone in (`Db` through a pooler).
+async fn settle<T>(txn: DatabaseTransaction, out: Result<T, DbErr>) -> Result<T, DbErr> {
+    match out {
+        Ok(v) => {
+            txn.commit().await?;
+            Ok(v)
+        }
+        Err(e) => {
+            // The statement's own error is the one worth reporting.
+            let _ = txn.rollback().await;
+            Err(e)
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ConnectionTrait for Db {
+    fn get_database_backend(&self) -> DbBackend {
+        self.conn.get_database_backend()
+    }
+
+    async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
+        if self.opening.is_none() {
+            return self.conn.execute_raw(stmt).await;
+        }
+        let txn = self.begin().await?;
+        let out = txn.execute_raw(stmt).await;
+        settle(txn, out).await
+    }
+
+    /// Sent as one simple-protocol message, which a pooler forwards whole to one session:
+    /// it needs no transaction of its own.
+    async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
+        self.conn.execute_unprepared(sql).await
+    }
+
+    async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
+        if self.opening.is_none() {
+            return self.conn.query_one_raw(stmt).await;
+        }
+        let txn = self.begin().await?;
+        let out = txn.query_one_raw(stmt).await;
+        settle(txn, out).await
+    }
+
+    async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        if self.opening.is_none() {
+            return self.conn.query_all_raw(stmt).await;
+        }
+        let txn = self.begin().await?;
+        let out = txn.query_all_raw(stmt).await;
+        settle(txn, out).await
+    }
+
+    fn support_returning(&self) -> bool {
+        self.conn.support_returning()
+    }
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Starts the scaled topology the "scaled" test mode runs against, all on loopback, from
+# Debian's packages, under one state dir (default /tmp/wallet-scaled):
+#   - a PostgreSQL primary of its own            127.0.0.1:$PRIMARY_PORT (55432)
+#   - PgBouncer 1.18 in transaction mode before it 127.0.0.1:$POOLER_PORT (56432)
+# and writes the test harness' environment to $STATE/env (source it).
+#
+# Idempotent: what already runs is left running. `tests/scaled/down.sh` stops it all.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+STATE=${WALLET_SCALED_STATE:-/tmp/wallet-scaled}
+PRIMARY_PORT=${PRIMARY_PORT:-55432}
+POOLER_PORT=${POOLER_PORT:-56432}
+
+say() { printf '[scaled] %s\n' "$*" >&2; }
+
+need_package() { # command, package
+  command -v "$1" >/dev/null 2>&1 && return 0
+  [[ -x "$1" ]] && return 0
+  say "installing $2 (Debian package)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2") >/dev/null
+}
+
+# PostgreSQL's server binaries: pg_config's, else the newest under /usr/lib/postgresql.
+pg_bin() {
+  local d
+  d=$(pg_config --bindir 2>/dev/null || true)
+  if [[ -n $d && -x $d/initdb ]]; then echo "$d"; return; fi
+  ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1
+}
+BIN=$(pg_bin)
+
+# initdb, pg_ctl and pgbouncer refuse to run as root.
+as_postgres() {
+  if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+mkdir -p "$STATE"
+[[ $(id -u) == 0 ]] && chown postgres:postgres "$STATE"
+
+wait_for() { # what, command...
+  local what=$1; shift
+  for _ in $(seq 1 120); do "$@" >/dev/null 2>&1 && return 0; sleep 0.5; done
+  say "$what did not come up"; return 1
+}
+
+# --- PostgreSQL primary -------------------------------------------------------------------
+start_primary() {
+  local data=$STATE/primary
+  if pg_isready -h 127.0.0.1 -p "$PRIMARY_PORT" -q 2>/dev/null; then return; fi
+  if [[ ! -f $data/PG_VERSION ]]; then
+    say "initdb primary"
+    as_postgres "$BIN/initdb" -D "$data" -A trust -U postgres --no-sync -E UTF8 >/dev/null
+    cat >>"$data/postgresql.conf" <<EOF
+listen_addresses = '127.0.0.1'
+port = $PRIMARY_PORT
+unix_socket_directories = '$STATE'
+max_connections = 400
+wal_level = replica
+max_wal_senders = 8
+hot_standby = on
+# A test server: durability is the primary's own tests' business (tests/src/cluster.rs).
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+EOF
+    echo "host replication all 127.0.0.1/32 trust" >>"$data/pg_hba.conf"
+  fi
+  say "starting primary on $PRIMARY_PORT"
+  as_postgres "$BIN/pg_ctl" -D "$data" -l "$STATE/primary.log" -w -t 60 start >/dev/null
+}
+
+# --- PgBouncer ----------------------------------------------------------------------------
+start_pooler() {
+  need_package pgbouncer pgbouncer
+  if pg_isready -h 127.0.0.1 -p "$POOLER_PORT" -q 2>/dev/null; then return; fi
+  # Debian's package starts a pgbouncer of its own on 6432; this one is the project's.
+  cat >"$STATE/pgbouncer.ini" <<EOF
+[databases]
+; Every database of the primary, as the user postgres (trust on loopback).
+* = host=127.0.0.1 port=$PRIMARY_PORT user=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $POOLER_PORT
+unix_socket_dir =
+auth_type = any
+pool_mode = transaction
+; The defaults a transaction-mode deployment would have: no reset query between clients,
+; so the service must leave nothing behind on a server session (store/pooler.rs).
+server_reset_query =
+server_reset_query_always = 0
+max_client_conn = 5000
+default_pool_size = 30
+server_idle_timeout = 20
+logfile = $STATE/pgbouncer.log
+pidfile = $STATE/pgbouncer.pid
+admin_users = postgres
+EOF
+  [[ $(id -u) == 0 ]] && chown postgres:postgres "$STATE/pgbouncer.ini"
+  say "starting PgBouncer (transaction mode) on $POOLER_PORT"
+  ulimit -n 20000 2>/dev/null || true
+  as_postgres pgbouncer -d "$STATE/pgbouncer.ini"
+  wait_for PgBouncer pg_isready -h 127.0.0.1 -p "$POOLER_PORT" -q
+}
+
+start_primary
+start_pooler
+
+cat >"$STATE/env" <<EOF
+export WALLET_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$PRIMARY_PORT/postgres
+export WALLET_TEST_POOLER_URL=postgres://postgres@127.0.0.1:$POOLER_PORT
+EOF
+say "ready: source $STATE/env"
