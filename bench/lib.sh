@@ -97,6 +97,9 @@ cleanup() {
       log "could not drop database $db"
   done
   for p in "${REDIS_PREFIXES[@]}"; do drop_redis_prefix "$p"; done
+  if [[ -f $WORK/pgbouncer/pgbouncer.pid ]]; then
+    kill "$(cat "$WORK/pgbouncer/pgbouncer.pid")" 2>/dev/null || true
+  fi
   if [[ -n ${PRIVATE_PG_DIR:-} ]]; then
     "${PRIVATE_PG_CTL[@]}" -m fast stop >/dev/null 2>&1 || true
     rm -rf "$PRIVATE_PG_DIR"
@@ -142,7 +145,7 @@ need_pkg() { # need_pkg COMMAND DEBIAN_PACKAGE
 need_service_tools() { # jq and curl; the PostgreSQL and Redis clients when they will be used
   need_pkg jq jq
   need_pkg curl curl
-  if [[ $BENCH_MODES == *production* || -z ${SKIP_PG_CEILING:-} ]]; then
+  if [[ $BENCH_MODES == *production* || $BENCH_MODES == *pooled* || -z ${SKIP_PG_CEILING:-} ]]; then
     need_pkg psql postgresql-client
     need_pkg redis-cli redis-tools
   fi
@@ -198,8 +201,8 @@ run_modes() { # bench_mode MODE for each of $BENCH_MODES
   local mode
   for mode in $BENCH_MODES; do
     case $mode in
-      embedded | production) bench_mode "$mode" ;;
-      *) die "unknown mode $mode (embedded or production)" ;;
+      embedded | production | pooled) bench_mode "$mode" ;;
+      *) die "unknown mode $mode (embedded, production or pooled)" ;;
     esac
   done
 }
@@ -243,7 +246,7 @@ start_services() {
   worker_pid="" db="" prefix=""
   api_metrics=$HOST:$(free_port)
   worker_metrics=$HOST:$(free_port)
-  if [[ $mode == production ]]; then
+  if [[ $mode == production || $mode == pooled ]]; then
     db=${db_stem}_$$_$RANDOM
     prefix="${prefix_stem}-$$-$(date +%s):"
     psql_ -d postgres -c "CREATE DATABASE $db" >/dev/null || die "cannot create database $db"
@@ -256,10 +259,25 @@ start_services() {
       WALLET_SECRET_KEY="$(rand_hex 32)"
       WALLET_REDIS_PREFIX="$prefix"
     )
-    log "production: migrating database $db"
+    if [[ $mode == pooled ]]; then
+      # production, reaching PostgreSQL through PgBouncer in transaction mode (started
+      # once per run by the same script the scaled tests use); the job queue and
+      # migrations keep the direct URL (docs/scaling.md).
+      [[ -n ${POOLER_PORT:-} ]] || {
+        POOLER_PORT=$(free_port)
+        bash "$ROOT/tests/scaled/pgbouncer.sh" "$WORK/pgbouncer" "$POOLER_PORT" "$PGPORT_" "${POOLER_POOL_SIZE:-20}" ||
+          die "PgBouncer did not start"
+      }
+      env_common+=(
+        WALLET_DATABASE_DIRECT_URL="postgres://$PGUSER_@$PGHOST_:$PGPORT_/$db${PG_SSLMODE:+?sslmode=$PG_SSLMODE}"
+        WALLET_DATABASE_URL="postgres://$PGUSER_@$HOST:$POOLER_PORT/$db"
+        WALLET_DATABASE_POOLER=transaction
+      )
+    fi
+    log "$mode: migrating database $db"
     env "${env_common[@]}" "$API_BIN" migrate >"$WORK/migrate.log" 2>&1 ||
       { cat "$WORK/migrate.log" >&2; die "migrate failed"; }
-    log "production: starting wallet-worker"
+    log "$mode: starting wallet-worker"
     env "${env_common[@]}" WALLET_METRICS_LISTEN_ADDR="$worker_metrics" "$WORKER_BIN" run >"$worker_log" 2>&1 &
     worker_pid=$!
     PIDS+=("$worker_pid")

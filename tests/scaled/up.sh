@@ -15,13 +15,6 @@ POOLER_PORT=${POOLER_PORT:-56432}
 
 say() { printf '[scaled] %s\n' "$*" >&2; }
 
-need_package() { # command, package
-  command -v "$1" >/dev/null 2>&1 && return 0
-  [[ -x "$1" ]] && return 0
-  say "installing $2 (Debian package)"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2") >/dev/null
-}
-
 # PostgreSQL's server binaries: pg_config's, else the newest under /usr/lib/postgresql.
 pg_bin() {
   local d
@@ -73,36 +66,8 @@ EOF
 
 # --- PgBouncer ----------------------------------------------------------------------------
 start_pooler() {
-  need_package pgbouncer pgbouncer
-  if pg_isready -h 127.0.0.1 -p "$POOLER_PORT" -q 2>/dev/null; then return; fi
-  # Debian's package starts a pgbouncer of its own on 6432; this one is the project's.
-  cat >"$STATE/pgbouncer.ini" <<EOF
-[databases]
-; Every database of the primary, as the user postgres (trust on loopback).
-* = host=127.0.0.1 port=$PRIMARY_PORT user=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = $POOLER_PORT
-unix_socket_dir =
-auth_type = any
-pool_mode = transaction
-; The defaults a transaction-mode deployment would have: no reset query between clients,
-; so the service must leave nothing behind on a server session (store/pooler.rs).
-server_reset_query =
-server_reset_query_always = 0
-max_client_conn = 5000
-default_pool_size = 30
-server_idle_timeout = 20
-logfile = $STATE/pgbouncer.log
-pidfile = $STATE/pgbouncer.pid
-admin_users = postgres
-EOF
-  [[ $(id -u) == 0 ]] && chown postgres:postgres "$STATE/pgbouncer.ini"
-  say "starting PgBouncer (transaction mode) on $POOLER_PORT"
-  ulimit -n 20000 2>/dev/null || true
-  as_postgres pgbouncer -d "$STATE/pgbouncer.ini"
-  wait_for PgBouncer pg_isready -h 127.0.0.1 -p "$POOLER_PORT" -q
+  say "PgBouncer (transaction mode) on $POOLER_PORT"
+  bash tests/scaled/pgbouncer.sh "$STATE/pgbouncer" "$POOLER_PORT" "$PRIMARY_PORT"
 }
 
 start_primary
