@@ -47,6 +47,17 @@ pub struct Config {
     /// fetches). Required with `database_pooler = transaction`; unset, they use
     /// `database_url`.
     pub database_direct_url: Option<String>,
+    /// A streaming replica of the database (`postgres://…`, reached the way
+    /// `database_pooler` says). Reads that tolerate lag go there: the transaction and event
+    /// feeds and the operations console (`store::replica`); every read a money decision,
+    /// an idempotent replay or authentication rests on stays on the primary.
+    pub database_replica_url: Option<String>,
+    /// A replica further behind than this (or down, or promoted) serves nothing until it
+    /// catches up; requests go to the primary.
+    pub replica_max_lag_ms: u64,
+    /// How long a lag-tolerant request waits for the replica to replay what the primary had
+    /// committed when the request began, before the primary serves it instead.
+    pub replica_wait_ms: u64,
     /// `redis://…`. Unset: in-process locks, rate limits and caches (single process only).
     pub redis_url: Option<String>,
     pub listen_addr: String,
@@ -174,6 +185,9 @@ impl Default for Config {
             database_url: None,
             database_pooler: Pooler::None,
             database_direct_url: None,
+            database_replica_url: None,
+            replica_max_lag_ms: 5_000,
+            replica_wait_ms: 100,
             redis_url: None,
             listen_addr: "127.0.0.1:8080".into(),
             metrics_listen_addr: "127.0.0.1:9091".into(),
@@ -313,6 +327,26 @@ impl Config {
                 "WALLET_DATABASE_DIRECT_URL",
                 "must start with postgres:// (it is the direct URL of the PostgreSQL database)",
             ));
+        }
+        if let Some(url) = &self.database_replica_url {
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                return Err(invalid(
+                    "WALLET_DATABASE_REPLICA_URL",
+                    "must start with postgres:// (a streaming replica of the PostgreSQL database)",
+                ));
+            }
+            if self.mode() != Mode::Production {
+                return Err(invalid(
+                    "WALLET_DATABASE_REPLICA_URL",
+                    "only applies with a postgres:// WALLET_DATABASE_URL",
+                ));
+            }
+        }
+        if !(10..=600_000).contains(&self.replica_max_lag_ms) {
+            return Err(invalid("WALLET_REPLICA_MAX_LAG_MS", "must be 10..=600000"));
+        }
+        if self.replica_wait_ms > 10_000 {
+            return Err(invalid("WALLET_REPLICA_WAIT_MS", "must be at most 10000"));
         }
         if self.database_pooler == Pooler::Transaction {
             if self.mode() != Mode::Production {

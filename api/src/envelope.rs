@@ -80,6 +80,10 @@ pub fn ok_page<D: Serialize + ?Sized>(data: &D, page: &Page) -> Rendered {
     render(200, Some(data), None, Some(page))
 }
 
+pub fn ok_page_with<D: Serialize + ?Sized>(data: &D, page: &Page, extra: &MetaExtra) -> Rendered {
+    render_with(200, Some(data), None, Some(page), extra.clone())
+}
+
 pub fn error(err: &ApiError) -> Rendered {
     let body = serde_json::to_string(&err.to_body()).expect("error bodies serialise");
     let raw = RawValue::from_string(body).expect("valid JSON");

@@ -1,6 +1,6 @@
 //! Building the shared state and running the HTTP server (and, where configured, the job
 //! workers) from a `Config`.
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use migration::MigratorTrait;
 use poem::listener::TcpAcceptor;
@@ -138,6 +138,14 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let jwt = JwtKeys::new(&config.jwt_kid, jwt_secret.expose().as_bytes(), &previous);
     let sealer = Sealer::new(secret_key.expose().as_bytes());
     let queue = store::job_queue::Queue::from_db(&queue_connection(&config, &db).await?);
+    let replica = store::connect_replica(&config).await?.map(|r| {
+        Arc::new(store::replica::Replica::new(
+            r,
+            db.clone(),
+            Duration::from_millis(config.replica_max_lag_ms),
+            Duration::from_millis(config.replica_wait_ms),
+        ))
+    });
     Ok(AppState::new(Inner {
         config,
         db,
@@ -145,6 +153,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         sealer,
         jwt,
         queue,
+        replica,
         metrics: telemetry::metrics_handle(),
         capabilities: crate::infra::cache::TtlCache::new(
             crate::domain::platform::CAPABILITIES_TTL,

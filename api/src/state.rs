@@ -31,6 +31,8 @@ pub struct Inner {
     pub sealer: Sealer,
     pub jwt: JwtKeys,
     pub queue: store::job_queue::Queue,
+    /// The read replica, if one is configured (`lagging`).
+    pub replica: Option<Arc<store::replica::Replica>>,
     pub metrics: PrometheusHandle,
     /// Rendered `GET /capabilities` answers (see `domain::platform::CAPABILITIES_TTL`).
     pub capabilities: TtlCache<CapabilitiesKey, Arc<RawValue>>,
@@ -147,7 +149,31 @@ const SAMPLE_EVERY: Duration = Duration::from_secs(5);
 impl AppState {
     /// Keeps the gauges every process has current while it runs: its database pool, and the
     /// subsystems (probed every few samples, so an idle process still reports them).
+    /// Where a read that tolerates lag runs (the transaction and event feeds, the console):
+    /// the replica while it is well and caught up with this request, else the primary.
+    /// Never for a read a money decision, a replay or authentication rests on.
+    pub async fn lagging(&self) -> store::replica::LaggingRead {
+        match &self.replica {
+            Some(r) => r.read().await,
+            None => store::replica::LaggingRead {
+                db: self.db.clone(),
+                served: store::replica::Served::Primary,
+            },
+        }
+    }
+
+    /// The process gauges, and the replica's probe when there is one; runs until aborted.
     pub async fn sample_process_gauges(self) {
+        let replica = self.replica.clone();
+        let probe = async move {
+            if let Some(r) = replica {
+                store::replica::run_probe(r).await;
+            }
+        };
+        tokio::join!(self.sample_pool_and_health(), probe);
+    }
+
+    async fn sample_pool_and_health(self) {
         metrics::gauge!(m::DB_POOL_MAX).set(f64::from(self.config.db_max_connections));
         for n in 0u64.. {
             let (size, idle) = store::db::pool_stats(&self.db);

@@ -166,6 +166,21 @@ timeseries("Redis command p99 by command", "p99 duration of Redis commands.",
 timeseries("Redis errors by command and kind", "Redis calls that timed out (WALLET_REDIS_TIMEOUT_MS) or failed, per second.",
            [(f"sum by (command, kind) (rate(wallet_redis_errors_total{sel()}[{RI}]))", "{{command}} {{kind}}")])
 
+# ---- read replica -------------------------------------------------------------------------
+row("Read replica (WALLET_DATABASE_REPLICA_URL)")
+timeseries("Replica lag", "How far the read replica is behind the primary, as each pod's probe measures it "
+           "once a second: seconds since the last transaction it replayed committed (0 once caught up).",
+           [(f"max by (pod) (wallet_db_replica_lag_seconds{sel()})", "seconds {{pod}}")], unit="s", w=8)
+timeseries("Replica lag in WAL bytes", "WAL the replica has still to replay.",
+           [(f"max by (pod) (wallet_db_replica_lag_bytes{sel()})", "{{pod}}")], unit="bytes", w=8)
+timeseries("Replica usable", "1 while lag-tolerant reads may go to the replica; 0 while it is down, promoted or "
+           "behind WALLET_REPLICA_MAX_LAG_MS (reads then go to the primary).",
+           [(f"min by (pod) (wallet_db_replica_usable{sel()})", "{{pod}}")], w=8)
+timeseries("Lag-tolerant reads by where served", "Feed and console requests per second, served by the replica "
+           "or the primary; and statements that failed on the replica and ran again on the primary.",
+           [(f"sum by (served_from) (rate(wallet_db_lagging_reads_total{sel()}[{RI}]))", "{{served_from}}"),
+            (f"sum (rate(wallet_db_replica_fallbacks_total{sel()}[{RI}]))", "fallbacks")], unit="reqps", w=24)
+
 # ---- outbox -------------------------------------------------------------------------------
 row("Outbox")
 timeseries("Outbox pending events", "Committed events not yet relayed to the job queues (sampled from the database: "

@@ -3,6 +3,7 @@
 # Debian's packages, under one state dir (default /tmp/wallet-scaled):
 #   - a PostgreSQL primary of its own            127.0.0.1:$PRIMARY_PORT (55432)
 #   - PgBouncer 1.18 in transaction mode before it 127.0.0.1:$POOLER_PORT (56432)
+#   - a streaming replica of the primary            127.0.0.1:$REPLICA_PORT (55433)
 # and writes the test harness' environment to $STATE/env (source it).
 #
 # Idempotent: what already runs is left running. `tests/scaled/down.sh` stops it all.
@@ -12,6 +13,7 @@ cd "$(dirname "$0")/../.."
 STATE=${WALLET_SCALED_STATE:-/tmp/wallet-scaled}
 PRIMARY_PORT=${PRIMARY_PORT:-55432}
 POOLER_PORT=${POOLER_PORT:-56432}
+REPLICA_PORT=${REPLICA_PORT:-55433}
 
 say() { printf '[scaled] %s\n' "$*" >&2; }
 
@@ -70,11 +72,25 @@ start_pooler() {
   bash tests/scaled/pgbouncer.sh "$STATE/pgbouncer" "$POOLER_PORT" "$PRIMARY_PORT"
 }
 
+# --- Streaming replica --------------------------------------------------------------------
+start_replica() {
+  local data=$STATE/replica
+  if pg_isready -h 127.0.0.1 -p "$REPLICA_PORT" -q 2>/dev/null; then return; fi
+  if [[ ! -f $data/PG_VERSION ]]; then
+    say "pg_basebackup -R: replica of the primary"
+    as_postgres "$BIN/pg_basebackup" -h 127.0.0.1 -p "$PRIMARY_PORT" -U postgres -D "$data" -R -X stream --no-sync
+  fi
+  say "starting replica on $REPLICA_PORT"
+  as_postgres "$BIN/pg_ctl" -D "$data" -o "-p $REPLICA_PORT" -l "$STATE/replica.log" -w -t 60 start >/dev/null
+}
+
 start_primary
 start_pooler
+start_replica
 
 cat >"$STATE/env" <<EOF
 export WALLET_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$PRIMARY_PORT/postgres
 export WALLET_TEST_POOLER_URL=postgres://postgres@127.0.0.1:$POOLER_PORT
+export WALLET_TEST_REPLICA_URL=postgres://postgres@127.0.0.1:$REPLICA_PORT
 EOF
 say "ready: source $STATE/env"

@@ -48,8 +48,8 @@ fn is_root() -> bool {
 }
 
 impl PrivateCluster {
-    /// initdb (trust authentication on loopback) and start.
-    pub fn start() -> PrivateCluster {
+    /// A free port and an empty directory, owned by the user the server runs as.
+    fn fresh() -> PrivateCluster {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("free port")
@@ -69,6 +69,37 @@ impl PrivateCluster {
                 .expect("chown");
             assert!(status.success(), "chown of the cluster dir failed");
         }
+        c
+    }
+
+    /// A streaming replica of `primary` (`pg_basebackup -R`: a base backup that starts as a
+    /// hot standby following it), started on a port of its own.
+    pub fn replica_of(primary: &PrivateCluster) -> PrivateCluster {
+        let c = Self::fresh();
+        c.run(
+            "pg_basebackup",
+            &[
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &primary.port.to_string(),
+                "-U",
+                "postgres",
+                "-D",
+                &c.data().display().to_string(),
+                "-R",
+                "-X",
+                "stream",
+                "--no-sync",
+            ],
+        );
+        c.start_server();
+        c
+    }
+
+    /// initdb (trust authentication on loopback, replication included) and start.
+    pub fn start() -> PrivateCluster {
+        let c = Self::fresh();
         c.run(
             "initdb",
             &[

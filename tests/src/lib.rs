@@ -10,7 +10,8 @@
 //! Production mode can also run the scaled topology (`tests/scaled/up.sh`): with
 //! `WALLET_TEST_POOLER_URL` (PgBouncer in transaction mode in front of the server at
 //! `WALLET_TEST_DATABASE_URL`), the service reaches its database through the pooler and
-//! keeps the direct URL for migrations and the job queue.
+//! keeps the direct URL for migrations and the job queue; with `WALLET_TEST_REPLICA_URL` (a
+//! streaming replica of that server), the lag-tolerant reads go there.
 pub mod browser;
 pub mod cluster;
 pub mod dead_letters;
@@ -145,8 +146,16 @@ fn through_pooler(url: String, name: &str) -> (String, Option<String>) {
 }
 
 /// Points `cfg` at a database: `url` for the service, `direct` beside it when `url` goes
-/// through a transaction-mode pooler.
+/// through a transaction-mode pooler, and its streaming replica at `WALLET_TEST_REPLICA_URL`
+/// in the scaled mode.
 fn point_at(cfg: &mut Config, url: String, direct: Option<String>) {
+    cfg.database_replica_url = match std::env::var("WALLET_TEST_REPLICA_URL") {
+        Ok(replica) if !replica.is_empty() => {
+            let name = url.rsplit('/').next().unwrap_or_default();
+            Some(format!("{}/{name}", replica.trim_end_matches('/')))
+        }
+        _ => None,
+    };
     cfg.database_pooler = if direct.is_some() {
         api::config::Pooler::Transaction
     } else {

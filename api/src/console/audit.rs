@@ -41,7 +41,9 @@ fn day(raw: Option<&str>) -> Option<DateTime<Utc>> {
 pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
-    let operators = match store::operators::all(&st.db).await {
+    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    let read = st.lagging().await;
+    let operators = match store::operators::all(&read.db).await {
         Ok(o) => o,
         Err(e) => return error_page(&s, &e.into()),
     };
@@ -54,7 +56,7 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
         until: day(q.get("until")).map(|t| t + chrono::Duration::days(1)),
     };
     let before = q.get("before").and_then(|b| Uuid::parse_str(b).ok());
-    let rows = match store::operators::audit_page(&st.db, &f, before, PAGE + 1).await {
+    let rows = match store::operators::audit_page(&read.db, &f, before, PAGE + 1).await {
         Ok(r) => r,
         Err(e) => return error_page(&s, &e.into()),
     };
@@ -105,5 +107,12 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
             (layout::next_link("/ops/audit", &params, next))
         }
     };
-    layout::page(StatusCode::OK, "Audit log", Some(&s), "audit", body)
+    layout::lagging_page(
+        read.served,
+        StatusCode::OK,
+        "Audit log",
+        Some(&s),
+        "audit",
+        body,
+    )
 }

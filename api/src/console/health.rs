@@ -15,14 +15,16 @@ use crate::{domain::operators, state::AppState, store};
 pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
+    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    let read = st.lagging().await;
     let now = Utc::now();
     let health = st.health().await;
     let (lag, pending, depth, dead, last_check) = tokio::join!(
-        store::outbox::oldest_pending_age(&st.db, now),
-        store::outbox::pending_count(&st.db),
+        store::outbox::oldest_pending_age(&read.db, now),
+        store::outbox::pending_count(&read.db),
         st.queue.depth(),
-        store::dead_letters::dead_per_queue(&st.db),
-        operators::last_ledger_check(&st.db),
+        store::dead_letters::dead_per_queue(&read.db),
+        operators::last_ledger_check(&read.db),
     );
     let body = html! {
         h2 { "Subsystems" }
@@ -79,7 +81,14 @@ pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
             button type="submit" { "Run the ledger check now" }
         }
     };
-    layout::page(StatusCode::OK, "Health", Some(&s), "health", body)
+    layout::lagging_page(
+        read.served,
+        StatusCode::OK,
+        "Health",
+        Some(&s),
+        "health",
+        body,
+    )
 }
 
 #[handler]

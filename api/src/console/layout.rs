@@ -1,6 +1,7 @@
 //! The page shell every console page shares: navigation, the operator and a sign-out
 //! form, the stylesheet, and the headers that keep the pages private (no caching, no
 //! framing, no script at all: every action is a plain form).
+use crate::store::replica::Served;
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 use poem::{
@@ -69,6 +70,22 @@ pub fn page(
         }
     };
     html_response(status, doc.into_string())
+}
+
+/// A page of reads that tolerate lag, saying where they were served.
+pub fn lagging_page(
+    served: Served,
+    status: StatusCode,
+    title: &str,
+    s: Option<&Session>,
+    current: &str,
+    body: Markup,
+) -> Response {
+    let body = html! {
+        (body)
+        p.served { "Read from the " (served.as_str()) " database, as of this page's request." }
+    };
+    page(status, title, s, current, body)
 }
 
 pub fn html_response(status: StatusCode, body: String) -> Response {

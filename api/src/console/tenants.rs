@@ -19,6 +19,8 @@ const PAGE: u64 = 50;
 pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
+    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    let read = st.lagging().await;
     let status = q
         .get("status")
         .filter(|v| ["ACTIVE", "SUSPENDED"].contains(v));
@@ -31,11 +33,11 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
     let before = q.get("before").and_then(|b| Uuid::parse_str(b).ok());
     // An id pasted into the search box finds that tenant.
     let rows = if let Some(id) = search.and_then(|v| Uuid::parse_str(v).ok()) {
-        store::tenancy::find_integration(&st.db, id)
+        store::tenancy::find_integration(&read.db, id)
             .await
             .map(|r| r.into_iter().collect())
     } else {
-        store::tenancy::integrations_page(&st.db, search, status, sandbox, before, PAGE + 1).await
+        store::tenancy::integrations_page(&read.db, search, status, sandbox, before, PAGE + 1).await
     };
     let rows = match rows {
         Ok(r) => r,
@@ -44,7 +46,7 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
     let (rows, more) = crate::domain::page_of(rows, PAGE);
     let ids: Vec<Uuid> = rows.iter().map(|i| i.id).collect();
     let mut keys: HashMap<Uuid, (i64, i64)> = HashMap::new();
-    match store::tenancy::key_counts(&st.db, &ids).await {
+    match store::tenancy::key_counts(&read.db, &ids).await {
         Ok(counts) => {
             for (i, key_status, n) in counts {
                 let e = keys.entry(i).or_default();
@@ -104,7 +106,14 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
             (layout::next_link("/ops/tenants", &params, next))
         }
     };
-    layout::page(StatusCode::OK, "Tenants", Some(&s), "tenants", body)
+    layout::lagging_page(
+        read.served,
+        StatusCode::OK,
+        "Tenants",
+        Some(&s),
+        "tenants",
+        body,
+    )
 }
 
 #[handler]

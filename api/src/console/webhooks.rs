@@ -44,13 +44,15 @@ fn stats(attempts: &[entities::webhook_attempt::Model]) -> Stats {
 pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
+    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    let read = st.lagging().await;
     let integration = q.get("tenant").and_then(|t| Uuid::parse_str(t).ok());
     let state_filter = q
         .get("state")
         .filter(|v| [webhooks::ACTIVE, webhooks::DISABLED].contains(v));
     let before = q.get("before").and_then(|b| Uuid::parse_str(b).ok());
     let rows = match store::webhooks::subscriptions_for_ops(
-        &st.db,
+        &read.db,
         integration,
         state_filter,
         before,
@@ -66,9 +68,9 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
     let mut details = vec![];
     for sub in &rows {
         let recent =
-            store::webhooks::recent_attempts(&st.db, sub.id, now - Duration::hours(24), SAMPLE)
+            store::webhooks::recent_attempts(&read.db, sub.id, now - Duration::hours(24), SAMPLE)
                 .await;
-        let failures = store::webhooks::last_failures(&st.db, sub.id, 3).await;
+        let failures = store::webhooks::last_failures(&read.db, sub.id, 3).await;
         match (recent, failures) {
             (Ok(r), Ok(f)) => details.push((stats(&r), f)),
             (Err(e), _) | (_, Err(e)) => return error_page(&s, &e.into()),
@@ -139,7 +141,8 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
         }
         (layout::next_link("/ops/webhooks", &params, next))
     };
-    layout::page(
+    layout::lagging_page(
+        read.served,
         StatusCode::OK,
         "Webhook endpoints",
         Some(&s),

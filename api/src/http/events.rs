@@ -155,11 +155,13 @@ impl EventsApi {
             occurred_after: after,
             occurred_before: before,
         };
-        let (rows, more) = event_feed::list(&state.0.db, &auth.0, &q, cursor_id, limit).await?;
+        let read = state.0.lagging().await;
+        let (rows, more) = event_feed::list(&read.db, &auth.0, &q, cursor_id, limit).await?;
         let page = super::cursor::page("event", &rows, more, |e| e.event_id);
-        Ok(Reply::page(
+        Ok(Reply::lagging_page(
             &rows.iter().map(view).collect::<Vec<_>>(),
             &page,
+            read.served,
         ))
     }
 
@@ -178,7 +180,8 @@ impl EventsApi {
     ) -> poem::Result<Reply<EventView>> {
         auth.0.require(Permission::Webhooks)?;
         let id = path_uuid("path:eventId", &event_id.0)?;
-        let e = event_feed::get(&state.0.db, &auth.0, id).await?;
-        Ok(Reply::ok(&view(&e)))
+        let read = state.0.lagging().await;
+        let e = event_feed::get(&read.db, &auth.0, id).await?;
+        Ok(Reply::lagging(&view(&e), read.served))
     }
 }

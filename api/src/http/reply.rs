@@ -12,6 +12,7 @@ use poem_openapi::{
 use serde::Serialize;
 
 use crate::envelope::{self, Page, Rendered};
+use crate::store::replica::Served;
 
 pub struct Reply<T> {
     rendered: Rendered,
@@ -25,6 +26,23 @@ impl<T: Serialize> Reply<T> {
 
     pub fn page(data: &T, page: &Page) -> Self {
         Self::rendered(envelope::ok_page(data, page))
+    }
+
+    /// A read that tolerates lag, saying where it was served (`meta.capabilities.served_from`).
+    pub fn lagging(data: &T, served: Served) -> Self {
+        Self::rendered(envelope::ok_with(data, &served_from(served)))
+    }
+
+    /// A page of a read that tolerates lag, saying where it was served.
+    pub fn lagging_page(data: &T, page: &Page, served: Served) -> Self {
+        Self::rendered(envelope::ok_page_with(data, page, &served_from(served)))
+    }
+}
+
+fn served_from(served: Served) -> envelope::MetaExtra {
+    envelope::MetaExtra {
+        capabilities: Some(serde_json::json!({ "served_from": served.as_str() })),
+        ..Default::default()
     }
 }
 
@@ -115,7 +133,8 @@ pub struct ResponseMeta {
     pub decision_trace_id: Option<String>,
     /// Additive hints; unknown keys are not an error. Identify: `can_pay` (the wallet may
     /// pay now), `enrollment_required` (phone proof is pending). Payment: `voidable`,
-    /// `refundable`.
+    /// `refundable`. The transaction and event feeds: `served_from`, `replica` or `primary`
+    /// (either way the answer includes every write committed before the request began).
     pub capabilities: Option<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 

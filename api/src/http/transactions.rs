@@ -391,8 +391,9 @@ impl TransactionsApi {
             branch_id: carried.branch_id,
             ..Default::default()
         };
-        transactions::bound(&st.db, &auth.0, &mut f).await?;
-        let (rows, more) = transactions::page(&st.db, &f, after, limit).await?;
+        let read = st.lagging().await;
+        transactions::bound(&read.db, &auth.0, &mut f).await?;
+        let (rows, more) = transactions::page(&read.db, &f, after, limit).await?;
         let page = Page {
             next_cursor: if more {
                 rows.last().map(|p| {
@@ -410,7 +411,7 @@ impl TransactionsApi {
             },
             has_more: more,
         };
-        Ok(Reply::page(
+        Ok(Reply::lagging_page(
             &rows
                 .iter()
                 .map(|t| match t {
@@ -421,6 +422,7 @@ impl TransactionsApi {
                 })
                 .collect::<Vec<_>>(),
             &page,
+            read.served,
         ))
     }
 
@@ -448,7 +450,8 @@ impl TransactionsApi {
         auth.0.require(Permission::Reporting)?;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
-        let d = transactions::detail(&state.0.db, &auth.0, integration, id).await?;
+        let read = state.0.lagging().await;
+        let d = transactions::detail(&read.db, &auth.0, integration, id).await?;
         let related = |events: &[entities::outbox::Model]| -> Vec<RelatedEvent> {
             events
                 .iter()
@@ -531,6 +534,6 @@ impl TransactionsApi {
                 topup_reversal: reversal.as_ref().map(reversal_view),
             },
         };
-        Ok(Reply::ok(&out))
+        Ok(Reply::lagging(&out, read.served))
     }
 }

@@ -21,7 +21,7 @@ use crate::config::{Config, Pooler};
 pub async fn connect(cfg: &Config) -> anyhow::Result<Db> {
     let url = cfg.effective_database_url();
     let pooled = cfg.database_pooler == Pooler::Transaction;
-    let conn = open(cfg, &url, cfg.db_max_connections, pooled).await?;
+    let conn = open(cfg, &url, cfg.db_max_connections, pooled, false).await?;
     Ok(if pooled {
         Db::pooled(conn, super::pooler::opening(cfg))
     } else {
@@ -32,7 +32,23 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<Db> {
 /// A session of the service's own (`WALLET_DATABASE_DIRECT_URL`, else the database URL),
 /// for migrations and the job queue; `max` connections.
 pub async fn connect_direct(cfg: &Config, max: u32) -> anyhow::Result<DatabaseConnection> {
-    open(cfg, &cfg.direct_database_url(), max, false).await
+    open(cfg, &cfg.direct_database_url(), max, false, false).await
+}
+
+/// The read replica at `WALLET_DATABASE_REPLICA_URL`, if one is configured, reached the way
+/// the primary is. Connected lazily: a replica that is down when the process starts only
+/// means its reads go to the primary until it answers.
+pub async fn connect_replica(cfg: &Config) -> anyhow::Result<Option<Db>> {
+    let Some(url) = &cfg.database_replica_url else {
+        return Ok(None);
+    };
+    let pooled = cfg.database_pooler == Pooler::Transaction;
+    let conn = open(cfg, url, cfg.db_max_connections, pooled, true).await?;
+    Ok(Some(if pooled {
+        Db::pooled(conn, super::pooler::opening(cfg))
+    } else {
+        Db::direct(conn)
+    }))
 }
 
 async fn open(
@@ -40,13 +56,15 @@ async fn open(
     url: &str,
     max: u32,
     pooled: bool,
+    lazy: bool,
 ) -> anyhow::Result<DatabaseConnection> {
     if url.starts_with("sqlite:") && cfg.database_url.is_none() {
         std::fs::create_dir_all(&cfg.data_dir)?;
     }
     let mut opts = ConnectOptions::new(url.to_string());
     opts.max_connections(max)
-        .min_connections(1)
+        .min_connections(if lazy { 0 } else { 1 })
+        .connect_lazy(lazy)
         .connect_timeout(Duration::from_millis(cfg.db_acquire_timeout_ms))
         .acquire_timeout(Duration::from_millis(cfg.db_acquire_timeout_ms))
         .sqlx_logging(false)
@@ -80,7 +98,9 @@ async fn open(
         });
     }
     let db = Database::connect(opts).await.map_err(|e| {
-        let var = if pooled || url == cfg.effective_database_url() {
+        let var = if Some(url) == cfg.database_replica_url.as_deref() {
+            "WALLET_DATABASE_REPLICA_URL"
+        } else if pooled || url == cfg.effective_database_url() {
             "WALLET_DATABASE_URL"
         } else {
             "WALLET_DATABASE_DIRECT_URL"

@@ -24,7 +24,10 @@
 //! transaction-scoped (`pg_advisory_xact_lock`), and no `SET`, `LISTEN` or temporary table
 //! is used there. Migrations and apalis (which listens) use the direct URL
 //! (`WALLET_DATABASE_DIRECT_URL`).
-use std::sync::Arc;
+use std::sync::{
+    Arc,
+    atomic::{AtomicBool, Ordering},
+};
 
 use sea_orm::{
     ConnectionTrait, DatabaseConnection, DatabaseTransaction, DbBackend, DbErr, ExecResult,
@@ -40,6 +43,16 @@ pub struct Db {
     conn: DatabaseConnection,
     /// Through a transaction-mode pooler: the statements that open every transaction.
     opening: Option<Arc<str>>,
+    /// A read replica's: where a statement that failed here runs again (`store::replica`).
+    fallback: Option<Arc<Fallback>>,
+}
+
+#[derive(Debug)]
+struct Fallback {
+    primary: Db,
+    /// Cleared when a statement failed here, so requests stop coming until a probe finds
+    /// the replica well again.
+    usable: Arc<AtomicBool>,
 }
 
 /// The settings every PostgreSQL session of the service runs with: a direct one gets them
@@ -77,6 +90,7 @@ impl Db {
         Db {
             conn,
             opening: None,
+            fallback: None,
         }
     }
 
@@ -86,6 +100,16 @@ impl Db {
         Db {
             conn,
             opening: Some(opening.into()),
+            fallback: None,
+        }
+    }
+
+    /// This replica, running a statement that fails on it again on `primary` (and clearing
+    /// `usable`).
+    pub fn falling_back_to(self, primary: Db, usable: Arc<AtomicBool>) -> Db {
+        Db {
+            fallback: Some(Arc::new(Fallback { primary, usable })),
+            ..self
         }
     }
 
@@ -140,6 +164,49 @@ async fn settle<T>(txn: DatabaseTransaction, out: Result<T, DbErr>) -> Result<T,
     }
 }
 
+impl Db {
+    async fn execute_here(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
+        if self.opening.is_none() {
+            return self.conn.execute_raw(stmt).await;
+        }
+        let txn = self.begin().await?;
+        let out = txn.execute_raw(stmt).await;
+        settle(txn, out).await
+    }
+
+    async fn query_one_here(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
+        if self.opening.is_none() {
+            return self.conn.query_one_raw(stmt).await;
+        }
+        let txn = self.begin().await?;
+        let out = txn.query_one_raw(stmt).await;
+        settle(txn, out).await
+    }
+
+    async fn query_all_here(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+        if self.opening.is_none() {
+            return self.conn.query_all_raw(stmt).await;
+        }
+        let txn = self.begin().await?;
+        let out = txn.query_all_raw(stmt).await;
+        settle(txn, out).await
+    }
+
+    /// The primary a replica's failed statement runs on again, if this is a replica and
+    /// the failure is one the primary may not share.
+    fn fallback_for(&self, e: &DbErr) -> Option<&Db> {
+        let f = self.fallback.as_ref()?;
+        if !super::errors::is_transient(e) {
+            return None;
+        }
+        if f.usable.swap(false, Ordering::Relaxed) {
+            tracing::warn!(error = %e, "a read failed on the replica: lag-tolerant reads go to the primary");
+        }
+        metrics::counter!(crate::infra::telemetry::metrics::DB_REPLICA_FALLBACKS).increment(1);
+        Some(&f.primary)
+    }
+}
+
 #[async_trait::async_trait]
 impl ConnectionTrait for Db {
     fn get_database_backend(&self) -> DbBackend {
@@ -147,12 +214,16 @@ impl ConnectionTrait for Db {
     }
 
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        if self.opening.is_none() {
-            return self.conn.execute_raw(stmt).await;
+        if self.fallback.is_none() {
+            return self.execute_here(stmt).await;
         }
-        let txn = self.begin().await?;
-        let out = txn.execute_raw(stmt).await;
-        settle(txn, out).await
+        match self.execute_here(stmt.clone()).await {
+            Err(e) => match self.fallback_for(&e) {
+                Some(primary) => primary.execute_raw(stmt).await,
+                None => Err(e),
+            },
+            done => done,
+        }
     }
 
     /// Sent as one simple-protocol message, which a pooler forwards whole to one session:
@@ -162,21 +233,29 @@ impl ConnectionTrait for Db {
     }
 
     async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        if self.opening.is_none() {
-            return self.conn.query_one_raw(stmt).await;
+        if self.fallback.is_none() {
+            return self.query_one_here(stmt).await;
         }
-        let txn = self.begin().await?;
-        let out = txn.query_one_raw(stmt).await;
-        settle(txn, out).await
+        match self.query_one_here(stmt.clone()).await {
+            Err(e) => match self.fallback_for(&e) {
+                Some(primary) => primary.query_one_raw(stmt).await,
+                None => Err(e),
+            },
+            done => done,
+        }
     }
 
     async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        if self.opening.is_none() {
-            return self.conn.query_all_raw(stmt).await;
+        if self.fallback.is_none() {
+            return self.query_all_here(stmt).await;
         }
-        let txn = self.begin().await?;
-        let out = txn.query_all_raw(stmt).await;
-        settle(txn, out).await
+        match self.query_all_here(stmt.clone()).await {
+            Err(e) => match self.fallback_for(&e) {
+                Some(primary) => primary.query_all_raw(stmt).await,
+                None => Err(e),
+            },
+            done => done,
+        }
     }
 
     fn support_returning(&self) -> bool {

@@ -19,6 +19,11 @@ pub const HTTP_DEADLINE_EXCEEDED: &str = "wallet_http_request_deadline_exceeded_
 pub const DB_POOL_CONNECTIONS: &str = "wallet_db_pool_connections";
 pub const DB_POOL_MAX: &str = "wallet_db_pool_max_connections";
 pub const DB_POOL_ACQUIRE: &str = "wallet_db_pool_acquire_duration_seconds";
+pub const DB_REPLICA_LAG: &str = "wallet_db_replica_lag_seconds";
+pub const DB_REPLICA_LAG_BYTES: &str = "wallet_db_replica_lag_bytes";
+pub const DB_REPLICA_USABLE: &str = "wallet_db_replica_usable";
+pub const DB_LAGGING_READS: &str = "wallet_db_lagging_reads_total";
+pub const DB_REPLICA_FALLBACKS: &str = "wallet_db_replica_fallbacks_total";
 
 pub const REDIS_COMMAND_DURATION: &str = "wallet_redis_command_duration_seconds";
 pub const REDIS_ERRORS: &str = "wallet_redis_errors_total";
@@ -88,6 +93,36 @@ pub const CATALOGUE: &[(&str, Kind, Option<Unit>, &str)] = &[
         Kind::Histogram,
         Some(Unit::Seconds),
         "Time a write transaction waited for a pooled connection and its BEGIN.",
+    ),
+    (
+        DB_REPLICA_LAG,
+        Kind::Gauge,
+        Some(Unit::Seconds),
+        "How far the read replica is behind the primary: time since the last transaction it replayed committed, 0 once it has replayed all the primary had (API processes with WALLET_DATABASE_REPLICA_URL).",
+    ),
+    (
+        DB_REPLICA_LAG_BYTES,
+        Kind::Gauge,
+        None,
+        "WAL bytes the read replica has still to replay.",
+    ),
+    (
+        DB_REPLICA_USABLE,
+        Kind::Gauge,
+        None,
+        "1 while the read replica may serve lag-tolerant reads; 0 while it is down, a promoted primary or behind WALLET_REPLICA_MAX_LAG_MS.",
+    ),
+    (
+        DB_LAGGING_READS,
+        Kind::Counter,
+        None,
+        "Lag-tolerant requests (transaction and event feeds, console pages) by where they were served (replica, primary).",
+    ),
+    (
+        DB_REPLICA_FALLBACKS,
+        Kind::Counter,
+        None,
+        "Statements that failed on the read replica and ran again on the primary.",
     ),
     (
         REDIS_COMMAND_DURATION,

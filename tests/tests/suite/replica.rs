@@ -1,0 +1,202 @@
+//! A read replica (docs/scaling.md, section 2): the transaction and event feeds read there
+//! while it keeps up, still seeing every write committed before the request; money reads
+//! never do; a replica that falls behind or goes away sends those reads back to the
+//! primary without a failed request. Each test runs its own primary and a real streaming
+//! replica of it (`pg_basebackup -R`), so it may pause or stop the replica.
+use std::time::{Duration, Instant};
+
+use api::config::Pooler;
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection};
+use tests::{Mode, TestApp, cluster::PrivateCluster, mode, shop::Shop};
+
+struct Rig {
+    app: TestApp,
+    replica: PrivateCluster,
+    replica_sql: DatabaseConnection,
+    _primary: PrivateCluster,
+}
+
+async fn rig(max_lag_ms: u64) -> Option<Rig> {
+    if mode() != Mode::Production {
+        eprintln!("production mode only: a replica streams from PostgreSQL");
+        return None;
+    }
+    let primary = PrivateCluster::start();
+    let replica = PrivateCluster::replica_of(&primary);
+    let (p, r) = (primary.url("postgres"), replica.url("postgres"));
+    let app = TestApp::spawn_isolated(false, move |c| {
+        c.database_url = Some(p);
+        c.database_pooler = Pooler::None;
+        c.database_direct_url = None;
+        c.database_replica_url = Some(r);
+        c.replica_max_lag_ms = max_lag_ms;
+    })
+    .await;
+    let replica_sql = Database::connect(replica.url("postgres")).await.unwrap();
+    Some(Rig {
+        app,
+        replica,
+        replica_sql,
+        _primary: primary,
+    })
+}
+
+/// Where the feed was served, and how many movements it listed.
+async fn feed(shop: &Shop<'_>) -> (String, usize) {
+    let r = shop
+        .read(&format!(
+            "/{}/transactions?limit=100",
+            shop.tenant.integration_id
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let served = r.body["meta"]["capabilities"]["served_from"]
+        .as_str()
+        .expect("the feed says where it was served")
+        .to_string();
+    (served, r.body["data"].as_array().unwrap().len())
+}
+
+async fn eventually_served_from(shop: &Shop<'_>, want: &str) -> usize {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (served, n) = feed(shop).await;
+        if served == want {
+            return n;
+        }
+        assert!(
+            Instant::now() < until,
+            "the feed was never served from the {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_feed_reads_the_replica_and_still_sees_the_callers_own_writes() {
+    let Some(rig) = rig(5_000).await else { return };
+    let shop = Shop::open(&rig.app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    eventually_served_from(&shop, "replica").await;
+    for i in 1..=5 {
+        let pay = shop.pay(&c, 100).await;
+        assert_eq!(pay.status, 200, "{}", pay.body);
+        // Read straight after the write, from the replica: it is there.
+        let (served, n) = feed(&shop).await;
+        assert_eq!(served, "replica");
+        assert_eq!(
+            n, i,
+            "{i} payments (the funding is an adjustment, not in the feed)"
+        );
+        let id = pay.body["data"]["payment_id"].as_str().unwrap();
+        let detail = shop
+            .read(&format!(
+                "/{}/transactions/{id}",
+                shop.tenant.integration_id
+            ))
+            .await;
+        assert_eq!(detail.status, 200, "{}", detail.body);
+        assert_eq!(
+            detail.body["meta"]["capabilities"]["served_from"],
+            "replica"
+        );
+    }
+    // A balance is a money read: the primary's, and no hint about replicas.
+    let balance = shop.balance(&c).await;
+    assert_eq!(balance["actual_minor"], 9_500, "{balance}");
+    let metrics = reqwest::get(format!("http://{}/metrics", rig.app.server.metrics_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("wallet_db_replica_usable 1"), "{metrics}");
+    assert!(metrics.contains("wallet_db_lagging_reads_total{served_from=\"replica\"}"));
+    rig.app.stop().await;
+}
+
+#[tokio::test]
+async fn a_replica_that_stops_replaying_leaves_the_feed_to_the_primary_until_it_catches_up() {
+    let Some(rig) = rig(1_000).await else { return };
+    let shop = Shop::open(&rig.app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    eventually_served_from(&shop, "replica").await;
+
+    rig.replica_sql
+        .execute_unprepared("SELECT pg_wal_replay_pause()")
+        .await
+        .unwrap();
+    let pay = shop.pay(&c, 300).await;
+    assert_eq!(pay.status, 200, "{}", pay.body);
+    // The replica has not replayed the payment: the primary answers, with it.
+    let (served, n) = feed(&shop).await;
+    assert_eq!((served.as_str(), n), ("primary", 1));
+    // Past the lag bound the probe stops sending requests there at all.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let metrics = reqwest::get(format!("http://{}/metrics", rig.app.server.metrics_addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("wallet_db_replica_usable 0"), "{metrics}");
+
+    rig.replica_sql
+        .execute_unprepared("SELECT pg_wal_replay_resume()")
+        .await
+        .unwrap();
+    assert_eq!(eventually_served_from(&shop, "replica").await, 1);
+    rig.app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_stopped_mid_run_fails_no_request_and_serves_again_once_back() {
+    let Some(rig) = rig(5_000).await else { return };
+    let shop = Shop::open(&rig.app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    eventually_served_from(&shop, "replica").await;
+
+    // Readers run while the replica crashes under them, and on for a second after.
+    let crashed = std::sync::atomic::AtomicBool::new(false);
+    let reads = async {
+        let mut served = Vec::new();
+        let mut after = None;
+        loop {
+            served.push(feed(&shop).await.0);
+            if crashed.load(std::sync::atomic::Ordering::Relaxed) {
+                let since = *after.get_or_insert_with(Instant::now);
+                if since.elapsed() > Duration::from_secs(1) {
+                    return served;
+                }
+            }
+        }
+    };
+    let replica = &rig.replica;
+    let crash = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Off the test's one runtime thread, so the readers go on meanwhile.
+        tokio::task::block_in_place(|| replica.stop_immediate());
+        crashed.store(true, std::sync::atomic::Ordering::Relaxed);
+        shop.pay(&c, 100).await
+    };
+    let (served, pay) = tokio::join!(reads, crash);
+    assert_eq!(pay.status, 200, "{}", pay.body);
+    assert!(served.iter().any(|s| s == "replica"), "{served:?}");
+    assert_eq!(
+        served.last().map(String::as_str),
+        Some("primary"),
+        "{served:?}"
+    );
+    let (_, n) = feed(&shop).await;
+    assert_eq!(
+        n, 1,
+        "the payment made while the replica was down is listed"
+    );
+
+    rig.replica.start_server();
+    assert_eq!(eventually_served_from(&shop, "replica").await, 1);
+    rig.app.stop().await;
+}
