@@ -97,8 +97,9 @@ cleanup() {
       log "could not drop database $db"
   done
   for p in "${REDIS_PREFIXES[@]}"; do drop_redis_prefix "$p"; done
-  if [[ -f $WORK/pgbouncer/pgbouncer.pid ]]; then
-    kill "$(cat "$WORK/pgbouncer/pgbouncer.pid")" 2>/dev/null || true
+  if [[ -n ${POOLER_DIR:-} ]]; then
+    [[ -f $POOLER_DIR/pgbouncer.pid ]] && kill "$(cat "$POOLER_DIR/pgbouncer.pid")" 2>/dev/null
+    rm -rf "$POOLER_DIR"
   fi
   if [[ -n ${PRIVATE_PG_DIR:-} ]]; then
     "${PRIVATE_PG_CTL[@]}" -m fast stop >/dev/null 2>&1 || true
@@ -265,7 +266,9 @@ start_services() {
       # migrations keep the direct URL (docs/scaling.md).
       [[ -n ${POOLER_PORT:-} ]] || {
         POOLER_PORT=$(free_port)
-        bash "$ROOT/tests/scaled/pgbouncer.sh" "$WORK/pgbouncer" "$POOLER_PORT" "$PGPORT_" "${POOLER_POOL_SIZE:-20}" ||
+        # Its own directory: pgbouncer runs as postgres, which cannot enter $WORK.
+        POOLER_DIR=$(mktemp -d /tmp/wallet-bench-pgbouncer.XXXXXX)
+        bash "$ROOT/tests/scaled/pgbouncer.sh" "$POOLER_DIR" "$POOLER_PORT" "$PGPORT_" "${POOLER_POOL_SIZE:-20}" ||
           die "PgBouncer did not start"
       }
       env_common+=(

@@ -10,7 +10,8 @@
 #
 # Usage: bench/payments/run.sh     (from anywhere)
 # Knobs (env, all optional):
-#   BENCH_MODES="embedded production"   which modes to run
+#   BENCH_MODES="embedded production"   which modes to run; "pooled" is production through
+#                           PgBouncer in transaction mode (POOLER_POOL_SIZE=20 server sessions)
 #   WALLETS=1024            wallets of the many-wallet phases (one QR each per round)
 #   PHASE_SECS=10           timed seconds per concurrency phase (1..60)
 #   CONCURRENCIES="16 64"   the many-wallet phases (pg-ceiling.sh runs at each of them)

@@ -164,33 +164,34 @@ async fn settle<T>(txn: DatabaseTransaction, out: Result<T, DbErr>) -> Result<T,
     }
 }
 
+/// One statement on a `Db`, as `ConnectionTrait::$method`: alone in a transaction through a
+/// pooler, and again on the primary when it failed on a replica.
+macro_rules! one_statement {
+    ($here:ident, $method:ident -> $out:ty) => {
+        async fn $here(&self, stmt: Statement) -> Result<$out, DbErr> {
+            let again = self.fallback.as_ref().map(|_| stmt.clone());
+            let out = if self.opening.is_none() {
+                self.conn.$method(stmt).await
+            } else {
+                let txn = self.begin().await?;
+                let out = txn.$method(stmt).await;
+                settle(txn, out).await
+            };
+            match (out, again) {
+                (Err(e), Some(stmt)) => match self.fallback_for(&e) {
+                    Some(primary) => primary.$method(stmt).await,
+                    None => Err(e),
+                },
+                (out, _) => out,
+            }
+        }
+    };
+}
+
 impl Db {
-    async fn execute_here(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        if self.opening.is_none() {
-            return self.conn.execute_raw(stmt).await;
-        }
-        let txn = self.begin().await?;
-        let out = txn.execute_raw(stmt).await;
-        settle(txn, out).await
-    }
-
-    async fn query_one_here(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        if self.opening.is_none() {
-            return self.conn.query_one_raw(stmt).await;
-        }
-        let txn = self.begin().await?;
-        let out = txn.query_one_raw(stmt).await;
-        settle(txn, out).await
-    }
-
-    async fn query_all_here(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        if self.opening.is_none() {
-            return self.conn.query_all_raw(stmt).await;
-        }
-        let txn = self.begin().await?;
-        let out = txn.query_all_raw(stmt).await;
-        settle(txn, out).await
-    }
+    one_statement!(execute_here, execute_raw -> ExecResult);
+    one_statement!(query_one_here, query_one_raw -> Option<QueryResult>);
+    one_statement!(query_all_here, query_all_raw -> Vec<QueryResult>);
 
     /// The primary a replica's failed statement runs on again, if this is a replica and
     /// the failure is one the primary may not share.
@@ -214,16 +215,7 @@ impl ConnectionTrait for Db {
     }
 
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        if self.fallback.is_none() {
-            return self.execute_here(stmt).await;
-        }
-        match self.execute_here(stmt.clone()).await {
-            Err(e) => match self.fallback_for(&e) {
-                Some(primary) => primary.execute_raw(stmt).await,
-                None => Err(e),
-            },
-            done => done,
-        }
+        self.execute_here(stmt).await
     }
 
     /// Sent as one simple-protocol message, which a pooler forwards whole to one session:
@@ -233,29 +225,11 @@ impl ConnectionTrait for Db {
     }
 
     async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        if self.fallback.is_none() {
-            return self.query_one_here(stmt).await;
-        }
-        match self.query_one_here(stmt.clone()).await {
-            Err(e) => match self.fallback_for(&e) {
-                Some(primary) => primary.query_one_raw(stmt).await,
-                None => Err(e),
-            },
-            done => done,
-        }
+        self.query_one_here(stmt).await
     }
 
     async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        if self.fallback.is_none() {
-            return self.query_all_here(stmt).await;
-        }
-        match self.query_all_here(stmt.clone()).await {
-            Err(e) => match self.fallback_for(&e) {
-                Some(primary) => primary.query_all_raw(stmt).await,
-                None => Err(e),
-            },
-            done => done,
-        }
+        self.query_all_here(stmt).await
     }
 
     fn support_returning(&self) -> bool {
