@@ -22,6 +22,7 @@ pub mod relay;
 pub mod replica;
 pub mod retention;
 pub mod sandbox_messages;
+mod sqlite_file;
 pub mod tenancy;
 pub mod topups;
 pub mod wallets;
