@@ -4,8 +4,9 @@
 //! decision rests on stay on the primary: they never come here.
 //!
 //! A read served by the replica still sees every write committed before it began. Before
-//! the replica serves a request, the primary's current WAL position is read and the
-//! replica must have replayed up to it; a replica not there within
+//! the replica serves a request, the primary's WAL insert position is read and the
+//! replica must have replayed up to it (the insert position covers a commit made with
+//! `synchronous_commit = off`, whose WAL may not be written out yet); a replica not there within
 //! `WALLET_REPLICA_WAIT_MS` leaves that request to the primary. Replay only moves forward,
 //! so every statement of the request then sees at least that much. Both checks are
 //! single simple-protocol statements, which a transaction-mode pooler carries as they are.
@@ -106,7 +107,11 @@ impl Replica {
     /// Whether the replica has replayed every write the primary committed so far, waiting
     /// for it up to `wait`.
     async fn caught_up(&self) -> bool {
-        let Ok(lsn) = position(&self.primary, "SELECT pg_current_wal_lsn()::text").await else {
+        // The insert position, not the written one: a commit made with `synchronous_commit`
+        // off answers its caller while its WAL is still in the primary's buffers, before
+        // `pg_current_wal_lsn()` (what has been written out) covers it.
+        let Ok(lsn) = position(&self.primary, "SELECT pg_current_wal_insert_lsn()::text").await
+        else {
             return false;
         };
         let check = format!("SELECT (pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn)::text");

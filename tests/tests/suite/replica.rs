@@ -13,15 +13,31 @@ struct Rig {
     app: TestApp,
     replica: PrivateCluster,
     replica_sql: DatabaseConnection,
+    primary_sql: DatabaseConnection,
     _primary: PrivateCluster,
 }
 
 async fn rig(max_lag_ms: u64) -> Option<Rig> {
+    rig_with(max_lag_ms, &[]).await
+}
+
+/// A rig whose primary runs with `settings` (`ALTER SYSTEM` statements) from the start.
+async fn rig_with(max_lag_ms: u64, settings: &[&str]) -> Option<Rig> {
     if mode() != Mode::Production {
         eprintln!("production mode only: a replica streams from PostgreSQL");
         return None;
     }
     let primary = PrivateCluster::start();
+    if !settings.is_empty() {
+        let sql = Database::connect(primary.url("postgres")).await.unwrap();
+        for s in settings {
+            sql.execute_unprepared(s).await.unwrap();
+        }
+        sql.execute_unprepared("SELECT pg_reload_conf()")
+            .await
+            .unwrap();
+        sql.close().await.unwrap();
+    }
     let replica = PrivateCluster::replica_of(&primary);
     let (p, r) = (primary.url("postgres"), replica.url("postgres"));
     let app = TestApp::spawn_isolated(false, move |c| {
@@ -33,10 +49,12 @@ async fn rig(max_lag_ms: u64) -> Option<Rig> {
     })
     .await;
     let replica_sql = Database::connect(replica.url("postgres")).await.unwrap();
+    let primary_sql = Database::connect(primary.url("postgres")).await.unwrap();
     Some(Rig {
         app,
         replica,
         replica_sql,
+        primary_sql,
         _primary: primary,
     })
 }
@@ -109,6 +127,68 @@ async fn the_feed_reads_the_replica_and_still_sees_the_callers_own_writes() {
     assert!(metrics.contains("wallet_db_replica_usable 1"), "{metrics}");
     assert!(metrics.contains("wallet_db_lagging_reads_total{served_from=\"replica\"}"));
     rig.app.stop().await;
+}
+
+#[tokio::test]
+async fn the_feed_sees_a_write_whose_commit_is_not_yet_written_out_on_the_primary() {
+    // With synchronous_commit off a commit answers while its WAL is still in the primary's
+    // buffers; the WAL writer writes it out (and so sends it on) later. Here the WAL writer
+    // is held still: the replica has replayed all the primary has written out, yet lacks
+    // the caller's payments.
+    let Some(rig) = rig_with(5_000, &["ALTER SYSTEM SET synchronous_commit = off"]).await else {
+        return;
+    };
+    let shop = Shop::open(&rig.app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    eventually_served_from(&shop, "replica").await;
+    let held = HeldWalWriter::hold(&rig.primary_sql).await;
+    for i in 1..=3 {
+        let pay = shop.pay(&c, 100).await;
+        assert_eq!(pay.status, 200, "{}", pay.body);
+        let (served, n) = feed(&shop).await;
+        assert_eq!(
+            (served.as_str(), n),
+            ("primary", i),
+            "payment {i} is listed, by the primary: the replica cannot have it"
+        );
+    }
+    drop(held);
+    assert_eq!(eventually_served_from(&shop, "replica").await, 3);
+    rig.app.stop().await;
+}
+
+/// The primary's WAL writer stopped (SIGSTOP) until dropped.
+struct HeldWalWriter(String);
+
+impl HeldWalWriter {
+    async fn hold(primary: &DatabaseConnection) -> HeldWalWriter {
+        let row = primary
+            .query_one_raw(sea_orm::Statement::from_string(
+                primary.get_database_backend(),
+                "SELECT pid::text AS pid FROM pg_stat_activity WHERE backend_type = 'walwriter'",
+            ))
+            .await
+            .unwrap()
+            .expect("the primary has a WAL writer");
+        let pid: String = row.try_get("", "pid").unwrap();
+        signal("-STOP", &pid);
+        HeldWalWriter(pid)
+    }
+}
+
+impl Drop for HeldWalWriter {
+    fn drop(&mut self) {
+        signal("-CONT", &self.0);
+    }
+}
+
+fn signal(sig: &str, pid: &str) {
+    let status = std::process::Command::new("kill")
+        .args([sig, pid])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill {sig} {pid}");
 }
 
 #[tokio::test]
