@@ -33,6 +33,19 @@ pub enum Pooler {
     Transaction,
 }
 
+/// How the Redis at `redis_url` is deployed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RedisMode {
+    /// One server (with or without replicas behind a failover address).
+    #[default]
+    Standalone,
+    /// Redis Cluster: `redis_url` lists one or more seed nodes, comma-separated; the
+    /// service learns the rest of the cluster from them and follows slot moves and
+    /// failovers.
+    Cluster,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -59,7 +72,10 @@ pub struct Config {
     /// committed when the request began, before the primary serves it instead.
     pub replica_wait_ms: u64,
     /// `redis://…`. Unset: in-process locks, rate limits and caches (single process only).
+    /// With `redis_mode = cluster`, one or more seed nodes, comma-separated.
     pub redis_url: Option<String>,
+    /// `standalone` (the default) or `cluster` (Redis Cluster).
+    pub redis_mode: RedisMode,
     pub listen_addr: String,
     /// Where either process serves `/metrics` (and the worker its `/health`), apart from the
     /// public API listener.
@@ -189,6 +205,7 @@ impl Default for Config {
             replica_max_lag_ms: 5_000,
             replica_wait_ms: 100,
             redis_url: None,
+            redis_mode: RedisMode::Standalone,
             listen_addr: "127.0.0.1:8080".into(),
             metrics_listen_addr: "127.0.0.1:9091".into(),
             data_dir: PathBuf::from("wallet-data"),
@@ -367,12 +384,40 @@ impl Config {
                 "only applies with a postgres:// WALLET_DATABASE_URL",
             ));
         }
-        if let Some(url) = &self.redis_url
-            && !(url.starts_with("redis://") || url.starts_with("rediss://"))
-        {
+        if let Some(url) = &self.redis_url {
+            let urls = self.redis_urls();
+            if urls.len() > 1 && self.redis_mode == RedisMode::Standalone {
+                return Err(invalid(
+                    "WALLET_REDIS_URL",
+                    "lists several servers: that needs WALLET_REDIS_MODE=cluster",
+                ));
+            }
+            if urls.is_empty()
+                || !urls
+                    .iter()
+                    .all(|u| u.starts_with("redis://") || u.starts_with("rediss://"))
+            {
+                return Err(invalid(
+                    "WALLET_REDIS_URL",
+                    if url.contains(',') {
+                        "each seed node must start with redis:// or rediss://"
+                    } else {
+                        "must start with redis:// or rediss://"
+                    },
+                ));
+            }
+        } else if self.redis_mode == RedisMode::Cluster {
             return Err(invalid(
-                "WALLET_REDIS_URL",
-                "must start with redis:// or rediss://",
+                "WALLET_REDIS_MODE",
+                "cluster needs WALLET_REDIS_URL (its seed nodes, comma-separated)",
+            ));
+        }
+        // A brace in the namespace would be taken for a hash tag and put every key in one
+        // slot of a cluster (and split the keys one script needs).
+        if self.redis_prefix.contains(['{', '}']) {
+            return Err(invalid(
+                "WALLET_REDIS_PREFIX",
+                "must not contain { or } (Redis Cluster reads them as a hash tag)",
             ));
         }
         self.listen_addr
@@ -643,6 +688,19 @@ impl Config {
             n => n,
         };
         (inflight, queued)
+    }
+
+    /// The Redis server (standalone) or seed nodes (cluster) `redis_url` names.
+    pub fn redis_urls(&self) -> Vec<&str> {
+        self.redis_url
+            .as_deref()
+            .map(|u| {
+                u.split(',')
+                    .map(str::trim)
+                    .filter(|u| !u.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     pub fn redis_timeout(&self) -> Duration {

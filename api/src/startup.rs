@@ -93,8 +93,9 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     install_tls_provider();
     let db = store::connect(&config).await?;
     let kv = match &config.redis_url {
-        Some(url) => Kv::redis(
-            url,
+        Some(_) => Kv::redis(
+            &config.redis_urls(),
+            config.redis_mode,
             config.redis_timeout(),
             &config.redis_prefix,
             config.db_max_connections as usize * 2,
@@ -357,13 +358,16 @@ async fn shutdown_signal() {
 
 /// Where a Redis URL points (host, port, database), never its password.
 fn describe_redis(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(u) => format!(
-            "{}:{}{}",
-            u.host_str().unwrap_or("(no host)"),
-            u.port().unwrap_or(6379),
-            u.path()
-        ),
-        Err(_) => "(an unparseable URL)".to_string(),
-    }
+    url.split(',')
+        .map(|one| match reqwest::Url::parse(one.trim()) {
+            Ok(u) => format!(
+                "{}:{}{}",
+                u.host_str().unwrap_or("(no host)"),
+                u.port().unwrap_or(6379),
+                u.path()
+            ),
+            Err(_) => "(an unparseable URL)".to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }

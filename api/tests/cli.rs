@@ -156,6 +156,53 @@ fn a_transaction_pooler_without_a_direct_url_is_refused_by_name() {
 }
 
 #[test]
+fn redis_cluster_settings_are_checked_at_start_up_by_name() {
+    let run = |vars: &[(&str, &str)]| {
+        let mut cmd = wallet_api();
+        cmd.arg("migrate")
+            .env(
+                "WALLET_DATABASE_URL",
+                "postgres://postgres@127.0.0.1:1/none",
+            )
+            .env_remove("WALLET_REDIS_URL")
+            .env_remove("WALLET_REDIS_MODE")
+            .env_remove("WALLET_REDIS_PREFIX");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().expect("wallet-api runs");
+        assert!(!out.status.success(), "{vars:?} was accepted");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    let seeds = "redis://127.0.0.1:1,redis://127.0.0.1:2";
+    // Several servers are a cluster's seeds: standalone mode cannot use them.
+    let err = run(&[("WALLET_REDIS_URL", seeds)]);
+    assert!(
+        err.contains("WALLET_REDIS_URL") && err.contains("WALLET_REDIS_MODE=cluster"),
+        "{err}"
+    );
+    let err = run(&[("WALLET_REDIS_MODE", "cluster")]);
+    assert!(err.contains("WALLET_REDIS_MODE"), "{err}");
+    let err = run(&[
+        ("WALLET_REDIS_URL", "redis://127.0.0.1:1,http://x"),
+        ("WALLET_REDIS_MODE", "cluster"),
+    ]);
+    assert!(
+        err.contains("WALLET_REDIS_URL") && err.contains("each seed node"),
+        "{err}"
+    );
+    // A brace in the namespace would be read as a hash tag.
+    let err = run(&[
+        ("WALLET_REDIS_URL", seeds),
+        ("WALLET_REDIS_MODE", "cluster"),
+        ("WALLET_REDIS_PREFIX", "w{1}:"),
+    ]);
+    assert!(err.contains("WALLET_REDIS_PREFIX"), "{err}");
+    let err = run(&[("WALLET_REDIS_MODE", "sentinel")]);
+    assert!(err.contains("WALLET_REDIS_MODE"), "{err}");
+}
+
+#[test]
 fn a_misspelt_setting_is_refused_not_ignored() {
     let out = wallet_api()
         .arg("migrate")

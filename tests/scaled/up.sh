@@ -4,6 +4,7 @@
 #   - a PostgreSQL primary of its own            127.0.0.1:$PRIMARY_PORT (55432)
 #   - PgBouncer 1.18 in transaction mode before it 127.0.0.1:$POOLER_PORT (56432)
 #   - a streaming replica of the primary            127.0.0.1:$REPLICA_PORT (55433)
+#   - a Redis Cluster of three masters          127.0.0.1:$REDIS_CLUSTER_PORT.. (47001-47003)
 # and writes the test harness' environment to $STATE/env (source it).
 #
 # Idempotent: what already runs is left running. `tests/scaled/down.sh` stops it all.
@@ -14,6 +15,7 @@ STATE=${WALLET_SCALED_STATE:-/tmp/wallet-scaled}
 PRIMARY_PORT=${PRIMARY_PORT:-55432}
 POOLER_PORT=${POOLER_PORT:-56432}
 REPLICA_PORT=${REPLICA_PORT:-55433}
+REDIS_CLUSTER_PORT=${REDIS_CLUSTER_PORT:-47001}
 
 say() { printf '[scaled] %s\n' "$*" >&2; }
 
@@ -87,10 +89,14 @@ start_replica() {
 start_primary
 start_pooler
 start_replica
+say "Redis Cluster (three masters) on $REDIS_CLUSTER_PORT.."
+REDIS_SEEDS=$(bash tests/scaled/redis-cluster.sh "$STATE/redis" "$REDIS_CLUSTER_PORT" 3 0)
 
 cat >"$STATE/env" <<EOF
 export WALLET_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$PRIMARY_PORT/postgres
 export WALLET_TEST_POOLER_URL=postgres://postgres@127.0.0.1:$POOLER_PORT
 export WALLET_TEST_REPLICA_URL=postgres://postgres@127.0.0.1:$REPLICA_PORT
+export WALLET_TEST_REDIS_URL=$REDIS_SEEDS
+export WALLET_TEST_REDIS_MODE=cluster
 EOF
 say "ready: source $STATE/env"

@@ -19,6 +19,7 @@ pub mod oas31;
 pub mod otlp;
 pub mod procs;
 pub mod proxy;
+pub mod redis_cluster;
 pub mod redis_server;
 pub mod shop;
 pub mod webhooks;
@@ -168,6 +169,11 @@ fn point_at(cfg: &mut Config, url: String, direct: Option<String>) {
 fn config_for(run: &Run) -> Config {
     let mut cfg = Config {
         redis_url: run.redis_url.clone(),
+        // WALLET_TEST_REDIS_MODE=cluster: WALLET_TEST_REDIS_URL lists a cluster's seeds.
+        redis_mode: match std::env::var("WALLET_TEST_REDIS_MODE").as_deref() {
+            Ok("cluster") => api::config::RedisMode::Cluster,
+            _ => api::config::RedisMode::Standalone,
+        },
         listen_addr: "127.0.0.1:0".into(),
         metrics_listen_addr: "127.0.0.1:0".into(),
         data_dir: run.data_dir.clone(),
@@ -362,6 +368,13 @@ pub fn against_this_run(mut cmd: std::process::Command) -> std::process::Command
             .as_ref()
             .map(|s| s.expose())
             .unwrap_or_default(),
+    )
+    .env(
+        "WALLET_REDIS_MODE",
+        match cfg.redis_mode {
+            api::config::RedisMode::Cluster => "cluster",
+            api::config::RedisMode::Standalone => "standalone",
+        },
     )
     .env(
         "WALLET_REDIS_URL",

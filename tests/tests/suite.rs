@@ -25,6 +25,7 @@ mod suite {
     pub mod platform;
     pub mod pooler;
     pub mod quickstart;
+    pub mod redis_cluster;
     pub mod replica;
     pub mod retention;
     pub mod retries;

@@ -112,7 +112,7 @@ pub(super) async fn failed(
 pub(super) async fn release(ctx: &Ctx<'_>, r: &Request, token: &str, copy: Option<&Stored>) {
     // Embedded mode keeps the copies in a bounded in-process cache: its key-value store
     // would hold every response of the last ten minutes in memory.
-    let mut copies = Vec::new();
+    let mut beside = Vec::new();
     let mut text = None;
     let mut ttl = Duration::ZERO;
     if let Some(s) = copy {
@@ -128,15 +128,15 @@ pub(super) async fn release(ctx: &Ctx<'_>, r: &Request, token: &str, copy: Optio
             }
         }
     }
-    if let Some(t) = &text {
-        copies.push((r.cache_key(), t.as_str()));
-        if let Some(fp) = &r.credential_fingerprint {
-            copies.push((response_copy_key(fp, &r.key), t.as_str()));
-        }
+    let cache_key = r.cache_key();
+    if let (Some(t), Some(fp)) = (&text, &r.credential_fingerprint) {
+        // Beside the lock's copy, the one the key check prefetches with the principal.
+        beside.push((response_copy_key(fp, &r.key), t.as_str()));
     }
+    let copy = text.as_deref().map(|t| (cache_key.as_str(), t));
     if let Err(e) = ctx
         .kv
-        .copy_and_release(&copies, ttl, &r.lock_key(), token)
+        .copy_and_release(&r.lock_key(), token, copy, &beside, ttl)
         .await
     {
         tracing::warn!(error = %e, "idempotency copy or lock release failed");

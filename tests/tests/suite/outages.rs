@@ -140,6 +140,7 @@ async fn a_black_holed_redis_ends_every_request_within_its_bound_and_recovers() 
     let proxy = Proxy::start(format!("127.0.0.1:{}", redis.port).parse().unwrap()).await;
     let app = TestApp::spawn_with(false, |c| {
         c.redis_url = Some(format!("redis://127.0.0.1:{}", proxy.port));
+        c.redis_mode = api::config::RedisMode::Standalone;
         c.redis_timeout_ms = 300;
         c.request_timeout_ms = DEADLINE_MS;
         c.idempotency_wait_ms = 1_000;

@@ -106,6 +106,7 @@ async fn health_reports_redis_degraded_and_redis_calls_fail_fast_and_retryable()
     let url = redis.url();
     let app = TestApp::spawn_with(false, |c| {
         c.redis_url = Some(url);
+        c.redis_mode = api::config::RedisMode::Standalone;
         c.redis_timeout_ms = 300;
     })
     .await;

@@ -252,7 +252,7 @@ async fn an_expired_record_is_purged_with_its_sealed_secret_and_the_key_runs_ane
 async fn drop_copies(app: &TestApp, t: &TestTenant, idem: &str) {
     let fp = api::domain::credentials::api_key::cache_fingerprint(&t.platform_key);
     let copies = vec![
-        format!("idem:resp:{}:{}", t.integration_id, idem),
+        api::idempotency::copy_key(t.integration_id, idem),
         api::domain::credentials::authenticate::response_copy_key(&fp, idem),
     ];
     app.server.state.kv.del(&copies).await.unwrap();
@@ -361,7 +361,7 @@ async fn a_replay_by_the_same_key_is_served_from_the_copy_fetched_with_the_crede
     app.server
         .state
         .kv
-        .del(&[format!("idem:resp:{}:{}", t.integration_id, idem)])
+        .del(&[api::idempotency::copy_key(t.integration_id, &idem)])
         .await
         .unwrap();
     let again = create_key(&app, &t.platform_key, &idem, &body).await;

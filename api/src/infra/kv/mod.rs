@@ -19,8 +19,8 @@ use std::{
 };
 
 use deadpool_redis::Runtime;
-use redis::aio::MultiplexedConnection;
 
+use crate::config::RedisMode;
 use crate::error::{ApiError, Subsystem};
 use crate::infra::telemetry::metrics as m;
 
@@ -57,25 +57,45 @@ impl Kv {
         Kv::Local(SHARED.get_or_init(|| Arc::new(LocalKv::default())).clone())
     }
 
+    /// Redis at `urls`: one server, or a cluster's seed nodes.
     pub fn redis(
-        url: &str,
+        urls: &[&str],
+        mode: RedisMode,
         timeout: Duration,
         prefix: &str,
         max_size: usize,
     ) -> anyhow::Result<Self> {
-        let mut cfg = deadpool_redis::Config::from_url(url);
-        cfg.pool = Some(deadpool_redis::PoolConfig {
-            max_size,
-            timeouts: deadpool_redis::Timeouts {
-                wait: Some(timeout),
-                create: Some(timeout),
-                recycle: Some(timeout),
-            },
-            ..Default::default()
-        });
-        let pool = cfg.create_pool(Some(Runtime::Tokio1))?;
+        let connector = match mode {
+            RedisMode::Standalone => {
+                let url = urls.first().copied().unwrap_or_default();
+                let mut cfg = deadpool_redis::Config::from_url(url);
+                cfg.pool = Some(deadpool_redis::PoolConfig {
+                    max_size,
+                    timeouts: deadpool_redis::Timeouts {
+                        wait: Some(timeout),
+                        create: Some(timeout),
+                        recycle: Some(timeout),
+                    },
+                    ..Default::default()
+                });
+                Connector::Standalone(cfg.create_pool(Some(Runtime::Tokio1))?)
+            }
+            // A node that went away is retried briefly, not the client's default sixteen
+            // times: a call is bounded by `timeout` anyway, and a caller is better served
+            // by a fast retryable 503 than by a wait that ends in one. Slot moves (MOVED,
+            // ASK) are followed whatever the count.
+            RedisMode::Cluster => Connector::Cluster(Box::new(
+                redis::cluster::ClusterClient::builder(urls.iter().map(|u| u.to_string()))
+                    .retries(2)
+                    .min_retry_wait(10)
+                    .max_retry_wait(100)
+                    .connection_timeout(timeout)
+                    .response_timeout(timeout)
+                    .build()?,
+            )),
+        };
         Ok(Kv::Redis(Arc::new(RedisKv {
-            pool,
+            connector,
             shared: Mutex::new(None),
             timeout,
             prefix: prefix.to_string(),
@@ -90,14 +110,18 @@ impl Kv {
     /// name: a small, fixed set of label values).
     async fn run<T, F, Fut>(r: &RedisKv, op: &'static str, f: F) -> Result<T, ApiError>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(Conn) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let started = std::time::Instant::now();
         let work = async {
             let conn = r.connection().await?;
+            let standalone = matches!(conn, Conn::Standalone(_));
             f(conn).await.map_err(|e| {
-                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                // A cluster connection re-routes and reconnects to its nodes itself.
+                if standalone
+                    && (e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error())
+                {
                     r.forget_connection();
                 }
                 unavailable(e)
@@ -389,43 +413,66 @@ impl Kv {
         }
     }
 
-    /// Stores each of `copies` for `ttl`, then deletes `lock_key` if it still holds `token`.
-    /// One round trip.
+    /// Stores `copy` (a key in `lock_key`'s hash slot) for `ttl` and deletes `lock_key` if
+    /// it still holds `token`, atomically; stores each of `beside` (keys in any slot) for
+    /// `ttl` at the same time. One round trip.
     pub async fn copy_and_release(
         &self,
-        copies: &[(String, &str)],
-        ttl: Duration,
         lock_key: &str,
         token: &str,
+        copy: Option<(&str, &str)>,
+        beside: &[(String, &str)],
+        ttl: Duration,
     ) -> Result<(), ApiError> {
         match self {
             Kv::Local(l) => {
-                for (k, v) in copies {
+                for (k, v) in copy
+                    .iter()
+                    .copied()
+                    .chain(beside.iter().map(|(k, v)| (k.as_str(), *v)))
+                {
                     l.set(k, v, ttl);
                 }
                 l.del_if_eq(lock_key, token);
                 Ok(())
             }
             Kv::Redis(r) => {
-                let mut inv = script!(COPY_AND_RELEASE).key(Self::key(r, lock_key));
-                for (k, _) in copies {
-                    inv.key(Self::key(r, k));
+                let ms = ttl.as_millis() as u64;
+                let mut release = script!(COPY_AND_RELEASE).key(Self::key(r, lock_key));
+                release.arg(token).arg(ms);
+                if let Some((k, v)) = copy {
+                    release.key(Self::key(r, k)).arg(v);
                 }
-                inv.arg(token).arg(ttl.as_millis() as u64);
-                for (_, v) in copies {
-                    inv.arg(*v);
-                }
-                Self::run(r, "copy_and_release", |mut c| async move {
-                    inv.invoke_async::<i64>(&mut c).await
+                let sets: Vec<redis::Cmd> = beside
+                    .iter()
+                    .map(|(k, v)| {
+                        let mut set = redis::cmd("SET");
+                        set.arg(Self::key(r, k)).arg(*v).arg("PX").arg(ms);
+                        set
+                    })
+                    .collect();
+                Self::run(r, "copy_and_release", |c| async move {
+                    let stored = futures::future::try_join_all(sets.iter().map(|set| {
+                        let mut c = c.clone();
+                        async move { set.query_async::<()>(&mut c).await }
+                    }));
+                    let mut c = c.clone();
+                    let released = release.invoke_async::<i64>(&mut c);
+                    futures::try_join!(stored, released).map(|_| ())
                 })
-                .await?;
-                Ok(())
+                .await
             }
         }
     }
 
     /// Stores `value` under `key` and `index_value` under `index_key`, unless `tombstone`
     /// exists. Returns whether it stored.
+    ///
+    /// The three keys may sit in different slots of a cluster, so this is not one script:
+    /// the index is written, then the entry, and only then is the tombstone looked at; an
+    /// entry that finds one is taken back. Whoever sets the tombstone deletes what the
+    /// index names after setting it, so an entry either sees the tombstone or is deleted
+    /// by its setter: none outlives it.
     pub async fn guarded_set(
         &self,
         key: &str,
@@ -437,27 +484,14 @@ impl Kv {
     ) -> Result<bool, ApiError> {
         match self {
             Kv::Local(l) => Ok(l.guarded_set(key, value, index_key, index_value, tombstone, ttl)),
-            Kv::Redis(r) => {
-                let (k1, k2, k3) = (
-                    Self::key(r, key),
-                    Self::key(r, index_key),
-                    Self::key(r, tombstone),
-                );
-                let (v, iv) = (value.to_string(), index_value.to_string());
-                let ms = ttl.as_millis() as u64;
-                let n: i64 = Self::run(r, "guarded_set", |mut c| async move {
-                    script!(GUARDED_SET)
-                        .key(k1)
-                        .key(k2)
-                        .key(k3)
-                        .arg(v)
-                        .arg(ms)
-                        .arg(iv)
-                        .invoke_async(&mut c)
-                        .await
-                })
-                .await?;
-                Ok(n == 1)
+            Kv::Redis(_) => {
+                self.set_px(index_key, index_value, ttl).await?;
+                self.set_px(key, value, ttl).await?;
+                if self.get(tombstone).await?.is_some() {
+                    self.del(&[key.to_string()]).await?;
+                    return Ok(false);
+                }
+                Ok(true)
             }
         }
     }
@@ -502,12 +536,12 @@ mod tests {
             CopyOrLock::Held
         );
         // Another holder's release neither frees the lock nor matters to the copy.
-        kv.copy_and_release(&[], ttl, "l", "b").await.unwrap();
+        kv.copy_and_release("l", "b", None, &[], ttl).await.unwrap();
         assert_eq!(
             kv.copy_or_lock("c", "l", "b", ttl).await.unwrap(),
             CopyOrLock::Held
         );
-        kv.copy_and_release(&[("c".to_string(), "resp")], ttl, "l", "a")
+        kv.copy_and_release("l", "a", Some(("c", "resp")), &[], ttl)
             .await
             .unwrap();
         assert_eq!(

@@ -1,13 +1,6 @@
-//! The Lua scripts that make each compound Redis operation one atomic round trip.
-
-// Sets the cache entry and its reverse index only if no tombstone exists, atomically, so a
-// fill racing with a revoke can never leave a live entry behind the revoke.
-pub(super) const GUARDED_SET: &str = r#"
-if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
-return 1
-"#;
+//! The Lua scripts that make each compound Redis operation one atomic round trip. Every key
+//! one script touches shares a hash slot (its name carries the same `{hash tag}`), so each
+//! runs unchanged on Redis Cluster.
 
 // GCRA on Redis' own clock (replicas may disagree about the time; Redis does not).
 // KEYS[1] holds the theoretical arrival time in µs. ARGV: emission interval, window (µs).
@@ -51,10 +44,10 @@ if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {'locked
 return {'held'}
 "#;
 
-// Stores the response copies, then releases the lock if this holder still owns it.
-// KEYS: lock, copies... ARGV: token, ttl (ms), one value per copy.
+// Stores the response copy, then releases the lock if this holder still owns it.
+// KEYS: lock, then the copy if any. ARGV: token, ttl (ms), then the copy's value.
 pub(super) const COPY_AND_RELEASE: &str = r#"
-for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[i + 1], 'PX', ARGV[2]) end
+if KEYS[2] then redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2]) end
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 "#;

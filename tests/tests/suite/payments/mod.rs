@@ -82,7 +82,7 @@ async fn drop_response_copies(shop: &Shop<'_>, key: &str) {
     let state = &shop.app.server.state;
     state
         .kv
-        .del(&[format!("idem:resp:{}:{key}", shop.tenant.integration_id)])
+        .del(&[api::idempotency::copy_key(shop.tenant.integration_id, key)])
         .await
         .unwrap();
     state.recent_responses.clear();

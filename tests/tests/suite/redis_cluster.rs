@@ -1,0 +1,142 @@
+//! Redis Cluster (docs/scaling.md, section 3): every key one script touches carries one hash
+//! tag, so the service runs on a cluster as on one server; a master that dies mid-run costs
+//! fast, retryable 503s for the keys it served until its replica takes over, and no
+//! idempotency guarantee: the lock and response copy it held are gone, the database record
+//! is not. The scaled CI mode runs the storage modules of the suite on a three-master
+//! cluster; this test starts a cluster of its own (three masters, a replica each) so it may
+//! kill one.
+use std::time::{Duration, Instant};
+
+use api::config::RedisMode;
+use serde_json::json;
+use tests::{Mode, TestApp, mode, redis_cluster::PrivateRedisCluster, shop::Shop};
+use uuid::Uuid;
+
+/// Every request must end within this, whatever Redis does: the calls are bounded by
+/// `redis_timeout_ms` (300 ms here).
+const FAST: Duration = Duration::from_secs(2);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_killed_mid_run_costs_fast_retryable_errors_and_never_a_second_debit() {
+    if mode() != Mode::Production {
+        eprintln!("production mode only: embedded mode keeps its locks in process");
+        return;
+    }
+    let cluster = PrivateRedisCluster::start(3, 1);
+    let seeds = cluster.seeds.clone();
+    let app = TestApp::spawn_with(false, |c| {
+        c.redis_url = Some(seeds);
+        c.redis_mode = RedisMode::Cluster;
+        c.redis_timeout_ms = 300;
+    })
+    .await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 100_000).await;
+
+    // A payment whose idempotency lock and response copy live on the master to be killed.
+    let key = Uuid::new_v4().to_string();
+    let tagged = format!(
+        "{}{}",
+        app.server.state.config.redis_prefix,
+        api::idempotency::copy_key(shop.tenant.integration_id, &key)
+    );
+    let victim = cluster.master_of_slot(cluster.slot_of(&tagged));
+    let body = json!({"credential": {"type": "qr", "qr_payload": shop.qr(&c).await},
+        "amount_minor": 700, "currency": "EUR", "order_ref": "R-1"});
+    let first = shop.post_with_key("/payments", body.clone(), &key).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+
+    cluster.kill(victim);
+    // At once, before the cluster notices: the retry's lock is on a dead node.
+    let started = Instant::now();
+    let during = shop.post_with_key("/payments", body.clone(), &key).await;
+    assert!(started.elapsed() < FAST, "{:?}", started.elapsed());
+    assert_eq!(during.status, 503, "{}", during.body);
+    assert_eq!(during.body["error"]["details"]["retryable"], true);
+
+    // Payments go on while the replica takes over: each retried with its own key until it
+    // is taken, every attempt answered fast, with a payment or a retryable 503.
+    let mut refused = 1;
+    let mut paid = Vec::new();
+    for i in 0..12 {
+        let key = Uuid::new_v4().to_string();
+        let body = loop {
+            let started = Instant::now();
+            let qr = shop
+                .post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id}))
+                .await;
+            assert!(
+                started.elapsed() < FAST,
+                "mint {i}: {:?}",
+                started.elapsed()
+            );
+            match qr.status {
+                200 => {
+                    break json!({"credential": {"type": "qr", "qr_payload": qr.body["data"]["qr_payload"]},
+                        "amount_minor": 100, "currency": "EUR", "order_ref": format!("R-{i}")});
+                }
+                503 => refused += 1,
+                s => panic!("mint {i}: {s} {}", qr.body),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        loop {
+            let started = Instant::now();
+            let r = shop.post_with_key("/payments", body.clone(), &key).await;
+            assert!(
+                started.elapsed() < FAST,
+                "payment {i}: {:?}",
+                started.elapsed()
+            );
+            match r.status {
+                200 => {
+                    paid.push(r.body["data"]["payment_id"].clone());
+                    break;
+                }
+                503 => {
+                    assert_eq!(r.body["error"]["details"]["retryable"], true, "{}", r.body);
+                    refused += 1;
+                }
+                s => panic!("payment {i}: {s} {}", r.body),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    cluster.wait_ok(Duration::from_secs(20));
+    assert_ne!(
+        cluster.master_of_slot(cluster.slot_of(&tagged)),
+        victim,
+        "a replica took the dead master's slots"
+    );
+
+    // The payment made before the kill: its copy died with the master, its record did
+    // not. The retry replays it, byte for byte, and debits nothing more.
+    let replay = loop {
+        let r = shop.post_with_key("/payments", body.clone(), &key).await;
+        if r.status != 503 {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(replay.status, 200, "{}", replay.body);
+    let flipped = String::from_utf8(first.bytes.clone()).unwrap().replace(
+        "\"idempotency_replayed\":false",
+        "\"idempotency_replayed\":true",
+    );
+    assert_eq!(
+        String::from_utf8(replay.bytes.clone()).unwrap(),
+        flipped,
+        "the stored response, byte for byte, marked replayed"
+    );
+    paid.sort_by_key(|p| p.to_string());
+    paid.dedup();
+    assert_eq!(paid.len(), 12, "twelve payments, each once");
+    assert_eq!(
+        shop.balance(&c).await["actual_minor"],
+        100_000 - 700 - 12 * 100,
+        "{refused} attempts were refused on the way; none debited"
+    );
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
