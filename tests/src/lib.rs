@@ -439,6 +439,22 @@ impl Reply {
         self
     }
 
+    /// This response's text as its idempotent replay answers it: byte for byte the same but
+    /// for `meta.idempotency_replayed`, which a replay sets.
+    pub fn as_replayed(&self) -> String {
+        String::from_utf8(self.bytes.clone())
+            .expect("a UTF-8 body")
+            .replace(
+                "\"idempotency_replayed\":false",
+                "\"idempotency_replayed\":true",
+            )
+    }
+
+    /// The response's text.
+    pub fn text(&self) -> String {
+        String::from_utf8(self.bytes.clone()).expect("a UTF-8 body")
+    }
+
     /// Asserts the envelope's shape: ok/data/error/meta with a request id that matches the
     /// X-Request-Id header.
     pub fn assert_envelope(&self) -> &Self {
