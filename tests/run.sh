@@ -68,7 +68,8 @@ else
 fi
 
 # The scaled topology (docs/scaling.md): the service reaching PostgreSQL through PgBouncer in
-# transaction mode, with a streaming replica for lag-tolerant reads. tests/scaled/up.sh starts
+# transaction mode, with a streaming replica for lag-tolerant reads and a three-master Redis
+# Cluster for its locks, limits and key cache. tests/scaled/up.sh starts
 # it all from Debian's packages on loopback. CI runs the short mode: the suite's modules whose
 # subject is storage (money movements, idempotency, the key cache, jobs, webhooks' outbox,
 # feeds, retention, outages), about two minutes. WALLET_TEST_SCALED=full runs the whole suite
@@ -82,11 +83,11 @@ SCALED_SHORT=(
 if [[ ${WALLET_TEST_SCALED:-short} != 0 && -n "${WALLET_TEST_REDIS_URL:-}" ]]; then
   if [[ ${WALLET_TEST_SCALED:-short} == full ]]; then
     filters=()
-    say "scaled mode, long: the whole suite (PgBouncer in transaction mode, a replica)"
+    say "scaled mode, long: the whole suite (PgBouncer in transaction mode, a replica, Redis Cluster)"
   else
     # The receivers build and run example programs: nothing of theirs touches the database.
     filters=("${SCALED_SHORT[@]}" --skip suite::webhooks::receivers)
-    say "scaled mode, short: ${#SCALED_SHORT[@]} storage modules (PgBouncer in transaction mode, a replica; WALLET_TEST_SCALED=full for all)"
+    say "scaled mode, short: ${#SCALED_SHORT[@]} storage modules (PgBouncer in transaction mode, a replica, Redis Cluster; WALLET_TEST_SCALED=full for all)"
   fi
   bash tests/scaled/up.sh
   (
