@@ -43,6 +43,7 @@ if [[ -n ${WALLET_TEST_DATABASE_URL:-} && -n ${WALLET_TEST_REDIS_URL:-} ]]; then
   psql "$WALLET_TEST_DATABASE_URL" -qc "CREATE DATABASE $DB" >/dev/null
   export WALLET_DATABASE_URL="${WALLET_TEST_DATABASE_URL%/*}/$DB"
   export WALLET_REDIS_URL=$WALLET_TEST_REDIS_URL WALLET_REDIS_PREFIX="st-$$-$RANDOM:"
+  export WALLET_REDIS_MODE=${WALLET_TEST_REDIS_MODE:-standalone}
   export WALLET_JWT_SECRET=$(python3 -c 'import secrets; print(secrets.token_hex(32))')
   export WALLET_SECRET_KEY=$(python3 -c 'import secrets; print(secrets.token_hex(32))')
   export WALLET_RUN_WORKERS=true # one process: the jobs run inside the API
