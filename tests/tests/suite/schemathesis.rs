@@ -19,6 +19,10 @@ fn schemathesis_finds_no_failure_with_every_check() {
         for k in ["WALLET_TEST_DATABASE_URL", "WALLET_TEST_REDIS_URL"] {
             cmd.env(k, std::env::var(k).expect("production mode has its URLs"));
         }
+        // The scaled mode's Redis is a cluster (its seeds in WALLET_TEST_REDIS_URL).
+        if let Ok(m) = std::env::var("WALLET_TEST_REDIS_MODE") {
+            cmd.env("WALLET_TEST_REDIS_MODE", m);
+        }
     }
     let out = cmd.output().expect("bash runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
