@@ -6,9 +6,13 @@
 //! is bounded by `redis_timeout_ms` and fails as a retryable `Unavailable(Redis)` error.
 #[macro_use]
 mod scripts;
+mod compound;
+mod counters;
 mod local;
 mod redis_conn;
 
+pub use compound::*;
+pub use counters::*;
 pub use local::*;
 pub use redis_conn::*;
 use scripts::*;
@@ -35,17 +39,6 @@ fn unavailable(e: impl std::fmt::Display) -> ApiError {
         subsystem: Subsystem::Redis,
         cause: e.to_string(),
     }
-}
-
-/// What `copy_or_lock` found.
-#[derive(Debug, PartialEq, Eq)]
-pub enum CopyOrLock {
-    /// A stored copy; the lock was not touched.
-    Copy(String),
-    /// No copy, and this caller now holds the lock.
-    Locked,
-    /// No copy, and another caller holds the lock.
-    Held,
 }
 
 impl Kv {
@@ -314,197 +307,6 @@ impl Kv {
             }
         }
     }
-
-    /// Counts a hit in a fixed window; returns the count including this hit and the time
-    /// left in the window.
-    pub async fn incr_window(
-        &self,
-        key: &str,
-        window: Duration,
-    ) -> Result<(u64, Duration), ApiError> {
-        match self {
-            Kv::Local(l) => Ok(l.incr_window(key, window)),
-            Kv::Redis(r) => {
-                let k = Self::key(r, key);
-                let ms = window.as_millis() as u64;
-                let (n, ttl): (u64, i64) = Self::run(r, "incr_window", |mut c| async move {
-                    script!(INCR_WINDOW)
-                        .key(k)
-                        .arg(ms)
-                        .invoke_async(&mut c)
-                        .await
-                })
-                .await?;
-                Ok((n, Duration::from_millis(ttl.max(0) as u64)))
-            }
-        }
-    }
-
-    /// One request against a GCRA limit of `window / interval` requests per `window`.
-    pub async fn gcra(
-        &self,
-        key: &str,
-        interval: Duration,
-        window: Duration,
-    ) -> Result<Gcra, ApiError> {
-        match self {
-            Kv::Local(l) => Ok(l.gcra(key, interval, window)),
-            Kv::Redis(r) => {
-                // Its own key name since the state moved from ms to µs: a replica of the
-                // previous version never reads a µs state as ms during a rolling deploy.
-                let k = Self::key(r, &format!("{key}:us"));
-                let (i, w) = (
-                    (interval.as_micros() as u64).max(1),
-                    window.as_micros() as u64,
-                );
-                let (allowed, retry_after, reset): (i64, i64, i64) =
-                    Self::run(r, "gcra", |mut c| async move {
-                        script!(GCRA)
-                            .key(k)
-                            .arg(i)
-                            .arg(w)
-                            .invoke_async(&mut c)
-                            .await
-                    })
-                    .await?;
-                Ok(Gcra {
-                    allowed: allowed == 1,
-                    retry_after: Duration::from_micros(retry_after.max(0) as u64),
-                    reset: Duration::from_micros(reset.max(0) as u64),
-                })
-            }
-        }
-    }
-
-    /// The copy under `copy_key` if there is one; otherwise `SET lock_key token NX PX ttl`.
-    /// One round trip.
-    pub async fn copy_or_lock(
-        &self,
-        copy_key: &str,
-        lock_key: &str,
-        token: &str,
-        ttl: Duration,
-    ) -> Result<CopyOrLock, ApiError> {
-        match self {
-            Kv::Local(l) => Ok(match l.get(copy_key) {
-                Some(v) => CopyOrLock::Copy(v),
-                None if l.set_nx(lock_key, token, ttl) => CopyOrLock::Locked,
-                None => CopyOrLock::Held,
-            }),
-            Kv::Redis(r) => {
-                let (ck, lk) = (Self::key(r, copy_key), Self::key(r, lock_key));
-                let (t, ms) = (token.to_string(), ttl.as_millis() as u64);
-                let mut reply: Vec<String> = Self::run(r, "copy_or_lock", |mut c| async move {
-                    script!(COPY_OR_LOCK)
-                        .key(ck)
-                        .key(lk)
-                        .arg(t)
-                        .arg(ms)
-                        .invoke_async(&mut c)
-                        .await
-                })
-                .await?;
-                Ok(match reply.first().map(String::as_str) {
-                    Some("copy") if reply.len() == 2 => CopyOrLock::Copy(reply.remove(1)),
-                    Some("locked") => CopyOrLock::Locked,
-                    _ => CopyOrLock::Held,
-                })
-            }
-        }
-    }
-
-    /// Stores `copy` (a key in `lock_key`'s hash slot) for `ttl` and deletes `lock_key` if
-    /// it still holds `token`, atomically; stores each of `beside` (keys in any slot) for
-    /// `ttl` at the same time. One round trip.
-    pub async fn copy_and_release(
-        &self,
-        lock_key: &str,
-        token: &str,
-        copy: Option<(&str, &str)>,
-        beside: &[(String, &str)],
-        ttl: Duration,
-    ) -> Result<(), ApiError> {
-        match self {
-            Kv::Local(l) => {
-                for (k, v) in copy
-                    .iter()
-                    .copied()
-                    .chain(beside.iter().map(|(k, v)| (k.as_str(), *v)))
-                {
-                    l.set(k, v, ttl);
-                }
-                l.del_if_eq(lock_key, token);
-                Ok(())
-            }
-            Kv::Redis(r) => {
-                let ms = ttl.as_millis() as u64;
-                let mut release = script!(COPY_AND_RELEASE).key(Self::key(r, lock_key));
-                release.arg(token).arg(ms);
-                if let Some((k, v)) = copy {
-                    release.key(Self::key(r, k)).arg(v);
-                }
-                let sets: Vec<redis::Cmd> = beside
-                    .iter()
-                    .map(|(k, v)| {
-                        let mut set = redis::cmd("SET");
-                        set.arg(Self::key(r, k)).arg(*v).arg("PX").arg(ms);
-                        set
-                    })
-                    .collect();
-                Self::run(r, "copy_and_release", |c| async move {
-                    let stored = futures::future::try_join_all(sets.iter().map(|set| {
-                        let mut c = c.clone();
-                        async move { set.query_async::<()>(&mut c).await }
-                    }));
-                    let mut c = c.clone();
-                    let released = release.invoke_async::<i64>(&mut c);
-                    futures::try_join!(stored, released).map(|_| ())
-                })
-                .await
-            }
-        }
-    }
-
-    /// Stores `value` under `key` and `index_value` under `index_key`, unless `tombstone`
-    /// exists. Returns whether it stored.
-    ///
-    /// The three keys may sit in different slots of a cluster, so this is not one script:
-    /// the index is written, then the entry, and only then is the tombstone looked at; an
-    /// entry that finds one is taken back. Whoever sets the tombstone deletes what the
-    /// index names after setting it, so an entry either sees the tombstone or is deleted
-    /// by its setter: none outlives it.
-    pub async fn guarded_set(
-        &self,
-        key: &str,
-        value: &str,
-        index_key: &str,
-        index_value: &str,
-        tombstone: &str,
-        ttl: Duration,
-    ) -> Result<bool, ApiError> {
-        match self {
-            Kv::Local(l) => Ok(l.guarded_set(key, value, index_key, index_value, tombstone, ttl)),
-            Kv::Redis(_) => {
-                self.set_px(index_key, index_value, ttl).await?;
-                self.set_px(key, value, ttl).await?;
-                if self.get(tombstone).await?.is_some() {
-                    self.del(&[key.to_string()]).await?;
-                    return Ok(false);
-                }
-                Ok(true)
-            }
-        }
-    }
-}
-
-/// The outcome of one GCRA check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Gcra {
-    pub allowed: bool,
-    /// When the next request would be allowed (zero when this one was).
-    pub retry_after: Duration,
-    /// Until the limit is back to its full burst.
-    pub reset: Duration,
 }
 
 #[cfg(test)]
