@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use api::config::RedisMode;
 use serde_json::json;
-use tests::{Mode, TestApp, mode, redis_cluster::PrivateRedisCluster, shop::Shop};
+use tests::{Mode, Reply, TestApp, mode, redis_cluster::PrivateRedisCluster, shop::Shop};
 use uuid::Uuid;
 
 /// Every request must end within this, whatever Redis does: the calls are bounded by
@@ -61,47 +61,17 @@ async fn a_master_killed_mid_run_costs_fast_retryable_errors_and_never_a_second_
     let mut paid = Vec::new();
     for i in 0..12 {
         let key = Uuid::new_v4().to_string();
-        let body = loop {
-            let started = Instant::now();
-            let qr = shop
-                .post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id}))
-                .await;
-            assert!(
-                started.elapsed() < FAST,
-                "mint {i}: {:?}",
-                started.elapsed()
-            );
-            match qr.status {
-                200 => {
-                    break json!({"credential": {"type": "qr", "qr_payload": qr.body["data"]["qr_payload"]},
-                        "amount_minor": 100, "currency": "EUR", "order_ref": format!("R-{i}")});
-                }
-                503 => refused += 1,
-                s => panic!("mint {i}: {s} {}", qr.body),
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        };
-        loop {
-            let started = Instant::now();
-            let r = shop.post_with_key("/payments", body.clone(), &key).await;
-            assert!(
-                started.elapsed() < FAST,
-                "payment {i}: {:?}",
-                started.elapsed()
-            );
-            match r.status {
-                200 => {
-                    paid.push(r.body["data"]["payment_id"].clone());
-                    break;
-                }
-                503 => {
-                    assert_eq!(r.body["error"]["details"]["retryable"], true, "{}", r.body);
-                    refused += 1;
-                }
-                s => panic!("payment {i}: {s} {}", r.body),
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let qr = taken(&format!("mint {i}"), &mut refused, || {
+            shop.post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id}))
+        })
+        .await;
+        let body = json!({"credential": {"type": "qr", "qr_payload": qr.body["data"]["qr_payload"]},
+            "amount_minor": 100, "currency": "EUR", "order_ref": format!("R-{i}")});
+        let r = taken(&format!("payment {i}"), &mut refused, || {
+            shop.post_with_key("/payments", body.clone(), &key)
+        })
+        .await;
+        paid.push(r.body["data"]["payment_id"].clone());
     }
     cluster.wait_ok(Duration::from_secs(20));
     assert_ne!(
@@ -135,4 +105,31 @@ async fn a_master_killed_mid_run_costs_fast_retryable_errors_and_never_a_second_
     );
     shop.assert_ledger_consistent().await;
     app.stop().await;
+}
+
+/// `attempt` repeated until it answers 200: every answer within `FAST`, and any other than
+/// 200 a retryable 503 (counted in `refused`).
+async fn taken<F, Fut>(what: &str, refused: &mut u32, mut attempt: F) -> Reply
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Reply>,
+{
+    loop {
+        let started = Instant::now();
+        let r = attempt().await;
+        assert!(started.elapsed() < FAST, "{what}: {:?}", started.elapsed());
+        match r.status {
+            200 => return r,
+            503 => {
+                assert_eq!(
+                    r.body["error"]["details"]["retryable"], true,
+                    "{what}: {}",
+                    r.body
+                );
+                *refused += 1;
+            }
+            s => panic!("{what}: {s} {}", r.body),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

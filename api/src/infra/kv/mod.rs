@@ -109,12 +109,8 @@ impl Kv {
         let started = std::time::Instant::now();
         let work = async {
             let conn = r.connection().await?;
-            let standalone = matches!(conn, Conn::Standalone(_));
             f(conn).await.map_err(|e| {
-                // A cluster connection re-routes and reconnects to its nodes itself.
-                if standalone
-                    && (e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error())
-                {
+                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
                     r.forget_connection();
                 }
                 unavailable(e)

@@ -95,7 +95,13 @@ impl RedisKv {
         Ok(slot.get_or_insert(conn).clone())
     }
 
+    /// Drops the shared connection after a failure, so the next call makes a fresh one. A
+    /// cluster connection is kept: it reconnects to its nodes and re-reads the slot map
+    /// itself, and making a new one would mean reaching every node again while one is down.
     pub(super) fn forget_connection(&self) {
+        if matches!(self.connector, Connector::Cluster(_)) {
+            return;
+        }
         self.shared.lock().expect("redis connection slot").take();
     }
 }
