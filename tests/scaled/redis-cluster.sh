@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Starts a Redis Cluster on loopback from Debian's redis-server (installed if missing):
 #   bash tests/scaled/redis-cluster.sh DIR FIRST_PORT [MASTERS=3] [REPLICAS_PER_MASTER=0]
-# Nodes listen on FIRST_PORT, FIRST_PORT+1, ... (at most 55535: each node's cluster bus takes
-# its port + 10000); each keeps its nodes.conf under DIR/<port>
+# Nodes listen on FIRST_PORT, FIRST_PORT+1, ... and each node's cluster bus on its port +
+# 10000: keep both below the kernel's ephemeral range (32768 and up on Linux), where an
+# outgoing connection may hold the port (seen: a bus port in TIME-WAIT); each keeps its nodes.conf under DIR/<port>
 # (so a restarted node rejoins with its slots) and nothing else on disk. Prints the seed
 # URLs, comma-separated, as WALLET_REDIS_URL takes them. Idempotent: a cluster already
 # answering on FIRST_PORT is left as it is. Stop it with: redis-cli -p <port> shutdown nosave

@@ -4,7 +4,7 @@
 #   - a PostgreSQL primary of its own            127.0.0.1:$PRIMARY_PORT (55432)
 #   - PgBouncer 1.18 in transaction mode before it 127.0.0.1:$POOLER_PORT (56432)
 #   - a streaming replica of the primary            127.0.0.1:$REPLICA_PORT (55433)
-#   - a Redis Cluster of three masters          127.0.0.1:$REDIS_CLUSTER_PORT.. (47001-47003)
+#   - a Redis Cluster of three masters          127.0.0.1:$REDIS_CLUSTER_PORT.. (21001-21003)
 # and writes the test harness' environment to $STATE/env (source it).
 #
 # Idempotent: what already runs is left running. `tests/scaled/down.sh` stops it all.
@@ -15,7 +15,7 @@ STATE=${WALLET_SCALED_STATE:-/tmp/wallet-scaled}
 PRIMARY_PORT=${PRIMARY_PORT:-55432}
 POOLER_PORT=${POOLER_PORT:-56432}
 REPLICA_PORT=${REPLICA_PORT:-55433}
-REDIS_CLUSTER_PORT=${REDIS_CLUSTER_PORT:-47001}
+REDIS_CLUSTER_PORT=${REDIS_CLUSTER_PORT:-21001}
 
 say() { printf '[scaled] %s\n' "$*" >&2; }
 
