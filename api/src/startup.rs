@@ -102,13 +102,13 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         )?,
         None => Kv::local(),
     };
-    if let Some(url) = &config.redis_url
+    if config.redis_url.is_some()
         && let Err(e) = kv.ping().await
     {
         // Not fatal: requests that need Redis answer a retryable 503 until it answers, and
         // health reports it degraded. But an operator should not have to guess where.
         tracing::warn!(
-            redis = %describe_redis(url),
+            redis = %describe_redis(&config.redis_urls()),
             "Redis (WALLET_REDIS_URL) is not answering: {e}"
         );
     }
@@ -356,10 +356,10 @@ async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-/// Where a Redis URL points (host, port, database), never its password.
-fn describe_redis(url: &str) -> String {
-    url.split(',')
-        .map(|one| match reqwest::Url::parse(one.trim()) {
+/// Where the Redis URLs point (host, port, database each), never a password.
+fn describe_redis(urls: &[&str]) -> String {
+    urls.iter()
+        .map(|one| match reqwest::Url::parse(one) {
             Ok(u) => format!(
                 "{}:{}{}",
                 u.host_str().unwrap_or("(no host)"),
