@@ -203,6 +203,26 @@ async fn a_replica_that_stops_replaying_leaves_the_feed_to_the_primary_until_it_
         .execute_unprepared("SELECT pg_wal_replay_pause()")
         .await
         .unwrap();
+    // The call only asks: replay stops at its next check, which may come after the payment
+    // below was replayed. Wait until it has stopped.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = rig
+            .replica_sql
+            .query_one_raw(sea_orm::Statement::from_string(
+                rig.replica_sql.get_database_backend(),
+                "SELECT pg_get_wal_replay_pause_state() AS state",
+            ))
+            .await
+            .unwrap()
+            .expect("a row");
+        let state: String = row.try_get("", "state").unwrap();
+        if state == "paused" {
+            break;
+        }
+        assert!(Instant::now() < until, "replay did not pause: {state}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let pay = shop.pay(&c, 300).await;
     assert_eq!(pay.status, 200, "{}", pay.body);
     // The replica has not replayed the payment: the primary answers, with it.
