@@ -87,6 +87,12 @@ impl Replica {
         }
     }
 
+    /// Whether the last probe let requests use the replica (what `wallet_db_replica_usable`
+    /// exports; the gauge is one per process, this is one per replica).
+    pub fn usable(&self) -> bool {
+        self.usable.load(Ordering::Relaxed)
+    }
+
     /// The database a lag-tolerant read should use now.
     pub async fn read(&self) -> LaggingRead {
         let served = if self.usable.load(Ordering::Relaxed) && self.caught_up().await {
