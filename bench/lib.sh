@@ -344,8 +344,11 @@ log_problems() { # log_problems NAME FILE: a note when the log has WARN/ERROR li
 # pg_ceiling_line CLIENTS ERR_FILE: the pg_ceiling line of one pg-ceiling.sh run (PG_SECS
 # seconds), or nothing; its stderr goes to ERR_FILE
 pg_ceiling_line() {
-  env PGHOST="$PGHOST_" PGPORT="$PGPORT_" PGUSER="$PGUSER_" ${PG_SSLMODE:+PGSSLMODE=$PG_SSLMODE} timeout $((PG_SECS + 300)) \
-    bash "$PG_CEILING" "$1" "$PG_SECS" 2>"$2" | grep '^pg_ceiling' || true
+  # Loading ENTRIES of history first takes about a minute per two million here.
+  env PGHOST="$PGHOST_" PGPORT="$PGPORT_" PGUSER="$PGUSER_" ${PG_SSLMODE:+PGSSLMODE=$PG_SSLMODE} \
+    timeout $((PG_SECS + 300 + ${PG_CEILING_ENTRIES:-0} / 20000)) \
+    bash "$PG_CEILING" "$1" "$PG_SECS" "${PG_CEILING_WALLETS:-100000}" "${PG_CEILING_ENTRIES:-0}" 2>"$2" |
+    grep '^pg_ceiling' || true
 }
 
 # ---------------------------------------------------------------- summary --------------------

@@ -486,7 +486,7 @@ else:
     # PrometheusRule.
     check("all-enabled: one PrometheusRule", len(rules) == 1, len(rules))
     expected_alerts = {"WalletHighErrorRatio", "WalletLatencyP99OverBudget", "WalletDbPoolSaturated", "WalletDbPoolAcquireSlow",
-                       "WalletSubsystemDown", "WalletOutboxLag", "WalletDeadLetters", "WalletJobRetriesHigh",
+                       "WalletSubsystemDown", "WalletOutboxLag", "WalletDeadLetters", "WalletJobRetriesHigh", "WalletPartitionsRunningOut",
                        "WalletWebhookEndpointDisabled", "WalletMetricsTargetDown", "WalletMetricsAbsent"}
     if rules:
         pr = rules[0]

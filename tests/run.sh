@@ -78,7 +78,7 @@ SCALED_SHORT=(
   suite::pooler suite::payments suite::settlements_concurrency suite::disputes suite::topups
   suite::transactions suite::history suite::writes suite::retries suite::platform suite::keys
   suite::tokens suite::jobs suite::retention suite::lifecycle suite::outages suite::webhooks
-  suite::contract::limits
+  suite::contract::limits suite::partitions
 )
 if [[ ${WALLET_TEST_SCALED:-short} != 0 && -n "${WALLET_TEST_REDIS_URL:-}" ]]; then
   if [[ ${WALLET_TEST_SCALED:-short} == full ]]; then

@@ -21,6 +21,12 @@
 #   DB_CONNECTIONS=20       the API's database pool (WALLET_DB_MAX_CONNECTIONS; default: the service's)
 #   SKIP_BUILD=1            use the binaries already in target/release
 #   SKIP_PG_CEILING=1       do not run the PostgreSQL ceiling
+#   SEED_WALLETS=N SEED_PAYMENTS=4   history already there when the payments start (PostgreSQL
+#                           modes): N wallets of the tenant's merchant, each funded once and
+#                           paid from SEED_PAYMENTS times over the last year, N*(2+2*SEED_PAYMENTS)
+#                           ledger entries (seed-history.sql); pg-ceiling.sh gets the same
+#                           wallets and entries. The summary gives the database's size per
+#                           million payments. bench/payments/data-size.sh runs two sizes.
 #   CALLGRIND=1             run wallet-api under valgrind's callgrind and report the API's
 #                           instructions per payment (counted in the payment windows only):
 #                           the figure to compare a hot-path change with its base, since
@@ -100,8 +106,48 @@ build_release -p api -p worker -p payments-bench
 [[ -x $API_BIN && -x $WORKER_BIN && -x $BENCH_BIN ]] || die "missing $API_BIN, $WORKER_BIN or $BENCH_BIN"
 
 RESULT_FILES=()
+HISTORY_ROWS=() # seeded history and what the run added (SEED_WALLETS)
+SEEDED=()
 MODE_ROWS=() # "mode|startup_ms|idle_rss|stop_ms|ledger"
 NOTES=()
+
+# ---------------------------------------------------------------- seeded history ------------
+db_figures() { # db_figures DB: "<database bytes> <payments> <ledger entries>"
+  psql_ -d "$1" -Atc "SELECT pg_database_size(current_database()), (SELECT COUNT(*) FROM payments),
+    (SELECT COUNT(*) FROM ledger_entries)" | tr '|' ' '
+}
+
+# seed_history MODE DB TENANT_JSON: SEED_WALLETS wallets of history (seed-history.sql), timed,
+# with the database's size before and after
+seed_history() {
+  local mode=$1 db=$2 tenant=$3 t0 before after
+  read -r -a before <<<"$(db_figures "$db")"
+  log "$mode: seeding ${SEED_WALLETS} wallets x ${SEED_PAYMENTS:-4} payments of history into $db"
+  t0=$(now_ns)
+  psql_ -d "$db" -v merchant="$(jq -er .merchant_id "$tenant")" \
+    -v integration="$(jq -er .integration_id "$tenant")" \
+    -v program="$(jq -er .wallet_program_id "$tenant")" \
+    -v wallets="$SEED_WALLETS" -v payments="${SEED_PAYMENTS:-4}" \
+    -f "$PAY_DIR/seed-history.sql" >/dev/null || die "$mode: seeding failed"
+  psql_ -d "$db" -c CHECKPOINT >/dev/null
+  read -r -a after <<<"$(db_figures "$db")"
+  SEEDED=("${before[@]}" "${after[@]}")
+  log "$mode: seeded in $((($(now_ns) - t0) / 1000000000)) s: ${after[2]} ledger entries, ${after[1]} payments"
+  HISTORY_ROWS+=("| $mode | seeded history | ${after[2]} | $((after[1] - before[1])) | $(mib $(((after[0] - before[0]) / 1024))) | $(per_million $((after[0] - before[0])) $((after[1] - before[1]))) |")
+}
+
+# size_after_run MODE DB: what the run's own payments added (every table: idempotency
+# records, QR nonces, jobs, deliveries too), per million payments
+size_after_run() {
+  local mode=$1 db=$2 now
+  read -r -a now <<<"$(db_figures "$db")"
+  local bytes=$((now[0] - SEEDED[3])) paid=$((now[1] - SEEDED[4]))
+  HISTORY_ROWS+=("| $mode | the run's payments (setup included) | ${now[2]} | $paid | $(mib $((bytes / 1024))) | $(per_million "$bytes" "$paid") |")
+}
+
+per_million() { # per_million BYTES PAYMENTS: GiB per million payments
+  awk -v b="$1" -v n="$2" 'BEGIN { if (n > 0) printf "%.2f GiB", b / n * 1e6 / 1073741824; else print "-" }'
+}
 
 # ---------------------------------------------------------------- one mode ------------------
 bench_mode() {
@@ -130,6 +176,11 @@ bench_mode() {
   merchant=$(jq -er .merchant_id "$WORK/tenant-$mode.json")
   jq -e .operator_key "$WORK/operator-$mode.json" >/dev/null || die "$mode: no operator_key in operator create output"
 
+  if [[ -n ${SEED_WALLETS:-} ]]; then
+    [[ -n $db ]] || die "$mode: SEED_WALLETS needs a PostgreSQL mode"
+    seed_history "$mode" "$db" "$WORK/tenant-$mode.json"
+  fi
+
   local hot_args=(--hot-concurrency "$HOT_CONC" --hot-otps "$HOT_OTPS" --hot-secs "$HOT_SECS")
   local worker_args=()
   [[ -n $worker_pid ]] && worker_args=(--worker-pid "$worker_pid")
@@ -144,6 +195,9 @@ bench_mode() {
   fi
   kill -0 "$api_pid" 2>/dev/null || die "$mode: wallet-api died during the run"
   RESULT_FILES+=("$out")
+  if [[ -n ${SEED_WALLETS:-} ]]; then
+    size_after_run "$mode" "$db"
+  fi
 
   local stop_ms
   stop_services
@@ -166,6 +220,10 @@ bench_mode() {
 run_modes
 
 # ---------------------------------------------------------------- PostgreSQL ceiling ---------
+if [[ -n ${SEED_WALLETS:-} ]]; then
+  # The same history under the ceiling's own schema.
+  export PG_CEILING_WALLETS=$SEED_WALLETS PG_CEILING_ENTRIES=$((SEED_WALLETS * (2 + 2 * ${SEED_PAYMENTS:-4})))
+fi
 CEILING_ARGS=()
 PG_LINES=()
 if [[ -z ${SKIP_PG_CEILING:-} ]]; then
@@ -200,7 +258,7 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "# Payments benchmark results"
   echo
   summary_intro payments-bench
-  echo "Settings: WALLETS=$WALLETS, PHASE_SECS=$PHASE_SECS, CONCURRENCIES=\"$CONCURRENCIES\", HOT_CONC=$HOT_CONC, HOT_OTPS=$HOT_OTPS, HOT_SECS=$HOT_SECS, PG_SECS=$PG_SECS${CALLGRIND:+, CALLGRIND=1 (wallet-api under valgrind)}${TRACING:+, TRACING=1 (spans exported)}; amount 1 EUR cent per payment."
+  echo "Settings: WALLETS=$WALLETS, PHASE_SECS=$PHASE_SECS, CONCURRENCIES=\"$CONCURRENCIES\", HOT_CONC=$HOT_CONC, HOT_OTPS=$HOT_OTPS, HOT_SECS=$HOT_SECS, PG_SECS=$PG_SECS${CALLGRIND:+, CALLGRIND=1 (wallet-api under valgrind)}${TRACING:+, TRACING=1 (spans exported)}${SEED_WALLETS:+, SEED_WALLETS=$SEED_WALLETS SEED_PAYMENTS=${SEED_PAYMENTS:-4} (history there before the run; the ceiling has ${PG_CEILING_ENTRIES:-0} entries)}; amount 1 EUR cent per payment."
   echo
   echo "## Service"
   echo
@@ -209,6 +267,14 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
   for r in "${MODE_ROWS[@]}"; do echo "| ${r//|/ | } |"; done
   echo
   cat "$WORK/tables.md"
+  if ((${#HISTORY_ROWS[@]})); then
+    echo
+    echo "## History and database size"
+    echo
+    echo "| mode | rows | ledger entries after | payments | database grew MiB | per million payments |"
+    echo "|---|---|---:|---:|---:|---:|"
+    printf '%s\n' "${HISTORY_ROWS[@]}"
+  fi
   summary_notes
 } >"$WORK/summary.md"
 publish_summary

@@ -1,7 +1,8 @@
 //! Schema migrations. One file per migration; a migration is never edited after it lands.
 //! The same migrations run unchanged on SQLite (embedded mode) and PostgreSQL (production):
 //! only portable column types, no SQL defaults (timestamps are set in code), and a partial
-//! index only where its statement is the same on both (000008, 000009).
+//! index only where its statement is the same on both (000008, 000009). Partitioning
+//! (000020, `partitions`) is PostgreSQL's alone.
 pub use sea_orm_migration::prelude::*;
 
 mod m20261121_000001_foundation;
@@ -23,6 +24,8 @@ mod m20261127_000016_event_feed;
 mod m20261127_000017_test_clock;
 mod m20261127_000018_ops_console;
 mod m20261128_000019_trace_origin;
+mod m20261128_000020_partitioned_history;
+pub mod partitions;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
 /// earlier files keep their own copy, as landed migrations are never edited.
@@ -94,6 +97,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000017_test_clock::Migration),
             Box::new(m20261127_000018_ops_console::Migration),
             Box::new(m20261128_000019_trace_origin::Migration),
+            Box::new(m20261128_000020_partitioned_history::Migration),
         ]
     }
 }

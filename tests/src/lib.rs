@@ -110,7 +110,9 @@ fn run() -> &'static Run {
     })
 }
 
-fn create_database(base: &str, name: &str) -> String {
+/// Creates the empty database `name` on the server of `base` (a PostgreSQL URL) and
+/// returns its URL.
+pub fn create_database(base: &str, name: &str) -> String {
     let base_owned = base.to_string();
     let name2 = name.to_string();
     std::thread::spawn(move || {

@@ -19,6 +19,7 @@ mod suite {
     pub mod openapi;
     pub mod operators;
     pub mod outages;
+    pub mod partitions;
     pub mod payments;
     pub mod payments_concurrency;
     pub mod permissions;

@@ -6,7 +6,7 @@
 //! | table | kept |
 //! |---|---|
 //! | finished jobs | `WALLET_RETENTION_JOBS_DAYS` after they finished |
-//! | outbox | until relayed, then the events API's 30 days and one more |
+//! | outbox | until relayed, then the events API's 30 days and one more; on PostgreSQL by whole months (`store::partitions`) |
 //! | idempotency records | until they expire (`WALLET_IDEMPOTENCY_TTL_HOURS`) |
 //! | OTP sessions, QR nonces | a day past expiry unless they paid (then for ever) |
 //! | webhook deliveries (settled), attempts | `WALLET_RETENTION_WEBHOOK_DAYS` |
@@ -14,9 +14,13 @@
 //!
 //! The ledger, payments and every other money record are never pruned (`store::retention`
 //! has no way to name them).
+//!
+//! Each pass first creates the partitions of the months ahead (PostgreSQL), so the history
+//! tables always have somewhere to write.
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use sea_orm::{ConnectionTrait, DbBackend};
 use tokio::sync::watch;
 
 use crate::{
@@ -48,6 +52,9 @@ pub fn keep(cfg: &Config, table: Table) -> chrono::Duration {
 /// One pass over every table as of `now`: rows deleted per table. A table whose batch
 /// fails is reported and left for the next pass; the others still run.
 pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Vec<(Table, Result<u64, String>)> {
+    if let Err(e) = partition_upkeep(state, now).await {
+        tracing::warn!(error = %e, "partition upkeep failed: the next pass tries again");
+    }
     let mut done = Vec::with_capacity(Table::ALL.len());
     for table in Table::ALL {
         done.push((table, prune(state, table, now).await));
@@ -55,10 +62,31 @@ pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Vec<(Table, Resul
     done
 }
 
+/// Creates the months ahead that are missing and reports how far ahead they reach.
+pub async fn partition_upkeep(state: &AppState, now: DateTime<Utc>) -> Result<(), sea_orm::DbErr> {
+    for name in store::partitions::ensure(&state.db, now).await? {
+        tracing::info!(partition = %name, "partition created");
+    }
+    if let Some(ahead) = store::partitions::months_ahead(&state.db, now).await? {
+        metrics::gauge!(m::PARTITION_MONTHS_AHEAD).set(f64::from(ahead));
+    }
+    Ok(())
+}
+
 /// Prunes one table as of `now`, batch after batch until none is full; returns the rows
 /// deleted.
 pub async fn prune(state: &AppState, table: Table, now: DateTime<Utc>) -> Result<u64, String> {
     let keep = keep(&state.config, table);
+    if table == Table::OutboxEvents && state.db.get_database_backend() == DbBackend::Postgres {
+        // Whole months, each when its last row is past the window: no row-by-row deletes.
+        let n = store::partitions::drop_outbox_before(&state.db, now, keep)
+            .await
+            .map_err(|e| e.to_string())?;
+        metrics::counter!(m::RETENTION_DELETED, "table" => table.as_str()).increment(n);
+        metrics::gauge!(m::RETENTION_LAST_SUCCESS, "table" => table.as_str())
+            .set(Utc::now().timestamp() as f64);
+        return Ok(n);
+    }
     let limit = state.config.retention_batch_rows;
     let mut total = 0;
     loop {

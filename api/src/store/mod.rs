@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod operators;
 pub mod outbox;
 pub mod outbox_row;
+pub mod partitions;
 pub mod payments;
 pub mod pooler;
 pub mod relay;
@@ -48,16 +49,8 @@ pub fn for_update<E: sea_orm::EntityTrait, C: sea_orm::ConnectionTrait>(
     }
 }
 
-/// The smallest UUIDv7 of the millisecond `t`: every id taken at or after `t` is at least
-/// this.
-pub fn uuid_v7_floor(t: chrono::DateTime<chrono::Utc>) -> uuid::Uuid {
-    let ms = u64::try_from(t.timestamp_millis()).unwrap_or(0) & 0xFFFF_FFFF_FFFF;
-    let mut b = [0u8; 16];
-    b[..6].copy_from_slice(&ms.to_be_bytes()[2..]);
-    b[6] = 0x70;
-    b[8] = 0x80;
-    uuid::Uuid::from_bytes(b)
-}
+/// The smallest UUIDv7 of the millisecond `t` (what partition bounds are made of too).
+pub use migration::partitions::uuid_v7_floor;
 
 /// `LOWER(col) LIKE '%text%'` with `%`, `_` and `\\` in `text` taken literally: a
 /// case-insensitive "contains" that both backends run the same way (and PostgreSQL can

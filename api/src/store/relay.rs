@@ -234,8 +234,9 @@ where
     for (queue, tasks) in group(plan.tasks) {
         apalis_postgres::queries::push_tasks(&mut *tx, &queue, tasks).await?;
     }
-    let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-    sqlx::query("UPDATE outbox SET relayed_at = $1 WHERE id = ANY($2)")
+    // By the partition key: each row is found in its own month's partition.
+    let ids: Vec<uuid::Uuid> = rows.iter().map(|r| r.event_id).collect();
+    sqlx::query("UPDATE outbox SET relayed_at = $1 WHERE event_id = ANY($2)")
         .bind(now)
         .bind(&ids)
         .persistent(false)

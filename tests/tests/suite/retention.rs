@@ -123,18 +123,30 @@ async fn each_growing_table_is_pruned_in_batches_and_no_money_record_ever_is() {
         );
     }
 
-    // Ten years on, every one of them has.
+    // Ten years on, every one of them has. On PostgreSQL the outbox goes by whole months,
+    // each once it has ended by the database's clock too, which no test can move
+    // (`suite::partitions` has months that ended): here it stays.
+    let by_month = app.server.state.db.get_database_backend() == DbBackend::Postgres;
     let later = Utc::now() + Duration::days(3650);
     let pass = api::jobs::retention::run_once(&app.server.state, later).await;
     for (table, sql_table, n) in before {
         let (_, done) = pass.iter().find(|(t, _)| *t == table).unwrap();
+        let gone = if by_month && table == Table::OutboxEvents {
+            0
+        } else {
+            n
+        };
         assert_eq!(
             done.as_ref().ok(),
-            Some(&(n as u64)),
+            Some(&(gone as u64)),
             "{sql_table}: deleted"
         );
         let (_, _, filter) = prunable.iter().find(|p| p.0 == table).unwrap();
-        assert_eq!(count(&app, sql_table, filter).await, 0, "{sql_table}: left");
+        assert_eq!(
+            count(&app, sql_table, filter).await,
+            n - gone,
+            "{sql_table}: left"
+        );
     }
     assert_eq!(
         count(&app, "otp_sessions", "payment_id IS NOT NULL").await,

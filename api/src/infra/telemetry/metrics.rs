@@ -45,6 +45,7 @@ pub const DEAD_LETTERS: &str = "wallet_dead_letters";
 
 pub const RETENTION_DELETED: &str = "wallet_retention_deleted_rows_total";
 pub const RETENTION_LAST_SUCCESS: &str = "wallet_retention_last_success_timestamp_seconds";
+pub const PARTITION_MONTHS_AHEAD: &str = "wallet_db_partition_months_ahead";
 
 pub const SUBSYSTEM_UP: &str = "wallet_subsystem_up";
 pub const BUILD_INFO: &str = "wallet_build_info";
@@ -219,6 +220,12 @@ pub const CATALOGUE: &[(&str, Kind, Option<Unit>, &str)] = &[
         Kind::Gauge,
         Some(Unit::Seconds),
         "Unix time of the last retention pass that finished without error, by table.",
+    ),
+    (
+        PARTITION_MONTHS_AHEAD,
+        Kind::Gauge,
+        None,
+        "Months after the current one that every partitioned history table has a partition for (PostgreSQL); a write past them would fail.",
     ),
     (
         SUBSYSTEM_UP,
