@@ -233,6 +233,9 @@ timeseries("Retention: time since last success", "Per table; growing without bou
            unit="s", w=8)
 timeseries("Subsystem up by pod", "1 up, 0 down, per pod and subsystem (database, redis, job_queue).",
            [(f"min by (pod, subsystem) (wallet_subsystem_up{sel()})", "{{subsystem}} {{pod}}")], w=8)
+timeseries("Partitions: months ahead", "Months past the current one every partitioned history table "
+           "can take writes for (PostgreSQL; upkeep keeps 3). Below 2: WalletPartitionsRunningOut.",
+           [(f"min(wallet_db_partition_months_ahead{sel()})", "months ahead")], w=8)
 
 
 def var_query(name, label, query, multi):
