@@ -145,6 +145,10 @@ pub struct Config {
     pub max_queued_requests: usize,
     /// Namespace for every Redis key, so several deployments (or test runs) can share a server.
     pub redis_prefix: String,
+    /// This deployment's cell when tenants are split across several (docs/scaling.md,
+    /// section 6): 1 to 8 lowercase letters or digits. Keys and tokens minted here name it,
+    /// and ones naming another cell are refused. Unset: the home cell, whose keys name none.
+    pub cell: Option<String>,
     /// Attempts a job gets before it is dead-lettered.
     pub job_max_attempts: u32,
     /// First retry wait; each further retry doubles it (with full jitter) up to `job_backoff_max_ms`.
@@ -239,6 +243,7 @@ impl Default for Config {
             max_inflight_requests: 0,
             max_queued_requests: 0,
             redis_prefix: "wallet:".into(),
+            cell: None,
             job_max_attempts: 8,
             job_backoff_base_ms: 2_000,
             job_backoff_max_ms: 15 * 60 * 1000,

@@ -142,6 +142,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     branches,
                 },
                 config.bcrypt_cost,
+                config.cell.as_deref(),
             )
             .await?;
             print(&created, json)?;

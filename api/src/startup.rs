@@ -136,7 +136,8 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
                 .collect()
         })
         .unwrap_or_default();
-    let jwt = JwtKeys::new(&config.jwt_kid, jwt_secret.expose().as_bytes(), &previous);
+    let jwt = JwtKeys::new(&config.jwt_kid, jwt_secret.expose().as_bytes(), &previous)
+        .in_cell(config.cell.clone());
     let sealer = Sealer::new(secret_key.expose().as_bytes());
     let queue = store::job_queue::Queue::from_db(&queue_connection(&config, &db).await?);
     let replica = store::connect_replica(&config).await?.map(|r| {

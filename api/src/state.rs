@@ -99,6 +99,7 @@ impl AppState {
             kv: &self.kv,
             cache_ttl: Duration::from_secs(self.config.key_cache_ttl_secs),
             gate: &self.key_gate,
+            cell: self.config.cell.as_deref(),
         }
     }
 }

@@ -203,6 +203,25 @@ fn redis_cluster_settings_are_checked_at_start_up_by_name() {
 }
 
 #[test]
+fn a_cell_name_that_cannot_go_into_a_key_is_refused_at_start_up() {
+    for bad in ["C7", "c-7", "toolongxx", ""] {
+        let out = wallet_api()
+            .arg("migrate")
+            .env(
+                "WALLET_DATABASE_URL",
+                "postgres://postgres@127.0.0.1:1/none",
+            )
+            .env("WALLET_REDIS_URL", "redis://127.0.0.1:1")
+            .env("WALLET_CELL", bad)
+            .output()
+            .expect("wallet-api runs");
+        assert!(!out.status.success(), "{bad:?} was accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("WALLET_CELL"), "{bad:?}: {err}");
+    }
+}
+
+#[test]
 fn a_misspelt_setting_is_refused_not_ignored() {
     let out = wallet_api()
         .arg("migrate")

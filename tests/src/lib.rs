@@ -318,6 +318,7 @@ impl TestApp {
                 &self.server.state.db,
                 &new,
                 self.server.state.config.bcrypt_cost,
+                self.server.state.config.cell.as_deref(),
             )
             .await
             {

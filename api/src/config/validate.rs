@@ -100,6 +100,14 @@ impl Config {
                 "must not contain { or } (Redis Cluster reads them as a hash tag)",
             ));
         }
+        if let Some(cell) = &self.cell
+            && !crate::domain::cells::is_cell_name(cell)
+        {
+            return Err(invalid(
+                "WALLET_CELL",
+                "1 to 8 lowercase letters or digits (it goes into every key minted here)",
+            ));
+        }
         self.listen_addr
             .parse::<SocketAddr>()
             .map_err(|e| invalid("WALLET_LISTEN_ADDR", e.to_string()))?;

@@ -4,6 +4,7 @@ pub mod balance_check;
 pub mod budgets;
 pub mod caller;
 pub mod cashback;
+pub mod cells;
 pub mod checkout;
 pub mod clock;
 pub mod corrections;

@@ -72,9 +72,10 @@ pub async fn create(
     db: &Db,
     t: &NewTenant,
     bcrypt_cost: u32,
+    cell: Option<&str>,
 ) -> Result<TenantCreated, TenantError> {
     check(t)?;
-    let minted = api_key::mint(t.is_sandbox);
+    let minted = api_key::mint(t.is_sandbox, cell);
     let raw = minted.raw.clone();
     // bcrypt is deliberately slow: keep it off the async executor.
     let hash = tokio::task::spawn_blocking(move || api_key::hash(&raw, bcrypt_cost))

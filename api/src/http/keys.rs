@@ -512,11 +512,16 @@ async fn with_new_key<B>(
         keys::Minted,
     ) -> Result<entities::api_key::Model, crate::error::ApiError>,
 ) -> poem::Result<Reply<ApiKeyCreated>> {
-    let (sandbox, cost) = (principal.is_sandbox, key.state().config.bcrypt_cost);
+    let config = &key.state().config;
+    let (sandbox, cell, cost) = (
+        principal.is_sandbox,
+        config.cell.clone(),
+        config.bcrypt_cost,
+    );
     key.run_prepared(
         principal,
         body,
-        async move || keys::mint(sandbox, cost).await,
+        async move || keys::mint(sandbox, cell, cost).await,
         async move |txn, _acting, minted| {
             let raw = minted.key.raw.clone();
             let m = work(txn, minted).await?;

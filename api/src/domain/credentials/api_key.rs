@@ -20,9 +20,10 @@ pub struct MintedKey {
     pub key_last_four: String,
 }
 
-/// Draws a new partner key from the operating system's CSPRNG.
-pub fn mint(is_sandbox: bool) -> MintedKey {
-    mint_with(PREFIX, if is_sandbox { "test" } else { "live" })
+/// Draws a new partner key from the operating system's CSPRNG; its segment names the
+/// environment and the cell it was minted in (`domain::cells`).
+pub fn mint(is_sandbox: bool, cell: Option<&str>) -> MintedKey {
+    mint_with(PREFIX, &crate::domain::cells::key_segment(is_sandbox, cell))
 }
 
 /// Draws a new key of any kind: `<prefix>_<segment>_<32 base64url characters>`.
@@ -82,18 +83,18 @@ mod tests {
 
     #[test]
     fn minted_keys_have_the_documented_form() {
-        let k = mint(false);
+        let k = mint(false, None);
         assert!(k.raw.starts_with("wk_live_"));
         assert_eq!(k.raw.len(), "wk_live_".len() + 32);
         assert_eq!(k.key_prefix.len(), "wk_live_".len() + 4);
         assert!(k.raw.starts_with(&k.key_prefix));
         assert!(k.raw.ends_with(&k.key_last_four));
-        assert!(mint(true).raw.starts_with("wk_test_"));
+        assert!(mint(true, None).raw.starts_with("wk_test_"));
     }
 
     #[test]
     fn two_minted_keys_differ() {
-        assert_ne!(mint(false).raw, mint(false).raw);
+        assert_ne!(mint(false, None).raw, mint(false, None).raw);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{CredentialKind, Principal, Scope, api_key};
 use crate::{
+    domain::cells,
     error::{ApiError, ErrorCode},
     infra::kv::Kv,
     store,
@@ -113,6 +114,8 @@ pub struct KeyAuth<'a> {
     pub kv: &'a Kv,
     pub cache_ttl: Duration,
     pub gate: &'a VerifyGate,
+    /// This deployment's cell: a key minted in another is refused unread.
+    pub cell: Option<&'a str>,
 }
 
 impl KeyAuth<'_> {
@@ -126,6 +129,9 @@ impl KeyAuth<'_> {
         let Some((key_prefix, _)) = api_key::split(raw) else {
             return Err(ApiError::invalid_api_key());
         };
+        if !cells::serves(self.cell, cells::cell_of_key(raw)) {
+            return Err(ApiError::invalid_api_key());
+        }
         let fp = api_key::cache_fingerprint(raw);
         match self.cached(&fp, idempotency_key).await? {
             Found::Hit { principal, renew } => {
@@ -161,6 +167,9 @@ impl KeyAuth<'_> {
         idempotency_key: Option<&str>,
     ) -> Option<Principal> {
         api_key::split(raw)?;
+        if !cells::serves(self.cell, cells::cell_of_key(raw)) {
+            return None;
+        }
         let fp = api_key::cache_fingerprint(raw);
         match self.cached(&fp, idempotency_key).await {
             Ok(Found::Hit {

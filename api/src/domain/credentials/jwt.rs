@@ -37,6 +37,9 @@ pub struct Claims {
     pub sandbox: bool,
     /// The API key the token was minted from.
     pub key_id: Uuid,
+    /// The cell that minted it, where there are several (`domain::cells`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell: Option<String>,
 }
 
 /// Why a token is not valid, as `GET /auth/token/validate` reports it.
@@ -54,6 +57,8 @@ pub struct JwtKeys {
     current_kid: String,
     current: (EncodingKey, DecodingKey),
     previous: Vec<(String, DecodingKey)>,
+    /// This deployment's cell: tokens name it, and one naming another is not for us.
+    cell: Option<String>,
 }
 
 impl JwtKeys {
@@ -68,7 +73,18 @@ impl JwtKeys {
                 .iter()
                 .map(|(k, s)| (k.clone(), DecodingKey::from_secret(s)))
                 .collect(),
+            cell: None,
         }
+    }
+
+    /// The same keys for a deployment of `cell`.
+    pub fn in_cell(mut self, cell: Option<String>) -> Self {
+        self.cell = cell;
+        self
+    }
+
+    pub fn cell(&self) -> Option<&str> {
+        self.cell.as_deref()
     }
 
     pub fn sign(&self, claims: &Claims) -> Result<String, jsonwebtoken::errors::Error> {
@@ -122,6 +138,10 @@ impl JwtKeys {
             })?;
         if !claims.lifetime_is_ours(Utc::now().timestamp()) {
             return Err(Invalid::Malformed);
+        }
+        // Minted by another cell (a router's mistake, or two cells sharing a secret).
+        if !crate::domain::cells::serves(self.cell(), claims.cell.as_deref()) {
+            return Err(Invalid::WrongAudience);
         }
         Ok(claims)
     }
@@ -242,6 +262,7 @@ mod tests {
             cashier_id: None,
             sandbox: true,
             key_id: Uuid::now_v7(),
+            cell: None,
         }
     }
 
@@ -253,6 +274,28 @@ mod tests {
         let other = JwtKeys::new("k1", &[2u8; 32], &[]);
         assert_eq!(other.verify(&t), Err(Invalid::BadSignature));
         assert_eq!(keys.verify("not.a.token"), Err(Invalid::Malformed));
+    }
+
+    #[test]
+    fn a_token_is_good_in_the_cell_that_minted_it_only() {
+        let c7 = JwtKeys::new("k1", &[1u8; 32], &[]).in_cell(Some("c7".into()));
+        let mut c = claims(600);
+        c.cell = c7.cell().map(str::to_string);
+        let t = c7.sign(&c).unwrap();
+        assert_eq!(
+            crate::domain::cells::cell_of_token(&t).as_deref(),
+            Some("c7")
+        );
+        assert!(c7.verify(&t).is_ok());
+        // The same secret in another cell, or in the home cell: not for them.
+        let c8 = JwtKeys::new("k1", &[1u8; 32], &[]).in_cell(Some("c8".into()));
+        assert_eq!(c8.verify(&t), Err(Invalid::WrongAudience));
+        let home = JwtKeys::new("k1", &[1u8; 32], &[]);
+        assert_eq!(home.verify(&t), Err(Invalid::WrongAudience));
+        assert_eq!(
+            c7.verify(&home.sign(&claims(600)).unwrap()),
+            Err(Invalid::WrongAudience)
+        );
     }
 
     #[test]

@@ -39,8 +39,12 @@ pub struct Minted {
     pub hash: String,
 }
 
-pub async fn mint(is_sandbox: bool, bcrypt_cost: u32) -> Result<Minted, ApiError> {
-    let key = raw_key::mint(is_sandbox);
+pub async fn mint(
+    is_sandbox: bool,
+    cell: Option<String>,
+    bcrypt_cost: u32,
+) -> Result<Minted, ApiError> {
+    let key = raw_key::mint(is_sandbox, cell.as_deref());
     let raw = key.raw.clone();
     let hash = tokio::task::spawn_blocking(move || raw_key::hash(&raw, bcrypt_cost))
         .await

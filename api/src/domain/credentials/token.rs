@@ -54,6 +54,7 @@ pub async fn mint<C: ConnectionTrait>(
         cashier_id,
         sandbox: caller.is_sandbox,
         key_id,
+        cell: keys.cell().map(str::to_string),
     };
     let token = keys.sign(&claims).map_err(ApiError::internal)?;
     Ok((token, claims))
