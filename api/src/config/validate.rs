@@ -101,7 +101,7 @@ impl Config {
             ));
         }
         if let Some(cell) = &self.cell
-            && !crate::domain::cells::is_cell_name(cell)
+            && !is_cell_name(cell)
         {
             return Err(invalid(
                 "WALLET_CELL",
@@ -332,4 +332,11 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// 1 to 8 lowercase ASCII letters or digits: what may go into a key's segment.
+fn is_cell_name(s: &str) -> bool {
+    (1..=8).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
 }

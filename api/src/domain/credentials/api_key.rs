@@ -20,10 +20,18 @@ pub struct MintedKey {
     pub key_last_four: String,
 }
 
-/// Draws a new partner key from the operating system's CSPRNG; its segment names the
-/// environment and the cell it was minted in (`domain::cells`).
+/// Draws a new partner key from the operating system's CSPRNG; its segment is `live` or
+/// `test`, then the cell it was minted in, if any (`domain::cells`).
 pub fn mint(is_sandbox: bool, cell: Option<&str>) -> MintedKey {
-    mint_with(PREFIX, &crate::domain::cells::key_segment(is_sandbox, cell))
+    let env = if is_sandbox { "test" } else { "live" };
+    mint_with(PREFIX, &format!("{env}{}", cell.unwrap_or_default()))
+}
+
+/// The segment of a presented partner key, or `None` when it cannot be one of ours.
+pub fn segment(raw: &str) -> Option<&str> {
+    split(raw)?;
+    let rest = raw.strip_prefix(PREFIX)?.strip_prefix('_')?;
+    Some(rest.split_once('_')?.0)
 }
 
 /// Draws a new key of any kind: `<prefix>_<segment>_<32 base64url characters>`.
