@@ -217,6 +217,25 @@ pub fn test_config() -> Config {
     config_for(run())
 }
 
+/// A new empty database on the production run's server: a direct connection for schema
+/// work, and the connection the service makes to it (through PgBouncer in the scaled mode).
+pub async fn scratch_database() -> (sea_orm::DatabaseConnection, api::store::Db) {
+    let base = std::env::var("WALLET_TEST_DATABASE_URL").expect("WALLET_TEST_DATABASE_URL");
+    let name = format!("wallet_iso_{}", Uuid::new_v4().simple());
+    let direct = create_database(&base, &name);
+    let (url, pooled_beside) = through_pooler(direct.clone(), &name);
+    let mut cfg = test_config();
+    point_at(&mut cfg, url, pooled_beside);
+    cfg.database_replica_url = None;
+    let served = api::store::connect(&cfg)
+        .await
+        .expect("the service's connection");
+    let direct = sea_orm::Database::connect(direct)
+        .await
+        .expect("a direct connection");
+    (direct, served)
+}
+
 pub struct TestApp {
     pub server: api::Server,
     pub client: reqwest::Client,

@@ -9,9 +9,7 @@ use migration::{
     MigratorTrait,
     partitions::{ALL, LEDGER_ENTRIES, OUTBOX, PAYMENTS, month_start, partition_name},
 };
-use sea_orm::{
-    ConnectionTrait, Database, DatabaseConnection, DbBackend, EntityTrait, QueryTrait, Statement,
-};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DbBackend, EntityTrait, QueryTrait, Statement};
 use tests::{Mode, TestApp, mode, shop::Shop};
 use uuid::Uuid;
 
@@ -190,13 +188,13 @@ async fn a_look_up_by_id_reads_one_partition_and_a_page_reads_them_newest_first(
     app.stop().await;
 }
 
-/// A scratch database of its own, migrated up to (not including) the partitioning.
-async fn before_partitioning() -> DatabaseConnection {
-    let base = std::env::var("WALLET_TEST_DATABASE_URL").expect("WALLET_TEST_DATABASE_URL");
-    let url = tests::create_database(&base, &format!("wallet_iso_{}", Uuid::new_v4().simple()));
-    let db = Database::connect(url).await.unwrap();
+/// A scratch database of its own, migrated up to (not including) the partitioning: a
+/// direct connection, and the service's (through PgBouncer in the scaled mode, where the
+/// upkeep's DETACH .. CONCURRENTLY must pass through it too).
+async fn before_partitioning() -> (DatabaseConnection, api::store::Db) {
+    let (db, served) = tests::scratch_database().await;
     migration::Migrator::up(&db, Some(19)).await.unwrap();
-    db
+    (db, served)
 }
 
 fn v7_at(t: DateTime<Utc>) -> Uuid {
@@ -239,7 +237,7 @@ async fn an_outbox_month_past_retention_goes_whole_once_every_row_is_relayed() {
     if !production() {
         return;
     }
-    let db = before_partitioning().await;
+    let (db, served) = before_partitioning().await;
     let now = Utc::now();
     let keep = Duration::days(31);
     // Rows from before partitioning: one relayed, one the relay has not sent yet.
@@ -261,12 +259,12 @@ async fn an_outbox_month_past_retention_goes_whole_once_every_row_is_relayed() {
 
     // That month has ended more than 31 days ago: it goes. The initial partition has too,
     // but holds a row the relay still owes: it stays.
-    let dropped = partitions::drop_outbox_before(&db, now, keep)
+    let dropped = partitions::drop_outbox_before(&served, now, keep)
         .await
         .unwrap();
     assert_eq!(dropped, 1);
     assert_eq!(outbox_count(&db).await, 3);
-    let names: Vec<String> = partitions::partitions_of(&db, "outbox")
+    let names: Vec<String> = partitions::partitions_of(&served, "outbox")
         .await
         .unwrap()
         .into_iter()
@@ -284,7 +282,7 @@ async fn an_outbox_month_past_retention_goes_whole_once_every_row_is_relayed() {
     .await
     .unwrap();
     assert_eq!(
-        partitions::drop_outbox_before(&db, now, keep)
+        partitions::drop_outbox_before(&served, now, keep)
             .await
             .unwrap(),
         2
@@ -298,7 +296,7 @@ async fn an_outbox_month_past_retention_goes_whole_once_every_row_is_relayed() {
     // A worker whose clock runs a year ahead drops nothing the database's clock still keeps.
     let ahead = now + Duration::days(365);
     assert_eq!(
-        partitions::drop_outbox_before(&db, ahead, keep)
+        partitions::drop_outbox_before(&served, ahead, keep)
             .await
             .unwrap(),
         0
@@ -324,7 +322,7 @@ async fn rows_from_before_partitioning_stay_where_they_are_and_ids_carry_on() {
     if !production() {
         return;
     }
-    let db = before_partitioning().await;
+    let (db, _) = before_partitioning().await;
     let before = outbox_row(&db, Utc::now() - Duration::days(3), true).await;
     let last_id = text(&db, "SELECT id::text AS v FROM outbox".into()).await;
     migration::Migrator::up(&db, None).await.unwrap();
