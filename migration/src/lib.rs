@@ -25,6 +25,7 @@ mod m20261127_000017_test_clock;
 mod m20261127_000018_ops_console;
 mod m20261128_000019_trace_origin;
 mod m20261128_000020_partitioned_history;
+mod m20261128_000021_wallet_payments_by_id;
 pub mod partitions;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
@@ -98,6 +99,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261127_000018_ops_console::Migration),
             Box::new(m20261128_000019_trace_origin::Migration),
             Box::new(m20261128_000020_partitioned_history::Migration),
+            Box::new(m20261128_000021_wallet_payments_by_id::Migration),
         ]
     }
 }

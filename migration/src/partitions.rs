@@ -157,6 +157,32 @@ async fn create<C: ConnectionTrait>(
     c.execute_unprepared(&sql).await.map(|_| ())
 }
 
+/// Names each partition's copy of an index after the parent's (`ix_payments_wallet_id_p202612`,
+/// `…_initial`), as `create` and `convert` do: for a migration that adds an index to a
+/// partitioned table, whose copies PostgreSQL names on its own. PostgreSQL only.
+pub async fn name_partition_indexes<C: ConnectionTrait>(c: &C, table: &str) -> Result<(), DbErr> {
+    for p in partitions_of(c, table).await? {
+        let name = &p.name;
+        let suffix = match &name[table.len()..] {
+            "_p_initial" => "_initial",
+            s => s,
+        };
+        let room = 63 - suffix.len();
+        c.execute_unprepared(&format!(
+            "DO $$ DECLARE r record; BEGIN \
+               FOR r IN SELECT c.relname AS child, p.relname AS parent FROM pg_inherits i \
+                 JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent \
+                 JOIN pg_index x ON x.indexrelid = c.oid WHERE x.indrelid = '{name}'::regclass \
+                   AND c.relname <> left(p.relname, {room}) || '{suffix}' LOOP \
+                 EXECUTE format('ALTER INDEX %I RENAME TO %I', r.child, \
+                   left(r.parent, {room}) || '{suffix}'); \
+               END LOOP; END $$"
+        ))
+        .await?;
+    }
+    Ok(())
+}
+
 /// One partition as the catalog describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Partition {

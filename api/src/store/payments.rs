@@ -409,11 +409,13 @@ pub async fn recent_of_wallet<C: ConnectionTrait>(
     recent_of_wallet_select(wallet_id, limit).all(c).await
 }
 
-/// `recent_of_wallet`'s query, served in order by `ix_payments_wallet_created`.
+/// `recent_of_wallet`'s query, served in order by `ix_payments_wallet_id` (UUIDv7 ids order
+/// by creation; on PostgreSQL the id is the partition key, so the newest partition is read
+/// first and the read stops at the limit).
 pub fn recent_of_wallet_select(wallet_id: Uuid, limit: u64) -> Select<payment::Entity> {
     payment::Entity::find()
         .filter(payment::Column::WalletId.eq(wallet_id))
-        .order_by_desc(payment::Column::CreatedAt)
+        .order_by_desc(payment::Column::Id)
         .limit(limit)
 }
 

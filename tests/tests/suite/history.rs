@@ -95,7 +95,7 @@ async fn look_ups_on_tables_that_only_grow_go_through_indexes() {
             store::disputes::reversals_select(&feed, None, 51).build(backend),
         ),
         (
-            "ix_payments_wallet_created",
+            "ix_payments_wallet_id",
             store::payments::recent_of_wallet_select(one, 1).build(backend),
         ),
         (
