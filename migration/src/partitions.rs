@@ -61,8 +61,8 @@ pub fn month_start(t: DateTime<Utc>, months: u32) -> DateTime<Utc> {
     .expect("the first of a month exists")
 }
 
-/// The smallest UUIDv7 of the millisecond `t`, as PostgreSQL text: every id taken at or
-/// after `t` sorts at or above it (PostgreSQL compares uuids byte by byte).
+/// The smallest UUIDv7 of the millisecond `t`: every id taken at or after `t` sorts at or
+/// above it (PostgreSQL compares uuids byte by byte, as `Uuid`'s `Ord` does).
 pub fn uuid_v7_floor(t: DateTime<Utc>) -> uuid::Uuid {
     let ms = u64::try_from(t.timestamp_millis()).unwrap_or(0) & 0xFFFF_FFFF_FFFF;
     let mut b = [0u8; 16];
@@ -105,11 +105,8 @@ pub async fn ensure<C: ConnectionTrait>(c: &C, now: DateTime<Utc>) -> Result<Vec
             {
                 continue;
             }
-            let from = match covered {
-                Some(c) if c > start => c,
-                _ => start,
-            };
-            create(c, p, &name, from, month_start(now, m + 1)).await?;
+            // The initial partition ends at a month's start: a month is its or wholly free.
+            create(c, p, &name, start, month_start(now, m + 1)).await?;
             created.push(name);
         }
     }
@@ -129,13 +126,9 @@ async fn create<C: ConnectionTrait>(
     let (lo, hi) = (uuid_v7_floor(from), uuid_v7_floor(to));
     let t = p.table;
     let k = p.key;
-    // Each of its indexes is named after the parent's it belongs to (`ix_payments_wallet_
-    // created_p202612`), so a query plan says which index served it.
-    let suffix = &name[t.len()..];
-    let room = 63 - suffix.len();
     // One statement, so it is one transaction through a transaction-mode pooler too.
     let sql = format!(
-        "DO $$ DECLARE r record; BEGIN \
+        "DO $$ BEGIN \
            PERFORM set_config('lock_timeout', '5s', true); \
            PERFORM pg_advisory_xact_lock(hashtext('wallet partitions {t}')); \
            IF NOT EXISTS (SELECT 1 FROM pg_class WHERE relname = '{name}' \
@@ -145,42 +138,47 @@ async fn create<C: ConnectionTrait>(
                CHECK ({k} IS NOT NULL AND {k} >= '{lo}' AND {k} < '{hi}'); \
              ALTER TABLE {t} ATTACH PARTITION {name} FOR VALUES FROM ('{lo}') TO ('{hi}'); \
              ALTER TABLE {name} DROP CONSTRAINT {name}_bounds; \
-             FOR r IN SELECT c.relname AS child, p.relname AS parent FROM pg_inherits i \
-               JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent \
-               JOIN pg_index x ON x.indexrelid = c.oid WHERE x.indrelid = '{name}'::regclass LOOP \
-               EXECUTE format('ALTER INDEX %I RENAME TO %I', r.child, \
-                 left(r.parent, {room}) || '{suffix}'); \
-             END LOOP; \
            END IF; \
          END $$"
     );
-    c.execute_unprepared(&sql).await.map(|_| ())
+    c.execute_unprepared(&sql).await?;
+    name_indexes_of(c, t, name).await
 }
 
 /// Names each partition's copy of an index after the parent's (`ix_payments_wallet_id_p202612`,
-/// `…_initial`), as `create` and `convert` do: for a migration that adds an index to a
-/// partitioned table, whose copies PostgreSQL names on its own. PostgreSQL only.
+/// `…_initial`), so a query plan says which index served it: for a migration that adds an
+/// index to a partitioned table, whose copies PostgreSQL names on its own. PostgreSQL only.
 pub async fn name_partition_indexes<C: ConnectionTrait>(c: &C, table: &str) -> Result<(), DbErr> {
     for p in partitions_of(c, table).await? {
-        let name = &p.name;
-        let suffix = match &name[table.len()..] {
-            "_p_initial" => "_initial",
-            s => s,
-        };
-        let room = 63 - suffix.len();
-        c.execute_unprepared(&format!(
-            "DO $$ DECLARE r record; BEGIN \
-               FOR r IN SELECT c.relname AS child, p.relname AS parent FROM pg_inherits i \
-                 JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent \
-                 JOIN pg_index x ON x.indexrelid = c.oid WHERE x.indrelid = '{name}'::regclass \
-                   AND c.relname <> left(p.relname, {room}) || '{suffix}' LOOP \
-                 EXECUTE format('ALTER INDEX %I RENAME TO %I', r.child, \
-                   left(r.parent, {room}) || '{suffix}'); \
-               END LOOP; END $$"
-        ))
-        .await?;
+        name_indexes_of(c, table, &p.name).await?;
     }
     Ok(())
+}
+
+/// Renames the indexes of `table`'s partition `partition` that do not yet carry their
+/// parent index's name and the partition's suffix (`_p202612`, `_initial`).
+async fn name_indexes_of<C: ConnectionTrait>(
+    c: &C,
+    table: &str,
+    partition: &str,
+) -> Result<(), DbErr> {
+    let suffix = match &partition[table.len()..] {
+        "_p_initial" => "_initial",
+        s => s,
+    };
+    let room = 63 - suffix.len();
+    c.execute_unprepared(&format!(
+        "DO $$ DECLARE r record; BEGIN \
+           FOR r IN SELECT c.relname AS child, p.relname AS parent FROM pg_inherits i \
+             JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent \
+             JOIN pg_index x ON x.indexrelid = c.oid WHERE x.indrelid = '{partition}'::regclass \
+               AND c.relname <> left(p.relname, {room}) || '{suffix}' LOOP \
+             EXECUTE format('ALTER INDEX %I RENAME TO %I', r.child, \
+               left(r.parent, {room}) || '{suffix}'); \
+           END LOOP; END $$"
+    ))
+    .await
+    .map(|_| ())
 }
 
 /// One partition as the catalog describes it.

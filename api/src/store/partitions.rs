@@ -103,18 +103,16 @@ pub async fn months_ahead<C: ConnectionTrait>(
     }
     let mut least = None;
     for p in partitions::ALL {
-        let found = partitions_of(c, p.table).await?;
-        let mut ahead = 0;
-        while ahead <= MONTHS_AHEAD
-            && found.iter().any(|f| {
-                f.upper
-                    .is_some_and(|u| u >= partitions::month_start(now, ahead + 1))
-            })
-        {
-            ahead += 1;
-        }
-        // Counted from the current month: 1 means only this month is covered.
-        let ahead = ahead.saturating_sub(1);
+        // The months are contiguous: the furthest upper bound says how far they reach.
+        let reach = partitions_of(c, p.table)
+            .await?
+            .into_iter()
+            .filter_map(|f| f.upper)
+            .max();
+        // Month m after the current one is covered when the reach passes its end.
+        let ahead = (1..=MONTHS_AHEAD + 1)
+            .take_while(|m| reach.is_some_and(|r| r >= partitions::month_start(now, m + 1)))
+            .count() as u32;
         least = Some(least.map_or(ahead, |l: u32| l.min(ahead)));
     }
     Ok(least)
