@@ -23,6 +23,25 @@ pub enum Mode {
     Production,
 }
 
+/// Which of the service's binaries is running: each has a metrics port of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServiceProcess {
+    /// `wallet-api serve` (in embedded mode it runs the jobs too).
+    Api,
+    /// `wallet-worker run`.
+    Worker,
+}
+
+impl ServiceProcess {
+    /// The metrics listener when `WALLET_METRICS_LISTEN_ADDR` is unset.
+    pub fn default_metrics_addr(self) -> &'static str {
+        match self {
+            ServiceProcess::Api => "127.0.0.1:9091",
+            ServiceProcess::Worker => "127.0.0.1:9092",
+        }
+    }
+}
+
 /// A connection pooler between the service and PostgreSQL.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -79,9 +98,12 @@ pub struct Config {
     /// `standalone` (the default) or `cluster` (Redis Cluster).
     pub redis_mode: RedisMode,
     pub listen_addr: String,
-    /// Where either process serves `/metrics` (and the worker its `/health`), apart from the
-    /// public API listener.
-    pub metrics_listen_addr: String,
+    /// Where this process serves `/metrics` (and the worker its `/health`), apart from the
+    /// public API listener. Unset: each binary has its own default
+    /// (`ServiceProcess::default_metrics_addr`), so an API and a worker on one host do not
+    /// contend for one port, and a second process of the same binary falls back to a free
+    /// port, logged.
+    pub metrics_listen_addr: Option<String>,
     /// Where embedded mode keeps its SQLite files and generated secrets.
     pub data_dir: PathBuf,
     /// HS256 secret that signs terminal JWTs (at least 32 bytes). Required in production.
@@ -186,6 +208,14 @@ pub struct Config {
     pub sms_provider_timeout_ms: u64,
     /// How long an operations console session lasts after login.
     pub ops_session_secs: u64,
+    /// Failed operator sign-ins (console or `x-operator-key`) one client address may make
+    /// per `ops_sign_in_window_secs` before it is refused with 429 until the window ends.
+    pub ops_sign_in_failures_per_client: u64,
+    /// Failed sign-ins with one operator key prefix, from any address, per window (a key
+    /// that signed in within the last day is exempt from its prefix's lock).
+    pub ops_sign_in_failures_per_prefix: u64,
+    /// The window failed operator sign-ins are counted in.
+    pub ops_sign_in_window_secs: u64,
     /// How often the retention jobs run (finished jobs, relayed outbox events past the
     /// events API's 30 days, expired idempotency records, OTP sessions and QR nonces,
     /// webhook deliveries and attempts, sandbox messages).
@@ -213,7 +243,7 @@ impl Default for Config {
             redis_url: None,
             redis_mode: RedisMode::Standalone,
             listen_addr: "127.0.0.1:8080".into(),
-            metrics_listen_addr: "127.0.0.1:9091".into(),
+            metrics_listen_addr: None,
             data_dir: PathBuf::from("wallet-data"),
             jwt_secret: None,
             jwt_kid: "k1".into(),
@@ -264,6 +294,9 @@ impl Default for Config {
             sms_provider_token: None,
             sms_provider_timeout_ms: 5_000,
             ops_session_secs: 30 * 60,
+            ops_sign_in_failures_per_client: 10,
+            ops_sign_in_failures_per_prefix: 5,
+            ops_sign_in_window_secs: 15 * 60,
             retention_interval_secs: 300,
             retention_batch_rows: 1_000,
             retention_jobs_days: 7,

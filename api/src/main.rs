@@ -67,6 +67,23 @@ enum OperatorCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Disable an operator: its key stops at once and every console session it had ends.
+    Disable(OperatorStatusArgs),
+    /// Enable a disabled operator again. Sessions from before stay ended: it signs in anew.
+    Enable(OperatorStatusArgs),
+}
+
+#[derive(clap::Args)]
+struct OperatorStatusArgs {
+    /// The operator's id (`operator_id`, as `operator create` printed it).
+    #[arg(long)]
+    id: uuid::Uuid,
+    /// Why (kept in the audit log). Required.
+    #[arg(long)]
+    reason: String,
+    /// Print the result as one JSON object.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -103,6 +120,24 @@ fn print(v: &impl serde::Serialize, json: bool) -> Result<(), Failure> {
         api::infra::stdout::line(&api::cli::table::facts(&v))?;
     }
     Ok(())
+}
+
+async fn set_operator_status(
+    config: &api::config::Config,
+    a: OperatorStatusArgs,
+    active: bool,
+) -> Result<(), Failure> {
+    let db = api::cli::service_database(config).await?;
+    let changed = api::domain::operators::sessions::set_status(
+        &db,
+        &api::cli::actor(),
+        a.id,
+        active,
+        &a.reason,
+    )
+    .await;
+    api::store::close(&db).await;
+    print(&changed?, a.json)
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
@@ -167,10 +202,16 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             api::store::close(&db).await;
             Ok(())
         }
+        Command::Operator {
+            command: OperatorCommand::Disable(a),
+        } => set_operator_status(&config, a, false).await,
+        Command::Operator {
+            command: OperatorCommand::Enable(a),
+        } => set_operator_status(&config, a, true).await,
         Command::Ledger {
             command: LedgerCommand::Check { merchant, json },
         } => {
-            let db = api::store::connect(&config).await?;
+            let db = api::cli::service_database(&config).await?;
             let report =
                 api::domain::operators::check_ledger(&db, &api::cli::actor(), merchant).await;
             api::store::close(&db).await;

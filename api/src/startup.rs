@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tokio::{sync::oneshot, task::JoinHandle};
 
 use crate::{
-    config::{Config, Mode},
+    config::{Config, Mode, ServiceProcess},
     domain::credentials::jwt::JwtKeys,
     http,
     infra::crypto::Sealer,
@@ -227,7 +227,15 @@ pub async fn serve_endpoint<E: poem::Endpoint + 'static>(
     ep: E,
     addr: &str,
 ) -> anyhow::Result<Listener> {
-    let (addr, shutdown, server) = spawn_server(ep, addr).await?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    listening(ep, listener)
+}
+
+fn listening<E: poem::Endpoint + 'static>(
+    ep: E,
+    listener: tokio::net::TcpListener,
+) -> anyhow::Result<Listener> {
+    let (addr, shutdown, server) = spawn_server(ep, listener)?;
     Ok(Listener {
         addr,
         shutdown,
@@ -242,8 +250,10 @@ type Spawned = (
     JoinHandle<std::io::Result<()>>,
 );
 
-async fn spawn_server<E: poem::Endpoint + 'static>(app: E, addr: &str) -> anyhow::Result<Spawned> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+fn spawn_server<E: poem::Endpoint + 'static>(
+    app: E,
+    listener: tokio::net::TcpListener,
+) -> anyhow::Result<Spawned> {
     let local = listener.local_addr()?;
     let acceptor = TcpAcceptor::from_tokio(listener)?;
     let (tx, rx) = oneshot::channel::<()>();
@@ -261,11 +271,28 @@ async fn spawn_server<E: poem::Endpoint + 'static>(app: E, addr: &str) -> anyhow
     Ok((local, tx, server))
 }
 
+/// Binds `addr`, the value of the setting `var`; a failure names the setting to change, so
+/// whoever started a second process on the host knows what to do.
+async fn bind(addr: &str, var: &str) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        let why = if e.kind() == std::io::ErrorKind::AddrInUse {
+            "another process holds it (another wallet-api or wallet-worker on this host?)"
+        } else {
+            "it cannot be bound here"
+        };
+        anyhow::anyhow!(
+            "cannot listen on {addr} ({var}): {e}: {why}. Set {var} to a free address \
+             (port 0 picks one and the address is logged)"
+        )
+    })
+}
+
 /// Serves `state` on `addr` (port 0 picks a free port) and its metrics on
 /// `WALLET_METRICS_LISTEN_ADDR`; runs the job workers in this process when `run_workers`.
 pub async fn serve(state: AppState, addr: &str, run_workers: bool) -> anyhow::Result<Server> {
-    let metrics = serve_metrics(&state).await?;
-    let (local, tx, server) = spawn_server(http::routes(state.clone()), addr).await?;
+    let listener = bind(addr, "WALLET_LISTEN_ADDR").await?;
+    let metrics = serve_metrics(&state, ServiceProcess::Api).await?;
+    let (local, tx, server) = spawn_server(http::routes(state.clone()), listener)?;
     let jobs = if run_workers {
         Some(Runtime::start(state.clone())?)
     } else {
@@ -284,11 +311,33 @@ pub async fn serve(state: AppState, addr: &str, run_workers: bool) -> anyhow::Re
 
 /// The metrics listener of either process (`http::metrics_routes`), and the sampler of the
 /// gauges every process has (its database pool, its subsystems), which lives as long as it.
-pub async fn serve_metrics(state: &AppState) -> anyhow::Result<Listener> {
-    let addr = state.config.metrics_listen_addr.clone();
-    let listener = serve_endpoint(http::metrics_routes(state.clone()), &addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("WALLET_METRICS_LISTEN_ADDR {addr}: {e}"))?;
+///
+/// `WALLET_METRICS_LISTEN_ADDR` when set, and a refusal naming it when that address cannot
+/// be bound. Unset, the process's own default; when another process already holds that
+/// (a second server on a developer's machine), a free port instead, logged, rather than a
+/// process that will not start for the sake of its metrics.
+pub async fn serve_metrics(state: &AppState, process: ServiceProcess) -> anyhow::Result<Listener> {
+    const VAR: &str = "WALLET_METRICS_LISTEN_ADDR";
+    let listener = match &state.config.metrics_listen_addr {
+        Some(addr) => bind(addr, VAR).await?,
+        None => {
+            let default = process.default_metrics_addr();
+            match tokio::net::TcpListener::bind(default).await {
+                Ok(l) => l,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                    let l = bind("127.0.0.1:0", VAR).await?;
+                    tracing::warn!(
+                        metrics = %l.local_addr()?,
+                        default,
+                        "the default metrics address is in use (another process on this host); serving metrics on a free port instead: set {VAR} to choose one"
+                    );
+                    l
+                }
+                Err(_) => bind(default, VAR).await?,
+            }
+        }
+    };
+    let listener = listening(http::metrics_routes(state.clone()), listener)?;
     let sampler = tokio::spawn(state.clone().sample_process_gauges());
     Ok(Listener {
         sampler: Some(sampler),

@@ -499,3 +499,20 @@ fn a_closed_pipe_ends_the_command_quietly() {
     assert!(out.status.success(), "exit {:?}", out.status);
     assert_eq!(String::from_utf8_lossy(&out.stderr), "");
 }
+
+/// `ledger check` where no service runs names the database it looked for and the settings,
+/// and creates nothing.
+#[test]
+fn ledger_check_without_the_services_database_says_where_it_looked() {
+    let (out, dir) =
+        tests::procs::run_in_empty_dir(env!("CARGO_BIN_EXE_wallet-api"), &["ledger", "check"], &[]);
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("wallet-data/wallet.db") && said.contains("WALLET_DATABASE_URL"),
+        "{said}"
+    );
+    assert!(!said.contains("no such table"), "{said}");
+    assert!(!dir.join("wallet-data").exists());
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -38,32 +38,19 @@ async fn one_trace_runs_from_the_request_through_the_worker_to_the_webhook_recei
     std::fs::create_dir_all(&dir).unwrap();
     let port = free_port();
     let production = mode() == Mode::Production;
-    let mut env: Vec<(String, String)> = vec![
-        ("WALLET_DATABASE_URL", cfg.database_url.clone().unwrap()),
-        ("WALLET_DATA_DIR", cfg.data_dir.display().to_string()),
-        (
-            "WALLET_JWT_SECRET",
-            cfg.jwt_secret.as_ref().unwrap().expose().to_string(),
-        ),
-        (
-            "WALLET_SECRET_KEY",
-            cfg.secret_key.as_ref().unwrap().expose().to_string(),
-        ),
-        ("WALLET_REDIS_PREFIX", cfg.redis_prefix.clone()),
-        ("WALLET_LOG_FORMAT", "json".to_string()),
-        ("WALLET_METRICS_LISTEN_ADDR", "127.0.0.1:0".to_string()),
-        ("WALLET_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true".to_string()),
-        ("WALLET_OUTBOX_POLL_MS", "50".to_string()),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.clone()),
-        // Export within a tenth of a second: the processes are killed at the end.
-        ("OTEL_BSP_SCHEDULE_DELAY", "100".to_string()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    if let Some(redis) = &cfg.redis_url {
-        env.push(("WALLET_REDIS_URL".into(), redis.clone()));
-    }
+    let mut env = tests::procs::service_env(&cfg);
+    env.extend(
+        [
+            ("WALLET_LOG_FORMAT", "json"),
+            ("WALLET_METRICS_LISTEN_ADDR", "127.0.0.1:0"),
+            ("WALLET_WEBHOOK_ALLOW_PRIVATE_TARGETS", "true"),
+            ("WALLET_OUTBOX_POLL_MS", "50"),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint.as_str()),
+            // Export within a tenth of a second: the processes are killed at the end.
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     let mut api_env = env.clone();
     api_env.push(("WALLET_LISTEN_ADDR".into(), format!("127.0.0.1:{port}")));
     api_env.push(("WALLET_RUN_WORKERS".into(), (!production).to_string()));
@@ -121,20 +108,43 @@ async fn one_trace_runs_from_the_request_through_the_worker_to_the_webhook_recei
         (has("wallet-api", "POST /v1/payments")
             && has("wallet-api", "transaction")
             && has(jobs_service, "outbox_relay")
+            && has(jobs_service, "job webhook_batch")
             && has(jobs_service, "webhook delivery"))
         .then_some(t)
     })
     .await;
-    let server = trace
-        .iter()
-        .find(|s| s.name == "POST /v1/payments")
-        .unwrap();
+    // Every link of the chain under the one trace, each the child of the one before:
+    // caller → request → transaction → relay → batch job → delivery.
+    let one = |name: &str| {
+        let found: Vec<_> = trace.iter().filter(|s| s.name == name).collect();
+        assert!(!found.is_empty(), "{name} in {trace:#?}");
+        found
+    };
+    let server = one("POST /v1/payments")[0];
     assert_eq!(
         server.parent_span_id, CALLER_SPAN,
         "the server span's parent is the caller's"
     );
     assert!(returned.contains(&server.span_id));
-    let delivery = trace.iter().find(|s| s.name == "webhook delivery").unwrap();
+    let transaction = one("transaction")[0];
+    assert_eq!(transaction.parent_span_id, server.span_id, "{trace:#?}");
+    let relays = one("outbox_relay");
+    for relay in &relays {
+        assert_eq!(
+            relay.parent_span_id, transaction.span_id,
+            "the relay continues from the transaction that wrote the row: {trace:#?}"
+        );
+    }
+    let job = one("job webhook_batch")[0];
+    assert!(
+        relays.iter().any(|r| r.span_id == job.parent_span_id),
+        "the batch job continues from the relay that queued it: {trace:#?}"
+    );
+    let delivery = one("webhook delivery")[0];
+    assert_eq!(
+        delivery.parent_span_id, job.span_id,
+        "the delivery is the batch job's: {trace:#?}"
+    );
     assert!(
         sent.contains(&delivery.span_id),
         "the receiver's parent is the delivery span"

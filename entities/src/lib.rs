@@ -18,6 +18,7 @@ pub mod ledger_posting;
 pub mod offer;
 pub mod operator;
 pub mod operator_audit;
+pub mod operator_session;
 pub mod otp_session;
 pub mod outbox;
 pub mod payment;

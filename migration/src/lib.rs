@@ -26,6 +26,7 @@ mod m20261127_000018_ops_console;
 mod m20261128_000019_trace_origin;
 mod m20261128_000020_partitioned_history;
 mod m20261128_000021_wallet_payments_by_id;
+mod m20261128_000022_operator_sessions;
 pub mod partitions;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
@@ -100,6 +101,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000019_trace_origin::Migration),
             Box::new(m20261128_000020_partitioned_history::Migration),
             Box::new(m20261128_000021_wallet_payments_by_id::Migration),
+            Box::new(m20261128_000022_operator_sessions::Migration),
         ]
     }
 }

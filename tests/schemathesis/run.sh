@@ -36,6 +36,9 @@ PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); pr
 export WALLET_DATA_DIR=$WORK/data WALLET_LISTEN_ADDR=127.0.0.1:$PORT
 # Generated requests arrive far faster than a till's: the limits are not under test here.
 export WALLET_RATE_LIMIT=1000000 WALLET_RATE_LIMIT_SANDBOX=1000000
+# Its authentication checks call every operator route with made-up keys from one address:
+# the failed sign-in budget is not under test here either (suite::console_sign_in is).
+export WALLET_OPS_SIGN_IN_FAILURES_PER_CLIENT=1000000 WALLET_OPS_SIGN_IN_FAILURES_PER_PREFIX=1000000
 # The cheapest bcrypt cost the service accepts, as the suite's own services use: operator calls
 # verify their key with bcrypt every time (no cache), and those are many here.
 export WALLET_BCRYPT_COST=10

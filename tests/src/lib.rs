@@ -178,7 +178,7 @@ fn config_for(run: &Run) -> Config {
             _ => api::config::RedisMode::Standalone,
         },
         listen_addr: "127.0.0.1:0".into(),
-        metrics_listen_addr: "127.0.0.1:0".into(),
+        metrics_listen_addr: Some("127.0.0.1:0".into()),
         data_dir: run.data_dir.clone(),
         jwt_secret: Some(api::infra::secret::Secret::new(
             "test-jwt-secret-0123456789abcdefghijklmnop",
@@ -206,6 +206,11 @@ fn config_for(run: &Run) -> Config {
         max_inflight_requests: 64,
         max_queued_requests: 64,
         log_format: Some("pretty".into()),
+        // Every test reaches the service from 127.0.0.1 and many try wrong operator keys on
+        // purpose; the sign-in budget has tests of its own (`suite::console_sign_in`), from
+        // addresses of their own.
+        ops_sign_in_failures_per_client: 1_000_000,
+        ops_sign_in_failures_per_prefix: 1_000_000,
         ..Config::default()
     };
     point_at(&mut cfg, run.database_url.clone(), run.direct_url.clone());
@@ -373,37 +378,10 @@ impl TestApp {
 /// database, and Redis in production mode.
 pub fn against_this_run(mut cmd: std::process::Command) -> std::process::Command {
     let cfg = test_config();
-    cmd.env(
-        "WALLET_DATABASE_URL",
-        cfg.database_url.as_deref().unwrap_or_default(),
-    )
-    .env("WALLET_DATA_DIR", &cfg.data_dir)
-    .env(
-        "WALLET_JWT_SECRET",
-        cfg.jwt_secret
-            .as_ref()
-            .map(|s| s.expose())
-            .unwrap_or_default(),
-    )
-    .env(
-        "WALLET_SECRET_KEY",
-        cfg.secret_key
-            .as_ref()
-            .map(|s| s.expose())
-            .unwrap_or_default(),
-    )
-    .env(
-        "WALLET_REDIS_MODE",
-        match cfg.redis_mode {
-            api::config::RedisMode::Cluster => "cluster",
-            api::config::RedisMode::Standalone => "standalone",
-        },
-    )
-    .env(
-        "WALLET_REDIS_URL",
-        cfg.redis_url
-            .unwrap_or_else(|| "redis://127.0.0.1:6379".into()),
-    );
+    cmd.envs(procs::service_env(&cfg));
+    if cfg.redis_url.is_none() {
+        cmd.env("WALLET_REDIS_URL", "redis://127.0.0.1:6379");
+    }
     cmd
 }
 

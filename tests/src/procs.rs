@@ -171,3 +171,85 @@ pub fn wait_for_port(port: u16, within: Duration) {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The environment that points a `wallet-api` or `wallet-worker` process at this test run's
+/// database, Redis and secrets; no listener is named (the caller adds `WALLET_LISTEN_ADDR`
+/// and `WALLET_METRICS_LISTEN_ADDR` where it wants them).
+pub fn service_env(cfg: &api::config::Config) -> Vec<(String, String)> {
+    let mut env = vec![
+        (
+            "WALLET_DATABASE_URL",
+            cfg.database_url.clone().expect("a database URL"),
+        ),
+        ("WALLET_DATA_DIR", cfg.data_dir.display().to_string()),
+        (
+            "WALLET_JWT_SECRET",
+            cfg.jwt_secret
+                .as_ref()
+                .expect("a JWT secret")
+                .expose()
+                .to_string(),
+        ),
+        (
+            "WALLET_SECRET_KEY",
+            cfg.secret_key
+                .as_ref()
+                .expect("a sealing key")
+                .expose()
+                .to_string(),
+        ),
+        ("WALLET_REDIS_PREFIX", cfg.redis_prefix.clone()),
+    ];
+    if let Some(redis) = &cfg.redis_url {
+        env.push(("WALLET_REDIS_URL", redis.clone()));
+        if cfg.redis_mode == api::config::RedisMode::Cluster {
+            env.push(("WALLET_REDIS_MODE", "cluster".to_string()));
+        }
+    }
+    if let Some(direct) = &cfg.database_direct_url {
+        env.push(("WALLET_DATABASE_POOLER", "transaction".to_string()));
+        env.push(("WALLET_DATABASE_DIRECT_URL", direct.clone()));
+    }
+    env.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// Runs `binary args` as an operator would in a fresh directory: no `WALLET_*` variable
+/// but `env`, the directory its working directory. Returns its output and the directory.
+pub fn run_in_empty_dir(
+    binary: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (std::process::Output, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("wallet-cli-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let out = Command::new(binary)
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(env.iter().copied())
+        .current_dir(&dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("the command runs");
+    (out, dir)
+}
+
+/// A database the service never migrated, for commands that must say so: an empty SQLite
+/// file in embedded mode, an empty PostgreSQL database in production mode.
+pub fn unmigrated_database_url() -> String {
+    match crate::mode() {
+        crate::Mode::Embedded => {
+            let file = std::env::temp_dir().join(format!(
+                "wallet-unmigrated-{}.db",
+                uuid::Uuid::new_v4().simple()
+            ));
+            std::fs::File::create(&file).expect("an empty SQLite file");
+            format!("sqlite://{}", file.display())
+        }
+        crate::Mode::Production => {
+            let base = std::env::var("WALLET_TEST_DATABASE_URL").expect("WALLET_TEST_DATABASE_URL");
+            let name = format!("wallet_iso_{}", uuid::Uuid::new_v4().simple());
+            crate::create_database(&base, &name)
+        }
+    }
+}

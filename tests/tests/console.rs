@@ -190,6 +190,7 @@ async fn a_partner_key_a_form_without_its_token_and_an_expired_session_are_refus
     let expired = api::console::mint_session(
         &app.server.state.sealer,
         op.operator_id,
+        Uuid::now_v7(),
         Utc::now() - chrono::Duration::seconds(1),
     );
     b.client.delete_all_cookies().await.unwrap();

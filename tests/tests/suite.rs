@@ -3,6 +3,7 @@ mod suite {
     pub mod architecture;
     pub mod cells;
     pub mod clients;
+    pub mod console_sign_in;
     pub mod contract;
     pub mod customers;
     pub mod disputes;
@@ -28,6 +29,7 @@ mod suite {
     pub mod pooler;
     pub mod quickstart;
     pub mod redis_cluster;
+    pub mod refusals;
     pub mod replica;
     pub mod retention;
     pub mod retries;

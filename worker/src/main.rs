@@ -40,7 +40,7 @@ async fn main() -> std::process::ExitCode {
 
 async fn dlq(command: api::cli::dlq::Dlq) -> Result<(), api::cli::Failure> {
     let config = api::config::Config::load()?;
-    let db = api::store::connect(&config).await?;
+    let db = api::cli::service_database(&config).await?;
     let done = api::cli::dlq::run(&db, command).await;
     api::store::close(&db).await;
     done
@@ -55,7 +55,7 @@ async fn run() -> anyhow::Result<()> {
     }
     let state = api::build_state(config).await?;
     let runtime = api::jobs::Runtime::start(state.clone())?;
-    let probe = api::serve_metrics(&state).await?;
+    let probe = api::serve_metrics(&state, api::config::ServiceProcess::Worker).await?;
     tracing::info!(metrics = %probe.addr, "wallet-worker running");
     wait_for_signal().await;
     tracing::info!("wallet-worker stopping: finishing running jobs");

@@ -330,3 +330,45 @@ async fn a_bulk_action_that_fails_for_some_letters_does_the_rest_and_exits_3() {
         "dead"
     );
 }
+
+/// In a directory where no service runs, the commands say which database they looked for
+/// and what to set, in an operator's words (no HTTP advice), and leave no file behind; on a
+/// database that was never migrated they say to migrate it.
+#[tokio::test]
+async fn without_the_services_database_the_commands_say_where_they_looked_and_what_to_set() {
+    let bin = env!("CARGO_BIN_EXE_wallet-worker");
+    for args in [
+        &["dlq", "list"][..],
+        &["dlq", "replay", "--all", "--dry-run", "--reason", "x"][..],
+    ] {
+        let (out, dir) = tests::procs::run_in_empty_dir(bin, args, &[]);
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {said}");
+        assert!(
+            said.contains("wallet-data/wallet.db")
+                && said.contains("WALLET_DATABASE_URL")
+                && said.contains("WALLET_DATA_DIR"),
+            "{args:?}: {said}"
+        );
+        for http_words in ["Idempotency-Key", "no such table", "Internal error"] {
+            assert!(!said.contains(http_words), "{args:?}: {said}");
+        }
+        assert!(!dir.join("wallet-data").exists(), "nothing is created");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    // This run's settings but for the database.
+    let url = tests::procs::unmigrated_database_url();
+    let mut env = tests::procs::service_env(&tests::test_config());
+    env.retain(|(k, _)| !k.starts_with("WALLET_DATABASE_"));
+    env.push(("WALLET_DATABASE_URL".into(), url));
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let (out, dir) = tests::procs::run_in_empty_dir(bin, &["dlq", "list"], &env);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("never migrated") && said.contains("wallet-api migrate"),
+        "{said}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

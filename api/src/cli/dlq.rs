@@ -309,9 +309,14 @@ async fn act(db: &Db, action: Action, a: BulkArgs) -> Result<(), Failure> {
     let mut rows: Vec<Vec<String>> = vec![];
     let mut printed: std::io::Result<()> = Ok(());
     let mut each = |s: Step<'_>| {
-        let (outcome, error) = match s.outcome(action) {
-            None => (format!("would {verb}"), None),
-            Some((word, error)) => (word.to_string(), error),
+        let (outcome, error) = match (s.outcome(action), s.result) {
+            (None, _) => (format!("would {verb}"), None),
+            // The operator's words for a failure, not the HTTP caller's.
+            (Some((word, _)), Some(Err(e))) => (
+                word.to_string(),
+                Some(super::Failure::of(e).message().to_string()),
+            ),
+            (Some((word, error)), _) => (word.to_string(), error),
         };
         if a.json {
             let mut v = json!({"id": s.letter.id, "queue": s.letter.queue, "outcome": outcome});

@@ -10,7 +10,13 @@ pub mod table;
 
 use std::process::ExitCode;
 
-use crate::error::{ApiError, ErrorCode};
+use migration::MigratorTrait;
+
+use crate::{
+    config::Config,
+    error::{ApiError, ErrorCode},
+    store::{self, Db},
+};
 
 /// How the audit log names the shell user who ran a command.
 pub fn actor() -> String {
@@ -47,8 +53,93 @@ impl Failure {
     }
 }
 
+/// The database of the service this command acts on (its dead letters, its ledger). Never
+/// made here: in a directory with no embedded database the command says where it looked
+/// and what to set, rather than creating an empty file and failing on a missing table; a
+/// database that was never migrated, or is behind this binary, says so too.
+pub async fn service_database(config: &Config) -> Result<Db, Failure> {
+    let url = config.effective_database_url();
+    if let Some(file) = sqlite_file(&url)
+        && !std::path::Path::new(&file).exists()
+    {
+        let looked = if config.database_url.is_some() {
+            "WALLET_DATABASE_URL names it".to_string()
+        } else {
+            format!(
+                "with WALLET_DATABASE_URL unset, commands read the embedded service's file in \
+                 WALLET_DATA_DIR ({})",
+                config.data_dir.display()
+            )
+        };
+        return Err(Failure::Error(format!(
+            "no database at {file} ({looked}). Run the command in the directory the service \
+             runs in, or set WALLET_DATABASE_URL (or WALLET_DATA_DIR) to the service's database"
+        )));
+    }
+    let db = store::connect(config).await?;
+    let described = store::db::describe_database(&url);
+    let pending = migration::Migrator::get_pending_migrations(db.connection())
+        .await
+        .map_err(|e| {
+            Failure::Error(format!(
+                "reading the schema of {described}: {}",
+                explain(&e.to_string())
+            ))
+        })?;
+    let applied = migration::Migrator::get_applied_migrations(db.connection())
+        .await
+        .map(|a| a.len())
+        .unwrap_or(0);
+    if !pending.is_empty() {
+        store::close(&db).await;
+        let what = if applied == 0 {
+            "has no wallet schema (it was never migrated)".to_string()
+        } else {
+            format!("is {} migrations behind this binary", pending.len())
+        };
+        return Err(Failure::Error(format!(
+            "{described} {what}: run `wallet-api migrate` with the same settings, or point \
+             WALLET_DATABASE_URL at the service's database"
+        )));
+    }
+    Ok(db)
+}
+
+fn sqlite_file(url: &str) -> Option<String> {
+    let path = url.strip_prefix("sqlite:")?.trim_start_matches("//");
+    Some(path.split('?').next().unwrap_or(path).to_string())
+}
+
+/// A cause, with what to set where the store recognises it (`store::errors::hint`).
+fn explain(cause: &str) -> String {
+    match store::errors::hint(cause) {
+        Some(h) => format!("{cause} ({h})"),
+        None => cause.to_string(),
+    }
+}
+
 impl From<ApiError> for Failure {
     fn from(e: ApiError) -> Self {
+        Failure::of(&e)
+    }
+}
+
+impl Failure {
+    /// `e` in an operator's words.
+    pub fn of(e: &ApiError) -> Failure {
+        // An operator at a shell reads the cause; "retry with the same Idempotency-Key" is
+        // the HTTP caller's advice, not theirs.
+        match e {
+            ApiError::Internal(cause) => return Failure::Error(explain(cause)),
+            ApiError::Unavailable { subsystem, cause } => {
+                return Failure::Error(format!(
+                    "the {} did not answer: {}",
+                    subsystem.as_str(),
+                    explain(cause)
+                ));
+            }
+            ApiError::Coded { .. } => {}
+        }
         let body = e.to_body();
         let message = body["message"].as_str().unwrap_or("failed").to_string();
         if e.code() != ErrorCode::ValidationError {
@@ -69,7 +160,7 @@ impl From<ApiError> for Failure {
 
 impl From<anyhow::Error> for Failure {
     fn from(e: anyhow::Error) -> Self {
-        Failure::Error(format!("{e:#}"))
+        Failure::Error(explain(&format!("{e:#}")))
     }
 }
 
@@ -90,7 +181,7 @@ impl From<crate::domain::tenancy::TenantError> for Failure {
 
 impl From<sea_orm::DbErr> for Failure {
     fn from(e: sea_orm::DbErr) -> Self {
-        Failure::Error(e.to_string())
+        Failure::Error(explain(&e.to_string()))
     }
 }
 

@@ -111,9 +111,10 @@ impl Config {
         self.listen_addr
             .parse::<SocketAddr>()
             .map_err(|e| invalid("WALLET_LISTEN_ADDR", e.to_string()))?;
-        self.metrics_listen_addr
-            .parse::<SocketAddr>()
-            .map_err(|e| invalid("WALLET_METRICS_LISTEN_ADDR", e.to_string()))?;
+        if let Some(addr) = &self.metrics_listen_addr {
+            addr.parse::<SocketAddr>()
+                .map_err(|e| invalid("WALLET_METRICS_LISTEN_ADDR", e.to_string()))?;
+        }
         if self.mode() == Mode::Production {
             if self.redis_url.is_none() {
                 return Err(invalid(
@@ -252,6 +253,26 @@ impl Config {
             return Err(invalid(
                 "WALLET_RATE_LIMIT_SANDBOX",
                 "must be at least WALLET_RATE_LIMIT, which must be positive",
+            ));
+        }
+        for (var, n) in [
+            (
+                "WALLET_OPS_SIGN_IN_FAILURES_PER_CLIENT",
+                self.ops_sign_in_failures_per_client,
+            ),
+            (
+                "WALLET_OPS_SIGN_IN_FAILURES_PER_PREFIX",
+                self.ops_sign_in_failures_per_prefix,
+            ),
+        ] {
+            if n == 0 {
+                return Err(invalid(var, "must be positive"));
+            }
+        }
+        if !(1..=86_400).contains(&self.ops_sign_in_window_secs) {
+            return Err(invalid(
+                "WALLET_OPS_SIGN_IN_WINDOW_SECS",
+                "must be between 1 and 86400",
             ));
         }
         if !(1..=3600).contains(&self.rate_limit_window_secs) {

@@ -20,9 +20,31 @@ use std::collections::HashMap;
 use poem::{Response, Route, get, handler, http::StatusCode, post, web::Redirect};
 use serde::Deserialize;
 
-pub use session::{COOKIE, mint as mint_session};
+pub use session::{COOKIE, mint as mint_session, open as open_session};
 
 use session::Session;
+
+/// Every console route below `/ops` with its methods, as `routes` mounts them: the suite
+/// sends each of them malformed requests and expects a refusal, never a 5xx.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/"),
+    ("GET", "/console.css"),
+    ("GET", "/login"),
+    ("POST", "/login"),
+    ("POST", "/logout"),
+    ("GET", "/dead-letters"),
+    ("POST", "/dead-letters/bulk"),
+    ("GET", "/dead-letters/:id"),
+    ("POST", "/dead-letters/:id/:action"),
+    ("GET", "/webhooks"),
+    ("POST", "/webhooks/:id/enable"),
+    ("POST", "/webhooks/:id/recover"),
+    ("GET", "/tenants"),
+    ("POST", "/tenants/:id/:action"),
+    ("GET", "/audit"),
+    ("GET", "/health"),
+    ("POST", "/health/ledger-check"),
+];
 
 /// Every console route, to be nested at `/ops`.
 pub fn routes() -> Route {
@@ -82,7 +104,7 @@ macro_rules! signed_in {
     };
     ($req:expr, $st:expr, form = $form:expr) => {{
         let s = $crate::console::signed_in!($req, $st);
-        if let Some(r) = $crate::console::refuse_without_csrf(&s, $form) {
+        if let Some(r) = $crate::console::refuse_without_csrf($req, $st, &s, $form).await {
             return r;
         }
         s
@@ -111,15 +133,36 @@ pub fn refused(why: session::Refusal) -> Response {
     r
 }
 
-/// A form posted without this session's CSRF token is refused, and nothing is done.
-pub fn refuse_without_csrf(s: &Session, f: &Fields) -> Option<Response> {
-    (!s.csrf_ok(f.get("csrf"))).then(|| {
-        layout::problem(
-            StatusCode::FORBIDDEN,
-            "This form is missing its security token or it belongs to an older session. \
-             Reload the page and try again; nothing was changed.",
-        )
-    })
+/// A form posted without this session's CSRF token is refused, and nothing is done but an
+/// audit entry: a forged cross-site post reaching a signed-in operator is worth knowing of.
+pub async fn refuse_without_csrf(
+    req: &poem::Request,
+    st: &crate::state::AppState,
+    s: &Session,
+    f: &Fields,
+) -> Option<Response> {
+    if s.csrf_ok(f.get("csrf")) {
+        return None;
+    }
+    let client = crate::infra::request_context::client_address(req.remote_addr());
+    if let Err(e) = crate::domain::operators::audit(
+        &st.db,
+        &s.operator.actor(),
+        "console.csrf_refused",
+        "operator",
+        Some(s.operator.id.to_string()),
+        None,
+        serde_json::json!({"path": req.original_uri().path(), "client": client}),
+    )
+    .await
+    {
+        tracing::error!(error = %e, "console: auditing a refused form failed");
+    }
+    Some(layout::problem(
+        StatusCode::FORBIDDEN,
+        "This form is missing its security token or it belongs to an older session. \
+         Reload the page and try again; nothing was changed.",
+    ))
 }
 
 /// An error from a domain function, as a page: a refused input says why, anything else

@@ -2,20 +2,22 @@
 //! short-lived cookie (`HttpOnly`, `SameSite=Strict`, path `/ops`); nothing else opens a
 //! console page. No partner credential is read here at all.
 //!
-//! The cookie is `<operator id>.<expiry, unix seconds>.<nonce>.<mac>`, the MAC keyed by the
-//! server secret, so any replica verifies it without a session table; every request also
-//! checks that the operator is still active, so disabling an operator ends their
-//! sessions. Each form carries a CSRF token derived from the session's nonce.
+//! The cookie is `<operator id>.<expiry, unix seconds>.<session id>.<mac>`, the MAC keyed
+//! by the server secret, so a forged or altered cookie is refused before any look-up. The
+//! session itself lives on the server (`domain::operators::sessions`): every request
+//! checks that it is neither signed out nor expired and that its operator is still active,
+//! so signing out, and disabling or enabling the operator, end it everywhere at once. Each
+//! form carries a CSRF token derived from the session's id.
 use chrono::{DateTime, Utc};
 use poem::{Request, http::header};
 use rand::RngCore;
 use uuid::Uuid;
 
 use crate::{
-    domain::operators::Operator,
+    domain::operators::{Operator, sessions},
+    error::ApiError,
     infra::{crypto::Sealer, secret::constant_time_eq},
     state::AppState,
-    store,
 };
 
 pub const COOKIE: &str = "ops_session";
@@ -24,6 +26,7 @@ pub const LOGIN_COOKIE: &str = "ops_login";
 
 /// A signed-in operator, with the CSRF token their forms carry.
 pub struct Session {
+    pub id: Uuid,
     pub operator: Operator,
     pub csrf: String,
 }
@@ -34,11 +37,19 @@ fn nonce() -> String {
     hex::encode(b)
 }
 
-/// A new session cookie value for `operator`, valid until `expires`.
-pub fn mint(sealer: &Sealer, operator: Uuid, expires: DateTime<Utc>) -> String {
-    let body = format!("{operator}.{}.{}", expires.timestamp(), nonce());
+/// The cookie value of session `session` of `operator`, valid until `expires`.
+pub fn mint(sealer: &Sealer, operator: Uuid, session: Uuid, expires: DateTime<Utc>) -> String {
+    let body = format!("{operator}.{}.{session}", expires.timestamp());
     let mac = sealer.mac("ops-session", body.as_bytes());
     format!("{body}.{mac}")
+}
+
+/// Opens a session for `op` (audited as a sign-in from `client`) and returns its cookie
+/// value.
+pub async fn open(st: &AppState, op: &Operator, client: &str) -> Result<String, ApiError> {
+    let ttl = chrono::Duration::seconds(i64::try_from(st.config.ops_session_secs).unwrap_or(1800));
+    let opened = sessions::open(&st.db, op, ttl, client).await?;
+    Ok(mint(&st.sealer, op.id, opened.id, opened.expires_at))
 }
 
 fn csrf_of(sealer: &Sealer, nonce: &str) -> String {
@@ -55,13 +66,13 @@ pub enum Refusal {
     Unavailable,
 }
 
-/// The cookie's operator id and nonce, if its MAC holds and it has not expired.
-pub fn verify(sealer: &Sealer, value: &str, now: DateTime<Utc>) -> Result<(Uuid, String), Refusal> {
+/// The cookie's operator and session ids, if its MAC holds and it has not expired.
+pub fn verify(sealer: &Sealer, value: &str, now: DateTime<Utc>) -> Result<(Uuid, Uuid), Refusal> {
     let parts: Vec<&str> = value.split('.').collect();
-    let [id, exp, nonce, mac] = parts.as_slice() else {
+    let [id, exp, session, mac] = parts.as_slice() else {
         return Err(Refusal::Invalid);
     };
-    let body = format!("{id}.{exp}.{nonce}");
+    let body = format!("{id}.{exp}.{session}");
     if !sealer.verify_mac("ops-session", body.as_bytes(), mac) {
         return Err(Refusal::Invalid);
     }
@@ -70,7 +81,8 @@ pub fn verify(sealer: &Sealer, value: &str, now: DateTime<Utc>) -> Result<(Uuid,
         return Err(Refusal::Expired);
     }
     let id = Uuid::parse_str(id).map_err(|_| Refusal::Invalid)?;
-    Ok((id, (*nonce).to_string()))
+    let session = Uuid::parse_str(session).map_err(|_| Refusal::Invalid)?;
+    Ok((id, session))
 }
 
 pub fn cookie_value<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
@@ -111,21 +123,19 @@ impl Session {
     /// The session the request's cookie opens, or why not.
     pub async fn of(req: &Request, st: &AppState) -> Result<Session, Refusal> {
         let value = cookie_value(req, COOKIE).ok_or(Refusal::Missing)?;
-        let (id, nonce) = verify(&st.sealer, value, Utc::now())?;
-        let operator = match store::operators::find_active(&st.db, id).await {
+        let (id, session) = verify(&st.sealer, value, Utc::now())?;
+        let operator = match sessions::live(&st.db, session, id).await {
             Ok(Some(op)) => op,
             Ok(None) => return Err(Refusal::Invalid),
             Err(e) => {
-                tracing::error!(error = %e, "console: reading the operator failed");
+                tracing::error!(error = %e, "console: reading the session failed");
                 return Err(Refusal::Unavailable);
             }
         };
         Ok(Session {
-            operator: Operator {
-                id: operator.id,
-                name: operator.name,
-            },
-            csrf: csrf_of(&st.sealer, &nonce),
+            id: session,
+            operator,
+            csrf: csrf_of(&st.sealer, &session.to_string()),
         })
     }
 
@@ -156,9 +166,10 @@ mod tests {
     fn a_session_holds_until_it_expires_and_only_with_its_mac() {
         let s = sealer();
         let op = Uuid::now_v7();
+        let session = Uuid::now_v7();
         let now = Utc::now();
-        let v = mint(&s, op, now + chrono::Duration::minutes(30));
-        assert_eq!(verify(&s, &v, now).unwrap().0, op);
+        let v = mint(&s, op, session, now + chrono::Duration::minutes(30));
+        assert_eq!(verify(&s, &v, now).unwrap(), (op, session));
         assert_eq!(
             verify(&s, &v, now + chrono::Duration::minutes(31)),
             Err(Refusal::Expired)

@@ -219,7 +219,7 @@ pub struct UnattachResult {
 
 pub struct DisputesApi;
 
-#[OpenApi(tag = "Tag::Payments")]
+#[OpenApi(tag = "Tag::Transactions")]
 impl DisputesApi {
     /// Open a dispute
     ///

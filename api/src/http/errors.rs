@@ -105,13 +105,33 @@ pub fn from_poem(err: &poem::Error) -> ApiError {
         return ApiError::field("/", "too_large", "the request body exceeds the size limit")
             .with_status(413);
     }
-    if err.status() == StatusCode::BAD_REQUEST {
-        return ApiError::field("/", "invalid_request", err.to_string());
+    let status = err.status();
+    if status.is_client_error() {
+        return refusal(status, err);
     }
-    ApiError::internal(format!(
-        "unmapped framework error ({}): {err}",
-        err.status()
-    ))
+    ApiError::internal(format!("unmapped framework error ({status}): {err}"))
+}
+
+/// Any other rejection an extractor raised before a handler ran (a console form posted as
+/// JSON or multipart, say) is the client's error, answered with the framework's own 4xx:
+/// never a 500, which anyone who can reach a route could otherwise raise at will (and with
+/// it the 5xx-ratio alert).
+fn refusal(status: StatusCode, err: &poem::Error) -> ApiError {
+    let code = match status {
+        StatusCode::UNAUTHORIZED => return ApiError::invalid_api_key(),
+        StatusCode::FORBIDDEN => ErrorCode::Forbidden,
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => ErrorCode::NotFound,
+        StatusCode::TOO_MANY_REQUESTS => ErrorCode::RateLimited,
+        _ => {
+            let issue = match status {
+                StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+                StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+                _ => "invalid_request",
+            };
+            return ApiError::field("/", issue, err.to_string()).with_status(status.as_u16());
+        }
+    };
+    ApiError::new(code, err.to_string()).with_status(status.as_u16())
 }
 
 fn param_field(name: &str) -> String {

@@ -67,7 +67,8 @@ pub struct CreateKeyRequest {
     pub permissions: Option<List<Field<OneOf<PermissionNames>>, 1, 11>>,
 }
 
-/// A branch key names its brand too.
+/// A branch key names its brand too. Published here; checked by `keys::create` after the
+/// scope rule.
 pub const BRANCH_NEEDS_BRAND: Alternatives = Alternatives {
     schema: "CreateKeyRequest",
     branches: &[
@@ -89,17 +90,14 @@ impl Validate for CreateKeyRequest {
     fn validate(&self, e: &mut Errors) {
         self.meta.validate(e);
         self.context.validate(e);
+        // Whether the members agree with each other (enterprise_id is context.merchant_id, a
+        // branch names its brand) is checked after the scope rule (`keys::create`), so a
+        // merchant, brand or branch outside the caller's scope is FORBIDDEN whatever else
+        // the body says.
         if self.enterprise_id.is_empty() {
             e.push("/enterprise_id", "required", "is required (a UUID)");
-        } else if validate::uuid(e, "/enterprise_id", &self.enterprise_id).is_some()
-            && self.context.merchant_id.as_str() != self.enterprise_id.as_str()
-            && !self.context.merchant_id.is_empty()
-        {
-            e.push(
-                "/enterprise_id",
-                "merchant_mismatch",
-                "must equal context.merchant_id",
-            );
+        } else {
+            validate::uuid(e, "/enterprise_id", &self.enterprise_id);
         }
         if let Some(b) = &self.brand_id {
             validate::uuid(e, "/brand_id", b);
@@ -107,10 +105,6 @@ impl Validate for CreateKeyRequest {
         if let Some(b) = &self.branch_id {
             validate::uuid(e, "/branch_id", b);
         }
-        BRANCH_NEEDS_BRAND.check(e, "", |m| match m {
-            "branch_id" => self.branch_id.is_some(),
-            _ => self.brand_id.is_some(),
-        });
         if let Some(l) = &self.label {
             l.check(e, "/label");
         }
@@ -132,6 +126,7 @@ impl CreateKeyRequest {
     fn to_domain(&self) -> CreateKey {
         let id = |s: &Option<UuidText>| s.as_deref().and_then(|v| Uuid::parse_str(v).ok());
         CreateKey {
+            merchant_id: Uuid::parse_str(&self.context.merchant_id).unwrap_or_default(),
             enterprise_id: Uuid::parse_str(&self.enterprise_id).unwrap_or_default(),
             brand_id: id(&self.brand_id),
             branch_id: id(&self.branch_id),

@@ -44,7 +44,14 @@ async fn operator_checker(req: &poem::Request, key: ApiKey) -> poem::Result<Oper
     let st = req
         .data::<AppState>()
         .ok_or_else(|| ApiError::internal("AppState missing from the request"))?;
-    Ok(operators::authenticate(&st.db, &key.key).await?)
+    let client = crate::infra::request_context::client_address(req.remote_addr());
+    let attempt = operators::sign_in::Attempt {
+        budget: operators::sign_in::Budget::of(&st.config),
+        key: &key.key,
+        client: &client,
+        surface: "api",
+    };
+    Ok(operators::sign_in::sign_in(&st.db, &st.kv, &attempt).await?)
 }
 
 pub struct OperatorApi;

@@ -28,6 +28,10 @@ pub enum Tag {
     /// Promotional grants, cashback, campaign budgets and offers.
     #[oai(rename = "incentives")]
     Incentives,
+    /// Reconciliation: the integration's transactions feed and detail, disputes and
+    /// detaching a receipt from its customer.
+    #[oai(rename = "transactions")]
+    Transactions,
     /// Webhook endpoints, signed event delivery and its history.
     #[oai(rename = "webhooks")]
     Webhooks,

@@ -197,10 +197,7 @@ impl TokenApi {
         let (bucket, sandbox) = match &verdict {
             Ok(c) => (format!("validate:{}", c.integration_id), c.sandbox),
             Err(_) => {
-                let ip = remote
-                    .as_socket_addr()
-                    .map(|a| a.ip().to_string())
-                    .unwrap_or_else(|| remote.to_string());
+                let ip = crate::infra::request_context::client_address(remote);
                 (format!("validate:anon:{ip}"), false)
             }
         };

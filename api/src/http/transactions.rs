@@ -279,7 +279,7 @@ fn decode(raw: &str) -> Result<Carried, ApiError> {
 
 pub struct TransactionsApi;
 
-#[OpenApi(tag = "Tag::Payments")]
+#[OpenApi(tag = "Tag::Transactions")]
 impl TransactionsApi {
     /// List transactions (reconciliation feed)
     ///

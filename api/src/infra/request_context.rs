@@ -53,3 +53,12 @@ pub fn origin() -> Option<Origin> {
 pub fn new_request_id() -> String {
     format!("req_{}", uuid::Uuid::now_v7().simple())
 }
+
+/// The client's address as the service sees it (the peer's IP, no port): what failure
+/// budgets and anonymous rate limits are kept per.
+pub fn client_address(remote: &poem::web::RemoteAddr) -> String {
+    remote
+        .as_socket_addr()
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|| remote.to_string())
+}

@@ -45,6 +45,10 @@ fn relay_span(row: &PendingRow) -> Option<String> {
 fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Plan {
     let mut plan = Plan::default();
     let mut sendable = Vec::new();
+    // Each sendable delivery's origin: the batch job that carries it continues the trace
+    // of its first delivery.
+    let mut origins: std::collections::HashMap<Uuid, (Option<String>, Option<String>)> =
+        std::collections::HashMap::new();
     for row in rows {
         let traceparent = relay_span(row);
         match row.kind.as_str() {
@@ -110,6 +114,7 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Pl
                     };
                     if state == webhooks::PENDING {
                         sendable.push((d.id, d.subscription_id, merchant));
+                        origins.insert(d.id, (d.request_id.clone(), d.traceparent.clone()));
                     }
                     plan.deliveries.push(d);
                 }
@@ -117,13 +122,19 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Pl
         }
     }
     for (merchant, batch) in webhook_batch::payloads(&sendable) {
+        let (request_id, traceparent) = batch
+            .deliveries
+            .first()
+            .and_then(|d| origins.get(d))
+            .map_or((None, None), |(r, t)| (r.as_ref(), t.as_ref()));
         let env = QueuedJob::first(
             Uuid::now_v7(),
             webhook_batch::JOB_TYPE,
             Some(merchant),
             serde_json::json!(batch),
             now,
-        );
+        )
+        .descending_from(request_id, traceparent);
         plan.tasks.push((
             webhook_batch::JOB_TYPE.to_string(),
             env.task(Duration::ZERO),

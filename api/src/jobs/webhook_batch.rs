@@ -57,7 +57,8 @@ fn single(env: &QueuedJob, d: &webhook_delivery::Model, attempt: u32) -> QueuedJ
             series: 0
         }),
         env.first_enqueued_at,
-    );
+    )
+    .descending_from(d.request_id.as_ref(), d.traceparent.as_ref());
     one.attempt = attempt;
     one
 }

@@ -195,7 +195,7 @@ pub(super) async fn send(
         span.record("otel.name", "webhook delivery");
         span.record("otel.kind", "client");
     }
-    trace::continue_trace(&span, d.traceparent.as_deref());
+    trace::continue_trace_unless_inside(&span, d.traceparent.as_deref());
     let traceparent = trace::traceparent(&span, d.traceparent.as_deref());
     let (status, error, outcome) = match refused {
         Some(e) => (None, Some(e.clone()), "refused"),

@@ -10,17 +10,36 @@ pub fn is_unique_violation(e: &sea_orm::DbErr) -> bool {
 
 /// A database error as the caller sees it: retryable (503) when transient, else internal.
 /// Here rather than in `error`, because only the store knows which errors are transient.
+/// The cause (logged, never answered) carries what to set where `hint` knows it.
 impl From<sea_orm::DbErr> for crate::error::ApiError {
     fn from(e: sea_orm::DbErr) -> Self {
+        let text = e.to_string();
+        let cause = match hint(&text) {
+            Some(h) => format!("{text} ({h})"),
+            None => text,
+        };
         if is_transient(&e) {
             crate::error::ApiError::Unavailable {
                 subsystem: crate::error::Subsystem::Database,
-                cause: e.to_string(),
+                cause,
             }
         } else {
-            crate::error::ApiError::Internal(e.to_string())
+            crate::error::ApiError::Internal(cause)
         }
     }
+}
+
+/// What to change, for a database error that says the configuration is wrong rather than
+/// the database. A statement named by sqlx (`sqlx_s_1`) found already prepared, or missing,
+/// on its connection means a transaction-mode pooler hands that connection's statements to
+/// other clients' transactions: the service was not told it sits behind one.
+pub fn hint(error: &str) -> Option<&'static str> {
+    let named =
+        error.contains("prepared statement \"sqlx_s_") && !error.contains("WALLET_DATABASE_POOLER");
+    (named && (error.contains("already exists") || error.contains("does not exist"))).then_some(
+        "WALLET_DATABASE_URL goes through a transaction-mode pooler such as PgBouncer: set \
+         WALLET_DATABASE_POOLER=transaction, and WALLET_DATABASE_DIRECT_URL to PostgreSQL itself",
+    )
 }
 
 /// True when `e` says the database is unreachable, overloaded or briefly locked: a retry
@@ -55,5 +74,25 @@ pub fn is_transient(e: &sea_orm::DbErr) -> bool {
             }
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hint;
+
+    #[test]
+    fn a_statement_left_on_a_pooled_session_names_the_pooler_setting() {
+        for e in [
+            "Query Error: error returned from database: prepared statement \"sqlx_s_1\" already exists",
+            "Execution Error: error returned from database: prepared statement \"sqlx_s_12\" does not exist",
+        ] {
+            assert!(
+                hint(e).is_some_and(|h| h.contains("WALLET_DATABASE_POOLER=transaction")),
+                "{e}"
+            );
+        }
+        assert_eq!(hint("relation \"wallets\" does not exist"), None);
+        assert_eq!(hint("connection refused"), None);
     }
 }

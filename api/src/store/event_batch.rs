@@ -56,7 +56,16 @@ impl Events {
                 resources,
                 rows,
                 now,
-                origin: crate::infra::request_context::origin(),
+                // The rows hang off the span they are written in (the request's
+                // transaction), so the relay continues the trace from there.
+                origin: crate::infra::request_context::origin().map(|o| {
+                    crate::infra::request_context::Origin {
+                        traceparent: crate::infra::telemetry::trace::current_traceparent(
+                            o.traceparent.as_deref(),
+                        ),
+                        ..o
+                    }
+                }),
             },
             ids,
         )

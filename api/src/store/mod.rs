@@ -6,7 +6,7 @@ pub mod db;
 pub mod dead_letters;
 pub mod disputes;
 pub mod enrollments;
-mod errors;
+pub mod errors;
 mod event_batch;
 pub mod events;
 pub mod idempotency;

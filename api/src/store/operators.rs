@@ -1,7 +1,8 @@
 use chrono::{DateTime, Utc};
-use entities::{operator, operator_audit};
+use entities::{operator, operator_audit, operator_session};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
+    QuerySelect, sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -28,6 +29,103 @@ pub async fn find_active<C: ConnectionTrait>(
         .filter(operator::Column::Status.eq("active"))
         .one(c)
         .await
+}
+
+/// Operators no longer active whose key has `prefix`: a refused key that matches one of
+/// them is audited as a disabled operator's attempt.
+pub async fn inactive_by_prefix<C: ConnectionTrait>(
+    c: &C,
+    prefix: &str,
+) -> Result<Vec<operator::Model>, DbErr> {
+    operator::Entity::find()
+        .filter(operator::Column::KeyPrefix.eq(prefix))
+        .filter(operator::Column::Status.ne("active"))
+        .limit(8)
+        .all(c)
+        .await
+}
+
+pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<operator::Model>, DbErr> {
+    operator::Entity::find_by_id(id).one(c).await
+}
+
+/// Sets an operator's status; false when no operator has that id.
+pub async fn set_status<C: ConnectionTrait>(c: &C, id: Uuid, status: &str) -> Result<bool, DbErr> {
+    let r = operator::Entity::update_many()
+        .col_expr(operator::Column::Status, Expr::value(status))
+        .filter(operator::Column::Id.eq(id))
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected == 1)
+}
+
+pub async fn insert_session<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    operator_id: Uuid,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    operator_session::Entity::insert(operator_session::ActiveModel {
+        id: Set(id),
+        operator_id: Set(operator_id),
+        created_at: Set(now),
+        expires_at: Set(expires_at),
+        revoked_at: Set(None),
+    })
+    .exec_without_returning(c)
+    .await?;
+    Ok(())
+}
+
+/// The operator of session `id`, while the session is neither revoked nor expired and the
+/// operator active.
+pub async fn live_session<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    operator_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Option<operator::Model>, DbErr> {
+    let live = operator_session::Entity::find_by_id(id)
+        .filter(operator_session::Column::OperatorId.eq(operator_id))
+        .filter(operator_session::Column::RevokedAt.is_null())
+        .filter(operator_session::Column::ExpiresAt.gt(now))
+        .one(c)
+        .await?;
+    match live {
+        Some(_) => find_active(c, operator_id).await,
+        None => Ok(None),
+    }
+}
+
+/// Ends session `id` (sign-out). Ending an ended one is a no-op.
+pub async fn revoke_session<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<(), DbErr> {
+    operator_session::Entity::update_many()
+        .col_expr(operator_session::Column::RevokedAt, Expr::value(now))
+        .filter(operator_session::Column::Id.eq(id))
+        .filter(operator_session::Column::RevokedAt.is_null())
+        .exec(c)
+        .await?;
+    Ok(())
+}
+
+/// Ends every session of `operator_id`; how many were still open.
+pub async fn revoke_sessions_of<C: ConnectionTrait>(
+    c: &C,
+    operator_id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    let r = operator_session::Entity::update_many()
+        .col_expr(operator_session::Column::RevokedAt, Expr::value(now))
+        .filter(operator_session::Column::OperatorId.eq(operator_id))
+        .filter(operator_session::Column::RevokedAt.is_null())
+        .exec(c)
+        .await?;
+    Ok(r.rows_affected)
 }
 
 /// Every operator, by name (a short list: the service's own staff).

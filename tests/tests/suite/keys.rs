@@ -353,6 +353,15 @@ async fn a_brand_or_branch_outside_the_callers_scope_is_forbidden_whether_or_not
             "another tenant's brand and branch",
             json!({"brand_id": other.brand_id.to_string(), "branch_id": other.branch_ids[0].to_string()}),
         ),
+        // The scope rule comes before the rule that a branch names its brand.
+        (
+            "another tenant's branch without a brand",
+            json!({"branch_id": other.branch_ids[0].to_string()}),
+        ),
+        (
+            "a branch that exists nowhere, without a brand",
+            json!({"branch_id": Uuid::now_v7().to_string()}),
+        ),
     ];
     let mut answers = Vec::new();
     for (what, extra) in cases {
@@ -369,6 +378,45 @@ async fn a_brand_or_branch_outside_the_callers_scope_is_forbidden_whether_or_not
     for (what, error) in &answers[1..] {
         assert_eq!(error, &answers[0].1, "{what} answers like {}", answers[0].0);
     }
+    // Another merchant's enterprise is FORBIDDEN before any check that enterprise_id
+    // matches context.merchant_id, whatever else the body names.
+    let foreign = other.merchant_id.to_string();
+    for (what, extra) in [
+        ("alone", json!({"enterprise_id": foreign})),
+        (
+            "with its brand and branch",
+            json!({"enterprise_id": foreign, "brand_id": other.brand_id.to_string(), "branch_id": other.branch_ids[0].to_string()}),
+        ),
+        (
+            "with its branch and no brand",
+            json!({"enterprise_id": foreign, "branch_id": other.branch_ids[0].to_string()}),
+        ),
+        (
+            "with this tenant's own brand",
+            json!({"enterprise_id": foreign, "brand_id": brand}),
+        ),
+    ] {
+        let r = create(&app, &t.platform_key, &t, extra).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (403, "FORBIDDEN"),
+            "another merchant's enterprise {what}: {}",
+            r.body
+        );
+    }
+    // Within scope, a branch without its brand is the body's own fault.
+    let r = create(
+        &app,
+        &t.platform_key,
+        &t,
+        json!({"branch_id": t.branch_ids[0].to_string()}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(
+        r.field_issues(),
+        vec![("/brand_id".to_string(), "required".to_string())]
+    );
     let list = send(app.get("/auth/keys").header("x-api-key", &t.platform_key)).await;
     assert_eq!(list.status, 200, "{}", list.body);
     assert_eq!(

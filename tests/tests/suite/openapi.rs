@@ -49,6 +49,58 @@ async fn every_operation_carries_a_domain_tag_and_stability_and_both_schemes_are
     }
 }
 
+/// The spec groups operations into its domains; reconciliation (the transactions feed and
+/// detail, disputes, unattach) is `transactions`, in the document and in capabilities alike.
+#[tokio::test]
+async fn every_operation_sits_in_one_of_the_specs_domains_and_reconciliation_is_transactions() {
+    const DOMAINS: [&str; 10] = [
+        "platform",
+        "checkout_session",
+        "auth",
+        "customers",
+        "enrollment",
+        "payments",
+        "topup",
+        "incentives",
+        "transactions",
+        "webhooks",
+    ];
+    let doc = api::http::openapi::build().document;
+    let mut reconciliation = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let tag = op["tags"][0].as_str().unwrap_or_default();
+            assert!(DOMAINS.contains(&tag), "{method} {path}: {tag}");
+            if path.contains("/transactions") {
+                reconciliation += 1;
+                assert_eq!(tag, "transactions", "{method} {path}");
+            }
+        }
+    }
+    assert_eq!(
+        reconciliation, 5,
+        "feed, detail, disputes, resolve, unattach"
+    );
+
+    let app = TestApp::spawn().await;
+    let t = app.tenant(true).await;
+    let caps = send(
+        app.get("/capabilities")
+            .header("x-api-key", &t.platform_key),
+    )
+    .await;
+    let ops = caps.body["data"]["operations"].as_array().unwrap().clone();
+    let feed = ops
+        .iter()
+        .find(|o| {
+            o["path"]
+                .as_str()
+                .is_some_and(|p| p.ends_with("/transactions"))
+        })
+        .unwrap_or_else(|| panic!("the feed is listed: {ops:?}"));
+    assert_eq!(feed["domain"], "transactions", "{feed}");
+}
+
 #[tokio::test]
 async fn the_openapi_needs_a_credential_and_the_docs_page_is_served() {
     let app = TestApp::spawn().await;

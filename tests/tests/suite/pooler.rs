@@ -103,3 +103,61 @@ async fn every_transaction_through_the_pooler_starts_clean_with_the_services_tim
     txn.rollback().await.unwrap();
     app.stop().await;
 }
+
+/// A command pointed at the pooler without being told so (no `WALLET_DATABASE_POOLER`)
+/// breaks on sqlx's named statements sooner or later, the first run often passing; when
+/// it breaks, it names the setting to change rather than only PostgreSQL's words.
+#[tokio::test]
+async fn a_command_not_told_of_the_pooler_names_the_setting_when_it_breaks() {
+    let Some(url) = pooled_url() else {
+        eprintln!("scaled mode only: needs WALLET_TEST_POOLER_URL");
+        return;
+    };
+    // Named statements left on the pooler's server sessions, as by any client without the
+    // setting.
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(plain_client(&url).await);
+    }
+    for i in 0..8i64 {
+        for c in &clients {
+            let _ = c
+                .query_one_raw(select(&format!("SELECT $1::bigint + {i}"), vec![i.into()]))
+                .await;
+        }
+    }
+    let mut env = tests::procs::service_env(&tests::test_config());
+    env.retain(|(k, _)| k != "WALLET_DATABASE_POOLER" && k != "WALLET_DATABASE_DIRECT_URL");
+    let mut broke = Vec::new();
+    for _ in 0..10 {
+        let env = env.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(tests::procs::binary("wallet-api"))
+                .args(["ledger", "check", "--json"])
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .envs(env)
+                .output()
+                .expect("wallet-api runs")
+        })
+        .await
+        .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).to_string();
+        if said.contains("prepared statement") {
+            broke.push(said);
+            if broke.len() >= 2 {
+                break;
+            }
+        }
+    }
+    assert!(
+        !broke.is_empty(),
+        "ten runs through the pooler without the setting never met a named statement"
+    );
+    for said in &broke {
+        assert!(
+            said.contains("WALLET_DATABASE_POOLER=transaction"),
+            "the failure names the setting: {said}"
+        );
+    }
+}

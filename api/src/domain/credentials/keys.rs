@@ -22,6 +22,8 @@ pub const LIST_STATUSES: &[&str] = &["active", "inactive"];
 #[derive(Clone, Debug)]
 
 pub struct CreateKey {
+    /// The request's `context.merchant_id`, which `enterprise_id` must equal.
+    pub merchant_id: Uuid,
     pub enterprise_id: Uuid,
     pub brand_id: Option<Uuid>,
     pub branch_id: Option<Uuid>,
@@ -72,6 +74,76 @@ fn outside_scope() -> ApiError {
     ApiError::forbidden("The requested scope is outside the credential's own scope.")
 }
 
+/// The scope a new key would have, once the caller may mint it. The scope rule comes
+/// before any check of how the body's members agree with each other, whatever the body's
+/// shape: a merchant, brand or branch outside the caller's authority is FORBIDDEN, the same
+/// answer whether the foreign id exists elsewhere or nowhere (spec: "A branch_id outside
+/// the caller's scope returns FORBIDDEN (403)"). Only then does a branch named without its
+/// brand, or an enterprise other than `context.merchant_id`, get its VALIDATION_ERROR.
+async fn scope_of<C: ConnectionTrait>(
+    c: &C,
+    caller: &Principal,
+    req: &CreateKey,
+) -> Result<Scope, ApiError> {
+    let linked = store::tenancy::linked_enterprises(c, caller.integration_id).await?;
+    if !linked.contains(&req.enterprise_id) {
+        return Err(ApiError::forbidden(
+            "The credential is not authorized for this merchant.",
+        ));
+    }
+    if let Some(b) = req.brand_id
+        && store::tenancy::find_brand(c, req.enterprise_id, b)
+            .await?
+            .is_none()
+    {
+        return Err(outside_scope());
+    }
+    // A branch is found by its enterprise alone, so one named without its brand is judged
+    // by the brand it really has.
+    let branch_brand = match req.branch_id {
+        None => None,
+        Some(br) => {
+            let branch = store::tenancy::find_branch_of_enterprise(c, req.enterprise_id, br)
+                .await?
+                .ok_or_else(outside_scope)?;
+            if req.brand_id.is_some_and(|b| b != branch.brand_id) {
+                return Err(outside_scope());
+            }
+            Some(branch.brand_id)
+        }
+    };
+    let kind = match (req.brand_id.or(branch_brand), req.branch_id) {
+        (_, Some(_)) => "branch",
+        (Some(_), None) => "brand",
+        _ => "enterprise",
+    };
+    let target = Scope::from_parts(
+        kind,
+        Some(req.enterprise_id),
+        req.brand_id.or(branch_brand),
+        req.branch_id,
+    )
+    .ok_or_else(outside_scope)?;
+    if !within(&caller.scope, &target, &linked) {
+        return Err(outside_scope());
+    }
+    if req.branch_id.is_some() && req.brand_id.is_none() {
+        return Err(ApiError::field(
+            "/brand_id",
+            "required",
+            "is required when branch_id is set",
+        ));
+    }
+    if req.enterprise_id != req.merchant_id {
+        return Err(ApiError::field(
+            "/enterprise_id",
+            "merchant_mismatch",
+            "must equal context.merchant_id",
+        ));
+    }
+    Ok(target)
+}
+
 pub async fn create<C: ConnectionTrait>(
     c: &C,
     caller: &Principal,
@@ -89,45 +161,7 @@ pub async fn create<C: ConnectionTrait>(
         }
         None => Permissions::merchant_default().intersect(caller.permissions),
     };
-    let linked = store::tenancy::linked_enterprises(c, caller.integration_id).await?;
-    // A merchant outside the caller's authority is FORBIDDEN whether or not it exists.
-    if !linked.contains(&req.enterprise_id) {
-        return Err(ApiError::forbidden(
-            "The credential is not authorized for this merchant.",
-        ));
-    }
-    // A brand or branch that is not the named enterprise's, or not the caller's, is
-    // FORBIDDEN like a scope the caller lacks: the same answer whether the foreign id
-    // exists elsewhere or nowhere (spec: "A branch_id outside the caller's scope returns
-    // FORBIDDEN (403)").
-    if let Some(b) = req.brand_id
-        && store::tenancy::find_brand(c, req.enterprise_id, b)
-            .await?
-            .is_none()
-    {
-        return Err(outside_scope());
-    }
-    if let (Some(b), Some(br)) = (req.brand_id, req.branch_id)
-        && store::tenancy::find_branch(c, req.enterprise_id, b, br)
-            .await?
-            .is_none()
-    {
-        return Err(outside_scope());
-    }
-    let target = Scope::from_parts(
-        match (req.brand_id, req.branch_id) {
-            (Some(_), Some(_)) => "branch",
-            (Some(_), None) => "brand",
-            _ => "enterprise",
-        },
-        Some(req.enterprise_id),
-        req.brand_id,
-        req.branch_id,
-    )
-    .ok_or_else(|| ApiError::field("/branch_id", "requires_brand", "needs brand_id"))?;
-    if !within(&caller.scope, &target, &linked) {
-        return Err(outside_scope());
-    }
+    let target = scope_of(c, caller, &req).await?;
     let model = store::api_keys::insert(
         c,
         store::api_keys::NewKey {

@@ -19,7 +19,7 @@ use super::credentials::{Principal, Scope};
 use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 mod operator;
-mod target;
+pub mod target;
 
 pub use operator::{operator_enable, operator_recover, recoverable};
 pub use target::{PinnedResolver, check_url};

@@ -45,12 +45,45 @@ fn private(ip: IpAddr) -> bool {
     }
 }
 
+/// The published form of an endpoint's address (`format: uri`): `http` or `https` in any
+/// case, `://`, an authority with neither credentials (`@`) nor white space, then an
+/// optional path, query or fragment; no white space or control character anywhere.
+pub const URL_PATTERN: &str =
+    r"^[Hh][Tt][Tt][Pp][Ss]?://[^\s\x00-\x1F\x7F-\x9F/?#@\\]+(?:[/?#][^\s\x00-\x1F\x7F-\x9F]*)?$";
+
+/// Whether `raw` has the form `URL_PATTERN` publishes (what a schema can say). Where it
+/// points is `check_url`'s to decide.
+pub fn well_formed(raw: &str) -> bool {
+    let rest = [("https://", 8), ("http://", 7)]
+        .into_iter()
+        .find_map(|(scheme, n)| {
+            raw.get(..n)
+                .filter(|s| s.eq_ignore_ascii_case(scheme))
+                .map(|_| &raw[n..])
+        });
+    let Some(rest) = rest else {
+        return false;
+    };
+    let unprintable = |c: char| c.is_whitespace() || c.is_control();
+    let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    !authority.is_empty()
+        && !authority
+            .chars()
+            .any(|c| unprintable(c) || c == '@' || c == '\\')
+        && !tail.chars().any(unprintable)
+}
+
 /// Where the service may post. HTTPS, except plain HTTP for sandbox integrations; a host
 /// that resolves to a private, loopback, link-local or metadata address is refused unless
 /// the deployment allows private targets (tests on 127.0.0.1), so the service cannot be
 /// turned against its own network.
 pub async fn check_url(raw: &str, sandbox: bool, allow_private: bool) -> Result<(), ApiError> {
     let bad = |m: &str| ApiError::field("/url", "invalid_url", m);
+    if !well_formed(raw) {
+        return Err(bad(
+            "must be an absolute http(s) URL with a host, without credentials or spaces",
+        ));
+    }
     let url = reqwest::Url::parse(raw).map_err(|_| bad("must be an absolute URL"))?;
     match url.scheme() {
         "https" => {}

@@ -177,7 +177,34 @@ fn the_published_origin_accepts_what_the_server_accepts() {
     ]);
 }
 
+#[test]
+fn the_published_webhook_url_accepts_what_the_server_accepts() {
+    published_agrees_with_check::<WebhookUrlKind>(&[
+        "https://hooks.example.com/wallet",
+        "HTTPS://Hooks.Example.com:8443/a?b=c#d",
+        "http://127.0.0.1:9000/hook",
+        "https://[::1]/x",
+        "https://user:pw@example.com/",
+        "https://example.com/a b",
+        "https://exa mple.com",
+        "https://example.com/\u{85}",
+        "https://example.com\\@evil",
+        "https:///path",
+        "https://?q",
+        "ftp://example.com/x",
+        "example.com/path",
+        "http://a",
+        "https:/example.com",
+        "",
+    ]);
+}
+
 proptest::proptest! {
+    #[test]
+    fn any_webhook_url_is_published_and_checked_alike(s in "(https?|HTTP|ftp)://[a-zA-Z0-9.:\\[\\]/@?#\\\\ %-]{0,30}") {
+        published_agrees_with_check::<WebhookUrlKind>(&[&s]);
+    }
+
     #[test]
     fn any_origin_is_published_and_checked_alike(s in "(https?|HTTP|ftp)://[a-zA-Z0-9.:\\[\\]/@*-]{0,30}") {
         published_agrees_with_check::<OriginKind>(&[&s]);

@@ -333,6 +333,45 @@ impl Kind for OriginKind {
 
 pub type Origin = Field<OriginKind>;
 
+/// A webhook endpoint's address as a schema can state it: an absolute `http(s)` URL with a
+/// host, no credentials and no white space (`webhooks::target::well_formed`, published as
+/// `format: uri` with `target::URL_PATTERN`), 8 to 2,048 characters. Whether it may be
+/// reached (https outside the sandbox, a host resolving to a public address) is the
+/// domain's check when the endpoint is registered.
+pub struct WebhookUrlKind;
+
+impl Kind for WebhookUrlKind {
+    fn name() -> Cow<'static, str> {
+        "string_webhook_url".into()
+    }
+
+    fn schema() -> MetaSchema {
+        MetaSchema {
+            pattern: Some(crate::domain::webhooks::target::URL_PATTERN.to_string()),
+            min_length: Some(8),
+            max_length: Some(2048),
+            ..MetaSchema::new_with_format("string", "uri")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        if !validate::length(errs, field, value, 8, 2048) {
+            return false;
+        }
+        let ok = crate::domain::webhooks::target::well_formed(value);
+        if !ok {
+            errs.push(
+                field,
+                "invalid_url",
+                "must be an absolute http(s) URL with a host, without credentials or spaces",
+            );
+        }
+        ok
+    }
+}
+
+pub type WebhookUrl = Field<WebhookUrlKind>;
+
 /// The 5 letters or digits of a QR mint's short code, in either case
 /// (`validate::short_code`, published as `^[A-Za-z0-9]{5}$`).
 pub struct ShortCodeKind;

@@ -1,5 +1,7 @@
 //! Webhook subscriptions and their delivery history (x-api-key).
-use crate::http::fields::{EventTypes, Field, IntIn, List, MerchantScopes, OneOf, Text};
+use crate::http::fields::{
+    EventTypes, Field, IntIn, List, MerchantScopes, OneOf, Text, WebhookUrl,
+};
 mod deliveries;
 
 pub use deliveries::*;
@@ -44,7 +46,7 @@ pub struct SubscriptionRequest {
     /// HTTPS URL (plain HTTP only for sandbox integrations). Hosts that resolve to private,
     /// loopback, link-local or metadata addresses are refused.
     #[serde(default)]
-    pub url: Text<8, 2048>,
+    pub url: WebhookUrl,
     /// Up to 200 characters.
     #[oai(nullable)]
     pub description: Option<Text<1, 200>>,

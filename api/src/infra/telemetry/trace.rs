@@ -83,6 +83,31 @@ pub fn continue_trace(span: &tracing::Span, traceparent: Option<&str>) {
     let _ = span.set_parent(parent);
 }
 
+/// Like `continue_trace`, unless the work already runs inside that trace (a delivery sent by
+/// the job that continues its trace): then `span` stays a child of the current span, so the
+/// trace reads request → relay → job → delivery rather than the delivery beside the job.
+pub fn continue_trace_unless_inside(span: &tracing::Span, traceparent: Option<&str>) {
+    if let Some(tp) = traceparent
+        && enabled()
+    {
+        let current = tracing::Span::current()
+            .context()
+            .span()
+            .span_context()
+            .trace_id();
+        if tp.split('-').nth(1) == Some(current.to_string().as_str()) {
+            return;
+        }
+    }
+    continue_trace(span, traceparent)
+}
+
+/// The `traceparent` of the current span (the transaction an outbox row is written in), or
+/// `fallback` when tracing is off.
+pub fn current_traceparent(fallback: Option<&str>) -> Option<String> {
+    traceparent(&tracing::Span::current(), fallback)
+}
+
 /// The `traceparent` that names `span` (when tracing is on and it is sampled in or out), or
 /// `fallback` (the one the work arrived with) when tracing is off.
 pub fn traceparent(span: &tracing::Span, fallback: Option<&str>) -> Option<String> {

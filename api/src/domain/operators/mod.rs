@@ -1,5 +1,10 @@
 //! The service's own staff: operator credentials and the actions they take on tenants.
-//! Every action is written to the audit log in the transaction that performs it.
+//! Every action is written to the audit log in the transaction that performs it. Signing
+//! in (and its failure budget) is `sign_in`; console sessions and enabling or disabling an
+//! operator are `sessions`.
+pub mod sessions;
+pub mod sign_in;
+
 use crate::store::Db;
 use chrono::Utc;
 use entities::{operator, operator_audit};
@@ -85,26 +90,6 @@ pub async fn create(db: &Db, name: &str, bcrypt_cost: u32) -> Result<OperatorCre
         name: name.to_string(),
         operator_key: key.raw,
     })
-}
-
-/// Verifies an `x-operator-key`. Operator calls are rare: bcrypt every time, no cache.
-pub async fn authenticate(db: &Db, raw: &str) -> Result<Operator, ApiError> {
-    let Some((prefix, _)) = api_key::split_with(api_key::OPERATOR_PREFIX, raw) else {
-        return Err(ApiError::invalid_api_key());
-    };
-    for op in store::operators::active_by_prefix(db, prefix).await? {
-        let (raw_owned, hash) = (raw.to_string(), op.key_hash.clone());
-        let ok = tokio::task::spawn_blocking(move || api_key::verify(&raw_owned, &hash))
-            .await
-            .map_err(ApiError::internal)?;
-        if ok {
-            return Ok(Operator {
-                id: op.id,
-                name: op.name,
-            });
-        }
-    }
-    Err(ApiError::invalid_api_key())
 }
 
 pub async fn audit<C: ConnectionTrait>(
