@@ -135,6 +135,7 @@ async fn the_api_and_a_worker_on_one_host_both_start_with_no_listener_settings()
 /// data directory and nothing else set. It starts, its metrics on a free port it logs; one
 /// started on the first's public address stops at once, naming `WALLET_LISTEN_ADDR`.
 async fn the_second_embedded_server_on_a_host_starts_beside_the_first() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     default_port_is_free();
     let (first_dir, second_dir) = (scratch_dir("first"), scratch_dir("second"));
     let embedded = |dir: &std::path::Path| {
@@ -158,14 +159,21 @@ async fn the_second_embedded_server_on_a_host_starts_beside_the_first() {
         .await
         .unwrap();
     assert_eq!(health.status(), 200);
-    // It says where its metrics went, and they are there.
+    // It says where its metrics went (its start-up line follows the listeners), and they
+    // are there.
+    let metrics = tests::eventually(
+        Duration::from_secs(30),
+        "the start-up line naming the metrics address",
+        || async {
+            log_of(&second_log)
+                .lines()
+                .find_map(|l| l.split("metrics: http://").nth(1))
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(str::to_string)
+        },
+    )
+    .await;
     let said = log_of(&second_log);
-    let metrics = said
-        .lines()
-        .find_map(|l| l.split("metrics: http://").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("the start-up line names the metrics address: {said}"))
-        .to_string();
     assert_ne!(metrics, "127.0.0.1:9091/metrics", "{said}");
     let scraped = reqwest::get(format!("http://{metrics}")).await.unwrap();
     assert_eq!(scraped.status(), 200, "{metrics}");

@@ -12,7 +12,7 @@ use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
 const TENANT_COLUMNS: [&str; 2] = ["merchant_id", "enterprise_id"];
 
 /// Tables that hold no one tenant's rows, or hold them without the tenant column.
-const WITHOUT_TENANT: [&str; 9] = [
+const WITHOUT_TENANT: [&str; 10] = [
     // The tenant itself: its id is the tenant.
     "enterprises",
     // A platform's integration spans the enterprises it is linked to (a reference table).
@@ -20,6 +20,7 @@ const WITHOUT_TENANT: [&str; 9] = [
     // The operations staff and what they did: across tenants by design.
     "operators",
     "operator_audit_log",
+    "operator_sessions",
     // Keyed by the caller (integration and scope), not the merchant. Not yet so.
     "idempotency_records",
     // Keyed by resource; a resource's tenant is on the resource. Not yet so.
