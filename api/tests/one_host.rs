@@ -9,8 +9,6 @@ use serde_json::json;
 use tests::{
     Mode, TestApp, mode,
     procs::{Process, free_port, service_env, wait_for_port},
-    shop::Shop,
-    webhooks::Receiver,
 };
 use uuid::Uuid;
 
@@ -54,12 +52,9 @@ async fn the_api_and_a_worker_on_one_host_both_start_with_no_listener_settings()
     default_port_is_free();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let setup = TestApp::spawn().await;
-    let shop = Shop::open(&setup).await;
-    let receiver = Receiver::ok().await;
-    tests::shop::subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
-    let c = shop.customer().await;
-    shop.fund(&c, 1_000).await;
-    let qr = shop.qr(&c).await;
+    let tests::shop::ReadyToPay {
+        shop, receiver, qr, ..
+    } = tests::shop::ready_to_pay(&setup).await;
 
     let dir = scratch_dir("one-host");
     let mut env = service_env(&tests::test_config());

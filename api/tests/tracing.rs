@@ -11,8 +11,6 @@ use tests::{
     Mode, TestApp, mode,
     otlp::Collector,
     procs::{Process, free_port, wait_for_port},
-    shop::Shop,
-    webhooks::Receiver,
 };
 use uuid::Uuid;
 
@@ -25,12 +23,12 @@ async fn one_trace_runs_from_the_request_through_the_worker_to_the_webhook_recei
     // The tenant, its customer and a webhook endpoint, set up in-process (no workers here:
     // the processes under test do the relaying and delivering).
     let setup = TestApp::spawn().await;
-    let shop = Shop::open(&setup).await;
-    let receiver = Receiver::ok().await;
-    tests::shop::subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
-    let c = shop.customer().await;
-    shop.fund(&c, 1_000).await;
-    let qr = shop.qr(&c).await;
+    let tests::shop::ReadyToPay {
+        shop,
+        receiver,
+        customer: c,
+        qr,
+    } = tests::shop::ready_to_pay(&setup).await;
 
     let collector = Collector::start().await;
     let cfg = tests::test_config();

@@ -350,3 +350,27 @@ pub async fn subscribe(shop: &Shop<'_>, url: &str, types: Value) -> (String, Str
         r.body["data"]["secret"].as_str().unwrap().to_string(),
     )
 }
+
+/// A shop whose payments a webhook receiver hears about, and a funded customer's fresh QR
+/// payload (1,000 minor units on the wallet): what the tests of whole processes pay with.
+pub struct ReadyToPay<'a> {
+    pub shop: Shop<'a>,
+    pub receiver: crate::webhooks::Receiver,
+    pub customer: Customer,
+    pub qr: String,
+}
+
+pub async fn ready_to_pay(app: &TestApp) -> ReadyToPay<'_> {
+    let shop = Shop::open(app).await;
+    let receiver = crate::webhooks::Receiver::ok().await;
+    subscribe(&shop, &receiver.url, json!(["payment.completed"])).await;
+    let customer = shop.customer().await;
+    shop.fund(&customer, 1_000).await;
+    let qr = shop.qr(&customer).await;
+    ReadyToPay {
+        shop,
+        receiver,
+        customer,
+        qr,
+    }
+}

@@ -49,28 +49,16 @@ async fn every_operation_carries_a_domain_tag_and_stability_and_both_schemes_are
     }
 }
 
-/// The spec groups operations into its domains; reconciliation (the transactions feed and
-/// detail, disputes, unattach) is `transactions`, in the document and in capabilities alike.
+/// The spec's domains include `transactions`: reconciliation (the transactions feed and
+/// detail, disputes, unattach) is tagged so, in the document and in capabilities alike.
+/// (That every tag is one of the spec's domains is `http::openapi`'s own test.)
 #[tokio::test]
-async fn every_operation_sits_in_one_of_the_specs_domains_and_reconciliation_is_transactions() {
-    const DOMAINS: [&str; 10] = [
-        "platform",
-        "checkout_session",
-        "auth",
-        "customers",
-        "enrollment",
-        "payments",
-        "topup",
-        "incentives",
-        "transactions",
-        "webhooks",
-    ];
+async fn reconciliation_operations_sit_in_the_transactions_domain() {
     let doc = api::http::openapi::build().document;
     let mut reconciliation = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
             let tag = op["tags"][0].as_str().unwrap_or_default();
-            assert!(DOMAINS.contains(&tag), "{method} {path}: {tag}");
             if path.contains("/transactions") {
                 reconciliation += 1;
                 assert_eq!(tag, "transactions", "{method} {path}");

@@ -325,7 +325,9 @@ async fn rows_from_before_partitioning_stay_where_they_are_and_ids_carry_on() {
     let (db, _) = before_partitioning().await;
     let before = outbox_row(&db, Utc::now() - Duration::days(3), true).await;
     let last_id = text(&db, "SELECT id::text AS v FROM outbox".into()).await;
-    migration::Migrator::up(&db, None).await.unwrap();
+    // Up through the partitioning (000020 and 000021) alone, so that going down two below
+    // undoes exactly those whatever migrations come later.
+    migration::Migrator::up(&db, Some(2)).await.unwrap();
     assert_eq!(
         home(&db, "outbox", "event_id", before).await,
         "outbox_p_initial"
