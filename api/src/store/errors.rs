@@ -30,13 +30,19 @@ impl From<sea_orm::DbErr> for crate::error::ApiError {
 }
 
 /// What to change, for a database error that says the configuration is wrong rather than
-/// the database. A statement named by sqlx (`sqlx_s_1`) found already prepared, or missing,
-/// on its connection means a transaction-mode pooler hands that connection's statements to
-/// other clients' transactions: the service was not told it sits behind one.
+/// the database. Both mean the service was not told it sits behind a transaction-mode
+/// pooler: a statement named by sqlx (`sqlx_s_1`) found already prepared, or missing, on its
+/// connection (the pooler handed the connection's statements to other clients'
+/// transactions), and PgBouncer refusing the session settings a direct connection sends
+/// at start-up (`unsupported startup parameter`).
 pub fn hint(error: &str) -> Option<&'static str> {
-    let named =
-        error.contains("prepared statement \"sqlx_s_") && !error.contains("WALLET_DATABASE_POOLER");
-    (named && (error.contains("already exists") || error.contains("does not exist"))).then_some(
+    if error.contains("WALLET_DATABASE_POOLER") {
+        return None;
+    }
+    let named = error.contains("prepared statement \"sqlx_s_")
+        && (error.contains("already exists") || error.contains("does not exist"));
+    let refused_settings = error.contains("unsupported startup parameter");
+    (named || refused_settings).then_some(
         "WALLET_DATABASE_URL goes through a transaction-mode pooler such as PgBouncer: set \
          WALLET_DATABASE_POOLER=transaction, and WALLET_DATABASE_DIRECT_URL to PostgreSQL itself",
     )
@@ -86,6 +92,7 @@ mod tests {
         for e in [
             "Query Error: error returned from database: prepared statement \"sqlx_s_1\" already exists",
             "Execution Error: error returned from database: prepared statement \"sqlx_s_12\" does not exist",
+            "Connection Error: error returned from database: unsupported startup parameter: extra_float_digits",
         ] {
             assert!(
                 hint(e).is_some_and(|h| h.contains("WALLET_DATABASE_POOLER=transaction")),

@@ -105,8 +105,10 @@ async fn every_transaction_through_the_pooler_starts_clean_with_the_services_tim
 }
 
 /// A command pointed at the pooler without being told so (no `WALLET_DATABASE_POOLER`)
-/// breaks on sqlx's named statements sooner or later, the first run often passing; when
-/// it breaks, it names the setting to change rather than only PostgreSQL's words.
+/// fails: PgBouncer refuses the session settings a direct connection sends at start-up, or
+/// (a pooler that ignores them) sqlx's named statements meet another client's sooner or
+/// later, the first run often passing. Whichever it meets, the command names the setting to
+/// change rather than only PostgreSQL's words.
 #[tokio::test]
 async fn a_command_not_told_of_the_pooler_names_the_setting_when_it_breaks() {
     let Some(url) = pooled_url() else {
@@ -142,9 +144,8 @@ async fn a_command_not_told_of_the_pooler_names_the_setting_when_it_breaks() {
         })
         .await
         .unwrap();
-        let said = String::from_utf8_lossy(&out.stderr).to_string();
-        if said.contains("prepared statement") {
-            broke.push(said);
+        if !out.status.success() {
+            broke.push(String::from_utf8_lossy(&out.stderr).to_string());
             if broke.len() >= 2 {
                 break;
             }
@@ -152,7 +153,7 @@ async fn a_command_not_told_of_the_pooler_names_the_setting_when_it_breaks() {
     }
     assert!(
         !broke.is_empty(),
-        "ten runs through the pooler without the setting never met a named statement"
+        "ten runs through the pooler without the setting all passed"
     );
     for said in &broke {
         assert!(
