@@ -1,6 +1,7 @@
 //! The black-box suite: one binary, modules named after the domain they check.
 mod suite {
     pub mod architecture;
+    pub mod build;
     pub mod cells;
     pub mod clients;
     pub mod console_sign_in;
