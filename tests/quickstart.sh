@@ -61,8 +61,9 @@ echo "== server (README block 'sh server'), data in $WORK/data"
 WALLET_DATA_DIR="$WORK/data" WALLET_LISTEN_ADDR="127.0.0.1:$PORT" WALLET_METRICS_LISTEN_ADDR=127.0.0.1:0 \
   setsid bash -c "$(cat "$WORK/server.sh")" >"$WORK/server.log" 2>&1 &
 SERVER_PID=$!
-# The first `cargo run -p api` after a `cargo test --workspace` may build the api-only
-# variant of some dependencies (their features differ): allow it up to 20 minutes.
+# After `cargo test --workspace` the first `cargo run -p api` only links (one feature set for
+# both commands, suite::build); a checkout built by nothing yet compiles for some minutes
+# first: allow up to 20.
 for _ in $(seq 1 2400); do
   curl -sf "$WALLET/health" >/dev/null 2>&1 && break
   kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/server.log" >&2; echo "the server exited" >&2; exit 1; }

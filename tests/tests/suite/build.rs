@@ -29,10 +29,9 @@ fn features(args: &[&str]) -> BTreeMap<String, BTreeSet<String>> {
         };
         // "name v1.2.3 (path)" or "name v1.2.3 (*)": the name and version name it.
         let id: Vec<&str> = package.split_whitespace().take(2).collect();
-        let features = rest
-            .trim_end_matches(']')
-            .split(',')
-            .filter(|f| !f.is_empty());
+        // "[a,b]" or, for a package already listed, "[a,b] (*)".
+        let listed = rest.split(']').next().unwrap_or_default();
+        let features = listed.split(',').filter(|f| !f.is_empty());
         by_package
             .entry(id.join(" "))
             .or_default()
