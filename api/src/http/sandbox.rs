@@ -149,14 +149,16 @@ impl SandboxApi {
                 Ok(Outcome::new(SandboxClock::of(clock, Utc::now())))
             })
             .await?;
-        // Committed (or replayed): every replica's next request reads the new clock, and
-        // what is due by it ends now rather than at the next sweep.
+        // Committed (or replayed): every replica's next request reads the new clock from the
+        // database, and what is due by it ends now rather than at the next sweep. The shared
+        // entry is dropped rather than overwritten: two advances at once could publish their
+        // clocks in either order and leave the earlier one standing.
+        st.standing().forget(p.integration_id).await?;
         if let Some(i) = store::tenancy::find_integration(&st.db, p.integration_id)
             .await
             .map_err(ApiError::from)?
         {
             let clock = Clock::from_column(i.clock_offset_secs);
-            st.standing().publish(i.id, &i.status, clock).await?;
             expiry::run_for(&st.db, i.id, clock).await?;
         }
         Ok(reply)

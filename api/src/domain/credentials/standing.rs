@@ -87,10 +87,10 @@ impl Standing<'_> {
         Ok((status.to_string(), clock))
     }
 
-    /// Publishes a status or clock change to every replica. A suspension publishes before
-    /// it commits (a failed commit then refuses tokens for at most `ENTRY_TTL`, never admits
-    /// one), a reactivation and a clock advance after; either overwrites whatever a request
-    /// read before.
+    /// Publishes a status change to every replica. A suspension publishes before it commits
+    /// (a failed commit then refuses tokens for at most `ENTRY_TTL`, never admits one), a
+    /// reactivation after; either overwrites whatever a request read before. (A clock advance
+    /// `forget`s the entry instead: concurrent advances could publish out of order.)
     pub async fn publish(
         &self,
         integration_id: Uuid,
