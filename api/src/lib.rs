@@ -17,5 +17,5 @@ pub mod store;
 mod startup;
 
 pub use startup::{
-    Listener, Server, build_state, migrate, serve, serve_endpoint, serve_from_config, serve_metrics,
+    Listener, Server, build_state, migrate, serve, serve_from_config, serve_metrics,
 };

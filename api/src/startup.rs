@@ -222,15 +222,7 @@ impl Listener {
     }
 }
 
-/// Serves any endpoint on `addr` until stopped.
-pub async fn serve_endpoint<E: poem::Endpoint + 'static>(
-    ep: E,
-    addr: &str,
-) -> anyhow::Result<Listener> {
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    listening(ep, listener)
-}
-
+/// A listener serving `ep`, with graceful stop.
 fn listening<E: poem::Endpoint + 'static>(
     ep: E,
     listener: tokio::net::TcpListener,
@@ -361,12 +353,7 @@ pub async fn serve_from_config(config: Config) -> anyhow::Result<()> {
     let ready_ms = started.elapsed().as_millis();
     match mode {
         Mode::Embedded => {
-            let file = db_url
-                .trim_start_matches("sqlite://")
-                .split('?')
-                .next()
-                .unwrap_or_default()
-                .to_string();
+            let file = store::db::sqlite_file(&db_url).unwrap_or_default();
             eprintln!(
                 "wallet-api listening on {url}/v1 (embedded mode: SQLite at {file}, jobs in-process; ready in {ready_ms} ms)\n\
                  docs: {url}/v1/docs    metrics: http://{metrics}/metrics\n\

@@ -59,7 +59,7 @@ impl Failure {
 /// database that was never migrated, or is behind this binary, says so too.
 pub async fn service_database(config: &Config) -> Result<Db, Failure> {
     let url = config.effective_database_url();
-    if let Some(file) = sqlite_file(&url)
+    if let Some(file) = store::db::sqlite_file(&url)
         && !std::path::Path::new(&file).exists()
     {
         let looked = if config.database_url.is_some() {
@@ -105,17 +105,9 @@ pub async fn service_database(config: &Config) -> Result<Db, Failure> {
     Ok(db)
 }
 
-fn sqlite_file(url: &str) -> Option<String> {
-    let path = url.strip_prefix("sqlite:")?.trim_start_matches("//");
-    Some(path.split('?').next().unwrap_or(path).to_string())
-}
-
-/// A cause, with what to set where the store recognises it (`store::errors::hint`).
+/// A cause, with what to set where the store recognises it.
 fn explain(cause: &str) -> String {
-    match store::errors::hint(cause) {
-        Some(h) => format!("{cause} ({h})"),
-        None => cause.to_string(),
-    }
+    store::errors::with_hint(cause.to_string())
 }
 
 impl From<ApiError> for Failure {

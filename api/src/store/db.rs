@@ -107,15 +107,16 @@ async fn open(
     Ok(db)
 }
 
+/// The file a `sqlite:` URL names (without its `?` options); None for any other URL.
+pub fn sqlite_file(url: &str) -> Option<&str> {
+    let path = url.strip_prefix("sqlite:")?.trim_start_matches("//");
+    path.split('?').next()
+}
+
 /// Where a database URL points, for an operator reading an error: host, port and database
 /// name, or the SQLite file; never the user's password.
 pub fn describe_database(url: &str) -> String {
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        let file = path
-            .trim_start_matches("//")
-            .split('?')
-            .next()
-            .unwrap_or(path);
+    if let Some(file) = sqlite_file(url) {
         return format!("SQLite file {file}");
     }
     match reqwest::Url::parse(url) {

@@ -13,11 +13,7 @@ pub fn is_unique_violation(e: &sea_orm::DbErr) -> bool {
 /// The cause (logged, never answered) carries what to set where `hint` knows it.
 impl From<sea_orm::DbErr> for crate::error::ApiError {
     fn from(e: sea_orm::DbErr) -> Self {
-        let text = e.to_string();
-        let cause = match hint(&text) {
-            Some(h) => format!("{text} ({h})"),
-            None => text,
-        };
+        let cause = with_hint(e.to_string());
         if is_transient(&e) {
             crate::error::ApiError::Unavailable {
                 subsystem: crate::error::Subsystem::Database,
@@ -46,6 +42,14 @@ pub fn hint(error: &str) -> Option<&'static str> {
         "WALLET_DATABASE_URL goes through a transaction-mode pooler such as PgBouncer: set \
          WALLET_DATABASE_POOLER=transaction, and WALLET_DATABASE_DIRECT_URL to PostgreSQL itself",
     )
+}
+
+/// `error` followed by what to change, where `hint` knows it.
+pub fn with_hint(error: String) -> String {
+    match hint(&error) {
+        Some(h) => format!("{error} ({h})"),
+        None => error,
+    }
 }
 
 /// True when `e` says the database is unreachable, overloaded or briefly locked: a retry
