@@ -144,6 +144,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
         Arc::new(store::replica::Replica::new(
             r,
             db.clone(),
+            kv.clone(),
             Duration::from_millis(config.replica_max_lag_ms),
             Duration::from_millis(config.replica_wait_ms),
         ))

@@ -151,11 +151,11 @@ impl AppState {
     /// Keeps the gauges every process has current while it runs: its database pool, and the
     /// subsystems (probed every few samples, so an idle process still reports them).
     /// Where a read that tolerates lag runs (the transaction and event feeds, the console):
-    /// the replica while it is well and caught up with this request, else the primary.
-    /// Never for a read a money decision, a replay or authentication rests on.
+    /// the replica while it is well and has replayed what the request's caller wrote, else
+    /// the primary. Never for a read a money decision, a replay or authentication rests on.
     pub async fn lagging(&self) -> store::replica::LaggingRead {
         match &self.replica {
-            Some(r) => r.read().await,
+            Some(r) => r.read(crate::infra::request_context::caller()).await,
             None => store::replica::LaggingRead {
                 db: self.db.clone(),
                 served: store::replica::Served::Primary,

@@ -4,7 +4,7 @@
 #   - a PostgreSQL primary of its own            127.0.0.1:$PRIMARY_PORT (55432)
 #   - PgBouncer 1.18 in transaction mode before it 127.0.0.1:$POOLER_PORT (56432)
 #   - a streaming replica of the primary            127.0.0.1:$REPLICA_PORT (55433)
-#   - a Redis Cluster of three masters          127.0.0.1:$REDIS_CLUSTER_PORT.. (21001-21003)
+#   - a Redis Cluster, three masters and a replica of each, 127.0.0.1:$REDIS_CLUSTER_PORT.. (21001-21006)
 # and writes the test harness' environment to $STATE/env (source it).
 #
 # Idempotent: what already runs is left running. `tests/scaled/down.sh` stops it all.
@@ -89,8 +89,8 @@ start_replica() {
 start_primary
 start_pooler
 start_replica
-say "Redis Cluster (three masters) on $REDIS_CLUSTER_PORT.."
-REDIS_SEEDS=$(bash tests/scaled/redis-cluster.sh "$STATE/redis" "$REDIS_CLUSTER_PORT" 3 0)
+say "Redis Cluster (three masters, a replica each) on $REDIS_CLUSTER_PORT.."
+REDIS_SEEDS=$(bash tests/scaled/redis-cluster.sh "$STATE/redis" "$REDIS_CLUSTER_PORT" 3 1)
 
 cat >"$STATE/env" <<EOF
 export WALLET_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$PRIMARY_PORT/postgres

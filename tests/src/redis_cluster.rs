@@ -149,7 +149,7 @@ fn free_ports(n: usize) -> u16 {
             .port();
         // Nodes and their buses (port + 10000) below the ephemeral range (32768 and up),
         // where outgoing connections would take ports from under them; and clear of the
-        // scaled mode's cluster (21001-21003).
+        // scaled mode's cluster (21001-21006).
         let first = 10_000 + first % 11_000;
         let all_free = (0..n as u16).all(|i| {
             [first + i, first + i + 10_000]

@@ -6,7 +6,9 @@ use poem_openapi::{
     auth::{ApiKey, Bearer},
 };
 
-use crate::{domain::credentials::Principal, error::ApiError, state::AppState};
+use crate::{
+    domain::credentials::Principal, error::ApiError, infra::request_context, state::AppState,
+};
 
 fn state(req: &Request) -> Result<&AppState, ApiError> {
     req.data::<AppState>()
@@ -43,7 +45,9 @@ async fn api_key_checker(req: &Request, key: ApiKey) -> poem::Result<Principal> 
                 .await?
         }
     };
-    Ok(with_clock(st, p).await?)
+    let p = with_clock(st, p).await?;
+    request_context::set_caller(p.integration_id);
+    Ok(p)
 }
 
 /// A sandbox principal learns its integration's test clock (a live one runs on real time:
@@ -75,6 +79,7 @@ async fn jwt_checker(req: &Request, bearer: Bearer) -> poem::Result<Principal> {
     // A token outlives nothing its integration's suspension ended (see `standing`).
     // The same read says what time the integration's rules run at.
     let clock = st.standing().require_active(claims.integration_id).await?;
+    request_context::set_caller(claims.integration_id);
     Ok(Principal {
         clock: Some(clock),
         ..claims.principal()

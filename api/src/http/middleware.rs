@@ -147,6 +147,42 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
     }
 }
 
+/// Read-your-writes behind a read replica (`store::replica`): a request that may have
+/// written notes, before its response leaves, how far its caller's writes reach, so the
+/// caller's next lag-tolerant read on any API process waits for them. Safe methods write
+/// nothing a caller reads back; without a replica there is nothing to note.
+pub struct NoteWrites;
+
+impl<E: Endpoint> Middleware<E> for NoteWrites {
+    type Output = NoteWritesEp<E>;
+    fn transform(&self, ep: E) -> Self::Output {
+        NoteWritesEp { inner: ep }
+    }
+}
+
+pub struct NoteWritesEp<E> {
+    inner: E,
+}
+
+impl<E: Endpoint> Endpoint for NoteWritesEp<E> {
+    type Output = E::Output;
+
+    async fn call(&self, req: Request) -> poem::Result<E::Output> {
+        let replica = req
+            .data::<crate::state::AppState>()
+            .and_then(|st| st.replica.clone())
+            .filter(|_| !req.method().is_safe());
+        request_context::with_caller_slot(async move {
+            let out = self.inner.call(req).await;
+            if let (Some(replica), Some(caller)) = (replica, request_context::caller()) {
+                replica.note_write(caller).await;
+            }
+            out
+        })
+        .await
+    }
+}
+
 /// Reads the whole body up front with a hard limit (413 past it), whether or not the client
 /// sent a Content-Length, then hands the bytes on.
 pub struct BufferBody(pub usize);

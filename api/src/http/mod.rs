@@ -132,6 +132,7 @@ pub fn with_middleware<E: Endpoint + 'static>(
     let deadline = std::time::Duration::from_millis(state.config.request_timeout_ms);
     ep.with(middleware::BufferBody(max))
         .with(middleware::catch_panic())
+        .with(middleware::NoteWrites)
         .data(state)
         .with(middleware::Deadline(deadline))
         .with(middleware::RequestContext(routes))

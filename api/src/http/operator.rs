@@ -51,7 +51,9 @@ async fn operator_checker(req: &poem::Request, key: ApiKey) -> poem::Result<Oper
         client: &client,
         surface: "api",
     };
-    Ok(operators::sign_in::sign_in(&st.db, &st.kv, &attempt).await?)
+    let operator = operators::sign_in::sign_in(&st.db, &st.kv, &attempt).await?;
+    crate::infra::request_context::set_caller(operator.id);
+    Ok(operator)
 }
 
 pub struct OperatorApi;

@@ -3,6 +3,7 @@
 //! threading it through calls.
 tokio::task_local! {
     static ORIGIN: Origin;
+    static CALLER: std::cell::Cell<Option<uuid::Uuid>>;
 }
 
 /// What a piece of work descends from: a request id, and the W3C `traceparent` its trace
@@ -48,6 +49,25 @@ pub fn request_id() -> String {
 /// What the current work descends from, if it runs inside a request or a job.
 pub fn origin() -> Option<Origin> {
     ORIGIN.try_with(Origin::clone).ok()
+}
+
+/// Runs `fut` with a slot for the request's caller: whoever the request's credential proves
+/// it is (an integration, an operator), once a layer below has verified it (`set_caller`).
+pub fn with_caller_slot<F: std::future::Future>(
+    fut: F,
+) -> impl std::future::Future<Output = F::Output> {
+    CALLER.scope(std::cell::Cell::new(None), fut)
+}
+
+/// Records the request's verified caller: an integration's id, or an operator's. Outside a
+/// request (CLI, jobs) there is no slot and nothing is recorded.
+pub fn set_caller(id: uuid::Uuid) {
+    let _ = CALLER.try_with(|c| c.set(Some(id)));
+}
+
+/// The request's verified caller, once its credential has been checked.
+pub fn caller() -> Option<uuid::Uuid> {
+    CALLER.try_with(std::cell::Cell::get).ok().flatten()
 }
 
 pub fn new_request_id() -> String {

@@ -3,35 +3,56 @@
 //! operations console's pages. Balances, idempotency, authentication and every read a money
 //! decision rests on stay on the primary: they never come here.
 //!
-//! A read served by the replica still sees every write committed before it began. Before
-//! the replica serves a request, the primary's WAL insert position is read and the
-//! replica must have replayed up to it (the insert position covers a commit made with
-//! `synchronous_commit = off`, whose WAL may not be written out yet); a replica not there within
-//! `WALLET_REPLICA_WAIT_MS` leaves that request to the primary. Replay only moves forward,
-//! so every statement of the request then sees at least that much. Both checks are
-//! single simple-protocol statements, which a transaction-mode pooler carries as they are.
+//! A caller reads its own writes. Every request that may write (any method but GET, HEAD
+//! and OPTIONS) notes, once it has run and before its response leaves, the primary's
+//! position past everything it committed, under its caller (the integration or operator
+//! its credential proved) in Redis, where every API process reads it (`note_write`). A
+//! lag-tolerant read by that caller is served by the replica once the replica has replayed
+//! that far, waiting for it up to `WALLET_REPLICA_WAIT_MS`, else by the primary. Other
+//! callers' writes are what "lag-tolerant" tolerates: a read never waits for them, so a
+//! busy primary does not keep a quiet caller off the replica. Replay only moves forward, so
+//! every statement of the request then sees at least that much. Both checks are single
+//! simple-protocol statements, which a transaction-mode pooler carries as they are.
 //!
-//! Beside that, a probe (`run_probe`) measures the replica's lag every second for the
-//! metrics. A replica that stopped answering, fell further behind than
-//! `WALLET_REPLICA_MAX_LAG_MS` or is no longer a standby (promoted: its history may part
-//! from the primary's) is skipped until a probe finds it well again, so requests do not
-//! wait on it. A statement that fails on the replica (it went away mid-request, or a
-//! query was cancelled by a conflict with recovery) is run again on the primary.
+//! Where Redis cannot say (it is down, or it lost its data lately), the read waits for the
+//! primary's current position instead, as if every write were the caller's.
+//!
+//! Beside that, a probe (`run_probe`) measures the replica's lag every second in WAL it has
+//! not replayed: how long ago the primary had written out WAL the replica still lacks. A
+//! replica that stopped answering, fell further behind than `WALLET_REPLICA_MAX_LAG_MS` or
+//! is no longer a standby (promoted: its history may part from the primary's) is skipped
+//! until a probe finds it well again, so requests do not wait on it. A statement that fails
+//! on the replica (it went away mid-request, or a query was cancelled by a conflict with
+//! recovery) is run again on the primary.
 use std::{
+    collections::VecDeque,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     time::{Duration, Instant},
 };
 
 use sea_orm::sqlx::{self, Row};
+use uuid::Uuid;
 
 use super::pooler::Db;
-use crate::infra::telemetry::metrics as m;
+use crate::infra::{kv::Kv, telemetry::metrics as m};
 
 /// How often the probe measures the replica.
 pub const PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a caller's noted position is kept after its last write. A write older than
+/// this was replayed long ago by any replica the probe lets serve (one at most
+/// `WALLET_REPLICA_MAX_LAG_MS` behind, which configuration holds to at most 600 s).
+pub const NOTE_KEPT: Duration = Duration::from_secs(3_600);
+
+/// The primary's position past every commit that has answered its caller. The flushed
+/// position once a commit waits for its flush; the insert position when it does not
+/// (`synchronous_commit = off`: the commit answers while its WAL may still be in the
+/// primary's buffers, so no flushed or written position covers it yet).
+const COMMITTED_POSITION: &str = "SELECT (CASE WHEN current_setting('synchronous_commit') = 'off' \
+     THEN pg_current_wal_insert_lsn() ELSE pg_current_wal_flush_lsn() END)::text";
 
 /// Where a lag-tolerant read was served (`meta.capabilities.served_from`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,34 +77,131 @@ pub struct LaggingRead {
     pub served: Served,
 }
 
+/// A WAL position (PostgreSQL's `pg_lsn`, written `16/B374D848`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Lsn(pub u64);
+
+impl Lsn {
+    pub fn parse(text: &str) -> Option<Lsn> {
+        let (hi, lo) = text.split_once('/')?;
+        let (hi, lo) = (
+            u32::from_str_radix(hi, 16).ok()?,
+            u32::from_str_radix(lo, 16).ok()?,
+        );
+        Some(Lsn((u64::from(hi) << 32) | u64::from(lo)))
+    }
+
+    /// PostgreSQL's notation.
+    pub fn to_pg(self) -> String {
+        format!("{:X}/{:X}", self.0 >> 32, self.0 & 0xFFFF_FFFF)
+    }
+
+    /// Sixteen hex digits: compared as text, in the order of the positions (how Redis
+    /// keeps the greater of two).
+    fn fixed_width(self) -> String {
+        format!("{:016x}", self.0)
+    }
+
+    fn from_fixed_width(text: &str) -> Option<Lsn> {
+        (text.len() == 16)
+            .then(|| u64::from_str_radix(text, 16).ok())
+            .flatten()
+            .map(Lsn)
+    }
+}
+
 /// What a probe found.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Lag {
-    /// Time since the last transaction the replica replayed committed, while it has not
-    /// replayed all the primary had; 0 when it has.
+    /// How long ago the primary had written out WAL the replica has not replayed yet; 0
+    /// when it has replayed all the primary had written out. Infinite until a probe of this
+    /// process has seen the replica replay past a position it noted.
     pub seconds: f64,
+    /// WAL the primary has written out and the replica has not replayed.
     pub bytes: i64,
+}
+
+/// The primary's written-out positions as the probe saw them, each with when it was first
+/// seen: the replica's lag is the age of the oldest one it has not replayed.
+#[derive(Debug, Default)]
+pub struct Sightings {
+    seen: VecDeque<(Instant, Lsn)>,
+    /// When this process first saw the primary's position.
+    first: Option<Instant>,
+}
+
+impl Sightings {
+    /// Notes the primary's position `at`, and keeps what a lag up to `keep` needs.
+    pub fn note(&mut self, at: Instant, primary: Lsn, keep: Duration) {
+        self.first.get_or_insert(at);
+        if self.seen.back().is_none_or(|&(_, last)| primary > last) {
+            self.seen.push_back((at, primary));
+        }
+        // The newest sighting older than `keep` stays: the replica may still lack it, and
+        // its age is then a lag this process saw.
+        while self.seen.len() > 1 && at.duration_since(self.seen[1].0) > keep {
+            self.seen.pop_front();
+        }
+    }
+
+    /// The lag of a replica that has replayed up to `replayed`, `at`.
+    pub fn lag(&self, at: Instant, replayed: Lsn) -> f64 {
+        match self.seen.iter().position(|&(_, p)| p > replayed) {
+            None => 0.0,
+            // Behind the first position this process saw: how far behind is not known.
+            Some(0) if self.seen.front().map(|s| s.0) == self.first => f64::INFINITY,
+            Some(i) => at.duration_since(self.seen[i].0).as_secs_f64(),
+        }
+    }
+}
+
+/// What a read by a caller must find replayed on the replica.
+#[derive(Debug, PartialEq)]
+enum MustSee {
+    /// Nothing the replica may lack: the caller wrote nothing it has not replayed.
+    Nothing,
+    Position(Lsn),
+    /// Serve it from the primary (Redis cannot say, or the primary did not answer).
+    Primary,
 }
 
 pub struct Replica {
     /// The replica; a statement that fails on it runs again on the primary.
     db: Db,
     primary: Db,
+    kv: Kv,
     /// Whether requests may be served by the replica, as of the last probe.
     usable: Arc<AtomicBool>,
     max_lag: Duration,
     wait: Duration,
+    sightings: Mutex<Sightings>,
+    /// Until when this process trusts no caller's noted position: a note of its own failed
+    /// (Redis did not take it), so a caller's note may be behind its write.
+    distrust_until: Mutex<Option<Instant>>,
 }
 
+/// The Redis key of a caller's noted position.
+fn note_key(caller: Uuid) -> String {
+    format!("replica:written:{caller}")
+}
+
+/// When Redis began keeping the notes (unix ms): a note lost with Redis' data (a restart,
+/// a flush) is only missing, so until every write older than the notes has surely been
+/// replayed, a missing note says nothing.
+const NOTES_SINCE: &str = "replica:notes-since";
+
 impl Replica {
-    pub fn new(replica: Db, primary: Db, max_lag: Duration, wait: Duration) -> Replica {
+    pub fn new(replica: Db, primary: Db, kv: Kv, max_lag: Duration, wait: Duration) -> Replica {
         let usable = Arc::new(AtomicBool::new(false));
         Replica {
             db: replica.falling_back_to(primary.clone(), usable.clone()),
             primary,
+            kv,
             usable,
             max_lag,
             wait,
+            sightings: Mutex::new(Sightings::default()),
+            distrust_until: Mutex::new(None),
         }
     }
 
@@ -93,9 +211,16 @@ impl Replica {
         self.usable.load(Ordering::Relaxed)
     }
 
-    /// The database a lag-tolerant read should use now.
-    pub async fn read(&self) -> LaggingRead {
-        let served = if self.usable.load(Ordering::Relaxed) && self.caught_up().await {
+    /// How long after a write any usable replica has surely replayed it: the lag bound,
+    /// the probe's age and one more probe of margin.
+    fn settled_after(&self) -> Duration {
+        self.max_lag + PROBE_EVERY * 3
+    }
+
+    /// The database a lag-tolerant read by `caller` (the request's verified caller, if it
+    /// has one) should use now.
+    pub async fn read(&self, caller: Option<Uuid>) -> LaggingRead {
+        let served = if self.usable.load(Ordering::Relaxed) && self.caught_up(caller).await {
             Served::Replica
         } else {
             Served::Primary
@@ -110,17 +235,98 @@ impl Replica {
         }
     }
 
-    /// Whether the replica has replayed every write the primary committed so far, waiting
-    /// for it up to `wait`.
-    async fn caught_up(&self) -> bool {
-        // The insert position, not the written one: a commit made with `synchronous_commit`
-        // off answers its caller while its WAL is still in the primary's buffers, before
-        // `pg_current_wal_lsn()` (what has been written out) covers it.
-        let Ok(lsn) = position(&self.primary, "SELECT pg_current_wal_insert_lsn()::text").await
-        else {
-            return false;
+    /// Notes, after `caller`'s request has committed what it writes, the position the
+    /// replica must reach before it serves that caller again. Failing that, this process
+    /// serves no read from a caller's note until every write of now is surely replayed.
+    pub async fn note_write(&self, caller: Uuid) {
+        let noted = async {
+            let at = self.committed_position().await?;
+            self.kv
+                .keep_greater(&note_key(caller), &at.fixed_width(), NOTE_KEPT)
+                .await
+                .map_err(|e| e.to_string())
+        }
+        .await;
+        if let Err(e) = noted {
+            tracing::warn!(error = %e, "could not note a write for read-your-writes: this process reads the primary's position for a while");
+            *self
+                .distrust_until
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + self.settled_after());
+        }
+    }
+
+    async fn committed_position(&self) -> Result<Lsn, String> {
+        let text = position(&self.primary, COMMITTED_POSITION)
+            .await
+            .map_err(|e| format!("primary: {e}"))?;
+        Lsn::parse(&text).ok_or_else(|| format!("primary: unexpected position {text:?}"))
+    }
+
+    /// What a read by `caller` must find replayed.
+    async fn must_see(&self, caller: Option<Uuid>) -> MustSee {
+        let distrusted = self
+            .distrust_until
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|until| Instant::now() < until);
+        let from_note = match caller {
+            Some(caller) if !distrusted => self.noted(caller).await,
+            _ => None,
         };
-        let check = format!("SELECT (pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn)::text");
+        match from_note {
+            Some(must) => must,
+            None => match self.committed_position().await {
+                Ok(at) => MustSee::Position(at),
+                Err(_) => MustSee::Primary,
+            },
+        }
+    }
+
+    /// What `caller`'s note says it must see, or None when the notes cannot say.
+    async fn noted(&self, caller: Uuid) -> Option<MustSee> {
+        match self.kv.get(&note_key(caller)).await {
+            Ok(Some(v)) => {
+                Some(Lsn::from_fixed_width(&v).map_or(MustSee::Primary, MustSee::Position))
+            }
+            Ok(None) => self.notes_complete().await.then_some(MustSee::Nothing),
+            Err(_) => Some(MustSee::Primary),
+        }
+    }
+
+    /// Whether a missing note means the caller wrote nothing the replica may lack: Redis
+    /// has kept the notes for longer than any usable replica takes to replay a write.
+    async fn notes_complete(&self) -> bool {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let since = match self.kv.get(NOTES_SINCE).await {
+            Ok(Some(v)) => v.parse::<i64>().ok(),
+            Ok(None) => {
+                // Redis' data is new (or it was never kept): from now on it is.
+                let _ = self
+                    .kv
+                    .set_nx_px(NOTES_SINCE, &now_ms.to_string(), NOTES_SINCE_KEPT)
+                    .await;
+                return false;
+            }
+            Err(_) => return false,
+        };
+        since.is_some_and(|since| {
+            now_ms.saturating_sub(since) > self.settled_after().as_millis() as i64
+        })
+    }
+
+    /// Whether the replica has replayed everything `caller` must see, waiting for it up to
+    /// `wait`.
+    async fn caught_up(&self, caller: Option<Uuid>) -> bool {
+        let lsn = match self.must_see(caller).await {
+            MustSee::Nothing => return true,
+            MustSee::Primary => return false,
+            MustSee::Position(lsn) => lsn,
+        };
+        let check = format!(
+            "SELECT (pg_last_wal_replay_lsn() >= '{}'::pg_lsn)::text",
+            lsn.to_pg()
+        );
         let until = Instant::now() + self.wait;
         loop {
             match position(&self.db, &check).await.as_deref() {
@@ -163,19 +369,27 @@ impl Replica {
     }
 
     async fn measure(&self) -> Result<Lag, String> {
-        let lsn = position(&self.primary, "SELECT pg_current_wal_lsn()::text")
+        // Written out, not inserted: WAL still in the primary's buffers cannot have been
+        // sent, and a record nothing flushes (a page prune after the last commit) would
+        // otherwise count as lag for as long as the primary stays quiet.
+        let text = position(&self.primary, "SELECT pg_current_wal_flush_lsn()::text")
             .await
             .map_err(|e| format!("primary: {e}"))?;
+        let primary =
+            Lsn::parse(&text).ok_or_else(|| format!("primary: unexpected position {text:?}"))?;
+        let seen_at = Instant::now();
+        self.sightings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .note(seen_at, primary, self.max_lag.max(Duration::from_secs(60)));
         let pool = self.db.connection().get_postgres_connection_pool();
-        let sql = format!(
-            "SELECT pg_is_in_recovery() AS standby, \
-             CASE WHEN pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn THEN 0 \
-             ELSE EXTRACT(EPOCH FROM clock_timestamp() - pg_last_xact_replay_timestamp()) END::float8 AS seconds, \
-             GREATEST(pg_wal_lsn_diff('{lsn}'::pg_lsn, pg_last_wal_replay_lsn()), 0)::bigint AS bytes"
-        );
         let row = tokio::time::timeout(
             PROBE_EVERY,
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).fetch_one(pool),
+            sqlx::raw_sql(sqlx::AssertSqlSafe(
+                "SELECT pg_is_in_recovery() AS standby, pg_last_wal_replay_lsn()::text AS replayed"
+                    .to_string(),
+            ))
+            .fetch_one(pool),
         )
         .await
         .map_err(|_| "timed out".to_string())?
@@ -184,15 +398,23 @@ impl Replica {
         if !standby {
             return Err("not a standby (promoted?): its data may part from the primary's".into());
         }
-        let seconds: Option<f64> = row.try_get("seconds").map_err(|e| e.to_string())?;
-        let bytes: Option<i64> = row.try_get("bytes").map_err(|e| e.to_string())?;
+        let replayed: Option<String> = row.try_get("replayed").map_err(|e| e.to_string())?;
+        // Nothing replayed yet since it started: as far behind as can be told.
+        let replayed = replayed.as_deref().and_then(Lsn::parse).unwrap_or(Lsn(0));
+        let seconds = self
+            .sightings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .lag(Instant::now(), replayed);
         Ok(Lag {
-            // Nothing replayed yet since it started: as far behind as can be told.
-            seconds: seconds.unwrap_or(f64::INFINITY).max(0.0),
-            bytes: bytes.unwrap_or(0),
+            seconds,
+            bytes: i64::try_from(primary.0.saturating_sub(replayed.0)).unwrap_or(i64::MAX),
         })
     }
 }
+
+/// How long Redis keeps `NOTES_SINCE` (renewed by the first read that misses it).
+const NOTES_SINCE_KEPT: Duration = Duration::from_secs(30 * 24 * 3_600);
 
 /// One `text` value from a simple-protocol statement on `db`'s pool (a WAL position, a
 /// comparison). `sql` is built by this module from constants and server-given positions.
@@ -219,5 +441,76 @@ pub async fn run_probe(replica: Arc<Replica>) {
     loop {
         let _ = replica.probe().await;
         tokio::time::sleep(PROBE_EVERY).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_read_and_compare_as_postgresql_orders_them() {
+        let a = Lsn::parse("16/B374D848").unwrap();
+        assert_eq!(a, Lsn(0x16_B374_D848));
+        assert_eq!(a.to_pg(), "16/B374D848");
+        let b = Lsn::parse("17/0").unwrap();
+        assert!(a < b);
+        // Redis keeps the greater by text order: the fixed width makes it the same order.
+        assert!(a.fixed_width() < b.fixed_width());
+        assert!("9/0" > "10/0", "PostgreSQL's own notation would not do");
+        assert_eq!(Lsn::from_fixed_width(&b.fixed_width()), Some(b));
+        assert_eq!(Lsn::parse("16B374D848"), None);
+        assert_eq!(Lsn::from_fixed_width("16/B374D848"), None);
+    }
+
+    #[test]
+    fn lag_is_the_age_of_the_oldest_written_out_wal_the_replica_lacks() {
+        let keep = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut seen = Sightings::default();
+        seen.note(at(0), Lsn(100), keep);
+        // A process that just started cannot tell how far behind a replica that lacks the
+        // first position it saw is.
+        assert_eq!(seen.lag(at(0), Lsn(50)), f64::INFINITY);
+        assert_eq!(seen.lag(at(0), Lsn(100)), 0.0);
+        seen.note(at(1), Lsn(200), keep);
+        seen.note(at(2), Lsn(300), keep);
+        // It has what the primary had at 1 s, not what it had at 2 s: 1 s behind at 3 s.
+        assert_eq!(seen.lag(at(3), Lsn(250)), 1.0);
+        assert_eq!(seen.lag(at(3), Lsn(150)), 2.0);
+        assert_eq!(seen.lag(at(3), Lsn(300)), 0.0);
+    }
+
+    #[test]
+    fn a_quiet_primary_is_no_lag_however_long_ago_its_last_commit() {
+        let keep = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let mut seen = Sightings::default();
+        for s in 0..600 {
+            seen.note(t0 + Duration::from_secs(s), Lsn(100), keep);
+        }
+        assert_eq!(seen.lag(t0 + Duration::from_secs(600), Lsn(100)), 0.0);
+        // Behind the first position this process saw: not known how far.
+        assert_eq!(
+            seen.lag(t0 + Duration::from_secs(600), Lsn(90)),
+            f64::INFINITY
+        );
+        seen.note(t0 + Duration::from_secs(601), Lsn(150), keep);
+        assert_eq!(seen.lag(t0 + Duration::from_secs(602), Lsn(120)), 1.0);
+    }
+
+    #[test]
+    fn sightings_older_than_needed_are_dropped_but_the_newest_of_them_stays() {
+        let keep = Duration::from_secs(10);
+        let t0 = Instant::now();
+        let mut seen = Sightings::default();
+        for s in 0..100u64 {
+            seen.note(t0 + Duration::from_secs(s), Lsn(s + 1), keep);
+        }
+        assert!(seen.seen.len() <= 12, "{}", seen.seen.len());
+        // A replica stuck 50 s back is at least as far behind as the oldest kept sighting.
+        let lag = seen.lag(t0 + Duration::from_secs(99), Lsn(50));
+        assert!((10.0..=12.0).contains(&lag), "{lag}");
     }
 }

@@ -1,10 +1,10 @@
 //! Redis Cluster (docs/scaling.md, section 3): every key one script touches carries one hash
 //! tag, so the service runs on a cluster as on one server; a master that dies mid-run costs
-//! fast, retryable 503s for the keys it served until its replica takes over, and no
-//! idempotency guarantee: the lock and response copy it held are gone, the database record
-//! is not. The scaled CI mode runs the storage modules of the suite on a three-master
-//! cluster; this test starts a cluster of its own (three masters, a replica each) so it may
-//! kill one.
+//! fast, retryable 503s for the keys it served until its replica takes over, health that
+//! says so, and no idempotency guarantee: the lock and response copy it held are gone, the
+//! database record is not. The scaled CI mode runs the storage modules of the suite on a
+//! cluster of three masters with a replica each; this test starts a cluster of its own of
+//! that shape so it may kill one.
 use std::time::{Duration, Instant};
 
 use api::config::RedisMode;
@@ -15,6 +15,23 @@ use uuid::Uuid;
 /// Every request must end within this, whatever Redis does: the calls are bounded by
 /// `redis_timeout_ms` (300 ms here).
 const FAST: Duration = Duration::from_secs(2);
+
+/// How soon payments resume after a master dies: the cluster's `cluster-node-timeout`
+/// (1 s on this rig) to mark it failed, its replica's election, then the client's slot-map
+/// refresh.
+const FAILOVER: Duration = Duration::from_secs(10);
+
+/// The subsystems `GET /v1/health` reports degraded.
+async fn degraded(app: &TestApp) -> Vec<String> {
+    let r = tests::send(app.get("/health")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"]["degraded_subsystems"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_killed_mid_run_costs_fast_retryable_errors_and_never_a_second_debit() {
@@ -34,33 +51,51 @@ async fn a_master_killed_mid_run_costs_fast_retryable_errors_and_never_a_second_
     let c = shop.customer().await;
     shop.fund(&c, 100_000).await;
 
-    // A payment whose idempotency lock and response copy live on the master to be killed.
-    let key = Uuid::new_v4().to_string();
-    let tagged = format!(
-        "{}{}",
-        app.server.state.config.redis_prefix,
-        api::idempotency::copy_key(shop.tenant.integration_id, &key)
+    // The master to kill holds the integration's standing, which every request of its
+    // terminals reads: while it is down, the whole integration is refused. The first
+    // payment's idempotency lock and response copy live there too.
+    let prefix = app.server.state.config.redis_prefix.clone();
+    let standing = format!(
+        "{prefix}{}",
+        api::domain::credentials::standing::entry(shop.tenant.integration_id)
     );
-    let victim = cluster.master_of_slot(cluster.slot_of(&tagged));
+    let victim = cluster.master_of_slot(cluster.slot_of(&standing));
+    let (key, tagged) = loop {
+        let key = Uuid::new_v4().to_string();
+        let tagged = format!(
+            "{prefix}{}",
+            api::idempotency::copy_key(shop.tenant.integration_id, &key)
+        );
+        if cluster.master_of_slot(cluster.slot_of(&tagged)) == victim {
+            break (key, tagged);
+        }
+    };
     let body = json!({"credential": {"type": "qr", "qr_payload": shop.qr(&c).await},
         "amount_minor": 700, "currency": "EUR", "order_ref": "R-1"});
     let first = shop.post_with_key("/payments", body.clone(), &key).await;
     assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(degraded(&app).await, Vec::<String>::new());
 
     cluster.kill(victim);
+    let killed = Instant::now();
     // At once, before the cluster notices: the retry's lock is on a dead node.
-    let started = Instant::now();
     let during = shop.post_with_key("/payments", body.clone(), &key).await;
-    assert!(started.elapsed() < FAST, "{:?}", started.elapsed());
+    assert!(killed.elapsed() < FAST, "{:?}", killed.elapsed());
     assert_eq!(during.status, 503, "{}", during.body);
     assert_eq!(during.body["error"]["details"]["retryable"], true);
+    // Health says so, every time it is asked (a PING to one node at random did not).
+    for _ in 0..5 {
+        assert_eq!(degraded(&app).await, ["redis"], "one master is down");
+    }
 
     // Payments go on while the replica takes over: each retried with its own key until it
     // is taken, every attempt answered fast, with a payment or a retryable 503.
     let mut refused = 1;
     let mut paid = Vec::new();
+    let mut last_refusal = killed;
     for i in 0..12 {
         let key = Uuid::new_v4().to_string();
+        let before = refused;
         let qr = taken(&format!("mint {i}"), &mut refused, || {
             shop.post("/qr/mint", json!({"wallet_user_id": c.wallet_user_id}))
         })
@@ -71,9 +106,28 @@ async fn a_master_killed_mid_run_costs_fast_retryable_errors_and_never_a_second_
             shop.post_with_key("/payments", body.clone(), &key)
         })
         .await;
+        if refused > before {
+            last_refusal = Instant::now();
+        }
         paid.push(r.body["data"]["payment_id"].clone());
     }
+    let resumed_after = last_refusal.duration_since(killed);
+    eprintln!(
+        "redis failover: payments resumed {resumed_after:?} after the master was killed ({refused} attempts refused meanwhile)"
+    );
+    assert!(
+        resumed_after < FAILOVER,
+        "payments resume within {FAILOVER:?} of a master's death: {resumed_after:?}"
+    );
     cluster.wait_ok(Duration::from_secs(20));
+    let healthy = Instant::now() + Duration::from_secs(10);
+    while !degraded(&app).await.is_empty() {
+        assert!(
+            Instant::now() < healthy,
+            "health says Redis is well once a replica took over"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert_ne!(
         cluster.master_of_slot(cluster.slot_of(&tagged)),
         victim,

@@ -24,7 +24,10 @@ pub const ACTIVE: &str = "ACTIVE";
 /// status changed behind the service's back (by hand in the database).
 const ENTRY_TTL: Duration = Duration::from_secs(60);
 
-fn entry(integration_id: Uuid) -> String {
+/// The integration's cached standing: every terminal-token and sandbox request of the
+/// integration reads it, so a Redis Cluster node holding it is one the whole integration's
+/// terminals depend on (docs/scaling.md, section 3).
+pub fn entry(integration_id: Uuid) -> String {
     format!("integration:status:{integration_id}")
 }
 

@@ -72,6 +72,17 @@ impl LocalKv {
             .map(|e| e.0.clone())
     }
 
+    pub(super) fn keep_greater(&self, key: &str, value: &str, ttl: Duration) {
+        let mut m = self.lock();
+        let kept = m
+            .get(key)
+            .filter(|e| Self::live(e))
+            .map(|e| e.0.clone())
+            .filter(|v| v.as_str() >= value)
+            .unwrap_or_else(|| value.to_string());
+        m.insert(key.to_string(), (kept, Some(Instant::now() + ttl)));
+    }
+
     pub(super) fn set(&self, key: &str, value: &str, ttl: Duration) {
         self.lock().insert(
             key.to_string(),

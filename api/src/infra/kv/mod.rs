@@ -137,15 +137,23 @@ impl Kv {
         format!("{}{}", r.prefix, k)
     }
 
+    /// Whether Redis answers: the server, or on a cluster every master. A plain PING goes
+    /// to one node at random, so a cluster with one master down (every call routed to its
+    /// slots failing) still answered it.
     pub async fn ping(&self) -> Result<(), ApiError> {
         match self {
             Kv::Local(_) => Ok(()),
             Kv::Redis(r) => {
-                Self::run(r, "ping", |mut c| async move {
-                    redis::cmd("PING").query_async::<String>(&mut c).await
+                Self::run(r, "ping", |c| async move {
+                    match c {
+                        Conn::Cluster(cluster) => redis_conn::ping_every_master(cluster).await,
+                        mut c @ Conn::Standalone(_) => redis::cmd("PING")
+                            .query_async::<String>(&mut c)
+                            .await
+                            .map(drop),
+                    }
                 })
-                .await?;
-                Ok(())
+                .await
             }
         }
     }
@@ -227,6 +235,37 @@ impl Kv {
                 })
                 .await?;
                 Ok(res.is_some())
+            }
+        }
+    }
+
+    /// Stores `value` under `key` unless it holds a greater one, and keeps it `ttl` from
+    /// now either way. Values of one key must be of equal width (compared as text).
+    pub async fn keep_greater(
+        &self,
+        key: &str,
+        value: &str,
+        ttl: Duration,
+    ) -> Result<(), ApiError> {
+        match self {
+            Kv::Local(l) => {
+                l.keep_greater(key, value, ttl);
+                Ok(())
+            }
+            Kv::Redis(r) => {
+                let k = Self::key(r, key);
+                let v = value.to_string();
+                let ms = ttl.as_millis() as u64;
+                Self::run(r, "keep_greater", |mut c| async move {
+                    script!(KEEP_GREATER)
+                        .key(k)
+                        .arg(v)
+                        .arg(ms)
+                        .invoke_async::<i64>(&mut c)
+                        .await
+                })
+                .await?;
+                Ok(())
             }
         }
     }

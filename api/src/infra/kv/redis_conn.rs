@@ -105,3 +105,127 @@ impl RedisKv {
         self.shared.lock().expect("redis connection slot").take();
     }
 }
+
+/// Asks a node which masters serve the slots (`CLUSTER SLOTS`), then pings each of them on
+/// this client's own connection to it: a master the client is not connected to fails the
+/// check, as every call routed to that master would fail. Every slot must be served.
+pub(super) async fn ping_every_master(
+    cluster: redis::cluster_async::ClusterConnection,
+) -> redis::RedisResult<()> {
+    use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
+    let slots = cluster
+        .clone()
+        .route_command(
+            redis::cmd("CLUSTER").arg("SLOTS").clone(),
+            RoutingInfo::SingleNode(SingleNodeRoutingInfo::Random),
+        )
+        .await?;
+    let (masters, covered) = masters_of(&slots).ok_or_else(|| {
+        redis::RedisError::from((redis::ErrorKind::Parse, "unexpected CLUSTER SLOTS answer"))
+    })?;
+    if covered < 16_384 {
+        return Err(redis::RedisError::from((
+            redis::ErrorKind::ClusterConnectionNotFound,
+            "slots without a master",
+            format!("{} of 16384 slots served", covered),
+        )));
+    }
+    let pings = masters.into_iter().map(|(host, port)| {
+        let mut c = cluster.clone();
+        async move {
+            c.route_command(
+                redis::cmd("PING"),
+                RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port }),
+            )
+            .await
+        }
+    });
+    futures::future::try_join_all(pings).await.map(drop)
+}
+
+/// The masters' addresses in a `CLUSTER SLOTS` answer, and how many slots they serve.
+fn masters_of(slots: &redis::Value) -> Option<(std::collections::BTreeSet<(String, u16)>, i64)> {
+    use redis::Value;
+    let int = |v: &Value| match v {
+        Value::Int(i) => Some(*i),
+        _ => None,
+    };
+    let Value::Array(ranges) = slots else {
+        return None;
+    };
+    let mut masters = std::collections::BTreeSet::new();
+    let mut covered = 0;
+    for range in ranges {
+        let Value::Array(fields) = range else {
+            return None;
+        };
+        let (start, end) = (int(fields.first()?)?, int(fields.get(1)?)?);
+        let Value::Array(master) = fields.get(2)? else {
+            return None;
+        };
+        let host = match master.first()? {
+            Value::BulkString(b) => String::from_utf8(b.clone()).ok()?,
+            Value::SimpleString(s) => s.clone(),
+            _ => return None,
+        };
+        let port = u16::try_from(int(master.get(1)?)?).ok()?;
+        covered += end - start + 1;
+        masters.insert((host, port));
+    }
+    Some((masters, covered))
+}
+
+#[cfg(test)]
+mod tests {
+    use redis::Value;
+
+    fn node(host: &str, port: i64) -> Value {
+        Value::Array(vec![
+            Value::BulkString(host.as_bytes().to_vec()),
+            Value::Int(port),
+            Value::BulkString(b"id".to_vec()),
+        ])
+    }
+
+    #[test]
+    fn the_masters_of_a_slot_map_and_the_slots_they_cover() {
+        let slots = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(5460),
+                node("10.0.0.1", 7000),
+                node("10.0.0.4", 7003),
+            ]),
+            Value::Array(vec![
+                Value::Int(5461),
+                Value::Int(10922),
+                node("10.0.0.2", 7001),
+            ]),
+            Value::Array(vec![
+                Value::Int(10923),
+                Value::Int(16383),
+                node("10.0.0.3", 7002),
+            ]),
+        ]);
+        let (masters, covered) = super::masters_of(&slots).unwrap();
+        assert_eq!(covered, 16_384);
+        let masters: Vec<_> = masters.into_iter().collect();
+        assert_eq!(
+            masters,
+            [
+                ("10.0.0.1".to_string(), 7000),
+                ("10.0.0.2".into(), 7001),
+                ("10.0.0.3".into(), 7002)
+            ],
+            "replicas are not masters"
+        );
+        // Slots assigned to no master are missing from the map: not covered.
+        let partial = Value::Array(vec![Value::Array(vec![
+            Value::Int(0),
+            Value::Int(99),
+            node("10.0.0.1", 7000),
+        ])]);
+        assert_eq!(super::masters_of(&partial).unwrap().1, 100);
+        assert!(super::masters_of(&Value::Nil).is_none());
+    }
+}

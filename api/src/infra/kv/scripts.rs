@@ -74,3 +74,12 @@ if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
 local ttl = redis.call('PTTL', KEYS[1])
 return {n, ttl}
 "#;
+
+// Keeps the greater of the stored value and ARGV[1] (equal-width text, so text order is
+// the values' order), and renews the expiry. KEYS: the key. ARGV: value, ttl (ms).
+pub(super) const KEEP_GREATER: &str = r#"
+local v = redis.call('GET', KEYS[1])
+if v and v >= ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"#;

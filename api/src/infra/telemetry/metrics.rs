@@ -99,7 +99,7 @@ pub const CATALOGUE: &[(&str, Kind, Option<Unit>, &str)] = &[
         DB_REPLICA_LAG,
         Kind::Gauge,
         Some(Unit::Seconds),
-        "How far the read replica is behind the primary: time since the last transaction it replayed committed, 0 once it has replayed all the primary had (API processes with WALLET_DATABASE_REPLICA_URL).",
+        "How far the read replica is behind the primary: how long ago the primary had written out WAL the replica has not replayed, 0 once it has replayed all the primary has written out (API processes with WALLET_DATABASE_REPLICA_URL).",
     ),
     (
         DB_REPLICA_LAG_BYTES,
