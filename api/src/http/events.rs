@@ -181,7 +181,13 @@ impl EventsApi {
         auth.0.require(Permission::Webhooks)?;
         let id = path_uuid("path:eventId", &event_id.0)?;
         let read = state.0.lagging().await;
-        let e = event_feed::get(&read.db, &auth.0, id).await?;
-        Ok(Reply::lagging(&view(&e), read.served))
+        let (e, served) = match event_feed::get(&read.db, &auth.0, id).await {
+            Err(e) if read.ask_primary_after(&e) => (
+                event_feed::get(&state.0.db, &auth.0, id).await?,
+                crate::store::replica::Served::Primary,
+            ),
+            found => (found?, read.served),
+        };
+        Ok(Reply::lagging(&view(&e), served))
     }
 }

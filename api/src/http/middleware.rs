@@ -148,9 +148,10 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
 }
 
 /// Read-your-writes behind a read replica (`store::replica`): a request that may have
-/// written notes, before its response leaves, how far its caller's writes reach, so the
-/// caller's next lag-tolerant read on any API process waits for them. Safe methods write
-/// nothing a caller reads back; without a replica there is nothing to note.
+/// written, or whose lag-tolerant read the primary served, notes before its response
+/// leaves how far what its caller wrote or saw reaches, so the caller's next lag-tolerant
+/// read on any API process waits for it (its reads never go back in time). Without a
+/// replica there is nothing to note.
 pub struct NoteWrites;
 
 impl<E: Endpoint> Middleware<E> for NoteWrites {
@@ -170,11 +171,13 @@ impl<E: Endpoint> Endpoint for NoteWritesEp<E> {
     async fn call(&self, req: Request) -> poem::Result<E::Output> {
         let replica = req
             .data::<crate::state::AppState>()
-            .and_then(|st| st.replica.clone())
-            .filter(|_| !req.method().is_safe());
+            .and_then(|st| st.replica.clone());
+        let writes = !req.method().is_safe();
         request_context::with_caller_slot(async move {
             let out = self.inner.call(req).await;
-            if let (Some(replica), Some(caller)) = (replica, request_context::caller()) {
+            if let (Some(replica), Some(caller)) = (replica, request_context::caller())
+                && (writes || request_context::read_primary())
+            {
                 replica.note_write(caller).await;
             }
             out

@@ -451,7 +451,13 @@ impl TransactionsApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         let id = path_uuid("path:transactionId", &transaction_id.0)?;
         let read = state.0.lagging().await;
-        let d = transactions::detail(&read.db, &auth.0, integration, id).await?;
+        let (d, served) = match transactions::detail(&read.db, &auth.0, integration, id).await {
+            Err(e) if read.ask_primary_after(&e) => (
+                transactions::detail(&state.0.db, &auth.0, integration, id).await?,
+                crate::store::replica::Served::Primary,
+            ),
+            found => (found?, read.served),
+        };
         let related = |events: &[entities::outbox::Model]| -> Vec<RelatedEvent> {
             events
                 .iter()
@@ -534,6 +540,6 @@ impl TransactionsApi {
                 topup_reversal: reversal.as_ref().map(reversal_view),
             },
         };
-        Ok(Reply::lagging(&out, read.served))
+        Ok(Reply::lagging(&out, served))
     }
 }

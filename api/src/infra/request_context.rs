@@ -3,7 +3,7 @@
 //! threading it through calls.
 tokio::task_local! {
     static ORIGIN: Origin;
-    static CALLER: std::cell::Cell<Option<uuid::Uuid>>;
+    static CALLER: CallerSlot;
 }
 
 /// What a piece of work descends from: a request id, and the W3C `traceparent` its trace
@@ -51,23 +51,40 @@ pub fn origin() -> Option<Origin> {
     ORIGIN.try_with(Origin::clone).ok()
 }
 
+/// Who the request's caller is, once verified, and whether a read of it saw the primary.
+#[derive(Default)]
+struct CallerSlot {
+    id: std::cell::Cell<Option<uuid::Uuid>>,
+    read_primary: std::cell::Cell<bool>,
+}
+
 /// Runs `fut` with a slot for the request's caller: whoever the request's credential proves
 /// it is (an integration, an operator), once a layer below has verified it (`set_caller`).
 pub fn with_caller_slot<F: std::future::Future>(
     fut: F,
 ) -> impl std::future::Future<Output = F::Output> {
-    CALLER.scope(std::cell::Cell::new(None), fut)
+    CALLER.scope(CallerSlot::default(), fut)
 }
 
 /// Records the request's verified caller: an integration's id, or an operator's. Outside a
 /// request (CLI, jobs) there is no slot and nothing is recorded.
 pub fn set_caller(id: uuid::Uuid) {
-    let _ = CALLER.try_with(|c| c.set(Some(id)));
+    let _ = CALLER.try_with(|c| c.id.set(Some(id)));
 }
 
 /// The request's verified caller, once its credential has been checked.
 pub fn caller() -> Option<uuid::Uuid> {
-    CALLER.try_with(std::cell::Cell::get).ok().flatten()
+    CALLER.try_with(|c| c.id.get()).ok().flatten()
+}
+
+/// Records that a lag-tolerant read of this request was served by the primary: the caller
+/// may have seen more than a replica has yet.
+pub fn set_read_primary() {
+    let _ = CALLER.try_with(|c| c.read_primary.set(true));
+}
+
+pub fn read_primary() -> bool {
+    CALLER.try_with(|c| c.read_primary.get()).unwrap_or(false)
 }
 
 pub fn new_request_id() -> String {

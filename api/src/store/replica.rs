@@ -77,6 +77,22 @@ pub struct LaggingRead {
     pub served: Served,
 }
 
+impl LaggingRead {
+    /// Whether a look-up of one thing by its id that failed with `e` should be asked again
+    /// of the primary: a miss on the replica. An id learnt from elsewhere (a webhook, an
+    /// event, another caller's answer) is never answered NOT_FOUND while the replica is
+    /// catching up with it.
+    /// Records, when it answers yes, that the request reads the primary.
+    pub fn ask_primary_after(&self, e: &crate::error::ApiError) -> bool {
+        let missed =
+            self.served == Served::Replica && e.code() == crate::error::ErrorCode::NotFound;
+        if missed {
+            crate::infra::request_context::set_read_primary();
+        }
+        missed
+    }
+}
+
 /// A WAL position (PostgreSQL's `pg_lsn`, written `16/B374D848`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Lsn(pub u64);
@@ -226,6 +242,9 @@ impl Replica {
             Served::Primary
         };
         metrics::counter!(m::DB_LAGGING_READS, "served_from" => served.as_str()).increment(1);
+        if served == Served::Primary {
+            crate::infra::request_context::set_read_primary();
+        }
         LaggingRead {
             db: match served {
                 Served::Replica => self.db.clone(),
@@ -235,8 +254,8 @@ impl Replica {
         }
     }
 
-    /// Notes, after `caller`'s request has committed what it writes, the position the
-    /// replica must reach before it serves that caller again. Failing that, this process
+    /// Notes, after `caller`'s request has committed what it writes (or read on the
+    /// primary), the position the replica must reach before it serves that caller again. Failing that, this process
     /// serves no read from a caller's note until every write of now is surely replayed.
     pub async fn note_write(&self, caller: Uuid) {
         let noted = async {

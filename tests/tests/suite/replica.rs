@@ -210,30 +210,7 @@ async fn a_replica_that_stops_replaying_leaves_the_feed_to_the_primary_until_it_
     shop.fund(&c, 10_000).await;
     eventually_served_from(&shop, "replica").await;
 
-    rig.replica_sql
-        .execute_unprepared("SELECT pg_wal_replay_pause()")
-        .await
-        .unwrap();
-    // The call only asks: replay stops at its next check, which may come after the payment
-    // below was replayed. Wait until it has stopped.
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let row = rig
-            .replica_sql
-            .query_one_raw(sea_orm::Statement::from_string(
-                rig.replica_sql.get_database_backend(),
-                "SELECT pg_get_wal_replay_pause_state() AS state",
-            ))
-            .await
-            .unwrap()
-            .expect("a row");
-        let state: String = row.try_get("", "state").unwrap();
-        if state == "paused" {
-            break;
-        }
-        assert!(Instant::now() < until, "replay did not pause: {state}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    pause_replay(&rig.replica_sql).await;
     let pay = shop.pay(&c, 300).await;
     assert_eq!(pay.status, 200, "{}", pay.body);
     // The replica has not replayed the payment: the primary answers, with it.
@@ -248,6 +225,67 @@ async fn a_replica_that_stops_replaying_leaves_the_feed_to_the_primary_until_it_
         .await
         .unwrap();
     assert_eq!(eventually_served_from(&shop, "replica").await, 1);
+    rig.app.stop().await;
+}
+
+/// Stops the replica's replay, and waits until it has stopped.
+async fn pause_replay(replica: &DatabaseConnection) {
+    replica
+        .execute_unprepared("SELECT pg_wal_replay_pause()")
+        .await
+        .unwrap();
+    // The call only asks: replay stops at its next check, which may come after a write
+    // that follows was replayed. Wait until it has stopped.
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let row = replica
+            .query_one_raw(sea_orm::Statement::from_string(
+                replica.get_database_backend(),
+                "SELECT pg_get_wal_replay_pause_state() AS state",
+            ))
+            .await
+            .unwrap()
+            .expect("a row");
+        let state: String = row.try_get("", "state").unwrap();
+        if state == "paused" {
+            break;
+        }
+        assert!(Instant::now() < until, "replay did not pause: {state}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_id_learnt_from_another_caller_is_never_not_found_while_the_replica_catches_up() {
+    // Max lag high: the paused replica stays usable for this test's few seconds.
+    let Some(rig) = rig(60_000).await else { return };
+    let shop = Shop::open(&rig.app).await;
+    let other = Shop::open(&rig.app).await;
+    let c = other.customer().await;
+    other.fund(&c, 1_000).await;
+    eventually_served_from(&shop, "replica").await;
+    pause_replay(&rig.replica_sql).await;
+    let theirs = other.pay(&c, 100).await;
+    let theirs = theirs.body["data"]["payment_id"].as_str().unwrap();
+    // The replica lacks the payment; the caller's own read would not wait for it. The
+    // detail still answers as the spec says: another integration's transaction is 403.
+    let r = shop
+        .read(&format!(
+            "/{}/transactions/{theirs}",
+            shop.tenant.integration_id
+        ))
+        .await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.body);
+    // Its owner's reads wait for its own write: the primary serves them.
+    let (served, _) = served_read(&other, &format!("/transactions/{theirs}")).await;
+    assert_eq!(served, "primary");
+    let (served, n) = feed(&other).await;
+    assert_eq!((served.as_str(), n), ("primary", 1));
+    rig.replica_sql
+        .execute_unprepared("SELECT pg_wal_replay_resume()")
+        .await
+        .unwrap();
+    assert_eq!(eventually_served_from(&other, "replica").await, 1);
     rig.app.stop().await;
 }
 
