@@ -169,13 +169,17 @@ impl<E: Endpoint> Endpoint for NoteWritesEp<E> {
     type Output = E::Output;
 
     async fn call(&self, req: Request) -> poem::Result<E::Output> {
-        let replica = req
+        // Without a replica no read waits on a note: no slot, nothing recorded per request.
+        let Some(replica) = req
             .data::<crate::state::AppState>()
-            .and_then(|st| st.replica.clone());
+            .and_then(|st| st.replica.clone())
+        else {
+            return self.inner.call(req).await;
+        };
         let writes = !req.method().is_safe();
         request_context::with_caller_slot(async move {
             let out = self.inner.call(req).await;
-            if let (Some(replica), Some(caller)) = (replica, request_context::caller())
+            if let Some(caller) = request_context::caller()
                 && (writes || request_context::read_primary())
             {
                 replica.note_write(caller).await;
