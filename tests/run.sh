@@ -48,6 +48,10 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   done
 fi
 
+# One formatting (rustfmt.toml): a difference fails before anything is built.
+say "formatting (cargo fmt --check)"
+cargo fmt --all -- --check
+
 ran=()
 say "embedded mode (SQLite, in-process locks and jobs)"
 WALLET_TEST_MODE=embedded cargo test --workspace --locked
