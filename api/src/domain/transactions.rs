@@ -5,8 +5,8 @@
 //! sale in yesterday's. The detail read gives a transaction whole. Scoped to the integration in the path
 //! and the key; another integration's transaction is FORBIDDEN (the spec's rule for these
 //! reads), an unknown one NOT_FOUND.
-use entities::{branch, dispute, outbox, payment, payment_refund, topup, topup_reversal};
-use sea_orm::{ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter};
+use entities::{dispute, outbox, payment, payment_refund, topup, topup_reversal};
+use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use super::credentials::{Principal, Scope};
@@ -76,14 +76,7 @@ pub async fn bound<C: ConnectionTrait>(
             brand_id,
         } => {
             f.merchant_id = Some(enterprise_id);
-            let ids = branch::Entity::find()
-                .filter(branch::Column::BrandId.eq(brand_id))
-                .all(c)
-                .await?
-                .into_iter()
-                .map(|b| b.id)
-                .collect();
-            f.branch_ids = Some(ids);
+            f.branch_ids = Some(store::tenancy::branch_ids_of_brand(c, brand_id).await?);
         }
         Scope::Branch {
             enterprise_id,

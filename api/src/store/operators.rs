@@ -1,8 +1,8 @@
 use chrono::{DateTime, Utc};
 use entities::{operator, operator_audit, operator_session};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder,
-    QuerySelect, sea_query::Expr,
+    ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait,
+    QueryFilter, QueryOrder, QuerySelect, sea_query::Expr,
 };
 use uuid::Uuid;
 
@@ -126,6 +126,56 @@ pub async fn revoke_sessions_of<C: ConnectionTrait>(
         .exec(c)
         .await?;
     Ok(r.rows_affected)
+}
+
+/// A new operator's stored credential (the key only as its bcrypt hash).
+pub struct NewOperator<'a> {
+    pub id: Uuid,
+    pub name: &'a str,
+    pub key_prefix: &'a str,
+    pub key_hash: String,
+    pub key_last_four: &'a str,
+}
+
+pub async fn insert<C: ConnectionTrait>(c: &C, o: NewOperator<'_>) -> Result<(), DbErr> {
+    operator::ActiveModel {
+        id: Set(o.id),
+        name: Set(o.name.to_string()),
+        key_prefix: Set(o.key_prefix.to_string()),
+        key_hash: Set(o.key_hash),
+        key_last_four: Set(o.key_last_four.to_string()),
+        status: Set("active".into()),
+        created_at: Set(Utc::now()),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
+}
+
+/// One line of the audit log: who did what to which object, why, with what.
+pub struct AuditEntry<'a> {
+    pub actor: &'a str,
+    pub action: &'a str,
+    pub target_type: &'a str,
+    pub target_id: Option<String>,
+    pub reason: Option<String>,
+    pub details: serde_json::Value,
+}
+
+pub async fn insert_audit<C: ConnectionTrait>(c: &C, e: AuditEntry<'_>) -> Result<(), DbErr> {
+    operator_audit::ActiveModel {
+        id: Set(Uuid::now_v7()),
+        actor: Set(e.actor.to_string()),
+        action: Set(e.action.to_string()),
+        target_type: Set(e.target_type.to_string()),
+        target_id: Set(e.target_id),
+        reason: Set(e.reason),
+        details: Set(e.details),
+        created_at: Set(Utc::now()),
+    }
+    .insert(c)
+    .await?;
+    Ok(())
 }
 
 /// Every operator, by name (a short list: the service's own staff).

@@ -178,6 +178,20 @@ pub async fn find_branch<C: ConnectionTrait>(
         .await
 }
 
+/// The ids of a brand's branches.
+pub async fn branch_ids_of_brand<C: ConnectionTrait>(
+    c: &C,
+    brand_id: Uuid,
+) -> Result<Vec<Uuid>, DbErr> {
+    Ok(branch::Entity::find()
+        .filter(branch::Column::BrandId.eq(brand_id))
+        .all(c)
+        .await?
+        .into_iter()
+        .map(|b| b.id)
+        .collect())
+}
+
 pub async fn find_branch_of_enterprise<C: ConnectionTrait>(
     c: &C,
     enterprise_id: Uuid,

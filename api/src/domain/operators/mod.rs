@@ -7,8 +7,7 @@ pub mod sign_in;
 
 use crate::store::Db;
 use chrono::Utc;
-use entities::{operator, operator_audit};
-use sea_orm::{ActiveModelTrait, ConnectionTrait, Set};
+use sea_orm::ConnectionTrait;
 use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -63,16 +62,16 @@ pub async fn create(db: &Db, name: &str, bcrypt_cost: u32) -> Result<OperatorCre
         .map_err(ApiError::internal)?;
     let id = Uuid::now_v7();
     let txn = store::begin(db).await?;
-    operator::ActiveModel {
-        id: Set(id),
-        name: Set(name.to_string()),
-        key_prefix: Set(key.key_prefix.clone()),
-        key_hash: Set(hash),
-        key_last_four: Set(key.key_last_four.clone()),
-        status: Set("active".into()),
-        created_at: Set(Utc::now()),
-    }
-    .insert(&txn)
+    store::operators::insert(
+        &txn,
+        store::operators::NewOperator {
+            id,
+            name,
+            key_prefix: &key.key_prefix,
+            key_hash: hash,
+            key_last_four: &key.key_last_four,
+        },
+    )
     .await?;
     audit(
         &txn,
@@ -101,17 +100,17 @@ pub async fn audit<C: ConnectionTrait>(
     reason: Option<String>,
     details: Value,
 ) -> Result<(), ApiError> {
-    operator_audit::ActiveModel {
-        id: Set(Uuid::now_v7()),
-        actor: Set(actor.to_string()),
-        action: Set(action.to_string()),
-        target_type: Set(target_type.to_string()),
-        target_id: Set(target_id),
-        reason: Set(reason),
-        details: Set(details),
-        created_at: Set(Utc::now()),
-    }
-    .insert(c)
+    store::operators::insert_audit(
+        c,
+        store::operators::AuditEntry {
+            actor,
+            action,
+            target_type,
+            target_id,
+            reason,
+            details,
+        },
+    )
     .await?;
     Ok(())
 }
