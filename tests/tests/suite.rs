@@ -8,6 +8,7 @@ mod suite {
     pub mod contract;
     pub mod customers;
     pub mod disputes;
+    pub mod documentation;
     pub mod edge;
     pub mod enrollment;
     pub mod envelope;

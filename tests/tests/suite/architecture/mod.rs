@@ -6,9 +6,9 @@
 //! - every top-level module has its place in that rule, so a new one fails until named;
 //! - `http` names nothing of `entities` or `sea_orm`, and only `store` builds queries.
 //!
-//! The last two hold with a list of the modules not yet moved (issue 46): a module off the
-//! list that breaks them fails, and so does a listed module that no longer does, so the
-//! list only shrinks.
+//! Circles and `http`'s use of `entities` hold with a list of the modules not yet moved
+//! (issue 46): a module off the list that breaks the rule fails, and so does a listed module
+//! that no longer does, so the lists only shrink.
 mod reader;
 
 use std::{
@@ -417,15 +417,12 @@ fn http_names_nothing_of_entities_or_sea_orm() {
     );
 }
 
-/// Modules outside `store` that still build queries (issue 46 moves them into `store`).
-const STILL_BUILDING_QUERIES: &[&str] = &["domain::operators", "domain::transactions"];
-
 #[test]
 fn only_store_builds_queries() {
     ratchet(
         "a query built outside store",
         queries_outside_store(&api()),
-        STILL_BUILDING_QUERIES,
+        &[],
     );
 }
 
