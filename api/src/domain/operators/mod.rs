@@ -6,7 +6,7 @@ pub mod sessions;
 pub mod sign_in;
 
 use crate::store::Db;
-use chrono::Utc;
+use entities::operator_audit;
 use sea_orm::ConnectionTrait;
 use serde::Serialize;
 use serde_json::{Value, json};
