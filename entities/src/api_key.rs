@@ -17,8 +17,7 @@ pub struct Model {
     pub key_last_four: String,
     pub label: String,
     pub is_sandbox: bool,
-    /// active, inactive or deleted.
-    pub status: String,
+    pub status: ApiKeyStatus,
     pub expires_at: Option<DateTimeUtc>,
     pub previous_key_id: Option<Uuid>,
     /// What the key may do: permission names separated by spaces (see
@@ -31,6 +30,16 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub revoked_at: Option<DateTimeUtc>,
     pub deleted_at: Option<DateTimeUtc>,
+}
+
+states! {
+    /// `active` while it authenticates; `inactive` once revoked (or rotated out); `deleted`
+    /// once removed from lists too.
+    ApiKeyStatus {
+        Active = "active",
+        Inactive = "inactive",
+        Deleted = "deleted",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

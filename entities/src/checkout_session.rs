@@ -13,12 +13,11 @@ pub struct Model {
     pub terminal_id: Option<String>,
     pub cashier_id: Option<String>,
     pub partner_session_id: Option<String>,
-    /// OPEN, IDENTIFIED, COMPLETED, CANCELLED or EXPIRED.
-    pub state: String,
+    pub state: CheckoutState,
     pub wallet_user_id: Option<Uuid>,
     pub wallet_id: Option<Uuid>,
     pub wallet_program_id: Option<Uuid>,
-    pub resolution_state: Option<String>,
+    pub resolution_state: Option<SessionResolution>,
     pub basket: Option<Json>,
     pub payment_id: Option<Uuid>,
     pub close_reason: Option<String>,
@@ -26,6 +25,28 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub closed_at: Option<DateTimeUtc>,
+}
+
+states! {
+    /// How the session's customer resolved when it was identified (the contract's
+    /// `resolution_state`).
+    SessionResolution {
+        Registered = "registered",
+        PendingProof = "pending_proof",
+        NotFound = "not_found",
+    }
+}
+
+states! {
+    /// A session opens `OPEN`, becomes `IDENTIFIED` once a customer is named, and closes
+    /// once: `COMPLETED` by its payment, `CANCELLED` by the terminal, or `EXPIRED`.
+    CheckoutState {
+        Open = "OPEN",
+        Identified = "IDENTIFIED",
+        Completed = "COMPLETED",
+        Cancelled = "CANCELLED",
+        Expired = "EXPIRED",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -14,14 +14,23 @@ pub struct Model {
     pub attempts: i32,
     pub error_history: Json,
     pub last_error: String,
-    /// dead, replayed or purged.
-    pub status: String,
+    pub status: DeadLetterStatus,
     pub first_enqueued_at: DateTimeUtc,
     pub dead_at: DateTimeUtc,
     pub replay_count: i32,
     pub replayed_at: Option<DateTimeUtc>,
     pub purged_at: Option<DateTimeUtc>,
     pub purge_reason: Option<String>,
+}
+
+states! {
+    /// `dead` until an operator replays it onto its queue (`replayed`) or purges it
+    /// (`purged`).
+    DeadLetterStatus {
+        Dead = "dead",
+        Replayed = "replayed",
+        Purged = "purged",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

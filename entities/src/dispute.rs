@@ -17,8 +17,7 @@ pub struct Model {
     pub amount_minor: i64,
     pub currency: String,
     pub reason: String,
-    /// open, merchant_won or customer_won.
-    pub status: String,
+    pub status: DisputeStatus,
     /// What the customer got back when they won: the refund's amount (a payment) or the
     /// credit taken back (a top-up).
     pub recovered_minor: i64,
@@ -32,6 +31,16 @@ pub struct Model {
     pub resolved_by_key_id: Option<Uuid>,
     pub created_at: DateTimeUtc,
     pub resolved_at: Option<DateTimeUtc>,
+}
+
+states! {
+    /// `open` until resolved for the merchant (`merchant_won`) or the customer
+    /// (`customer_won`).
+    DisputeStatus {
+        Open = "open",
+        MerchantWon = "merchant_won",
+        CustomerWon = "customer_won",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

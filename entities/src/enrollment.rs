@@ -12,8 +12,7 @@ pub struct Model {
     pub wallet_program_id: Uuid,
     pub integration_id: Option<Uuid>,
     pub is_sandbox: bool,
-    /// pending, verified or expired.
-    pub status: String,
+    pub status: EnrollmentStatus,
     /// initiate, credit or operator.
     pub origin: String,
     pub language: Option<String>,
@@ -33,6 +32,16 @@ pub struct Model {
     /// The terminal (`context.terminal_id`) that last sent the code: a code keyed there
     /// alone finds this enrollment.
     pub terminal_id: Option<String>,
+}
+
+states! {
+    /// `pending` while its proof window is open; `verified` once the phone was proven;
+    /// `expired` once the window lapsed.
+    EnrollmentStatus {
+        Pending = "pending",
+        Verified = "verified",
+        Expired = "expired",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

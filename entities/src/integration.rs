@@ -6,8 +6,7 @@ pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub id: Uuid,
     pub name: String,
-    /// ACTIVE or SUSPENDED.
-    pub status: String,
+    pub status: IntegrationStatus,
     pub is_sandbox: bool,
     /// JSON array of identify credential types enabled for this integration.
     pub identify_credential_types: Json,
@@ -19,6 +18,14 @@ pub struct Model {
     pub clock_offset_secs: Option<i64>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+states! {
+    /// An `ACTIVE` integration's keys and terminal tokens work; a `SUSPENDED` one's do not.
+    IntegrationStatus {
+        Active = "ACTIVE",
+        Suspended = "SUSPENDED",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

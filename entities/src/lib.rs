@@ -1,4 +1,48 @@
 //! sea-orm entities shared by the API, the worker and the tests. One file per table.
+
+/// A status or state column as a closed set: each variant stored as the string the column
+/// always held (so no migration), compared as a value, spelt once. `as_str` is the
+/// spelling the API and the events use; `parse` reads one back (from a cache or a filter).
+macro_rules! states {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $value:tt),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum)]
+        #[sea_orm(rs_type = "String", db_type = "String(StringLen::None)")]
+        pub enum $name {
+            $($(#[$vmeta])* #[sea_orm(string_value = $value)] $variant),+
+        }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $value),+
+                }
+            }
+
+            pub fn parse(s: &str) -> Option<Self> {
+                match s {
+                    $($value => Some($name::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 pub mod api_key;
 pub mod branch;
 pub mod brand;

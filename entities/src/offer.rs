@@ -19,7 +19,7 @@ pub struct Model {
     pub min_amount_minor: i64,
     pub grant_expiry_days: i32,
     pub budget_id: Option<Uuid>,
-    pub state: String,
+    pub state: OfferState,
     pub expires_at: DateTimeUtc,
     pub payment_id: Option<Uuid>,
     pub grant_id: Option<Uuid>,
@@ -27,6 +27,17 @@ pub struct Model {
     pub redeemed_at: Option<DateTimeUtc>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+states! {
+    /// An offer is `ARMED` until its payment redeems it (`REDEEMED`), the merchant cancels
+    /// it (`CANCELLED`) or it lapses (`EXPIRED`).
+    OfferState {
+        Armed = "ARMED",
+        Redeemed = "REDEEMED",
+        Expired = "EXPIRED",
+        Cancelled = "CANCELLED",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

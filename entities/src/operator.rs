@@ -10,9 +10,16 @@ pub struct Model {
     /// bcrypt hash of the operator key; the key itself is never stored.
     pub key_hash: String,
     pub key_last_four: String,
-    /// active or inactive.
-    pub status: String,
+    pub status: OperatorStatus,
     pub created_at: DateTimeUtc,
+}
+
+states! {
+    /// An `active` operator's key signs in; an `inactive` (disabled) one's does not.
+    OperatorStatus {
+        Active = "active",
+        Inactive = "inactive",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

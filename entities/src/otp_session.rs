@@ -12,12 +12,21 @@ pub struct Model {
     pub currency: String,
     pub code_hash: String,
     pub failed_attempts: i32,
-    /// active, consumed or locked.
-    pub status: String,
+    pub status: OtpSessionStatus,
     pub payment_id: Option<Uuid>,
     pub expires_at: DateTimeUtc,
     pub created_at: DateTimeUtc,
     pub consumed_at: Option<DateTimeUtc>,
+}
+
+states! {
+    /// `active` until a payment takes it (`consumed`) or too many wrong codes lock it
+    /// (`locked`).
+    OtpSessionStatus {
+        Active = "active",
+        Consumed = "consumed",
+        Locked = "locked",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

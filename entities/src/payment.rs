@@ -11,8 +11,7 @@ pub struct Model {
     pub terminal_id: Option<String>,
     pub cashier_id: Option<String>,
     pub wallet_id: Uuid,
-    /// completed or voided.
-    pub status: String,
+    pub status: PaymentStatus,
     pub credential_type: String,
     pub amount_minor: i64,
     pub currency: String,
@@ -33,6 +32,15 @@ pub struct Model {
     pub updated_at: DateTimeUtc,
     /// The checkout session the payment ran in, if any.
     pub service_session_id: Option<Uuid>,
+}
+
+states! {
+    /// A payment's status: `completed` when it took the money, `voided` once reversed in
+    /// full. Partial refunds leave it `completed` (`refunded_minor` says how much went back).
+    PaymentStatus {
+        Completed = "completed",
+        Voided = "voided",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -12,13 +12,23 @@ pub struct Model {
     pub reference: String,
     pub amount_minor: i64,
     pub currency: String,
-    pub state: String,
+    pub state: SettlementState,
     pub provider: Option<String>,
     pub failure_reason: Option<String>,
     pub is_sandbox: bool,
     pub topup_id: Option<Uuid>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+states! {
+    /// A settlement reference: `PENDING` while the provider settles, then `SETTLED` or
+    /// `FAILED` (and never moves again).
+    SettlementState {
+        Pending = "PENDING",
+        Settled = "SETTLED",
+        Failed = "FAILED",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

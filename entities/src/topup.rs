@@ -31,9 +31,19 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     /// The reload-bonus config version a settlement top-up accrued under.
     pub bonus_config_version: Option<i32>,
+    pub status: TopupStatus,
+}
+
+states! {
     /// `credited`; or, for a settlement top-up requested before its payment settled,
-    /// `pending` until the settlement's outcome makes it `credited` or `failed`.
-    pub status: String,
+    /// `pending` until the settlement's outcome makes it `credited` or `failed`; `reversed`
+    /// once its credit was taken back (a chargeback, or detached from a customer).
+    TopupStatus {
+        Credited = "credited",
+        Pending = "pending",
+        Failed = "failed",
+        Reversed = "reversed",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -8,9 +8,16 @@ pub struct Model {
     pub enterprise_id: Uuid,
     pub name: String,
     pub currency: String,
-    /// ACTIVE or INACTIVE.
-    pub status: String,
+    pub status: WalletProgramStatus,
     pub created_at: DateTimeUtc,
+}
+
+states! {
+    /// Only an `ACTIVE` program takes new wallets and payments.
+    WalletProgramStatus {
+        Active = "ACTIVE",
+        Inactive = "INACTIVE",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -8,12 +8,21 @@ pub struct Model {
     pub id: Uuid,
     pub merchant_id: Uuid,
     pub phone: String,
-    /// PENDING_PROOF or VERIFIED.
-    pub state: String,
+    pub state: WalletUserState,
     pub provider_customer_id: Option<String>,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
     pub verified_at: Option<DateTimeUtc>,
+}
+
+states! {
+    /// A customer identity: `PENDING_PROOF` until the phone is proven (`VERIFIED`);
+    /// `EXPIRED` once its proof window lapsed (its money held in escrow).
+    WalletUserState {
+        PendingProof = "PENDING_PROOF",
+        Verified = "VERIFIED",
+        Expired = "EXPIRED",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

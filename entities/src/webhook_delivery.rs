@@ -15,7 +15,7 @@ pub struct Model {
     pub resource_key: String,
     pub sequence_number: i64,
     pub body: String,
-    pub state: String,
+    pub state: DeliveryState,
     pub attempts: i32,
     pub replays: i32,
     pub last_status_code: Option<i32>,
@@ -27,6 +27,17 @@ pub struct Model {
     /// The request whose event this delivers, and the trace it continues (migration 000019).
     pub request_id: Option<String>,
     pub traceparent: Option<String>,
+}
+
+states! {
+    /// `PENDING` until an attempt succeeds (`DELIVERED`) or the attempts run out (`DEAD`);
+    /// `SUSPENDED` while its subscription is disabled.
+    DeliveryState {
+        Pending = "PENDING",
+        Delivered = "DELIVERED",
+        Dead = "DEAD",
+        Suspended = "SUSPENDED",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

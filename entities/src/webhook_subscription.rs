@@ -15,7 +15,7 @@ pub struct Model {
     pub secret_sealed: String,
     pub previous_secret_sealed: Option<String>,
     pub previous_secret_until: Option<DateTimeUtc>,
-    pub state: String,
+    pub state: SubscriptionState,
     pub disabled_reason: Option<String>,
     pub disabled_at: Option<DateTimeUtc>,
     pub failure_streak: i32,
@@ -23,6 +23,15 @@ pub struct Model {
     pub is_sandbox: bool,
     pub created_at: DateTimeUtc,
     pub updated_at: DateTimeUtc,
+}
+
+states! {
+    /// An `ACTIVE` subscription receives deliveries; a `DISABLED` one (by its owner, an
+    /// operator or auto-disable) keeps them `SUSPENDED` until enabled again.
+    SubscriptionState {
+        Active = "ACTIVE",
+        Disabled = "DISABLED",
+    }
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

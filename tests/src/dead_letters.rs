@@ -72,6 +72,7 @@ pub async fn status_of(app: &TestApp, id: Uuid) -> String {
         .unwrap()
         .expect("the dead letter")
         .status
+        .to_string()
 }
 
 /// `n` dead webhook-batch letters of the tenant with `error`, written in one statement
@@ -94,7 +95,7 @@ pub async fn many(app: &TestApp, t: &TestTenant, n: usize, error: &str) -> Vec<U
                 attempts: Set(8),
                 error_history: Set(serde_json::json!([{"attempt": 8, "at": now, "error": error}])),
                 last_error: Set(error.into()),
-                status: Set("dead".into()),
+                status: Set(entities::dead_letter::DeadLetterStatus::Dead),
                 first_enqueued_at: Set(now),
                 dead_at: Set(now),
                 replay_count: Set(0),

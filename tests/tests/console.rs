@@ -232,7 +232,7 @@ async fn the_webhook_tenant_and_health_pages_show_and_act_for_an_operator() {
         .unwrap()
         .unwrap()
         .into_active_model();
-    s.state = Set("DISABLED".into());
+    s.state = Set(entities::webhook_subscription::SubscriptionState::Disabled);
     s.disabled_reason = Set(Some("failing".into()));
     s.disabled_at = Set(Some(Utc::now() - chrono::Duration::minutes(5)));
     s.failure_streak = Set(200);

@@ -4,7 +4,7 @@
 use crate::store::Db;
 use chrono::{SecondsFormat, Utc};
 use clap::{Args, Subcommand};
-use entities::dead_letter;
+use entities::{dead_letter, dead_letter::DeadLetterStatus};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -115,7 +115,7 @@ fn ts(t: chrono::DateTime<Utc>) -> String {
 pub fn view(d: &dead_letter::Model, full: bool) -> Value {
     let mut v = json!({
         "id": d.id, "job_id": d.job_id, "queue": d.queue, "job_type": d.job_type,
-        "merchant_id": d.merchant_id, "status": d.status, "attempts": d.attempts,
+        "merchant_id": d.merchant_id, "status": d.status.as_str(), "attempts": d.attempts,
         "last_error": d.last_error, "first_enqueued_at": d.first_enqueued_at, "dead_at": d.dead_at,
         "replay_count": d.replay_count, "replayed_at": d.replayed_at,
         "purged_at": d.purged_at, "purge_reason": d.purge_reason,
@@ -134,7 +134,7 @@ fn row(d: &dead_letter::Model) -> Vec<String> {
         d.merchant_id.map(|m| m.to_string()).unwrap_or_default(),
         d.attempts.to_string(),
         ts(d.dead_at),
-        d.status.clone(),
+        d.status.to_string(),
         d.last_error.clone(),
     ]
 }
@@ -379,7 +379,7 @@ async fn one(
         ..BulkSummary::default()
     };
     if dry_run {
-        if letter.status == "dead" {
+        if letter.status == DeadLetterStatus::Dead {
             each(Step {
                 letter: &letter,
                 result: None,

@@ -1,6 +1,7 @@
 //! Dead letters: counts per queue, a filtered list, one letter's whole story, and replay
 //! or purge of one letter or of every letter matching the filter after a dry run.
 use chrono::Utc;
+use entities::dead_letter::DeadLetterStatus;
 use maud::{Markup, html};
 use poem::{
     Request, Response, handler,
@@ -341,7 +342,7 @@ pub async fn show(req: &Request, state: Data<&AppState>, Path(id): Path<String>)
         }
         h2 { "Payload " span.muted { "(secrets redacted)" } }
         pre.payload { (payload) }
-        @if d.status == "dead" {
+        @if d.status == DeadLetterStatus::Dead {
             h2 { "Act on this letter" }
             form.action method="post" action={ "/ops/dead-letters/" (d.id) "/replay" } {
                 (layout::csrf(&s)) (layout::reason_field())

@@ -2,6 +2,7 @@
 //! reactivate with a reason (the same domain action as the operator HTTP API).
 use std::collections::HashMap;
 
+use entities::{api_key::ApiKeyStatus, integration::IntegrationStatus};
 use maud::html;
 use poem::{
     Request, Response, handler,
@@ -23,7 +24,7 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
     let read = st.lagging().await;
     let status = q
         .get("status")
-        .filter(|v| ["ACTIVE", "SUSPENDED"].contains(v));
+        .filter(|v| IntegrationStatus::parse(v).is_some());
     let sandbox = match q.get("sandbox") {
         Some("yes") => Some(true),
         Some("no") => Some(false),
@@ -50,7 +51,7 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
         Ok(counts) => {
             for (i, key_status, n) in counts {
                 let e = keys.entry(i).or_default();
-                if key_status == "active" {
+                if key_status == ApiKeyStatus::Active {
                     e.0 += n;
                 }
                 e.1 += n;
@@ -94,7 +95,7 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
                         td.num { (active) " / " (all) }
                         td { (layout::ts(i.created_at)) }
                         td {
-                            @let (to, label) = if i.status == "ACTIVE" { ("suspend", "Suspend") } else { ("reactivate", "Reactivate") };
+                            @let (to, label) = if i.status == IntegrationStatus::Active { ("suspend", "Suspend") } else { ("reactivate", "Reactivate") };
                             form.action method="post" action={ "/ops/tenants/" (i.id) "/" (to) } {
                                 (layout::csrf(&s)) (layout::reason_field())
                                 button class=[(to == "suspend").then_some("danger")] type="submit" { (label) }
@@ -126,8 +127,8 @@ pub async fn set_status(
     let st = state.0;
     let s = signed_in!(req, st, form = &f);
     let to = match action.as_str() {
-        "suspend" => "SUSPENDED",
-        "reactivate" => "ACTIVE",
+        "suspend" => operators::IntegrationChange::Suspend,
+        "reactivate" => operators::IntegrationChange::Reactivate,
         _ => return layout::problem(StatusCode::NOT_FOUND, "No such action."),
     };
     let Ok(id) = Uuid::parse_str(&id) else {
@@ -155,7 +156,7 @@ pub async fn set_status(
             "tenants",
             html! {
                 p.okay { (i.name) " is " (i.status) "." }
-                @if i.status == "SUSPENDED" { p { "Its keys and terminal tokens stopped working on every replica." } }
+                @if i.status == IntegrationStatus::Suspended { p { "Its keys and terminal tokens stopped working on every replica." } }
                 p { a href="/ops/tenants" { "Back to tenants" } }
             },
         ),

@@ -49,7 +49,7 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
     let integration = q.get("tenant").and_then(|t| Uuid::parse_str(t).ok());
     let state_filter = q
         .get("state")
-        .filter(|v| [webhooks::ACTIVE, webhooks::DISABLED].contains(v));
+        .filter(|v| webhooks::SubscriptionState::parse(v).is_some());
     let before = q.get("before").and_then(|b| Uuid::parse_str(b).ok());
     let rows = match store::webhooks::subscriptions_for_ops(
         &read.db,

@@ -20,16 +20,17 @@ use crate::{
     store,
 };
 
-pub const OPEN: &str = "OPEN";
-pub const IDENTIFIED: &str = "IDENTIFIED";
-pub const COMPLETED: &str = "COMPLETED";
-pub const CANCELLED: &str = "CANCELLED";
-pub const EXPIRED: &str = "EXPIRED";
+pub use entities::checkout_session::CheckoutState;
+pub const OPEN: CheckoutState = CheckoutState::Open;
+pub const IDENTIFIED: CheckoutState = CheckoutState::Identified;
+pub const COMPLETED: CheckoutState = CheckoutState::Completed;
+pub const CANCELLED: CheckoutState = CheckoutState::Cancelled;
+pub const EXPIRED: CheckoutState = CheckoutState::Expired;
 
 /// The state a reader sees: an open session past its deadline is EXPIRED even before the
 /// sweep has written it.
-pub fn effective_state(s: &checkout_session::Model, now: DateTime<Utc>) -> &str {
-    match s.state.as_str() {
+pub fn effective_state(s: &checkout_session::Model, now: DateTime<Utc>) -> CheckoutState {
+    match s.state {
         OPEN | IDENTIFIED if s.expires_at <= now => EXPIRED,
         other => other,
     }
@@ -105,7 +106,7 @@ pub async fn open<C: ConnectionTrait>(
         terminal_id: caller.terminal_id.clone(),
         cashier_id: caller.acting.cashier_id.clone(),
         partner_session_id: req.partner_session_id,
-        state: OPEN.into(),
+        state: OPEN,
         wallet_user_id: None,
         wallet_id: None,
         wallet_program_id: None,
@@ -195,11 +196,11 @@ pub async fn identify<C: ConnectionTrait>(
     customers::require_supported(c, caller.integration_id, customer).await?;
     let r = customers::resolve(c, sealer, s.merchant_id, customer, program, now).await?;
     if r.state != ResolutionState::NotFound {
-        s.state = IDENTIFIED.into();
+        s.state = IDENTIFIED;
         s.wallet_user_id = r.identity.as_ref().map(|i| i.id);
         s.wallet_id = r.wallet.as_ref().map(|w| w.id);
         s.wallet_program_id = r.wallet.as_ref().map(|w| w.wallet_program_id);
-        s.resolution_state = Some(r.state.as_str().into());
+        s.resolution_state = Some(r.state.stored());
         s.updated_at = now;
         store::checkout::update(c, s.clone()).await?;
     }
@@ -230,7 +231,7 @@ pub async fn cancel<C: ConnectionTrait>(
         return Err(closed_error(&s, now));
     }
     let mut s = s;
-    s.state = CANCELLED.into();
+    s.state = CANCELLED;
     s.close_reason = reason.or_else(|| Some("cancelled".into()));
     s.closed_at = Some(now);
     s.updated_at = now;
@@ -241,7 +242,7 @@ pub async fn cancel<C: ConnectionTrait>(
 /// The customer an IDENTIFIED session names; VALIDATION_ERROR on the session field while
 /// no customer was identified in it.
 pub fn identified_customer(s: &checkout_session::Model) -> Result<Uuid, ApiError> {
-    match (s.state.as_str(), s.wallet_user_id) {
+    match (s.state, s.wallet_user_id) {
         (IDENTIFIED, Some(u)) => Ok(u),
         _ => Err(ApiError::field(
             "/context/service_session_id",
@@ -275,7 +276,7 @@ pub async fn complete<C: ConnectionTrait>(
     payment_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
-    s.state = COMPLETED.into();
+    s.state = COMPLETED;
     s.payment_id = Some(payment_id);
     s.close_reason = Some("paid".into());
     s.closed_at = Some(now);

@@ -8,9 +8,6 @@ use uuid::Uuid;
 use super::{credentials::Principal, transactions::Located};
 use crate::{error::ApiError, store};
 
-/// A dispute's status while it is open.
-pub const DISPUTE_OPEN: &str = "open";
-
 /// Who made a correction, for the audit log.
 pub(crate) fn actor(p: &Principal) -> String {
     match p.key_id {
@@ -37,7 +34,7 @@ pub(crate) async fn none_open<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<(),
     let open = store::disputes::of_transaction(c, id)
         .await?
         .into_iter()
-        .find(|d| d.status == DISPUTE_OPEN);
+        .find(|d| d.status == entities::dispute::DisputeStatus::Open);
     match open {
         None => Ok(()),
         Some(d) => Err(ApiError::conflict(

@@ -2,7 +2,7 @@
 //! a wallet identity (read-only: nothing here moves money or changes state), the
 //! CustomerContext a POS gets back, and the cashier panel's lookup.
 use chrono::{DateTime, Utc};
-use entities::{payment, promo_grant, wallet, wallet_user};
+use entities::{payment, promo_grant, wallet, wallet_user, wallet_user::WalletUserState};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -17,7 +17,7 @@ use crate::{error::ApiError, infra::crypto::Sealer, store};
 pub use super::identity::IDENTITY_CREDENTIAL_TYPES;
 
 /// After a pending-proof window lapsed without proof.
-pub const EXPIRED: &str = "EXPIRED";
+pub const EXPIRED: WalletUserState = WalletUserState::Expired;
 
 /// How a request names a customer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -160,8 +160,18 @@ impl ResolutionState {
         }
     }
 
+    /// The value a checkout session keeps of it.
+    pub fn stored(self) -> entities::checkout_session::SessionResolution {
+        use entities::checkout_session::SessionResolution;
+        match self {
+            ResolutionState::Registered => SessionResolution::Registered,
+            ResolutionState::PendingProof => SessionResolution::PendingProof,
+            ResolutionState::NotFound => SessionResolution::NotFound,
+        }
+    }
+
     pub fn of(identity: &wallet_user::Model) -> ResolutionState {
-        match identity.state.as_str() {
+        match identity.state {
             VERIFIED => ResolutionState::Registered,
             PENDING_PROOF => ResolutionState::PendingProof,
             // A lapsed window: the customer must enroll again before the wallet is usable.
@@ -198,7 +208,7 @@ impl Resolution {
 /// The customer's standing, shown on the cashier's screen: `PENDING_PROOF` until the phone
 /// is proven, `NEW` for a verified customer who has not paid yet, then `MEMBER`.
 pub fn badge(identity: &wallet_user::Model, has_paid: bool) -> &'static str {
-    match (identity.state.as_str(), has_paid) {
+    match (identity.state, has_paid) {
         (PENDING_PROOF, _) => "PENDING_PROOF",
         (VERIFIED, false) => "NEW",
         (VERIFIED, true) => "MEMBER",
@@ -389,7 +399,7 @@ pub async fn lookup<C: ConnectionTrait>(
         && let Some(identity) = resolution.identity.clone()
         && identity.state == EXPIRED
     {
-        out.identity_state = Some(identity.state.clone());
+        out.identity_state = Some(identity.state.as_str().to_string());
         for w in store::wallets::wallets_of_identity(c, identity.id).await? {
             if program.is_none_or(|p| p == w.wallet_program_id) {
                 out.escrowed_actual_minor +=
@@ -405,7 +415,7 @@ pub async fn lookup<C: ConnectionTrait>(
     let (Some(identity), Some(wallet)) = (&resolution.identity, &resolution.wallet) else {
         return Ok(out);
     };
-    out.identity_state = Some(identity.state.clone());
+    out.identity_state = Some(identity.state.as_str().to_string());
     out.recent_payments = store::payments::recent_of_wallet(c, wallet.id, LOOKUP_RECENT).await?;
     out.recent_activity = store::ledger::wallet_activity(c, wallet.id, 20).await?;
     out.grants = store::wallets::recent_grants(c, wallet.id, 20).await?;

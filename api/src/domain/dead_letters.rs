@@ -9,7 +9,7 @@
 //! of each action, whichever tool an operator holds.
 use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
-use entities::dead_letter;
+use entities::{dead_letter, dead_letter::DeadLetterStatus};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -31,7 +31,7 @@ pub enum Outcome {
     /// Done now; for a replay, the id of the new job.
     Done(Option<Uuid>),
     /// The letter was no longer `dead` (already replayed or purged): nothing changed.
-    NotDead(String),
+    NotDead(DeadLetterStatus),
 }
 
 impl Outcome {

@@ -10,7 +10,7 @@
 //! transitions fire transaction.disputed in the transaction's own sequence and are audited
 //! with the key that made them. One open dispute per transaction.
 use chrono::{DateTime, Utc};
-use entities::{dispute, payment_refund, topup_reversal};
+use entities::{dispute, payment::PaymentStatus, payment_refund, topup_reversal};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -28,10 +28,9 @@ use super::{
 };
 use crate::{error::ApiError, store};
 
-pub const OPEN: &str = super::corrections::DISPUTE_OPEN;
-pub const MERCHANT_WON: &str = "merchant_won";
-pub const CUSTOMER_WON: &str = "customer_won";
-pub const OUTCOMES: &[&str] = &[MERCHANT_WON, CUSTOMER_WON];
+use entities::dispute::DisputeStatus;
+/// The outcomes a resolution may name (the closed statuses).
+pub const OUTCOMES: &[&str] = &["merchant_won", "customer_won"];
 
 fn disputed_event(d: &dispute::Model, now: DateTime<Utc>) -> NewOutbox {
     NewOutbox {
@@ -44,7 +43,7 @@ fn disputed_event(d: &dispute::Model, now: DateTime<Utc>) -> NewOutbox {
             "dispute_id": d.id.to_string(),
             "transaction_id": d.transaction_id.to_string(),
             "type": d.transaction_kind,
-            "status": d.status,
+            "status": d.status.as_str(),
             "amount_minor": d.amount_minor,
             "currency": d.currency,
             "reason": d.reason,
@@ -74,7 +73,7 @@ async fn audit<C: ConnectionTrait>(
             "merchant_id": d.merchant_id.to_string(),
             "transaction_id": d.transaction_id.to_string(),
             "type": d.transaction_kind,
-            "status": d.status,
+            "status": d.status.as_str(),
             "amount_minor": d.amount_minor,
             "recovered_minor": d.recovered_minor,
             "unrecovered_minor": d.unrecovered_minor,
@@ -115,7 +114,7 @@ pub async fn open<C: ConnectionTrait>(
             let pay = store::payments::lock(c, merchant, pay.id)
                 .await?
                 .ok_or_else(|| ApiError::not_found("Transaction"))?;
-            if pay.status == "voided" {
+            if pay.status == PaymentStatus::Voided {
                 return Err(nothing_to_dispute("the payment was voided"));
             }
             (pay.amount_minor - pay.refunded_minor, pay.currency)
@@ -171,7 +170,7 @@ pub async fn open<C: ConnectionTrait>(
         amount_minor: amount,
         currency,
         reason: new.reason.clone(),
-        status: OPEN.into(),
+        status: DisputeStatus::Open,
         recovered_minor: 0,
         unrecovered_minor: 0,
         movement_id: None,
@@ -212,6 +211,9 @@ pub async fn resolve<C: ConnectionTrait>(
     note: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<Resolved, ApiError> {
+    let outcome = DisputeStatus::parse(outcome)
+        .filter(|o| *o != DisputeStatus::Open)
+        .ok_or_else(|| ApiError::field("/outcome", "invalid", "merchant_won or customer_won"))?;
     let merchant = caller.acting.merchant_id;
     let located = transactions::locate(c, p, integration_id, id).await?;
     same_merchant(merchant, &located)?;
@@ -226,7 +228,7 @@ pub async fn resolve<C: ConnectionTrait>(
     let d = store::disputes::lock(c, id, dispute_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Dispute"))?;
-    if d.status != OPEN {
+    if d.status != DisputeStatus::Open {
         if d.status == outcome {
             // Asked again: the money it moved then, not a second movement.
             let (refund, reversal) = match d.movement_id {
@@ -251,7 +253,7 @@ pub async fn resolve<C: ConnectionTrait>(
         }
         return Err(
             ApiError::conflict(format!("The dispute was already resolved: {}.", d.status))
-                .with_details(json!({"status": d.status})),
+                .with_details(json!({"status": d.status.as_str()})),
         );
     }
     let mut out = Resolved {
@@ -262,19 +264,19 @@ pub async fn resolve<C: ConnectionTrait>(
     };
     let mut events = Vec::new();
     let mut d = dispute::Model {
-        status: outcome.into(),
+        status: outcome,
         resolution_note: note.clone(),
         resolved_by_key_id: p.key_id,
         resolved_at: Some(now),
         ..d
     };
-    if outcome == CUSTOMER_WON {
+    if outcome == DisputeStatus::CustomerWon {
         match (&located, topup) {
             (Located::Payment(pay), _) => {
                 let pay = store::payments::find(c, pay.id)
                     .await?
                     .ok_or_else(|| ApiError::not_found("Transaction"))?;
-                let left = if pay.status == "voided" {
+                let left = if pay.status == PaymentStatus::Voided {
                     0
                 } else {
                     pay.amount_minor - pay.refunded_minor

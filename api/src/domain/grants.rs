@@ -4,7 +4,7 @@
 //! once however many workers or operators try at the same moment.
 use crate::store::Db;
 use chrono::{DateTime, Utc};
-use entities::promo_grant;
+use entities::{promo_grant, promo_grant::PromoGrantState};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -71,7 +71,7 @@ fn grant_event(
 async fn end<C: ConnectionTrait>(
     c: &C,
     g: &promo_grant::Model,
-    to: &str,
+    to: PromoGrantState,
     posting: ledger::Posting,
     reference: &str,
     now: DateTime<Utc>,
@@ -103,7 +103,7 @@ async fn claw<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<i64, ApiError> {
     let posting = ledger::posting::clawback(g.merchant_id, g.id, &g.currency, g.remaining_minor);
-    end(c, g, "CLAWED_BACK", posting, "clawback", now).await
+    end(c, g, PromoGrantState::ClawedBack, posting, "clawback", now).await
 }
 
 /// Takes back the bonus grant of a top-up whose credit is taken back (the caller holds its
@@ -121,12 +121,23 @@ pub async fn take_back_bonus<C: ConnectionTrait>(
     let Some(g) = store::wallets::find_grant(c, grant_id).await? else {
         return Ok((0, None));
     };
-    if !matches!(g.state.as_str(), "RELEASED" | "LOCKED" | "CONSUMED") {
+    if !matches!(
+        g.state,
+        PromoGrantState::Released | PromoGrantState::Locked | PromoGrantState::Consumed
+    ) {
         return Ok((0, None));
     }
     let posting =
         ledger::posting::reward_reversal(g.merchant_id, g.id, &g.currency, g.remaining_minor);
-    let amount = end(c, &g, "CLAWED_BACK", posting, "reward_reversal", now).await?;
+    let amount = end(
+        c,
+        &g,
+        PromoGrantState::ClawedBack,
+        posting,
+        "reward_reversal",
+        now,
+    )
+    .await?;
     let event = grant_event("promo_grant.clawed_back", &g, amount, reason, now);
     Ok((amount, Some(event)))
 }
@@ -157,9 +168,9 @@ pub async fn clawback<C: ConnectionTrait>(
     let g = store::wallets::find_grant(c, grant_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Grant"))?;
-    let clawed = match g.state.as_str() {
-        "CLAWED_BACK" => None,
-        "RELEASED" | "LOCKED" => {
+    let clawed = match g.state {
+        PromoGrantState::ClawedBack => None,
+        PromoGrantState::Released | PromoGrantState::Locked => {
             let amount = claw(c, &g, now).await?;
             operators::audit(
                 c,
@@ -168,7 +179,7 @@ pub async fn clawback<C: ConnectionTrait>(
                 "promo_grant",
                 Some(g.id.to_string()),
                 Some(reason.to_string()),
-                json!({"merchant_id": g.merchant_id.to_string(), "wallet_id": g.wallet_id.to_string(), "clawed_back_minor": amount, "currency": g.currency, "from_state": g.state}),
+                json!({"merchant_id": g.merchant_id.to_string(), "wallet_id": g.wallet_id.to_string(), "clawed_back_minor": amount, "currency": g.currency, "from_state": g.state.as_str()}),
             )
             .await?;
             Some(amount)
@@ -196,7 +207,7 @@ pub async fn clawback<C: ConnectionTrait>(
             )
             .await?;
             let ended = promo_grant::Model {
-                state: "CLAWED_BACK".into(),
+                state: PromoGrantState::ClawedBack,
                 remaining_minor: 0,
                 updated_at: now,
                 ..g
@@ -235,13 +246,15 @@ pub async fn expire_due(
             let Some(g) = store::wallets::find_grant(&txn, found.id).await? else {
                 continue;
             };
-            if !matches!(g.state.as_str(), "RELEASED" | "LOCKED") || g.expires_at > now {
+            if !matches!(g.state, PromoGrantState::Released | PromoGrantState::Locked)
+                || g.expires_at > now
+            {
                 continue;
             }
             let amount = end(
                 &txn,
                 &g,
-                "EXPIRED",
+                PromoGrantState::Expired,
                 ledger::posting::grant_expiry(g.merchant_id, g.id, &g.currency, g.remaining_minor),
                 "grant_expiry",
                 now,

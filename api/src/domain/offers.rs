@@ -7,7 +7,7 @@
 //! reward is the payment's: a refund or void takes back its share (see `rewards`).
 use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
-use entities::{offer, promo_grant};
+use entities::{offer, payment::PaymentStatus, promo_grant};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -23,11 +23,13 @@ use super::{
 };
 use crate::{error::ApiError, infra::crypto::Sealer, store};
 
-pub const ARMED: &str = "ARMED";
-pub const REDEEMED: &str = "REDEEMED";
-pub const EXPIRED: &str = "EXPIRED";
-pub const CANCELLED: &str = "CANCELLED";
-pub const STATES: &[&str] = &[ARMED, REDEEMED, EXPIRED, CANCELLED];
+pub use entities::offer::OfferState;
+pub const ARMED: OfferState = OfferState::Armed;
+pub const REDEEMED: OfferState = OfferState::Redeemed;
+pub const EXPIRED: OfferState = OfferState::Expired;
+pub const CANCELLED: OfferState = OfferState::Cancelled;
+/// The states a list may filter on, as the contract spells them.
+pub const STATES: &[&str] = &["ARMED", "REDEEMED", "EXPIRED", "CANCELLED"];
 pub const GRANT_SOURCE: &str = "OFFER";
 pub const DEFAULT_GRANT_DAYS: i32 = 90;
 
@@ -64,11 +66,11 @@ impl Reward {
 
 /// The state a reader sees: an ARMED offer past its expiry is EXPIRED at once, before the
 /// sweep writes it.
-pub fn state_at(o: &offer::Model, now: DateTime<Utc>) -> &str {
+pub fn state_at(o: &offer::Model, now: DateTime<Utc>) -> OfferState {
     if o.state == ARMED && o.expires_at <= now {
         EXPIRED
     } else {
-        &o.state
+        o.state
     }
 }
 
@@ -96,7 +98,7 @@ fn offer_event(
         "wallet_user_id": o.wallet_user_id.to_string(),
         "wallet_program_id": o.wallet_program_id.to_string(),
         "name": o.name,
-        "state": o.state,
+        "state": o.state.as_str(),
         "currency": o.currency,
         "expires_at": o.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
     });
@@ -160,7 +162,7 @@ pub async fn arm<C: ConnectionTrait>(
         min_amount_minor: n.min_amount_minor,
         grant_expiry_days: n.grant_expiry_days.unwrap_or(DEFAULT_GRANT_DAYS),
         budget_id: n.budget_id,
-        state: ARMED.into(),
+        state: ARMED,
         expires_at: n.expires_at,
         payment_id: None,
         grant_id: None,
@@ -298,7 +300,7 @@ pub async fn redeem<C: ConnectionTrait>(
         return Err(ApiError::not_found("Payment"));
     }
     let bad = |issue: &str, message: &str| ApiError::field("/payment_id", issue, message);
-    if p.status != "completed" {
+    if p.status != PaymentStatus::Completed {
         return Err(bad("payment_not_completed", "is voided"));
     }
     if p.created_at < o.created_at {
@@ -359,7 +361,7 @@ pub async fn redeem<C: ConnectionTrait>(
         &w,
         reward,
         GRANT_SOURCE,
-        "RELEASED",
+        entities::promo_grant::PromoGrantState::Released,
         now + Duration::days(i64::from(o.grant_expiry_days)),
         now,
     )
@@ -377,7 +379,7 @@ pub async fn redeem<C: ConnectionTrait>(
     g.remaining_minor = reward;
     rewards::record(c, &p, rewards::OFFER, o.id, &g, o.budget_id, now).await?;
     let mut o = o;
-    o.state = REDEEMED.into();
+    o.state = REDEEMED;
     o.payment_id = Some(p.id);
     o.grant_id = Some(g.id);
     o.rewarded_minor = Some(reward);
@@ -423,7 +425,7 @@ pub async fn cancel<C: ConnectionTrait>(
     if state_at(&o, now) != ARMED {
         return Err(not_armed(&o, now));
     }
-    o.state = CANCELLED.into();
+    o.state = CANCELLED;
     o.updated_at = now;
     store::incentives::update_offer(c, o.clone()).await?;
     Ok(o)
@@ -444,7 +446,7 @@ pub async fn expire_due(
             let txn = store::begin(db).await?;
             if store::incentives::end_armed_offer(&txn, o.id, EXPIRED, now).await? {
                 let mut o = o;
-                o.state = EXPIRED.into();
+                o.state = EXPIRED;
                 store::outbox::append_all(
                     &txn,
                     vec![offer_event("offer.expired", &o, json!({}), now)],

@@ -3,15 +3,13 @@
 //! credits a customer writes. A leaf: wallets, top-ups and settlements open windows without
 //! importing enrollment's flows, which import them.
 use chrono::{DateTime, Duration, Utc};
-use entities::{enrollment, wallet, wallet_user};
+use entities::{enrollment, enrollment::EnrollmentStatus, wallet, wallet_user};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
 use super::events::{NewOutbox, OutboxKind};
 use crate::{error::ApiError, store};
-
-pub const PENDING: &str = "pending";
 
 /// What a held credit holds: the wallet's actual money and locked promotional credit.
 #[derive(Clone, Copy, Debug)]
@@ -71,7 +69,7 @@ pub(crate) fn new_enrollment(
         wallet_program_id: program,
         integration_id: None,
         is_sandbox: false,
-        status: PENDING.into(),
+        status: EnrollmentStatus::Pending,
         origin: origin.as_str().into(),
         language: None,
         provider_customer_id: None,

@@ -8,7 +8,9 @@
 //! recorded as unrecovered and never taken from actual money; if that spent credit comes
 //! back to the grant (a refund of the payment it was spent on), it is taken then.
 use chrono::{DateTime, Utc};
-use entities::{payment, payment_reward, promo_grant};
+use entities::{
+    payment, payment::PaymentStatus, payment_reward, promo_grant, promo_grant::PromoGrantState,
+};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -126,7 +128,10 @@ async fn take_back<C: ConnectionTrait>(
         .await?
         .ok_or_else(|| ApiError::internal("reward grant missing"))?;
     // An expired or clawed-back grant's remainder already went back to the merchant.
-    let live = matches!(g.state.as_str(), "RELEASED" | "CONSUMED");
+    let live = matches!(
+        g.state,
+        PromoGrantState::Released | PromoGrantState::Consumed
+    );
     // Ending the reward takes all that is left of its grant (credit refunded into it
     // included); otherwise at most what is due.
     let take = match (live, whole) {
@@ -150,7 +155,7 @@ async fn take_back<C: ConnectionTrait>(
         }
     }
     if live && whole {
-        store::wallets::end_grant(c, g.id, "CLAWED_BACK", now).await?;
+        store::wallets::end_grant(c, g.id, PromoGrantState::ClawedBack, now).await?;
     }
     if take > 0 || (live && whole) {
         events.push(clawed_back_event(
@@ -174,7 +179,7 @@ pub async fn reverse<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Reversed, ApiError> {
     let mut out = Reversed::default();
-    let refunded = if p.status == "voided" {
+    let refunded = if p.status == PaymentStatus::Voided {
         p.amount_minor
     } else {
         p.refunded_minor

@@ -115,7 +115,7 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
     };
     store::disputes::insert_reversal(c, reversal.clone()).await?;
     let topup = topup::Model {
-        status: super::topups::REVERSED.into(),
+        status: super::topups::REVERSED,
         ..t
     };
     store::topups::update(c, topup.clone()).await?;
@@ -158,7 +158,7 @@ async fn give_back_budget<C: ConnectionTrait>(
 
 /// Why a top-up has no credit to take back, or None when it has.
 pub(crate) fn nothing_to_take(t: &topup::Model) -> Option<&'static str> {
-    match t.status.as_str() {
+    match t.status {
         super::topups::PENDING | super::topups::FAILED => {
             Some("nothing was credited: its settlement has not settled")
         }

@@ -12,7 +12,10 @@ use uuid::Uuid;
 use super::credentials::{Principal, Scope};
 use crate::{
     error::ApiError,
-    store::{self, payments::TransactionFilter},
+    store::{
+        self,
+        payments::{FeedStatus, TransactionFilter},
+    },
 };
 
 /// The kinds of movement the report lists (`type`).
@@ -28,8 +31,8 @@ pub const STATUSES: &[&str] = &[
 
 /// A payment's status as the feed reports it.
 pub fn status_of(p: &payment::Model) -> &'static str {
-    match (p.status.as_str(), p.refunded_minor) {
-        ("voided", _) => "voided",
+    match (p.status, p.refunded_minor) {
+        (payment::PaymentStatus::Voided, _) => "voided",
         (_, 0) => "completed",
         (_, r) if r >= p.amount_minor => "refunded",
         _ => "partially_refunded",
@@ -41,7 +44,7 @@ pub fn status_of(p: &payment::Model) -> &'static str {
 /// (neither is in the list: no money moved); `reversed` once its credit was taken back (a
 /// chargeback, or detached from a customer).
 pub fn topup_status(t: &topup::Model) -> &'static str {
-    match t.status.as_str() {
+    match t.status {
         super::topups::PENDING => "pending",
         super::topups::FAILED => "failed",
         super::topups::REVERSED => "reversed",
@@ -124,7 +127,7 @@ pub async fn page<C: ConnectionTrait>(
 ) -> Result<(Vec<Transaction>, bool), ApiError> {
     let mut rows: Vec<Transaction> = Vec::new();
     // Only a top-up is ever `reversed`.
-    if f.kind.as_deref() != Some("topup") && f.status.as_deref() != Some("reversed") {
+    if f.kind.as_deref() != Some("topup") && f.status != Some(FeedStatus::Reversed) {
         rows.extend(
             store::payments::transactions_page(c, f, after, limit + 1)
                 .await?

@@ -16,8 +16,11 @@ use super::{
 };
 use crate::{error::ApiError, store};
 
-pub const PENDING_PROOF: &str = "PENDING_PROOF";
-pub const VERIFIED: &str = "VERIFIED";
+pub use entities::{promo_grant::PromoGrantState, wallet_user::WalletUserState};
+pub const PENDING_PROOF: WalletUserState = WalletUserState::PendingProof;
+pub const VERIFIED: WalletUserState = WalletUserState::Verified;
+/// The states an operator may give an imported identity.
+pub const IMPORTABLE_STATES: &[&str] = &[VERIFIED.as_str(), PENDING_PROOF.as_str()];
 /// Which way an operator's adjustment moves a wallet's money.
 pub const ADJUSTMENT_DIRECTIONS: &[&str] = &["credit", "debit"];
 /// The states an operator may create a grant in.
@@ -54,20 +57,20 @@ impl Balance {
     }
 }
 
-pub fn grant_state(s: &str) -> GrantState {
+pub fn grant_state(s: PromoGrantState) -> GrantState {
     match s {
-        "LOCKED" => GrantState::Locked,
-        "RELEASED" => GrantState::Released,
-        "CONSUMED" => GrantState::Consumed,
-        "CLAWED_BACK" => GrantState::ClawedBack,
-        _ => GrantState::Expired,
+        PromoGrantState::Locked => GrantState::Locked,
+        PromoGrantState::Released => GrantState::Released,
+        PromoGrantState::Consumed => GrantState::Consumed,
+        PromoGrantState::ClawedBack => GrantState::ClawedBack,
+        PromoGrantState::Expired => GrantState::Expired,
     }
 }
 
 pub fn grant_view(g: &promo_grant::Model) -> GrantView {
     GrantView {
         id: g.id,
-        state: grant_state(&g.state),
+        state: grant_state(g.state),
         remaining_minor: g.remaining_minor,
         expires_at: g.expires_at,
         created_at: g.created_at,
@@ -90,22 +93,22 @@ pub fn balance(w: &wallet::Model, grants: &[promo_grant::Model], now: DateTime<U
     };
     for g in grants.iter().filter(|g| g.remaining_minor > 0) {
         let expired = g.expires_at <= now;
-        let state = match (g.state.as_str(), expired) {
-            (_, true) => "EXPIRED",
-            ("LOCKED", false) => {
+        let state = match (g.state, expired) {
+            (_, true) => PromoGrantState::Expired,
+            (PromoGrantState::Locked, false) => {
                 b.promo_locked_minor = b.promo_locked_minor.saturating_add(g.remaining_minor);
-                "LOCKED"
+                PromoGrantState::Locked
             }
-            ("RELEASED", false) => {
+            (PromoGrantState::Released, false) => {
                 b.promo_available_minor = b.promo_available_minor.saturating_add(g.remaining_minor);
-                "RELEASED"
+                PromoGrantState::Released
             }
             _ => continue,
         };
         b.promo_grants.push(GrantBalance {
             grant_id: g.id.to_string(),
             source: g.source.clone(),
-            state: state.into(),
+            state: state.as_str().into(),
             remaining_minor: g.remaining_minor,
             expires_at: ts(g.expires_at),
         });
@@ -273,6 +276,9 @@ pub async fn import<C: ConnectionTrait>(
     reason: &str,
     proof_window: chrono::Duration,
 ) -> Result<WalletRecord, ApiError> {
+    let state = WalletUserState::parse(state)
+        .filter(|s| [PENDING_PROOF, VERIFIED].contains(s))
+        .ok_or_else(|| ApiError::field("/state", "invalid", "PENDING_PROOF or VERIFIED"))?;
     let program = program_for(c, merchant_id, program_id).await?;
     let now = Utc::now();
     let (found, created) =
@@ -399,12 +405,15 @@ pub async fn adjust<C: ConnectionTrait>(
             state,
             expires_at,
         } => {
+            let state = PromoGrantState::parse(&state)
+                .filter(|s| matches!(s, PromoGrantState::Released | PromoGrantState::Locked))
+                .ok_or_else(|| ApiError::field("/state", "invalid", "RELEASED or LOCKED"))?;
             let g =
-                store::wallets::insert_grant(c, &w, amount_minor, &source, &state, expires_at, now)
+                store::wallets::insert_grant(c, &w, amount_minor, &source, state, expires_at, now)
                     .await?;
             (
                 ledger::posting::grant_accrual(w.merchant_id, g.id, &w.currency, amount_minor),
-                json!({"money_class": "promo", "grant_id": g.id.to_string(), "amount_minor": amount_minor, "currency": w.currency, "source": source, "state": state}),
+                json!({"money_class": "promo", "grant_id": g.id.to_string(), "amount_minor": amount_minor, "currency": w.currency, "source": source, "state": state.as_str()}),
             )
         }
     };

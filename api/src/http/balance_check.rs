@@ -151,7 +151,7 @@ impl BalanceCheckApi {
             reason: r.refusal.map(|x| x.as_str().to_string()),
             wallet_id: r.wallet.id.to_string(),
             wallet_program_id: r.wallet.wallet_program_id.to_string(),
-            customer_state: r.owner.state.clone(),
+            customer_state: r.owner.state.as_str().to_string(),
             amount_minor: *b.amount_minor,
             currency: r.wallet.currency.clone(),
             spendable_minor: r.spendable_minor,

@@ -67,8 +67,9 @@ pub struct CheckoutSession {
 }
 
 fn view(s: &checkout_session::Model, now: DateTime<Utc>) -> CheckoutSession {
-    let state = checkout::effective_state(s, now).to_string();
-    let timed_out = state == checkout::EXPIRED && s.closed_at.is_none();
+    let effective = checkout::effective_state(s, now);
+    let state = effective.to_string();
+    let timed_out = effective == checkout::EXPIRED && s.closed_at.is_none();
     CheckoutSession {
         session_id: s.id.to_string(),
         merchant_id: s.merchant_id.to_string(),
@@ -79,7 +80,7 @@ fn view(s: &checkout_session::Model, now: DateTime<Utc>) -> CheckoutSession {
         wallet_user_id: s.wallet_user_id.map(|u| u.to_string()),
         wallet_id: s.wallet_id.map(|u| u.to_string()),
         wallet_program_id: s.wallet_program_id.map(|u| u.to_string()),
-        resolution_state: s.resolution_state.clone(),
+        resolution_state: s.resolution_state.map(|r| r.as_str().to_string()),
         payment_id: s.payment_id.map(|u| u.to_string()),
         close_reason: if timed_out {
             Some("timeout".into())

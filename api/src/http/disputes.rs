@@ -145,7 +145,7 @@ pub(super) fn dispute_view(d: &dispute::Model) -> DisputeView {
         dispute_id: d.id.to_string(),
         transaction_id: d.transaction_id.to_string(),
         kind: d.transaction_kind.clone(),
-        status: d.status.clone(),
+        status: d.status.as_str().to_string(),
         amount_minor: d.amount_minor,
         currency: d.currency.clone(),
         reason: d.reason.clone(),

@@ -300,7 +300,7 @@ fn view(m: &api_key::Model) -> ApiKeyView {
         branch_id: id(m.branch_id),
         label: m.label.clone(),
         is_sandbox: m.is_sandbox,
-        status: m.status.clone(),
+        status: m.status.as_str().to_string(),
         expires_at: m.expires_at.map(ts),
         created_at: ts(m.created_at),
         previous_key_id: id(m.previous_key_id),
@@ -558,7 +558,7 @@ async fn change_status<B: Sync>(
         Ok(Outcome::new(KeyStatusResult {
             cascaded_key_ids: cascaded,
             key_id: m.id.to_string(),
-            status: m.status,
+            status: m.status.as_str().to_string(),
             revoked_at: matches!(change, StatusChange::Revoke { .. })
                 .then_some(m.revoked_at)
                 .flatten()

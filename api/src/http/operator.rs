@@ -176,7 +176,7 @@ impl OperatorApi {
             state.0,
             &auth.0,
             &integration_id.0,
-            "SUSPENDED",
+            operators::IntegrationChange::Suspend,
             body.value.reason.into(),
         )
         .await
@@ -199,7 +199,7 @@ impl OperatorApi {
             state.0,
             &auth.0,
             &integration_id.0,
-            "ACTIVE",
+            operators::IntegrationChange::Reactivate,
             body.value.reason.into(),
         )
         .await
@@ -338,7 +338,7 @@ impl OperatorApi {
         st: &AppState,
         op: &Operator,
         raw_id: &str,
-        status: &str,
+        change: operators::IntegrationChange,
         reason: String,
     ) -> poem::Result<Reply<IntegrationStatus>> {
         let id = path_uuid("path:integrationId", raw_id)?;
@@ -348,13 +348,13 @@ impl OperatorApi {
             &st.standing(),
             op,
             id,
-            status,
+            change,
             reason,
         )
         .await?;
         Ok(Reply::ok(&IntegrationStatus {
             integration_id: i.id.to_string(),
-            status: i.status,
+            status: i.status.as_str().to_string(),
         }))
     }
 }

@@ -155,7 +155,7 @@ fn dead_letter_view(d: entities::dead_letter::Model) -> DeadLetterView {
         queue: d.queue,
         job_type: d.job_type,
         merchant_id: d.merchant_id.map(|m| m.to_string()),
-        status: d.status,
+        status: d.status.as_str().to_string(),
         attempts: d.attempts,
         last_error: d.last_error,
         error_history: d.error_history,

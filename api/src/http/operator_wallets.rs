@@ -98,7 +98,7 @@ fn view(r: WalletRecord) -> OperatorWallet {
         merchant_id: r.wallet.merchant_id.to_string(),
         wallet_program_id: r.wallet.wallet_program_id.to_string(),
         phone: r.identity.phone,
-        state: r.identity.state,
+        state: r.identity.state.as_str().to_string(),
         balance: r.balance.into(),
     }
 }
@@ -228,7 +228,7 @@ impl OperatorWalletsApi {
                 .wallet_program_id
                 .as_deref()
                 .and_then(|p| Uuid::parse_str(p).ok());
-            let state = b.state.as_deref().unwrap_or(wallets::VERIFIED);
+            let state = b.state.as_deref().unwrap_or(wallets::VERIFIED.as_str());
             let r = wallets::import(
                 txn, &op, merchant, &phone, program, state, &b.reason, window,
             )

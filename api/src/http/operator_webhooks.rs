@@ -114,7 +114,7 @@ impl OperatorWebhooksApi {
         .await?;
         Ok(Reply::ok(&OperatorEnableResult {
             subscription_id: s.id.to_string(),
-            state: s.state,
+            state: s.state.as_str().to_string(),
             missed,
             replayed,
         }))

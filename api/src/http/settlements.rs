@@ -78,7 +78,7 @@ impl Validate for SettlementRequest {
             p.check(e, "/provider");
         }
         if let Some(r) = &self.failure_reason {
-            if self.state.as_str() != settlements::FAILED {
+            if settlements::parse_state(self.state.as_str()) != Some(settlements::FAILED) {
                 e.push("/failure_reason", "not_allowed", "only with state FAILED");
             } else {
                 r.check(e, "/failure_reason");
@@ -115,7 +115,7 @@ fn settlement_view(s: &settlement::Model) -> SettlementView {
         reference: s.reference.clone(),
         amount_minor: s.amount_minor,
         currency: s.currency.clone(),
-        state: s.state.clone(),
+        state: s.state.as_str().to_string(),
         provider: s.provider.clone(),
         failure_reason: s.failure_reason.clone(),
         used: s.topup_id.is_some(),

@@ -27,7 +27,7 @@ use crate::{
     envelope::Page,
     error::ApiError,
     state::AppState,
-    store::payments::TransactionFilter,
+    store::payments::{FeedStatus, TransactionFilter},
 };
 
 /// One line of the feed: one movement of money, with the transaction it belongs to.
@@ -267,7 +267,9 @@ fn decode(raw: &str) -> Result<Carried, ApiError> {
     URL_SAFE_NO_PAD
         .decode(raw)
         .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
+        .and_then(|b| serde_json::from_slice::<Carried>(&b).ok())
+        // A status the list does not know was never in a cursor it returned.
+        .filter(|c| c.status.as_deref().is_none_or(|s| FeedStatus::parse(s).is_some()))
         .ok_or_else(|| {
             ApiError::field(
                 "query:cursor",
@@ -384,7 +386,7 @@ impl TransactionsApi {
         };
         let mut f = TransactionFilter {
             integration_id: integration,
-            status: carried.status.clone(),
+            status: carried.status.as_deref().and_then(FeedStatus::parse),
             kind: carried.kind.clone(),
             from: carried.from,
             to: carried.to,

@@ -108,7 +108,7 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Pl
                         resource_key: format!("{}:{}", row.resource_type, row.resource_id),
                         sequence_number: row.sequence_number,
                         body,
-                        state: state.into(),
+                        state,
                         request_id: row.request_id.clone(),
                         traceparent: traceparent.clone(),
                     };

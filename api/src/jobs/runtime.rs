@@ -339,10 +339,11 @@ async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {
                 })
                 .collect();
             for (job_type, status, n) in rows {
-                let status = if status == "Running" {
-                    "running"
-                } else {
-                    "pending"
+                use apalis_core::task::status::Status;
+                // apalis keeps its job status as text (`Status`'s own spelling).
+                let status = match status.parse::<Status>() {
+                    Ok(Status::Running) => "running",
+                    _ => "pending",
                 };
                 *depth.entry((job_type, status)).or_default() += n as f64;
             }

@@ -57,7 +57,7 @@ async fn current(
             "the subscription no longer exists".into(),
         ));
     };
-    match d.state.as_str() {
+    match d.state {
         DELIVERED | SUSPENDED => Ok(None),
         DEAD => {
             let txn = store::begin(&st.db).await.map_err(retryable)?;
@@ -68,7 +68,7 @@ async fn current(
             else {
                 return Ok(None);
             };
-            d.state = PENDING.into();
+            d.state = PENDING;
             d.replays += 1;
             d.updated_at = Utc::now();
             let d = store::webhooks::update_delivery(&txn, d)
@@ -369,7 +369,7 @@ async fn record(
     }
     if a.succeeded {
         if !superseded || d.state == PENDING {
-            d.state = DELIVERED.into();
+            d.state = DELIVERED;
             d.delivered_at = Some(now);
             d.next_attempt_at = None;
         }
@@ -398,12 +398,12 @@ async fn record(
             metrics::counter!(m::WEBHOOK_DISABLED).increment(1);
         }
         if !superseded && failing {
-            d.state = SUSPENDED.into();
+            d.state = SUSPENDED;
             d.next_attempt_at = None;
             a.next_retry_at = None;
             outcome = Recorded::Stopped;
         } else if !superseded && last {
-            d.state = DEAD.into();
+            d.state = DEAD;
             d.next_attempt_at = None;
         }
     }
@@ -432,7 +432,7 @@ pub(super) async fn suspend(deps: &JobDeps, d: &webhook_delivery::Model) -> Resu
         return Ok(());
     };
     if sub.is_some_and(|s| s.state == DISABLED) && d.state == PENDING {
-        d.state = SUSPENDED.into();
+        d.state = SUSPENDED;
         d.next_attempt_at = None;
         d.updated_at = Utc::now();
         store::webhooks::update_delivery(&txn, d)
@@ -462,7 +462,7 @@ pub async fn on_dead_letter(deps: &JobDeps, env: &QueuedJob) {
             && d.state == PENDING
             && d.replays == p.series
         {
-            d.state = DEAD.into();
+            d.state = DEAD;
             d.next_attempt_at = None;
             d.updated_at = Utc::now();
             store::webhooks::update_delivery(&txn, d).await?;

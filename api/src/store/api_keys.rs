@@ -1,5 +1,5 @@
 use chrono::{DateTime, Utc};
-use entities::{api_key, integration};
+use entities::{api_key, api_key::ApiKeyStatus, integration};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QuerySelect,
     Set,
@@ -44,7 +44,7 @@ pub async fn insert<C: ConnectionTrait>(c: &C, k: NewKey<'_>) -> Result<api_key:
         key_last_four: Set(k.key_last_four.to_string()),
         label: Set(k.label.to_string()),
         is_sandbox: Set(k.is_sandbox),
-        status: Set("active".into()),
+        status: Set(ApiKeyStatus::Active),
         expires_at: Set(k.expires_at),
         previous_key_id: Set(k.previous_key_id),
         permissions: Set(k.permissions),
@@ -66,7 +66,7 @@ pub async fn active_by_prefix<C: ConnectionTrait>(
 ) -> Result<Vec<(api_key::Model, integration::Model)>, DbErr> {
     let keys = api_key::Entity::find()
         .filter(api_key::Column::KeyPrefix.eq(key_prefix))
-        .filter(api_key::Column::Status.eq("active"))
+        .filter(api_key::Column::Status.eq(ApiKeyStatus::Active.as_str()))
         .limit(8)
         .all(c)
         .await?;
@@ -88,7 +88,7 @@ pub async fn active_by_id<C: ConnectionTrait>(
     key_id: Uuid,
 ) -> Result<Option<(api_key::Model, integration::Model)>, DbErr> {
     let Some(key) = api_key::Entity::find_by_id(key_id)
-        .filter(api_key::Column::Status.eq("active"))
+        .filter(api_key::Column::Status.eq(ApiKeyStatus::Active.as_str()))
         .one(c)
         .await?
     else {
@@ -108,7 +108,7 @@ pub async fn find_live<C: ConnectionTrait>(
 ) -> Result<Option<api_key::Model>, DbErr> {
     api_key::Entity::find_by_id(key_id)
         .filter(api_key::Column::IntegrationId.eq(integration_id))
-        .filter(api_key::Column::Status.ne("deleted"))
+        .filter(api_key::Column::Status.ne(ApiKeyStatus::Deleted.as_str()))
         .one(c)
         .await
 }
@@ -118,27 +118,27 @@ pub async fn find_live<C: ConnectionTrait>(
 pub async fn transition<C: ConnectionTrait>(
     c: &C,
     key: &api_key::Model,
-    status: &str,
+    status: ApiKeyStatus,
     reason: Option<String>,
     at: DateTime<Utc>,
 ) -> Result<Option<api_key::Model>, DbErr> {
     use sea_orm::sea_query::Expr;
     let mut q = api_key::Entity::update_many()
-        .col_expr(api_key::Column::Status, Expr::value(status))
+        .col_expr(api_key::Column::Status, Expr::value(status.as_str()))
         .col_expr(api_key::Column::StatusReason, Expr::value(reason));
     match status {
-        "inactive" => {
+        ApiKeyStatus::Inactive => {
             q = q.col_expr(
                 api_key::Column::RevokedAt,
                 Expr::value(Some(key.revoked_at.unwrap_or(at))),
             )
         }
-        "deleted" => q = q.col_expr(api_key::Column::DeletedAt, Expr::value(Some(at))),
-        _ => {}
+        ApiKeyStatus::Deleted => q = q.col_expr(api_key::Column::DeletedAt, Expr::value(Some(at))),
+        ApiKeyStatus::Active => {}
     }
     let res = q
         .filter(api_key::Column::Id.eq(key.id))
-        .filter(api_key::Column::Status.eq(key.status.clone()))
+        .filter(api_key::Column::Status.eq(key.status.as_str()))
         .exec(c)
         .await?;
     if res.rows_affected == 0 {
@@ -168,7 +168,7 @@ pub async fn list<C: ConnectionTrait>(
     use sea_orm::QueryOrder;
     let mut q = api_key::Entity::find()
         .filter(api_key::Column::IntegrationId.eq(integration_id))
-        .filter(api_key::Column::Status.ne("deleted"));
+        .filter(api_key::Column::Status.ne(ApiKeyStatus::Deleted.as_str()));
     if let Some(s) = &f.status {
         q = q.filter(api_key::Column::Status.eq(s.clone()));
     }
@@ -203,7 +203,7 @@ pub async fn minted_by<C: ConnectionTrait>(
 ) -> Result<Vec<api_key::Model>, DbErr> {
     api_key::Entity::find()
         .filter(api_key::Column::IntegrationId.eq(integration_id))
-        .filter(api_key::Column::Status.ne("deleted"))
+        .filter(api_key::Column::Status.ne(ApiKeyStatus::Deleted.as_str()))
         .filter(api_key::Column::CreatedByKeyId.is_in(creators.iter().copied()))
         .all(c)
         .await
@@ -216,7 +216,7 @@ pub async fn ids_of_integration<C: ConnectionTrait>(
 ) -> Result<Vec<Uuid>, DbErr> {
     Ok(api_key::Entity::find()
         .filter(api_key::Column::IntegrationId.eq(integration_id))
-        .filter(api_key::Column::Status.eq("active"))
+        .filter(api_key::Column::Status.eq(ApiKeyStatus::Active.as_str()))
         .all(c)
         .await?
         .into_iter()

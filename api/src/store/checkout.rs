@@ -53,7 +53,10 @@ pub async fn expire_due<C: ConnectionTrait>(
 ) -> Result<u64, DbErr> {
     use sea_orm::sea_query::Expr;
     let r = checkout_session::Entity::update_many()
-        .col_expr(checkout_session::Column::State, Expr::value("EXPIRED"))
+        .col_expr(
+            checkout_session::Column::State,
+            Expr::value(checkout_session::CheckoutState::Expired.as_str()),
+        )
         .col_expr(
             checkout_session::Column::ClosedAt,
             Expr::col(checkout_session::Column::ExpiresAt),
@@ -63,7 +66,10 @@ pub async fn expire_due<C: ConnectionTrait>(
             checkout_session::Column::CloseReason,
             Expr::value("timeout"),
         )
-        .filter(checkout_session::Column::State.is_in(["OPEN", "IDENTIFIED"]))
+        .filter(checkout_session::Column::State.is_in([
+            checkout_session::CheckoutState::Open.as_str(),
+            checkout_session::CheckoutState::Identified.as_str(),
+        ]))
         .filter(checkout_session::Column::ExpiresAt.lte(now))
         .apply_if(merchants, |q, m| {
             q.filter(checkout_session::Column::MerchantId.is_in(m.iter().copied()))

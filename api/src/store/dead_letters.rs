@@ -1,5 +1,5 @@
 use chrono::{DateTime, Utc};
-use entities::dead_letter;
+use entities::{dead_letter, dead_letter::DeadLetterStatus};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Select,
     Set,
@@ -34,7 +34,7 @@ pub async fn insert_once<C: ConnectionTrait>(c: &C, d: NewDeadLetter<'_>) -> Res
         attempts: Set(d.attempts),
         error_history: Set(d.error_history),
         last_error: Set(d.last_error.to_string()),
-        status: Set("dead".into()),
+        status: Set(DeadLetterStatus::Dead),
         first_enqueued_at: Set(d.first_enqueued_at),
         dead_at: Set(d.dead_at),
         replay_count: Set(0),
@@ -135,7 +135,7 @@ pub async fn dead_per_queue<C: ConnectionTrait>(c: &C) -> Result<Vec<(String, i6
         .select_only()
         .column(dead_letter::Column::Queue)
         .column_as(dead_letter::Column::Id.count(), "n")
-        .filter(dead_letter::Column::Status.eq("dead"))
+        .filter(dead_letter::Column::Status.eq(DeadLetterStatus::Dead.as_str()))
         .group_by(dead_letter::Column::Queue)
         .order_by_asc(dead_letter::Column::Queue)
         .into_tuple()
@@ -157,14 +157,17 @@ pub async fn mark_replayed<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     Ok(dead_letter::Entity::update_many()
-        .col_expr(dead_letter::Column::Status, Expr::value("replayed"))
+        .col_expr(
+            dead_letter::Column::Status,
+            Expr::value(DeadLetterStatus::Replayed.as_str()),
+        )
         .col_expr(
             dead_letter::Column::ReplayCount,
             Expr::value(dl.replay_count + 1),
         )
         .col_expr(dead_letter::Column::ReplayedAt, Expr::value(Some(now)))
         .filter(dead_letter::Column::Id.eq(dl.id))
-        .filter(dead_letter::Column::Status.eq("dead"))
+        .filter(dead_letter::Column::Status.eq(DeadLetterStatus::Dead.as_str()))
         .exec(c)
         .await?
         .rows_affected)
@@ -179,14 +182,17 @@ pub async fn mark_purged<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     Ok(dead_letter::Entity::update_many()
-        .col_expr(dead_letter::Column::Status, Expr::value("purged"))
+        .col_expr(
+            dead_letter::Column::Status,
+            Expr::value(DeadLetterStatus::Purged.as_str()),
+        )
         .col_expr(dead_letter::Column::PurgedAt, Expr::value(Some(now)))
         .col_expr(
             dead_letter::Column::PurgeReason,
             Expr::value(Some(reason.to_string())),
         )
         .filter(dead_letter::Column::Id.eq(id))
-        .filter(dead_letter::Column::Status.eq("dead"))
+        .filter(dead_letter::Column::Status.eq(DeadLetterStatus::Dead.as_str()))
         .exec(c)
         .await?
         .rows_affected)

@@ -69,7 +69,9 @@ pub async fn reversals_page<C: ConnectionTrait>(
     limit: u64,
 ) -> Result<Vec<(topup_reversal::Model, topup::Model)>, DbErr> {
     // A top-up whose credit was taken back is `reversed`; no other status has a reversal.
-    if f.status.as_deref().is_some_and(|s| s != "reversed") {
+    if f.status
+        .is_some_and(|s| s != super::payments::FeedStatus::Reversed)
+    {
         return Ok(Vec::new());
     }
     let rows = reversals_select(f, after, limit).all(c).await?;

@@ -1,6 +1,6 @@
 //! Enrollments (pending-proof windows) and the links that name a verified identity.
 use chrono::{DateTime, Utc};
-use entities::{enrollment, identity_link, wallet_user};
+use entities::{enrollment, identity_link, wallet_user, wallet_user::WalletUserState};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
     QueryFilter, QueryOrder, QuerySelect, Set,
@@ -20,7 +20,7 @@ pub async fn pending_of<C: ConnectionTrait>(
 ) -> Result<Option<enrollment::Model>, DbErr> {
     enrollment::Entity::find()
         .filter(enrollment::Column::WalletUserId.eq(wallet_user_id))
-        .filter(enrollment::Column::Status.eq("pending"))
+        .filter(enrollment::Column::Status.eq(enrollment::EnrollmentStatus::Pending.as_str()))
         .order_by_desc(enrollment::Column::CreatedAt)
         .one(c)
         .await
@@ -58,7 +58,7 @@ pub async fn pending_of_session<C: ConnectionTrait>(
     enrollment::Entity::find()
         .filter(enrollment::Column::MerchantId.eq(merchant_id))
         .filter(enrollment::Column::ServiceSessionId.eq(session_id))
-        .filter(enrollment::Column::Status.eq("pending"))
+        .filter(enrollment::Column::Status.eq(enrollment::EnrollmentStatus::Pending.as_str()))
         .order_by_desc(enrollment::Column::CreatedAt)
         .one(c)
         .await
@@ -75,7 +75,7 @@ pub async fn pending_of_terminal<C: ConnectionTrait>(
         .filter(enrollment::Column::MerchantId.eq(merchant_id))
         .filter(enrollment::Column::IntegrationId.eq(integration_id))
         .filter(enrollment::Column::TerminalId.eq(terminal_id))
-        .filter(enrollment::Column::Status.eq("pending"))
+        .filter(enrollment::Column::Status.eq(enrollment::EnrollmentStatus::Pending.as_str()))
         .order_by_desc(enrollment::Column::LastSentAt)
         .one(c)
         .await
@@ -98,7 +98,7 @@ pub async fn due<C: ConnectionTrait>(
 ) -> Result<Vec<enrollment::Model>, DbErr> {
     use sea_orm::QueryTrait;
     enrollment::Entity::find()
-        .filter(enrollment::Column::Status.eq("pending"))
+        .filter(enrollment::Column::Status.eq(enrollment::EnrollmentStatus::Pending.as_str()))
         .filter(enrollment::Column::ExpiresAt.lte(now))
         .apply_if(merchants, |q, m| {
             q.filter(enrollment::Column::MerchantId.is_in(m.iter().copied()))
@@ -112,17 +112,17 @@ pub async fn due<C: ConnectionTrait>(
 pub async fn set_identity_state<C: ConnectionTrait>(
     c: &C,
     id: Uuid,
-    state: &str,
+    state: WalletUserState,
     provider_customer_id: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<(), DbErr> {
     let mut am = wallet_user::ActiveModel {
         id: Set(id),
-        state: Set(state.to_string()),
+        state: Set(state),
         updated_at: Set(now),
         ..Default::default()
     };
-    if state == "VERIFIED" {
+    if state == WalletUserState::Verified {
         am.verified_at = Set(Some(now));
     }
     if let Some(p) = provider_customer_id {

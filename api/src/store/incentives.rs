@@ -327,7 +327,7 @@ pub async fn armed_offers<C: ConnectionTrait>(
     offer::Entity::find()
         .filter(offer::Column::MerchantId.eq(merchant_id))
         .filter(offer::Column::WalletUserId.eq(wallet_user_id))
-        .filter(offer::Column::State.eq("ARMED"))
+        .filter(offer::Column::State.eq(offer::OfferState::Armed.as_str()))
         .order_by_asc(offer::Column::Id)
         .all(c)
         .await
@@ -351,7 +351,7 @@ pub async fn due_offers<C: ConnectionTrait>(
 ) -> Result<Vec<offer::Model>, DbErr> {
     use sea_orm::QueryTrait;
     offer::Entity::find()
-        .filter(offer::Column::State.eq("ARMED"))
+        .filter(offer::Column::State.eq(offer::OfferState::Armed.as_str()))
         .filter(offer::Column::ExpiresAt.lte(now))
         .apply_if(merchants, |q, m| {
             q.filter(offer::Column::MerchantId.is_in(m.iter().copied()))
@@ -367,14 +367,14 @@ pub async fn due_offers<C: ConnectionTrait>(
 pub async fn end_armed_offer<C: ConnectionTrait>(
     c: &C,
     id: Uuid,
-    to: &str,
+    to: offer::OfferState,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
     let r = offer::Entity::update_many()
-        .col_expr(offer::Column::State, Expr::value(to))
+        .col_expr(offer::Column::State, Expr::value(to.as_str()))
         .col_expr(offer::Column::UpdatedAt, Expr::value(now))
         .filter(offer::Column::Id.eq(id))
-        .filter(offer::Column::State.eq("ARMED"))
+        .filter(offer::Column::State.eq(offer::OfferState::Armed.as_str()))
         .exec(c)
         .await?;
     Ok(r.rows_affected == 1)

@@ -141,11 +141,12 @@ fn move_wallet(id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> UpdateStatem
 /// A grant that reaches zero is CONSUMED; a refund into a CONSUMED grant releases it again.
 fn move_grant(id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> UpdateStatement {
     let remaining = Expr::col(promo_grant::Column::RemainingMinor).add(delta);
-    let state = Expr::case(remaining.clone().eq(0), "CONSUMED")
-        .case(
-            Expr::col(promo_grant::Column::State).eq("CONSUMED"),
-            "RELEASED",
-        )
+    let (consumed, released) = (
+        promo_grant::PromoGrantState::Consumed.as_str(),
+        promo_grant::PromoGrantState::Released.as_str(),
+    );
+    let state = Expr::case(remaining.clone().eq(0), consumed)
+        .case(Expr::col(promo_grant::Column::State).eq(consumed), released)
         .finally(Expr::col(promo_grant::Column::State));
     promo_grant::Entity::update_many()
         .col_expr(promo_grant::Column::State, state.into())

@@ -1,5 +1,5 @@
 use chrono::{DateTime, Utc};
-use entities::{operator, operator_audit, operator_session};
+use entities::{operator, operator::OperatorStatus, operator_audit, operator_session};
 use sea_orm::{
     ActiveModelTrait, ActiveValue::Set, ColumnTrait, ConnectionTrait, DbErr, EntityTrait,
     QueryFilter, QueryOrder, QuerySelect, sea_query::Expr,
@@ -14,7 +14,7 @@ pub async fn active_by_prefix<C: ConnectionTrait>(
 ) -> Result<Vec<operator::Model>, DbErr> {
     operator::Entity::find()
         .filter(operator::Column::KeyPrefix.eq(prefix))
-        .filter(operator::Column::Status.eq("active"))
+        .filter(operator::Column::Status.eq(OperatorStatus::Active.as_str()))
         .limit(8)
         .all(c)
         .await
@@ -26,7 +26,7 @@ pub async fn find_active<C: ConnectionTrait>(
     id: Uuid,
 ) -> Result<Option<operator::Model>, DbErr> {
     operator::Entity::find_by_id(id)
-        .filter(operator::Column::Status.eq("active"))
+        .filter(operator::Column::Status.eq(OperatorStatus::Active.as_str()))
         .one(c)
         .await
 }
@@ -39,7 +39,7 @@ pub async fn inactive_by_prefix<C: ConnectionTrait>(
 ) -> Result<Vec<operator::Model>, DbErr> {
     operator::Entity::find()
         .filter(operator::Column::KeyPrefix.eq(prefix))
-        .filter(operator::Column::Status.ne("active"))
+        .filter(operator::Column::Status.ne(OperatorStatus::Active.as_str()))
         .limit(8)
         .all(c)
         .await
@@ -50,9 +50,13 @@ pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<operator
 }
 
 /// Sets an operator's status; false when no operator has that id.
-pub async fn set_status<C: ConnectionTrait>(c: &C, id: Uuid, status: &str) -> Result<bool, DbErr> {
+pub async fn set_status<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    status: OperatorStatus,
+) -> Result<bool, DbErr> {
     let r = operator::Entity::update_many()
-        .col_expr(operator::Column::Status, Expr::value(status))
+        .col_expr(operator::Column::Status, Expr::value(status.as_str()))
         .filter(operator::Column::Id.eq(id))
         .exec(c)
         .await?;
@@ -144,7 +148,7 @@ pub async fn insert<C: ConnectionTrait>(c: &C, o: NewOperator<'_>) -> Result<(),
         key_prefix: Set(o.key_prefix.to_string()),
         key_hash: Set(o.key_hash),
         key_last_four: Set(o.key_last_four.to_string()),
-        status: Set("active".into()),
+        status: Set(OperatorStatus::Active),
         created_at: Set(Utc::now()),
     }
     .insert(c)

@@ -1,6 +1,9 @@
 //! Payments, their refunds and voids, OTP sessions and QR nonces.
 use chrono::{DateTime, Utc};
-use entities::{otp_session, payment, payment_refund, qr_nonce, wallet};
+use entities::{
+    otp_session, otp_session::OtpSessionStatus, payment, payment::PaymentStatus, payment_refund,
+    qr_nonce, wallet,
+};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
     IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select, Set,
@@ -50,7 +53,10 @@ pub async fn set_refunded<C: ConnectionTrait>(
         .col_expr(payment::Column::UpdatedAt, now.into());
     if let Some(at) = voided_at {
         q = q
-            .col_expr(payment::Column::Status, "voided".into())
+            .col_expr(
+                payment::Column::Status,
+                PaymentStatus::Voided.as_str().into(),
+            )
             .col_expr(payment::Column::VoidedAt, Some(at).into());
     }
     q.filter(payment::Column::Id.eq(id)).exec(c).await?;
@@ -147,14 +153,14 @@ pub async fn record_wrong_otp<C: ConnectionTrait>(
     s: otp_session::Model,
     limit: i32,
 ) -> Result<Option<i32>, DbErr> {
-    if s.status != "active" {
+    if s.status != OtpSessionStatus::Active {
         return Ok(None);
     }
     let attempts = s.failed_attempts + 1;
     let mut am = s.into_active_model();
     am.failed_attempts = Set(attempts);
     if attempts >= limit {
-        am.status = Set("locked".into());
+        am.status = Set(OtpSessionStatus::Locked);
     }
     am.update(c).await?;
     Ok(Some(attempts))
@@ -208,12 +214,15 @@ pub async fn take_otp_and_lock_wallet<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Option<(ForPayment, otp_session::Model)>, DbErr> {
     let take = otp_session::Entity::update_many()
-        .col_expr(otp_session::Column::Status, "consumed".into())
+        .col_expr(
+            otp_session::Column::Status,
+            OtpSessionStatus::Consumed.as_str().into(),
+        )
         .col_expr(otp_session::Column::PaymentId, Some(payment_id).into())
         .col_expr(otp_session::Column::ConsumedAt, Some(now).into())
         .filter(otp_session::Column::Id.eq(id))
         .filter(otp_session::Column::MerchantId.eq(merchant_id))
-        .filter(otp_session::Column::Status.eq("active"))
+        .filter(otp_session::Column::Status.eq(OtpSessionStatus::Active.as_str()))
         .into_query();
     let marked = Condition::all()
         .add(Expr::col((Alias::new(TAKEN), otp_session::Column::Id)).eq(id))
@@ -423,9 +432,7 @@ pub fn recent_of_wallet_select(wallet_id: Uuid, limit: u64) -> Select<payment::E
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TransactionFilter {
     pub integration_id: Uuid,
-    /// completed | partially_refunded | refunded | voided (payments); completed | reversed
-    /// (top-ups)
-    pub status: Option<String>,
+    pub status: Option<FeedStatus>,
     /// payment | topup (None: both)
     pub kind: Option<String>,
     pub from: Option<DateTime<Utc>>,
@@ -474,19 +481,48 @@ impl TransactionFilter {
     fn payment_condition(&self) -> sea_orm::Condition {
         use sea_orm::sea_query::{Expr, ExprTrait};
         let c = Condition::all().add(payment::Column::IntegrationId.eq(self.integration_id));
-        let completed = payment::Column::Status.eq("completed");
+        let completed = payment::Column::Status.eq(PaymentStatus::Completed.as_str());
         let refunded = Expr::col((payment::Entity, payment::Column::RefundedMinor));
         let amount = Expr::col((payment::Entity, payment::Column::AmountMinor));
-        match self.status.as_deref() {
-            Some("completed") => c.add(completed).add(payment::Column::RefundedMinor.eq(0)),
-            Some("partially_refunded") => c
+        match self.status {
+            Some(FeedStatus::Completed) => {
+                c.add(completed).add(payment::Column::RefundedMinor.eq(0))
+            }
+            Some(FeedStatus::PartiallyRefunded) => c
                 .add(completed)
                 .add(payment::Column::RefundedMinor.gt(0))
                 .add(refunded.lt(amount)),
-            Some("refunded") => c.add(completed).add(refunded.eq(amount)),
-            Some("voided") => c.add(payment::Column::Status.eq("voided")),
-            _ => c,
+            Some(FeedStatus::Refunded) => c.add(completed).add(refunded.eq(amount)),
+            Some(FeedStatus::Voided) => {
+                c.add(payment::Column::Status.eq(PaymentStatus::Voided.as_str()))
+            }
+            Some(FeedStatus::Reversed) | None => c,
         }
+    }
+}
+
+/// A transaction's status as the reconciliation feed reports and filters it: a payment is
+/// completed, partially_refunded, refunded or voided; a top-up completed or reversed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeedStatus {
+    Completed,
+    PartiallyRefunded,
+    Refunded,
+    Voided,
+    Reversed,
+}
+
+impl FeedStatus {
+    pub fn parse(s: &str) -> Option<FeedStatus> {
+        Some(match s {
+            "completed" => FeedStatus::Completed,
+            "partially_refunded" => FeedStatus::PartiallyRefunded,
+            "refunded" => FeedStatus::Refunded,
+            "voided" => FeedStatus::Voided,
+            "reversed" => FeedStatus::Reversed,
+            _ => return None,
+        })
     }
 }
 

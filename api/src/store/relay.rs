@@ -8,6 +8,7 @@
 //! of a resource are always written in sequence order, which per-resource ordering needs.
 use apalis_core::task::Task;
 use chrono::{DateTime, Utc};
+use entities::{webhook_delivery::DeliveryState, webhook_subscription::SubscriptionState};
 use sea_orm::{
     ConnectionTrait, DbBackend,
     sqlx::{self, Row},
@@ -42,7 +43,7 @@ pub struct SubscriptionRow {
     pub integration_id: Uuid,
     pub bound_merchant: Option<Uuid>,
     pub event_types: Option<Value>,
-    pub state: String,
+    pub state: SubscriptionState,
     /// The linked merchant this row was found for.
     pub merchant_id: Uuid,
 }
@@ -58,7 +59,7 @@ pub struct NewDelivery {
     pub resource_key: String,
     pub sequence_number: i64,
     pub body: String,
-    pub state: String,
+    pub state: DeliveryState,
     pub request_id: Option<String>,
     pub traceparent: Option<String>,
 }
@@ -108,6 +109,12 @@ fn placeholders(backend: DbBackend, rows: usize, arity: usize) -> String {
         })
         .collect::<Vec<_>>()
         .join(",")
+}
+
+fn subscription_state(s: String) -> Result<SubscriptionState, sqlx::Error> {
+    SubscriptionState::parse(&s).ok_or_else(|| {
+        sqlx::Error::Decode(format!("unknown webhook subscription state {s:?}").into())
+    })
 }
 
 /// Relays up to `limit` rows; `plan` says what the batch fans out to. Returns the rows.
@@ -195,7 +202,7 @@ where
                 integration_id: r.try_get("integration_id")?,
                 bound_merchant: r.try_get("merchant_id")?,
                 event_types: r.try_get("event_types")?,
-                state: r.try_get("state")?,
+                state: subscription_state(r.try_get("state")?)?,
                 merchant_id: r.try_get("enterprise_id")?,
             })
         })
@@ -221,7 +228,7 @@ where
                 .bind(&d.resource_key)
                 .bind(d.sequence_number)
                 .bind(&d.body)
-                .bind(&d.state)
+                .bind(d.state.as_str())
                 .bind(0i32)
                 .bind(0i32)
                 .bind(now)
@@ -317,7 +324,7 @@ where
                         .map(|t| serde_json::from_str(&t))
                         .transpose()
                         .map_err(|e| sqlx::Error::Decode(Box::new(e)))?,
-                    state: r.try_get("state")?,
+                    state: subscription_state(r.try_get("state")?)?,
                     merchant_id: r.try_get("enterprise_id")?,
                 })
             })
@@ -343,7 +350,7 @@ where
                 .bind(&d.resource_key)
                 .bind(d.sequence_number)
                 .bind(&d.body)
-                .bind(&d.state)
+                .bind(d.state.as_str())
                 .bind(0i32)
                 .bind(0i32)
                 .bind(now)

@@ -17,7 +17,7 @@ pub async fn insert_integration<C: ConnectionTrait>(
     integration::ActiveModel {
         id: Set(id),
         name: Set(name.to_string()),
-        status: Set("ACTIVE".into()),
+        status: Set(integration::IntegrationStatus::Active),
         is_sandbox: Set(is_sandbox),
         identify_credential_types: Set(serde_json::json!(identify_credential_types)),
         cors_origins: Set(None),
@@ -108,7 +108,7 @@ pub async fn insert_wallet_program<C: ConnectionTrait>(
         enterprise_id: Set(enterprise_id),
         name: Set(name.to_string()),
         currency: Set(currency.to_string()),
-        status: Set("ACTIVE".into()),
+        status: Set(wallet_program::WalletProgramStatus::Active),
         created_at: Set(Utc::now()),
     }
     .insert(c)
@@ -148,7 +148,9 @@ pub async fn active_programs<C: ConnectionTrait>(
     }
     wallet_program::Entity::find()
         .filter(wallet_program::Column::EnterpriseId.is_in(enterprise_ids.iter().copied()))
-        .filter(wallet_program::Column::Status.eq("ACTIVE"))
+        .filter(
+            wallet_program::Column::Status.eq(wallet_program::WalletProgramStatus::Active.as_str()),
+        )
         .order_by_asc(wallet_program::Column::CreatedAt)
         .all(c)
         .await
@@ -206,11 +208,11 @@ pub async fn find_branch_of_enterprise<C: ConnectionTrait>(
 pub async fn set_integration_status<C: ConnectionTrait>(
     c: &C,
     i: integration::Model,
-    status: &str,
+    status: integration::IntegrationStatus,
 ) -> Result<integration::Model, DbErr> {
     use sea_orm::IntoActiveModel;
     let mut am = i.into_active_model();
-    am.status = Set(status.to_string());
+    am.status = Set(status);
     am.updated_at = Set(chrono::Utc::now());
     am.update(c).await
 }
@@ -341,7 +343,7 @@ pub async fn integrations_page<C: ConnectionTrait>(
 pub async fn key_counts<C: ConnectionTrait>(
     c: &C,
     integrations: &[Uuid],
-) -> Result<Vec<(Uuid, String, i64)>, DbErr> {
+) -> Result<Vec<(Uuid, entities::api_key::ApiKeyStatus, i64)>, DbErr> {
     use entities::api_key;
     use sea_orm::QuerySelect;
     api_key::Entity::find()

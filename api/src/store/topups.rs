@@ -105,10 +105,12 @@ pub async fn transactions_page<C: ConnectionTrait>(
 ) -> Result<Vec<topup::Model>, DbErr> {
     // A top-up in the feed was credited: it is `completed`, or `reversed` once its credit
     // was taken back (the credit stays a movement of its day).
-    let stored: &[&str] = match f.status.as_deref() {
-        None => &["credited", "reversed"],
-        Some("completed") => &["credited"],
-        Some("reversed") => &["reversed"],
+    use super::payments::FeedStatus;
+    use topup::TopupStatus::{Credited, Reversed};
+    let stored: &[&str] = match f.status {
+        None => &[Credited.as_str(), Reversed.as_str()],
+        Some(FeedStatus::Completed) => &[Credited.as_str()],
+        Some(FeedStatus::Reversed) => &[Reversed.as_str()],
         Some(_) => return Ok(Vec::new()),
     };
     transactions_select(f, stored, after, limit).all(c).await

@@ -1,7 +1,10 @@
 //! Wallet identities, wallets and their promotional grants. Every finder takes the merchant,
 //! so a wallet of another tenant is simply not found.
 use chrono::{DateTime, Utc};
-use entities::{cashback_rule, promo_grant, wallet, wallet_user};
+use entities::{
+    cashback_rule, promo_grant, promo_grant::PromoGrantState, wallet, wallet_user,
+    wallet_user::WalletUserState,
+};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
     IdenStatic, Iterable, QueryFilter, QueryOrder, QueryResult, QueryTrait, Set, Statement,
@@ -50,18 +53,18 @@ pub async fn insert_identity<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
     phone: &str,
-    state: &str,
+    state: WalletUserState,
     now: DateTime<Utc>,
 ) -> Result<wallet_user::Model, DbErr> {
     wallet_user::ActiveModel {
         id: Set(Uuid::now_v7()),
         merchant_id: Set(merchant_id),
         phone: Set(phone.to_string()),
-        state: Set(state.to_string()),
+        state: Set(state),
         provider_customer_id: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
-        verified_at: Set((state == "VERIFIED").then_some(now)),
+        verified_at: Set((state == WalletUserState::Verified).then_some(now)),
     }
     .insert(c)
     .await
@@ -297,7 +300,10 @@ pub(super) fn select_prefixed_from<E: EntityTrait>(
 }
 
 /// The states of a grant that still matter for a balance.
-const LIVE_GRANT_STATES: [&str; 2] = ["RELEASED", "LOCKED"];
+const LIVE_GRANT_STATES: [&str; 2] = [
+    PromoGrantState::Released.as_str(),
+    PromoGrantState::Locked.as_str(),
+];
 
 fn wallet_with_owner(
     merchant_id: Uuid,
@@ -347,7 +353,7 @@ pub async fn insert_grant<C: ConnectionTrait>(
     wallet: &wallet::Model,
     amount_minor: i64,
     source: &str,
-    state: &str,
+    state: PromoGrantState,
     expires_at: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<promo_grant::Model, DbErr> {
@@ -357,7 +363,7 @@ pub async fn insert_grant<C: ConnectionTrait>(
         wallet_id: Set(wallet.id),
         merchant_id: Set(wallet.merchant_id),
         source: Set(source.to_string()),
-        state: Set(state.to_string()),
+        state: Set(state),
         currency: Set(wallet.currency.clone()),
         original_minor: Set(amount_minor),
         remaining_minor: Set(0),
@@ -396,11 +402,11 @@ pub async fn recent_grants<C: ConnectionTrait>(
 pub async fn grants_in_states<C: ConnectionTrait>(
     c: &C,
     wallet_id: Uuid,
-    states: &[&str],
+    states: &[PromoGrantState],
 ) -> Result<Vec<promo_grant::Model>, DbErr> {
     promo_grant::Entity::find()
         .filter(promo_grant::Column::WalletId.eq(wallet_id))
-        .filter(promo_grant::Column::State.is_in(states.iter().copied()))
+        .filter(promo_grant::Column::State.is_in(states.iter().map(|s| s.as_str())))
         .order_by_asc(promo_grant::Column::CreatedAt)
         .all(c)
         .await
@@ -417,10 +423,13 @@ pub async fn release_grants<C: ConnectionTrait>(
         return Ok(0);
     }
     let r = promo_grant::Entity::update_many()
-        .col_expr(promo_grant::Column::State, "RELEASED".into())
+        .col_expr(
+            promo_grant::Column::State,
+            PromoGrantState::Released.as_str().into(),
+        )
         .col_expr(promo_grant::Column::UpdatedAt, now.into())
         .filter(promo_grant::Column::Id.is_in(ids.iter().copied()))
-        .filter(promo_grant::Column::State.eq("LOCKED"))
+        .filter(promo_grant::Column::State.eq(PromoGrantState::Locked.as_str()))
         .exec(c)
         .await?;
     Ok(r.rows_affected)
@@ -432,7 +441,7 @@ pub async fn insert_identity_if_absent<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
     phone: &str,
-    state: &str,
+    state: WalletUserState,
     now: DateTime<Utc>,
 ) -> Result<(wallet_user::Model, bool), DbErr> {
     let id = Uuid::now_v7();
@@ -440,11 +449,11 @@ pub async fn insert_identity_if_absent<C: ConnectionTrait>(
         id: Set(id),
         merchant_id: Set(merchant_id),
         phone: Set(phone.to_string()),
-        state: Set(state.to_string()),
+        state: Set(state),
         provider_customer_id: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
-        verified_at: Set((state == "VERIFIED").then_some(now)),
+        verified_at: Set((state == WalletUserState::Verified).then_some(now)),
     })
     .on_conflict_do_nothing_on([wallet_user::Column::MerchantId, wallet_user::Column::Phone])
     .exec(c)
@@ -520,14 +529,19 @@ pub async fn due_grants<C: ConnectionTrait>(
 pub async fn end_grant<C: ConnectionTrait>(
     c: &C,
     id: Uuid,
-    to: &str,
+    to: PromoGrantState,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
+    use PromoGrantState::{Consumed, Locked, Released};
     let r = promo_grant::Entity::update_many()
-        .col_expr(promo_grant::Column::State, to.into())
+        .col_expr(promo_grant::Column::State, to.as_str().into())
         .col_expr(promo_grant::Column::UpdatedAt, now.into())
         .filter(promo_grant::Column::Id.eq(id))
-        .filter(promo_grant::Column::State.is_in(["RELEASED", "LOCKED", "CONSUMED"]))
+        .filter(promo_grant::Column::State.is_in([
+            Released.as_str(),
+            Locked.as_str(),
+            Consumed.as_str(),
+        ]))
         .exec(c)
         .await?;
     Ok(r.rows_affected == 1)

@@ -1,6 +1,9 @@
 //! Webhook subscriptions, deliveries and attempts.
 use chrono::{DateTime, Utc};
-use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
+use entities::{
+    webhook_attempt, webhook_delivery, webhook_delivery::DeliveryState, webhook_subscription,
+    webhook_subscription::SubscriptionState,
+};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
     PaginatorTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -109,7 +112,10 @@ pub async fn disable_failing<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
     let r = webhook_subscription::Entity::update_many()
-        .col_expr(webhook_subscription::Column::State, Expr::value("DISABLED"))
+        .col_expr(
+            webhook_subscription::Column::State,
+            Expr::value(SubscriptionState::Disabled.as_str()),
+        )
         .col_expr(
             webhook_subscription::Column::DisabledReason,
             Expr::value("failing"),
@@ -197,7 +203,10 @@ RETURNING delivery_id"#;
     let mut recorded = Vec::with_capacity(attempts.len());
     for a in attempts {
         let updated = webhook_delivery::Entity::update_many()
-            .col_expr(webhook_delivery::Column::State, Expr::value("DELIVERED"))
+            .col_expr(
+                webhook_delivery::Column::State,
+                Expr::value(DeliveryState::Delivered.as_str()),
+            )
             .col_expr(
                 webhook_delivery::Column::Attempts,
                 Expr::col(webhook_delivery::Column::Attempts).add(1),
@@ -346,11 +355,11 @@ pub async fn insert_attempt<C: ConnectionTrait>(
 pub async fn count_in_state<C: ConnectionTrait>(
     c: &C,
     subscription: Uuid,
-    state: &str,
+    state: DeliveryState,
 ) -> Result<u64, DbErr> {
     webhook_delivery::Entity::find()
         .filter(webhook_delivery::Column::SubscriptionId.eq(subscription))
-        .filter(webhook_delivery::Column::State.eq(state))
+        .filter(webhook_delivery::Column::State.eq(state.as_str()))
         .count(c)
         .await
 }
@@ -361,7 +370,7 @@ pub async fn requeue<C: ConnectionTrait>(
     mut d: webhook_delivery::Model,
     now: DateTime<Utc>,
 ) -> Result<webhook_delivery::Model, DbErr> {
-    d.state = "PENDING".into();
+    d.state = DeliveryState::Pending;
     d.replays += 1;
     d.next_attempt_at = Some(now);
     d.updated_at = now;
@@ -373,13 +382,13 @@ pub async fn requeue<C: ConnectionTrait>(
 pub async fn requeue_in_state<C: ConnectionTrait>(
     c: &C,
     subscription: Uuid,
-    state: &str,
+    state: DeliveryState,
     since: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<Vec<webhook_delivery::Model>, DbErr> {
     let mut q = webhook_delivery::Entity::find()
         .filter(webhook_delivery::Column::SubscriptionId.eq(subscription))
-        .filter(webhook_delivery::Column::State.eq(state));
+        .filter(webhook_delivery::Column::State.eq(state.as_str()));
     if let Some(s) = since {
         q = q.filter(webhook_delivery::Column::CreatedAt.gte(s));
     }
@@ -526,12 +535,12 @@ pub async fn last_failures<C: ConnectionTrait>(
 pub async fn count_in_state_since<C: ConnectionTrait>(
     c: &C,
     subscription: Uuid,
-    state: &str,
+    state: DeliveryState,
     since: DateTime<Utc>,
 ) -> Result<u64, DbErr> {
     webhook_delivery::Entity::find()
         .filter(webhook_delivery::Column::SubscriptionId.eq(subscription))
-        .filter(webhook_delivery::Column::State.eq(state))
+        .filter(webhook_delivery::Column::State.eq(state.as_str()))
         .filter(webhook_delivery::Column::CreatedAt.gte(since))
         .count(c)
         .await

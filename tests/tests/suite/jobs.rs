@@ -132,7 +132,7 @@ async fn a_job_that_always_fails_is_dead_lettered_with_its_error_history() {
     .await;
     let max = state.config.job_max_attempts as i32;
     assert_eq!(dead.attempts, max);
-    assert_eq!(dead.status, "dead");
+    assert_eq!(dead.status.as_str(), "dead");
     assert_eq!(dead.queue, "sms_send");
     assert_eq!(dead.merchant_id, Some(t.merchant_id));
     let history = dead.error_history.as_array().unwrap();

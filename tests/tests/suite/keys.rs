@@ -300,7 +300,7 @@ async fn a_revoke_racing_a_regenerate_leaves_the_old_key_inactive_and_at_most_on
             .all(db)
             .await
             .unwrap();
-        assert_eq!(old.status, "inactive", "round {round}");
+        assert_eq!(old.status.as_str(), "inactive", "round {round}");
         assert!(
             successors.len() <= 1,
             "round {round}: one successor at most"

@@ -251,7 +251,9 @@ impl KeyAuth<'_> {
     ) -> Result<Principal, ApiError> {
         // A matching key that is expired, or whose integration is not ACTIVE, is as good
         // as unknown: same code, same message.
-        if key.expires_at.is_some_and(|t| t <= now) || integration.status != "ACTIVE" {
+        if key.expires_at.is_some_and(|t| t <= now)
+            || integration.status != entities::integration::IntegrationStatus::Active
+        {
             return Err(ApiError::invalid_api_key());
         }
         let scope = Scope::from_parts(&key.scope, key.enterprise_id, key.brand_id, key.branch_id)

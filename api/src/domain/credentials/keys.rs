@@ -9,7 +9,7 @@
 use chrono::{DateTime, Utc};
 
 use super::authenticate::KeyAuth;
-use entities::api_key;
+use entities::{api_key, api_key::ApiKeyStatus};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
@@ -291,7 +291,10 @@ pub async fn revoke<C: ConnectionTrait>(
     };
     let key = deactivate(c, auth, key, reason.clone()).await?;
     let mut cascaded = Vec::new();
-    for k in tree.into_iter().filter(|k| k.status == "active") {
+    for k in tree
+        .into_iter()
+        .filter(|k| k.status == ApiKeyStatus::Active)
+    {
         let why = Some(
             reason
                 .clone()
@@ -308,12 +311,12 @@ async fn deactivate<C: ConnectionTrait>(
     key: api_key::Model,
     reason: Option<String>,
 ) -> Result<api_key::Model, ApiError> {
-    if key.status == "inactive" {
+    if key.status == ApiKeyStatus::Inactive {
         return Ok(key);
     }
     // Out of every replica's cache first: from here on only the database can admit it.
     auth.invalidate(key.id).await?;
-    store::api_keys::transition(c, &key, "inactive", reason, Utc::now())
+    store::api_keys::transition(c, &key, ApiKeyStatus::Inactive, reason, Utc::now())
         .await?
         .ok_or_else(changed_concurrently)
 }
@@ -333,7 +336,7 @@ pub async fn delete<C: ConnectionTrait>(
     caller.require(Permission::IntegrationsDelete)?;
     let key = find_manageable(c, caller, key_id).await?;
     auth.invalidate(key.id).await?;
-    store::api_keys::transition(c, &key, "deleted", reason, Utc::now())
+    store::api_keys::transition(c, &key, ApiKeyStatus::Deleted, reason, Utc::now())
         .await?
         .ok_or_else(changed_concurrently)
 }
@@ -350,7 +353,7 @@ pub async fn regenerate<C: ConnectionTrait>(
 ) -> Result<api_key::Model, ApiError> {
     caller.require(Permission::IntegrationsUpdate)?;
     let old = find_manageable(c, caller, key_id).await?;
-    if old.status != "active" {
+    if old.status != ApiKeyStatus::Active {
         return Err(ApiError::field(
             "path:keyId",
             "not_active",
@@ -363,7 +366,7 @@ pub async fn regenerate<C: ConnectionTrait>(
     // Retire the old key first, conditionally: a concurrent revoke or delete wins and no
     // successor is issued.
     let why = reason.or_else(|| Some("regenerated".into()));
-    store::api_keys::transition(c, &old, "inactive", why, Utc::now())
+    store::api_keys::transition(c, &old, ApiKeyStatus::Inactive, why, Utc::now())
         .await?
         .ok_or_else(changed_concurrently)?;
     let new = store::api_keys::insert(

@@ -14,11 +14,10 @@
 //! the integration is the way to stop its tokens at once.
 use std::time::Duration;
 
+use entities::integration::IntegrationStatus;
 use uuid::Uuid;
 
 use crate::{domain::clock::Clock, error::ApiError, infra::kv::Kv, store};
-
-pub const ACTIVE: &str = "ACTIVE";
 
 /// How long an entry is trusted without a change writing it: the bound on staleness for a
 /// status changed behind the service's back (by hand in the database).
@@ -37,8 +36,9 @@ pub struct Standing<'a> {
 }
 
 /// What the entry holds: the status, and the clock offset when the integration has one
-/// ("ACTIVE" or "ACTIVE 86400").
-fn encode(status: &str, clock: Clock) -> String {
+/// ("ACTIVE" or "ACTIVE 86400"); "UNKNOWN" for an integration that does not exist.
+fn encode(status: Option<IntegrationStatus>, clock: Clock) -> String {
+    let status = status.map_or("UNKNOWN", IntegrationStatus::as_str);
     if clock.is_real() {
         status.to_string()
     } else {
@@ -46,10 +46,13 @@ fn encode(status: &str, clock: Clock) -> String {
     }
 }
 
-fn decode(entry: &str) -> (&str, Clock) {
+fn decode(entry: &str) -> (Option<IntegrationStatus>, Clock) {
     match entry.split_once(' ') {
-        Some((status, offset)) => (status, Clock::from_column(offset.parse().ok())),
-        None => (entry, Clock::REAL),
+        Some((status, offset)) => (
+            IntegrationStatus::parse(status),
+            Clock::from_column(offset.parse().ok()),
+        ),
+        None => (IntegrationStatus::parse(entry), Clock::REAL),
     }
 }
 
@@ -58,7 +61,7 @@ impl Standing<'_> {
     /// integration is not; else the integration's clock.
     pub async fn require_active(&self, integration_id: Uuid) -> Result<Clock, ApiError> {
         let (status, clock) = self.current(integration_id).await?;
-        if status == ACTIVE {
+        if status == Some(IntegrationStatus::Active) {
             Ok(clock)
         } else {
             Err(ApiError::invalid_api_key())
@@ -70,7 +73,10 @@ impl Standing<'_> {
         Ok(self.current(integration_id).await?.1)
     }
 
-    async fn current(&self, integration_id: Uuid) -> Result<(String, Clock), ApiError> {
+    async fn current(
+        &self,
+        integration_id: Uuid,
+    ) -> Result<(Option<IntegrationStatus>, Clock), ApiError> {
         let key = entry(integration_id);
         let entry = match self.kv.get(&key).await? {
             Some(s) => s,
@@ -78,16 +84,15 @@ impl Standing<'_> {
                 let entry = store::tenancy::find_integration(self.db, integration_id)
                     .await?
                     .map_or_else(
-                        || "UNKNOWN".to_string(),
-                        |i| encode(&i.status, Clock::from_column(i.clock_offset_secs)),
+                        || encode(None, Clock::REAL),
+                        |i| encode(Some(i.status), Clock::from_column(i.clock_offset_secs)),
                     );
                 // NX: a change published after our read wins over what we read.
                 self.kv.set_nx_px(&key, &entry, ENTRY_TTL).await?;
                 entry
             }
         };
-        let (status, clock) = decode(&entry);
-        Ok((status.to_string(), clock))
+        Ok(decode(&entry))
     }
 
     /// Publishes a status change to every replica. A suspension publishes before it commits
@@ -97,11 +102,15 @@ impl Standing<'_> {
     pub async fn publish(
         &self,
         integration_id: Uuid,
-        status: &str,
+        status: IntegrationStatus,
         clock: Clock,
     ) -> Result<(), ApiError> {
         self.kv
-            .set_px(&entry(integration_id), &encode(status, clock), ENTRY_TTL)
+            .set_px(
+                &entry(integration_id),
+                &encode(Some(status), clock),
+                ENTRY_TTL,
+            )
             .await
     }
 
@@ -118,10 +127,16 @@ mod tests {
 
     #[test]
     fn an_entry_reads_back_as_its_status_and_clock() {
-        assert_eq!(decode(&encode(ACTIVE, Clock::REAL)), (ACTIVE, Clock::REAL));
+        let active = Some(IntegrationStatus::Active);
+        assert_eq!(decode(&encode(active, Clock::REAL)), (active, Clock::REAL));
         let ahead = Clock::ahead_by(90_000);
-        assert_eq!(encode(ACTIVE, ahead), "ACTIVE 90000");
-        assert_eq!(decode("ACTIVE 90000"), (ACTIVE, ahead));
-        assert_eq!(decode("SUSPENDED"), ("SUSPENDED", Clock::REAL));
+        assert_eq!(encode(active, ahead), "ACTIVE 90000");
+        assert_eq!(decode("ACTIVE 90000"), (active, ahead));
+        assert_eq!(
+            decode("SUSPENDED"),
+            (Some(IntegrationStatus::Suspended), Clock::REAL)
+        );
+        assert_eq!(encode(None, Clock::REAL), "UNKNOWN");
+        assert_eq!(decode("UNKNOWN"), (None, Clock::REAL));
     }
 }

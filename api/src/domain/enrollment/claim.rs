@@ -1,7 +1,7 @@
 //! Claims (`POST /claims`): a verified customer, named by credentials that must agree,
 //! takes the promotional grants held LOCKED for them.
 use chrono::{DateTime, Utc};
-use entities::wallet_user;
+use entities::{promo_grant::PromoGrantState, wallet_user};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
@@ -69,7 +69,7 @@ pub async fn claim<C: ConnectionTrait>(
     if identity.state != VERIFIED {
         let mut released = Released::default();
         for w in store::wallets::wallets_of_identity(c, identity.id).await? {
-            for g in store::wallets::grants_in_states(c, w.id, &["LOCKED"]).await? {
+            for g in store::wallets::grants_in_states(c, w.id, &[PromoGrantState::Locked]).await? {
                 released.skipped.push((g, "not_verified"));
             }
             let balance = wallets::current_balance(c, &w, now).await?;

@@ -1,12 +1,12 @@
 //! Starting an enrollment and sending its code again: the customer's identity and wallet
 //! are created (or found), a pending-proof window opens, and a code goes out by SMS.
 use chrono::{DateTime, Duration, Utc};
-use entities::{enrollment, wallet, wallet_user};
+use entities::{enrollment, enrollment::EnrollmentStatus, wallet, wallet_user};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use super::{
-    super::proof_window::{Origin, PENDING, enrolled_event, new_enrollment},
+    super::proof_window::{Origin, enrolled_event, new_enrollment},
     MAX_SENDS, Policy, RESEND_COOLDOWN_SECS, Target, find_target, lapse, limited, no_enrollment,
     send_code,
 };
@@ -112,11 +112,11 @@ pub async fn initiate<C: ConnectionTrait>(
     if let Some(e) = pending.take_if(|e| e.expires_at <= now) {
         // Lapsed but not yet swept: lapse it now, then start afresh.
         lapse(c, &identity, e, now, &mut events).await?;
-        identity.state = EXPIRED.into();
+        identity.state = EXPIRED;
     }
     if identity.state == EXPIRED {
         store::enrollments::set_identity_state(c, identity.id, PENDING_PROOF, None, now).await?;
-        identity.state = PENDING_PROOF.into();
+        identity.state = PENDING_PROOF;
     }
     let (mut e, fresh) = match pending {
         Some(e) => (e, false),
@@ -197,7 +197,7 @@ pub async fn resend<C: ConnectionTrait>(
             sms_sent: false,
         });
     }
-    if e.status != PENDING || e.expires_at <= now {
+    if e.status != EnrollmentStatus::Pending || e.expires_at <= now {
         return Err(no_enrollment());
     }
     if e.sends >= MAX_SENDS {

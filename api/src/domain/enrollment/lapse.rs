@@ -2,15 +2,12 @@
 //! money moves into the merchant's escrow for each wallet until the customer verifies.
 use crate::store::Db;
 use chrono::{DateTime, Utc};
-use entities::{enrollment, wallet, wallet_user};
+use entities::{enrollment, enrollment::EnrollmentStatus, wallet, wallet_user};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
-    super::proof_window::{PENDING, event},
-    EXPIRED_STATUS,
-};
+use super::super::proof_window::event;
 
 use crate::{
     domain::{
@@ -36,7 +33,7 @@ pub(super) async fn lapse<C: ConnectionTrait>(
     now: DateTime<Utc>,
     events: &mut Vec<NewOutbox>,
 ) -> Result<(), ApiError> {
-    e.status = EXPIRED_STATUS.into();
+    e.status = EnrollmentStatus::Expired;
     e.expired_at = Some(now);
     e.updated_at = now;
     store::enrollments::update(c, e.clone()).await?;
@@ -125,7 +122,7 @@ pub async fn expire_due(
             let Some(e) = store::enrollments::lock(&txn, found.id).await? else {
                 continue;
             };
-            if e.status != PENDING || e.expires_at > now {
+            if e.status != EnrollmentStatus::Pending || e.expires_at > now {
                 continue;
             }
             let mut events = Vec::new();

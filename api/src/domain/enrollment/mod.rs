@@ -55,9 +55,7 @@ pub const RESEND_COOLDOWN_SECS: i64 = 60;
 pub const LANGUAGES: &[&str] = &["en", "de", "fr", "es"];
 const TOKEN_PREFIX: &str = "ev1.";
 
-pub use super::proof_window::{Origin, PENDING, credit_held_event, enrolled_event, open_window};
-pub const VERIFIED_STATUS: &str = "verified";
-pub const EXPIRED_STATUS: &str = "expired";
+pub use super::proof_window::{Origin, credit_held_event, enrolled_event, open_window};
 
 /// Deployment settings enrollment needs.
 #[derive(Clone, Debug)]
@@ -276,7 +274,7 @@ mod tests {
             id: Uuid::now_v7(),
             merchant_id: merchant,
             phone: "+4915100000000".into(),
-            state: PENDING_PROOF.into(),
+            state: PENDING_PROOF,
             provider_customer_id: None,
             created_at: Utc::now(),
             updated_at: Utc::now(),

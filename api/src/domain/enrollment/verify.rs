@@ -2,15 +2,17 @@
 //! verified, and credit held for the unverified customer is released to the wallet.
 use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
-use entities::{enrollment, promo_grant, wallet, wallet_user};
+use entities::{
+    enrollment, enrollment::EnrollmentStatus, promo_grant, promo_grant::PromoGrantState, wallet,
+    wallet_user,
+};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
 use super::{
-    super::proof_window::{PENDING, event},
-    CODE_TTL_SECS, MAX_WRONG_CODES, RESEND_COOLDOWN_SECS, Target, VERIFIED_STATUS, bad_token,
-    find_target, limited, no_enrollment, parse_token, provider_id_free, replayed,
+    super::proof_window::event, CODE_TTL_SECS, MAX_WRONG_CODES, RESEND_COOLDOWN_SECS, Target,
+    bad_token, find_target, limited, no_enrollment, parse_token, provider_id_free, replayed,
 };
 
 use crate::{
@@ -57,11 +59,11 @@ impl Proof {
 
 /// Why an enrollment cannot be verified now, if it cannot.
 pub(super) fn closed(e: &enrollment::Model, now: DateTime<Utc>) -> Option<ApiError> {
-    match e.status.as_str() {
-        VERIFIED_STATUS => Some(replayed(
+    match e.status {
+        EnrollmentStatus::Verified => Some(replayed(
             "This enrollment was already verified; the token or code cannot be used again.",
         )),
-        PENDING if e.expires_at > now => None,
+        EnrollmentStatus::Pending if e.expires_at > now => None,
         _ => Some(replayed(
             "The enrollment window lapsed; start again with POST /enroll/initiate.",
         )),
@@ -192,12 +194,19 @@ pub async fn release_all<C: ConnectionTrait>(
             out.escrow_returned_minor += escrowed;
         }
         let mut release = Vec::new();
-        for g in
-            store::wallets::grants_in_states(c, w.id, &["LOCKED", "CLAWED_BACK", "EXPIRED"]).await?
-        {
-            match g.state.as_str() {
-                "LOCKED" if g.expires_at > now && g.remaining_minor > 0 => release.push(g),
-                "LOCKED" | "EXPIRED" => out.skipped.push((g, "expired")),
+        let ended = [
+            PromoGrantState::Locked,
+            PromoGrantState::ClawedBack,
+            PromoGrantState::Expired,
+        ];
+        for g in store::wallets::grants_in_states(c, w.id, &ended).await? {
+            match g.state {
+                PromoGrantState::Locked if g.expires_at > now && g.remaining_minor > 0 => {
+                    release.push(g)
+                }
+                PromoGrantState::Locked | PromoGrantState::Expired => {
+                    out.skipped.push((g, "expired"))
+                }
                 _ => out.skipped.push((g, "clawed_back")),
             }
         }
@@ -216,7 +225,7 @@ pub async fn release_all<C: ConnectionTrait>(
             events.push(wallets::balance_changed(&w, &balance, cause, cause_id, now));
         }
         out.grants.extend(release.into_iter().map(|mut g| {
-            g.state = "RELEASED".into();
+            g.state = PromoGrantState::Released;
             g
         }));
         out.wallets.push((w, balance));
@@ -314,7 +323,7 @@ pub async fn verify<C: ConnectionTrait>(
             .await
             .map_err(taken)?;
     }
-    e.status = VERIFIED_STATUS.into();
+    e.status = EnrollmentStatus::Verified;
     e.verified_at = Some(now);
     e.updated_at = now;
     store::enrollments::update(c, e.clone()).await?;

@@ -6,7 +6,7 @@ pub mod sessions;
 pub mod sign_in;
 
 use crate::store::Db;
-use entities::operator_audit;
+use entities::{integration::IntegrationStatus, operator_audit};
 use sea_orm::ConnectionTrait;
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -14,11 +14,7 @@ use uuid::Uuid;
 
 use crate::{
     domain::clock::Clock,
-    domain::credentials::{
-        api_key,
-        authenticate::KeyAuth,
-        standing::{ACTIVE, Standing},
-    },
+    domain::credentials::{api_key, authenticate::KeyAuth, standing::Standing},
     error::ApiError,
     store,
 };
@@ -115,6 +111,29 @@ pub async fn audit<C: ConnectionTrait>(
     Ok(())
 }
 
+/// What an operator does to an integration's standing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntegrationChange {
+    Suspend,
+    Reactivate,
+}
+
+impl IntegrationChange {
+    fn target(self) -> IntegrationStatus {
+        match self {
+            Self::Suspend => IntegrationStatus::Suspended,
+            Self::Reactivate => IntegrationStatus::Active,
+        }
+    }
+
+    fn action(self) -> &'static str {
+        match self {
+            Self::Suspend => "integration.suspend",
+            Self::Reactivate => "integration.reactivate",
+        }
+    }
+}
+
 /// Suspends or reactivates an integration. Suspension takes every key of the integration
 /// out of every replica's cache and publishes the status for terminal tokens first, so
 /// neither its keys nor the tokens minted from them work on the next request.
@@ -124,16 +143,17 @@ pub async fn set_integration_status(
     standing: &Standing<'_>,
     op: &Operator,
     integration_id: Uuid,
-    status: &str,
+    change: IntegrationChange,
     reason: String,
 ) -> Result<entities::integration::Model, ApiError> {
+    let status = change.target();
     let changed = async {
         let txn = store::begin(db).await?;
         let integration = store::tenancy::find_integration(&txn, integration_id)
             .await?
             .ok_or_else(|| ApiError::not_found("Integration"))?;
-        let before = integration.status.clone();
-        if status != ACTIVE {
+        let before = integration.status;
+        if status != IntegrationStatus::Active {
             standing
                 .publish(
                     integration_id,
@@ -146,19 +166,14 @@ pub async fn set_integration_status(
             }
         }
         let updated = store::tenancy::set_integration_status(&txn, integration, status).await?;
-        let action = if status == "SUSPENDED" {
-            "integration.suspend"
-        } else {
-            "integration.reactivate"
-        };
         audit(
             &txn,
             &op.actor(),
-            action,
+            change.action(),
             "integration",
             Some(integration_id.to_string()),
             Some(reason),
-            json!({"from": before, "to": status}),
+            json!({"from": before.as_str(), "to": status.as_str()}),
         )
         .await?;
         txn.commit().await?;
@@ -166,18 +181,18 @@ pub async fn set_integration_status(
     }
     .await;
     match &changed {
-        Ok(i) if i.status == ACTIVE => {
+        Ok(i) if i.status == IntegrationStatus::Active => {
             standing
                 .publish(
                     integration_id,
-                    ACTIVE,
+                    IntegrationStatus::Active,
                     Clock::from_column(i.clock_offset_secs),
                 )
                 .await?
         }
         Ok(_) => {}
         // A suspension published before it failed: let the database decide again.
-        Err(_) if status != ACTIVE => {
+        Err(_) if status != IntegrationStatus::Active => {
             if let Err(e) = standing.forget(integration_id).await {
                 tracing::warn!(error = %e, %integration_id, "dropping a published status failed");
             }

@@ -3,6 +3,7 @@
 //! operator signs in again; a cookie copied before never works again). The cookie carries
 //! the session's id under the server's MAC (`console::session`).
 use chrono::{DateTime, Utc};
+use entities::operator::OperatorStatus;
 use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -107,7 +108,11 @@ pub async fn set_status(
             "1 to 500 printable characters",
         ));
     }
-    let status = if active { "active" } else { "inactive" };
+    let status = if active {
+        OperatorStatus::Active
+    } else {
+        OperatorStatus::Inactive
+    };
     let txn = store::begin(db).await?;
     let Some(op) = store::operators::find(&txn, operator).await? else {
         return Err(ApiError::not_found("operator"));
@@ -125,14 +130,14 @@ pub async fn set_status(
         "operator",
         Some(operator.to_string()),
         Some(reason.to_string()),
-        json!({"sessions_ended": ended, "previous_status": op.status}),
+        json!({"sessions_ended": ended, "previous_status": op.status.as_str()}),
     )
     .await?;
     txn.commit().await?;
     Ok(StatusChanged {
         operator_id: operator,
         name: op.name,
-        status: status.into(),
+        status: status.as_str().into(),
         sessions_ended: ended,
     })
 }

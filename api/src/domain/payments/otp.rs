@@ -2,7 +2,7 @@
 //! currency, and its check when the payment presents it.
 use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
-use entities::{otp_session, wallet};
+use entities::{otp_session, otp_session::OtpSessionStatus, wallet};
 use rand::Rng;
 use sea_orm::ConnectionTrait;
 use serde_json::json;
@@ -106,7 +106,7 @@ pub async fn send_otp<C: ConnectionTrait>(
         currency: req.currency.clone(),
         code_hash: sealer.mac("otp", format!("{id}:{code}").as_bytes()),
         failed_attempts: 0,
-        status: "active".into(),
+        status: OtpSessionStatus::Active,
         payment_id: None,
         expires_at: now + Duration::seconds(OTP_TTL_SECS),
         created_at: now,
@@ -171,7 +171,7 @@ pub(crate) fn check_session_for(
     order_ref: Option<Option<&str>>,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
-    if s.status == "consumed" {
+    if s.status == OtpSessionStatus::Consumed {
         return Err(ApiError::new(
             ErrorCode::OtpExpired,
             "This OTP was already used; send a new one.",
@@ -183,7 +183,7 @@ pub(crate) fn check_session_for(
             "The OTP expired; send a new one.",
         ));
     }
-    if s.status == "locked" {
+    if s.status == OtpSessionStatus::Locked {
         let left = (s.expires_at - now).num_seconds().max(1) as u64;
         return Err(ApiError::rate_limited(
             RateLimitInfo {

@@ -2,7 +2,7 @@
 //! posted through the ledger, and the payment, its events and its rewards are written in
 //! the caller's transaction.
 use chrono::{DateTime, Utc};
-use entities::{payment, wallet};
+use entities::{otp_session::OtpSessionStatus, payment, payment::PaymentStatus, wallet};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -122,7 +122,7 @@ pub(super) async fn take_credential<C: ConnectionTrait>(
                 check_session(&s, pay, now)?;
                 return Err(replayed("The credential was used by another payment."));
             };
-            s.status = "active".into();
+            s.status = OtpSessionStatus::Active;
             check_session(&s, pay, now)?;
             if !sealer.verify_mac(
                 "otp",
@@ -294,7 +294,7 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         terminal_id: caller.terminal_id.clone(),
         cashier_id: caller.acting.cashier_id.clone(),
         wallet_id: w.id,
-        status: "completed".into(),
+        status: PaymentStatus::Completed,
         credential_type: pay.credential.type_name().into(),
         amount_minor: pay.amount_minor,
         currency: w.currency.clone(),
@@ -385,7 +385,7 @@ pub(super) fn payment_event(
     let mut data = json!({
         "payment_id": p.id.to_string(),
         "wallet_id": p.wallet_id.to_string(),
-        "status": p.status,
+        "status": p.status.as_str(),
         "amount_minor": p.amount_minor,
         "debited_promo_minor": p.debited_promo_minor,
         "debited_actual_minor": p.debited_actual_minor,

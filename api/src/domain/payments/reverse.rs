@@ -1,7 +1,7 @@
 //! Void and refund: the payment is locked, then the wallet, and what earlier refunds
 //! returned decides what this one may (actual money first, then each grant's part while
 //! the grant is usable, the rest forfeited); rewards are taken back in proportion.
-use entities::{payment, payment_refund};
+use entities::{payment, payment::PaymentStatus, payment_refund};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -70,7 +70,7 @@ pub async fn reverse<C: ConnectionTrait>(
     let w = store::wallets::lock_wallet(c, merchant, p.wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    if p.status == "voided" {
+    if p.status == PaymentStatus::Voided {
         if kind == ReversalKind::Void {
             let balance_after = wallets::current_balance(c, &w, now).await?;
             return Ok(Reversal {
@@ -154,7 +154,7 @@ pub async fn reverse<C: ConnectionTrait>(
     let mut p = p;
     p.refunded_minor += amount;
     if let Some(at) = voided_at {
-        p.status = "voided".into();
+        p.status = PaymentStatus::Voided;
         p.voided_at = Some(at);
     }
     p.updated_at = now;

@@ -82,7 +82,7 @@ pub(super) async fn credit_requested<C: ConnectionTrait>(
     store::topups::update(
         c,
         topup::Model {
-            status: topups::CREDITED.into(),
+            status: topups::CREDITED,
             credited_actual_minor: s.amount_minor,
             bonus_minor,
             bonus_grant_id: grant.as_ref().map(|g| g.id),
@@ -115,7 +115,7 @@ pub(super) async fn drop_requested<C: ConnectionTrait>(
     store::topups::update(
         c,
         topup::Model {
-            status: topups::FAILED.into(),
+            status: topups::FAILED,
             ..t
         },
     )
@@ -133,7 +133,7 @@ pub(super) async fn drop_requested<C: ConnectionTrait>(
 #[allow(clippy::too_many_arguments)]
 pub(super) fn confirmed(
     id: Uuid,
-    status: &str,
+    status: topups::TopupStatus,
     s: &settlement::Model,
     w: &entities::wallet::Model,
     identity: &entities::wallet_user::Model,
@@ -145,15 +145,15 @@ pub(super) fn confirmed(
     let credited = status == topups::CREDITED;
     Confirmed {
         topup_id: id.to_string(),
-        status: status.into(),
+        status: status.as_str().into(),
         settlement_reference: s.reference.clone(),
         wallet_id: w.id.to_string(),
         wallet_user_id: identity.id.to_string(),
-        customer_state: identity.state.clone(),
+        customer_state: identity.state.as_str().to_string(),
         credited_actual_minor: if credited { s.amount_minor } else { 0 },
         bonus_minor: grant.map_or(0, |g| g.original_minor),
         bonus_grant_id: grant.map(|g| g.id.to_string()),
-        bonus_state: grant.map(|g| g.state.clone()),
+        bonus_state: grant.map(|g| g.state.as_str().to_string()),
         bonus_expires_at: grant.map(|g| {
             g.expires_at
                 .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -220,7 +220,7 @@ pub async fn confirm<C: ConnectionTrait>(
     )
     .await?
     .ok_or_else(|| ApiError::not_found("Settlement reference"))?;
-    match (s.state.as_str(), s.topup_id) {
+    match (s.state, s.topup_id) {
         (FAILED, _) => {
             return Err(unusable(
                 "settlement_failed",
@@ -248,7 +248,7 @@ pub async fn confirm<C: ConnectionTrait>(
     let fingerprint = crate::infra::crypto::sha256_hex(
         format!("{:?}|{:?}", req.customer, req.wallet_program_id).as_bytes(),
     );
-    let row = |status: &str,
+    let row = |status: topups::TopupStatus,
                w: &entities::wallet::Model,
                identity: &entities::wallet_user::Model,
                outcome: &Confirmed|

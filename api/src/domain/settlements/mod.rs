@@ -29,10 +29,17 @@ use super::{
 };
 use crate::{error::ApiError, store};
 
-pub const PENDING: &str = "PENDING";
-pub const SETTLED: &str = "SETTLED";
-pub const FAILED: &str = "FAILED";
-pub const STATES: &[&str] = &[PENDING, SETTLED, FAILED];
+pub use entities::settlement::SettlementState;
+pub const PENDING: SettlementState = SettlementState::Pending;
+pub const SETTLED: SettlementState = SettlementState::Settled;
+pub const FAILED: SettlementState = SettlementState::Failed;
+/// The states a report may name, as the contract spells them.
+pub const STATES: &[&str] = &["PENDING", "SETTLED", "FAILED"];
+
+/// A reported state, if it is one.
+pub fn parse_state(s: &str) -> Option<SettlementState> {
+    SettlementState::parse(s)
+}
 
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -52,7 +59,7 @@ fn event(
 ) -> NewOutbox {
     let mut data = json!({
         "settlement_reference": s.reference,
-        "settlement_state": s.state,
+        "settlement_state": s.state.as_str(),
         "amount_minor": s.amount_minor,
         "currency": s.currency,
     });
@@ -82,6 +89,8 @@ pub async fn ingest<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<settlement::Model, ApiError> {
     let merchant = caller.acting.merchant_id;
+    let state = parse_state(&r.state)
+        .ok_or_else(|| ApiError::field("/state", "invalid", "PENDING, SETTLED or FAILED"))?;
     super::currencies::require_currency(c, merchant, &r.currency).await?;
     let fresh = settlement::Model {
         id: Uuid::now_v7(),
@@ -90,7 +99,7 @@ pub async fn ingest<C: ConnectionTrait>(
         reference: r.reference.clone(),
         amount_minor: r.amount_minor,
         currency: r.currency.clone(),
-        state: r.state.clone(),
+        state,
         provider: r.provider.clone(),
         failure_reason: r.failure_reason.clone(),
         is_sandbox: caller.is_sandbox,
@@ -125,7 +134,7 @@ pub async fn ingest<C: ConnectionTrait>(
             ),
         ));
     }
-    if s.state == r.state {
+    if s.state == state {
         return Ok(s);
     }
     if s.state != PENDING {
@@ -134,11 +143,11 @@ pub async fn ingest<C: ConnectionTrait>(
             "invalid_transition",
             format!(
                 "the reference is {} already and cannot become {}",
-                s.state, r.state
+                s.state, state
             ),
         ));
     }
-    s.state = r.state.clone();
+    s.state = state;
     s.provider = r.provider.or(s.provider);
     s.failure_reason = r.failure_reason;
     s.updated_at = now;

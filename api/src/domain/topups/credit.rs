@@ -2,7 +2,7 @@
 //! new one opens a pending-proof window), the program, the top-up posting and its bonus
 //! grant, held for an unverified customer.
 use chrono::{DateTime, Duration, Utc};
-use entities::{promo_grant, wallet, wallet_program, wallet_user};
+use entities::{promo_grant, promo_grant::PromoGrantState, wallet, wallet_program, wallet_user};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
@@ -129,7 +129,7 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
         if identity.state != PENDING_PROOF {
             store::enrollments::set_identity_state(c, identity.id, PENDING_PROOF, None, now)
                 .await?;
-            identity.state = PENDING_PROOF.into();
+            identity.state = PENDING_PROOF;
         }
         enrollment::open_window(
             c,
@@ -190,9 +190,9 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
     let grant = match bonus {
         Some(b) if b.amount > 0 => {
             let state = if identity.state == VERIFIED {
-                "RELEASED"
+                PromoGrantState::Released
             } else {
-                "LOCKED"
+                PromoGrantState::Locked
             };
             let g =
                 store::wallets::insert_grant(c, &w, b.amount, b.source, state, b.expires_at, now)

@@ -143,15 +143,16 @@ fn order_reused() -> ApiError {
     )
 }
 
+pub use entities::topup::TopupStatus;
 /// A top-up's status: credited (SKU top-ups always are).
-pub const CREDITED: &str = "credited";
+pub const CREDITED: TopupStatus = TopupStatus::Credited;
 /// Requested against a settlement still PENDING: shown in `pending_topups_minor`.
-pub const PENDING: &str = "pending";
+pub const PENDING: TopupStatus = TopupStatus::Pending;
 /// Its settlement FAILED: nothing was credited.
-pub const FAILED: &str = "failed";
+pub const FAILED: TopupStatus = TopupStatus::Failed;
 /// Credited, then taken back (a chargeback, or detached from a customer): see
 /// `topup_reversals`.
-pub const REVERSED: &str = "reversed";
+pub const REVERSED: TopupStatus = TopupStatus::Reversed;
 
 #[cfg(test)]
 mod tests {

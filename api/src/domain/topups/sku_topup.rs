@@ -114,7 +114,7 @@ pub async fn topup_sku<C: ConnectionTrait>(
         posting_id: Uuid::nil(),
         created_at: now,
         bonus_config_version: None,
-        status: CREDITED.into(),
+        status: CREDITED,
     };
     if !store::topups::claim(c, placeholder.clone()).await? {
         let first = store::topups::find_by_order(c, merchant, "sku", &req.pos_order_ref)
@@ -213,11 +213,11 @@ pub async fn topup_sku<C: ConnectionTrait>(
         pos_order_ref: req.pos_order_ref.clone(),
         wallet_id: w.id.to_string(),
         wallet_user_id: identity.id.to_string(),
-        customer_state: identity.state.clone(),
+        customer_state: identity.state.as_str().to_string(),
         credited_actual_minor: credit,
         bonus_minor: bonus,
         bonus_grant_id: grant.as_ref().map(|g| g.id.to_string()),
-        bonus_state: grant.as_ref().map(|g| g.state.clone()),
+        bonus_state: grant.as_ref().map(|g| g.state.as_str().to_string()),
         bonus_expires_at: grant.as_ref().map(|g| ts(g.expires_at)),
         currency: w.currency.clone(),
         balance_after: balance,

@@ -24,14 +24,16 @@ pub mod target;
 pub use operator::{operator_enable, operator_recover, recoverable};
 pub use target::{PinnedResolver, check_url};
 
-pub const ACTIVE: &str = "ACTIVE";
-pub const DISABLED: &str = "DISABLED";
+pub use entities::{webhook_delivery::DeliveryState, webhook_subscription::SubscriptionState};
+pub const ACTIVE: SubscriptionState = SubscriptionState::Active;
+pub const DISABLED: SubscriptionState = SubscriptionState::Disabled;
 
-pub const PENDING: &str = "PENDING";
-pub const DELIVERED: &str = "DELIVERED";
-pub const DEAD: &str = "DEAD";
-pub const SUSPENDED: &str = "SUSPENDED";
-pub const DELIVERY_STATES: &[&str] = &[PENDING, DELIVERED, DEAD, SUSPENDED];
+pub const PENDING: DeliveryState = DeliveryState::Pending;
+pub const DELIVERED: DeliveryState = DeliveryState::Delivered;
+pub const DEAD: DeliveryState = DeliveryState::Dead;
+pub const SUSPENDED: DeliveryState = DeliveryState::Suspended;
+/// The delivery states a list may filter on, as the contract spells them.
+pub const DELIVERY_STATES: &[&str] = &["PENDING", "DELIVERED", "DEAD", "SUSPENDED"];
 
 /// The catalog event types the service emits (the spec's catalog).
 pub const EVENT_TYPES: &[&str] = &[
@@ -220,7 +222,7 @@ pub async fn create<C: ConnectionTrait>(
         secret_sealed: sealer.seal(secret.as_bytes(), &secret_aad(id)),
         previous_secret_sealed: None,
         previous_secret_until: None,
-        state: ACTIVE.into(),
+        state: ACTIVE,
         disabled_reason: None,
         disabled_at: None,
         failure_streak: 0,
@@ -284,7 +286,7 @@ pub async fn disable<C: ConnectionTrait>(
     if s.state == DISABLED {
         return Ok(s);
     }
-    s.state = DISABLED.into();
+    s.state = DISABLED;
     s.disabled_reason = Some("manual".into());
     s.disabled_at = Some(now);
     s.updated_at = now;
@@ -311,7 +313,7 @@ pub(super) async fn enable_locked<C: ConnectionTrait>(
     replay_missed: bool,
     now: DateTime<Utc>,
 ) -> Result<(webhook_subscription::Model, u64, u64), ApiError> {
-    s.state = ACTIVE.into();
+    s.state = ACTIVE;
     s.disabled_reason = None;
     s.disabled_at = None;
     s.failure_streak = 0;
@@ -394,7 +396,7 @@ pub async fn deliveries<C: ConnectionTrait>(
 async fn requeue_all<C: ConnectionTrait>(
     c: &C,
     subscription: Uuid,
-    state: &str,
+    state: DeliveryState,
     since: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> Result<u64, ApiError> {

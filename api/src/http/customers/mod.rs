@@ -69,13 +69,13 @@ pub fn identification_meta(
     trace: String,
     ctx: &RequestContext,
 ) -> crate::envelope::MetaExtra {
-    let state = r.state.as_str();
+    use crate::domain::customers::ResolutionState;
     crate::envelope::MetaExtra {
         data_completeness_score: Some(ctx.completeness()),
         decision_trace_id: Some(trace),
         capabilities: Some(serde_json::json!({
-            "can_pay": state == "registered",
-            "enrollment_required": state == "pending_proof",
+            "can_pay": r.state == ResolutionState::Registered,
+            "enrollment_required": r.state == ResolutionState::PendingProof,
         })),
     }
 }
@@ -140,7 +140,7 @@ pub struct RecentPayment {
 fn recent_payment(p: &payment::Model) -> RecentPayment {
     RecentPayment {
         payment_id: p.id.to_string(),
-        status: p.status.clone(),
+        status: p.status.as_str().to_string(),
         amount_minor: p.amount_minor,
         refunded_minor: p.refunded_minor,
         currency: p.currency.clone(),
@@ -182,7 +182,7 @@ pub fn grant_item(g: &promo_grant::Model) -> GrantItem {
     GrantItem {
         grant_id: g.id.to_string(),
         source: g.source.clone(),
-        state: g.state.clone(),
+        state: g.state.as_str().to_string(),
         original_minor: g.original_minor,
         remaining_minor: g.remaining_minor,
         currency: g.currency.clone(),

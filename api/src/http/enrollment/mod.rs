@@ -126,7 +126,7 @@ fn enrollment_result(
 ) -> EnrollmentResult {
     let pending = e.filter(|_| identity.state != crate::domain::wallets::VERIFIED);
     EnrollmentResult {
-        state: identity.state.clone(),
+        state: identity.state.as_str().to_string(),
         wallet_user_id: identity.id.to_string(),
         wallet_id: wallet.map(|w| w.id.to_string()).unwrap_or_default(),
         wallet_program_id: wallet

@@ -305,7 +305,7 @@ impl VerifyApi {
                 let v = enrollment::verify(txn, &st.sealer, &who, &proof, who.now()).await?;
                 let (released_grants, _, wallets) = released_parts(&v.released);
                 Ok(Outcome::new(EnrollVerifyResult {
-                    state: v.identity.state.clone(),
+                    state: v.identity.state.as_str().to_string(),
                     wallet_user_id: v.identity.id.to_string(),
                     enrollment_id: v.enrollment.id.to_string(),
                     verified_at: ts(v.enrollment.verified_at.unwrap_or_else(Utc::now)),

@@ -120,8 +120,5 @@ closed_set!(
 );
 closed_set!(
     /// The states an operator may give an imported identity.
-    ImportedIdentityStates = &[
-        crate::domain::wallets::VERIFIED,
-        crate::domain::wallets::PENDING_PROOF
-    ]
+    ImportedIdentityStates = crate::domain::wallets::IMPORTABLE_STATES
 );

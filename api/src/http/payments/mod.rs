@@ -14,7 +14,7 @@ pub use qr::*;
 pub use reverse::*;
 
 use crate::http::fields::UuidText;
-use entities::{payment, payment_refund};
+use entities::{payment, payment::PaymentStatus, payment_refund};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
@@ -224,14 +224,14 @@ pub struct PaymentDetail {
 pub(super) fn detail(p: &payment::Model, refunds: &[payment_refund::Model]) -> PaymentDetail {
     PaymentDetail {
         payment_id: p.id.to_string(),
-        status: p.status.clone(),
+        status: p.status.as_str().to_string(),
         wallet_id: p.wallet_id.to_string(),
         credential_type: p.credential_type.clone(),
         amount_minor: p.amount_minor,
         debited_promo_minor: p.debited_promo_minor,
         debited_actual_minor: p.debited_actual_minor,
         refunded_minor: p.refunded_minor,
-        refundable_minor: if p.status == "voided" {
+        refundable_minor: if p.status == PaymentStatus::Voided {
             0
         } else {
             p.amount_minor - p.refunded_minor
@@ -381,7 +381,7 @@ impl PaymentsApi {
                     let p = paid.payment;
                     let mut out = Outcome::new(PaymentResult {
                         payment_id: p.id.to_string(),
-                        status: p.status.clone(),
+                        status: p.status.as_str().to_string(),
                         wallet_id: p.wallet_id.to_string(),
                         amount_minor: p.amount_minor,
                         debited_promo_minor: p.debited_promo_minor,
@@ -397,13 +397,13 @@ impl PaymentsApi {
                             .as_ref()
                             .map(crate::http::customers::grant_item),
                     });
-                    let voidable = p.status == "completed" && p.refunded_minor == 0;
+                    let voidable = p.status == PaymentStatus::Completed && p.refunded_minor == 0;
                     out.meta = MetaExtra {
                         data_completeness_score: Some(p.data_completeness_score),
                         decision_trace_id: who_trace,
                         capabilities: Some(serde_json::json!({
                             "voidable": voidable,
-                            "refundable": p.status == "completed",
+                            "refundable": p.status == PaymentStatus::Completed,
                         })),
                     };
                     out.writes = paid.writes;
@@ -463,7 +463,7 @@ impl PaymentsApi {
             ErrorCode::ValidationError,
             "Nothing to capture: payments complete at once in this version; capture is reserved for hold-and-capture flows.",
         )
-        .with_details(serde_json::json!({"status": p.status, "fields": []}))
+        .with_details(serde_json::json!({"status": p.status.as_str(), "fields": []}))
         .into())
     }
 }

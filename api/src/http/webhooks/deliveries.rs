@@ -119,7 +119,7 @@ pub(super) fn delivery_view(
         event_id: d.event_id.to_string(),
         event_type: d.event_type.clone(),
         sequence_number: d.sequence_number,
-        state: d.state.clone(),
+        state: d.state.as_str().to_string(),
         attempts_made: d.attempts,
         last_status_code: d.last_status_code,
         last_error: d.last_error.clone(),

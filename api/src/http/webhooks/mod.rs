@@ -119,7 +119,7 @@ fn view(s: &webhook_subscription::Model, now: DateTime<Utc>) -> SubscriptionView
             .as_ref()
             .and_then(|v| serde_json::from_value(v.clone()).ok()),
         merchant_id: s.merchant_id.map(|m| m.to_string()),
-        state: s.state.clone(),
+        state: s.state.as_str().to_string(),
         disabled_reason: s.disabled_reason.clone(),
         disabled_at: s.disabled_at.map(ts),
         failure_streak: s.failure_streak,

@@ -295,7 +295,6 @@ const STILL_ON_A_CIRCLE: &[&str] = &[
     "domain::enrollment",
     "domain::enrollment::claim",
     "domain::enrollment::initiate",
-    "domain::enrollment::lapse",
     "domain::enrollment::verify",
     "domain::payments",
     "domain::payments::basket",
@@ -512,4 +511,62 @@ fn query_building_is_seen_through_aliases_globs_and_macros() {
             .any(|w| w.starts_with("entities::wallet::Model")),
         "a path inside a macro call is read: {in_http:?}"
     );
+}
+
+mod states;
+
+#[test]
+fn every_state_column_is_a_closed_set() {
+    let found = states::string_state_columns(&states::entities_sources());
+    assert!(
+        found.is_empty(),
+        "status or state columns typed as strings (make them a `states!` enum):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_state_is_compared_as_a_string() {
+    let found = states::string_state_comparisons(&states::api_sources());
+    assert!(
+        found.is_empty(),
+        "states compared with string literals (compare the enum):\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_state_checks_see_each_way_of_comparing() {
+    let src = |body: &str| {
+        [("domain".to_string(), body.to_string())]
+            .into_iter()
+            .collect()
+    };
+    for (body, shape) in [
+        ("pub fn f(p: &P) -> bool { p.status == \"voided\" }", "=="),
+        (
+            "pub fn f(g: &G) -> u8 { match g.state.as_str() { \"LOCKED\" => 1, _ => 0 } }",
+            "match",
+        ),
+        (
+            "pub fn f(g: &G) -> bool { matches!(g.state.as_str(), \"RELEASED\" | \"LOCKED\") }",
+            "matches!",
+        ),
+    ] {
+        assert_eq!(
+            states::string_state_comparisons(&src(body)).len(),
+            1,
+            "{shape} is seen"
+        );
+    }
+    let typed = "pub fn f(p: &P) -> bool { p.status == Status::Voided && p.note == \"x\" }";
+    assert!(states::string_state_comparisons(&src(typed)).is_empty());
+    let entity = [(
+        "payment".to_string(),
+        "pub struct Model { pub id: Uuid, pub status: String, pub resolution_state: Option<String> }"
+            .to_string(),
+    )]
+    .into_iter()
+    .collect();
+    assert_eq!(states::string_state_columns(&entity).len(), 2);
 }

@@ -259,6 +259,6 @@ async fn a_token_or_code_from_a_lapsed_window_is_expired_and_changes_nothing() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(identity.state, "EXPIRED");
+    assert_eq!(identity.state.as_str(), "EXPIRED");
     app.stop().await;
 }

@@ -82,7 +82,7 @@ async fn verify_by_link_token_links_the_provider_id_and_the_token_works_once() {
             .await
             .unwrap()
             .unwrap();
-    assert_eq!(identity.state, "VERIFIED");
+    assert_eq!(identity.state.as_str(), "VERIFIED");
     assert_eq!(identity.provider_customer_id.as_deref(), Some(pid.as_str()));
 
     // The same key replays the success byte for byte.
