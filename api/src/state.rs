@@ -86,6 +86,25 @@ impl AppState {
         }
     }
 
+    /// The identify rate and the failed-guess cap (`domain::guessing`).
+    pub fn guard(&self) -> crate::domain::guessing::Guard<'_> {
+        crate::domain::guessing::Guard {
+            kv: &self.kv,
+            config: &self.config,
+        }
+    }
+
+    /// What a payment passes before its transaction opens (`domain::payments::admission`).
+    pub fn admission(&self) -> crate::domain::payments::admission::Admission<'_> {
+        crate::domain::payments::admission::Admission {
+            db: &self.db,
+            sealer: &self.sealer,
+            guard: self.guard(),
+            wallet_queue: &self.wallet_queue,
+            lock_wait: self.db_lock_wait(),
+        }
+    }
+
     pub fn standing(&self) -> crate::domain::credentials::standing::Standing<'_> {
         crate::domain::credentials::standing::Standing {
             db: &self.db,

@@ -21,6 +21,7 @@ pub mod events;
 pub mod expiry;
 pub mod grant_events;
 pub mod grants;
+pub mod guessing;
 pub mod identity;
 pub mod job_requests;
 pub mod ledger;

@@ -16,10 +16,9 @@ use super::{
 use crate::{
     domain::{
         balance_check::{self, Check},
-        payments::{self, Credential},
+        payments::Credential,
         validate::{self, Errors},
     },
-    error::ErrorCode,
     state::AppState,
 };
 
@@ -124,10 +123,10 @@ impl BalanceCheckApi {
         let b = &body.value;
         let acting = mutation::authorize(st, principal, &b.context).await?;
         let credential = parse_credential(&b.credential.raw)?;
-        let is_short_code = matches!(credential, Credential::ShortCode { .. });
-        if is_short_code {
-            payments::short_code_guard(&st.kv, principal.integration_id).await?;
-        }
+        let short_code = matches!(credential, Credential::ShortCode { .. });
+        st.guard()
+            .before_trying(principal.integration_id, short_code)
+            .await?;
         let who = caller(principal, acting, &b.context);
         let check = Check {
             credential,
@@ -139,12 +138,9 @@ impl BalanceCheckApi {
                 .and_then(|p| uuid::Uuid::parse_str(p).ok()),
         };
         let r = balance_check::check(&st.db, &st.sealer, &who, check, who.now()).await;
-        if is_short_code
-            && r.as_ref()
-                .is_err_and(|e| e.code() == ErrorCode::CredentialExpiredOrReplayed)
-        {
-            payments::short_code_failed(&st.kv, principal.integration_id).await?;
-        }
+        st.guard()
+            .after_trying(principal.integration_id, short_code, r.as_ref().err())
+            .await?;
         let r = r?;
         Ok(Reply::ok(&BalanceCheckResult {
             can_pay: r.refusal.is_none(),

@@ -12,8 +12,8 @@ use super::{
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, ts},
     customers::{
-        CustomerContext, IdentityCredentialBody, customer_context, identification_done,
-        identification_guard, identification_meta, identity_credential,
+        CustomerContext, IdentityCredentialBody, customer_context, identification_meta,
+        identity_credential,
     },
     mutation::Idempotent,
     payments::Basket,
@@ -279,24 +279,42 @@ impl CheckoutApi {
             .ok_or_else(|| ApiError::internal("validated customer"))?
             .known(&st, p.integration_id)
             .await?;
-        identification_guard(&st, p, &customer).await?;
+        st.guard().before_identifying(p, &customer).await?;
         let clock = auth.0.clock();
-        key.run(&auth.0, &body, async move |txn, acting| {
-            let now = clock.now();
-            let trace = decision_trace(b.meta.as_ref());
-            let mut who = caller(p, acting, &b.context);
-            who.decision_trace_id = Some(trace.clone());
-            let (s, r) =
-                checkout::identify(txn, &st.sealer, &who, id, &customer, program, now).await?;
-            identification_done(&st, p.integration_id, &customer, r.identity.is_some()).await?;
-            let mut out = Outcome::new(SessionIdentifyResult {
-                session: view(&s, now),
-                customer: customer_context(&r),
-            });
-            out.meta = identification_meta(&r, trace, &b.context);
-            Ok(out)
-        })
-        .await
+        // Whether the customer was found: set by the work, so a replay counts nothing.
+        let found = std::sync::OnceLock::new();
+        let found_by_work = &found;
+        let customer_named = &customer;
+        let reply = key
+            .run(&auth.0, &body, async move |txn, acting| {
+                let now = clock.now();
+                let trace = decision_trace(b.meta.as_ref());
+                let mut who = caller(p, acting, &b.context);
+                who.decision_trace_id = Some(trace.clone());
+                let (s, r) =
+                    checkout::identify(txn, &st.sealer, &who, id, customer_named, program, now)
+                        .await?;
+                let _ = found_by_work.set(r.identity.is_some());
+                let mut out = Outcome::new(SessionIdentifyResult {
+                    session: view(&s, now),
+                    customer: customer_context(&r),
+                });
+                out.meta = identification_meta(&r, trace, &b.context);
+                Ok(out)
+            })
+            .await;
+        if let Some(&found) = found.get() {
+            // After the transaction ended: the identification stands whatever this says.
+            let counted = state
+                .0
+                .guard()
+                .after_identifying(p.integration_id, &customer, found)
+                .await;
+            if let Err(e) = counted {
+                tracing::warn!(error = %e, "could not count a failed short-code guess");
+            }
+        }
+        reply
     }
 
     /// Cancel a checkout session

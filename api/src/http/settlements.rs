@@ -353,24 +353,30 @@ impl SettlementsApi {
         e.finish()?;
         let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
-        key.run(&auth.0, &body, async move |txn, acting| {
-            let customer = presented.guarded(&st, p).await?;
-            let who = caller(p, acting, &b.context);
-            let o = settlements::confirm(
-                txn,
-                &st.sealer,
-                &who,
-                window,
-                Confirm {
-                    settlement_reference: b.settlement_reference.to_string(),
-                    customer,
-                    wallet_program_id: program,
-                },
-                who.now(),
-            )
-            .await?;
-            Ok(Outcome::new(ConfirmResult::from(o)))
-        })
+        let shared = state.0;
+        let guarded = async move || presented.guarded(shared, p).await;
+        key.run_prepared(
+            &auth.0,
+            &body,
+            guarded,
+            async move |txn, acting, customer| {
+                let who = caller(p, acting, &b.context);
+                let o = settlements::confirm(
+                    txn,
+                    &st.sealer,
+                    &who,
+                    window,
+                    Confirm {
+                        settlement_reference: b.settlement_reference.to_string(),
+                        customer,
+                        wallet_program_id: program,
+                    },
+                    who.now(),
+                )
+                .await?;
+                Ok(Outcome::new(ConfirmResult::from(o)))
+            },
+        )
         .await
     }
 }

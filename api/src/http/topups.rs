@@ -413,27 +413,33 @@ impl TopupsApi {
         let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         let sku = sku_id.0.clone();
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
-        key.run(&auth.0, &body, async move |txn, acting| {
-            let customer = presented.guarded(&st, p).await?;
-            let who = caller(p, acting, &b.context);
-            let o = topups::topup_sku(
-                txn,
-                &st.sealer,
-                &who,
-                window,
-                SkuTopup {
-                    sku_id: sku.into(),
-                    pos_order_ref: b.pos_order_ref.to_string(),
-                    customer,
-                    quantity: quantity.unwrap_or(1),
-                    wallet_program_id: program,
-                    service_session_id: session,
-                },
-                who.now(),
-            )
-            .await?;
-            Ok(Outcome::new(TopupResult::from(o)))
-        })
+        let shared = state.0;
+        let guarded = async move || presented.guarded(shared, p).await;
+        key.run_prepared(
+            &auth.0,
+            &body,
+            guarded,
+            async move |txn, acting, customer| {
+                let who = caller(p, acting, &b.context);
+                let o = topups::topup_sku(
+                    txn,
+                    &st.sealer,
+                    &who,
+                    window,
+                    SkuTopup {
+                        sku_id: sku.into(),
+                        pos_order_ref: b.pos_order_ref.to_string(),
+                        customer,
+                        quantity: quantity.unwrap_or(1),
+                        wallet_program_id: program,
+                        service_session_id: session,
+                    },
+                    who.now(),
+                )
+                .await?;
+                Ok(Outcome::new(TopupResult::from(o)))
+            },
+        )
         .await
     }
 }

@@ -4,19 +4,18 @@
 //!
 //! Lock order, the same everywhere so two requests never wait on each other in a circle:
 //! the credential (OTP session or QR nonce) or the payment first, then the wallet.
+pub mod admission;
 mod basket;
 mod otp;
 mod pay;
 mod qr;
 mod reverse;
-mod short_code;
 
 pub use basket::*;
 pub use otp::*;
 pub use pay::*;
 pub use qr::*;
 pub use reverse::*;
-pub use short_code::*;
 
 use entities::{payment, payment_refund, wallet_user};
 use sea_orm::ConnectionTrait;
@@ -31,15 +30,34 @@ use crate::{
 
 pub const OTP_TTL_SECS: i64 = 300;
 pub const OTP_MAX_SENDS: usize = 3;
-/// Failed short-code payments per integration per minute before RATE_LIMITED: a short code
-/// has about 28 million values, so guessing must stay slow.
-pub const SHORT_CODE_FAILURES_PER_MIN: u64 = 20;
 pub const OTP_SEND_WINDOW_SECS: i64 = 300;
 pub const OTP_MAX_WRONG: i32 = 3;
 pub const QR_TTL_SECS: i64 = 300;
 const QR_PREFIX: &str = "wq1.";
 /// Short codes avoid letters and digits that read alike (0/O, 1/I/L).
 const SHORT_CODE_ALPHABET: &[u8] = b"23456789ABCDEFGHJKMNPQRSTUVWXYZ";
+
+/// What may still happen to a payment: a void while nothing of it was refunded, refunds
+/// while it is completed, up to what was not refunded yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reversibility {
+    pub voidable: bool,
+    pub refundable: bool,
+    pub refundable_minor: i64,
+}
+
+pub fn reversibility(p: &payment::Model) -> Reversibility {
+    let completed = p.status == payment::PaymentStatus::Completed;
+    Reversibility {
+        voidable: completed && p.refunded_minor == 0,
+        refundable: completed,
+        refundable_minor: if completed {
+            p.amount_minor - p.refunded_minor
+        } else {
+            0
+        },
+    }
+}
 
 /// How the customer is named in a mint.
 #[derive(Clone, Debug)]

@@ -14,7 +14,6 @@ use crate::{
         validate::{self, Errors},
     },
     error::ApiError,
-    infra::ratelimit,
     state::AppState,
 };
 
@@ -105,7 +104,10 @@ impl Presented {
         principal: &crate::domain::credentials::Principal,
     ) -> Result<IdentityCredential, ApiError> {
         let credential = self.known(state, principal.integration_id).await?;
-        identification_guard(state, principal, &credential).await?;
+        state
+            .guard()
+            .before_identifying(principal, &credential)
+            .await?;
         Ok(credential)
     }
 }
@@ -291,40 +293,4 @@ pub async fn merchant_of<S: AsRef<str>>(
     };
     crate::domain::credentials::scope::authorize(&st.db, principal, merchant, None).await?;
     Ok(merchant)
-}
-
-/// Identification is rate-limited per integration wherever it happens (identify, the
-/// cashier lookup, session identify, and every route that takes a customer's identifier:
-/// see `Presented::guarded`), and a short code is guarded as at payment: while the
-/// integration has too many failed short codes, identification by short code is refused
-/// too, so no route can be used to search for live codes or for phones.
-pub async fn identification_guard(
-    st: &AppState,
-    principal: &crate::domain::credentials::Principal,
-    credential: &IdentityCredential,
-) -> Result<crate::error::RateLimitInfo, ApiError> {
-    let rate = ratelimit::check(
-        &st.kv,
-        &st.config,
-        &format!("identify:{}", principal.integration_id),
-        principal.is_sandbox,
-    )
-    .await?;
-    if matches!(credential, IdentityCredential::ShortCode(_)) {
-        crate::domain::payments::short_code_guard(&st.kv, principal.integration_id).await?;
-    }
-    Ok(rate)
-}
-
-/// Counts a short code that named no live mint as a failed guess (as a payment would).
-pub async fn identification_done(
-    st: &AppState,
-    integration: Uuid,
-    credential: &IdentityCredential,
-    found: bool,
-) -> Result<(), ApiError> {
-    if !found && matches!(credential, IdentityCredential::ShortCode(_)) {
-        crate::domain::payments::short_code_failed(&st.kv, integration).await?;
-    }
-    Ok(())
 }

@@ -280,7 +280,10 @@ impl CustomersApi {
             .ok_or_else(|| ApiError::internal("validated credential"))?
             .known(st, principal.integration_id)
             .await?;
-        let rate = identification_guard(st, principal, &credential).await?;
+        let rate = st
+            .guard()
+            .before_identifying(principal, &credential)
+            .await?;
         let trace = decision_trace(Some(&b.meta));
         let mut who = caller(principal, acting, &b.context);
         who.decision_trace_id = Some(trace.clone());
@@ -288,13 +291,9 @@ impl CustomersApi {
         let r =
             customers::identify(&txn, &st.sealer, &who, &credential, program, who.now()).await?;
         txn.commit().await.map_err(ApiError::from)?;
-        identification_done(
-            st,
-            principal.integration_id,
-            &credential,
-            r.identity.is_some(),
-        )
-        .await?;
+        st.guard()
+            .after_identifying(principal.integration_id, &credential, r.identity.is_some())
+            .await?;
         let meta = identification_meta(&r, trace, &b.context);
         Ok(Reply::rendered(
             envelope::ok_with(&customer_context(&r), &meta).with_rate(rate),
@@ -379,7 +378,10 @@ impl CustomersApi {
             .ok_or_else(|| ApiError::internal("validated credential"))?
             .known(st, principal.integration_id)
             .await?;
-        let rate = identification_guard(st, principal, &credential).await?;
+        let rate = st
+            .guard()
+            .before_identifying(principal, &credential)
+            .await?;
         let clock = principal.clock();
         let l = customers::lookup(
             &st.db,
@@ -391,13 +393,13 @@ impl CustomersApi {
             clock.now(),
         )
         .await?;
-        identification_done(
-            st,
-            principal.integration_id,
-            &credential,
-            l.resolution.identity.is_some(),
-        )
-        .await?;
+        st.guard()
+            .after_identifying(
+                principal.integration_id,
+                &credential,
+                l.resolution.identity.is_some(),
+            )
+            .await?;
         Ok(Reply::rendered(
             envelope::ok(&lookup_view(&l)).with_rate(rate),
         ))

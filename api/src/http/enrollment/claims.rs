@@ -101,8 +101,9 @@ impl ClaimsApi {
             b.customer.as_ref().map(|c| &c.raw),
         );
         e.finish()?;
-        key.run(&auth.0, &body, async move |txn, acting| {
-            let named = named.credentials(&st, p).await?;
+        let shared = state.0;
+        let guarded = async move || named.credentials(shared, p).await;
+        key.run_prepared(&auth.0, &body, guarded, async move |txn, acting, named| {
             let who = caller(p, acting, &b.context);
             let c = enrollment::claim(txn, &st.sealer, &who, &named, who.now()).await?;
             let (released_grants, skipped_grants, wallets) = released_parts(&c.released);

@@ -281,30 +281,36 @@ impl OffersApi {
         let (reward, expires_at) = reward
             .zip(expires_at)
             .ok_or_else(|| ApiError::internal("validated offer"))?;
-        key.run(auth.principal(), &body, async move |txn, acting| {
-            let named = named.credentials(&st, &p).await?;
-            let who = caller(&p, acting, &b.context);
-            let now = who.now();
-            let o = offers::arm(
-                txn,
-                &st.sealer,
-                &who,
-                NewOffer {
-                    named,
-                    wallet_program_id: program,
-                    name: b.name.to_string(),
-                    currency: b.currency.to_string(),
-                    reward,
-                    min_amount_minor: b.min_amount_minor.map_or(1, |m| m.0),
-                    expires_at,
-                    budget_id: budget,
-                    grant_expiry_days: b.grant_expiry_days.map(|d| d.0 as i32),
-                },
-                now,
-            )
-            .await?;
-            Ok(Outcome::new(offer_view(&o, now)))
-        })
+        let (shared, principal) = (state.0, auth.principal());
+        let guarded = async move || named.credentials(shared, principal).await;
+        key.run_prepared(
+            principal,
+            &body,
+            guarded,
+            async move |txn, acting, named| {
+                let who = caller(&p, acting, &b.context);
+                let now = who.now();
+                let o = offers::arm(
+                    txn,
+                    &st.sealer,
+                    &who,
+                    NewOffer {
+                        named,
+                        wallet_program_id: program,
+                        name: b.name.to_string(),
+                        currency: b.currency.to_string(),
+                        reward,
+                        min_amount_minor: b.min_amount_minor.map_or(1, |m| m.0),
+                        expires_at,
+                        budget_id: budget,
+                        grant_expiry_days: b.grant_expiry_days.map(|d| d.0 as i32),
+                    },
+                    now,
+                )
+                .await?;
+                Ok(Outcome::new(offer_view(&o, now)))
+            },
+        )
         .await
     }
 

@@ -14,7 +14,7 @@ pub use qr::*;
 pub use reverse::*;
 
 use crate::http::fields::UuidText;
-use entities::{payment, payment::PaymentStatus, payment_refund};
+use entities::{payment, payment_refund};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
@@ -231,11 +231,7 @@ pub(super) fn detail(p: &payment::Model, refunds: &[payment_refund::Model]) -> P
         debited_promo_minor: p.debited_promo_minor,
         debited_actual_minor: p.debited_actual_minor,
         refunded_minor: p.refunded_minor,
-        refundable_minor: if p.status == PaymentStatus::Voided {
-            0
-        } else {
-            p.amount_minor - p.refunded_minor
-        },
+        refundable_minor: payments::reversibility(p).refundable_minor,
         currency: p.currency.clone(),
         order_ref: p.order_ref.clone(),
         branch_id: p.branch_id.map(|b| b.to_string()),
@@ -266,11 +262,6 @@ impl Validate for CaptureRequest {
         self.meta.validate(e);
         self.context.validate(e);
     }
-}
-
-fn is_failed_credential(e: &poem::Error) -> bool {
-    e.downcast_ref::<ApiError>()
-        .is_some_and(|a| a.code() == ErrorCode::CredentialExpiredOrReplayed)
 }
 
 #[OpenApi(tag = "Tag::Payments")]
@@ -306,7 +297,7 @@ impl PaymentsApi {
         // Checked after the scope guard and the replay look-up (in `prepare`), so a caller
         // outside its scope hears FORBIDDEN and a retry of a committed payment its replay.
         let credential = b.credential();
-        let is_short_code = matches!(credential, Ok(Credential::ShortCode { .. }));
+        let short_code = matches!(credential, Ok(Credential::ShortCode { .. }));
         let basket = b.basket.as_ref().map(|bk| {
             bk.lines
                 .iter()
@@ -343,34 +334,10 @@ impl PaymentsApi {
                         received_at,
                         service_session_id,
                     };
-                    let turn = match &pay.credential {
-                        Credential::Otp { .. } => {
-                            match payments::verify_otp(
-                                &prep_state.db,
-                                &prep_state.sealer,
-                                merchant,
-                                &pay,
-                                clock,
-                            )
-                            .await?
-                            {
-                                // The wallet is known before the transaction: its payments take
-                                // turns here rather than on the row lock.
-                                Some(wallet) => Some(
-                                    prep_state
-                                        .wallet_queue
-                                        .take(wallet, prep_state.db_lock_wait())
-                                        .await?,
-                                ),
-                                None => None,
-                            }
-                        }
-                        Credential::ShortCode { .. } => {
-                            payments::short_code_guard(&prep_state.kv, integration).await?;
-                            None
-                        }
-                        Credential::Qr { .. } => None,
-                    };
+                    let turn = prep_state
+                        .admission()
+                        .admit(merchant, integration, &pay, clock)
+                        .await?;
                     Ok((pay, turn))
                 },
                 async move |txn, acting, (pay, turn)| {
@@ -397,13 +364,13 @@ impl PaymentsApi {
                             .as_ref()
                             .map(crate::http::customers::grant_item),
                     });
-                    let voidable = p.status == PaymentStatus::Completed && p.refunded_minor == 0;
+                    let can = payments::reversibility(&p);
                     out.meta = MetaExtra {
                         data_completeness_score: Some(p.data_completeness_score),
                         decision_trace_id: who_trace,
                         capabilities: Some(serde_json::json!({
-                            "voidable": voidable,
-                            "refundable": p.status == PaymentStatus::Completed,
+                            "voidable": can.voidable,
+                            "refundable": can.refundable,
                         })),
                     };
                     out.writes = paid.writes;
@@ -411,9 +378,15 @@ impl PaymentsApi {
                 },
             )
             .await;
-        if is_short_code && result.as_ref().is_err_and(is_failed_credential) {
-            payments::short_code_failed(&state.0.kv, integration).await?;
-        }
+        let refused = result
+            .as_ref()
+            .err()
+            .and_then(|e| e.downcast_ref::<ApiError>());
+        state
+            .0
+            .guard()
+            .after_trying(integration, short_code, refused)
+            .await?;
         result
     }
 

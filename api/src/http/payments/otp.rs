@@ -113,10 +113,17 @@ impl OtpApi {
             wallet_program_id: program,
             max_sends_per_wallet: st.config.otp_sends_per_wallet,
         };
-        key.run(&auth.0, &body, async move |txn, acting| {
-            // The phone resolves a wallet: it counts as an identification.
-            let phone = IdentityCredential::Phone(req.phone.clone());
-            crate::http::customers::identification_guard(&st, &principal, &phone).await?;
+        // The phone resolves a wallet: it counts as an identification.
+        let phone = IdentityCredential::Phone(req.phone.clone());
+        let (shared, caller_key) = (state.0, &auth.0);
+        let guard = async move || {
+            shared
+                .guard()
+                .before_identifying(caller_key, &phone)
+                .await?;
+            Ok(())
+        };
+        key.run_prepared(&auth.0, &body, guard, async move |txn, acting, ()| {
             let who = caller(&principal, acting, &b.context);
             let sent = payments::send_otp(txn, &st.sealer, &who, req, who.now()).await?;
             Ok(Outcome::new(OtpSendResult {

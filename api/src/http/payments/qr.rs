@@ -182,11 +182,19 @@ impl QrApi {
             wallet_program_id: program,
         };
         let clock = principal.clock();
-        key.run(&auth.0, &body, async move |txn, acting| {
-            if let Some(Customer::Phone(phone)) = &req.customer {
-                let phone = IdentityCredential::Phone(phone.clone());
-                crate::http::customers::identification_guard(&st, &principal, &phone).await?;
+        // A phone resolves a wallet: it counts as an identification.
+        let phone = match &req.customer {
+            Some(Customer::Phone(phone)) => Some(IdentityCredential::Phone(phone.clone())),
+            _ => None,
+        };
+        let (shared, caller_key) = (state.0, &auth.0);
+        let guard = async move || {
+            if let Some(phone) = &phone {
+                shared.guard().before_identifying(caller_key, phone).await?;
             }
+            Ok(())
+        };
+        key.run_prepared(&auth.0, &body, guard, async move |txn, acting, ()| {
             let now = clock.now();
             let who = caller(&principal, acting, &b.context);
             let m = payments::mint_qr(txn, &st.sealer, &who, req, now).await?;

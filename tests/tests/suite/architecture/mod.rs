@@ -302,7 +302,6 @@ const STILL_ON_A_CIRCLE: &[&str] = &[
     "domain::payments::pay",
     "domain::payments::qr",
     "domain::payments::reverse",
-    "domain::payments::short_code",
     "domain::settlements",
     "domain::settlements::confirm",
     "domain::topups",
