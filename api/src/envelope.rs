@@ -3,7 +3,7 @@
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::{error::ApiError, infra::request_context};
+use crate::{error::ApiError, infra::current_request};
 
 /// The only `api_version` this build serves. A breaking change ships as a new date.
 pub const API_VERSION: &str = "2026-06-01";
@@ -109,7 +109,7 @@ fn render_with<D: Serialize + ?Sized>(
     page: Option<&Page>,
     extra: MetaExtra,
 ) -> Rendered {
-    let request_id = request_context::request_id();
+    let request_id = current_request::request_id();
     let env = Envelope {
         ok: error.is_none(),
         data,
@@ -157,7 +157,7 @@ mod tests {
 
     #[tokio::test]
     async fn success_and_error_share_one_envelope() {
-        let (ok_body, err_body) = request_context::scope("req_1".into(), async {
+        let (ok_body, err_body) = current_request::scope("req_1".into(), async {
             (
                 ok(&json!({"x": 1})).body,
                 error(&ApiError::not_found("Key")).body,

@@ -174,7 +174,7 @@ impl AppState {
     /// the primary. Never for a read a money decision, a replay or authentication rests on.
     pub async fn lagging(&self) -> store::replica::LaggingRead {
         match &self.replica {
-            Some(r) => r.read(crate::infra::request_context::caller()).await,
+            Some(r) => r.read(crate::infra::current_request::caller()).await,
             None => store::replica::LaggingRead {
                 db: self.db.clone(),
                 served: store::replica::Served::Primary,

@@ -6,7 +6,7 @@ use super::{
 use crate::{
     domain::operators::{sessions, sign_in},
     error::ApiError,
-    infra::{request_context::client_address, secret::constant_time_eq},
+    infra::{current_request::client_address, secret::constant_time_eq},
     state::AppState,
 };
 use maud::html;

@@ -144,7 +144,7 @@ pub async fn refuse_without_csrf(
     if s.csrf_ok(f.get("csrf")) {
         return None;
     }
-    let client = crate::infra::request_context::client_address(req.remote_addr());
+    let client = crate::infra::current_request::client_address(req.remote_addr());
     if let Err(e) = crate::domain::operators::audit(
         &st.db,
         &s.operator.actor(),

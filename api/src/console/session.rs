@@ -49,7 +49,7 @@ pub fn mint(sealer: &Sealer, operator: Uuid, session: Uuid, expires: DateTime<Ut
 pub async fn open(st: &AppState, op: &Operator, client: &str) -> Result<String, ApiError> {
     let ttl = chrono::Duration::seconds(i64::try_from(st.config.ops_session_secs).unwrap_or(1800));
     let opened = sessions::open(&st.db, op, ttl, client).await?;
-    crate::infra::request_context::set_caller(op.id);
+    crate::infra::current_request::set_caller(op.id);
     Ok(mint(&st.sealer, op.id, opened.id, opened.expires_at))
 }
 
@@ -133,7 +133,7 @@ impl Session {
                 return Err(Refusal::Unavailable);
             }
         };
-        crate::infra::request_context::set_caller(operator.id);
+        crate::infra::current_request::set_caller(operator.id);
         Ok(Session {
             id: session,
             operator,

@@ -7,7 +7,7 @@ use poem_openapi::{
 };
 
 use crate::{
-    domain::credentials::Principal, error::ApiError, infra::request_context, state::AppState,
+    domain::credentials::Principal, error::ApiError, infra::current_request, state::AppState,
 };
 
 fn state(req: &Request) -> Result<&AppState, ApiError> {
@@ -46,7 +46,7 @@ async fn api_key_checker(req: &Request, key: ApiKey) -> poem::Result<Principal> 
         }
     };
     let p = with_clock(st, p).await?;
-    request_context::set_caller(p.integration_id);
+    current_request::set_caller(p.integration_id);
     Ok(p)
 }
 
@@ -79,7 +79,7 @@ async fn jwt_checker(req: &Request, bearer: Bearer) -> poem::Result<Principal> {
     // A token outlives nothing its integration's suspension ended (see `standing`).
     // The same read says what time the integration's rules run at.
     let clock = st.standing().require_active(claims.integration_id).await?;
-    request_context::set_caller(claims.integration_id);
+    current_request::set_caller(claims.integration_id);
     Ok(Principal {
         clock: Some(clock),
         ..claims.principal()

@@ -13,7 +13,7 @@ use crate::{
     envelope,
     error::ApiError,
     infra::{
-        request_context,
+        current_request,
         telemetry::{metrics as m, trace},
     },
 };
@@ -23,19 +23,19 @@ use super::{errors, route_table::RouteTable};
 /// Request id (accepting a caller's `X-Request-Id` only when it is short and printable),
 /// tracing span, error → envelope, the `X-Request-Id` header on every response, and the
 /// request metrics, labelled by the route template the path matched in `routes`.
-pub struct RequestContext(pub Arc<RouteTable>);
+pub struct PerRequest(pub Arc<RouteTable>);
 
-impl<E: Endpoint> Middleware<E> for RequestContext {
-    type Output = RequestContextEp<E>;
+impl<E: Endpoint> Middleware<E> for PerRequest {
+    type Output = PerRequestEp<E>;
     fn transform(&self, ep: E) -> Self::Output {
-        RequestContextEp {
+        PerRequestEp {
             inner: ep,
             routes: self.0.clone(),
         }
     }
 }
 
-pub struct RequestContextEp<E> {
+pub struct PerRequestEp<E> {
     inner: E,
     routes: Arc<RouteTable>,
 }
@@ -76,7 +76,7 @@ impl Drop for InFlight {
     }
 }
 
-impl<E: Endpoint> Endpoint for RequestContextEp<E> {
+impl<E: Endpoint> Endpoint for PerRequestEp<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
@@ -86,7 +86,7 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
             .headers()
             .get("x-request-id")
             .and_then(usable_request_id)
-            .unwrap_or_else(request_context::new_request_id);
+            .unwrap_or_else(current_request::new_request_id);
         let method = req.method().as_str().to_string();
         let route = route_label(&self.routes, req.uri().path());
         let span = tracing::info_span!(
@@ -110,11 +110,11 @@ impl<E: Endpoint> Endpoint for RequestContextEp<E> {
             span.record("otel.kind", "server");
         }
         let traceparent = trace::traceparent(&span, incoming);
-        let origin = request_context::Origin {
+        let origin = current_request::Origin {
             request_id: id.clone(),
             traceparent: traceparent.clone(),
         };
-        let mut resp = request_context::within(origin, async move {
+        let mut resp = current_request::within(origin, async move {
             match self.inner.call(req).await {
                 Ok(r) => r.into_response(),
                 Err(e) => {
@@ -177,10 +177,10 @@ impl<E: Endpoint> Endpoint for NoteWritesEp<E> {
             return self.inner.call(req).await;
         };
         let writes = !req.method().is_safe();
-        request_context::with_caller_slot(async move {
+        current_request::with_caller_slot(async move {
             let out = self.inner.call(req).await;
-            if let Some(caller) = request_context::caller()
-                && (writes || request_context::read_primary())
+            if let Some(caller) = current_request::caller()
+                && (writes || current_request::read_primary())
             {
                 replica.note_write(caller).await;
             }

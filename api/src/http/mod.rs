@@ -21,7 +21,6 @@ pub mod fields;
 pub mod grants;
 pub mod incentives;
 pub mod keys;
-pub mod manners;
 pub mod middleware;
 pub mod mutation;
 pub mod openapi;
@@ -32,9 +31,10 @@ pub mod operator_wallets;
 pub mod operator_webhooks;
 pub mod payments;
 pub mod platform;
-pub mod published;
+pub mod public_document;
 pub mod reply;
 pub mod route_table;
+pub mod router_answers;
 pub mod sandbox;
 pub mod settlements;
 pub mod strict_json;
@@ -59,11 +59,11 @@ pub fn routes(state: AppState) -> impl Endpoint {
         &doc.operations,
         &["/v1/openapi.json", "/v1/docs"],
     ));
-    let doc_json = std::sync::Arc::new(published::Published::new(
+    let doc_json = std::sync::Arc::new(public_document::PublicDocument::new(
         doc.json.clone(),
         "application/json; charset=utf-8",
     ));
-    let docs_html = std::sync::Arc::new(published::Published::new(
+    let docs_html = std::sync::Arc::new(public_document::PublicDocument::new(
         doc.docs_html.clone(),
         "text/html; charset=utf-8",
     ));
@@ -87,7 +87,11 @@ pub fn routes(state: AppState) -> impl Endpoint {
                 .data(doc),
         )
         .nest("/ops", crate::console::routes());
-    with_middleware(app.with(manners::Manners(table.clone())), state, table)
+    with_middleware(
+        app.with(router_answers::RouterAnswers(table.clone())),
+        state,
+        table,
+    )
 }
 
 /// The metrics listener (`WALLET_METRICS_LISTEN_ADDR`) of either process: `/metrics`, and
@@ -135,5 +139,5 @@ pub fn with_middleware<E: Endpoint + 'static>(
         .with(middleware::NoteWrites)
         .data(state)
         .with(middleware::Deadline(deadline))
-        .with(middleware::RequestContext(routes))
+        .with(middleware::PerRequest(routes))
 }

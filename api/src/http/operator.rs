@@ -44,7 +44,7 @@ async fn operator_checker(req: &poem::Request, key: ApiKey) -> poem::Result<Oper
     let st = req
         .data::<AppState>()
         .ok_or_else(|| ApiError::internal("AppState missing from the request"))?;
-    let client = crate::infra::request_context::client_address(req.remote_addr());
+    let client = crate::infra::current_request::client_address(req.remote_addr());
     let attempt = operators::sign_in::Attempt {
         budget: operators::sign_in::Budget::of(&st.config),
         key: &key.key,
@@ -52,7 +52,7 @@ async fn operator_checker(req: &poem::Request, key: ApiKey) -> poem::Result<Oper
         surface: "api",
     };
     let operator = operators::sign_in::sign_in(&st.db, &st.kv, &attempt).await?;
-    crate::infra::request_context::set_caller(operator.id);
+    crate::infra::current_request::set_caller(operator.id);
     Ok(operator)
 }
 

@@ -197,7 +197,7 @@ impl TokenApi {
         let (bucket, sandbox) = match &verdict {
             Ok(c) => (format!("validate:{}", c.integration_id), c.sandbox),
             Err(_) => {
-                let ip = crate::infra::request_context::client_address(remote);
+                let ip = crate::infra::current_request::client_address(remote);
                 (format!("validate:anon:{ip}"), false)
             }
         };

@@ -4,9 +4,9 @@
 //! knows a business rule or an HTTP route, and nothing here imports a layer above it.
 pub mod cache;
 pub mod crypto;
+pub mod current_request;
 pub mod kv;
 pub mod ratelimit;
-pub mod request_context;
 pub mod secret;
 pub mod stdout;
 pub mod telemetry;

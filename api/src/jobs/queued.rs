@@ -36,7 +36,7 @@ pub struct QueuedJob {
     pub deferrals: u32,
     /// The request the job descends from, and the trace its run continues.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<crate::infra::request_context::Origin>,
+    pub origin: Option<crate::infra::current_request::Origin>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -74,7 +74,7 @@ impl QueuedJob {
         request_id: Option<&String>,
         traceparent: Option<&String>,
     ) -> Self {
-        self.origin = request_id.map(|id| crate::infra::request_context::Origin {
+        self.origin = request_id.map(|id| crate::infra::current_request::Origin {
             request_id: id.clone(),
             traceparent: traceparent.cloned(),
         });

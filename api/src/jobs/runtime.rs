@@ -18,7 +18,7 @@ use super::{
 };
 use crate::{
     infra::{
-        request_context::{self, Origin},
+        current_request::{self, Origin},
         telemetry::{metrics as m, trace},
     },
     jobs::sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
@@ -246,10 +246,10 @@ async fn handle(env: QueuedJob, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDynEr
         request_id: arrived
             .as_ref()
             .map(|o| o.request_id.clone())
-            .unwrap_or_else(request_context::new_request_id),
+            .unwrap_or_else(current_request::new_request_id),
         traceparent: trace::traceparent(&span, arrived_tp),
     };
-    request_context::within(origin, handle_in_span(deps, env, timeout).instrument(span)).await
+    current_request::within(origin, handle_in_span(deps, env, timeout).instrument(span)).await
 }
 
 async fn handle_in_span(

@@ -22,7 +22,7 @@ pub(super) struct Events {
     now: DateTime<Utc>,
     /// The request (and trace) the rows descend from, for the jobs and deliveries they
     /// become.
-    origin: Option<crate::infra::request_context::Origin>,
+    origin: Option<crate::infra::current_request::Origin>,
 }
 
 impl Events {
@@ -58,8 +58,8 @@ impl Events {
                 now,
                 // The rows hang off the span they are written in (the request's
                 // transaction), so the relay continues the trace from there.
-                origin: crate::infra::request_context::origin().map(|o| {
-                    crate::infra::request_context::Origin {
+                origin: crate::infra::current_request::origin().map(|o| {
+                    crate::infra::current_request::Origin {
                         traceparent: crate::infra::telemetry::trace::current_traceparent(
                             o.traceparent.as_deref(),
                         ),

@@ -87,7 +87,7 @@ impl LaggingRead {
         let missed =
             self.served == Served::Replica && e.code() == crate::error::ErrorCode::NotFound;
         if missed {
-            crate::infra::request_context::set_read_primary();
+            crate::infra::current_request::set_read_primary();
         }
         missed
     }
@@ -243,7 +243,7 @@ impl Replica {
         };
         metrics::counter!(m::DB_LAGGING_READS, "served_from" => served.as_str()).increment(1);
         if served == Served::Primary {
-            crate::infra::request_context::set_read_primary();
+            crate::infra::current_request::set_read_primary();
         }
         LaggingRead {
             db: match served {

@@ -12,7 +12,7 @@ use poem::{
 };
 use sha2::{Digest, Sha256};
 
-pub struct Published {
+pub struct PublicDocument {
     /// Shared, not copied, into each response.
     body: Bytes,
     content_type: &'static str,
@@ -21,11 +21,11 @@ pub struct Published {
     gzip: OnceLock<Bytes>,
 }
 
-impl Published {
+impl PublicDocument {
     pub fn new(body: impl Into<Vec<u8>>, content_type: &'static str) -> Self {
         let body = Bytes::from(body.into());
         let digest = hex::encode(Sha256::digest(&body));
-        Published {
+        PublicDocument {
             etag: format!("\"{}\"", &digest[..32]),
             body,
             content_type,
@@ -118,7 +118,7 @@ mod tests {
 
     #[test]
     fn a_matching_if_none_match_is_answered_304_without_a_body() {
-        let p = Published::new("{\"openapi\":\"3.1.0\"}", "application/json");
+        let p = PublicDocument::new("{\"openapi\":\"3.1.0\"}", "application/json");
         let first = p.respond(&req(&[]));
         assert_eq!(first.status(), StatusCode::OK);
         let tag = first.headers()[header::ETAG].to_str().unwrap().to_string();
@@ -135,7 +135,7 @@ mod tests {
     fn gzip_is_served_when_accepted_and_unpacks_to_the_same_bytes() {
         use std::io::Read;
         let body = "{\"paths\":{}}".repeat(1000);
-        let p = Published::new(body.clone(), "application/json");
+        let p = PublicDocument::new(body.clone(), "application/json");
         let plain = p.respond(&req(&[("accept-encoding", "gzip;q=0, br")]));
         assert!(plain.headers().get(header::CONTENT_ENCODING).is_none());
         let resp = p.respond(&req(&[("accept-encoding", "br, gzip")]));

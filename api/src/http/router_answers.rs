@@ -1,4 +1,4 @@
-//! HTTP manners the router does not provide on its own, from the route table: `OPTIONS`
+//! Answers the router does not give on its own, from the route table: `OPTIONS`
 //! answered with `Allow` (and CORS preflights handed to `cors`), `Allow` on every `405`,
 //! and a `401` that says which credential the operation takes and what the request
 //! presented, so a partner who sent an API key to a JWT route learns why at once.
@@ -15,24 +15,24 @@ use crate::error::{ApiError, ErrorCode};
 
 use super::{cors, errors, route_table::RouteTable};
 
-pub struct Manners(pub Arc<RouteTable>);
+pub struct RouterAnswers(pub Arc<RouteTable>);
 
-impl<E: Endpoint> Middleware<E> for Manners {
-    type Output = MannersEp<E>;
+impl<E: Endpoint> Middleware<E> for RouterAnswers {
+    type Output = RouterAnswersEp<E>;
     fn transform(&self, ep: E) -> Self::Output {
-        MannersEp {
+        RouterAnswersEp {
             inner: ep,
             table: self.0.clone(),
         }
     }
 }
 
-pub struct MannersEp<E> {
+pub struct RouterAnswersEp<E> {
     inner: E,
     table: Arc<RouteTable>,
 }
 
-impl<E: Endpoint> Endpoint for MannersEp<E> {
+impl<E: Endpoint> Endpoint for RouterAnswersEp<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
