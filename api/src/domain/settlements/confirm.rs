@@ -280,7 +280,7 @@ pub async fn confirm<C: ConnectionTrait>(
             posting_id: Uuid::nil(),
             created_at: now,
             bonus_config_version: outcome.bonus_config_version,
-            status: status.into(),
+            status,
         })
     };
     let mut events = Vec::new();

@@ -24,7 +24,7 @@ pub async fn operator_enable(
     let s = store::webhooks::lock_subscription(&txn, id)
         .await?
         .ok_or_else(|| ApiError::not_found("Subscription"))?;
-    let before = (s.state.clone(), s.disabled_reason.clone());
+    let before = (s.state, s.disabled_reason.clone());
     let done = enable_locked(&txn, s, replay_missed, Utc::now()).await?;
     domain::operators::audit(
         &txn,
