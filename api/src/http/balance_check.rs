@@ -3,7 +3,7 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Header};
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::http::{
     auth::TerminalJwtAuth,
     balance::BalanceView,
     body::{Documented, JsonBody, Validate},

@@ -66,7 +66,7 @@ pub fn parse<T: DeserializeOwned + Validate>(bytes: &[u8]) -> Result<JsonBody<T>
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(ApiError::field("/", "required", "a JSON body is required"));
     }
-    let json = super::strict_json::parse(bytes)?;
+    let json = crate::http::strict_json::parse(bytes)?;
     if !json.is_object() {
         return Err(ApiError::field(
             "/",
@@ -88,7 +88,8 @@ pub fn parse<T: DeserializeOwned + Validate>(bytes: &[u8]) -> Result<JsonBody<T>
         Ok(_) => true,
         Err(e) => e.inner().to_string().starts_with("missing field"),
     };
-    if read_through && let Some(field) = super::strict_json::control_chars_in(&json, &ignored) {
+    if read_through && let Some(field) = crate::http::strict_json::control_chars_in(&json, &ignored)
+    {
         return Err(ApiError::validation(vec![field]));
     }
     let value = read.map_err(|e| {
@@ -109,12 +110,12 @@ fn ignored_pointer(path: &serde_ignored::Path) -> String {
         Path::Root => String::new(),
         Path::Seq { parent, index } => {
             let mut at = ignored_pointer(parent);
-            super::strict_json::push_pointer_segment(&mut at, &index.to_string());
+            crate::http::strict_json::push_pointer_segment(&mut at, &index.to_string());
             at
         }
         Path::Map { parent, key } => {
             let mut at = ignored_pointer(parent);
-            super::strict_json::push_pointer_segment(&mut at, key);
+            crate::http::strict_json::push_pointer_segment(&mut at, key);
             at
         }
         Path::Some { parent }
@@ -129,10 +130,10 @@ fn pointer(path: &serde_path_to_error::Path) -> String {
     for seg in path.iter() {
         match seg {
             Segment::Seq { index } => {
-                super::strict_json::push_pointer_segment(&mut out, &index.to_string())
+                crate::http::strict_json::push_pointer_segment(&mut out, &index.to_string())
             }
             Segment::Map { key } | Segment::Enum { variant: key } => {
-                super::strict_json::push_pointer_segment(&mut out, key)
+                crate::http::strict_json::push_pointer_segment(&mut out, key)
             }
             Segment::Unknown => out.push_str("/?"),
         }

@@ -7,7 +7,7 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::http::{
     auth::TerminalJwtAuth,
     body::{Documented, JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, ts},

@@ -11,7 +11,7 @@ use poem::{
 
 use crate::{error::ApiError, state::AppState};
 
-use super::route_table::RouteTable;
+use crate::http::route_table::RouteTable;
 
 /// The scheme a browser may hold: short-lived, minted per terminal.
 const BROWSER_SCHEME: &str = "PosTerminalJWT";

@@ -6,7 +6,7 @@ use entities::{dispute, topup_reversal};
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::http::{
     auth::ApiKeyAuth,
     balance::BalanceView,
     body::{JsonBody, Validate},

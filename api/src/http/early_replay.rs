@@ -12,7 +12,7 @@ use poem::{
     http::{Method, header},
 };
 
-use super::{auth::KeyPrincipal, body, reply::Reply};
+use crate::http::{auth::KeyPrincipal, body, reply::Reply};
 use crate::{idempotency, state::AppState};
 
 pub struct EarlyReplay;
@@ -76,7 +76,7 @@ async fn answer(req: &mut Request) -> Option<Response> {
     let replayed =
         idempotency::replay_early(&state.idempotency(), &principal, &key, &operation, || {
             // The same reading as the full path: a body it refuses is never a replay.
-            super::strict_json::parse(&bytes)
+            crate::http::strict_json::parse(&bytes)
                 .ok()
                 .filter(serde_json::Value::is_object)
         });

@@ -7,7 +7,7 @@ use poem_openapi::{
 };
 use serde::Serialize;
 
-use super::{
+use crate::http::{
     auth::ApiKeyAuth,
     common::{path_uuid, ts},
     reply::Reply,
@@ -147,7 +147,7 @@ impl EventsApi {
         }
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let cursor_id = super::cursor::after("event", &cursor.0)?;
+        let cursor_id = crate::http::cursor::after("event", &cursor.0)?;
         let q = event_feed::Query {
             merchant_id,
             event_type: event_type.0.map(String::from),
@@ -157,7 +157,7 @@ impl EventsApi {
         };
         let read = state.0.lagging().await;
         let (rows, more) = event_feed::list(&read.db, &auth.0, &q, cursor_id, limit).await?;
-        let page = super::cursor::page("event", &rows, more, |e| e.event_id);
+        let page = crate::http::cursor::page("event", &rows, more, |e| e.event_id);
         Ok(Reply::lagging_page(
             &rows.iter().map(view).collect::<Vec<_>>(),
             &page,

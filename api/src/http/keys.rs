@@ -13,7 +13,7 @@ use poem_openapi::{
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{
+use crate::http::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, path_uuid, ts},
@@ -378,7 +378,7 @@ impl KeysApi {
             .and_then(|k| validate::uuid(&mut e, "query:created_by", k));
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let after = super::cursor::after("key", &cursor.0)?;
+        let after = crate::http::cursor::after("key", &cursor.0)?;
         let (rows, more) = keys::list(
             &state.0.db,
             &auth.0,
@@ -389,7 +389,7 @@ impl KeysApi {
             limit,
         )
         .await?;
-        let page = super::cursor::page("key", &rows, more, |k| k.id);
+        let page = crate::http::cursor::page("key", &rows, more, |k| k.id);
         let items: Vec<ApiKeyItem> = rows
             .iter()
             .map(|m| ApiKeyItem {

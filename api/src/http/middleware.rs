@@ -18,7 +18,7 @@ use crate::{
     },
 };
 
-use super::{errors, route_table::RouteTable};
+use crate::http::{errors, route_table::RouteTable};
 
 /// Request id (accepting a caller's `X-Request-Id` only when it is short and printable),
 /// tracing span, error → envelope, the `X-Request-Id` header on every response, and the
@@ -416,7 +416,7 @@ pub fn control_chars_in(path: &str, query: Option<&str>) -> Option<String> {
 }
 
 fn bad(s: &str) -> bool {
-    super::strict_json::has_control_chars(s)
+    crate::http::strict_json::has_control_chars(s)
 }
 
 /// `%XX` escapes decoded (and `+` as a space in a query), invalid UTF-8 replaced.

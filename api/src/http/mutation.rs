@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{body::JsonBody, common::RequestContext, operator::OperatorAuth, reply::Reply};
+use crate::http::{body::JsonBody, common::RequestContext, operator::OperatorAuth, reply::Reply};
 use crate::{
     domain::{
         credentials::{

@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 use crate::domain::credentials::Permission;
 use crate::http::fields::alternatives::Alternatives;
 
-pub use super::document::{OpenApiInfo, OperationInfo};
+pub use crate::http::document::{OpenApiInfo, OperationInfo};
 
-use super::{
+use crate::http::{
     balance_check::BalanceCheckApi,
     checkout::CheckoutApi,
     customers::CustomersApi,
@@ -324,20 +324,20 @@ fn add_webhooks(doc: &mut Value) {
 
 /// The bodies' rules over several members, each published on its body's component.
 const BODY_RULES: &[&Alternatives] = &[
-    &super::topups::SKU_BONUS,
-    &super::incentives::REWARD,
-    &super::incentives::TIER_BONUS,
-    &super::incentives::OFFER_CUSTOMER,
-    &super::incentives::EVALUATE_CUSTOMER,
-    &super::enrollment::CLAIM_CUSTOMER,
-    &super::payments::MINT_CUSTOMER,
-    &super::payments::MINT_ONE_CUSTOMER,
-    &super::keys::NO_CASCADE,
-    &super::keys::BRANCH_NEEDS_BRAND,
-    &super::enrollment::ONE_PROOF,
-    &super::enrollment::CODE_ONE_TARGET,
-    &super::enrollment::CODE_NAMES_WHOSE,
-    &super::enrollment::RESEND_TARGET,
+    &crate::http::topups::SKU_BONUS,
+    &crate::http::incentives::REWARD,
+    &crate::http::incentives::TIER_BONUS,
+    &crate::http::incentives::OFFER_CUSTOMER,
+    &crate::http::incentives::EVALUATE_CUSTOMER,
+    &crate::http::enrollment::CLAIM_CUSTOMER,
+    &crate::http::payments::MINT_CUSTOMER,
+    &crate::http::payments::MINT_ONE_CUSTOMER,
+    &crate::http::keys::NO_CASCADE,
+    &crate::http::keys::BRANCH_NEEDS_BRAND,
+    &crate::http::enrollment::ONE_PROOF,
+    &crate::http::enrollment::CODE_ONE_TARGET,
+    &crate::http::enrollment::CODE_NAMES_WHOSE,
+    &crate::http::enrollment::RESEND_TARGET,
 ];
 
 fn annotate(doc: &mut Value) {
@@ -360,7 +360,7 @@ fn annotate(doc: &mut Value) {
                 let permission = permission_of(id);
                 op.insert("x-stability".into(), json!(stability));
                 let mut whole = Value::Object(std::mem::take(op));
-                super::error_listing::list_errors(&mut whole);
+                crate::http::error_listing::list_errors(&mut whole);
                 if let Value::Object(m) = whole {
                     *op = m;
                 }
@@ -371,7 +371,7 @@ fn annotate(doc: &mut Value) {
         }
     }
     // Last: the error listing writes each error response afresh.
-    super::examples::publish(doc);
+    crate::http::examples::publish(doc);
 }
 
 fn operations(doc: &Value) -> Vec<OperationInfo> {

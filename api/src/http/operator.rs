@@ -13,8 +13,8 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::common::path_uuid;
-use super::{
+use crate::http::common::path_uuid;
+use crate::http::{
     body::{JsonBody, Validate},
     reply::Reply,
     tags::Tag,
@@ -303,7 +303,7 @@ impl OperatorApi {
         let mut e = Errors::default();
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let before = super::cursor::after("audit", &cursor.0)?;
+        let before = crate::http::cursor::after("audit", &cursor.0)?;
         let f = store::operators::AuditFilter {
             actor: actor.0,
             action: action.0,
@@ -314,7 +314,7 @@ impl OperatorApi {
             .await
             .map_err(ApiError::from)?;
         let (rows, more) = crate::domain::page_of(rows, limit);
-        let page = super::cursor::page("audit", &rows, more, |r| r.id);
+        let page = crate::http::cursor::page("audit", &rows, more, |r| r.id);
         let items: Vec<AuditEntry> = rows
             .into_iter()
             .map(|r| AuditEntry {

@@ -10,7 +10,7 @@ use poem_openapi::{
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{
+use crate::http::{
     body::{JsonBody, Validate},
     fields::{DeadLetterStatuses, JobQueues, Text, UuidText},
     operator::{OperatorAction, OperatorAuth},
@@ -108,8 +108,8 @@ impl Validate for BulkDeadLetterRequest {
                 v.check(e, name);
             }
         }
-        super::common::optional_uuid(e, "/filter/integration_id", &f.integration_id);
-        super::common::optional_uuid(e, "/filter/merchant_id", &f.merchant_id);
+        crate::http::common::optional_uuid(e, "/filter/integration_id", &f.integration_id);
+        crate::http::common::optional_uuid(e, "/filter/merchant_id", &f.merchant_id);
         if let Some(v) = &f.older_than_secs {
             v.check(e, "/filter/older_than_secs");
         }
@@ -264,12 +264,12 @@ impl OperatorDeadLettersApi {
             error: error.0,
         };
         let f = dead_letters::parse_filter(&input, chrono::Utc::now()).map_err(query_fields)?;
-        let before = super::cursor::after("dead_letter", &cursor.0)?;
+        let before = crate::http::cursor::after("dead_letter", &cursor.0)?;
         let rows = store::dead_letters::list(&state.0.db, &f, before, limit + 1)
             .await
             .map_err(ApiError::from)?;
         let (rows, more) = crate::domain::page_of(rows, limit);
-        let page = super::cursor::page("dead_letter", &rows, more, |d| d.id);
+        let page = crate::http::cursor::page("dead_letter", &rows, more, |d| d.id);
         Ok(Reply::page(
             &rows.into_iter().map(dead_letter_view).collect::<Vec<_>>(),
             &page,

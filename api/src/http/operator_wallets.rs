@@ -11,8 +11,8 @@ use poem_openapi::{
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::common::path_uuid;
-use super::{
+use crate::http::common::path_uuid;
+use crate::http::{
     balance::BalanceView,
     body::{JsonBody, Validate},
     mutation::Idempotent,

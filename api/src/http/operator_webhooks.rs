@@ -7,7 +7,7 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::http::{
     body::{JsonBody, Validate},
     common::path_uuid,
     fields::{Text, UuidText},

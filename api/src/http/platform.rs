@@ -5,7 +5,7 @@ use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
 use serde_json::{Value, value::RawValue};
 
-use super::{auth::AnyAuth, document::OpenApiInfo, reply::Reply, tags::Tag};
+use crate::http::{auth::AnyAuth, document::OpenApiInfo, reply::Reply, tags::Tag};
 use crate::{
     domain::credentials::{CredentialKind, Principal},
     domain::platform,

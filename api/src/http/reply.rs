@@ -57,7 +57,7 @@ impl<T> Reply<T> {
 
 impl<T: Send> IntoResponse for Reply<T> {
     fn into_response(self) -> Response {
-        super::errors::to_response(self.rendered)
+        crate::http::errors::to_response(self.rendered)
     }
 }
 

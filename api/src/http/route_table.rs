@@ -4,7 +4,7 @@
 //! so it cannot disagree with what the router serves.
 use std::collections::BTreeMap;
 
-use super::document::OperationInfo;
+use crate::http::document::OperationInfo;
 
 /// The base path every document path sits under (DECISIONS.md).
 pub const BASE: &str = "/v1";

@@ -13,7 +13,7 @@ use serde_json::json;
 
 use crate::error::{ApiError, ErrorCode};
 
-use super::{cors, errors, route_table::RouteTable};
+use crate::http::{cors, errors, route_table::RouteTable};
 
 pub struct RouterAnswers(pub Arc<RouteTable>);
 

@@ -4,7 +4,8 @@ use chrono::{DateTime, Utc};
 use poem_openapi::{Object, OpenApi, param::Query};
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::domain::credentials::Permission;
+use crate::http::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, ts},
@@ -13,7 +14,6 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         clock::{Clock, MAX_STEP_SECS},
@@ -202,7 +202,7 @@ impl SandboxApi {
         let mut e = crate::domain::validate::Errors::default();
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let before = super::cursor::after("sandbox_message", &cursor.0)?;
+        let before = crate::http::cursor::after("sandbox_message", &cursor.0)?;
         let rows = store::sandbox_messages::list_for_phone(
             &state.0.db,
             p.integration_id,
@@ -213,7 +213,7 @@ impl SandboxApi {
         .await
         .map_err(ApiError::from)?;
         let (rows, more) = crate::domain::page_of(rows, limit);
-        let page = super::cursor::page("sandbox_message", &rows, more, |m| m.id);
+        let page = crate::http::cursor::page("sandbox_message", &rows, more, |m| m.id);
         let merchants = crate::domain::platform::authorized_merchants(&state.0.db, p).await?;
         let out: Vec<SandboxMessage> = rows
             .into_iter()

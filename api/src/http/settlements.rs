@@ -12,7 +12,8 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::domain::credentials::Permission;
+use crate::http::{
     auth::{ApiKeyAuth, TerminalJwtAuth},
     balance::BalanceView,
     body::{Documented, JsonBody, Validate},
@@ -22,7 +23,6 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::{Principal, Scope},

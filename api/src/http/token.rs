@@ -4,8 +4,9 @@ use poem::web::{Data, RemoteAddr};
 use poem_openapi::{Object, OpenApi, SecurityScheme, auth::Bearer};
 use serde::{Deserialize, Serialize};
 
-use super::common::ts;
-use super::{
+use crate::domain::credentials::Permission;
+use crate::http::common::ts;
+use crate::http::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta},
@@ -13,7 +14,6 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::{jwt, token},
@@ -37,7 +37,7 @@ pub struct TokenRequest {
     /// The cashier signed into the token (up to 64 characters, no control characters);
     /// only a cashier in a token is trusted. Null, absent or `""`: no cashier.
     #[oai(nullable)]
-    #[serde(default, deserialize_with = "super::common::empty_as_none")]
+    #[serde(default, deserialize_with = "crate::http::common::empty_as_none")]
     pub cashier_id: Option<crate::http::fields::Text<1, 64>>,
 }
 

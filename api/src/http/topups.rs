@@ -12,7 +12,9 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::domain::credentials::Permission;
+use crate::http::fields::alternatives::{Alternatives, Branch};
+use crate::http::{
     auth::{ApiKeyAuth, TerminalJwtAuth},
     balance::BalanceView,
     body::{Documented, JsonBody, Validate},
@@ -22,8 +24,6 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
-use crate::http::fields::alternatives::{Alternatives, Branch};
 use crate::{
     domain::{
         topups::{self, Bonus, SkuTerms, SkuTopup, TopupOutcome},
@@ -361,10 +361,10 @@ impl TopupsApi {
         let mut e = Errors::default();
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let after = super::cursor::after("sku", &cursor.0)?;
-        let merchant = super::customers::merchant_of(st, &auth.0, &merchant_id.0).await?;
+        let after = crate::http::cursor::after("sku", &cursor.0)?;
+        let merchant = crate::http::customers::merchant_of(st, &auth.0, &merchant_id.0).await?;
         let (rows, more) = topups::list_skus(&st.db, merchant, after, limit).await?;
-        let page = super::cursor::page("sku", &rows, more, |s| s.id);
+        let page = crate::http::cursor::page("sku", &rows, more, |s| s.id);
         Ok(Reply::page(
             &rows.iter().map(sku_view).collect::<Vec<_>>(),
             &page,

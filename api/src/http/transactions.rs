@@ -10,7 +10,8 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::domain::credentials::Permission;
+use crate::http::{
     auth::ApiKeyAuth,
     common::{optional_uuid, path_uuid, ts},
     disputes::{DisputeView, TopupReversalView, dispute_view, reversal_view},
@@ -18,7 +19,6 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         transactions::{self, Detail, Transaction},

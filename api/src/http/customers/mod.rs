@@ -14,7 +14,8 @@ use poem_openapi::{
 };
 use serde::Deserialize;
 
-use super::{
+use crate::domain::credentials::Permission;
+use crate::http::{
     auth::AnyAuth,
     balance::BalanceView,
     body::{Documented, JsonBody, Validate},
@@ -23,7 +24,6 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         customers::{self, IdentityCredential, Lookup, Resolution},

@@ -5,7 +5,7 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
-use super::{SkippedGrant, WalletBalance, released_parts};
+use crate::http::enrollment::{SkippedGrant, WalletBalance, released_parts};
 
 use crate::{
     domain::{enrollment, validate::Errors},

@@ -13,7 +13,7 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::http::{
     auth::TerminalJwtAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},

@@ -3,8 +3,8 @@ use std::{borrow::Cow, marker::PhantomData};
 
 use poem_openapi::registry::MetaSchema;
 
-use super::Kind;
 use crate::domain::validate::{self, Errors};
+use crate::http::fields::Kind;
 
 /// A closed set of values (`OneOf<S>` publishes them as an `enum`, `validate::one_of`
 /// checks them).

@@ -3,8 +3,8 @@ use std::borrow::Cow;
 
 use poem_openapi::registry::MetaSchema;
 
-use super::{Field, Kind};
 use crate::domain::validate::{self, Errors};
+use crate::http::fields::{Field, Kind};
 
 /// A UUID, hyphenated (`validate::uuid`, published as `validate::UUID_PATTERN`).
 pub struct UuidKind;

@@ -17,7 +17,8 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Query};
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::domain::credentials::Permission;
+use crate::http::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, optional_uuid, path_uuid, ts},
@@ -26,7 +27,6 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         cashback::{self, NewRule},

@@ -13,7 +13,7 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{EnvelopeOnly, RewardBody};
+use crate::http::incentives::{EnvelopeOnly, RewardBody};
 
 use crate::{
     domain::{

@@ -12,8 +12,8 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Query};
 use serde::{Deserialize, Serialize};
 
-use super::program_and_budget;
 use crate::domain::credentials::Permission;
+use crate::http::incentives::program_and_budget;
 use crate::http::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},

@@ -19,7 +19,8 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::domain::credentials::Permission;
+use crate::http::{
     auth::{AnyAuth, TerminalJwtAuth},
     balance::BalanceView,
     body::{Documented, JsonBody, Validate},
@@ -28,7 +29,6 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         payments::{self, Credential},

@@ -5,7 +5,7 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
-use super::CustomerCredential;
+use crate::http::payments::CustomerCredential;
 
 use crate::{
     domain::{

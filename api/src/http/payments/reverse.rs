@@ -7,7 +7,7 @@ use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{PaymentDetail, detail};
+use crate::http::payments::{PaymentDetail, detail};
 
 use crate::{
     domain::{

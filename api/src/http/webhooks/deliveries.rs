@@ -10,7 +10,7 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::WebhookEnvelope;
+use crate::http::webhooks::WebhookEnvelope;
 
 use crate::{
     domain::{

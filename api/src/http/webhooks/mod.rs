@@ -16,7 +16,8 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::{
+use crate::domain::credentials::Permission;
+use crate::http::{
     auth::ApiKeyAuth,
     body::{JsonBody, Validate},
     common::{RequestContext, RequestMeta, path_uuid, ts},
@@ -24,7 +25,6 @@ use super::{
     reply::Reply,
     tags::Tag,
 };
-use crate::domain::credentials::Permission;
 use crate::{
     domain::{
         credentials::Scope,
@@ -307,10 +307,10 @@ impl WebhooksApi {
         let mut e = Errors::default();
         let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let after = super::cursor::after("subscription", &cursor.0)?;
+        let after = crate::http::cursor::after("subscription", &cursor.0)?;
         let now = Utc::now();
         let (rows, more) = webhooks::list(&state.0.db, &auth.0, after, limit).await?;
-        let page = super::cursor::page("subscription", &rows, more, |s| s.id);
+        let page = crate::http::cursor::page("subscription", &rows, more, |s| s.id);
         Ok(Reply::page(
             &rows.iter().map(|s| view(s, now)).collect::<Vec<_>>(),
             &page,
