@@ -23,7 +23,7 @@ pub struct MetaExtra {
     pub data_completeness_score: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub decision_trace_id: Option<String>,
-    /// Additive hints (`http::reply::ResponseMeta::capabilities` documents them).
+    /// Additive hints (`http::pipeline::reply::ResponseMeta::capabilities` documents them).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<serde_json::Value>,
 }

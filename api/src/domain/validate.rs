@@ -206,7 +206,7 @@ pub fn is_e164(value: &str) -> bool {
         && !digits.starts_with('0')
 }
 
-/// What `normalize_phone` accepts, as a JSON Schema pattern (a unit test in `http::fields`
+/// What `normalize_phone` accepts, as a JSON Schema pattern (a unit test in `http::pipeline::fields`
 /// holds the two to the same answers): separators anywhere, then `+` or `00`, a non-zero
 /// digit and 7 to 14 more digits.
 pub const PHONE_PATTERN: &str = "^[ .()\\u00A0-]*(\\+|0[ .()\\u00A0-]*0)[ .()\\u00A0-]*[1-9]([ .()\\u00A0-]*[0-9]){7,14}[ .()\\u00A0-]*$";

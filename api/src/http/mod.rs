@@ -1,47 +1,16 @@
-//! The HTTP edge: poem-openapi operations (one file per domain), the envelope, the
-//! security schemes and the middleware every request passes.
-pub mod auth;
-pub mod balance;
-pub mod balance_check;
-pub mod body;
-pub mod checkout;
-pub mod common;
-pub mod cors;
-pub mod cursor;
+//! The HTTP edge: poem-openapi operations, a folder per subdomain (platform,
+//! credentials, customers, payments, top-ups, incentives, transactions, webhooks,
+//! operator, sandbox), the request pipeline every request passes (`pipeline`) and the
+//! OpenAPI document's assembly (`openapi`).
+pub mod credentials;
 pub mod customers;
-pub mod disputes;
-pub mod document;
-pub mod early_replay;
-pub mod enrollment;
-pub mod error_listing;
-pub mod errors;
-pub mod events;
-pub mod examples;
-pub mod fields;
-pub mod grants;
 pub mod incentives;
-pub mod keys;
-pub mod middleware;
-pub mod mutation;
 pub mod openapi;
-pub mod openapi31;
 pub mod operator;
-pub mod operator_dead_letters;
-pub mod operator_wallets;
-pub mod operator_webhooks;
 pub mod payments;
+pub mod pipeline;
 pub mod platform;
-pub mod public_document;
-pub mod reply;
-pub mod route_table;
-pub mod router_answers;
 pub mod sandbox;
-pub mod settlements;
-pub mod strict_json;
-pub mod strict_schema;
-pub mod tags;
-pub mod terminal;
-pub mod token;
 pub mod topups;
 pub mod transactions;
 pub mod webhooks;
@@ -55,20 +24,20 @@ pub fn routes(state: AppState) -> impl Endpoint {
     // The document is the HTTP layer's own: built here, shared with the operations that
     // serve it or list what a caller may call.
     let doc = std::sync::Arc::new(openapi::build());
-    let table = std::sync::Arc::new(route_table::RouteTable::new(
+    let table = std::sync::Arc::new(openapi::route_table::RouteTable::new(
         &doc.operations,
         &["/v1/openapi.json", "/v1/docs"],
     ));
-    let doc_json = std::sync::Arc::new(public_document::PublicDocument::new(
+    let doc_json = std::sync::Arc::new(openapi::public_document::PublicDocument::new(
         doc.json.clone(),
         "application/json; charset=utf-8",
     ));
-    let docs_html = std::sync::Arc::new(public_document::PublicDocument::new(
+    let docs_html = std::sync::Arc::new(openapi::public_document::PublicDocument::new(
         doc.docs_html.clone(),
         "text/html; charset=utf-8",
     ));
     let (inflight, queued) = state.config.admission();
-    let admission = middleware::Admission::new(inflight, queued);
+    let admission = pipeline::middleware::Admission::new(inflight, queued);
     let app = Route::new()
         .at(
             "/v1/openapi.json",
@@ -81,14 +50,14 @@ pub fn routes(state: AppState) -> impl Endpoint {
         .nest(
             "/v1",
             openapi::service()
-                .with(early_replay::EarlyReplay)
-                .with(middleware::RefuseControlChars)
+                .with(pipeline::early_replay::EarlyReplay)
+                .with(pipeline::middleware::RefuseControlChars)
                 .with(admission)
                 .data(doc),
         )
         .nest("/ops", crate::console::routes());
     with_middleware(
-        app.with(router_answers::RouterAnswers(table.clone())),
+        app.with(pipeline::router_answers::RouterAnswers(table.clone())),
         state,
         table,
     )
@@ -100,7 +69,10 @@ pub fn routes(state: AppState) -> impl Endpoint {
 /// can never expose it.
 pub fn metrics_routes(state: AppState) -> impl Endpoint {
     let metrics = state.metrics.clone();
-    let table = std::sync::Arc::new(route_table::RouteTable::new(&[], &["/health", "/metrics"]));
+    let table = std::sync::Arc::new(openapi::route_table::RouteTable::new(
+        &[],
+        &["/health", "/metrics"],
+    ));
     let app = Route::new()
         .at("/health", get(worker_health))
         .at("/metrics", metrics_endpoint(metrics));
@@ -110,7 +82,7 @@ pub fn metrics_routes(state: AppState) -> impl Endpoint {
 #[poem::handler]
 async fn worker_health(state: poem::web::Data<&AppState>) -> Response {
     let h = state.0.health().await;
-    errors::to_response(crate::envelope::ok(&platform::HealthView::from(h)))
+    pipeline::errors::to_response(crate::envelope::ok(&platform::HealthView::from(h)))
 }
 
 /// Prometheus text of this process's recorder.
@@ -130,14 +102,14 @@ fn metrics_endpoint(handle: metrics_exporter_prometheus::PrometheusHandle) -> im
 pub fn with_middleware<E: Endpoint + 'static>(
     ep: E,
     state: AppState,
-    routes: std::sync::Arc<route_table::RouteTable>,
+    routes: std::sync::Arc<openapi::route_table::RouteTable>,
 ) -> impl Endpoint {
     let max = state.config.max_body_bytes;
     let deadline = std::time::Duration::from_millis(state.config.request_timeout_ms);
-    ep.with(middleware::BufferBody(max))
-        .with(middleware::catch_panic())
-        .with(middleware::NoteWrites)
+    ep.with(pipeline::middleware::BufferBody(max))
+        .with(pipeline::middleware::catch_panic())
+        .with(pipeline::middleware::NoteWrites)
         .data(state)
-        .with(middleware::Deadline(deadline))
-        .with(middleware::PerRequest(routes))
+        .with(pipeline::middleware::Deadline(deadline))
+        .with(pipeline::middleware::PerRequest(routes))
 }

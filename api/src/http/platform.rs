@@ -5,7 +5,10 @@ use poem_openapi::{Object, OpenApi};
 use serde::Serialize;
 use serde_json::{Value, value::RawValue};
 
-use crate::http::{auth::AnyAuth, document::OpenApiInfo, reply::Reply, tags::Tag};
+use crate::http::{
+    openapi::document::OpenApiInfo, openapi::tags::Tag, pipeline::auth::AnyAuth,
+    pipeline::reply::Reply,
+};
 use crate::{
     domain::credentials::{CredentialKind, Principal},
     domain::platform,

@@ -6,13 +6,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::credentials::Permission;
 use crate::http::{
-    auth::ApiKeyAuth,
-    body::{JsonBody, Validate},
-    common::{RequestContext, RequestMeta, ts},
-    fields::IntIn,
-    mutation::Idempotent,
-    reply::Reply,
-    tags::Tag,
+    openapi::tags::Tag,
+    pipeline::auth::ApiKeyAuth,
+    pipeline::body::{JsonBody, Validate},
+    pipeline::common::{RequestContext, RequestMeta, ts},
+    pipeline::fields::IntIn,
+    pipeline::mutation::Idempotent,
+    pipeline::reply::Reply,
 };
 use crate::{
     domain::{
@@ -181,10 +181,10 @@ impl SandboxApi {
         state: poem::web::Data<&AppState>,
         auth: ApiKeyAuth,
         /// E.164 phone number.
-        phone: Query<crate::http::fields::Phone>,
+        phone: Query<crate::http::pipeline::fields::Phone>,
         /// At most this many messages (1 to 200, default 50).
-        limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::fields::Cursor>>,
+        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
+        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<SandboxMessage>>> {
         auth.0.require(Permission::Terminal)?;
         let p = &auth.0;
@@ -200,9 +200,9 @@ impl SandboxApi {
             .into());
         };
         let mut e = crate::domain::validate::Errors::default();
-        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let before = crate::http::cursor::after("sandbox_message", &cursor.0)?;
+        let before = crate::http::pipeline::cursor::after("sandbox_message", &cursor.0)?;
         let rows = store::sandbox_messages::list_for_phone(
             &state.0.db,
             p.integration_id,
@@ -213,7 +213,7 @@ impl SandboxApi {
         .await
         .map_err(ApiError::from)?;
         let (rows, more) = crate::domain::page_of(rows, limit);
-        let page = crate::http::cursor::page("sandbox_message", &rows, more, |m| m.id);
+        let page = crate::http::pipeline::cursor::page("sandbox_message", &rows, more, |m| m.id);
         let merchants = crate::domain::platform::authorized_merchants(&state.0.db, p).await?;
         let out: Vec<SandboxMessage> = rows
             .into_iter()

@@ -64,7 +64,7 @@ pub fn session_settings(cfg: &Config) -> [(&'static str, String); 3] {
         // answered as a retryable 503, instead of the caller waiting without bound.
         ("lock_timeout", format!("{}ms", cfg.db_lock_timeout_ms)),
         // A statement the server runs too long is cancelled there; a server that stopped
-        // answering at all is bounded by the request deadline (`http::middleware`).
+        // answering at all is bounded by the request deadline (`http::pipeline::middleware`).
         (
             "statement_timeout",
             format!("{}ms", cfg.db_statement_timeout_ms),

@@ -1,13 +1,13 @@
 //! How a request names a customer (phone, card fingerprint, short code, provider id, QR),
 //! its reading into the domain's credential, and the identification guard every path that
 //! resolves a customer passes (rate limit, metering).
-use crate::http::fields::alternatives::{Alternatives, Branch};
+use crate::http::pipeline::fields::alternatives::{Alternatives, Branch};
 use poem_openapi::{Object, Union};
 use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::http::common::optional_uuid;
+use crate::http::pipeline::common::optional_uuid;
 use crate::{
     domain::{
         customers::{self, IDENTITY_CREDENTIAL_TYPES, IdentityCredential},
@@ -23,7 +23,7 @@ use crate::{
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct PhoneIdentity {
     /// E.164 (spaces, dashes and a leading 00 are accepted and normalised).
-    pub phone: crate::http::fields::Phone,
+    pub phone: crate::http::pipeline::fields::Phone,
 }
 
 /// `credential_type` card_fingerprint: the fingerprint your acquirer gives a payment card,
@@ -31,13 +31,13 @@ pub struct PhoneIdentity {
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct CardFingerprintIdentity {
     /// 8 to 128 printable ASCII characters.
-    pub card_fingerprint: crate::http::fields::CardFingerprint,
+    pub card_fingerprint: crate::http::pipeline::fields::CardFingerprint,
 }
 
 /// `credential_type` short_code: the 5-character code of a live QR mint.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct ShortCodeIdentity {
-    pub short_code: crate::http::fields::ShortCode,
+    pub short_code: crate::http::pipeline::fields::ShortCode,
 }
 
 /// `credential_type` provider_customer_id: your POS's own customer id, linked at
@@ -45,13 +45,13 @@ pub struct ShortCodeIdentity {
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct ProviderCustomerIdentity {
     /// 1 to 128 characters.
-    pub provider_customer_id: crate::http::fields::Text<1, 128>,
+    pub provider_customer_id: crate::http::pipeline::fields::Text<1, 128>,
 }
 
 /// `credential_type` qr: the payload of a live QR mint (identification does not use it up).
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct QrIdentity {
-    pub qr_payload: crate::http::fields::QrPayload,
+    pub qr_payload: crate::http::pipeline::fields::QrPayload,
 }
 
 /// A customer named by one identity credential. The types an integration may use are
@@ -167,7 +167,9 @@ pub fn identity_credential(e: &mut Errors, at: &str, raw: &Value) -> Option<Pres
             }
         },
         "card_fingerprint" => {
-            if !crate::http::fields::CardFingerprint::new(value.as_str()).check(e, &pointer) {
+            if !crate::http::pipeline::fields::CardFingerprint::new(value.as_str())
+                .check(e, &pointer)
+            {
                 return None;
             }
             IdentityCredential::CardFingerprint(value)

@@ -1,11 +1,13 @@
 //! Identification at the till: `POST /identify`, the cashier panel's
 //! `GET /customers/lookup`, and the identity credential and CustomerContext shapes that
 //! the checkout-session, enrollment and claim operations share.
+pub mod balance;
+pub mod enrollment;
 mod identity;
 
 pub use identity::*;
 
-use crate::http::fields::UuidText;
+use crate::http::pipeline::fields::UuidText;
 use entities::{payment, promo_grant};
 use poem::web::Data;
 use poem_openapi::{
@@ -16,13 +18,13 @@ use serde::Deserialize;
 
 use crate::domain::credentials::Permission;
 use crate::http::{
-    auth::AnyAuth,
-    balance::BalanceView,
-    body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, ts},
-    mutation,
-    reply::Reply,
-    tags::Tag,
+    customers::balance::BalanceView,
+    openapi::tags::Tag,
+    pipeline::auth::AnyAuth,
+    pipeline::body::{Documented, JsonBody, Validate},
+    pipeline::common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, ts},
+    pipeline::mutation,
+    pipeline::reply::Reply,
 };
 use crate::{
     domain::{
@@ -110,7 +112,7 @@ pub struct IdentifyRequest {
     pub credential: Documented<IdentityCredentialBody>,
     /// Picks the program when the customer has wallets in several.
     #[oai(nullable)]
-    pub wallet_program_id: Option<crate::http::fields::UuidText>,
+    pub wallet_program_id: Option<crate::http::pipeline::fields::UuidText>,
 }
 
 impl Validate for IdentifyRequest {
@@ -261,7 +263,7 @@ impl CustomersApi {
         auth: AnyAuth,
         /// Optional (UUID). Identification is read-only, so a retry simply resolves again.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<crate::http::fields::UuidText>>,
+        idempotency_key: Header<Option<crate::http::pipeline::fields::UuidText>>,
         body: JsonBody<IdentifyRequest>,
     ) -> poem::Result<Reply<CustomerContext>> {
         auth.require(Permission::Terminal)?;
@@ -323,11 +325,11 @@ impl CustomersApi {
         auth: AnyAuth,
         merchant_id: Query<Option<UuidText>>,
         branch_id: Query<Option<UuidText>>,
-        phone: Query<Option<crate::http::fields::Phone>>,
-        provider_customer_id: Query<Option<crate::http::fields::Text<1, 128>>>,
-        card_fingerprint: Query<Option<crate::http::fields::CardFingerprint>>,
-        short_code: Query<Option<crate::http::fields::ShortCode>>,
-        qr_payload: Query<Option<crate::http::fields::QrPayload>>,
+        phone: Query<Option<crate::http::pipeline::fields::Phone>>,
+        provider_customer_id: Query<Option<crate::http::pipeline::fields::Text<1, 128>>>,
+        card_fingerprint: Query<Option<crate::http::pipeline::fields::CardFingerprint>>,
+        short_code: Query<Option<crate::http::pipeline::fields::ShortCode>>,
+        qr_payload: Query<Option<crate::http::pipeline::fields::QrPayload>>,
         wallet_user_id: Query<Option<UuidText>>,
         wallet_program_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<CustomerLookup>> {

@@ -1,8 +1,8 @@
 //! Incentive budgets (`/incentives/budgets`): caps on what cashback, offers and reload
 //! bonuses may give away.
-use crate::http::fields::CurrencyCode;
-use crate::http::fields::UuidText;
-use crate::http::fields::{AmountMinor, IntIn};
+use crate::http::pipeline::fields::CurrencyCode;
+use crate::http::pipeline::fields::UuidText;
+use crate::http::pipeline::fields::{AmountMinor, IntIn};
 use entities::budget;
 use poem::web::Data;
 use poem_openapi::{
@@ -11,7 +11,7 @@ use poem_openapi::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::http::fields::Text;
+use crate::http::pipeline::fields::Text;
 
 use crate::{
     domain::{
@@ -20,13 +20,13 @@ use crate::{
         validate::{self, Errors},
     },
     http::{
-        auth::ApiKeyAuth,
-        body::{JsonBody, Validate},
-        common::{RequestContext, RequestMeta, path_uuid, ts},
         customers::merchant_of,
-        mutation::Idempotent,
-        reply::Reply,
-        tags::Tag,
+        openapi::tags::Tag,
+        pipeline::auth::ApiKeyAuth,
+        pipeline::body::{JsonBody, Validate},
+        pipeline::common::{RequestContext, RequestMeta, path_uuid, ts},
+        pipeline::mutation::Idempotent,
+        pipeline::reply::Reply,
     },
     idempotency::Outcome,
     state::AppState,
@@ -196,18 +196,18 @@ impl BudgetsApi {
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         merchant_id: Query<Option<UuidText>>,
-        limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::fields::Cursor>>,
+        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
+        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<BudgetView>>> {
         auth.0.require(Permission::Incentives)?;
         let st = state.0;
         let mut e = Errors::default();
-        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let after = crate::http::cursor::after("budget", &cursor.0)?;
+        let after = crate::http::pipeline::cursor::after("budget", &cursor.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
         let (rows, more) = budgets::list(&st.db, merchant, after, limit).await?;
-        let page = crate::http::cursor::page("budget", &rows, more, |b| b.id);
+        let page = crate::http::pipeline::cursor::page("budget", &rows, more, |b| b.id);
         Ok(Reply::page(
             &rows.iter().map(budget_view).collect::<Vec<_>>(),
             &page,

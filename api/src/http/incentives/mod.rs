@@ -1,6 +1,7 @@
 //! Incentives: the cashback rule per program, campaign budgets (beta) and offers (beta).
-use crate::http::fields::CurrencyCode;
-use crate::http::fields::{AmountMinor, IntIn};
+pub mod grants;
+use crate::http::pipeline::fields::CurrencyCode;
+use crate::http::pipeline::fields::{AmountMinor, IntIn};
 mod budgets;
 mod offers;
 mod reload_bonus;
@@ -11,7 +12,7 @@ pub use offers::*;
 pub use reload_bonus::*;
 pub use reward::*;
 
-use crate::http::fields::UuidText;
+use crate::http::pipeline::fields::UuidText;
 use entities::cashback_rule;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Query};
@@ -19,13 +20,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::credentials::Permission;
 use crate::http::{
-    auth::ApiKeyAuth,
-    body::{JsonBody, Validate},
-    common::{RequestContext, RequestMeta, optional_uuid, path_uuid, ts},
     customers::merchant_of,
-    mutation::Idempotent,
-    reply::Reply,
-    tags::Tag,
+    openapi::tags::Tag,
+    pipeline::auth::ApiKeyAuth,
+    pipeline::body::{JsonBody, Validate},
+    pipeline::common::{RequestContext, RequestMeta, optional_uuid, path_uuid, ts},
+    pipeline::mutation::Idempotent,
+    pipeline::reply::Reply,
 };
 use crate::{
     domain::{
@@ -231,7 +232,7 @@ impl IncentivesApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        wallet_program_id: Query<crate::http::fields::UuidText>,
+        wallet_program_id: Query<crate::http::pipeline::fields::UuidText>,
         merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<CashbackRuleView>> {
         auth.0.require(Permission::Incentives)?;

@@ -1,7 +1,7 @@
 //! Offers (`/offers`): armed for a customer or a basket, evaluated at the till, redeemed
 //! with a payment, cancelled.
 use crate::http::customers::customer_named;
-use crate::http::fields::{
+use crate::http::pipeline::fields::{
     AmountMinor, CurrencyCode, IntIn, Text, UuidText, alternatives::Alternatives,
 };
 use chrono::{DateTime, Utc};
@@ -24,14 +24,14 @@ use crate::{
     envelope,
     error::ApiError,
     http::{
-        auth::AnyAuth,
-        balance::BalanceView,
-        body::{Documented, JsonBody, Validate},
-        common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
+        customers::balance::BalanceView,
         customers::{CustomerNamed, GrantItem, IdentityCredentialBody, grant_item, merchant_of},
-        mutation::{self, Idempotent},
-        reply::Reply,
-        tags::Tag,
+        openapi::tags::Tag,
+        pipeline::auth::AnyAuth,
+        pipeline::body::{Documented, JsonBody, Validate},
+        pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
+        pipeline::mutation::{self, Idempotent},
+        pipeline::reply::Reply,
     },
     idempotency::Outcome,
     state::AppState,
@@ -67,7 +67,7 @@ pub struct OfferRequest {
     pub min_amount_minor: Option<AmountMinor>,
     /// RFC 3339, in the future: unredeemed by then, the offer expires (offer.expired).
     #[serde(default)]
-    pub expires_at: crate::http::fields::DateTimeText,
+    pub expires_at: crate::http::pipeline::fields::DateTimeText,
     /// A campaign budget the reward is taken from.
     #[oai(nullable)]
     pub budget_id: Option<UuidText>,
@@ -330,13 +330,15 @@ impl OffersApi {
         wallet_user_id: Query<Option<UuidText>>,
         #[oai(name = "state")] offer_state: Query<
             Option<
-                crate::http::fields::Field<
-                    crate::http::fields::OneOf<crate::http::fields::OfferStates>,
+                crate::http::pipeline::fields::Field<
+                    crate::http::pipeline::fields::OneOf<
+                        crate::http::pipeline::fields::OfferStates,
+                    >,
                 >,
             >,
         >,
-        limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::fields::Cursor>>,
+        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
+        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<OfferView>>> {
         auth.require(Permission::Terminal)?;
         let st = state.0;
@@ -345,9 +347,9 @@ impl OffersApi {
         if let Some(s) = &offer_state.0 {
             s.check(&mut e, "query:state");
         }
-        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let after = crate::http::cursor::after("offer", &cursor.0)?;
+        let after = crate::http::pipeline::cursor::after("offer", &cursor.0)?;
         let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
         let (rows, more) = offers::list(
             &st.db,
@@ -358,7 +360,7 @@ impl OffersApi {
             limit,
         )
         .await?;
-        let page = crate::http::cursor::page("offer", &rows, more, |o| o.id);
+        let page = crate::http::pipeline::cursor::page("offer", &rows, more, |o| o.id);
         let clock = auth.principal().clock();
         let now = clock.now();
         Ok(Reply::page(
@@ -405,7 +407,7 @@ impl OffersApi {
         auth: AnyAuth,
         /// Optional (UUID). Evaluation writes nothing, so a retry simply evaluates again.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<crate::http::fields::UuidText>>,
+        idempotency_key: Header<Option<crate::http::pipeline::fields::UuidText>>,
         body: JsonBody<EvaluateRequest>,
     ) -> poem::Result<Reply<EvaluationResult>> {
         auth.require(Permission::Terminal)?;
@@ -438,7 +440,7 @@ impl OffersApi {
         )
         .await?;
         // Evaluation writes nothing: its decision is kept in the log under its trace id.
-        let trace = crate::http::common::decision_trace(Some(&b.meta));
+        let trace = crate::http::pipeline::common::decision_trace(Some(&b.meta));
         tracing::info!(
             decision_trace_id = %trace,
             wallet_user_id = %wallet_user_id,

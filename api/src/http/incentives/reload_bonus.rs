@@ -1,9 +1,9 @@
 //! The reload bonus (`/topup/reload-bonus/config`): tiers of bonus credit a settlement
 //! top-up earns, by amount, under a budget. An incentive, configured here; applied when a
 //! settlement is confirmed.
-use crate::http::fields::CurrencyCode;
-use crate::http::fields::UuidText;
-use crate::http::fields::{
+use crate::http::pipeline::fields::CurrencyCode;
+use crate::http::pipeline::fields::UuidText;
+use crate::http::pipeline::fields::{
     AmountMinor, IntIn, List,
     alternatives::{Alternatives, Branch},
 };
@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 use crate::domain::credentials::Permission;
 use crate::http::incentives::program_and_budget;
 use crate::http::{
-    auth::ApiKeyAuth,
-    body::{JsonBody, Validate},
-    common::{RequestContext, RequestMeta, optional_uuid, path_uuid, ts},
     customers::merchant_of,
-    mutation::Idempotent,
-    reply::Reply,
-    tags::Tag,
+    openapi::tags::Tag,
+    pipeline::auth::ApiKeyAuth,
+    pipeline::body::{JsonBody, Validate},
+    pipeline::common::{RequestContext, RequestMeta, optional_uuid, path_uuid, ts},
+    pipeline::mutation::Idempotent,
+    pipeline::reply::Reply,
 };
 use crate::{
     domain::{
@@ -262,7 +262,7 @@ impl ReloadBonusApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        wallet_program_id: Query<crate::http::fields::UuidText>,
+        wallet_program_id: Query<crate::http::pipeline::fields::UuidText>,
         merchant_id: Query<Option<UuidText>>,
     ) -> poem::Result<Reply<ReloadBonusConfigView>> {
         auth.0.require(Permission::Incentives)?;

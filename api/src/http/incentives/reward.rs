@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     domain::{offers::Reward, validate::Errors},
-    http::fields::{
+    http::pipeline::fields::{
         AmountMinor, IntIn,
         alternatives::{Alternatives, Branch},
     },

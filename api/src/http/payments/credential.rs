@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::http::common::phone;
-use crate::http::fields::{SmsCode, UuidText};
+use crate::http::pipeline::common::phone;
+use crate::http::pipeline::fields::{SmsCode, UuidText};
 use crate::{
     domain::{
         payments::{self, Credential},
@@ -20,19 +20,19 @@ use crate::{
 pub struct CustomerCredential {
     /// `phone` (the only type this version resolves for a mint).
     #[serde(default)]
-    pub credential_type: crate::http::fields::Field<
-        crate::http::fields::OneOf<crate::http::fields::MintCredentialTypes>,
+    pub credential_type: crate::http::pipeline::fields::Field<
+        crate::http::pipeline::fields::OneOf<crate::http::pipeline::fields::MintCredentialTypes>,
     >,
     /// E.164.
     #[serde(default)]
-    pub phone: crate::http::fields::Phone,
+    pub phone: crate::http::pipeline::fields::Phone,
 }
 
 /// A one-time code the customer received by SMS.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct OtpCredential {
     /// E.164.
-    pub phone: crate::http::fields::Phone,
+    pub phone: crate::http::pipeline::fields::Phone,
     /// The 6 digits from the SMS.
     pub otp_code: SmsCode,
     /// From `POST /payments/otp/send`.
@@ -45,7 +45,7 @@ pub struct OtpCredential {
 pub struct OtpSessionCredential {
     /// E.164; when given, checked like a payment's.
     #[oai(nullable)]
-    pub phone: Option<crate::http::fields::Phone>,
+    pub phone: Option<crate::http::pipeline::fields::Phone>,
     /// Ignored by the check; when given, still 6 digits.
     #[oai(nullable)]
     pub otp_code: Option<SmsCode>,
@@ -57,13 +57,13 @@ pub struct OtpSessionCredential {
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct QrCredential {
     /// The scanned QR content, as minted.
-    pub qr_payload: crate::http::fields::QrPayload,
+    pub qr_payload: crate::http::pipeline::fields::QrPayload,
 }
 
 /// The 5-character code of a QR mint, read out by the customer.
 #[derive(Object, Deserialize, Debug, Clone)]
 pub struct ShortCodeCredential {
-    pub short_code: crate::http::fields::ShortCode,
+    pub short_code: crate::http::pipeline::fields::ShortCode,
 }
 
 /// The payment credential, by `type`: a dynamic credential, one that proves the customer
@@ -184,12 +184,12 @@ pub(crate) fn validate_credential(e: &mut Errors, raw: &Value, to_pay: bool) {
         }
         "qr" => {
             if let Some(p) = text(e, "qr_payload") {
-                crate::http::fields::QrPayload::new(p).check(e, "/credential/qr_payload");
+                crate::http::pipeline::fields::QrPayload::new(p).check(e, "/credential/qr_payload");
             }
         }
         "short_code" => {
             if let Some(c) = text(e, "short_code") {
-                crate::http::fields::ShortCode::new(c).check(e, "/credential/short_code");
+                crate::http::pipeline::fields::ShortCode::new(c).check(e, "/credential/short_code");
             }
         }
         // Unknown and disabled types are answered by `credential()` after validation.

@@ -1,8 +1,10 @@
 //! Payments: OTP send, QR mint, the payment itself, and reading, voiding and refunding it.
 //! Handlers parse, check scope and hand over to `domain::payments`; the idempotent
 //! transaction and the error envelope come from `mutation`.
-use crate::http::fields::CurrencyCode;
-use crate::http::fields::Text;
+pub mod balance_check;
+pub mod checkout;
+use crate::http::pipeline::fields::CurrencyCode;
+use crate::http::pipeline::fields::Text;
 mod credential;
 mod otp;
 mod qr;
@@ -13,7 +15,7 @@ pub use otp::*;
 pub use qr::*;
 pub use reverse::*;
 
-use crate::http::fields::UuidText;
+use crate::http::pipeline::fields::UuidText;
 use entities::{payment, payment_refund};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
@@ -21,13 +23,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::credentials::Permission;
 use crate::http::{
-    auth::{AnyAuth, TerminalJwtAuth},
-    balance::BalanceView,
-    body::{Documented, JsonBody, Validate},
-    common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, ts},
-    mutation::{self, Idempotent},
-    reply::Reply,
-    tags::Tag,
+    customers::balance::BalanceView,
+    openapi::tags::Tag,
+    pipeline::auth::{AnyAuth, TerminalJwtAuth},
+    pipeline::body::{Documented, JsonBody, Validate},
+    pipeline::common::{
+        RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, ts,
+    },
+    pipeline::mutation::{self, Idempotent},
+    pipeline::reply::Reply,
 };
 use crate::{
     domain::{
@@ -66,7 +70,7 @@ pub struct BasketLine {
 }
 
 /// A basket line's amount: 0 to `MAX_AMOUNT_MINOR`.
-pub type LineAmount = crate::http::fields::IntIn<0, MAX_AMOUNT_MINOR>;
+pub type LineAmount = crate::http::pipeline::fields::IntIn<0, MAX_AMOUNT_MINOR>;
 
 impl Basket {
     pub fn check(&self, e: &mut Errors) {
@@ -95,7 +99,7 @@ pub struct Basket {
     /// Up to 500 lines.
     #[serde(default)]
     #[oai(default)]
-    pub lines: crate::http::fields::List<BasketLine, 0, 500>,
+    pub lines: crate::http::pipeline::fields::List<BasketLine, 0, 500>,
 }
 
 /// Debit a wallet.
@@ -109,7 +113,7 @@ pub struct PaymentRequest {
     pub credential: Documented<PaymentCredential>,
     /// The debit, exactly. Minimum 1.
     #[serde(default)]
-    pub amount_minor: crate::http::fields::AmountMinor,
+    pub amount_minor: crate::http::pipeline::fields::AmountMinor,
     /// ISO-4217.
     #[serde(default)]
     pub currency: CurrencyCode,

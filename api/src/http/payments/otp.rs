@@ -1,6 +1,6 @@
 //! `POST /payments/otp/send`: a code texted to the customer for one order.
-use crate::http::fields::Text;
-use crate::http::fields::{CurrencyCode, UuidText};
+use crate::http::pipeline::fields::Text;
+use crate::http::pipeline::fields::{CurrencyCode, UuidText};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -12,12 +12,12 @@ use crate::{
         validate::{self, Errors},
     },
     http::{
-        auth::TerminalJwtAuth,
-        body::{JsonBody, Validate},
-        common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
-        mutation::Idempotent,
-        reply::Reply,
-        tags::Tag,
+        openapi::tags::Tag,
+        pipeline::auth::TerminalJwtAuth,
+        pipeline::body::{JsonBody, Validate},
+        pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
+        pipeline::mutation::Idempotent,
+        pipeline::reply::Reply,
     },
     idempotency::Outcome,
     state::AppState,
@@ -34,10 +34,10 @@ pub struct OtpSendRequest {
     pub context: RequestContext,
     /// E.164; resolves the wallet.
     #[serde(default)]
-    pub phone: crate::http::fields::Phone,
+    pub phone: crate::http::pipeline::fields::Phone,
     /// The later payment must be for exactly this amount. Minimum 1.
     #[serde(default)]
-    pub amount_minor: crate::http::fields::AmountMinor,
+    pub amount_minor: crate::http::pipeline::fields::AmountMinor,
     /// ISO-4217.
     #[serde(default)]
     pub currency: CurrencyCode,

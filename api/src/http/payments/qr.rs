@@ -1,6 +1,6 @@
 //! `POST /qr/mint`: a single-use QR nonce (and short code) for the customer's wallet.
-use crate::http::fields::UuidText;
-use crate::http::fields::alternatives::{Alternatives, Branch};
+use crate::http::pipeline::fields::UuidText;
+use crate::http::pipeline::fields::alternatives::{Alternatives, Branch};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
@@ -14,12 +14,12 @@ use crate::{
         validate::{self, Errors},
     },
     http::{
-        auth::TerminalJwtAuth,
-        body::{JsonBody, Validate},
-        common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
-        mutation::Idempotent,
-        reply::Reply,
-        tags::Tag,
+        openapi::tags::Tag,
+        pipeline::auth::TerminalJwtAuth,
+        pipeline::body::{JsonBody, Validate},
+        pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
+        pipeline::mutation::Idempotent,
+        pipeline::reply::Reply,
     },
     idempotency::Outcome,
     state::AppState,

@@ -1,7 +1,7 @@
 //! `POST /payments/{id}/void` and `/refund`: a payment's money back to the wallet.
-use crate::http::fields::CurrencyCode;
-use crate::http::fields::Text;
-use crate::http::fields::UuidText;
+use crate::http::pipeline::fields::CurrencyCode;
+use crate::http::pipeline::fields::Text;
+use crate::http::pipeline::fields::UuidText;
 use entities::payment_refund;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
@@ -16,13 +16,13 @@ use crate::{
         validate::{self, Errors},
     },
     http::{
-        auth::TerminalJwtAuth,
-        balance::BalanceView,
-        body::{JsonBody, Validate},
-        common::{RequestContext, RequestMeta, caller, path_uuid, ts},
-        mutation::Idempotent,
-        reply::Reply,
-        tags::Tag,
+        customers::balance::BalanceView,
+        openapi::tags::Tag,
+        pipeline::auth::TerminalJwtAuth,
+        pipeline::body::{JsonBody, Validate},
+        pipeline::common::{RequestContext, RequestMeta, caller, path_uuid, ts},
+        pipeline::mutation::Idempotent,
+        pipeline::reply::Reply,
     },
     idempotency::Outcome,
 };
@@ -93,7 +93,7 @@ pub struct RefundRequest {
     pub context: RequestContext,
     /// How much to return; default: everything not yet refunded.
     #[oai(nullable)]
-    pub amount_minor: Option<crate::http::fields::AmountMinor>,
+    pub amount_minor: Option<crate::http::pipeline::fields::AmountMinor>,
     /// When given, must be the payment's currency.
     #[oai(nullable)]
     pub currency: Option<CurrencyCode>,

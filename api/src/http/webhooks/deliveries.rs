@@ -1,6 +1,6 @@
 //! A subscription's deliveries (`/webhooks/subscriptions/{id}/deliveries`): their history
 //! with every attempt, and redelivery of one event or of every failed one since a time.
-use crate::http::fields::UuidText;
+use crate::http::pipeline::fields::UuidText;
 use chrono::{DateTime, Utc};
 use entities::{webhook_attempt, webhook_delivery};
 use poem::web::Data;
@@ -20,12 +20,12 @@ use crate::{
     },
     error::ApiError,
     http::{
-        auth::ApiKeyAuth,
-        body::{JsonBody, Validate},
-        common::{RequestContext, RequestMeta, path_uuid, ts},
-        mutation::Idempotent,
-        reply::Reply,
-        tags::Tag,
+        openapi::tags::Tag,
+        pipeline::auth::ApiKeyAuth,
+        pipeline::body::{JsonBody, Validate},
+        pipeline::common::{RequestContext, RequestMeta, path_uuid, ts},
+        pipeline::mutation::Idempotent,
+        pipeline::reply::Reply,
     },
     idempotency::Outcome,
     state::AppState,
@@ -41,7 +41,7 @@ pub struct RedeliverRequest {
     /// RFC 3339: deliveries created at or after it that are DEAD (retries ran out) or
     /// SUSPENDED (the endpoint was disabled) are sent again.
     #[serde(default)]
-    pub since: crate::http::fields::DateTimeText,
+    pub since: crate::http::pipeline::fields::DateTimeText,
 }
 
 impl Validate for RedeliverRequest {
@@ -154,20 +154,22 @@ impl DeliveriesApi {
         id: Path<UuidText>,
         event_type: Query<
             Option<
-                crate::http::fields::Field<
-                    crate::http::fields::OneOf<crate::http::fields::EventTypes>,
+                crate::http::pipeline::fields::Field<
+                    crate::http::pipeline::fields::OneOf<crate::http::pipeline::fields::EventTypes>,
                 >,
             >,
         >,
         outcome: Query<
             Option<
-                crate::http::fields::Field<
-                    crate::http::fields::OneOf<crate::http::fields::DeliveryStates>,
+                crate::http::pipeline::fields::Field<
+                    crate::http::pipeline::fields::OneOf<
+                        crate::http::pipeline::fields::DeliveryStates,
+                    >,
                 >,
             >,
         >,
-        limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::fields::Cursor>>,
+        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
+        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<DeliveryView>>> {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
@@ -179,9 +181,9 @@ impl DeliveriesApi {
         if let Some(t) = &event_type.0 {
             t.check(&mut e, "query:event_type");
         }
-        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let after = crate::http::cursor::after("delivery", &cursor.0)?;
+        let after = crate::http::pipeline::cursor::after("delivery", &cursor.0)?;
         let page = webhooks::deliveries(
             &state.0.db,
             &auth.0,
@@ -192,8 +194,12 @@ impl DeliveriesApi {
             limit,
         )
         .await?;
-        let meta =
-            crate::http::cursor::page("delivery", &page.deliveries, page.more, |(d, _)| d.id);
+        let meta = crate::http::pipeline::cursor::page(
+            "delivery",
+            &page.deliveries,
+            page.more,
+            |(d, _)| d.id,
+        );
         Ok(Reply::page(
             &page
                 .deliveries

@@ -1,12 +1,13 @@
 //! Webhook subscriptions and their delivery history (x-api-key).
-use crate::http::fields::{
+pub mod events;
+use crate::http::pipeline::fields::{
     EventTypes, Field, IntIn, List, MerchantScopes, OneOf, Text, WebhookUrl,
 };
 mod deliveries;
 
 pub use deliveries::*;
 
-use crate::http::fields::UuidText;
+use crate::http::pipeline::fields::UuidText;
 use chrono::{DateTime, Utc};
 use entities::webhook_subscription;
 use poem::web::Data;
@@ -18,12 +19,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::credentials::Permission;
 use crate::http::{
-    auth::ApiKeyAuth,
-    body::{JsonBody, Validate},
-    common::{RequestContext, RequestMeta, path_uuid, ts},
-    mutation::Idempotent,
-    reply::Reply,
-    tags::Tag,
+    openapi::tags::Tag,
+    pipeline::auth::ApiKeyAuth,
+    pipeline::body::{JsonBody, Validate},
+    pipeline::common::{RequestContext, RequestMeta, path_uuid, ts},
+    pipeline::mutation::Idempotent,
+    pipeline::reply::Reply,
 };
 use crate::{
     domain::{
@@ -299,18 +300,18 @@ impl WebhooksApi {
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        limit: Query<Option<crate::http::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::fields::Cursor>>,
+        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
+        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
     ) -> poem::Result<Reply<Vec<SubscriptionView>>> {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let mut e = Errors::default();
-        let limit = crate::http::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
-        let after = crate::http::cursor::after("subscription", &cursor.0)?;
+        let after = crate::http::pipeline::cursor::after("subscription", &cursor.0)?;
         let now = Utc::now();
         let (rows, more) = webhooks::list(&state.0.db, &auth.0, after, limit).await?;
-        let page = crate::http::cursor::page("subscription", &rows, more, |s| s.id);
+        let page = crate::http::pipeline::cursor::page("subscription", &rows, more, |s| s.id);
         Ok(Reply::page(
             &rows.iter().map(|s| view(s, now)).collect::<Vec<_>>(),
             &page,

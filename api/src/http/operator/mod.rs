@@ -1,0 +1,365 @@
+//! Operator routes: the service's own staff, with the operator credential only. No partner
+//! key is accepted here, and an operator key is accepted nowhere else. This file holds the
+//! credential, integrations and the audit log; dead letters and webhook endpoints have
+//! files of their own (`operator_dead_letters`, `operator_webhooks`).
+pub mod dead_letters;
+pub mod wallets;
+pub mod webhooks;
+use crate::http::pipeline::fields::Text;
+use crate::http::pipeline::fields::UuidText;
+use chrono::SecondsFormat;
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi, SecurityScheme,
+    auth::ApiKey,
+    param::{Path, Query},
+};
+use serde::{Deserialize, Serialize};
+
+use crate::http::pipeline::common::path_uuid;
+use crate::http::{
+    openapi::tags::Tag,
+    pipeline::body::{JsonBody, Validate},
+    pipeline::reply::Reply,
+};
+use crate::{
+    domain::{
+        operators::{self, Operator},
+        validate::Errors,
+    },
+    error::ApiError,
+    state::AppState,
+    store,
+};
+
+/// The operator credential (`wallet-api operator create`), in the `x-operator-key` header.
+#[derive(SecurityScheme)]
+#[oai(
+    rename = "OperatorKey",
+    ty = "api_key",
+    key_name = "x-operator-key",
+    key_in = "header",
+    checker = "operator_checker"
+)]
+pub struct OperatorAuth(pub Operator);
+
+async fn operator_checker(req: &poem::Request, key: ApiKey) -> poem::Result<Operator> {
+    let st = req
+        .data::<AppState>()
+        .ok_or_else(|| ApiError::internal("AppState missing from the request"))?;
+    let client = crate::infra::current_request::client_address(req.remote_addr());
+    let attempt = operators::sign_in::Attempt {
+        budget: operators::sign_in::Budget::of(&st.config),
+        key: &key.key,
+        client: &client,
+        surface: "api",
+    };
+    let operator = operators::sign_in::sign_in(&st.db, &st.kv, &attempt).await?;
+    crate::infra::current_request::set_caller(operator.id);
+    Ok(operator)
+}
+
+pub struct OperatorApi;
+
+/// Why the operator acts (kept in the audit log).
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct OperatorAction {
+    #[serde(default)]
+    pub reason: Text<1, 500>,
+}
+
+impl Validate for OperatorAction {
+    fn validate(&self, e: &mut Errors) {
+        self.reason.check(e, "/reason");
+    }
+}
+
+/// An integration's status.
+#[derive(Object, Serialize)]
+pub struct IntegrationStatus {
+    pub integration_id: String,
+    /// `ACTIVE` or `SUSPENDED`.
+    pub status: String,
+}
+
+/// Which identity credential types an integration may use.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct IdentifyCredentialTypesRequest {
+    /// A non-empty subset of phone, card_fingerprint, short_code, provider_customer_id, qr.
+    #[serde(default)]
+    pub credential_types: crate::http::pipeline::fields::List<
+        crate::http::pipeline::fields::Field<
+            crate::http::pipeline::fields::OneOf<
+                crate::http::pipeline::fields::IdentityCredentialTypes,
+            >,
+        >,
+        1,
+        5,
+    >,
+    #[serde(default)]
+    pub reason: Text<1, 500>,
+}
+
+impl Validate for IdentifyCredentialTypesRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.credential_types.check(e, "/credential_types");
+        for (i, t) in self.credential_types.iter().enumerate() {
+            t.check(e, &format!("/credential_types/{i}"));
+        }
+        self.reason.check(e, "/reason");
+    }
+}
+
+/// The identity credential types an integration may use.
+#[derive(Object, Serialize)]
+pub struct IdentifyCredentialTypes {
+    pub integration_id: String,
+    pub credential_types: Vec<String>,
+}
+
+/// The browser origins an integration's web apps call from (CORS); the list replaces the
+/// one before.
+#[derive(Object, Deserialize, Debug, Clone)]
+pub struct CorsOriginsRequest {
+    /// Up to 20 origins, each `https://host[:port]` (plain `http` for localhost only), with no
+    /// path. Empty: no browser may call. Only operations that take a terminal JWT are ever
+    /// offered to a browser.
+    pub origins: crate::http::pipeline::fields::List<crate::http::pipeline::fields::Origin, 0, 20>,
+    #[serde(default)]
+    pub reason: Text<1, 500>,
+}
+
+impl Validate for CorsOriginsRequest {
+    fn validate(&self, e: &mut Errors) {
+        self.origins.check(e, "/origins");
+        for (i, o) in self.origins.iter().enumerate() {
+            o.check(e, &format!("/origins/{i}"));
+        }
+        self.reason.check(e, "/reason");
+    }
+}
+
+#[derive(Object, Serialize)]
+pub struct CorsOrigins {
+    pub integration_id: String,
+    pub origins: Vec<String>,
+}
+
+/// One audited operator action.
+#[derive(Object, Serialize)]
+pub struct AuditEntry {
+    pub audit_id: String,
+    pub actor: String,
+    pub action: String,
+    pub target_type: String,
+    #[oai(nullable)]
+    pub target_id: Option<String>,
+    #[oai(nullable)]
+    pub reason: Option<String>,
+    pub details: serde_json::Value,
+    pub created_at: String,
+}
+
+#[OpenApi(tag = "Tag::Platform")]
+impl OperatorApi {
+    /// Suspend an integration (operators)
+    ///
+    /// Every key of the integration stops working at once, on every replica. Audited.
+    #[oai(
+        path = "/operator/integrations/:integration_id/suspend",
+        method = "post",
+        operation_id = "operatorSuspendIntegration"
+    )]
+    async fn suspend(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        integration_id: Path<UuidText>,
+        body: JsonBody<OperatorAction>,
+    ) -> poem::Result<Reply<IntegrationStatus>> {
+        self.set(
+            state.0,
+            &auth.0,
+            &integration_id.0,
+            operators::IntegrationChange::Suspend,
+            body.value.reason.into(),
+        )
+        .await
+    }
+
+    /// Reactivate an integration (operators)
+    #[oai(
+        path = "/operator/integrations/:integration_id/reactivate",
+        method = "post",
+        operation_id = "operatorReactivateIntegration"
+    )]
+    async fn reactivate(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        integration_id: Path<UuidText>,
+        body: JsonBody<OperatorAction>,
+    ) -> poem::Result<Reply<IntegrationStatus>> {
+        self.set(
+            state.0,
+            &auth.0,
+            &integration_id.0,
+            operators::IntegrationChange::Reactivate,
+            body.value.reason.into(),
+        )
+        .await
+    }
+
+    /// Set an integration's identity credential types (operators)
+    ///
+    /// What `POST /identify`, checkout-session identification, claims and the lookup
+    /// accept from this integration, and what `GET /capabilities` reports. Audited.
+    #[oai(
+        path = "/operator/integrations/:integration_id/identify-credential-types",
+        method = "post",
+        operation_id = "operatorSetIdentifyCredentialTypes"
+    )]
+    async fn set_identify_types(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        integration_id: Path<UuidText>,
+        body: JsonBody<IdentifyCredentialTypesRequest>,
+    ) -> poem::Result<Reply<IdentifyCredentialTypes>> {
+        let id = path_uuid("path:integrationId", &integration_id.0)?;
+        let b = body.value;
+        let i = operators::set_identify_credential_types(
+            &state.0.db,
+            &auth.0,
+            id,
+            &b.credential_types
+                .iter()
+                .map(|t| t.to_string())
+                .collect::<Vec<_>>(),
+            b.reason.into(),
+        )
+        .await?;
+        state.0.capabilities.clear();
+        Ok(Reply::ok(&IdentifyCredentialTypes {
+            integration_id: i.id.to_string(),
+            credential_types: serde_json::from_value(i.identify_credential_types)
+                .map_err(ApiError::internal)?,
+        }))
+    }
+
+    /// Set an integration's browser origins (operators)
+    ///
+    /// The origins from which a browser app of this integration (a wallet app minting QR
+    /// codes, a web POS) may call the operations that take a terminal JWT. None by default.
+    /// Other replicas apply a change within 30 seconds. Audited.
+    #[oai(
+        path = "/operator/integrations/:integration_id/cors-origins",
+        method = "post",
+        operation_id = "operatorSetCorsOrigins"
+    )]
+    async fn set_cors_origins(
+        &self,
+        state: Data<&AppState>,
+        auth: OperatorAuth,
+        integration_id: Path<UuidText>,
+        body: JsonBody<CorsOriginsRequest>,
+    ) -> poem::Result<Reply<CorsOrigins>> {
+        let id = path_uuid("path:integrationId", &integration_id.0)?;
+        let b = &body.value;
+        let mut origins: Vec<String> = b
+            .origins
+            .iter()
+            .filter_map(|o| crate::domain::cors::normalize_origin(o).ok())
+            .collect();
+        origins.sort();
+        origins.dedup();
+        operators::set_cors_origins(&state.0.db, &auth.0, id, &origins, b.reason.to_string())
+            .await?;
+        state.0.cors.clear();
+        Ok(Reply::ok(&CorsOrigins {
+            integration_id: id.to_string(),
+            origins,
+        }))
+    }
+
+    /// Operator audit log (operators)
+    ///
+    /// Every operator action, newest first, cursor-paginated.
+    #[oai(
+        path = "/operator/audit-log",
+        method = "get",
+        operation_id = "operatorAuditLog"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn audit_log(
+        &self,
+        state: Data<&AppState>,
+        _auth: OperatorAuth,
+        /// Only this actor (as listed, e.g. `operator:<id>:<name>` or `cli:<user>`).
+        actor: Query<Option<String>>,
+        /// Only this action (e.g. `dead_letter.replay`, `integration.suspend`).
+        action: Query<Option<String>>,
+        /// Only entries about this object (an integration or dead letter id).
+        target_id: Query<Option<String>>,
+        /// 1 to 200, default 50.
+        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
+        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
+    ) -> poem::Result<Reply<Vec<AuditEntry>>> {
+        let mut e = Errors::default();
+        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
+        e.finish()?;
+        let before = crate::http::pipeline::cursor::after("audit", &cursor.0)?;
+        let f = store::operators::AuditFilter {
+            actor: actor.0,
+            action: action.0,
+            target_id: target_id.0,
+            ..Default::default()
+        };
+        let rows = store::operators::audit_page(&state.0.db, &f, before, limit + 1)
+            .await
+            .map_err(ApiError::from)?;
+        let (rows, more) = crate::domain::page_of(rows, limit);
+        let page = crate::http::pipeline::cursor::page("audit", &rows, more, |r| r.id);
+        let items: Vec<AuditEntry> = rows
+            .into_iter()
+            .map(|r| AuditEntry {
+                audit_id: r.id.to_string(),
+                actor: r.actor,
+                action: r.action,
+                target_type: r.target_type,
+                target_id: r.target_id,
+                reason: r.reason,
+                details: r.details,
+                created_at: r.created_at.to_rfc3339_opts(SecondsFormat::Millis, true),
+            })
+            .collect();
+        Ok(Reply::page(&items, &page))
+    }
+}
+
+impl OperatorApi {
+    async fn set(
+        &self,
+        st: &AppState,
+        op: &Operator,
+        raw_id: &str,
+        change: operators::IntegrationChange,
+        reason: String,
+    ) -> poem::Result<Reply<IntegrationStatus>> {
+        let id = path_uuid("path:integrationId", raw_id)?;
+        let i = operators::set_integration_status(
+            &st.db,
+            &st.key_auth(),
+            &st.standing(),
+            op,
+            id,
+            change,
+            reason,
+        )
+        .await?;
+        Ok(Reply::ok(&IntegrationStatus {
+            integration_id: i.id.to_string(),
+            status: i.status.as_str().to_string(),
+        }))
+    }
+}

@@ -1,0 +1,198 @@
+//! The one path every mutating operation takes. A handler names its Idempotency-Key
+//! parameter with the [`Idempotent`] extractor, which reads the header once and names the
+//! operation by the request's method and path (as the early replay layer does); the
+//! handler checks what is its own (permission, path ids) and hands its domain work to
+//! [`Idempotent::run`], which applies the scope guard on `context`, then runs the work
+//! inside the idempotent transaction and records its response with it.
+use poem::{Request, RequestBody};
+use poem_openapi::{
+    ApiExtractor, ApiExtractorType, ExtractParamOptions,
+    registry::{MetaParamIn, MetaSchema, MetaSchemaRef, Registry},
+};
+use sea_orm::DatabaseTransaction;
+use serde::Serialize;
+use serde_json::Value;
+use uuid::Uuid;
+
+use crate::http::{
+    operator::OperatorAuth, pipeline::body::JsonBody, pipeline::common::RequestContext,
+    pipeline::reply::Reply,
+};
+use crate::{
+    domain::{
+        credentials::{
+            Principal,
+            scope::{self, Acting},
+        },
+        validate,
+    },
+    error::ApiError,
+    idempotency::{self, Outcome},
+    state::AppState,
+};
+
+/// A mutating request's `Idempotency-Key` (declare it `#[oai(name = "Idempotency-Key")]`)
+/// and the operation it keys: the method and the path as requested.
+pub struct Idempotent<'a> {
+    state: &'a AppState,
+    /// Parsed here, reported by `run`: the operation's own checks (permission, path ids)
+    /// answer first.
+    key: Result<String, ApiError>,
+    operation: String,
+    ttl: Option<chrono::Duration>,
+}
+
+impl<'a> ApiExtractor<'a> for Idempotent<'a> {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::Parameter];
+    // Published as what it is: required, a UUID. Checked here, not by the framework, so a
+    // missing or malformed key is reported after the operation's own checks (see `key`).
+    const PARAM_IS_REQUIRED: bool = true;
+
+    type ParamType = String;
+    type ParamRawType = ();
+
+    fn register(_registry: &mut Registry) {}
+
+    fn param_in() -> Option<MetaParamIn> {
+        Some(MetaParamIn::Header)
+    }
+
+    // A pattern rather than `format: uuid`: generators type a uuid-format header as a UUID
+    // object, and openapi-python-client then hands that object to httpx, which refuses it.
+    fn param_schema_ref() -> Option<MetaSchemaRef> {
+        Some(MetaSchemaRef::Inline(Box::new(MetaSchema {
+            pattern: Some(validate::UUID_PATTERN.to_string()),
+            min_length: Some(36),
+            max_length: Some(36),
+            ..MetaSchema::new("string")
+        })))
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        _body: &mut RequestBody,
+        param_opts: ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        let state = request
+            .data::<AppState>()
+            .ok_or_else(|| ApiError::internal("the application state is not installed"))?;
+        let raw = request
+            .headers()
+            .get_all(param_opts.name)
+            .iter()
+            .find_map(|v| v.to_str().ok());
+        Ok(Idempotent {
+            state,
+            key: idempotency::parse_key(raw),
+            operation: idempotency::operation(
+                request.method().as_str(),
+                request.original_uri().path(),
+            ),
+            ttl: None,
+        })
+    }
+}
+
+impl<'a> Idempotent<'a> {
+    /// The service's state, for work that needs more than the transaction.
+    pub fn state(&self) -> &'a AppState {
+        self.state
+    }
+
+    /// Keeps the response for `ttl` instead of the configured replay window.
+    pub fn ttl(mut self, ttl: chrono::Duration) -> Self {
+        self.ttl = Some(ttl);
+        self
+    }
+
+    /// Runs `work` once per key under the scope guard on the body's `context`, or replays
+    /// what it answered. The body as parsed JSON is the request's fingerprint.
+    pub async fn run<T, B>(
+        self,
+        principal: &Principal,
+        body: &JsonBody<B>,
+        work: impl AsyncFnOnce(&DatabaseTransaction, Acting) -> Result<Outcome<T>, ApiError>,
+    ) -> poem::Result<Reply<T>>
+    where
+        T: Serialize + Send,
+    {
+        self.run_prepared(
+            principal,
+            body,
+            async || Ok(()),
+            async move |txn, acting, ()| work(txn, acting).await,
+        )
+        .await
+    }
+
+    /// `run` with a `prepare` step that only runs when the work will (never for a replay),
+    /// outside the database transaction: slow, lock-free work such as hashing a new key.
+    pub async fn run_prepared<T, P, B>(
+        self,
+        principal: &Principal,
+        body: &JsonBody<B>,
+        prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
+        work: impl AsyncFnOnce(&DatabaseTransaction, Acting, P) -> Result<Outcome<T>, ApiError>,
+    ) -> poem::Result<Reply<T>>
+    where
+        T: Serialize + Send,
+    {
+        let key = self.key?;
+        let (merchant_id, branch_id) = scope_ids(&body.json);
+        let acting = scope::authorize(&self.state.db, principal, merchant_id, branch_id).await?;
+        let mut request = idempotency::Request::new(principal, key, self.operation, &body.json);
+        request.ttl = self.ttl;
+        let rendered = idempotency::execute_prepared(
+            self.state.idempotency(),
+            request,
+            prepare,
+            async move |txn, prepared| work(txn, acting, prepared).await,
+        )
+        .await?;
+        Ok(Reply::rendered(rendered))
+    }
+
+    /// An operator's mutation: keyed by the operator (whose keys never meet a tenant's),
+    /// in one transaction; operators act above any tenant's scope.
+    pub async fn run_as_operator<T, B>(
+        self,
+        auth: &OperatorAuth,
+        body: &JsonBody<B>,
+        work: impl AsyncFnOnce(&DatabaseTransaction) -> Result<Outcome<T>, ApiError>,
+    ) -> poem::Result<Reply<T>>
+    where
+        T: Serialize + Send,
+    {
+        let key = self.key?;
+        let request =
+            idempotency::Request::for_operator(auth.0.id, key, self.operation, &body.json);
+        let rendered = idempotency::execute(self.state.idempotency(), request, work).await?;
+        Ok(Reply::rendered(rendered))
+    }
+}
+
+/// The body's `context` (every mutating body has one; an absent one is the empty context,
+/// as the body's own type reads it).
+/// The two ids the scope guard reads from `context`, taken from the body already parsed and
+/// validated (a well-formed UUID where present; `""` reads as absent, as it does in
+/// `RequestContext`), without building the whole context a second time.
+fn scope_ids(json: &Value) -> (Uuid, Option<Uuid>) {
+    let id = |field: &str| {
+        json.get("context")
+            .and_then(|c| c.get(field))
+            .and_then(Value::as_str)
+            .and_then(|s| Uuid::parse_str(s).ok())
+    };
+    (id("merchant_id").unwrap_or_default(), id("branch_id"))
+}
+
+/// The scope guard on a request's `context`, for operations that do not mutate (reads and
+/// read-shaped POSTs); `run` applies the same guard.
+pub async fn authorize(
+    state: &AppState,
+    principal: &Principal,
+    context: &RequestContext,
+) -> Result<Acting, ApiError> {
+    let ctx = context.parsed();
+    scope::authorize(&state.db, principal, ctx.merchant_id, ctx.branch_id).await
+}

@@ -1,0 +1,193 @@
+//! The event feed (x-api-key, permission `webhooks`): the events the webhooks carry, pulled.
+use crate::http::pipeline::fields::UuidText;
+use poem::web::Data;
+use poem_openapi::{
+    Object, OpenApi,
+    param::{Path, Query},
+};
+use serde::Serialize;
+
+use crate::http::{
+    openapi::tags::Tag,
+    pipeline::auth::ApiKeyAuth,
+    pipeline::common::{path_uuid, ts},
+    pipeline::reply::Reply,
+};
+use crate::{
+    domain::{
+        credentials::Permission,
+        event_feed::{self, Event},
+        validate::{self, Errors},
+    },
+    state::AppState,
+};
+
+/// An event exactly as its webhook delivery carried it (the spec's event envelope).
+#[derive(Object, Serialize)]
+pub struct EventView {
+    /// Globally unique; the receiver's deduplication key.
+    pub event_id: String,
+    /// One of the catalog's event types.
+    pub event_type: String,
+    /// When the change happened (RFC 3339, milliseconds, UTC).
+    pub occurred_at: String,
+    /// When the relay emitted it, after the change's transaction committed.
+    pub emitted_at: String,
+    pub merchant_id: String,
+    /// The event's payload, as delivered.
+    pub data: serde_json::Value,
+    /// Monotonic per resource; orders events within one resource only.
+    pub sequence_number: i64,
+}
+
+fn view(e: &Event) -> EventView {
+    EventView {
+        event_id: e.event_id.to_string(),
+        event_type: e.event_type.clone(),
+        occurred_at: ts(e.occurred_at),
+        emitted_at: ts(e.emitted_at),
+        merchant_id: e.merchant_id.to_string(),
+        data: e.data.clone(),
+        sequence_number: e.sequence_number,
+    }
+}
+
+pub struct EventsApi;
+
+#[OpenApi(tag = "Tag::Webhooks")]
+impl EventsApi {
+    /// List events
+    ///
+    /// The catalog events of the caller's merchants, newest first, with the payloads the
+    /// webhooks carry: an integration whose endpoint was down pulls what it missed. Kept
+    /// for 30 days: `occurred_after` defaults to, and cannot reach before, 30 days ago.
+    /// Scoped like the subscriptions: a platform key sees every merchant linked to its
+    /// integration (narrow with `merchant_id`), a merchant's key its own. Only emitted
+    /// events are listed (an event appears once the relay has sent it to the queues,
+    /// within a second of its commit). Cursor-paginated (`limit` 1–200, default 50).
+    ///
+    /// Permission: `webhooks`.
+    #[oai(path = "/events", method = "get", operation_id = "listEvents")]
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        /// Only this merchant's events (a platform key; a merchant's key sees its own).
+        merchant_id: Query<Option<UuidText>>,
+        /// Only events of this type (the catalog's).
+        event_type: Query<
+            Option<
+                crate::http::pipeline::fields::Field<
+                    crate::http::pipeline::fields::OneOf<crate::http::pipeline::fields::EventTypes>,
+                >,
+            >,
+        >,
+        /// With `resource_id`: only the events of one resource (`payment`, `topup`,
+        /// `wallet`, `wallet_user`, `promo_grant`, `offer`, `settlement`), in which
+        /// `sequence_number` orders them.
+        resource_type: Query<Option<crate::http::pipeline::fields::Text<1, 64>>>,
+        resource_id: Query<Option<crate::http::pipeline::fields::Text<1, 128>>>,
+        /// Only events that occurred at or after this time (RFC 3339).
+        occurred_after: Query<Option<crate::http::pipeline::fields::DateTimeText>>,
+        /// Only events that occurred before this time (RFC 3339).
+        occurred_before: Query<Option<crate::http::pipeline::fields::DateTimeText>>,
+        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
+        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
+    ) -> poem::Result<Reply<Vec<EventView>>> {
+        auth.0.require(Permission::Webhooks)?;
+        let mut e = Errors::default();
+        let merchant_id = merchant_id
+            .0
+            .as_deref()
+            .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
+        if let Some(t) = &event_type.0 {
+            t.check(&mut e, "query:event_type");
+        }
+        let resource = match (resource_type.0, resource_id.0) {
+            (Some(t), Some(i)) => {
+                t.check(&mut e, "query:resource_type");
+                i.check(&mut e, "query:resource_id");
+                Some((t.into_string(), i.into_string()))
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                e.push(
+                    "query:resource_id",
+                    "required",
+                    "name the resource with resource_type",
+                );
+                None
+            }
+            (None, Some(_)) => {
+                e.push(
+                    "query:resource_type",
+                    "required",
+                    "name the resource with resource_id",
+                );
+                None
+            }
+        };
+        let after = occurred_after
+            .0
+            .as_deref()
+            .and_then(|t| validate::rfc3339(&mut e, "query:occurred_after", t));
+        let before = occurred_before
+            .0
+            .as_deref()
+            .and_then(|t| validate::rfc3339(&mut e, "query:occurred_before", t));
+        if let (Some(a), Some(b)) = (after, before)
+            && a >= b
+        {
+            e.push(
+                "query:occurred_before",
+                "invalid_range",
+                "must be later than occurred_after",
+            );
+        }
+        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
+        e.finish()?;
+        let cursor_id = crate::http::pipeline::cursor::after("event", &cursor.0)?;
+        let q = event_feed::Query {
+            merchant_id,
+            event_type: event_type.0.map(String::from),
+            resource,
+            occurred_after: after,
+            occurred_before: before,
+        };
+        let read = state.0.lagging().await;
+        let (rows, more) = event_feed::list(&read.db, &auth.0, &q, cursor_id, limit).await?;
+        let page = crate::http::pipeline::cursor::page("event", &rows, more, |e| e.event_id);
+        Ok(Reply::lagging_page(
+            &rows.iter().map(view).collect::<Vec<_>>(),
+            &page,
+            read.served,
+        ))
+    }
+
+    /// Get an event
+    ///
+    /// One event of the caller's merchants, as its webhook delivery carried it. Another
+    /// integration's event, or one older than 30 days, is NOT_FOUND.
+    ///
+    /// Permission: `webhooks`.
+    #[oai(path = "/events/:event_id", method = "get", operation_id = "getEvent")]
+    async fn get(
+        &self,
+        state: Data<&AppState>,
+        auth: ApiKeyAuth,
+        event_id: Path<UuidText>,
+    ) -> poem::Result<Reply<EventView>> {
+        auth.0.require(Permission::Webhooks)?;
+        let id = path_uuid("path:eventId", &event_id.0)?;
+        let read = state.0.lagging().await;
+        let (e, served) = match event_feed::get(&read.db, &auth.0, id).await {
+            Err(e) if read.ask_primary_after(&e) => (
+                event_feed::get(&state.0.db, &auth.0, id).await?,
+                crate::store::replica::Served::Primary,
+            ),
+            found => (found?, read.served),
+        };
+        Ok(Reply::lagging(&view(&e), served))
+    }
+}
