@@ -14,7 +14,7 @@ use entities::{wallet, wallet_user};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     caller::Caller,
     enrollment, ledger,
     payments::{self, Credential},
@@ -84,7 +84,7 @@ async fn resolve<C: ConnectionTrait>(
             let n = store::payments::find_live_qr_by_hash(
                 c,
                 merchant,
-                &super::credential_codes::nonce_hash(qr_payload),
+                &crate::domain::credential_codes::nonce_hash(qr_payload),
                 now,
             )
             .await?
@@ -97,7 +97,7 @@ async fn resolve<C: ConnectionTrait>(
             let n = store::payments::find_live_qr_by_short_code(
                 c,
                 merchant,
-                &super::credential_codes::short_code_hash(sealer, merchant, short_code),
+                &crate::domain::credential_codes::short_code_hash(sealer, merchant, short_code),
                 now,
             )
             .await?

@@ -34,7 +34,7 @@ pub async fn create<C: ConnectionTrait>(
     b: NewBudget,
     now: DateTime<Utc>,
 ) -> Result<budget::Model, ApiError> {
-    super::currencies::require_currency(c, merchant, &b.currency).await?;
+    crate::domain::currencies::require_currency(c, merchant, &b.currency).await?;
     Ok(store::incentives::insert_budget(
         c,
         budget::Model {
@@ -72,7 +72,7 @@ pub async fn list<C: ConnectionTrait>(
     limit: u64,
 ) -> Result<(Vec<budget::Model>, bool), ApiError> {
     let rows = store::incentives::budgets_page(c, merchant, after, limit + 1).await?;
-    Ok(super::page_of(rows, limit))
+    Ok(crate::domain::page_of(rows, limit))
 }
 
 /// A change of a budget's terms; `None` keeps the current value.

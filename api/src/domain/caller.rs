@@ -3,7 +3,7 @@
 //! importing each other.
 use uuid::Uuid;
 
-use super::credentials::scope::Acting;
+use crate::domain::credentials::scope::Acting;
 
 /// Who is calling, once authenticated and scope-checked.
 #[derive(Clone, Debug)]
@@ -16,7 +16,7 @@ pub struct Caller {
     /// service issued; kept in the decision's events so support can find it.
     pub decision_trace_id: Option<String>,
     /// The time the caller's rules run at (its integration's test clock in the sandbox).
-    pub clock: super::clock::Clock,
+    pub clock: crate::domain::clock::Clock,
 }
 
 impl Caller {

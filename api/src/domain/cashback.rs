@@ -9,7 +9,7 @@ use entities::{cashback_rule, payment, promo_grant, wallet};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     budgets::{self, Take},
     events::NewOutbox,
     ledger, money, rewards, wallets,
@@ -144,7 +144,7 @@ pub async fn accrue<C: ConnectionTrait>(
     .await?;
     g.remaining_minor = amount;
     rewards::record(c, p, rewards::CASHBACK, rule.id, &g, rule.budget_id, now).await?;
-    let events = vec![super::grant_events::accrued_event(&g, w, p.id, now)];
+    let events = vec![crate::domain::grant_events::accrued_event(&g, w, p.id, now)];
     Ok(Some(Accrued { grant: g, events }))
 }
 

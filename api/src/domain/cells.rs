@@ -8,7 +8,7 @@
 //! naming no cell belongs to the home cell: the deployment with no `WALLET_CELL`.
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 
-use super::credentials::api_key;
+use crate::domain::credentials::api_key;
 
 /// The cell a partner key names; `None` for the home cell's keys and for anything that is
 /// not a partner key.

@@ -9,7 +9,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     caller::Caller,
     credentials::{Principal, scope},
     customers::{self, IdentityCredential, Resolution, ResolutionState},

@@ -5,7 +5,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{credentials::Principal, transactions::Located};
+use crate::domain::{credentials::Principal, transactions::Located};
 use crate::{error::ApiError, store};
 
 /// Who made a correction, for the audit log.

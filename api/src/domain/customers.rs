@@ -7,14 +7,14 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     caller::Caller,
     events::{NewOutbox, OutboxKind},
     wallets::{self, Balance, PENDING_PROOF, VERIFIED},
 };
 use crate::{error::ApiError, infra::crypto::Sealer, store};
 
-pub use super::identity::IDENTITY_CREDENTIAL_TYPES;
+pub use crate::domain::identity::IDENTITY_CREDENTIAL_TYPES;
 
 /// After a pending-proof window lapsed without proof.
 pub const EXPIRED: WalletUserState = WalletUserState::Expired;
@@ -115,13 +115,13 @@ pub async fn find_identity<C: ConnectionTrait>(
             None,
         ),
         IdentityCredential::Qr(payload) => {
-            let hash = super::credential_codes::nonce_hash(payload);
+            let hash = crate::domain::credential_codes::nonce_hash(payload);
             let wallet =
                 via_nonce(store::payments::find_live_qr_by_hash(c, merchant, &hash, now).await?);
             (identity_of_wallet(c, merchant, wallet).await?, wallet)
         }
         IdentityCredential::ShortCode(code) => {
-            let hash = super::credential_codes::short_code_hash(sealer, merchant, code);
+            let hash = crate::domain::credential_codes::short_code_hash(sealer, merchant, code);
             let wallet = via_nonce(
                 store::payments::find_live_qr_by_short_code(c, merchant, &hash, now).await?,
             );
@@ -402,9 +402,11 @@ pub async fn lookup<C: ConnectionTrait>(
         out.identity_state = Some(identity.state.as_str().to_string());
         for w in store::wallets::wallets_of_identity(c, identity.id).await? {
             if program.is_none_or(|p| p == w.wallet_program_id) {
-                out.escrowed_actual_minor +=
-                    store::ledger::account_balance(c, super::ledger::Account::MerchantEscrow(w.id))
-                        .await?;
+                out.escrowed_actual_minor += store::ledger::account_balance(
+                    c,
+                    crate::domain::ledger::Account::MerchantEscrow(w.id),
+                )
+                .await?;
             }
         }
         resolution.badge = Some("EXPIRED".into());

@@ -13,7 +13,7 @@ use entities::{dead_letter, dead_letter::DeadLetterStatus};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     events::{NewOutbox, OutboxKind},
     job_requests::QUEUES,
     operators,

@@ -8,7 +8,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::{credentials::Principal, webhooks};
+use crate::domain::{credentials::Principal, webhooks};
 use crate::{
     error::ApiError,
     store::events::{self as store, Filter, Merchants},
@@ -91,7 +91,7 @@ pub async fn list<C: ConnectionTrait>(
 ) -> Result<(Vec<Event>, bool), ApiError> {
     let f = filter(p, q, Utc::now())?;
     let rows = store::page(c, &f, before, limit + 1).await?;
-    let (rows, more) = super::page_of(rows, limit);
+    let (rows, more) = crate::domain::page_of(rows, limit);
     Ok((rows.into_iter().filter_map(Event::of).collect(), more))
 }
 

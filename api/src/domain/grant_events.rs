@@ -6,7 +6,7 @@ use entities::{promo_grant, wallet, wallet_user};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::events::{NewOutbox, OutboxKind};
+use crate::domain::events::{NewOutbox, OutboxKind};
 
 /// `promo_grant.accrued`.
 pub fn accrued_event(

@@ -9,7 +9,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     events::{NewOutbox, OutboxKind},
     ledger,
     operators::{self, Operator},
@@ -38,7 +38,7 @@ pub async fn list<C: ConnectionTrait>(
         .map(|w| w.id)
         .collect();
     let rows = store::wallets::grants_page(c, &wallets, state, source, after, limit + 1).await?;
-    Ok(super::page_of(rows, limit))
+    Ok(crate::domain::page_of(rows, limit))
 }
 
 fn grant_event(

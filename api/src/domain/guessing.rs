@@ -6,7 +6,7 @@
 //! database transaction: before it opens, or after it ended.
 use uuid::Uuid;
 
-use super::{credentials::Principal, customers::IdentityCredential};
+use crate::domain::{credentials::Principal, customers::IdentityCredential};
 use crate::{
     config::Config,
     error::{ApiError, ErrorCode, RateLimitInfo},

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
 
-use super::events::{NewOutbox, OutboxKind};
+use crate::domain::events::{NewOutbox, OutboxKind};
 use crate::{infra::crypto::Sealer, store};
 
 /// The `sms_send` job.

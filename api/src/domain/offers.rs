@@ -12,7 +12,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     budgets::{self, Take},
     caller::Caller,
     credentials::Principal,
@@ -196,7 +196,7 @@ pub async fn list<C: ConnectionTrait>(
 ) -> Result<(Vec<offer::Model>, bool), ApiError> {
     let rows = store::incentives::offers_page(c, merchant, wallet_user_id, state, after, limit + 1)
         .await?;
-    Ok(super::page_of(rows, limit))
+    Ok(crate::domain::page_of(rows, limit))
 }
 
 /// One armed offer measured against a prospective payment.
@@ -397,7 +397,7 @@ pub async fn redeem<C: ConnectionTrait>(
                        "grant_id": g.id.to_string()}),
                 now,
             ),
-            super::grant_events::accrued_event(&g, &w, o.id, now),
+            crate::domain::grant_events::accrued_event(&g, &w, o.id, now),
             wallets::balance_changed(&w, &balance_after, "offer", o.id, now),
         ],
     )

@@ -13,7 +13,7 @@ use crate::{
 
 /// Payment credential types `POST /v1/payments` accepts. Empty until the payments issue
 /// (#4) mounts the operation: capabilities never promise what is not served.
-pub const PAYMENT_CREDENTIAL_TYPES: &[&str] = super::payments::ENABLED_CREDENTIALS;
+pub const PAYMENT_CREDENTIAL_TYPES: &[&str] = crate::domain::payments::ENABLED_CREDENTIALS;
 
 /// How long a replica reuses a computed capabilities answer (documented on the operation).
 pub const CAPABILITIES_TTL: Duration = Duration::from_secs(5);

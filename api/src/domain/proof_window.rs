@@ -8,7 +8,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::events::{NewOutbox, OutboxKind};
+use crate::domain::events::{NewOutbox, OutboxKind};
 use crate::{error::ApiError, store};
 
 /// What a held credit holds: the wallet's actual money and locked promotional credit.

@@ -7,7 +7,7 @@ use sea_orm::ConnectionTrait;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{topups::Bonus, validate::Errors, wallets};
+use crate::domain::{topups::Bonus, validate::Errors, wallets};
 use crate::{error::ApiError, store};
 
 /// A bonus grant's lifetime when the config names none.
@@ -102,7 +102,7 @@ pub async fn configure<C: ConnectionTrait>(
         )));
     }
     if let Some(b) = cfg.budget_id {
-        let budget = super::budgets::get(c, merchant, b).await?;
+        let budget = crate::domain::budgets::get(c, merchant, b).await?;
         if budget.currency != cfg.currency {
             return Err(ApiError::field(
                 "/budget_id",

@@ -15,7 +15,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     budgets,
     events::{NewOutbox, OutboxKind},
     ledger,

@@ -14,7 +14,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     budgets, corrections,
     credentials::Principal,
     events::{NewOutbox, OutboxKind},
@@ -115,7 +115,7 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
     };
     store::disputes::insert_reversal(c, reversal.clone()).await?;
     let topup = topup::Model {
-        status: super::topups::REVERSED,
+        status: crate::domain::topups::REVERSED,
         ..t
     };
     store::topups::update(c, topup.clone()).await?;
@@ -159,10 +159,10 @@ async fn give_back_budget<C: ConnectionTrait>(
 /// Why a top-up has no credit to take back, or None when it has.
 pub(crate) fn nothing_to_take(t: &topup::Model) -> Option<&'static str> {
     match t.status {
-        super::topups::PENDING | super::topups::FAILED => {
+        crate::domain::topups::PENDING | crate::domain::topups::FAILED => {
             Some("nothing was credited: its settlement has not settled")
         }
-        super::topups::REVERSED => Some("its credit was already taken back"),
+        crate::domain::topups::REVERSED => Some("its credit was already taken back"),
         _ => None,
     }
 }

@@ -9,7 +9,7 @@ use entities::{dispute, outbox, payment, payment_refund, topup, topup_reversal};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::credentials::{Principal, Scope};
+use crate::domain::credentials::{Principal, Scope};
 use crate::{
     error::ApiError,
     store::{
@@ -45,9 +45,9 @@ pub fn status_of(p: &payment::Model) -> &'static str {
 /// chargeback, or detached from a customer).
 pub fn topup_status(t: &topup::Model) -> &'static str {
     match t.status {
-        super::topups::PENDING => "pending",
-        super::topups::FAILED => "failed",
-        super::topups::REVERSED => "reversed",
+        crate::domain::topups::PENDING => "pending",
+        crate::domain::topups::FAILED => "failed",
+        crate::domain::topups::REVERSED => "reversed",
         _ => "completed",
     }
 }
@@ -204,7 +204,7 @@ pub async fn locate<C: ConnectionTrait>(
     check_integration(p, integration_id)?;
     if let Some(payment) = store::payments::find(c, id).await? {
         if payment.integration_id != integration_id
-            || !super::payments::visible(c, p, &payment).await?
+            || !crate::domain::payments::visible(c, p, &payment).await?
         {
             return Err(other_integration());
         }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     events::{NewOutbox, OutboxKind},
     ledger::{self, GrantState, GrantView},
     money,
@@ -49,8 +49,8 @@ pub struct Balance {
 
 impl Balance {
     /// What an unverified customer's wallet holds until the phone is proven.
-    pub fn held(&self) -> super::proof_window::Held {
-        super::proof_window::Held {
+    pub fn held(&self) -> crate::domain::proof_window::Held {
+        crate::domain::proof_window::Held {
             actual_minor: self.actual_minor,
             promo_locked_minor: self.promo_locked_minor,
         }
@@ -290,16 +290,16 @@ pub async fn import<C: ConnectionTrait>(
     if created {
         store::outbox::append(
             c,
-            super::proof_window::enrolled_event(&identity, &wallet, None, now),
+            crate::domain::proof_window::enrolled_event(&identity, &wallet, None, now),
         )
         .await?;
     }
     if identity.state == PENDING_PROOF {
-        super::proof_window::open_window(
+        crate::domain::proof_window::open_window(
             c,
             &identity,
             program.id,
-            super::proof_window::Origin::Operator,
+            crate::domain::proof_window::Origin::Operator,
             proof_window,
             now,
         )
@@ -442,7 +442,7 @@ pub async fn adjust<C: ConnectionTrait>(
         now,
     )];
     if is_credit && identity.state != VERIFIED {
-        events.push(super::proof_window::credit_held_event(
+        events.push(crate::domain::proof_window::credit_held_event(
             &identity,
             &wallet,
             balance.held(),

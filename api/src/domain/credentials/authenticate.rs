@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 use entities::{api_key as key_row, integration};
 use serde::{Deserialize, Serialize};
 
-use super::{CredentialKind, Principal, Scope, api_key};
+use crate::domain::credentials::{CredentialKind, Principal, Scope, api_key};
 use crate::{
     domain::cells,
     error::{ApiError, ErrorCode},
@@ -272,7 +272,7 @@ impl KeyAuth<'_> {
             scope,
             is_sandbox: key.is_sandbox,
             expires_at: key.expires_at,
-            permissions: super::Permissions::from_column(&key.permissions),
+            permissions: crate::domain::credentials::Permissions::from_column(&key.permissions),
             cashier_id: None,
             linked_merchants,
             credential_fingerprint: None,

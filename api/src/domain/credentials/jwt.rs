@@ -5,7 +5,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation, erro
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::{CredentialKind, Principal, Scope};
+use crate::domain::credentials::{CredentialKind, Principal, Scope};
 
 pub const ISSUER: &str = "service-pos-terminal";
 pub const AUDIENCE: &str = "service-api";
@@ -230,7 +230,9 @@ impl Claims {
             scope: self.scope(),
             is_sandbox: self.sandbox,
             expires_at: Some(self.expires_at()),
-            permissions: super::Permissions::of(&[super::Permission::Terminal]),
+            permissions: crate::domain::credentials::Permissions::of(&[
+                crate::domain::credentials::Permission::Terminal,
+            ]),
             cashier_id: self.cashier_id.clone(),
             linked_merchants: vec![],
             credential_fingerprint: None,

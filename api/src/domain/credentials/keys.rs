@@ -8,12 +8,14 @@
 //! tree in one call.
 use chrono::{DateTime, Utc};
 
-use super::authenticate::KeyAuth;
+use crate::domain::credentials::authenticate::KeyAuth;
 use entities::{api_key, api_key::ApiKeyStatus};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{Permission, Permissions, Principal, Scope, api_key as raw_key, permissions::missing};
+use crate::domain::credentials::{
+    Permission, Permissions, Principal, Scope, api_key as raw_key, permissions::missing,
+};
 use crate::{error::ApiError, store};
 
 /// The states a listed key can be in (a deleted key no longer lists).

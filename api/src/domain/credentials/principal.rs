@@ -124,7 +124,7 @@ pub struct Principal {
     pub expires_at: Option<DateTime<Utc>>,
     /// What the credential may do. A terminal JWT holds `terminal` alone: only a key with
     /// it can mint one.
-    pub permissions: super::Permissions,
+    pub permissions: crate::domain::credentials::Permissions,
     /// Only from a terminal JWT, where it was validated at mint time.
     pub cashier_id: Option<String>,
     /// For an integration-scoped key: the merchants linked to the integration, resolved
@@ -163,7 +163,9 @@ impl Principal {
     /// wider key's response (a minted raw key, say). A key holding every permission keeps
     /// the form it had before permissions existed, so retries across that upgrade replay.
     pub fn scope_fingerprint(&self) -> String {
-        if self.kind == CredentialKind::ApiKey && self.permissions != super::Permissions::all() {
+        if self.kind == CredentialKind::ApiKey
+            && self.permissions != crate::domain::credentials::Permissions::all()
+        {
             format!(
                 "{:?}:{}:{}",
                 self.kind,
@@ -176,7 +178,10 @@ impl Principal {
     }
 
     /// 403 FORBIDDEN naming `p` unless this credential holds it.
-    pub fn require(&self, p: super::Permission) -> Result<(), crate::error::ApiError> {
+    pub fn require(
+        &self,
+        p: crate::domain::credentials::Permission,
+    ) -> Result<(), crate::error::ApiError> {
         self.permissions.require(p)
     }
 }

@@ -4,7 +4,7 @@
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{Principal, Scope};
+use crate::domain::credentials::{Principal, Scope};
 use crate::{error::ApiError, store};
 
 /// Who a request acts for, once authorized.

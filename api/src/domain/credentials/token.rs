@@ -4,7 +4,7 @@ use chrono::Utc;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::credentials::{
     CredentialKind, Principal,
     jwt::{AUDIENCE, Claims, ISSUER, JwtKeys, TTL_SECS},
     scope::Acting,

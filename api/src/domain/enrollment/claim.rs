@@ -5,7 +5,7 @@ use entities::{promo_grant::PromoGrantState, wallet_user};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{Released, release_all};
+use crate::domain::enrollment::{Released, release_all};
 
 use crate::{
     domain::{

@@ -5,11 +5,11 @@ use entities::{enrollment, enrollment::EnrollmentStatus, wallet, wallet_user};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{
-    super::proof_window::{Origin, enrolled_event, new_enrollment},
+use crate::domain::enrollment::{
     MAX_SENDS, Policy, RESEND_COOLDOWN_SECS, Target, find_target, lapse, limited, no_enrollment,
     send_code,
 };
+use crate::domain::proof_window::{Origin, enrolled_event, new_enrollment};
 
 use crate::{
     domain::{

@@ -7,7 +7,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::super::proof_window::event;
+use crate::domain::proof_window::event;
 
 use crate::{
     domain::{

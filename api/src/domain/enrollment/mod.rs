@@ -32,7 +32,7 @@ use rand::Rng;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     caller::Caller,
     job_requests::{self, SmsRequest},
     wallets::VERIFIED,
@@ -55,7 +55,7 @@ pub const RESEND_COOLDOWN_SECS: i64 = 60;
 pub const LANGUAGES: &[&str] = &["en", "de", "fr", "es"];
 const TOKEN_PREFIX: &str = "ev1.";
 
-pub use super::proof_window::{Origin, credit_held_event, enrolled_event, open_window};
+pub use crate::domain::proof_window::{Origin, credit_held_event, enrolled_event, open_window};
 
 /// Deployment settings enrollment needs.
 #[derive(Clone, Debug)]

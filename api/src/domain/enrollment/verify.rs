@@ -10,10 +10,11 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
-    super::proof_window::event, CODE_TTL_SECS, MAX_WRONG_CODES, RESEND_COOLDOWN_SECS, Target,
-    bad_token, find_target, limited, no_enrollment, parse_token, provider_id_free, replayed,
+use crate::domain::enrollment::{
+    CODE_TTL_SECS, MAX_WRONG_CODES, RESEND_COOLDOWN_SECS, Target, bad_token, find_target, limited,
+    no_enrollment, parse_token, provider_id_free, replayed,
 };
+use crate::domain::proof_window::event;
 
 use crate::{
     domain::{

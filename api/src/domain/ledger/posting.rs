@@ -3,7 +3,7 @@
 //! posting sum to zero, so money is only ever moved, never made or lost.
 use uuid::Uuid;
 
-use super::plan::{DebitPlan, RefundPlan};
+use crate::domain::ledger::plan::{DebitPlan, RefundPlan};
 use crate::store::ledger::{AccountRef, BalanceColumn, PostingRows};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

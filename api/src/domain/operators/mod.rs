@@ -211,7 +211,7 @@ pub async fn set_identify_credential_types(
     types: &[String],
     reason: String,
 ) -> Result<entities::integration::Model, ApiError> {
-    let ordered: Vec<String> = super::identity::IDENTITY_CREDENTIAL_TYPES
+    let ordered: Vec<String> = crate::domain::identity::IDENTITY_CREDENTIAL_TYPES
         .iter()
         .filter(|t| types.iter().any(|x| x == *t))
         .map(|t| t.to_string())

@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{Operator, audit};
+use crate::domain::operators::{Operator, audit};
 use crate::{
     error::ApiError,
     store::{self, Db},

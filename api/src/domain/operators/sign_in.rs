@@ -14,7 +14,7 @@ use std::time::Duration;
 use chrono::Utc;
 use serde_json::json;
 
-use super::{Operator, audit};
+use crate::domain::operators::{Operator, audit};
 use crate::{
     domain::credentials::api_key,
     error::{ApiError, RateLimitInfo},

@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 
 use uuid::Uuid;
 
-use super::{
+use crate::domain::payments::{
     otp::verify_otp,
     pay::{Credential, Pay},
 };

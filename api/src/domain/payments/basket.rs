@@ -1,5 +1,5 @@
 //! A payment's basket: its lines, and whether they add up to the amount charged.
-use super::Pay;
+use crate::domain::payments::Pay;
 
 use crate::domain::caller::Caller;
 

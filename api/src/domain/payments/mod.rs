@@ -22,7 +22,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::credentials::{Principal, scope};
+use crate::domain::credentials::{Principal, scope};
 use crate::{
     error::{ApiError, ErrorCode},
     store,

@@ -8,7 +8,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::payments::{
     Credential, Customer, OTP_MAX_SENDS, OTP_MAX_WRONG, OTP_SEND_WINDOW_SECS, OTP_TTL_SECS, Pay,
     WRONG_OTP, identity, otp_invalid,
 };

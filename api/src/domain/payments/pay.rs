@@ -7,7 +7,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::payments::{
     BasketLine, WRONG_OTP, check_basket, check_session, otp_invalid, pending_proof, replayed,
 };
 

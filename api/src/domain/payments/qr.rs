@@ -7,7 +7,7 @@ use rand::Rng;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::{Customer, QR_PREFIX, QR_TTL_SECS, SHORT_CODE_ALPHABET, identity};
+use crate::domain::payments::{Customer, QR_PREFIX, QR_TTL_SECS, SHORT_CODE_ALPHABET, identity};
 
 use crate::{
     domain::{

@@ -6,7 +6,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{payment_event, split_from_json, split_json, visible};
+use crate::domain::payments::{payment_event, split_from_json, split_json, visible};
 
 use crate::{
     domain::{

@@ -6,7 +6,9 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{FAILED, PENDING, confirmed_event, reload_bonus_for, settled_event};
+use crate::domain::settlements::{
+    FAILED, PENDING, confirmed_event, reload_bonus_for, settled_event,
+};
 
 use crate::{
     domain::{

@@ -21,7 +21,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::{
     caller::Caller,
     events::{NewOutbox, OutboxKind},
     reload_bonus,
@@ -91,7 +91,7 @@ pub async fn ingest<C: ConnectionTrait>(
     let merchant = caller.acting.merchant_id;
     let state = parse_state(&r.state)
         .ok_or_else(|| ApiError::field("/state", "invalid", "PENDING, SETTLED or FAILED"))?;
-    super::currencies::require_currency(c, merchant, &r.currency).await?;
+    crate::domain::currencies::require_currency(c, merchant, &r.currency).await?;
     let fresh = settlement::Model {
         id: Uuid::now_v7(),
         merchant_id: merchant,

@@ -16,7 +16,7 @@ use entities::sku;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use super::money;
+use crate::domain::money;
 use crate::{error::ApiError, store};
 
 /// Lifetime of a bonus when the SKU names none.
@@ -70,7 +70,7 @@ pub async fn register_sku<C: ConnectionTrait>(
     t: SkuTerms,
     now: DateTime<Utc>,
 ) -> Result<(sku::Model, bool), ApiError> {
-    super::currencies::require_currency(c, merchant, &t.currency).await?;
+    crate::domain::currencies::require_currency(c, merchant, &t.currency).await?;
     let (bonus_minor, bonus_percent_bps) = match t.bonus {
         Some(Bonus::PerUnit(m)) => (Some(m), None),
         Some(Bonus::PercentBps(b)) => (None, Some(b)),
@@ -128,7 +128,7 @@ pub async fn list_skus<C: ConnectionTrait>(
     limit: u64,
 ) -> Result<(Vec<sku::Model>, bool), ApiError> {
     let rows = store::topups::skus_page(c, merchant, after, limit + 1).await?;
-    Ok(super::page_of(rows, limit))
+    Ok(crate::domain::page_of(rows, limit))
 }
 
 fn ts(t: DateTime<Utc>) -> String {

@@ -6,7 +6,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{
+use crate::domain::topups::{
     BonusGrant, CREDITED, Credit, Credited, DEFAULT_BONUS_DAYS, bonus_of, credit_identity,
     credit_wallet, order_reused, program_for_credit, ts,
 };

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use uuid::Uuid;
 
-use super::credentials::{Principal, Scope};
+use crate::domain::credentials::{Principal, Scope};
 use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 mod operator;
@@ -248,7 +248,7 @@ pub async fn list<C: ConnectionTrait>(
     let merchant = control_plane(p)?;
     let rows = store::webhooks::subscriptions_page(c, p.integration_id, merchant, after, limit + 1)
         .await?;
-    Ok(super::page_of(rows, limit))
+    Ok(crate::domain::page_of(rows, limit))
 }
 
 /// The caller's subscription, locked; another integration's (or merchant's) is NOT_FOUND.
@@ -378,7 +378,7 @@ pub async fn deliveries<C: ConnectionTrait>(
     let s = get(c, p, subscription).await?;
     let rows =
         store::webhooks::deliveries_page(c, s.id, event_type, state, after, limit + 1).await?;
-    let (rows, more) = super::page_of(rows, limit);
+    let (rows, more) = crate::domain::page_of(rows, limit);
     let ids: Vec<Uuid> = rows.iter().map(|d| d.id).collect();
     let mut attempts = store::webhooks::attempts_of(c, &ids).await?;
     let deliveries = rows
@@ -402,7 +402,7 @@ async fn requeue_all<C: ConnectionTrait>(
 ) -> Result<u64, ApiError> {
     let rows = store::webhooks::requeue_in_state(c, subscription, state, since, now).await?;
     for d in &rows {
-        super::job_requests::deliver_webhook(c, d).await?;
+        crate::domain::job_requests::deliver_webhook(c, d).await?;
     }
     Ok(rows.len() as u64)
 }
@@ -422,7 +422,7 @@ pub async fn redeliver<C: ConnectionTrait>(
         .filter(|d| d.subscription_id == s.id)
         .ok_or_else(|| ApiError::not_found("Delivery"))?;
     let d = store::webhooks::requeue(c, d, now).await?;
-    super::job_requests::deliver_webhook(c, &d).await?;
+    crate::domain::job_requests::deliver_webhook(c, &d).await?;
     Ok(d)
 }
 

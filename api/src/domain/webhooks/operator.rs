@@ -7,7 +7,7 @@ use entities::webhook_subscription;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{DEAD, SUSPENDED, enable_locked, recover_locked};
+use crate::domain::webhooks::{DEAD, SUSPENDED, enable_locked, recover_locked};
 use crate::{domain, error::ApiError, store};
 
 /// An operator re-enables any tenant's endpoint (one auto-disabled after its failures, say),
