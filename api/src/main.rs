@@ -168,9 +168,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             if config.mode() == api::config::Mode::Embedded {
                 api::migrate(&config).await?;
             }
-            let created = api::domain::tenancy::create(
+            let created = api::domain::platform::tenancy::create(
                 &db,
-                &api::domain::tenancy::NewTenant {
+                &api::domain::platform::tenancy::NewTenant {
                     name,
                     is_sandbox: sandbox,
                     currency,

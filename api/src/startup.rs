@@ -85,7 +85,7 @@ async fn queue_connection(config: &Config, db: &store::Db) -> anyhow::Result<Dat
     if config.database_direct_url.is_none() {
         return Ok(db.connection().clone());
     }
-    let size = crate::domain::job_requests::QUEUES.len() as u32 * 2 + 2;
+    let size = crate::domain::outbox::job_requests::QUEUES.len() as u32 * 2 + 2;
     store::connect_direct(config, size).await
 }
 
@@ -162,7 +162,7 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
             crate::domain::platform::CAPABILITIES_TTL,
             10_000,
         ),
-        cors: crate::infra::cache::TtlCache::new(crate::domain::cors::CORS_TTL, 1),
+        cors: crate::infra::cache::TtlCache::new(crate::domain::platform::cors::CORS_TTL, 1),
         recent_responses: crate::idempotency::recent_responses(),
         key_gate: Default::default(),
         wallet_queue: Default::default(),

@@ -36,8 +36,8 @@ pub struct Inner {
     pub metrics: PrometheusHandle,
     /// Rendered `GET /capabilities` answers (see `domain::platform::CAPABILITIES_TTL`).
     pub capabilities: TtlCache<CapabilitiesKey, Arc<RawValue>>,
-    /// Every integration's browser origins (see `domain::cors`), reloaded after `CORS_TTL`.
-    pub cors: TtlCache<(), Arc<crate::domain::cors::CorsOrigins>>,
+    /// Every integration's browser origins (see `domain::platform::cors`), reloaded after `CORS_TTL`.
+    pub cors: TtlCache<(), Arc<crate::domain::platform::cors::CorsOrigins>>,
     /// Embedded mode's copies of recent idempotent responses.
     pub recent_responses: crate::idempotency::RecentResponses,
     /// One key verification (bcrypt) per key at a time on this replica.
@@ -65,11 +65,13 @@ impl AppState {
 
     /// The browser origins as this replica holds them: a change made on another replica
     /// shows here within `CORS_TTL`.
-    pub async fn cors_origins(&self) -> Result<Arc<crate::domain::cors::CorsOrigins>, ApiError> {
+    pub async fn cors_origins(
+        &self,
+    ) -> Result<Arc<crate::domain::platform::cors::CorsOrigins>, ApiError> {
         if let Some(c) = self.cors.get(&()) {
             return Ok(c);
         }
-        let c = Arc::new(crate::domain::cors::CorsOrigins::load(&self.db).await?);
+        let c = Arc::new(crate::domain::platform::cors::CorsOrigins::load(&self.db).await?);
         self.cors.insert((), c.clone());
         Ok(c)
     }
@@ -86,9 +88,9 @@ impl AppState {
         }
     }
 
-    /// The identify rate and the failed-guess cap (`domain::guessing`).
-    pub fn guard(&self) -> crate::domain::guessing::Guard<'_> {
-        crate::domain::guessing::Guard {
+    /// The identify rate and the failed-guess cap (`domain::credentials::guessing`).
+    pub fn guard(&self) -> crate::domain::credentials::guessing::Guard<'_> {
+        crate::domain::credentials::guessing::Guard {
             kv: &self.kv,
             config: &self.config,
         }

@@ -1,6 +1,6 @@
 //! Dead letters made to order: a real (sealed) SMS job that used its last attempt, as the
 //! job runtime records it, for the tests of the tools that drain them.
-use api::{domain::job_requests, store};
+use api::{domain::outbox::job_requests, store};
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 

@@ -32,7 +32,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use api::{config::Config, domain::tenancy};
+use api::{config::Config, domain::platform::tenancy};
 use uuid::Uuid;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! `wallet-worker dlq`: drain the dead-letter store from a shell. Reads filters with
-//! `domain::dead_letters::parse_filter` and acts through its `replay`, `purge` and `bulk`,
+//! `domain::operators::dead_letters::parse_filter` and acts through its `replay`, `purge` and `bulk`,
 //! as the console and the operator HTTP API do.
 use crate::store::Db;
 use chrono::{SecondsFormat, Utc};
@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::{Failure, table};
 use crate::{
-    domain::dead_letters::{self, Action, BulkSummary, FilterInput, Outcome, Step},
+    domain::operators::dead_letters::{self, Action, BulkSummary, FilterInput, Outcome, Step},
     infra::stdout::line,
     store,
 };

@@ -162,10 +162,12 @@ impl From<crate::config::ConfigError> for Failure {
     }
 }
 
-impl From<crate::domain::tenancy::TenantError> for Failure {
-    fn from(e: crate::domain::tenancy::TenantError) -> Self {
+impl From<crate::domain::platform::tenancy::TenantError> for Failure {
+    fn from(e: crate::domain::platform::tenancy::TenantError) -> Self {
         match e {
-            crate::domain::tenancy::TenantError::Invalid(..) => Failure::Usage(e.to_string()),
+            crate::domain::platform::tenancy::TenantError::Invalid(..) => {
+                Failure::Usage(e.to_string())
+            }
             other => Failure::Error(other.to_string()),
         }
     }

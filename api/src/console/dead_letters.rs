@@ -13,8 +13,8 @@ use uuid::Uuid;
 use super::{Fields, error_page, layout, signed_in};
 use crate::{
     domain::{
-        dead_letters::{self, Action, FilterInput, Outcome},
-        job_requests::QUEUES,
+        operators::dead_letters::{self, Action, FilterInput, Outcome},
+        outbox::job_requests::QUEUES,
     },
     state::AppState,
     store,

@@ -134,10 +134,11 @@ pub async fn set_status(
     let Ok(id) = Uuid::parse_str(&id) else {
         return layout::problem(StatusCode::NOT_FOUND, "No such tenant.");
     };
-    let reason = match crate::domain::dead_letters::reason(f.get("reason").unwrap_or_default()) {
-        Ok(r) => r.to_string(),
-        Err(e) => return error_page(&s, &e),
-    };
+    let reason =
+        match crate::domain::operators::dead_letters::reason(f.get("reason").unwrap_or_default()) {
+            Ok(r) => r.to_string(),
+            Err(e) => return error_page(&s, &e),
+        };
     match operators::set_integration_status(
         &st.db,
         &st.key_auth(),

@@ -224,7 +224,7 @@ pub async fn recover(
         );
     };
     let reason = f.get("reason").unwrap_or_default();
-    if let Err(e) = crate::domain::dead_letters::reason(reason) {
+    if let Err(e) = crate::domain::operators::dead_letters::reason(reason) {
         return error_page(&s, &e);
     }
     if f.get("step") != Some("run") {

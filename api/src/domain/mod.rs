@@ -1,46 +1,21 @@
 //! Domain logic: plain Rust that knows nothing about HTTP. Services open the transaction and
 //! hand it to `store`; the change, its idempotency record and its outbox rows share it.
-pub mod balance_check;
-pub mod budgets;
-pub mod caller;
-pub mod cashback;
-pub mod cells;
-pub mod checkout;
-pub mod clock;
-pub mod corrections;
-pub mod cors;
-pub mod credential_codes;
+//! A folder per subdomain (platform, credentials, customers, payments, top-ups,
+//! incentives, transactions, webhooks, operators, sandbox), the outbox every side effect
+//! leaves through (`outbox`), and the leaves all share: `ledger`, `money`, `validate`.
 pub mod credentials;
-pub mod currencies;
 pub mod customers;
-pub mod dead_letters;
-pub mod disputes;
-pub mod enrollment;
-pub mod event_feed;
-pub mod events;
-pub mod expiry;
-pub mod grant_events;
-pub mod grants;
-pub mod guessing;
-pub mod identity;
-pub mod job_requests;
+pub mod incentives;
 pub mod ledger;
 pub mod money;
-pub mod offers;
 pub mod operators;
+pub mod outbox;
 pub mod payments;
 pub mod platform;
-pub mod proof_window;
-pub mod reload_bonus;
-pub mod rewards;
-pub mod settlements;
-pub mod tenancy;
-pub mod test_clock;
-pub mod topup_reversals;
+pub mod sandbox;
 pub mod topups;
 pub mod transactions;
 pub mod validate;
-pub mod wallets;
 pub mod webhooks;
 
 /// A page of a cursor-paginated list from the `limit + 1` rows its query read: the first

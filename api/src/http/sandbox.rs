@@ -1,5 +1,5 @@
 //! The sandbox's own tools: the SMS inbox (what the mock provider "sent" to a phone) and
-//! the test clock (`domain::test_clock`).
+//! the test clock (`domain::sandbox::test_clock`).
 use chrono::{DateTime, Utc};
 use poem_openapi::{Object, OpenApi, param::Query};
 use serde::{Deserialize, Serialize};
@@ -16,8 +16,9 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        clock::{Clock, MAX_STEP_SECS},
-        expiry, test_clock,
+        incentives::expiry,
+        sandbox::clock::{Clock, MAX_STEP_SECS},
+        sandbox::test_clock,
         validate::{self, Errors},
     },
     error::ApiError,

@@ -142,9 +142,9 @@ mod tests {
         let delivery = uuid::Uuid::now_v7();
         let env = QueuedJob::first(
             uuid::Uuid::now_v7(),
-            crate::domain::job_requests::WEBHOOK_DELIVER,
+            crate::domain::outbox::job_requests::WEBHOOK_DELIVER,
             None,
-            serde_json::json!(crate::domain::job_requests::DeliveryPayload {
+            serde_json::json!(crate::domain::outbox::job_requests::DeliveryPayload {
                 delivery_id: delivery,
                 series: 0
             }),

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 
 use crate::{
     config::Config,
-    domain::event_feed,
+    domain::webhooks::event_feed,
     infra::telemetry::metrics as m,
     state::AppState,
     store::{self, retention::Table},

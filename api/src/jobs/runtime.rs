@@ -28,7 +28,7 @@ use crate::{
 };
 
 /// One apalis queue per job type.
-pub use crate::domain::job_requests::QUEUES;
+pub use crate::domain::outbox::job_requests::QUEUES;
 
 /// Heartbeats a worker may miss before its jobs count as abandoned and are run again.
 const MISSED_HEARTBEATS: usize = 3;
@@ -398,8 +398,8 @@ async fn checkpoint_wal(state: AppState, mut stop: watch::Receiver<bool>) {
 async fn sweep(state: AppState, mut stop: watch::Receiver<bool>) {
     let every = Duration::from_secs(state.config.sweep_interval_secs);
     loop {
-        let ended = crate::domain::expiry::run_all(&state.db).await;
-        if ended != crate::domain::expiry::Ended::default() {
+        let ended = crate::domain::incentives::expiry::run_all(&state.db).await;
+        if ended != crate::domain::incentives::expiry::Ended::default() {
             tracing::info!(
                 lapsed = ended.enrollments_lapsed,
                 grants_expired = ended.grants_expired,

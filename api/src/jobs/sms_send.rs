@@ -3,11 +3,11 @@
 //! outbox or the queue tables.
 use super::{JobError, QueuedJob, context::JobDeps};
 use crate::{
-    domain::job_requests::{SmsContent, SmsPayload, sms_aad},
+    domain::outbox::job_requests::{SmsContent, SmsPayload, sms_aad},
     jobs::sms::{OutgoingSms, SendError},
 };
 
-pub use crate::domain::job_requests::SMS_SEND as JOB_TYPE;
+pub use crate::domain::outbox::job_requests::SMS_SEND as JOB_TYPE;
 
 pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
     let p: SmsPayload = serde_json::from_value(env.payload.clone())

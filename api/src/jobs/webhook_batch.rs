@@ -33,7 +33,7 @@ use crate::{
     store,
 };
 
-pub use crate::domain::job_requests::WEBHOOK_BATCH as JOB_TYPE;
+pub use crate::domain::outbox::job_requests::WEBHOOK_BATCH as JOB_TYPE;
 
 /// Deliveries per batch job. Bounded so that a slow endpoint holds few first attempts and a
 /// batch's statements stay small.

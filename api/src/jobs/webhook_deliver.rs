@@ -17,7 +17,7 @@ use uuid::Uuid;
 use super::{JobError, QueuedJob, backoff, context::JobDeps};
 use crate::{
     domain::{
-        job_requests::{WEBHOOK_BATCH, deliver_webhook},
+        outbox::job_requests::{WEBHOOK_BATCH, deliver_webhook},
         webhooks::{self, DEAD, DELIVERED, DISABLED, PENDING, SUSPENDED},
     },
     infra::telemetry::{metrics as m, trace},
@@ -25,7 +25,9 @@ use crate::{
 };
 use tracing::Instrument;
 
-pub use crate::domain::job_requests::{DeliveryPayload as Payload, WEBHOOK_DELIVER as JOB_TYPE};
+pub use crate::domain::outbox::job_requests::{
+    DeliveryPayload as Payload, WEBHOOK_DELIVER as JOB_TYPE,
+};
 
 pub(super) fn retryable(e: DbErr) -> JobError {
     JobError::Retryable(format!("database: {e}"))

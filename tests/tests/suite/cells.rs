@@ -1,7 +1,7 @@
 //! Cells (docs/scaling.md, section 6): a key and a token name the cell that minted them, so
 //! a router finds the cell from the credential alone; a cell refuses what another minted,
 //! even where the two share their token secret.
-use api::domain::cells;
+use api::domain::platform::cells;
 use tests::{
     TestApp, send,
     shop::{Shop, envelope},

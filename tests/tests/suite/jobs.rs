@@ -1,7 +1,7 @@
 //! The job pipeline: outbox row → relay → queue → worker → provider, retries, dead letters.
 use std::time::Duration;
 
-use api::{domain::job_requests, store};
+use api::{domain::outbox::job_requests, store};
 use tests::{TestApp, TestTenant, eventually, send};
 use uuid::Uuid;
 

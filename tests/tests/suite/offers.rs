@@ -188,15 +188,15 @@ async fn an_unredeemed_offer_expires_once_however_many_sweeps_run() {
     let db = &app.server.state.db;
     let now = chrono::Utc::now();
     let (a, b) = tokio::join!(
-        api::domain::offers::expire_due(db, now, None),
-        api::domain::offers::expire_due(db, now, None)
+        api::domain::incentives::offers::expire_due(db, now, None),
+        api::domain::incentives::offers::expire_due(db, now, None)
     );
     assert!(a.unwrap() + b.unwrap() >= 1);
     assert_eq!(
         outbox_count(&app, shop.merchant(), "offer.expired").await,
         1
     );
-    api::domain::offers::expire_due(db, chrono::Utc::now(), None)
+    api::domain::incentives::offers::expire_due(db, chrono::Utc::now(), None)
         .await
         .unwrap();
     assert_eq!(

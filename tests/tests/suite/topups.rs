@@ -302,8 +302,8 @@ async fn grant_expiry_run_twice_at_once_expires_each_grant_once() {
     let db = &app.server.state.db;
     let now = chrono::Utc::now();
     let (a, b) = tokio::join!(
-        api::domain::grants::expire_due(db, now, None),
-        api::domain::grants::expire_due(db, now, None)
+        api::domain::incentives::grants::expire_due(db, now, None),
+        api::domain::incentives::grants::expire_due(db, now, None)
     );
     // Both runs succeed; another test's worker may have taken some of these grants first,
     // so the counts are not asserted: the events below are the proof.

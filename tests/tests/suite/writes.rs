@@ -3,8 +3,8 @@
 //! backends (one statement on PostgreSQL, one by one on SQLite).
 use api::{
     domain::{
-        events::{NewOutbox, OutboxKind},
         ledger::posting,
+        outbox::events::{NewOutbox, OutboxKind},
     },
     store::{self, ledger::Reference, writes::Writes},
 };

@@ -21,7 +21,7 @@ pub struct MintedKey {
 }
 
 /// Draws a new partner key from the operating system's CSPRNG; its segment is `live` or
-/// `test`, then the cell it was minted in, if any (`domain::cells`).
+/// `test`, then the cell it was minted in, if any (`domain::platform::cells`).
 pub fn mint(is_sandbox: bool, cell: Option<&str>) -> MintedKey {
     let env = if is_sandbox { "test" } else { "live" };
     mint_with(PREFIX, &format!("{env}{}", cell.unwrap_or_default()))

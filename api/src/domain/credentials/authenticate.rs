@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::credentials::{CredentialKind, Principal, Scope, api_key};
 use crate::{
-    domain::cells,
+    domain::platform::cells,
     error::{ApiError, ErrorCode},
     infra::kv::Kv,
     store,

@@ -37,7 +37,7 @@ pub struct Claims {
     pub sandbox: bool,
     /// The API key the token was minted from.
     pub key_id: Uuid,
-    /// The cell that minted it, where there are several (`domain::cells`).
+    /// The cell that minted it, where there are several (`domain::platform::cells`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cell: Option<String>,
 }
@@ -140,7 +140,7 @@ impl JwtKeys {
             return Err(Invalid::Malformed);
         }
         // Minted by another cell (a router's mistake, or two cells sharing a secret).
-        if !crate::domain::cells::serves(self.cell(), claims.cell.as_deref()) {
+        if !crate::domain::platform::cells::serves(self.cell(), claims.cell.as_deref()) {
             return Err(Invalid::WrongAudience);
         }
         Ok(claims)
@@ -285,7 +285,7 @@ mod tests {
         c.cell = c7.cell().map(str::to_string);
         let t = c7.sign(&c).unwrap();
         assert_eq!(
-            crate::domain::cells::cell_of_token(&t).as_deref(),
+            crate::domain::platform::cells::cell_of_token(&t).as_deref(),
             Some("c7")
         );
         assert!(c7.verify(&t).is_ok());

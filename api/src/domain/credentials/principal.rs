@@ -147,14 +147,15 @@ pub struct Principal {
     /// The integration's clock, when this request already read it (a terminal JWT's
     /// standing check does). Never cached: a clock advance must reach the next request.
     #[serde(skip)]
-    pub clock: Option<crate::domain::clock::Clock>,
+    pub clock: Option<crate::domain::sandbox::clock::Clock>,
 }
 
 impl Principal {
     /// The time this caller's rules run at: its integration's test clock, real time for a
-    /// live credential (`domain::clock`).
-    pub fn clock(&self) -> crate::domain::clock::Clock {
-        self.clock.unwrap_or(crate::domain::clock::Clock::REAL)
+    /// live credential (`domain::sandbox::clock`).
+    pub fn clock(&self) -> crate::domain::sandbox::clock::Clock {
+        self.clock
+            .unwrap_or(crate::domain::sandbox::clock::Clock::REAL)
     }
 
     /// Part of an idempotency fingerprint: the same key used by a credential of another

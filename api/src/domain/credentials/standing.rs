@@ -6,7 +6,7 @@
 //! production: one round trip), which a status change writes; a miss reads the database,
 //! which is the truth, and fills the entry only if no change wrote it meanwhile.
 //!
-//! The same entry carries a sandbox integration's test clock (`domain::clock`), so a terminal
+//! The same entry carries a sandbox integration's test clock (`domain::sandbox::clock`), so a terminal
 //! request learns the time its rules run at in that one round trip.
 //!
 //! Revoking or deleting the API key a token was minted from does not end the token: the
@@ -17,7 +17,7 @@ use std::time::Duration;
 use entities::integration::IntegrationStatus;
 use uuid::Uuid;
 
-use crate::{domain::clock::Clock, error::ApiError, infra::kv::Kv, store};
+use crate::{domain::sandbox::clock::Clock, error::ApiError, infra::kv::Kv, store};
 
 /// How long an entry is trusted without a change writing it: the bound on staleness for a
 /// status changed behind the service's back (by hand in the database).

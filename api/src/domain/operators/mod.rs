@@ -2,6 +2,7 @@
 //! Every action is written to the audit log in the transaction that performs it. Signing
 //! in (and its failure budget) is `sign_in`; console sessions and enabling or disabling an
 //! operator are `sessions`.
+pub mod dead_letters;
 pub mod sessions;
 pub mod sign_in;
 
@@ -13,8 +14,8 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::{
-    domain::clock::Clock,
     domain::credentials::{api_key, authenticate::KeyAuth, standing::Standing},
+    domain::sandbox::clock::Clock,
     error::ApiError,
     store,
 };
@@ -211,7 +212,7 @@ pub async fn set_identify_credential_types(
     types: &[String],
     reason: String,
 ) -> Result<entities::integration::Model, ApiError> {
-    let ordered: Vec<String> = crate::domain::identity::IDENTITY_CREDENTIAL_TYPES
+    let ordered: Vec<String> = crate::domain::customers::identity::IDENTITY_CREDENTIAL_TYPES
         .iter()
         .filter(|t| types.iter().any(|x| x == *t))
         .map(|t| t.to_string())

@@ -11,7 +11,7 @@ use crate::domain::payments::{
     pay::{Credential, Pay},
 };
 use crate::{
-    domain::{clock::Clock, guessing::Guard},
+    domain::{credentials::guessing::Guard, sandbox::clock::Clock},
     error::ApiError,
     infra::{
         crypto::Sealer,

@@ -1,7 +1,7 @@
 //! A payment's basket: its lines, and whether they add up to the amount charged.
 use crate::domain::payments::Pay;
 
-use crate::domain::caller::Caller;
+use crate::domain::credentials::caller::Caller;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct BasketLine {

@@ -5,7 +5,9 @@
 //! Lock order, the same everywhere so two requests never wait on each other in a circle:
 //! the credential (OTP session or QR nonce) or the payment first, then the wallet.
 pub mod admission;
+pub mod balance_check;
 mod basket;
+pub mod checkout;
 mod otp;
 mod pay;
 mod qr;

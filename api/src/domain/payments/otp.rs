@@ -15,9 +15,9 @@ use crate::domain::payments::{
 
 use crate::{
     domain::{
-        caller::Caller,
-        job_requests::{self, SmsRequest},
-        wallets,
+        credentials::caller::Caller,
+        customers::wallets,
+        outbox::job_requests::{self, SmsRequest},
     },
     error::{ApiError, ErrorCode, RateLimitInfo},
     infra::crypto::Sealer,
@@ -58,7 +58,7 @@ pub async fn send_otp<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<OtpSent, ApiError> {
     let merchant = caller.acting.merchant_id;
-    crate::domain::currencies::require_currency(c, merchant, &req.currency).await?;
+    crate::domain::platform::currencies::require_currency(c, merchant, &req.currency).await?;
     let who = identity(c, merchant, &Customer::Phone(req.phone.clone())).await?;
     // A PENDING_PROOF wallet still gets its code: the payment is where it is refused.
     let chosen =
@@ -240,7 +240,7 @@ pub async fn verify_otp(
     sealer: &Sealer,
     merchant: Uuid,
     pay: &Pay,
-    clock: crate::domain::clock::Clock,
+    clock: crate::domain::sandbox::clock::Clock,
 ) -> Result<Option<Uuid>, ApiError> {
     let Credential::Otp {
         phone,

@@ -13,13 +13,14 @@ use crate::domain::payments::{
 
 use crate::{
     domain::{
-        caller::Caller,
-        cashback, checkout,
-        credential_codes::{nonce_hash, short_code_hash},
-        enrollment,
-        events::{NewOutbox, OutboxKind},
+        credentials::caller::Caller,
+        credentials::credential_codes::{nonce_hash, short_code_hash},
+        customers::enrollment,
+        customers::wallets::{self, Balance},
+        incentives::cashback,
         ledger::{self, DebitPlan},
-        wallets::{self, Balance},
+        outbox::events::{NewOutbox, OutboxKind},
+        payments::checkout,
     },
     error::ApiError,
     infra::crypto::Sealer,
@@ -368,7 +369,7 @@ pub(crate) async fn credential_wallet_fits<C: ConnectionTrait>(
         // Only now is the merchant's list needed: a currency none of its programs runs in
         // is CURRENCY_NOT_SUPPORTED with that list; one only this wallet is not in, with
         // the wallet's own currency.
-        crate::domain::currencies::require_currency(c, w.merchant_id, currency).await?;
+        crate::domain::platform::currencies::require_currency(c, w.merchant_id, currency).await?;
         return Err(ApiError::currency_not_supported(std::slice::from_ref(
             &w.currency,
         )));

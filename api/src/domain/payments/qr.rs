@@ -11,10 +11,10 @@ use crate::domain::payments::{Customer, QR_PREFIX, QR_TTL_SECS, SHORT_CODE_ALPHA
 
 use crate::{
     domain::{
-        caller::Caller,
-        checkout,
-        credential_codes::{nonce_hash, short_code_hash},
-        wallets,
+        credentials::caller::Caller,
+        credentials::credential_codes::{nonce_hash, short_code_hash},
+        customers::wallets,
+        payments::checkout,
     },
     error::ApiError,
     infra::crypto::Sealer,

@@ -10,11 +10,11 @@ use crate::domain::payments::{payment_event, split_from_json, split_json, visibl
 
 use crate::{
     domain::{
-        caller::Caller,
         credentials::Principal,
+        credentials::caller::Caller,
+        customers::wallets::{self, Balance},
+        incentives::rewards,
         ledger::{self, DebitPlan, PostingKind, RefundPlan},
-        rewards,
-        wallets::{self, Balance},
     },
     error::ApiError,
     store,

@@ -7,11 +7,12 @@ use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use crate::domain::{
+    customers::enrollment::{self, Origin},
+    customers::wallets::{self, Balance, PENDING_PROOF, VERIFIED},
     customers::{self, IdentityCredential},
-    enrollment::{self, Origin},
-    events::NewOutbox,
-    grant_events, ledger, money,
-    wallets::{self, Balance, PENDING_PROOF, VERIFIED},
+    incentives::grant_events,
+    ledger, money,
+    outbox::events::NewOutbox,
 };
 use crate::{error::ApiError, infra::crypto::Sealer, store};
 
@@ -153,12 +154,12 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
         Some(b) => {
             let amount = match b.budget_id {
                 Some(id) => {
-                    crate::domain::budgets::spend(
+                    crate::domain::incentives::budgets::spend(
                         c,
                         merchant,
                         id,
                         b.amount,
-                        crate::domain::budgets::Take::UpTo,
+                        crate::domain::incentives::budgets::Take::UpTo,
                         now,
                     )
                     .await?

@@ -6,7 +6,9 @@
 //! its own transaction before anything else, so concurrent reports of the order queue on
 //! that claim and the later ones return the first one's result.
 mod credit;
+pub mod settlements;
 mod sku_topup;
+pub mod topup_reversals;
 
 pub(crate) use credit::*;
 pub use sku_topup::*;
@@ -70,7 +72,7 @@ pub async fn register_sku<C: ConnectionTrait>(
     t: SkuTerms,
     now: DateTime<Utc>,
 ) -> Result<(sku::Model, bool), ApiError> {
-    crate::domain::currencies::require_currency(c, merchant, &t.currency).await?;
+    crate::domain::platform::currencies::require_currency(c, merchant, &t.currency).await?;
     let (bonus_minor, bonus_percent_bps) = match t.bonus {
         Some(Bonus::PerUnit(m)) => (Some(m), None),
         Some(Bonus::PercentBps(b)) => (None, Some(b)),

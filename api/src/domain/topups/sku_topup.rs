@@ -13,12 +13,12 @@ use crate::domain::topups::{
 
 use crate::{
     domain::{
-        caller::Caller,
-        checkout,
+        credentials::caller::Caller,
+        customers::wallets::Balance,
         customers::{self, IdentityCredential},
-        events::{NewOutbox, OutboxKind},
         money,
-        wallets::Balance,
+        outbox::events::{NewOutbox, OutboxKind},
+        payments::checkout,
     },
     error::ApiError,
     infra::crypto::Sealer,

@@ -5,6 +5,7 @@
 //! attempts send. The `webhook_deliver` job signs and posts it; failures retry on a
 //! published schedule as persisted jobs, then dead-letter. Per resource, a delivery waits
 //! while an earlier event of the same resource to the same subscription is still pending.
+pub mod event_feed;
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, Utc};
 use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
@@ -402,7 +403,7 @@ async fn requeue_all<C: ConnectionTrait>(
 ) -> Result<u64, ApiError> {
     let rows = store::webhooks::requeue_in_state(c, subscription, state, since, now).await?;
     for d in &rows {
-        crate::domain::job_requests::deliver_webhook(c, d).await?;
+        crate::domain::outbox::job_requests::deliver_webhook(c, d).await?;
     }
     Ok(rows.len() as u64)
 }
@@ -422,7 +423,7 @@ pub async fn redeliver<C: ConnectionTrait>(
         .filter(|d| d.subscription_id == s.id)
         .ok_or_else(|| ApiError::not_found("Delivery"))?;
     let d = store::webhooks::requeue(c, d, now).await?;
-    crate::domain::job_requests::deliver_webhook(c, &d).await?;
+    crate::domain::outbox::job_requests::deliver_webhook(c, &d).await?;
     Ok(d)
 }
 

@@ -19,7 +19,7 @@ pub async fn operator_enable(
     replay_missed: bool,
     reason: &str,
 ) -> Result<(webhook_subscription::Model, u64, u64), ApiError> {
-    let reason = domain::dead_letters::reason(reason)?;
+    let reason = domain::operators::dead_letters::reason(reason)?;
     let txn = store::begin(db).await?;
     let s = store::webhooks::lock_subscription(&txn, id)
         .await?
@@ -64,7 +64,7 @@ pub async fn operator_recover(
     since: DateTime<Utc>,
     reason: &str,
 ) -> Result<u64, ApiError> {
-    let reason = domain::dead_letters::reason(reason)?;
+    let reason = domain::operators::dead_letters::reason(reason)?;
     let txn = store::begin(db).await?;
     let s = store::webhooks::lock_subscription(&txn, id)
         .await?

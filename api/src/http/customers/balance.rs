@@ -3,7 +3,7 @@
 use poem_openapi::Object;
 use serde::{Deserialize, Serialize};
 
-use crate::domain::wallets::{Balance, GrantBalance};
+use crate::domain::customers::wallets::{Balance, GrantBalance};
 
 /// A promotional grant inside a balance.
 #[derive(Object, Serialize, Deserialize)]

@@ -15,8 +15,8 @@ use crate::http::pipeline::fields::Text;
 
 use crate::{
     domain::{
-        budgets::{self, Change, NewBudget},
         credentials::Permission,
+        incentives::budgets::{self, Change, NewBudget},
         validate::{self, Errors},
     },
     http::{

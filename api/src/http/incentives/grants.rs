@@ -23,7 +23,7 @@ use crate::http::{
     pipeline::reply::Reply,
 };
 use crate::{
-    domain::{grants, validate::Errors},
+    domain::{incentives::grants, validate::Errors},
     idempotency::Outcome,
     state::AppState,
 };

@@ -30,7 +30,7 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        cashback::{self, NewRule},
+        incentives::cashback::{self, NewRule},
         validate::{self, Errors},
     },
     error::ApiError,

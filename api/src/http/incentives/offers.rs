@@ -18,7 +18,7 @@ use crate::http::incentives::{EnvelopeOnly, RewardBody};
 use crate::{
     domain::{
         credentials::Permission,
-        offers::{self, NewOffer},
+        incentives::offers::{self, NewOffer},
         validate::{self, Errors},
     },
     envelope,

@@ -25,7 +25,7 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        reload_bonus::{self, NewConfig, Tier},
+        incentives::reload_bonus::{self, NewConfig, Tier},
         validate::{self, Errors},
     },
     error::ApiError,

@@ -4,7 +4,7 @@ use poem_openapi::Object;
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    domain::{offers::Reward, validate::Errors},
+    domain::{incentives::offers::Reward, validate::Errors},
     http::pipeline::fields::{
         AmountMinor, IntIn,
         alternatives::{Alternatives, Branch},

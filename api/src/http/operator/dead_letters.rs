@@ -1,6 +1,6 @@
 //! Operator routes over the dead-letter store: list, show, replay and purge one letter,
 //! and replay or purge every letter matching a filter (with a dry run). The console and
-//! `wallet-worker dlq` act through the same `domain::dead_letters` functions.
+//! `wallet-worker dlq` act through the same `domain::operators::dead_letters` functions.
 use chrono::SecondsFormat;
 use poem::web::Data;
 use poem_openapi::{
@@ -19,8 +19,8 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        dead_letters,
         operators::Operator,
+        operators::dead_letters,
         validate::{self, Errors},
     },
     error::ApiError,

@@ -269,7 +269,7 @@ impl OperatorApi {
         let mut origins: Vec<String> = b
             .origins
             .iter()
-            .filter_map(|o| crate::domain::cors::normalize_origin(o).ok())
+            .filter_map(|o| crate::domain::platform::cors::normalize_origin(o).ok())
             .collect();
         origins.sort();
         origins.dedup();

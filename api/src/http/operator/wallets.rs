@@ -22,8 +22,8 @@ use crate::http::{
 };
 use crate::{
     domain::{
+        customers::wallets::{self, Adjustment, WalletRecord},
         validate::{self, Errors},
-        wallets::{self, Adjustment, WalletRecord},
     },
     error::ApiError,
     idempotency::Outcome,

@@ -15,8 +15,8 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        balance_check::{self, Check},
         payments::Credential,
+        payments::balance_check::{self, Check},
         validate::{self, Errors},
     },
     state::AppState,

@@ -24,7 +24,7 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        checkout::{self, Open},
+        payments::checkout::{self, Open},
         validate::Errors,
     },
     error::ApiError,

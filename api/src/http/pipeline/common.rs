@@ -7,7 +7,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::{
     domain::{
-        caller::Caller,
+        credentials::caller::Caller,
         credentials::{Principal, scope::Acting},
         validate::{self, Errors},
     },

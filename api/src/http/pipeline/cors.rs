@@ -1,4 +1,4 @@
-//! CORS at the edge (the policy is `domain::cors`): a preflight for a terminal-JWT
+//! CORS at the edge (the policy is `domain::platform::cors`): a preflight for a terminal-JWT
 //! operation is answered for an origin some integration lists, and a browser's request is
 //! served only when the caller's own integration lists its origin; it is refused with
 //! 403 FORBIDDEN before the operation runs otherwise, so a browser never moves money whose

@@ -26,7 +26,7 @@ use crate::http::{
 use crate::{
     domain::{
         credentials::{Principal, Scope},
-        settlements::{self, Confirm, Confirmed, Report},
+        topups::settlements::{self, Confirm, Confirmed, Report},
         validate::{self, Errors},
     },
     error::ApiError,

@@ -20,8 +20,8 @@ use crate::http::{
 use crate::{
     domain::{
         credentials::Permission,
-        disputes::{self, NewDispute},
-        topup_reversals,
+        topups::topup_reversals,
+        transactions::disputes::{self, NewDispute},
         validate::{self, Errors},
     },
     idempotency::Outcome,

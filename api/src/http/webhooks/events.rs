@@ -16,8 +16,8 @@ use crate::http::{
 use crate::{
     domain::{
         credentials::Permission,
-        event_feed::{self, Event},
         validate::{self, Errors},
+        webhooks::event_feed::{self, Event},
     },
     state::AppState,
 };

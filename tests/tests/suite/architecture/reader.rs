@@ -305,7 +305,9 @@ impl Names<'_> {
             }
             "self" => here.iter().chain(&segs[1..]).cloned().collect(),
             "Self" => return None,
-            _ if self.modules.contains(&child(module, first)) => {
+            // A child module, when the path goes on into it or a `use` names it (a lone
+            // name in an expression is a value, even when a module is called the same).
+            _ if (segs.len() > 1 || in_use) && self.modules.contains(&child(module, first)) => {
                 here.iter().chain(segs).cloned().collect()
             }
             _ => match self.imports.get(module).and_then(|i| i.get(first)) {

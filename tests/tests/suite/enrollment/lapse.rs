@@ -170,7 +170,7 @@ async fn a_lapsed_window_expires_the_enrollment_and_escrows_the_money_until_proo
     assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.body);
 
     // Running the expiry again (as a second worker would) changes nothing.
-    let again = api::domain::enrollment::expire_due(db, chrono::Utc::now(), None)
+    let again = api::domain::customers::enrollment::expire_due(db, chrono::Utc::now(), None)
         .await
         .unwrap();
     assert_eq!(again, 0);

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::http::customers::enrollment::{SkippedGrant, WalletBalance, released_parts};
 
 use crate::{
-    domain::{enrollment, validate::Errors},
+    domain::{customers::enrollment, validate::Errors},
     http::{
         customers::{CustomerNamed, GrantItem, IdentityCredentialBody},
         openapi::tags::Tag,

@@ -23,7 +23,7 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        enrollment::{self, Initiate, Policy, Target},
+        customers::enrollment::{self, Initiate, Policy, Target},
         payments::masked,
         validate::{self, Errors},
     },
@@ -124,7 +124,7 @@ fn enrollment_result(
     e: Option<&entities::enrollment::Model>,
     sms_sent: bool,
 ) -> EnrollmentResult {
-    let pending = e.filter(|_| identity.state != crate::domain::wallets::VERIFIED);
+    let pending = e.filter(|_| identity.state != crate::domain::customers::wallets::VERIFIED);
     EnrollmentResult {
         state: identity.state.as_str().to_string(),
         wallet_user_id: identity.id.to_string(),

@@ -18,7 +18,7 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        enrollment::{self, Proof, Released, Target},
+        customers::enrollment::{self, Proof, Released, Target},
         validate::{self, Errors},
     },
     error::ApiError,

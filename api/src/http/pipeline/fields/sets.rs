@@ -48,19 +48,19 @@ impl<S: Set> Kind for OneOf<S> {
 
 closed_set!(
     /// A grant's state.
-    GrantStates = crate::domain::grants::STATES
+    GrantStates = crate::domain::incentives::grants::STATES
 );
 closed_set!(
     /// Where a grant came from.
-    GrantSources = crate::domain::wallets::GRANT_SOURCES
+    GrantSources = crate::domain::customers::wallets::GRANT_SOURCES
 );
 closed_set!(
     /// An offer's state.
-    OfferStates = crate::domain::offers::STATES
+    OfferStates = crate::domain::incentives::offers::STATES
 );
 closed_set!(
     /// A settlement's state as the provider reports it.
-    SettlementStates = crate::domain::settlements::STATES
+    SettlementStates = crate::domain::topups::settlements::STATES
 );
 closed_set!(
     /// A transaction's status in the partner report.
@@ -80,19 +80,19 @@ closed_set!(
 );
 closed_set!(
     /// How a dispute ended.
-    DisputeOutcomes = crate::domain::disputes::OUTCOMES
+    DisputeOutcomes = crate::domain::transactions::disputes::OUTCOMES
 );
 closed_set!(
     /// The identity credential types an integration may enable.
-    IdentityCredentialTypes = crate::domain::identity::IDENTITY_CREDENTIAL_TYPES
+    IdentityCredentialTypes = crate::domain::customers::identity::IDENTITY_CREDENTIAL_TYPES
 );
 closed_set!(
     /// Which way an operator's adjustment moves money.
-    AdjustmentDirections = crate::domain::wallets::ADJUSTMENT_DIRECTIONS
+    AdjustmentDirections = crate::domain::customers::wallets::ADJUSTMENT_DIRECTIONS
 );
 closed_set!(
     /// The states an operator may give a new grant.
-    NewGrantStates = crate::domain::wallets::OPERATOR_GRANT_STATES
+    NewGrantStates = crate::domain::customers::wallets::OPERATOR_GRANT_STATES
 );
 closed_set!(
     /// What a key may do.
@@ -104,11 +104,11 @@ closed_set!(
 );
 closed_set!(
     /// A dead letter's state.
-    DeadLetterStatuses = crate::domain::dead_letters::STATUSES
+    DeadLetterStatuses = crate::domain::operators::dead_letters::STATUSES
 );
 closed_set!(
     /// A job type, each with its own queue of the same name.
-    JobQueues = crate::domain::job_requests::QUEUES
+    JobQueues = crate::domain::outbox::job_requests::QUEUES
 );
 closed_set!(
     /// The identity credential types a QR mint resolves.
@@ -120,5 +120,5 @@ closed_set!(
 );
 closed_set!(
     /// The states an operator may give an imported identity.
-    ImportedIdentityStates = crate::domain::wallets::IMPORTABLE_STATES
+    ImportedIdentityStates = crate::domain::customers::wallets::IMPORTABLE_STATES
 );

@@ -314,7 +314,7 @@ impl Kind for OriginKind {
     }
 
     fn schema() -> MetaSchema {
-        use crate::domain::cors::{MAX_ORIGIN_LEN, ORIGIN_PATTERN};
+        use crate::domain::platform::cors::{MAX_ORIGIN_LEN, ORIGIN_PATTERN};
         MetaSchema {
             pattern: Some(ORIGIN_PATTERN.to_string()),
             max_length: Some(MAX_ORIGIN_LEN),
@@ -323,7 +323,7 @@ impl Kind for OriginKind {
     }
 
     fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
-        let checked = crate::domain::cors::normalize_origin(value);
+        let checked = crate::domain::platform::cors::normalize_origin(value);
         if let Err(why) = checked {
             errs.push(field, "invalid_origin", why);
         }

@@ -1,0 +1,525 @@
+//! Draining the dead-letter store: replay and purge, each one transaction that changes the
+//! dead letter conditionally, writes what follows from it and audits it. A replay writes
+//! the job back to the outbox (a new job id, so providers that deduplicate on it deliver
+//! once more), and only a letter still `dead` can be replayed: replaying twice delivers
+//! once more, not twice.
+//!
+//! The operator HTTP API, the console and `wallet-worker dlq` all read filters with
+//! [`parse_filter`] and act through [`replay`], [`purge`] and [`bulk`]: one implementation
+//! of each action, whichever tool an operator holds.
+use crate::store::Db;
+use chrono::{DateTime, Duration, Utc};
+use entities::{dead_letter, dead_letter::DeadLetterStatus};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::domain::{
+    operators,
+    outbox::events::{NewOutbox, OutboxKind},
+    outbox::job_requests::QUEUES,
+};
+use crate::{
+    error::{ApiError, FieldError},
+    store::{self, dead_letters::Filter},
+};
+
+/// A dead letter's states: still dead, replayed onto its queue, or purged.
+pub const STATUSES: &[&str] = &["dead", "replayed", "purged"];
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Done now; for a replay, the id of the new job.
+    Done(Option<Uuid>),
+    /// The letter was no longer `dead` (already replayed or purged): nothing changed.
+    NotDead(DeadLetterStatus),
+}
+
+impl Outcome {
+    /// `replayed` / `purged` for `done`, `unchanged` when the letter was no longer dead.
+    pub fn word(&self, action: Action) -> &'static str {
+        match self {
+            Outcome::Done(_) => action.done(),
+            Outcome::NotDead(_) => "unchanged",
+        }
+    }
+}
+
+/// A filter as an operator types it (CLI flags, console form, query string), unchecked.
+#[derive(Default, Clone, Debug)]
+pub struct FilterInput {
+    pub status: Option<String>,
+    pub queue: Option<String>,
+    pub job_type: Option<String>,
+    /// An integration (platform tenant) id.
+    pub tenant: Option<String>,
+    pub merchant: Option<String>,
+    /// An age: `90s`, `15m`, `2h`, `7d`, or whole seconds.
+    pub older_than: Option<String>,
+    pub error: Option<String>,
+}
+
+fn given(v: &Option<String>) -> Option<&str> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty())
+}
+
+fn one_of(errs: &mut Vec<FieldError>, field: &str, v: &str, allowed: &[&str]) {
+    if !allowed.contains(&v) {
+        errs.push(FieldError::new(
+            field,
+            "not_allowed",
+            format!("'{v}' is not one of: {}", allowed.join(", ")),
+        ));
+    }
+}
+
+/// Checks every field at once; an unknown status, queue or job type names the allowed
+/// values. Status defaults to `dead`.
+pub fn parse_filter(i: &FilterInput, now: DateTime<Utc>) -> Result<Filter, ApiError> {
+    let mut errs = vec![];
+    let status = given(&i.status).unwrap_or("dead");
+    one_of(&mut errs, "status", status, STATUSES);
+    for (field, v) in [("queue", &i.queue), ("job_type", &i.job_type)] {
+        if let Some(v) = given(v) {
+            one_of(&mut errs, field, v, QUEUES);
+        }
+    }
+    let mut id = |field: &str, v: &Option<String>| {
+        given(v).and_then(|raw| match Uuid::parse_str(raw) {
+            Ok(u) => Some(u),
+            Err(_) => {
+                errs.push(FieldError::new(field, "invalid_uuid", "must be a UUID"));
+                None
+            }
+        })
+    };
+    let integration_id = id("tenant", &i.tenant);
+    let merchant_id = id("merchant", &i.merchant);
+    let dead_before = given(&i.older_than).and_then(|raw| match parse_age(raw) {
+        Some(age) => Some(now - age),
+        None => {
+            errs.push(FieldError::new(
+                "older_than",
+                "invalid",
+                "an age such as 90s, 15m, 2h or 7d (at most 3650d)",
+            ));
+            None
+        }
+    });
+    let error_contains = given(&i.error).map(str::to_string);
+    if error_contains
+        .as_ref()
+        .is_some_and(|e| e.chars().count() > 200)
+    {
+        errs.push(FieldError::new(
+            "error",
+            "too_long",
+            "at most 200 characters",
+        ));
+    }
+    if !errs.is_empty() {
+        return Err(ApiError::validation(errs));
+    }
+    Ok(Filter {
+        status: Some(status.to_string()),
+        queue: given(&i.queue).map(str::to_string),
+        job_type: given(&i.job_type).map(str::to_string),
+        integration_id,
+        merchant_id,
+        dead_before,
+        error_contains,
+    })
+}
+
+/// `90s`, `15m`, `2h`, `7d` or whole seconds, up to ten years.
+pub fn parse_age(raw: &str) -> Option<Duration> {
+    let raw = raw.trim();
+    let (digits, unit) = match raw.char_indices().last()? {
+        (i, c) if c.is_ascii_alphabetic() => (&raw[..i], c),
+        _ => (raw, 's'),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: i64 = digits.parse().ok()?;
+    let secs = n.checked_mul(match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3_600,
+        'd' => 86_400,
+        _ => return None,
+    })?;
+    (secs <= 315_360_000).then(|| Duration::seconds(secs))
+}
+
+/// What the filter was, for the audit log and the tools' output.
+pub fn describe(f: &Filter) -> Value {
+    json!({
+        "status": f.status, "queue": f.queue, "job_type": f.job_type,
+        "tenant": f.integration_id, "merchant": f.merchant_id,
+        "dead_before": f.dead_before, "error": f.error_contains,
+    })
+}
+
+/// Words that mark a payload key whose value never leaves the store: credentials, codes,
+/// phone numbers, message bodies and sealed (encrypted) blobs.
+const SECRET_WORDS: &[&str] = &[
+    "secret",
+    "token",
+    "password",
+    "code",
+    "otp",
+    "pin",
+    "phone",
+    "sealed",
+    "body",
+    "authorization",
+];
+
+/// Whole key names that are credentials (`resource_key` and `idempotency_key` are not).
+const SECRET_NAMES: &[&str] = &["key", "api_key", "raw_key", "operator_key", "private_key"];
+
+/// A payload fit to show an operator: the value of every key that names a secret (a word
+/// of `SECRET_WORDS`, or a name of `SECRET_NAMES`) is replaced by `"[redacted]"`.
+pub fn redact(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let k_lower = k.to_ascii_lowercase();
+                    let secret = SECRET_NAMES.contains(&k_lower.as_str())
+                        || k_lower
+                            .split(|c: char| !c.is_ascii_alphanumeric())
+                            .any(|w| SECRET_WORDS.contains(&w));
+                    let shown = if secret && !v.is_null() {
+                        Value::String("[redacted]".into())
+                    } else {
+                        redact(v)
+                    };
+                    (k.clone(), shown)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(redact).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A reason of 1 to 500 characters, trimmed.
+pub fn reason(r: &str) -> Result<&str, ApiError> {
+    let r = r.trim();
+    if r.is_empty() || r.chars().count() > 500 {
+        return Err(ApiError::field(
+            "reason",
+            "required",
+            "a reason of 1 to 500 characters is required",
+        ));
+    }
+    Ok(r)
+}
+
+/// Replays one letter. `why` is optional here (the HTTP operation takes none); the console
+/// and bulk replays always give one.
+pub async fn replay(
+    db: &Db,
+    id: Uuid,
+    actor: &str,
+    why: Option<&str>,
+) -> Result<Outcome, ApiError> {
+    let why = why.map(reason).transpose()?;
+    let txn = store::begin(db).await?;
+    let Some(dl) = store::dead_letters::find(&txn, id).await? else {
+        return Err(ApiError::not_found("Dead letter"));
+    };
+    let changed = store::dead_letters::mark_replayed(&txn, &dl, Utc::now()).await?;
+    if changed == 0 {
+        return Ok(Outcome::NotDead(dl.status));
+    }
+    let job_id = store::outbox::append(
+        &txn,
+        NewOutbox {
+            kind: OutboxKind::Job,
+            topic: dl.queue.clone(),
+            merchant_id: dl.merchant_id,
+            resource_type: "dead_letter".into(),
+            resource_id: dl.id.to_string(),
+            payload: dl.payload.clone(),
+            occurred_at: Utc::now(),
+        },
+    )
+    .await?;
+    operators::audit(
+        &txn,
+        actor,
+        "dead_letter.replay",
+        "dead_letter",
+        Some(id.to_string()),
+        why.map(str::to_string),
+        json!({"queue": dl.queue, "original_job_id": dl.job_id, "new_job_id": job_id}),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(Outcome::Done(Some(job_id)))
+}
+
+pub async fn purge(db: &Db, id: Uuid, actor: &str, reason: &str) -> Result<Outcome, ApiError> {
+    let reason = self::reason(reason)?;
+    let txn = store::begin(db).await?;
+    let Some(dl) = store::dead_letters::find(&txn, id).await? else {
+        return Err(ApiError::not_found("Dead letter"));
+    };
+    let changed = store::dead_letters::mark_purged(&txn, id, reason, Utc::now()).await?;
+    if changed == 0 {
+        return Ok(Outcome::NotDead(dl.status));
+    }
+    operators::audit(
+        &txn,
+        actor,
+        "dead_letter.purge",
+        "dead_letter",
+        Some(id.to_string()),
+        Some(reason.to_string()),
+        json!({"queue": dl.queue, "job_id": dl.job_id}),
+    )
+    .await?;
+    txn.commit().await?;
+    Ok(Outcome::Done(None))
+}
+
+/// Replay or purge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Replay,
+    Purge,
+}
+
+impl Action {
+    fn done(self) -> &'static str {
+        match self {
+            Action::Replay => "replayed",
+            Action::Purge => "purged",
+        }
+    }
+
+    fn audit_name(self) -> &'static str {
+        match self {
+            Action::Replay => "dead_letter.bulk_replay",
+            Action::Purge => "dead_letter.bulk_purge",
+        }
+    }
+}
+
+/// One letter a bulk action reached: what happened to it, or in a dry run `None`.
+pub struct Step<'a> {
+    pub letter: &'a dead_letter::Model,
+    pub result: Option<&'a Result<Outcome, ApiError>>,
+}
+
+impl Step<'_> {
+    /// What happened to the letter: `replayed` / `purged`, `unchanged` or `failed` with the
+    /// error's message; `None` in a dry run (each tool words "would ..." its own way).
+    pub fn outcome(&self, action: Action) -> Option<(&'static str, Option<String>)> {
+        self.result.map(|r| match r {
+            Ok(o) => (o.word(action), None),
+            Err(e) => (
+                "failed",
+                Some(
+                    e.to_body()["message"]
+                        .as_str()
+                        .unwrap_or("failed")
+                        .to_string(),
+                ),
+            ),
+        })
+    }
+}
+
+/// What a bulk action did (or in a dry run, would do).
+#[derive(Debug, Default, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BulkSummary {
+    pub dry_run: bool,
+    /// Dead letters that matched the filter.
+    pub matched: u64,
+    /// Replayed or purged now.
+    pub changed: u64,
+    /// No longer dead when reached (another operator got there first).
+    pub unchanged: u64,
+    /// Failed (the error is in the step); the rest still ran.
+    pub failed: u64,
+}
+
+const BULK_PAGE: u64 = 200;
+
+/// Acts on every dead letter matching `f` (its status forced to `dead`), page by page
+/// down the id index with no cap, each letter in its own audited transaction as
+/// [`replay`] and [`purge`] do; a dry run only reads. `each` sees every letter reached.
+/// A letter that fails does not stop the rest. A finished bulk action is also audited as
+/// a whole, with the filter, the reason and the counts.
+pub async fn bulk(
+    db: &Db,
+    f: &Filter,
+    action: Action,
+    actor: &str,
+    why: &str,
+    dry_run: bool,
+    mut each: impl FnMut(Step<'_>),
+) -> Result<BulkSummary, ApiError> {
+    let why = reason(why)?;
+    let f = Filter {
+        status: Some("dead".into()),
+        ..f.clone()
+    };
+    let mut sum = BulkSummary {
+        dry_run,
+        ..BulkSummary::default()
+    };
+    let mut before = None;
+    loop {
+        let page = store::dead_letters::list(db, &f, before, BULK_PAGE).await?;
+        let Some(last) = page.last() else { break };
+        before = Some(last.id);
+        for letter in &page {
+            sum.matched += 1;
+            if dry_run {
+                each(Step {
+                    letter,
+                    result: None,
+                });
+                continue;
+            }
+            let r = match action {
+                Action::Replay => replay(db, letter.id, actor, Some(why)).await,
+                Action::Purge => purge(db, letter.id, actor, why).await,
+            };
+            match &r {
+                Ok(Outcome::Done(_)) => sum.changed += 1,
+                Ok(Outcome::NotDead(_)) => sum.unchanged += 1,
+                Err(_) => sum.failed += 1,
+            }
+            each(Step {
+                letter,
+                result: Some(&r),
+            });
+        }
+        if (page.len() as u64) < BULK_PAGE {
+            break;
+        }
+    }
+    if !dry_run {
+        operators::audit(
+            db,
+            actor,
+            action.audit_name(),
+            "dead_letter",
+            None,
+            Some(why.to_string()),
+            json!({"filter": describe(&f), "summary": sum}),
+        )
+        .await?;
+    }
+    Ok(sum)
+}
+
+/// How many dead letters match and the first `n` of them (newest first): what a bulk
+/// action would reach, before anyone asks for it.
+pub async fn preview(
+    db: &Db,
+    f: &Filter,
+    n: u64,
+) -> Result<(u64, Vec<dead_letter::Model>), ApiError> {
+    let f = Filter {
+        status: Some("dead".into()),
+        ..f.clone()
+    };
+    Ok((
+        store::dead_letters::count(db, &f).await?,
+        store::dead_letters::list(db, &f, None, n).await?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_age_is_a_number_with_a_unit_of_seconds_minutes_hours_or_days() {
+        assert_eq!(parse_age("90"), Some(Duration::seconds(90)));
+        assert_eq!(parse_age("90s"), Some(Duration::seconds(90)));
+        assert_eq!(parse_age("15m"), Some(Duration::minutes(15)));
+        assert_eq!(parse_age("2h"), Some(Duration::hours(2)));
+        assert_eq!(parse_age("7d"), Some(Duration::days(7)));
+        for bad in [
+            "",
+            "h",
+            "-1h",
+            "1.5h",
+            "2w",
+            "3651d",
+            "99999999999999999999",
+        ] {
+            assert_eq!(parse_age(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn unknown_filter_values_are_refused_with_the_allowed_ones() {
+        let e = parse_filter(
+            &FilterInput {
+                status: Some("dying".into()),
+                queue: Some("emails".into()),
+                merchant: Some("nope".into()),
+                older_than: Some("2w".into()),
+                ..FilterInput::default()
+            },
+            Utc::now(),
+        )
+        .unwrap_err()
+        .to_body();
+        let fields = e["details"]["fields"].as_array().unwrap();
+        let of = |f: &str| fields.iter().find(|x| x["field"] == f).unwrap()["message"].clone();
+        assert_eq!(
+            of("status"),
+            "'dying' is not one of: dead, replayed, purged"
+        );
+        assert_eq!(
+            of("queue"),
+            "'emails' is not one of: sms_send, webhook_deliver, webhook_batch"
+        );
+        assert!(of("merchant").is_string());
+        assert!(of("older_than").is_string());
+    }
+
+    #[test]
+    fn an_empty_filter_means_every_dead_letter() {
+        let f = parse_filter(&FilterInput::default(), Utc::now()).unwrap();
+        assert_eq!(
+            f,
+            Filter {
+                status: Some("dead".into()),
+                ..Filter::default()
+            }
+        );
+    }
+
+    #[test]
+    fn secrets_in_a_payload_are_redacted_wherever_they_nest() {
+        let p = json!({
+            "integration_id": "i-1",
+            "phone_sealed": "v1.abc",
+            "request": {"verification_token": "t", "amount_minor": 5, "headers": [{"authorization": "Bearer x"}]},
+            "code": "424242",
+            "resource_key": "payment:1",
+            "api_key": "wk_live_x",
+            "webhook_secret": null,
+        });
+        let r = redact(&p);
+        assert_eq!(r["integration_id"], "i-1");
+        assert_eq!(r["phone_sealed"], "[redacted]");
+        assert_eq!(r["request"]["verification_token"], "[redacted]");
+        assert_eq!(r["request"]["amount_minor"], 5);
+        assert_eq!(r["request"]["headers"][0]["authorization"], "[redacted]");
+        assert_eq!(r["code"], "[redacted]");
+        assert_eq!(r["resource_key"], "payment:1");
+        assert_eq!(r["api_key"], "[redacted]");
+        assert_eq!(r["webhook_secret"], Value::Null);
+    }
+}
