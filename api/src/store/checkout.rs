@@ -7,7 +7,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::for_update;
+use crate::store::for_update;
 
 pub async fn insert<C: ConnectionTrait>(c: &C, s: checkout_session::Model) -> Result<(), DbErr> {
     s.into_active_model().insert(c).await.map(|_| ())

@@ -6,10 +6,10 @@ use sea_orm::{
     TransactionTrait,
 };
 
-use super::pooler::Db;
-pub use super::sqlite_file::{CHECKPOINT_EVERY, WriteTurn, checkpoint, write_turn};
-use super::sqlite_file::{FileWriter, WAL_BACKSTOP_PAGES};
 use crate::config::{Config, Pooler};
+use crate::store::pooler::Db;
+pub use crate::store::sqlite_file::{CHECKPOINT_EVERY, WriteTurn, checkpoint, write_turn};
+use crate::store::sqlite_file::{FileWriter, WAL_BACKSTOP_PAGES};
 
 /// The service's database at `WALLET_DATABASE_URL`, through the pooler if one is configured.
 pub async fn connect(cfg: &Config) -> anyhow::Result<Db> {
@@ -17,7 +17,7 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<Db> {
     let pooled = cfg.database_pooler == Pooler::Transaction;
     let conn = open(cfg, &url, cfg.db_max_connections, pooled, false).await?;
     Ok(if pooled {
-        Db::pooled(conn, super::pooler::opening(cfg))
+        Db::pooled(conn, crate::store::pooler::opening(cfg))
     } else {
         Db::direct(conn)
     })
@@ -39,7 +39,7 @@ pub async fn connect_replica(cfg: &Config) -> anyhow::Result<Option<Db>> {
     let pooled = cfg.database_pooler == Pooler::Transaction;
     let conn = open(cfg, url, cfg.db_max_connections, pooled, true).await?;
     Ok(Some(if pooled {
-        Db::pooled(conn, super::pooler::opening(cfg))
+        Db::pooled(conn, crate::store::pooler::opening(cfg))
     } else {
         Db::direct(conn)
     }))
@@ -86,7 +86,7 @@ async fn open(
         // set in every transaction instead.
         opts.map_sqlx_postgres_opts(|o| o.statement_cache_capacity(0).extra_float_digits(None));
     } else if url.starts_with("postgres") {
-        let settings = super::pooler::session_settings(cfg);
+        let settings = crate::store::pooler::session_settings(cfg);
         opts.map_sqlx_postgres_opts(move |o| {
             o.options(settings.iter().map(|(k, v)| (*k, v.as_str())))
         });

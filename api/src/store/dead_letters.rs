@@ -98,10 +98,13 @@ fn select(f: &Filter) -> Select<dead_letter::Entity> {
         q = q.filter(dead_letter::Column::MerchantId.eq(m));
     }
     if let Some(t) = f.dead_before {
-        q = q.filter(dead_letter::Column::Id.lt(super::uuid_v7_floor(t)));
+        q = q.filter(dead_letter::Column::Id.lt(crate::store::uuid_v7_floor(t)));
     }
     if let Some(s) = &f.error_contains {
-        q = q.filter(super::contains_any_case(dead_letter::Column::LastError, s));
+        q = q.filter(crate::store::contains_any_case(
+            dead_letter::Column::LastError,
+            s,
+        ));
     }
     q
 }

@@ -6,7 +6,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{for_update, payments::TransactionFilter};
+use crate::store::{for_update, payments::TransactionFilter};
 
 pub async fn insert<C: ConnectionTrait>(c: &C, d: dispute::Model) -> Result<(), DbErr> {
     d.into_active_model().insert(c).await.map(|_| ())
@@ -70,7 +70,7 @@ pub async fn reversals_page<C: ConnectionTrait>(
 ) -> Result<Vec<(topup_reversal::Model, topup::Model)>, DbErr> {
     // A top-up whose credit was taken back is `reversed`; no other status has a reversal.
     if f.status
-        .is_some_and(|s| s != super::payments::FeedStatus::Reversed)
+        .is_some_and(|s| s != crate::store::payments::FeedStatus::Reversed)
     {
         return Ok(Vec::new());
     }

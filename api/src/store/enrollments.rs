@@ -7,7 +7,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::for_update;
+use crate::store::for_update;
 
 pub async fn insert<C: ConnectionTrait>(c: &C, e: enrollment::Model) -> Result<(), DbErr> {
     e.into_active_model().insert(c).await.map(|_| ())
@@ -156,7 +156,7 @@ pub async fn identity_by_link<C: ConnectionTrait>(
         .one(c)
         .await?;
     match link {
-        Some(l) => super::wallets::find_identity(c, merchant_id, l.wallet_user_id).await,
+        Some(l) => crate::store::wallets::find_identity(c, merchant_id, l.wallet_user_id).await,
         None => Ok(None),
     }
 }

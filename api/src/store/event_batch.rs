@@ -8,7 +8,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::outbox_row::NewOutbox;
+use crate::store::outbox_row::NewOutbox;
 
 /// A batch of events, numbered per resource: `sequence_number` counts a resource's events
 /// in commit order. The upsert adding to the resource's counter holds its row until the

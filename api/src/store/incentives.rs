@@ -8,7 +8,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::for_update;
+use crate::store::for_update;
 
 // --- settlements -------------------------------------------------------------------------
 

@@ -105,7 +105,9 @@ impl Queue {
     pub async fn push(&self, job_type: &str, task: Task<Vec<u8>>) -> Result<(), ApiError> {
         match self {
             Queue::Sqlite(pool) => {
-                let _turn = super::db::write_turn(pool).await.map_err(unavailable)?;
+                let _turn = crate::store::db::write_turn(pool)
+                    .await
+                    .map_err(unavailable)?;
                 let mut tx = pool.begin().await.map_err(unavailable)?;
                 apalis_sqlite::queries::push_tasks(&mut *tx, job_type, &[task])
                     .await
@@ -133,7 +135,9 @@ impl Queue {
         let undeferred = b"\"deferrals\":0}";
         match self {
             Queue::Sqlite(pool) => {
-                let _turn = super::db::write_turn(pool).await.map_err(unavailable)?;
+                let _turn = crate::store::db::write_turn(pool)
+                    .await
+                    .map_err(unavailable)?;
                 sqlx::query(
                     "UPDATE Jobs SET run_at = strftime('%s', 'now') \
                      WHERE job_type = ?1 AND status = 'Pending' \
@@ -174,7 +178,9 @@ impl Queue {
             r#"{"Err": "Re-enqueued: the worker holding it failed and was restarted."}"#;
         match self {
             Queue::Sqlite(pool) => {
-                let _turn = super::db::write_turn(pool).await.map_err(unavailable)?;
+                let _turn = crate::store::db::write_turn(pool)
+                    .await
+                    .map_err(unavailable)?;
                 sqlx::query(
                     "UPDATE Jobs SET status = 'Pending', done_at = NULL, lock_by = NULL, \
                      lock_at = NULL, attempts = attempts + 1, last_result = ?2 \

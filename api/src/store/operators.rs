@@ -6,7 +6,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::uuid_v7_floor;
+use crate::store::uuid_v7_floor;
 
 pub async fn active_by_prefix<C: ConnectionTrait>(
     c: &C,

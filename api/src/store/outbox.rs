@@ -7,8 +7,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::outbox_row::NewOutbox;
-use super::{event_batch::Events, writes::Writes};
+use crate::store::outbox_row::NewOutbox;
+use crate::store::{event_batch::Events, writes::Writes};
 
 /// Appends a row; returns its `event_id`.
 pub async fn append<C: ConnectionTrait>(c: &C, item: NewOutbox) -> Result<Uuid, DbErr> {

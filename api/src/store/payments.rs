@@ -15,7 +15,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::{
+use crate::store::{
     for_update,
     wallets::{self, ForPayment},
     writes::Writes,

@@ -197,7 +197,7 @@ impl Db {
     /// the failure is one the primary may not share.
     fn fallback_for(&self, e: &DbErr) -> Option<&Db> {
         let f = self.fallback.as_ref()?;
-        if !super::errors::is_transient(e) {
+        if !crate::store::errors::is_transient(e) {
             return None;
         }
         if f.usable.swap(false, Ordering::Relaxed) {

@@ -14,7 +14,7 @@ use sea_orm::{
     sqlx::{self, Row},
 };
 
-use super::Db;
+use crate::store::Db;
 use serde_json::Value;
 use uuid::Uuid;
 
@@ -259,7 +259,7 @@ where
 {
     let pool = db.connection().get_sqlite_connection_pool();
     // IMMEDIATE: take the write lock up front instead of failing to upgrade later.
-    let _turn = super::db::write_turn(pool).await?;
+    let _turn = crate::store::db::write_turn(pool).await?;
     let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
     let rows = sqlx::query(sqlx::AssertSqlSafe(pending_select(DbBackend::Sqlite)))
         .bind(limit)

@@ -36,8 +36,8 @@ use std::{
 use sea_orm::sqlx::{self, Row};
 use uuid::Uuid;
 
-use super::pooler::Db;
 use crate::infra::{kv::Kv, telemetry::metrics as m};
+use crate::store::pooler::Db;
 
 /// How often the probe measures the replica.
 pub const PROBE_EVERY: Duration = Duration::from_secs(1);

@@ -13,7 +13,7 @@ use sea_orm::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::pooler::Db;
+use crate::store::pooler::Db;
 
 /// How long a writer waits for its turn: as long as SQLite's own busy timeout, past which
 /// the caller gets the same retryable error.

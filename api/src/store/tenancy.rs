@@ -263,7 +263,7 @@ pub async fn lock_program<C: ConnectionTrait>(
     id: Uuid,
 ) -> Result<Option<wallet_program::Model>, DbErr> {
     let q = wallet_program::Entity::find_by_id(id);
-    super::for_update(c, q).one(c).await
+    crate::store::for_update(c, q).one(c).await
 }
 
 /// Moves an integration's test clock `step_secs` forward in one statement, so two advances
@@ -322,7 +322,10 @@ pub async fn integrations_page<C: ConnectionTrait>(
     use sea_orm::QuerySelect;
     let mut s = integration::Entity::find();
     if let Some(q) = q {
-        s = s.filter(super::contains_any_case(integration::Column::Name, q));
+        s = s.filter(crate::store::contains_any_case(
+            integration::Column::Name,
+            q,
+        ));
     }
     if let Some(v) = status {
         s = s.filter(integration::Column::Status.eq(v));

@@ -6,7 +6,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::for_update;
+use crate::store::for_update;
 
 pub async fn find_sku<C: ConnectionTrait>(
     c: &C,
@@ -99,13 +99,13 @@ pub async fn update<C: ConnectionTrait>(c: &C, t: topup::Model) -> Result<(), Db
 /// half; see `payments::transactions_page` for the filter).
 pub async fn transactions_page<C: ConnectionTrait>(
     c: &C,
-    f: &super::payments::TransactionFilter,
+    f: &crate::store::payments::TransactionFilter,
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<topup::Model>, DbErr> {
     // A top-up in the feed was credited: it is `completed`, or `reversed` once its credit
     // was taken back (the credit stays a movement of its day).
-    use super::payments::FeedStatus;
+    use crate::store::payments::FeedStatus;
     use topup::TopupStatus::{Credited, Reversed};
     let stored: &[&str] = match f.status {
         None => &[Credited.as_str(), Reversed.as_str()],
@@ -118,7 +118,7 @@ pub async fn transactions_page<C: ConnectionTrait>(
 
 /// `transactions_page`'s query, served in order by `ix_topups_integration`.
 pub fn transactions_select(
-    f: &super::payments::TransactionFilter,
+    f: &crate::store::payments::TransactionFilter,
     statuses: &[&str],
     after: Option<Uuid>,
     limit: u64,

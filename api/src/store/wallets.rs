@@ -46,7 +46,7 @@ pub async fn lock_identity<C: ConnectionTrait>(
 ) -> Result<Option<wallet_user::Model>, DbErr> {
     let q =
         wallet_user::Entity::find_by_id(id).filter(wallet_user::Column::MerchantId.eq(merchant_id));
-    super::for_update(c, q).one(c).await
+    crate::store::for_update(c, q).one(c).await
 }
 
 pub async fn insert_identity<C: ConnectionTrait>(
@@ -144,7 +144,7 @@ pub async fn lock_wallet<C: ConnectionTrait>(
     id: Uuid,
 ) -> Result<Option<wallet::Model>, DbErr> {
     let q = wallet::Entity::find_by_id(id).filter(wallet::Column::MerchantId.eq(merchant_id));
-    super::for_update(c, q).one(c).await
+    crate::store::for_update(c, q).one(c).await
 }
 
 /// The wallet with its owner's identity, in one round trip.

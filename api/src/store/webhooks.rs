@@ -11,7 +11,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::for_update;
+use crate::store::for_update;
 
 pub async fn insert_subscription<C: ConnectionTrait>(
     c: &C,
@@ -199,7 +199,7 @@ RETURNING delivery_id"#;
             .map(|r| r.try_get::<Uuid>("", "delivery_id"))
             .collect();
     }
-    let txn = super::begin(db).await?;
+    let txn = crate::store::begin(db).await?;
     let mut recorded = Vec::with_capacity(attempts.len());
     for a in attempts {
         let updated = webhook_delivery::Entity::update_many()

@@ -19,7 +19,7 @@ use sea_orm::{
     },
 };
 
-use super::event_batch::Events;
+use crate::store::event_batch::Events;
 
 #[derive(Default)]
 pub struct Writes {
