@@ -32,7 +32,9 @@ pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     // builds its indexes CONCURRENTLY, which no transaction may hold.
     let db = store::connect_direct(config, 2).await?;
     migration::Migrator::up(&db, None).await?;
-    store::job_queue::Queue::from_db(&db).setup().await?;
+    store::queues::job_queue::Queue::from_db(&db)
+        .setup()
+        .await?;
     db.close().await?;
     Ok(())
 }
@@ -139,9 +141,9 @@ pub async fn build_state(config: Config) -> anyhow::Result<AppState> {
     let jwt = JwtKeys::new(&config.jwt_kid, jwt_secret.expose().as_bytes(), &previous)
         .in_cell(config.cell.clone());
     let sealer = Sealer::new(secret_key.expose().as_bytes());
-    let queue = store::job_queue::Queue::from_db(&queue_connection(&config, &db).await?);
+    let queue = store::queues::job_queue::Queue::from_db(&queue_connection(&config, &db).await?);
     let replica = store::connect_replica(&config).await?.map(|r| {
-        Arc::new(store::replica::Replica::new(
+        Arc::new(store::db::replica::Replica::new(
             r,
             db.clone(),
             kv.clone(),

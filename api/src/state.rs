@@ -30,9 +30,9 @@ pub struct Inner {
     pub kv: Kv,
     pub sealer: Sealer,
     pub jwt: JwtKeys,
-    pub queue: store::job_queue::Queue,
+    pub queue: store::queues::job_queue::Queue,
     /// The read replica, if one is configured (`lagging`).
-    pub replica: Option<Arc<store::replica::Replica>>,
+    pub replica: Option<Arc<store::db::replica::Replica>>,
     pub metrics: PrometheusHandle,
     /// Rendered `GET /capabilities` answers (see `domain::platform::CAPABILITIES_TTL`).
     pub capabilities: TtlCache<CapabilitiesKey, Arc<RawValue>>,
@@ -174,12 +174,12 @@ impl AppState {
     /// Where a read that tolerates lag runs (the transaction and event feeds, the console):
     /// the replica while it is well and has replayed what the request's caller wrote, else
     /// the primary. Never for a read a money decision, a replay or authentication rests on.
-    pub async fn lagging(&self) -> store::replica::LaggingRead {
+    pub async fn lagging(&self) -> store::db::replica::LaggingRead {
         match &self.replica {
             Some(r) => r.read(crate::infra::current_request::caller()).await,
-            None => store::replica::LaggingRead {
+            None => store::db::replica::LaggingRead {
                 db: self.db.clone(),
-                served: store::replica::Served::Primary,
+                served: store::db::replica::Served::Primary,
             },
         }
     }
@@ -189,7 +189,7 @@ impl AppState {
         let replica = self.replica.clone();
         let probe = async move {
             if let Some(r) = replica {
-                store::replica::run_probe(r).await;
+                store::db::replica::run_probe(r).await;
             }
         };
         tokio::join!(self.sample_pool_and_health(), probe);

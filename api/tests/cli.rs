@@ -433,12 +433,12 @@ async fn ledger_check_passes_on_real_payments_and_fails_naming_a_tampered_wallet
         "{text}"
     );
     // Each run is recorded: the console's health page says when it last ran.
-    let f = api::store::operators::AuditFilter {
+    let f = api::store::credentials::operators::AuditFilter {
         action: Some("ledger.check".into()),
         target_id: Some(shop.merchant().to_string()),
         ..Default::default()
     };
-    let last = api::store::operators::audit_page(&app.server.state.db, &f, None, 1)
+    let last = api::store::credentials::operators::audit_page(&app.server.state.db, &f, None, 1)
         .await
         .unwrap()
         .pop()

@@ -36,9 +36,9 @@ pub async fn dead_sms(app: &TestApp, t: &TestTenant, phone: &str, error: &str) -
     // The job itself is not wanted: only its payload, as the dead letter keeps it.
     txn.rollback().await.unwrap();
     let now = chrono::Utc::now();
-    store::dead_letters::insert_once(
+    store::queues::dead_letters::insert_once(
         &state.db,
-        store::dead_letters::NewDeadLetter {
+        store::queues::dead_letters::NewDeadLetter {
             job_id: job,
             queue: job_requests::SMS_SEND,
             job_type: job_requests::SMS_SEND,
@@ -67,7 +67,7 @@ pub async fn dead_sms(app: &TestApp, t: &TestTenant, phone: &str, error: &str) -
 
 /// A letter's status now.
 pub async fn status_of(app: &TestApp, id: Uuid) -> String {
-    store::dead_letters::find(&app.server.state.db, id)
+    store::queues::dead_letters::find(&app.server.state.db, id)
         .await
         .unwrap()
         .expect("the dead letter")
@@ -121,9 +121,9 @@ pub async fn many(app: &TestApp, t: &TestTenant, n: usize, error: &str) -> Vec<U
 
 /// How many of the merchant's letters are in `status`.
 pub async fn count(app: &TestApp, merchant: Uuid, status: &str) -> u64 {
-    store::dead_letters::count(
+    store::queues::dead_letters::count(
         &app.server.state.db,
-        &store::dead_letters::Filter {
+        &store::queues::dead_letters::Filter {
             status: Some(status.into()),
             merchant_id: Some(merchant),
             ..Default::default()

@@ -177,7 +177,7 @@ async fn list(
         return Err(Failure::Usage("--limit: from 1 to 1000".into()));
     }
     let f = dead_letters::parse_filter(&filter.input(status), Utc::now())?;
-    let rows = store::dead_letters::list(db, &f, before, limit + 1).await?;
+    let rows = store::queues::dead_letters::list(db, &f, before, limit + 1).await?;
     let (rows, more) = crate::domain::page_of(rows, limit);
     let next = more.then(|| rows.last().map(|d| d.id)).flatten();
     if json {
@@ -203,7 +203,7 @@ async fn list(
 }
 
 async fn stats(db: &Db, json: bool) -> Result<(), Failure> {
-    let per_queue = store::dead_letters::dead_per_queue(db).await?;
+    let per_queue = store::queues::dead_letters::dead_per_queue(db).await?;
     let total: i64 = per_queue.iter().map(|(_, n)| n).sum();
     if json {
         let queues: Vec<Value> = per_queue
@@ -223,7 +223,7 @@ async fn stats(db: &Db, json: bool) -> Result<(), Failure> {
 }
 
 async fn show(db: &Db, id: Uuid, json: bool) -> Result<(), Failure> {
-    let d = store::dead_letters::find(db, id)
+    let d = store::queues::dead_letters::find(db, id)
         .await?
         .ok_or_else(|| Failure::Error(format!("no dead letter {id}")))?;
     let v = view(&d, true);
@@ -370,7 +370,7 @@ async fn one(
     dry_run: bool,
     each: &mut impl FnMut(Step<'_>),
 ) -> Result<BulkSummary, Failure> {
-    let letter = store::dead_letters::find(db, id)
+    let letter = store::queues::dead_letters::find(db, id)
         .await?
         .ok_or_else(|| Failure::Error(format!("no dead letter {id}")))?;
     let mut sum = BulkSummary {

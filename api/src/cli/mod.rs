@@ -107,7 +107,7 @@ pub async fn service_database(config: &Config) -> Result<Db, Failure> {
 
 /// A cause, with what to set where the store recognises it.
 fn explain(cause: &str) -> String {
-    store::errors::with_hint(cause.to_string())
+    store::db::errors::with_hint(cause.to_string())
 }
 
 impl From<ApiError> for Failure {

@@ -50,7 +50,7 @@ pub enum Pooler {
     #[default]
     None,
     /// A transaction-mode pooler: consecutive transactions of one client connection may run
-    /// on different server sessions, so nothing may outlive a transaction (`store::pooler`).
+    /// on different server sessions, so nothing may outlive a transaction (`store::db::pooler`).
     Transaction,
 }
 
@@ -83,7 +83,7 @@ pub struct Config {
     pub database_direct_url: Option<String>,
     /// A streaming replica of the database (`postgres://…`, reached the way
     /// `database_pooler` says). Reads that tolerate lag go there: the transaction and event
-    /// feeds and the operations console (`store::replica`); every read a money decision,
+    /// feeds and the operations console (`store::db::replica`); every read a money decision,
     /// an idempotent replay or authentication rests on stays on the primary.
     pub database_replica_url: Option<String>,
     /// A replica further behind than this (or down, or promoted) serves nothing until it

@@ -41,13 +41,13 @@ fn day(raw: Option<&str>) -> Option<DateTime<Utc>> {
 pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
-    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    // Lag-tolerant: the replica serves it while it keeps up (store::db::replica).
     let read = st.lagging().await;
-    let operators = match store::operators::all(&read.db).await {
+    let operators = match store::credentials::operators::all(&read.db).await {
         Ok(o) => o,
         Err(e) => return error_page(&s, &e.into()),
     };
-    let f = store::operators::AuditFilter {
+    let f = store::credentials::operators::AuditFilter {
         actor: q.owned("actor"),
         action: q.owned("action"),
         target_id: q.owned("target"),
@@ -56,7 +56,8 @@ pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>
         until: day(q.get("until")).map(|t| t + chrono::Duration::days(1)),
     };
     let before = q.get("before").and_then(|b| Uuid::parse_str(b).ok());
-    let rows = match store::operators::audit_page(&read.db, &f, before, PAGE + 1).await {
+    let rows = match store::credentials::operators::audit_page(&read.db, &f, before, PAGE + 1).await
+    {
         Ok(r) => r,
         Err(e) => return error_page(&s, &e.into()),
     };

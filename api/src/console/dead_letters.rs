@@ -107,16 +107,16 @@ fn letters_table(rows: &[entities::dead_letter::Model]) -> Markup {
 pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
-    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    // Lag-tolerant: the replica serves it while it keeps up (store::db::replica).
     let read = st.lagging().await;
-    let counts = match store::dead_letters::dead_per_queue(&read.db).await {
+    let counts = match store::queues::dead_letters::dead_per_queue(&read.db).await {
         Ok(c) => c,
         Err(e) => return error_page(&s, &e.into()),
     };
     let filter = dead_letters::parse_filter(&input(&q), Utc::now());
     let before = q.get("before").and_then(|b| Uuid::parse_str(b).ok());
     let rows = match &filter {
-        Ok(f) => match store::dead_letters::list(&read.db, f, before, PAGE + 1).await {
+        Ok(f) => match store::queues::dead_letters::list(&read.db, f, before, PAGE + 1).await {
             Ok(r) => r,
             Err(e) => return error_page(&s, &e.into()),
         },
@@ -297,12 +297,12 @@ pub async fn bulk(req: &Request, state: Data<&AppState>, Form(f): Form<Fields>) 
 pub async fn show(req: &Request, state: Data<&AppState>, Path(id): Path<String>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
-    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    // Lag-tolerant: the replica serves it while it keeps up (store::db::replica).
     let read = st.lagging().await;
     let Ok(id) = Uuid::parse_str(&id) else {
         return layout::problem(StatusCode::NOT_FOUND, "No such dead letter.");
     };
-    let d = match store::dead_letters::find(&read.db, id).await {
+    let d = match store::queues::dead_letters::find(&read.db, id).await {
         Ok(Some(d)) => d,
         Ok(None) => return layout::problem(StatusCode::NOT_FOUND, "No such dead letter."),
         Err(e) => return error_page(&s, &e.into()),

@@ -15,7 +15,7 @@ use crate::{domain::operators, state::AppState, store};
 pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
-    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    // Lag-tolerant: the replica serves it while it keeps up (store::db::replica).
     let read = st.lagging().await;
     let now = Utc::now();
     let health = st.health().await;
@@ -23,7 +23,7 @@ pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
         store::outbox::oldest_pending_age(&read.db, now),
         store::outbox::pending_count(&read.db),
         st.queue.depth(),
-        store::dead_letters::dead_per_queue(&read.db),
+        store::queues::dead_letters::dead_per_queue(&read.db),
         operators::last_ledger_check(&read.db),
     );
     let body = html! {

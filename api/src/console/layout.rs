@@ -1,7 +1,7 @@
 //! The page shell every console page shares: navigation, the operator and a sign-out
 //! form, the stylesheet, and the headers that keep the pages private (no caching, no
 //! framing, no script at all: every action is a plain form).
-use crate::store::replica::Served;
+use crate::store::db::replica::Served;
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 use poem::{

@@ -20,7 +20,7 @@ const PAGE: u64 = 50;
 pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
-    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    // Lag-tolerant: the replica serves it while it keeps up (store::db::replica).
     let read = st.lagging().await;
     let status = q
         .get("status")

@@ -44,7 +44,7 @@ fn stats(attempts: &[entities::webhook_attempt::Model]) -> Stats {
 pub async fn list(req: &Request, state: Data<&AppState>, Query(q): Query<Fields>) -> Response {
     let st = state.0;
     let s = signed_in!(req, st);
-    // Lag-tolerant: the replica serves it while it keeps up (store::replica).
+    // Lag-tolerant: the replica serves it while it keeps up (store::db::replica).
     let read = st.lagging().await;
     let integration = q.get("tenant").and_then(|t| Uuid::parse_str(t).ok());
     let state_filter = q

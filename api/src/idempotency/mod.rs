@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use crate::{
     domain::credentials::Principal, envelope, infra::crypto::Sealer, infra::kv::Kv,
-    store::writes::Writes,
+    store::db::writes::Writes,
 };
 
 /// The result of a mutation's domain work.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::{error::ApiError, store::job_queue::Queue};
+use crate::{error::ApiError, store::queues::job_queue::Queue};
 
 /// apalis' own re-runs, for infrastructure failures only (our retry schedule could not be
 /// written); the job's real attempts are counted in the `QueuedJob`.

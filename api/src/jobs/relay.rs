@@ -14,7 +14,7 @@ use crate::{
     state::AppState,
     store::{
         self,
-        relay::{NewDelivery, PendingRow, Plan, SubscriptionRow},
+        outbox::relay::{NewDelivery, PendingRow, Plan, SubscriptionRow},
     },
 };
 
@@ -145,7 +145,7 @@ fn plan(rows: &[PendingRow], subs: &[SubscriptionRow], now: DateTime<Utc>) -> Pl
 
 /// Relays one batch; returns how many rows it took.
 pub async fn run_once(state: &AppState) -> anyhow::Result<usize> {
-    let rows = store::relay::relay_batch(&state.db, BATCH, plan).await?;
+    let rows = store::outbox::relay::relay_batch(&state.db, BATCH, plan).await?;
     if !rows.is_empty() {
         metrics::counter!(crate::infra::telemetry::metrics::OUTBOX_RELAYED)
             .increment(rows.len() as u64);

@@ -6,13 +6,13 @@
 //! | table | kept |
 //! |---|---|
 //! | finished jobs | `WALLET_RETENTION_JOBS_DAYS` after they finished |
-//! | outbox | until relayed, then the events API's 30 days and one more; on PostgreSQL by whole months (`store::partitions`) |
+//! | outbox | until relayed, then the events API's 30 days and one more; on PostgreSQL by whole months (`store::db::partitions`) |
 //! | idempotency records | until they expire (`WALLET_IDEMPOTENCY_TTL_HOURS`) |
 //! | OTP sessions, QR nonces | a day past expiry unless they paid (then for ever) |
 //! | webhook deliveries (settled), attempts | `WALLET_RETENTION_WEBHOOK_DAYS` |
 //! | sandbox messages | `WALLET_RETENTION_SANDBOX_MESSAGES_DAYS` |
 //!
-//! The ledger, payments and every other money record are never pruned (`store::retention`
+//! The ledger, payments and every other money record are never pruned (`store::db::retention`
 //! has no way to name them).
 //!
 //! Each pass first creates the partitions of the months ahead (PostgreSQL), so the history
@@ -28,7 +28,7 @@ use crate::{
     domain::webhooks::event_feed,
     infra::telemetry::metrics as m,
     state::AppState,
-    store::{self, retention::Table},
+    store::{self, db::retention::Table},
 };
 
 /// Room for other writers between two batches (on SQLite, the one writer's turn).
@@ -64,10 +64,10 @@ pub async fn run_once(state: &AppState, now: DateTime<Utc>) -> Vec<(Table, Resul
 
 /// Creates the months ahead that are missing and reports how far ahead they reach.
 pub async fn partition_upkeep(state: &AppState, now: DateTime<Utc>) -> Result<(), sea_orm::DbErr> {
-    for name in store::partitions::ensure(&state.db, now).await? {
+    for name in store::db::partitions::ensure(&state.db, now).await? {
         tracing::info!(partition = %name, "partition created");
     }
-    if let Some(ahead) = store::partitions::months_ahead(&state.db, now).await? {
+    if let Some(ahead) = store::db::partitions::months_ahead(&state.db, now).await? {
         metrics::gauge!(m::PARTITION_MONTHS_AHEAD).set(f64::from(ahead));
     }
     Ok(())
@@ -79,7 +79,7 @@ pub async fn prune(state: &AppState, table: Table, now: DateTime<Utc>) -> Result
     let keep = keep(&state.config, table);
     if table == Table::OutboxEvents && state.db.get_database_backend() == DbBackend::Postgres {
         // Whole months, each when its last row is past the window: no row-by-row deletes.
-        let n = store::partitions::drop_outbox_before(&state.db, now, keep)
+        let n = store::db::partitions::drop_outbox_before(&state.db, now, keep)
             .await
             .map_err(|e| e.to_string())?;
         metrics::counter!(m::RETENTION_DELETED, "table" => table.as_str()).increment(n);
@@ -115,7 +115,7 @@ async fn batch(
     limit: u64,
 ) -> Result<u64, sea_orm::DbErr> {
     let txn = store::db::begin(&state.db).await?;
-    let deleted = store::retention::prune_batch(&txn, table, now, keep, limit).await?;
+    let deleted = store::db::retention::prune_batch(&txn, table, now, keep, limit).await?;
     txn.commit().await?;
     Ok(deleted)
 }

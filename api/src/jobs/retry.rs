@@ -84,9 +84,9 @@ async fn dead_letter(deps: &JobDeps, env: &QueuedJob, message: &str) -> Result<(
     }
     let history = env.next_attempt(message).errors;
     tracing::error!(error = %message, attempts = env.attempt, "job dead-lettered");
-    store::dead_letters::insert_once(
+    store::queues::dead_letters::insert_once(
         &deps.state.db,
-        store::dead_letters::NewDeadLetter {
+        store::queues::dead_letters::NewDeadLetter {
             job_id: env.job_id,
             queue: &env.job_type,
             job_type: &env.job_type,

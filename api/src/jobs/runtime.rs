@@ -24,7 +24,7 @@ use crate::{
     jobs::sms::{HttpProvider, MockProvider, SmsProvider, UnconfiguredProvider},
     state::AppState,
     store,
-    store::job_queue::Queue,
+    store::queues::job_queue::Queue,
 };
 
 /// One apalis queue per job type.
@@ -352,7 +352,7 @@ async fn sample_metrics(state: AppState, mut stop: watch::Receiver<bool>) {
                     .set(n);
             }
         }
-        if let Ok(rows) = store::dead_letters::dead_per_queue(&state.db).await {
+        if let Ok(rows) = store::queues::dead_letters::dead_per_queue(&state.db).await {
             let mut per_queue: std::collections::BTreeMap<String, f64> =
                 QUEUES.iter().map(|q| (q.to_string(), 0.0)).collect();
             for (queue, n) in rows {

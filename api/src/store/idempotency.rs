@@ -6,7 +6,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::store::writes::{Slot, Writes};
+use crate::store::db::writes::{Slot, Writes};
 
 /// The live record of `(owner, key)`; an expired one counts as absent.
 pub async fn find<C: ConnectionTrait>(

@@ -9,7 +9,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::store::writes::Writes;
+use crate::store::db::writes::Writes;
 
 /// An account as the ledger stores it (`domain::ledger::Account` converts into it): its
 /// kind and id, and the balance column its entries move, if it keeps one.

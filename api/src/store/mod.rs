@@ -1,38 +1,23 @@
 //! Persistence: the only place that builds queries. Every finder of tenant-owned data takes
 //! the tenant (integration or merchant) so no query can forget it.
-pub mod api_keys;
-pub mod checkout;
+pub mod credentials;
+pub mod customers;
 pub mod db;
-pub mod dead_letters;
 pub mod disputes;
-pub mod enrollments;
-pub mod errors;
-mod event_batch;
-pub mod events;
 pub mod idempotency;
 pub mod incentives;
-pub mod job_queue;
 pub mod ledger;
-pub mod operators;
 pub mod outbox;
-pub mod outbox_row;
-pub mod partitions;
 pub mod payments;
-pub mod pooler;
-pub mod relay;
-pub mod replica;
-pub mod retention;
+pub mod queues;
 pub mod sandbox_messages;
-mod sqlite_file;
 pub mod tenancy;
 pub mod topups;
-pub mod wallets;
 pub mod webhooks;
-pub mod writes;
 
+pub use db::errors::{is_transient, is_unique_violation};
+pub use db::pooler::Db;
 pub use db::{begin, close, connect, connect_direct, connect_replica, ping};
-pub use errors::{is_transient, is_unique_violation};
-pub use pooler::Db;
 
 /// `q` locking its rows until the transaction ends. On PostgreSQL that is `FOR UPDATE`;
 /// SQLite has no row locks, and its IMMEDIATE write transaction already excludes every

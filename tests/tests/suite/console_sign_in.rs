@@ -139,11 +139,11 @@ async fn audit_of(
     action: &str,
     pick: impl Fn(&entities::operator_audit::Model) -> bool,
 ) -> Vec<entities::operator_audit::Model> {
-    let f = api::store::operators::AuditFilter {
+    let f = api::store::credentials::operators::AuditFilter {
         action: Some(action.to_string()),
         ..Default::default()
     };
-    api::store::operators::audit_page(&app.server.state.db, &f, None, 200)
+    api::store::credentials::operators::audit_page(&app.server.state.db, &f, None, 200)
         .await
         .unwrap()
         .into_iter()

@@ -38,7 +38,7 @@ async fn look_ups_on_tables_that_only_grow_go_through_indexes() {
 
     let poll = Statement::from_sql_and_values(
         backend,
-        store::relay::pending_select(backend),
+        store::outbox::relay::pending_select(backend),
         [100i64.into()],
     );
     let poll = plan(poll).await;

@@ -119,9 +119,9 @@ async fn a_job_that_always_fails_is_dead_lettered_with_its_error_history() {
     let job_id = commit_sms(&app, sms(&t, &phone, "111111")).await;
 
     let dead = eventually(Duration::from_secs(30), "the dead letter", || async {
-        let rows = store::dead_letters::list(
+        let rows = store::queues::dead_letters::list(
             &state.db,
-            &store::dead_letters::Filter::default(),
+            &store::queues::dead_letters::Filter::default(),
             None,
             500,
         )

@@ -138,9 +138,9 @@ async fn an_operator_action_needs_a_reason_and_a_real_integration() {
 
 async fn dead_letter(app: &TestApp, t: &tests::TestTenant) -> uuid::Uuid {
     let job_id = uuid::Uuid::now_v7();
-    api::store::dead_letters::insert_once(
+    api::store::queues::dead_letters::insert_once(
         &app.server.state.db,
-        api::store::dead_letters::NewDeadLetter {
+        api::store::queues::dead_letters::NewDeadLetter {
             job_id,
             queue: "sms_send",
             job_type: "sms_send",
@@ -155,10 +155,14 @@ async fn dead_letter(app: &TestApp, t: &tests::TestTenant) -> uuid::Uuid {
     )
     .await
     .unwrap();
-    let all =
-        api::store::dead_letters::list(&app.server.state.db, &Default::default(), None, 10_000)
-            .await
-            .unwrap();
+    let all = api::store::queues::dead_letters::list(
+        &app.server.state.db,
+        &Default::default(),
+        None,
+        10_000,
+    )
+    .await
+    .unwrap();
     all.into_iter().find(|d| d.job_id == job_id).unwrap().id
 }
 

@@ -3,7 +3,7 @@
 //! months ahead are there before they are needed, a look-up by id reads one partition, a
 //! newest-first page reads the partitions newest first, and an outbox month past retention
 //! goes whole, never while one of its rows still waits for the relay.
-use api::store::partitions::{self, MONTHS_AHEAD};
+use api::store::db::partitions::{self, MONTHS_AHEAD};
 use chrono::{DateTime, Duration, Utc};
 use migration::{
     MigratorTrait,

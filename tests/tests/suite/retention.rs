@@ -1,7 +1,7 @@
 //! Retention: every table that grows with traffic and holds no money fact is pruned in
 //! batches once its rows have outlived their use; the ledger, payments and wallets never are.
 use super::payments::otp_for;
-use api::store::retention::Table;
+use api::store::db::retention::Table;
 use chrono::{Duration, Utc};
 use sea_orm::{ConnectionTrait, DbBackend, Statement};
 use serde_json::json;

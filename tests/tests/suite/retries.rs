@@ -219,7 +219,7 @@ async fn an_expired_record_is_purged_with_its_sealed_secret_and_the_key_runs_ane
     let later = chrono::Utc::now() + chrono::Duration::hours(25);
     let purged = api::jobs::retention::prune(
         &app.server.state,
-        api::store::retention::Table::IdempotencyRecords,
+        api::store::db::retention::Table::IdempotencyRecords,
         later,
     )
     .await

@@ -1,4 +1,4 @@
-//! Writes held back to the end of a transaction (`api::store::writes`): a batch lands whole
+//! Writes held back to the end of a transaction (`api::store::db::writes`): a batch lands whole
 //! or not at all, keeps the ledger's guards, and applies its writes in order, on both
 //! backends (one statement on PostgreSQL, one by one on SQLite).
 use api::{
@@ -6,7 +6,7 @@ use api::{
         ledger::posting,
         outbox::events::{NewOutbox, OutboxKind},
     },
-    store::{self, ledger::Reference, writes::Writes},
+    store::{self, db::writes::Writes, ledger::Reference},
 };
 use chrono::Utc;
 use entities::{ledger_posting, wallet};

@@ -218,7 +218,7 @@ impl KeyAuth<'_> {
             return Ok(());
         };
         let now = Utc::now();
-        let renewed = match store::api_keys::active_by_id(self.db, key_id).await {
+        let renewed = match store::credentials::api_keys::active_by_id(self.db, key_id).await {
             Ok(Some((key, integration))) => match self.admit(&key, &integration, now).await {
                 Ok(principal) => self.cache(fp, &principal, now).await.map(|_| ()),
                 Err(e) => Err(e),
@@ -347,7 +347,8 @@ impl KeyAuth<'_> {
                 FAILURE_WINDOW.as_secs(),
             ));
         }
-        let candidates = store::api_keys::active_by_prefix(self.db, key_prefix).await?;
+        let candidates =
+            store::credentials::api_keys::active_by_prefix(self.db, key_prefix).await?;
         let now = Utc::now();
         for (key, integration) in candidates {
             let raw_owned = raw.to_string();

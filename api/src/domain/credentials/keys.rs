@@ -164,9 +164,9 @@ pub async fn create<C: ConnectionTrait>(
         None => Permissions::merchant_default().intersect(caller.permissions),
     };
     let target = scope_of(c, caller, &req).await?;
-    let model = store::api_keys::insert(
+    let model = store::credentials::api_keys::insert(
         c,
-        store::api_keys::NewKey {
+        store::credentials::api_keys::NewKey {
             id: Uuid::now_v7(),
             integration_id: caller.integration_id,
             scope: (&target).into(),
@@ -193,7 +193,7 @@ async fn find_visible<C: ConnectionTrait>(
     key_id: Uuid,
 ) -> Result<api_key::Model, ApiError> {
     let not_found = || ApiError::not_found("API key");
-    let key = store::api_keys::find_live(c, caller.integration_id, key_id)
+    let key = store::credentials::api_keys::find_live(c, caller.integration_id, key_id)
         .await?
         .ok_or_else(not_found)?;
     let scope = Scope::from_parts(&key.scope, key.enterprise_id, key.brand_id, key.branch_id)
@@ -241,14 +241,15 @@ async fn tree_of<C: ConnectionTrait>(
             break;
         }
         creators.push(p);
-        prev = store::api_keys::find_live(c, caller.integration_id, p)
+        prev = store::credentials::api_keys::find_live(c, caller.integration_id, p)
             .await?
             .and_then(|k| k.previous_key_id);
     }
     let mut seen: Vec<Uuid> = creators.clone();
     let mut found = Vec::new();
     while !creators.is_empty() {
-        let children = store::api_keys::minted_by(c, caller.integration_id, &creators).await?;
+        let children =
+            store::credentials::api_keys::minted_by(c, caller.integration_id, &creators).await?;
         creators = Vec::new();
         for k in children {
             if seen.contains(&k.id) {
@@ -318,7 +319,7 @@ async fn deactivate<C: ConnectionTrait>(
     }
     // Out of every replica's cache first: from here on only the database can admit it.
     auth.invalidate(key.id).await?;
-    store::api_keys::transition(c, &key, ApiKeyStatus::Inactive, reason, Utc::now())
+    store::credentials::api_keys::transition(c, &key, ApiKeyStatus::Inactive, reason, Utc::now())
         .await?
         .ok_or_else(changed_concurrently)
 }
@@ -338,7 +339,7 @@ pub async fn delete<C: ConnectionTrait>(
     caller.require(Permission::IntegrationsDelete)?;
     let key = find_manageable(c, caller, key_id).await?;
     auth.invalidate(key.id).await?;
-    store::api_keys::transition(c, &key, ApiKeyStatus::Deleted, reason, Utc::now())
+    store::credentials::api_keys::transition(c, &key, ApiKeyStatus::Deleted, reason, Utc::now())
         .await?
         .ok_or_else(changed_concurrently)
 }
@@ -368,12 +369,12 @@ pub async fn regenerate<C: ConnectionTrait>(
     // Retire the old key first, conditionally: a concurrent revoke or delete wins and no
     // successor is issued.
     let why = reason.or_else(|| Some("regenerated".into()));
-    store::api_keys::transition(c, &old, ApiKeyStatus::Inactive, why, Utc::now())
+    store::credentials::api_keys::transition(c, &old, ApiKeyStatus::Inactive, why, Utc::now())
         .await?
         .ok_or_else(changed_concurrently)?;
-    let new = store::api_keys::insert(
+    let new = store::credentials::api_keys::insert(
         c,
-        store::api_keys::NewKey {
+        store::credentials::api_keys::NewKey {
             id: Uuid::now_v7(),
             integration_id: old.integration_id,
             scope: (&scope).into(),
@@ -403,14 +404,14 @@ pub async fn list<C: ConnectionTrait>(
     limit: u64,
 ) -> Result<(Vec<api_key::Model>, bool), ApiError> {
     caller.require(Permission::IntegrationsRead)?;
-    let f = store::api_keys::ListFilter {
+    let f = store::credentials::api_keys::ListFilter {
         status,
         branch_id,
         created_by,
         after,
         within: (&caller.scope).into(),
     };
-    let rows = store::api_keys::list(c, caller.integration_id, &f, limit + 1).await?;
+    let rows = store::credentials::api_keys::list(c, caller.integration_id, &f, limit + 1).await?;
     Ok(crate::domain::page_of(rows, limit))
 }
 

@@ -23,9 +23,9 @@ pub enum Scope {
     },
 }
 
-impl From<&Scope> for crate::store::api_keys::ScopeColumns {
+impl From<&Scope> for crate::store::credentials::api_keys::ScopeColumns {
     fn from(s: &Scope) -> Self {
-        crate::store::api_keys::ScopeColumns {
+        crate::store::credentials::api_keys::ScopeColumns {
             name: s.name(),
             enterprise_id: s.enterprise_id(),
             brand_id: s.brand_id(),

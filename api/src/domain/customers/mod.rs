@@ -98,18 +98,19 @@ pub async fn find_identity<C: ConnectionTrait>(
     let via_nonce = |n: Option<entities::qr_nonce::Model>| n.map(|n| n.wallet_id);
     let (identity, wallet) = match credential {
         IdentityCredential::Phone(p) => (
-            store::wallets::find_identity_by_phone(c, merchant, p).await?,
+            store::customers::wallets::find_identity_by_phone(c, merchant, p).await?,
             None,
         ),
-        IdentityCredential::WalletUser(id) => {
-            (store::wallets::find_identity(c, merchant, *id).await?, None)
-        }
+        IdentityCredential::WalletUser(id) => (
+            store::customers::wallets::find_identity(c, merchant, *id).await?,
+            None,
+        ),
         IdentityCredential::ProviderCustomerId(p) => (
-            store::enrollments::identity_by_provider_id(c, merchant, p).await?,
+            store::customers::enrollments::identity_by_provider_id(c, merchant, p).await?,
             None,
         ),
         IdentityCredential::CardFingerprint(f) => (
-            store::enrollments::identity_by_link(
+            store::customers::enrollments::identity_by_link(
                 c,
                 merchant,
                 "card_fingerprint",
@@ -143,10 +144,10 @@ async fn identity_of_wallet<C: ConnectionTrait>(
     wallet: Option<Uuid>,
 ) -> Result<Option<wallet_user::Model>, ApiError> {
     let Some(w) = wallet else { return Ok(None) };
-    let Some(w) = store::wallets::find_wallet(c, merchant, w).await? else {
+    let Some(w) = store::customers::wallets::find_wallet(c, merchant, w).await? else {
         return Ok(None);
     };
-    Ok(store::wallets::find_identity(c, merchant, w.wallet_user_id).await?)
+    Ok(store::customers::wallets::find_identity(c, merchant, w.wallet_user_id).await?)
 }
 
 /// `resolution_state` of the contract.
@@ -275,7 +276,7 @@ pub async fn resolve<C: ConnectionTrait>(
     }
     let wallet = match bound_wallet {
         Some(id) => {
-            let w = store::wallets::find_wallet(c, merchant, id)
+            let w = store::customers::wallets::find_wallet(c, merchant, id)
                 .await?
                 .ok_or_else(|| ApiError::not_found("Wallet"))?;
             if program.is_some_and(|p| p != w.wallet_program_id) {
@@ -406,7 +407,7 @@ pub async fn lookup<C: ConnectionTrait>(
         && identity.state == EXPIRED
     {
         out.identity_state = Some(identity.state.as_str().to_string());
-        for w in store::wallets::wallets_of_identity(c, identity.id).await? {
+        for w in store::customers::wallets::wallets_of_identity(c, identity.id).await? {
             if program.is_none_or(|p| p == w.wallet_program_id) {
                 out.escrowed_actual_minor += store::ledger::account_balance(
                     c,
@@ -426,6 +427,6 @@ pub async fn lookup<C: ConnectionTrait>(
     out.identity_state = Some(identity.state.as_str().to_string());
     out.recent_payments = store::payments::recent_of_wallet(c, wallet.id, LOOKUP_RECENT).await?;
     out.recent_activity = store::ledger::wallet_activity(c, wallet.id, 20).await?;
-    out.grants = store::wallets::recent_grants(c, wallet.id, 20).await?;
+    out.grants = store::customers::wallets::recent_grants(c, wallet.id, 20).await?;
     Ok(out)
 }

@@ -99,11 +99,11 @@ pub async fn open_window<C: ConnectionTrait>(
     window: Duration,
     now: DateTime<Utc>,
 ) -> Result<enrollment::Model, ApiError> {
-    if let Some(e) = store::enrollments::pending_of(c, identity.id).await? {
+    if let Some(e) = store::customers::enrollments::pending_of(c, identity.id).await? {
         return Ok(e);
     }
     let e = new_enrollment(identity, program, origin, window, now);
-    store::enrollments::insert(c, e.clone()).await?;
+    store::customers::enrollments::insert(c, e.clone()).await?;
     Ok(e)
 }
 

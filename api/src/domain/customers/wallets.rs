@@ -124,7 +124,7 @@ pub async fn ensure_room<C: ConnectionTrait>(
     credit: i64,
     field: &str,
 ) -> Result<(), ApiError> {
-    let grants = store::wallets::live_grants(c, w.id).await?;
+    let grants = store::customers::wallets::live_grants(c, w.id).await?;
     let held = money::saturating_sum(
         std::iter::once(w.actual_minor).chain(grants.iter().map(|g| g.remaining_minor)),
     );
@@ -147,7 +147,7 @@ pub async fn current_balance<C: ConnectionTrait>(
     w: &wallet::Model,
     now: DateTime<Utc>,
 ) -> Result<Balance, ApiError> {
-    let grants = store::wallets::live_grants(c, w.id).await?;
+    let grants = store::customers::wallets::live_grants(c, w.id).await?;
     Ok(balance(w, &grants, now))
 }
 
@@ -160,7 +160,7 @@ pub async fn choose_wallet<C: ConnectionTrait>(
     currency: Option<&str>,
     program: Option<Uuid>,
 ) -> Result<wallet::Model, ApiError> {
-    let wallets = store::wallets::wallets_of_identity(c, identity.id).await?;
+    let wallets = store::customers::wallets::wallets_of_identity(c, identity.id).await?;
     let mut candidates: Vec<wallet::Model> = wallets
         .into_iter()
         .filter(|w| program.is_none_or(|p| w.wallet_program_id == p))
@@ -247,7 +247,7 @@ pub async fn wallet_in_program<C: ConnectionTrait>(
     program: &entities::wallet_program::Model,
     now: DateTime<Utc>,
 ) -> Result<wallet::Model, ApiError> {
-    let existing = store::wallets::wallets_of_identity(c, identity.id).await?;
+    let existing = store::customers::wallets::wallets_of_identity(c, identity.id).await?;
     Ok(
         match existing
             .into_iter()
@@ -255,8 +255,14 @@ pub async fn wallet_in_program<C: ConnectionTrait>(
         {
             Some(w) => w,
             None => {
-                store::wallets::insert_wallet(c, identity, program.id, &program.currency, now)
-                    .await?
+                store::customers::wallets::insert_wallet(
+                    c,
+                    identity,
+                    program.id,
+                    &program.currency,
+                    now,
+                )
+                .await?
             }
         },
     )
@@ -282,8 +288,9 @@ pub async fn import<C: ConnectionTrait>(
     let program = program_for(c, merchant_id, program_id).await?;
     let now = Utc::now();
     let (found, created) =
-        store::wallets::insert_identity_if_absent(c, merchant_id, phone, state, now).await?;
-    let identity = store::wallets::lock_identity(c, merchant_id, found.id)
+        store::customers::wallets::insert_identity_if_absent(c, merchant_id, phone, state, now)
+            .await?;
+    let identity = store::customers::wallets::lock_identity(c, merchant_id, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let wallet = wallet_in_program(c, &identity, &program, now).await?;
@@ -327,12 +334,13 @@ pub async fn find_for_operator<C: ConnectionTrait>(
     c: &C,
     wallet_id: Uuid,
 ) -> Result<WalletRecord, ApiError> {
-    let wallet = store::wallets::find_wallet_any_merchant(c, wallet_id)
+    let wallet = store::customers::wallets::find_wallet_any_merchant(c, wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let identity = store::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let identity =
+        store::customers::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Wallet"))?;
     // Operators work on real time, whatever a sandbox tenant's test clock says.
     let balance = current_balance(c, &wallet, Utc::now()).await?;
     Ok(WalletRecord {
@@ -366,10 +374,10 @@ pub async fn adjust<C: ConnectionTrait>(
     adjustment: Adjustment,
     reason: &str,
 ) -> Result<WalletRecord, ApiError> {
-    let found = store::wallets::find_wallet_any_merchant(c, wallet_id)
+    let found = store::customers::wallets::find_wallet_any_merchant(c, wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
-    let w = store::wallets::lock_wallet(c, found.merchant_id, wallet_id)
+    let w = store::customers::wallets::lock_wallet(c, found.merchant_id, wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     if w.currency != currency {
@@ -408,9 +416,16 @@ pub async fn adjust<C: ConnectionTrait>(
             let state = PromoGrantState::parse(&state)
                 .filter(|s| matches!(s, PromoGrantState::Released | PromoGrantState::Locked))
                 .ok_or_else(|| ApiError::field("/state", "invalid", "RELEASED or LOCKED"))?;
-            let g =
-                store::wallets::insert_grant(c, &w, amount_minor, &source, state, expires_at, now)
-                    .await?;
+            let g = store::customers::wallets::insert_grant(
+                c,
+                &w,
+                amount_minor,
+                &source,
+                state,
+                expires_at,
+                now,
+            )
+            .await?;
             (
                 ledger::posting::grant_accrual(w.merchant_id, g.id, &w.currency, amount_minor),
                 json!({"money_class": "promo", "grant_id": g.id.to_string(), "amount_minor": amount_minor, "currency": w.currency, "source": source, "state": state.as_str()}),
@@ -427,13 +442,14 @@ pub async fn adjust<C: ConnectionTrait>(
         },
     )
     .await?;
-    let wallet = store::wallets::find_wallet(c, w.merchant_id, w.id)
+    let wallet = store::customers::wallets::find_wallet(c, w.merchant_id, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let balance = current_balance(c, &wallet, now).await?;
-    let identity = store::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    let identity =
+        store::customers::wallets::find_identity(c, wallet.merchant_id, wallet.wallet_user_id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let mut events = vec![balance_changed(
         &wallet,
         &balance,

@@ -132,8 +132,10 @@ pub async fn accrue<C: ConnectionTrait>(
     }
     let expires_at = now + Duration::days(i64::from(rule.expiry_days));
     let released = entities::promo_grant::PromoGrantState::Released;
-    let mut g =
-        store::wallets::insert_grant(c, w, amount, "CASHBACK", released, expires_at, now).await?;
+    let mut g = store::customers::wallets::insert_grant(
+        c, w, amount, "CASHBACK", released, expires_at, now,
+    )
+    .await?;
     store::ledger::post(
         c,
         &ledger::posting::grant_accrual(p.merchant_id, g.id, &w.currency, amount),

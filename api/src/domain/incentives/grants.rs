@@ -29,15 +29,16 @@ pub async fn list<C: ConnectionTrait>(
     after: Option<Uuid>,
     limit: u64,
 ) -> Result<(Vec<promo_grant::Model>, bool), ApiError> {
-    store::wallets::find_identity(c, merchant, wallet_user_id)
+    store::customers::wallets::find_identity(c, merchant, wallet_user_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Customer"))?;
-    let wallets: Vec<Uuid> = store::wallets::wallets_of_identity(c, wallet_user_id)
+    let wallets: Vec<Uuid> = store::customers::wallets::wallets_of_identity(c, wallet_user_id)
         .await?
         .into_iter()
         .map(|w| w.id)
         .collect();
-    let rows = store::wallets::grants_page(c, &wallets, state, source, after, limit + 1).await?;
+    let rows = store::customers::wallets::grants_page(c, &wallets, state, source, after, limit + 1)
+        .await?;
     Ok(crate::domain::page_of(rows, limit))
 }
 
@@ -89,7 +90,7 @@ async fn end<C: ConnectionTrait>(
         )
         .await?;
     }
-    if !store::wallets::end_grant(c, g.id, to, now).await? {
+    if !store::customers::wallets::end_grant(c, g.id, to, now).await? {
         return Err(ApiError::internal("grant changed under the wallet lock"));
     }
     Ok(amount)
@@ -118,7 +119,7 @@ pub async fn take_back_bonus<C: ConnectionTrait>(
     reason: &str,
     now: DateTime<Utc>,
 ) -> Result<(i64, Option<NewOutbox>), ApiError> {
-    let Some(g) = store::wallets::find_grant(c, grant_id).await? else {
+    let Some(g) = store::customers::wallets::find_grant(c, grant_id).await? else {
         return Ok((0, None));
     };
     if !matches!(
@@ -159,13 +160,13 @@ pub async fn clawback<C: ConnectionTrait>(
     reason: &str,
     now: DateTime<Utc>,
 ) -> Result<ClawedBack, ApiError> {
-    let found = store::wallets::find_grant(c, grant_id)
+    let found = store::customers::wallets::find_grant(c, grant_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Grant"))?;
-    let w = store::wallets::lock_wallet(c, found.merchant_id, found.wallet_id)
+    let w = store::customers::wallets::lock_wallet(c, found.merchant_id, found.wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Grant"))?;
-    let g = store::wallets::find_grant(c, grant_id)
+    let g = store::customers::wallets::find_grant(c, grant_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Grant"))?;
     let clawed = match g.state {
@@ -233,17 +234,18 @@ pub async fn expire_due(
 ) -> Result<usize, ApiError> {
     let mut expired = 0;
     loop {
-        let due = store::wallets::due_grants(db, now, merchants, 200).await?;
+        let due = store::customers::wallets::due_grants(db, now, merchants, 200).await?;
         let batch = due.len();
         let mut progressed = false;
         for found in due {
             let txn = store::begin(db).await?;
             let Some(w) =
-                store::wallets::lock_wallet(&txn, found.merchant_id, found.wallet_id).await?
+                store::customers::wallets::lock_wallet(&txn, found.merchant_id, found.wallet_id)
+                    .await?
             else {
                 continue;
             };
-            let Some(g) = store::wallets::find_grant(&txn, found.id).await? else {
+            let Some(g) = store::customers::wallets::find_grant(&txn, found.id).await? else {
                 continue;
             };
             if !matches!(g.state, PromoGrantState::Released | PromoGrantState::Locked)

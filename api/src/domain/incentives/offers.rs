@@ -311,7 +311,7 @@ pub async fn redeem<C: ConnectionTrait>(
             "was made before the offer was armed",
         ));
     }
-    let w = store::wallets::lock_wallet(c, merchant, p.wallet_id)
+    let w = store::customers::wallets::lock_wallet(c, merchant, p.wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     if w.wallet_user_id != o.wallet_user_id {
@@ -358,7 +358,7 @@ pub async fn redeem<C: ConnectionTrait>(
             "the offer's campaign budget cannot cover the reward",
         ));
     }
-    let mut g = store::wallets::insert_grant(
+    let mut g = store::customers::wallets::insert_grant(
         c,
         &w,
         reward,

@@ -124,7 +124,7 @@ async fn take_back<C: ConnectionTrait>(
     now: DateTime<Utc>,
     events: &mut Vec<NewOutbox>,
 ) -> Result<i64, ApiError> {
-    let g = store::wallets::find_grant(c, r.grant_id)
+    let g = store::customers::wallets::find_grant(c, r.grant_id)
         .await?
         .ok_or_else(|| ApiError::internal("reward grant missing"))?;
     // An expired or clawed-back grant's remainder already went back to the merchant.
@@ -155,7 +155,7 @@ async fn take_back<C: ConnectionTrait>(
         }
     }
     if live && whole {
-        store::wallets::end_grant(c, g.id, PromoGrantState::ClawedBack, now).await?;
+        store::customers::wallets::end_grant(c, g.id, PromoGrantState::ClawedBack, now).await?;
     }
     if take > 0 || (live && whole) {
         events.push(clawed_back_event(

@@ -20,7 +20,7 @@ use crate::domain::{
 };
 use crate::{
     error::{ApiError, FieldError},
-    store::{self, dead_letters::Filter},
+    store::{self, queues::dead_letters::Filter},
 };
 
 /// A dead letter's states: still dead, replayed onto its queue, or purged.
@@ -227,10 +227,10 @@ pub async fn replay(
 ) -> Result<Outcome, ApiError> {
     let why = why.map(reason).transpose()?;
     let txn = store::begin(db).await?;
-    let Some(dl) = store::dead_letters::find(&txn, id).await? else {
+    let Some(dl) = store::queues::dead_letters::find(&txn, id).await? else {
         return Err(ApiError::not_found("Dead letter"));
     };
-    let changed = store::dead_letters::mark_replayed(&txn, &dl, Utc::now()).await?;
+    let changed = store::queues::dead_letters::mark_replayed(&txn, &dl, Utc::now()).await?;
     if changed == 0 {
         return Ok(Outcome::NotDead(dl.status));
     }
@@ -264,10 +264,10 @@ pub async fn replay(
 pub async fn purge(db: &Db, id: Uuid, actor: &str, reason: &str) -> Result<Outcome, ApiError> {
     let reason = self::reason(reason)?;
     let txn = store::begin(db).await?;
-    let Some(dl) = store::dead_letters::find(&txn, id).await? else {
+    let Some(dl) = store::queues::dead_letters::find(&txn, id).await? else {
         return Err(ApiError::not_found("Dead letter"));
     };
-    let changed = store::dead_letters::mark_purged(&txn, id, reason, Utc::now()).await?;
+    let changed = store::queues::dead_letters::mark_purged(&txn, id, reason, Utc::now()).await?;
     if changed == 0 {
         return Ok(Outcome::NotDead(dl.status));
     }
@@ -374,7 +374,7 @@ pub async fn bulk(
     };
     let mut before = None;
     loop {
-        let page = store::dead_letters::list(db, &f, before, BULK_PAGE).await?;
+        let page = store::queues::dead_letters::list(db, &f, before, BULK_PAGE).await?;
         let Some(last) = page.last() else { break };
         before = Some(last.id);
         for letter in &page {
@@ -431,8 +431,8 @@ pub async fn preview(
         ..f.clone()
     };
     Ok((
-        store::dead_letters::count(db, &f).await?,
-        store::dead_letters::list(db, &f, None, n).await?,
+        store::queues::dead_letters::count(db, &f).await?,
+        store::queues::dead_letters::list(db, &f, None, n).await?,
     ))
 }
 

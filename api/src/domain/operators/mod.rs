@@ -59,9 +59,9 @@ pub async fn create(db: &Db, name: &str, bcrypt_cost: u32) -> Result<OperatorCre
         .map_err(ApiError::internal)?;
     let id = Uuid::now_v7();
     let txn = store::begin(db).await?;
-    store::operators::insert(
+    store::credentials::operators::insert(
         &txn,
-        store::operators::NewOperator {
+        store::credentials::operators::NewOperator {
             id,
             name,
             key_prefix: &key.key_prefix,
@@ -97,9 +97,9 @@ pub async fn audit<C: ConnectionTrait>(
     reason: Option<String>,
     details: Value,
 ) -> Result<(), ApiError> {
-    store::operators::insert_audit(
+    store::credentials::operators::insert_audit(
         c,
-        store::operators::AuditEntry {
+        store::credentials::operators::AuditEntry {
             actor,
             action,
             target_type,
@@ -162,7 +162,9 @@ pub async fn set_integration_status(
                     Clock::from_column(integration.clock_offset_secs),
                 )
                 .await?;
-            for key_id in store::api_keys::ids_of_integration(&txn, integration_id).await? {
+            for key_id in
+                store::credentials::api_keys::ids_of_integration(&txn, integration_id).await?
+            {
                 auth.invalidate(key_id).await?;
             }
         }
@@ -305,11 +307,11 @@ pub async fn check_ledger(
 
 /// The most recent ledger check's audit entry, if one ever ran.
 pub async fn last_ledger_check(db: &Db) -> Result<Option<operator_audit::Model>, ApiError> {
-    let f = store::operators::AuditFilter {
+    let f = store::credentials::operators::AuditFilter {
         action: Some(LEDGER_CHECK.into()),
         ..Default::default()
     };
-    Ok(store::operators::audit_page(db, &f, None, 1)
+    Ok(store::credentials::operators::audit_page(db, &f, None, 1)
         .await?
         .into_iter()
         .next())

@@ -34,7 +34,8 @@ pub async fn open(
         expires_at: now + ttl,
     };
     let txn = store::begin(db).await?;
-    store::operators::insert_session(&txn, opened.id, op.id, now, opened.expires_at).await?;
+    store::credentials::operators::insert_session(&txn, opened.id, op.id, now, opened.expires_at)
+        .await?;
     audit(
         &txn,
         &op.actor(),
@@ -52,7 +53,7 @@ pub async fn open(
 /// The operator of a live session: not signed out, not expired, its operator still active.
 pub async fn live(db: &Db, session: Uuid, operator: Uuid) -> Result<Option<Operator>, ApiError> {
     Ok(
-        store::operators::live_session(db, session, operator, Utc::now())
+        store::credentials::operators::live_session(db, session, operator, Utc::now())
             .await?
             .map(|op| Operator {
                 id: op.id,
@@ -64,7 +65,7 @@ pub async fn live(db: &Db, session: Uuid, operator: Uuid) -> Result<Option<Opera
 /// Signs `op` out of `session`, audited.
 pub async fn end(db: &Db, op: &Operator, session: Uuid) -> Result<(), ApiError> {
     let txn = store::begin(db).await?;
-    store::operators::revoke_session(&txn, session, Utc::now()).await?;
+    store::credentials::operators::revoke_session(&txn, session, Utc::now()).await?;
     audit(
         &txn,
         &op.actor(),
@@ -114,11 +115,12 @@ pub async fn set_status(
         OperatorStatus::Inactive
     };
     let txn = store::begin(db).await?;
-    let Some(op) = store::operators::find(&txn, operator).await? else {
+    let Some(op) = store::credentials::operators::find(&txn, operator).await? else {
         return Err(ApiError::not_found("operator"));
     };
-    store::operators::set_status(&txn, operator, status).await?;
-    let ended = store::operators::revoke_sessions_of(&txn, operator, Utc::now()).await?;
+    store::credentials::operators::set_status(&txn, operator, status).await?;
+    let ended =
+        store::credentials::operators::revoke_sessions_of(&txn, operator, Utc::now()).await?;
     audit(
         &txn,
         actor,

@@ -112,11 +112,11 @@ pub async fn refused_form(db: &Db, kv: &Kv, budget: Budget, client: &str) -> Res
 /// The active operator with this key, else why not. Operators are few and their calls
 /// rare: bcrypt every time, no cache.
 async fn verify(db: &Db, raw: &str, prefix: &str) -> Result<Result<Operator, Failure>, ApiError> {
-    let active = store::operators::active_by_prefix(db, prefix).await?;
+    let active = store::credentials::operators::active_by_prefix(db, prefix).await?;
     if let Some(op) = first_matching(raw, active).await? {
         return Ok(Ok(op));
     }
-    let inactive = store::operators::inactive_by_prefix(db, prefix).await?;
+    let inactive = store::credentials::operators::inactive_by_prefix(db, prefix).await?;
     Ok(Err(match first_matching(raw, inactive).await? {
         Some(op) => Failure::Disabled(op),
         None => Failure::UnknownKey,

@@ -121,11 +121,11 @@ pub async fn check<C: ConnectionTrait>(
 ) -> Result<Checked, ApiError> {
     let merchant = caller.acting.merchant_id;
     let (wallet_id, credential_expires_at) = resolve(c, sealer, merchant, &check, now).await?;
-    let (w, owner) = store::wallets::find_wallet_with_owner(c, merchant, wallet_id)
+    let (w, owner) = store::customers::wallets::find_wallet_with_owner(c, merchant, wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     payments::credential_wallet_fits(c, &w, check.wallet_program_id, &check.currency).await?;
-    let grants = store::wallets::live_grants(c, w.id).await?;
+    let grants = store::customers::wallets::live_grants(c, w.id).await?;
     let balance = wallets::balance(&w, &grants, now);
     let views: Vec<_> = grants.iter().map(wallets::grant_view).collect();
     let spendable_minor =

@@ -119,7 +119,7 @@ pub async fn open<C: ConnectionTrait>(
         updated_at: now,
         closed_at: None,
     };
-    store::checkout::insert(c, s.clone()).await?;
+    store::payments::checkout::insert(c, s.clone()).await?;
     Ok(s)
 }
 
@@ -129,7 +129,7 @@ pub async fn find_visible<C: ConnectionTrait>(
     principal: &Principal,
     id: Uuid,
 ) -> Result<checkout_session::Model, ApiError> {
-    let s = store::checkout::find(c, principal.integration_id, id)
+    let s = store::payments::checkout::find(c, principal.integration_id, id)
         .await?
         .ok_or_else(not_found)?;
     let other_brand = matches!((principal.scope.brand_id(), s.brand_id), (Some(mine), Some(theirs)) if mine != theirs);
@@ -165,7 +165,7 @@ pub async fn hold_any_state<C: ConnectionTrait>(
     caller: &Caller,
     id: Uuid,
 ) -> Result<checkout_session::Model, ApiError> {
-    let s = store::checkout::lock(c, caller.integration_id, id)
+    let s = store::payments::checkout::lock(c, caller.integration_id, id)
         .await?
         .ok_or_else(not_found)?;
     check_scope(&s, caller)?;
@@ -202,7 +202,7 @@ pub async fn identify<C: ConnectionTrait>(
         s.wallet_program_id = r.wallet.as_ref().map(|w| w.wallet_program_id);
         s.resolution_state = Some(r.state.stored());
         s.updated_at = now;
-        store::checkout::update(c, s.clone()).await?;
+        store::payments::checkout::update(c, s.clone()).await?;
     }
     if let Some(event) =
         customers::identified_event(&r, caller, customer.type_name(), Some(s.id), now)
@@ -220,7 +220,7 @@ pub async fn cancel<C: ConnectionTrait>(
     reason: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<checkout_session::Model, ApiError> {
-    let s = store::checkout::lock(c, caller.integration_id, id)
+    let s = store::payments::checkout::lock(c, caller.integration_id, id)
         .await?
         .ok_or_else(not_found)?;
     check_scope(&s, caller)?;
@@ -235,7 +235,7 @@ pub async fn cancel<C: ConnectionTrait>(
     s.close_reason = reason.or_else(|| Some("cancelled".into()));
     s.closed_at = Some(now);
     s.updated_at = now;
-    store::checkout::update(c, s.clone()).await?;
+    store::payments::checkout::update(c, s.clone()).await?;
     Ok(s)
 }
 
@@ -281,7 +281,7 @@ pub async fn complete<C: ConnectionTrait>(
     s.close_reason = Some("paid".into());
     s.closed_at = Some(now);
     s.updated_at = now;
-    store::checkout::update(c, s).await?;
+    store::payments::checkout::update(c, s).await?;
     Ok(())
 }
 
@@ -291,5 +291,5 @@ pub async fn expire_due<C: ConnectionTrait>(
     now: DateTime<Utc>,
     merchants: Option<&[Uuid]>,
 ) -> Result<u64, ApiError> {
-    Ok(store::checkout::expire_due(c, now, merchants).await?)
+    Ok(store::payments::checkout::expire_due(c, now, merchants).await?)
 }

@@ -74,8 +74,12 @@ async fn identity<C: ConnectionTrait>(
     customer: &Customer,
 ) -> Result<wallet_user::Model, ApiError> {
     match customer {
-        Customer::Phone(p) => store::wallets::find_identity_by_phone(c, merchant_id, p).await?,
-        Customer::WalletUser(id) => store::wallets::find_identity(c, merchant_id, *id).await?,
+        Customer::Phone(p) => {
+            store::customers::wallets::find_identity_by_phone(c, merchant_id, p).await?
+        }
+        Customer::WalletUser(id) => {
+            store::customers::wallets::find_identity(c, merchant_id, *id).await?
+        }
     }
     .ok_or_else(|| ApiError::not_found("Wallet"))
 }

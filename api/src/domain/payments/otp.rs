@@ -64,7 +64,7 @@ pub async fn send_otp<C: ConnectionTrait>(
     let chosen =
         wallets::choose_wallet(c, &who, Some(&req.currency), req.wallet_program_id).await?;
     // Sends for one wallet queue here, so the window count below cannot be raced.
-    let w = store::wallets::lock_wallet(c, merchant, chosen.id)
+    let w = store::customers::wallets::lock_wallet(c, merchant, chosen.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let window = Duration::seconds(OTP_SEND_WINDOW_SECS);
@@ -224,7 +224,7 @@ pub(super) async fn code_matches<C: ConnectionTrait>(
     phone: &str,
     code: &str,
 ) -> Result<bool, ApiError> {
-    let owner = store::wallets::find_wallet_with_owner(c, merchant, s.wallet_id).await?;
+    let owner = store::customers::wallets::find_wallet_with_owner(c, merchant, s.wallet_id).await?;
     let phone_ok = owner.is_some_and(|(_, who)| who.phone == phone);
     let code_ok = sealer.verify_mac("otp", format!("{}:{code}", s.id).as_bytes(), &s.code_hash);
     Ok(phone_ok && code_ok)

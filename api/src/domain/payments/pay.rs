@@ -24,7 +24,7 @@ use crate::{
     },
     error::ApiError,
     infra::crypto::Sealer,
-    store::{self, writes::Writes},
+    store::{self, db::writes::Writes},
 };
 
 // ---------------------------------------------------------------------------------------
@@ -95,7 +95,7 @@ pub(super) async fn take_credential<C: ConnectionTrait>(
     pay: &Pay,
     payment_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<store::wallets::ForPayment, ApiError> {
+) -> Result<store::customers::wallets::ForPayment, ApiError> {
     match &pay.credential {
         Credential::Otp {
             phone: _,
@@ -241,7 +241,7 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         Some(id) => Some(checkout::hold_any_state(c, caller, id).await?),
         None => None,
     };
-    let store::wallets::ForPayment {
+    let store::customers::wallets::ForPayment {
         wallet: w,
         owner: who,
         rule,
@@ -273,7 +273,7 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
         )
     })?;
     // The payment's own writes need nothing back: they are held and go to the database
-    // in one batch with the idempotency record (see `store::writes`). Nothing below reads
+    // in one batch with the idempotency record (see `store::db::writes`). Nothing below reads
     // a row they touch; cashback's writes are its own rows.
     let mut writes = Writes::default();
     let posting = ledger::posting::payment(merchant, w.id, &w.currency, &plan);

@@ -77,7 +77,7 @@ pub async fn mint_qr<C: ConnectionTrait>(
         .or(session.as_ref().and_then(|s| s.wallet_program_id));
     // Mints for one customer queue on the identity, so two concurrent mints cannot each
     // miss the other's nonce and leave two live.
-    let who = store::wallets::lock_identity(c, merchant, found.id)
+    let who = store::customers::wallets::lock_identity(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let w = wallets::choose_wallet(c, &who, None, program).await?;

@@ -67,7 +67,7 @@ pub async fn reverse<C: ConnectionTrait>(
             format!("must be the payment's currency, {}", p.currency),
         ));
     }
-    let w = store::wallets::lock_wallet(c, merchant, p.wallet_id)
+    let w = store::customers::wallets::lock_wallet(c, merchant, p.wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     if p.status == PaymentStatus::Voided {
@@ -104,7 +104,7 @@ pub async fn reverse<C: ConnectionTrait>(
     let left = p.amount_minor - p.refunded_minor;
     let amount = amount.unwrap_or(left);
     let grant_ids: Vec<Uuid> = paid.from_grants.iter().map(|(g, _)| *g).collect();
-    let grants = store::wallets::grants_by_ids(c, &grant_ids).await?;
+    let grants = store::customers::wallets::grants_by_ids(c, &grant_ids).await?;
     let views: Vec<_> = grants.iter().map(wallets::grant_view).collect();
     let plan: RefundPlan =
         ledger::plan_refund(&paid, &returned, &views, amount, now).ok_or_else(|| {
@@ -172,7 +172,7 @@ pub async fn reverse<C: ConnectionTrait>(
     reversed
         .events
         .extend(rewards::recover(c, &refilled, now).await?);
-    let w = store::wallets::find_wallet(c, merchant, w.id)
+    let w = store::customers::wallets::find_wallet(c, merchant, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let balance_after = wallets::current_balance(c, &w, now).await?;

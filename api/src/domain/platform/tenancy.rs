@@ -120,9 +120,9 @@ pub async fn create(
         &t.currency,
     )
     .await?;
-    store::api_keys::insert(
+    store::credentials::api_keys::insert(
         &txn,
-        store::api_keys::NewKey {
+        store::credentials::api_keys::NewKey {
             id: Uuid::now_v7(),
             integration_id,
             scope: (&Scope::Integration).into(),

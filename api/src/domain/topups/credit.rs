@@ -30,13 +30,19 @@ pub(crate) async fn credit_identity<C: ConnectionTrait>(
             Some((i, _)) => (i, false),
             None => match customer {
                 IdentityCredential::Phone(p) => {
-                    store::wallets::insert_identity_if_absent(c, merchant, p, PENDING_PROOF, now)
-                        .await?
+                    store::customers::wallets::insert_identity_if_absent(
+                        c,
+                        merchant,
+                        p,
+                        PENDING_PROOF,
+                        now,
+                    )
+                    .await?
                 }
                 _ => return Err(ApiError::not_found("Customer")),
             },
         };
-    let identity = store::wallets::lock_identity(c, merchant, found.id)
+    let identity = store::customers::wallets::lock_identity(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Customer"))?;
     Ok((identity, created))
@@ -128,8 +134,14 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
         // A credit for someone who has not proven the phone: held in a proto-wallet whose
         // pending-proof window opens now (or is already open).
         if identity.state != PENDING_PROOF {
-            store::enrollments::set_identity_state(c, identity.id, PENDING_PROOF, None, now)
-                .await?;
+            store::customers::enrollments::set_identity_state(
+                c,
+                identity.id,
+                PENDING_PROOF,
+                None,
+                now,
+            )
+            .await?;
             identity.state = PENDING_PROOF;
         }
         enrollment::open_window(
@@ -146,7 +158,7 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
     if cr.created {
         events.push(enrollment::enrolled_event(&identity, &found, None, now));
     }
-    let w = store::wallets::lock_wallet(c, merchant, found.id)
+    let w = store::customers::wallets::lock_wallet(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     // The budget after the wallet: the lock order every accrual keeps.
@@ -195,9 +207,16 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
             } else {
                 PromoGrantState::Locked
             };
-            let g =
-                store::wallets::insert_grant(c, &w, b.amount, b.source, state, b.expires_at, now)
-                    .await?;
+            let g = store::customers::wallets::insert_grant(
+                c,
+                &w,
+                b.amount,
+                b.source,
+                state,
+                b.expires_at,
+                now,
+            )
+            .await?;
             store::ledger::post(
                 c,
                 &ledger::posting::grant_accrual(merchant, g.id, &w.currency, b.amount),
@@ -215,7 +234,7 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
         }
         _ => None,
     };
-    let w = store::wallets::find_wallet(c, merchant, w.id)
+    let w = store::customers::wallets::find_wallet(c, merchant, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let balance = wallets::current_balance(c, &w, now).await?;

@@ -42,7 +42,7 @@ pub(crate) async fn lock_topup<C: ConnectionTrait>(
     c: &C,
     t: &topup::Model,
 ) -> Result<(topup::Model, wallet::Model), ApiError> {
-    let w = store::wallets::lock_wallet(c, t.merchant_id, t.wallet_id)
+    let w = store::customers::wallets::lock_wallet(c, t.merchant_id, t.wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let t = store::topups::find(c, t.id)
@@ -121,7 +121,7 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
         ..t
     };
     store::topups::update(c, topup.clone()).await?;
-    let w = store::wallets::find_wallet(c, w.merchant_id, w.id)
+    let w = store::customers::wallets::find_wallet(c, w.merchant_id, w.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let balance_after = wallets::current_balance(c, &w, now).await?;

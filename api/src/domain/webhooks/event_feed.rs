@@ -11,7 +11,7 @@ use uuid::Uuid;
 use crate::domain::{credentials::Principal, webhooks};
 use crate::{
     error::ApiError,
-    store::events::{self as store, Filter, Merchants},
+    store::outbox::events::{self as store, Filter, Merchants},
 };
 
 /// How far back the feed reaches.

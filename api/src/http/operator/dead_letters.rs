@@ -271,7 +271,7 @@ impl OperatorDeadLettersApi {
         };
         let f = dead_letters::parse_filter(&input, chrono::Utc::now()).map_err(query_fields)?;
         let before = crate::http::pipeline::cursor::after("dead_letter", &cursor.0)?;
-        let rows = store::dead_letters::list(&state.0.db, &f, before, limit + 1)
+        let rows = store::queues::dead_letters::list(&state.0.db, &f, before, limit + 1)
             .await
             .map_err(ApiError::from)?;
         let (rows, more) = crate::domain::page_of(rows, limit);
@@ -295,7 +295,7 @@ impl OperatorDeadLettersApi {
         dead_letter_id: Path<UuidText>,
     ) -> poem::Result<Reply<DeadLetterView>> {
         let id = self::dead_letter_id(&dead_letter_id.0)?;
-        let d = store::dead_letters::find(&state.0.db, id)
+        let d = store::queues::dead_letters::find(&state.0.db, id)
             .await
             .map_err(ApiError::from)?
             .ok_or_else(|| ApiError::not_found("Dead letter"))?;

@@ -309,13 +309,13 @@ impl OperatorApi {
         let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
         e.finish()?;
         let before = crate::http::pipeline::cursor::after("audit", &cursor.0)?;
-        let f = store::operators::AuditFilter {
+        let f = store::credentials::operators::AuditFilter {
             actor: actor.0,
             action: action.0,
             target_id: target_id.0,
             ..Default::default()
         };
-        let rows = store::operators::audit_page(&state.0.db, &f, before, limit + 1)
+        let rows = store::credentials::operators::audit_page(&state.0.db, &f, before, limit + 1)
             .await
             .map_err(ApiError::from)?;
         let (rows, more) = crate::domain::page_of(rows, limit);

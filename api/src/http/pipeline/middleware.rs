@@ -147,7 +147,7 @@ impl<E: Endpoint> Endpoint for PerRequestEp<E> {
     }
 }
 
-/// Read-your-writes behind a read replica (`store::replica`): a request that may have
+/// Read-your-writes behind a read replica (`store::db::replica`): a request that may have
 /// written, or whose lag-tolerant read the primary served, notes before its response
 /// leaves how far what its caller wrote or saw reaches, so the caller's next lag-tolerant
 /// read on any API process waits for it (its reads never go back in time). Without a

@@ -12,7 +12,7 @@ use poem_openapi::{
 use serde::Serialize;
 
 use crate::envelope::{self, Page, Rendered};
-use crate::store::replica::Served;
+use crate::store::db::replica::Served;
 
 pub struct Reply<T> {
     rendered: Rendered,

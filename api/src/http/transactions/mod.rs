@@ -461,7 +461,7 @@ impl TransactionsApi {
         let (d, served) = match transactions::detail(&read.db, &auth.0, integration, id).await {
             Err(e) if read.ask_primary_after(&e) => (
                 transactions::detail(&state.0.db, &auth.0, integration, id).await?,
-                crate::store::replica::Served::Primary,
+                crate::store::db::replica::Served::Primary,
             ),
             found => (found?, read.served),
         };

@@ -184,7 +184,7 @@ impl EventsApi {
         let (e, served) = match event_feed::get(&read.db, &auth.0, id).await {
             Err(e) if read.ask_primary_after(&e) => (
                 event_feed::get(&state.0.db, &auth.0, id).await?,
-                crate::store::replica::Served::Primary,
+                crate::store::db::replica::Served::Primary,
             ),
             found => (found?, read.served),
         };

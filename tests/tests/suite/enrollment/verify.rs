@@ -212,7 +212,9 @@ async fn wrong_codes_are_capped_then_rate_limited_and_resend_is_limited() {
         .unwrap()
         .unwrap();
     e.last_sent_at = Some(chrono::Utc::now() - chrono::Duration::seconds(61));
-    api::store::enrollments::update(db, e).await.unwrap();
+    api::store::customers::enrollments::update(db, e)
+        .await
+        .unwrap();
     let r = shop.post("/enroll/resend", json!({"phone": phone})).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"]["sms_sent"], true);
@@ -244,7 +246,9 @@ async fn resend_is_capped_per_window() {
             .unwrap()
             .unwrap();
         e.last_sent_at = Some(chrono::Utc::now() - chrono::Duration::seconds(61));
-        api::store::enrollments::update(db, e).await.unwrap();
+        api::store::customers::enrollments::update(db, e)
+            .await
+            .unwrap();
         let r = shop
             .post("/enroll/resend", json!({"enrollment_id": id}))
             .await;

@@ -62,14 +62,17 @@ pub async fn claim<C: ConnectionTrait>(
 ) -> Result<Claimed, ApiError> {
     let merchant = caller.acting.merchant_id;
     let found = customers::find_named(c, sealer, caller, named, now).await?;
-    let identity = store::wallets::lock_identity(c, merchant, found.id)
+    let identity = store::customers::wallets::lock_identity(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Customer"))?;
     let claim_id = Uuid::now_v7();
     if identity.state != VERIFIED {
         let mut released = Released::default();
-        for w in store::wallets::wallets_of_identity(c, identity.id).await? {
-            for g in store::wallets::grants_in_states(c, w.id, &[PromoGrantState::Locked]).await? {
+        for w in store::customers::wallets::wallets_of_identity(c, identity.id).await? {
+            for g in
+                store::customers::wallets::grants_in_states(c, w.id, &[PromoGrantState::Locked])
+                    .await?
+            {
                 released.skipped.push((g, "not_verified"));
             }
             let balance = wallets::current_balance(c, &w, now).await?;

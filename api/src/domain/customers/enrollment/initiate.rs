@@ -53,7 +53,7 @@ pub(super) async fn provider_id_free<C: ConnectionTrait>(
     provider_customer_id: &str,
 ) -> Result<bool, ApiError> {
     Ok(
-        store::enrollments::identity_by_provider_id(c, merchant, provider_customer_id)
+        store::customers::enrollments::identity_by_provider_id(c, merchant, provider_customer_id)
             .await?
             .is_none_or(|other| Some(other.id) == identity),
     )
@@ -86,15 +86,21 @@ pub async fn initiate<C: ConnectionTrait>(
     }
     let program = wallets::program_for(c, merchant, req.program).await?;
     if let Some(pid) = &req.provider_customer_id {
-        let existing = store::wallets::find_identity_by_phone(c, merchant, &req.phone).await?;
+        let existing =
+            store::customers::wallets::find_identity_by_phone(c, merchant, &req.phone).await?;
         if !provider_id_free(c, merchant, existing.map(|i| i.id), pid).await? {
             return Err(provider_taken());
         }
     }
-    let (found, created_identity) =
-        store::wallets::insert_identity_if_absent(c, merchant, &req.phone, PENDING_PROOF, now)
-            .await?;
-    let mut identity = store::wallets::lock_identity(c, merchant, found.id)
+    let (found, created_identity) = store::customers::wallets::insert_identity_if_absent(
+        c,
+        merchant,
+        &req.phone,
+        PENDING_PROOF,
+        now,
+    )
+    .await?;
+    let mut identity = store::customers::wallets::lock_identity(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
     let wallet = wallets::wallet_in_program(c, &identity, &program, now).await?;
@@ -108,14 +114,15 @@ pub async fn initiate<C: ConnectionTrait>(
         });
     }
     let mut events = Vec::new();
-    let mut pending = store::enrollments::pending_of(c, identity.id).await?;
+    let mut pending = store::customers::enrollments::pending_of(c, identity.id).await?;
     if let Some(e) = pending.take_if(|e| e.expires_at <= now) {
         // Lapsed but not yet swept: lapse it now, then start afresh.
         lapse(c, &identity, e, now, &mut events).await?;
         identity.state = EXPIRED;
     }
     if identity.state == EXPIRED {
-        store::enrollments::set_identity_state(c, identity.id, PENDING_PROOF, None, now).await?;
+        store::customers::enrollments::set_identity_state(c, identity.id, PENDING_PROOF, None, now)
+            .await?;
         identity.state = PENDING_PROOF;
     }
     let (mut e, fresh) = match pending {
@@ -141,9 +148,9 @@ pub async fn initiate<C: ConnectionTrait>(
         send_code(c, sealer, caller, policy, &mut e, &identity.phone, now).await?;
     }
     if fresh {
-        store::enrollments::insert(c, e.clone()).await?;
+        store::customers::enrollments::insert(c, e.clone()).await?;
     } else if sms_sent || moved_session {
-        store::enrollments::update(c, e.clone()).await?;
+        store::customers::enrollments::update(c, e.clone()).await?;
     }
     if created_identity {
         events.push(enrolled_event(&identity, &wallet, Some(e.id), now));
@@ -184,10 +191,10 @@ pub async fn resend<C: ConnectionTrait>(
     let found = find_target(c, merchant, target)
         .await?
         .ok_or_else(no_enrollment)?;
-    let identity = store::wallets::lock_identity(c, merchant, found.wallet_user_id)
+    let identity = store::customers::wallets::lock_identity(c, merchant, found.wallet_user_id)
         .await?
         .ok_or_else(no_enrollment)?;
-    let mut e = store::enrollments::lock(c, found.id)
+    let mut e = store::customers::enrollments::lock(c, found.id)
         .await?
         .ok_or_else(no_enrollment)?;
     if identity.state == VERIFIED {
@@ -221,7 +228,7 @@ pub async fn resend<C: ConnectionTrait>(
     send_code(c, sealer, caller, policy, &mut e, &identity.phone, now).await?;
     // A code sent into a checkout session can be keyed in that session alone.
     e.service_session_id = service_session_id.or(e.service_session_id);
-    store::enrollments::update(c, e.clone()).await?;
+    store::customers::enrollments::update(c, e.clone()).await?;
     Ok(Resent {
         identity,
         enrollment: e,

@@ -36,16 +36,16 @@ pub(super) async fn lapse<C: ConnectionTrait>(
     e.status = EnrollmentStatus::Expired;
     e.expired_at = Some(now);
     e.updated_at = now;
-    store::enrollments::update(c, e.clone()).await?;
+    store::customers::enrollments::update(c, e.clone()).await?;
     if identity.state != PENDING_PROOF {
         return Ok(());
     }
-    store::enrollments::set_identity_state(c, identity.id, EXPIRED, None, now).await?;
+    store::customers::enrollments::set_identity_state(c, identity.id, EXPIRED, None, now).await?;
     let mut escrowed = 0;
     let mut locked_promo = 0;
     let mut currency = None;
-    for found in store::wallets::wallets_of_identity(c, identity.id).await? {
-        let w = store::wallets::lock_wallet(c, identity.merchant_id, found.id)
+    for found in store::customers::wallets::wallets_of_identity(c, identity.id).await? {
+        let w = store::customers::wallets::lock_wallet(c, identity.merchant_id, found.id)
             .await?
             .ok_or_else(|| ApiError::not_found("Wallet"))?;
         currency.get_or_insert(w.currency.clone());
@@ -105,7 +105,7 @@ pub async fn expire_due(
 ) -> Result<usize, ApiError> {
     let mut lapsed = 0;
     loop {
-        let due = store::enrollments::due(db, now, merchants, 100).await?;
+        let due = store::customers::enrollments::due(db, now, merchants, 100).await?;
         if due.is_empty() {
             return Ok(lapsed);
         }
@@ -113,13 +113,16 @@ pub async fn expire_due(
         let before = lapsed;
         for found in due {
             let txn = store::begin(db).await?;
-            let Some(identity) =
-                store::wallets::lock_identity(&txn, found.merchant_id, found.wallet_user_id)
-                    .await?
+            let Some(identity) = store::customers::wallets::lock_identity(
+                &txn,
+                found.merchant_id,
+                found.wallet_user_id,
+            )
+            .await?
             else {
                 continue;
             };
-            let Some(e) = store::enrollments::lock(&txn, found.id).await? else {
+            let Some(e) = store::customers::enrollments::lock(&txn, found.id).await? else {
                 continue;
             };
             if e.status != EnrollmentStatus::Pending || e.expires_at > now {

@@ -212,16 +212,23 @@ async fn find_target<C: ConnectionTrait>(
     target: &Target,
 ) -> Result<Option<enrollment::Model>, ApiError> {
     Ok(match target {
-        Target::Phone(p) => match store::wallets::find_identity_by_phone(c, merchant, p).await? {
-            Some(i) => store::enrollments::latest_of(c, i.id).await?,
-            None => None,
-        },
-        Target::Enrollment(id) => store::enrollments::find(c, merchant, *id).await?,
-        Target::Session(s) => store::enrollments::pending_of_session(c, merchant, *s).await?,
+        Target::Phone(p) => {
+            match store::customers::wallets::find_identity_by_phone(c, merchant, p).await? {
+                Some(i) => store::customers::enrollments::latest_of(c, i.id).await?,
+                None => None,
+            }
+        }
+        Target::Enrollment(id) => store::customers::enrollments::find(c, merchant, *id).await?,
+        Target::Session(s) => {
+            store::customers::enrollments::pending_of_session(c, merchant, *s).await?
+        }
         Target::Terminal {
             integration,
             terminal,
-        } => store::enrollments::pending_of_terminal(c, merchant, *integration, terminal).await?,
+        } => {
+            store::customers::enrollments::pending_of_terminal(c, merchant, *integration, terminal)
+                .await?
+        }
     })
 }
 

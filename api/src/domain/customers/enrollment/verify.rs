@@ -116,7 +116,7 @@ pub async fn check_code(
         let found = find_target(&txn, merchant, &target)
             .await?
             .ok_or_else(no_enrollment)?;
-        let mut e = store::enrollments::lock(&txn, found.id)
+        let mut e = store::customers::enrollments::lock(&txn, found.id)
             .await?
             .ok_or_else(no_enrollment)?;
         if let Some(err) = closed(&e, now).or_else(|| code_unusable(&e, now)) {
@@ -130,7 +130,7 @@ pub async fn check_code(
         e.code_failed_attempts += 1;
         e.updated_at = now;
         let remaining = (MAX_WRONG_CODES - e.code_failed_attempts).max(0);
-        store::enrollments::update(&txn, e).await?;
+        store::customers::enrollments::update(&txn, e).await?;
         txn.commit().await?;
         Err(ApiError::new(
             ErrorCode::OtpInvalid,
@@ -176,8 +176,8 @@ pub async fn release_all<C: ConnectionTrait>(
 ) -> Result<Released, ApiError> {
     let mut out = Released::default();
     let mut events = Vec::new();
-    for found in store::wallets::wallets_of_identity(c, identity.id).await? {
-        let w = store::wallets::lock_wallet(c, identity.merchant_id, found.id)
+    for found in store::customers::wallets::wallets_of_identity(c, identity.id).await? {
+        let w = store::customers::wallets::lock_wallet(c, identity.merchant_id, found.id)
             .await?
             .ok_or_else(|| ApiError::not_found("Wallet"))?;
         let escrowed = store::ledger::account_balance(c, Account::MerchantEscrow(w.id)).await?;
@@ -200,7 +200,7 @@ pub async fn release_all<C: ConnectionTrait>(
             PromoGrantState::ClawedBack,
             PromoGrantState::Expired,
         ];
-        for g in store::wallets::grants_in_states(c, w.id, &ended).await? {
+        for g in store::customers::wallets::grants_in_states(c, w.id, &ended).await? {
             match g.state {
                 PromoGrantState::Locked if g.expires_at > now && g.remaining_minor > 0 => {
                     release.push(g)
@@ -212,7 +212,7 @@ pub async fn release_all<C: ConnectionTrait>(
             }
         }
         let ids: Vec<Uuid> = release.iter().map(|g| g.id).collect();
-        store::wallets::release_grants(c, &ids, now).await?;
+        store::customers::wallets::release_grants(c, &ids, now).await?;
         for g in &release {
             events.push(grant_events::released_event(g, &w, identity, cause, now));
         }
@@ -257,7 +257,7 @@ pub async fn verify<C: ConnectionTrait>(
     let found = match proof {
         Proof::Token(t) => {
             let id = parse_token(sealer, merchant, t).ok_or_else(bad_token)?;
-            store::enrollments::find(c, merchant, id)
+            store::customers::enrollments::find(c, merchant, id)
                 .await?
                 .ok_or_else(bad_token)?
         }
@@ -265,10 +265,10 @@ pub async fn verify<C: ConnectionTrait>(
             .await?
             .ok_or_else(no_enrollment)?,
     };
-    let identity = store::wallets::lock_identity(c, merchant, found.wallet_user_id)
+    let identity = store::customers::wallets::lock_identity(c, merchant, found.wallet_user_id)
         .await?
         .ok_or_else(no_enrollment)?;
-    let mut e = store::enrollments::lock(c, found.id)
+    let mut e = store::customers::enrollments::lock(c, found.id)
         .await?
         .ok_or_else(no_enrollment)?;
     if let Some(err) = closed(&e, now) {
@@ -306,7 +306,7 @@ pub async fn verify<C: ConnectionTrait>(
             err.into()
         }
     };
-    store::enrollments::set_identity_state(
+    store::customers::enrollments::set_identity_state(
         c,
         identity.id,
         VERIFIED,
@@ -316,19 +316,26 @@ pub async fn verify<C: ConnectionTrait>(
     .await
     .map_err(taken)?;
     if let Some(hash) = &e.card_fingerprint_hash
-        && store::enrollments::identity_by_link(c, merchant, "card_fingerprint", hash)
+        && store::customers::enrollments::identity_by_link(c, merchant, "card_fingerprint", hash)
             .await?
             .is_none()
     {
-        store::enrollments::insert_link(c, merchant, identity.id, "card_fingerprint", hash, now)
-            .await
-            .map_err(taken)?;
+        store::customers::enrollments::insert_link(
+            c,
+            merchant,
+            identity.id,
+            "card_fingerprint",
+            hash,
+            now,
+        )
+        .await
+        .map_err(taken)?;
     }
     e.status = EnrollmentStatus::Verified;
     e.verified_at = Some(now);
     e.updated_at = now;
-    store::enrollments::update(c, e.clone()).await?;
-    let identity = store::wallets::find_identity(c, merchant, identity.id)
+    store::customers::enrollments::update(c, e.clone()).await?;
+    let identity = store::customers::wallets::find_identity(c, merchant, identity.id)
         .await?
         .ok_or_else(no_enrollment)?;
     let released = release_all(c, &identity, "enrollment", e.id, now).await?;

@@ -35,13 +35,13 @@ pub(super) async fn credit_requested<C: ConnectionTrait>(
     let merchant = s.merchant_id;
     let missing = || ApiError::internal("a requested top-up's wallet is gone");
     // The lock order of every credit: the identity, then the wallet.
-    let identity = store::wallets::lock_identity(c, merchant, t.wallet_user_id)
+    let identity = store::customers::wallets::lock_identity(c, merchant, t.wallet_user_id)
         .await?
         .ok_or_else(missing)?;
-    let w = store::wallets::lock_wallet(c, merchant, t.wallet_id)
+    let w = store::customers::wallets::lock_wallet(c, merchant, t.wallet_id)
         .await?
         .ok_or_else(missing)?;
-    store::wallets::add_pending_topup(c, w.id, -s.amount_minor, now).await?;
+    store::customers::wallets::add_pending_topup(c, w.id, -s.amount_minor, now).await?;
     let program =
         crate::domain::customers::wallets::program_for(c, merchant, Some(w.wallet_program_id))
             .await?;
@@ -110,10 +110,10 @@ pub(super) async fn drop_requested<C: ConnectionTrait>(
     now: DateTime<Utc>,
 ) -> Result<Vec<NewOutbox>, ApiError> {
     let merchant = t.merchant_id;
-    let w = store::wallets::lock_wallet(c, merchant, t.wallet_id)
+    let w = store::customers::wallets::lock_wallet(c, merchant, t.wallet_id)
         .await?
         .ok_or_else(|| ApiError::internal("a requested top-up's wallet is gone"))?;
-    store::wallets::add_pending_topup(c, w.id, -s.amount_minor, now).await?;
+    store::customers::wallets::add_pending_topup(c, w.id, -s.amount_minor, now).await?;
     let id = t.id;
     store::topups::update(
         c,
@@ -123,7 +123,7 @@ pub(super) async fn drop_requested<C: ConnectionTrait>(
         },
     )
     .await?;
-    let w = store::wallets::find_wallet(c, merchant, w.id)
+    let w = store::customers::wallets::find_wallet(c, merchant, w.id)
         .await?
         .ok_or_else(|| ApiError::internal("a requested top-up's wallet is gone"))?;
     let balance = crate::domain::customers::wallets::current_balance(c, &w, now).await?;
@@ -296,7 +296,7 @@ pub async fn confirm<C: ConnectionTrait>(
                 &identity, &found, None, now,
             ));
         }
-        let w = store::wallets::lock_wallet(c, merchant, found.id)
+        let w = store::customers::wallets::lock_wallet(c, merchant, found.id)
             .await?
             .ok_or_else(|| ApiError::not_found("Wallet"))?;
         // It must fit once it settles.
@@ -307,8 +307,8 @@ pub async fn confirm<C: ConnectionTrait>(
             "/settlement_reference",
         )
         .await?;
-        store::wallets::add_pending_topup(c, w.id, s.amount_minor, now).await?;
-        let w = store::wallets::find_wallet(c, merchant, w.id)
+        store::customers::wallets::add_pending_topup(c, w.id, s.amount_minor, now).await?;
+        let w = store::customers::wallets::find_wallet(c, merchant, w.id)
             .await?
             .ok_or_else(|| ApiError::not_found("Wallet"))?;
         let balance = crate::domain::customers::wallets::current_balance(c, &w, now).await?;

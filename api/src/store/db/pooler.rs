@@ -43,7 +43,7 @@ pub struct Db {
     conn: DatabaseConnection,
     /// Through a transaction-mode pooler: the statements that open every transaction.
     opening: Option<Arc<str>>,
-    /// A read replica's: where a statement that failed here runs again (`store::replica`).
+    /// A read replica's: where a statement that failed here runs again (`store::db::replica`).
     fallback: Option<Arc<Fallback>>,
 }
 
@@ -197,7 +197,7 @@ impl Db {
     /// the failure is one the primary may not share.
     fn fallback_for(&self, e: &DbErr) -> Option<&Db> {
         let f = self.fallback.as_ref()?;
-        if !crate::store::errors::is_transient(e) {
+        if !crate::store::db::errors::is_transient(e) {
             return None;
         }
         if f.usable.swap(false, Ordering::Relaxed) {

@@ -1,3 +1,7 @@
+pub(in crate::store) mod event_batch;
+pub mod events;
+pub mod outbox_row;
+pub mod relay;
 use chrono::{DateTime, Utc};
 use entities::outbox;
 use sea_orm::{
@@ -7,8 +11,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::store::outbox_row::NewOutbox;
-use crate::store::{event_batch::Events, writes::Writes};
+use crate::store::outbox::outbox_row::NewOutbox;
+use crate::store::{db::writes::Writes, outbox::event_batch::Events};
 
 /// Appends a row; returns its `event_id`.
 pub async fn append<C: ConnectionTrait>(c: &C, item: NewOutbox) -> Result<Uuid, DbErr> {

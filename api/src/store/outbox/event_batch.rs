@@ -8,12 +8,12 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use crate::store::outbox_row::NewOutbox;
+use crate::store::outbox::outbox_row::NewOutbox;
 
 /// A batch of events, numbered per resource: `sequence_number` counts a resource's events
 /// in commit order. The upsert adding to the resource's counter holds its row until the
 /// transaction ends, so two writers to one resource get consecutive numbers.
-pub(super) struct Events {
+pub(in crate::store) struct Events {
     /// Each resource once, with how many of the events are its.
     resources: Vec<((String, String), i64)>,
     /// The rows, each with its resource and how far below that resource's new last value
@@ -26,7 +26,7 @@ pub(super) struct Events {
 }
 
 impl Events {
-    pub(super) fn new(items: Vec<NewOutbox>, now: DateTime<Utc>) -> (Self, Vec<Uuid>) {
+    pub(in crate::store) fn new(items: Vec<NewOutbox>, now: DateTime<Utc>) -> (Self, Vec<Uuid>) {
         let mut resources: Vec<((String, String), i64)> = Vec::new();
         let mut placed = Vec::with_capacity(items.len());
         for item in &items {
@@ -71,12 +71,12 @@ impl Events {
         )
     }
 
-    pub(super) fn resource(&self, at: usize) -> (&str, &str) {
+    pub(in crate::store) fn resource(&self, at: usize) -> (&str, &str) {
         let (t, id) = &self.resources[at].0;
         (t, id)
     }
 
-    pub(super) fn touches(&self) -> Vec<String> {
+    pub(in crate::store) fn touches(&self) -> Vec<String> {
         self.resources
             .iter()
             .map(|((t, id), _)| format!("resource_sequences:{t}:{id}"))
@@ -84,7 +84,7 @@ impl Events {
     }
 
     /// Adds each resource's count to its counter.
-    pub(super) fn sequences(&self) -> InsertStatement {
+    pub(in crate::store) fn sequences(&self) -> InsertStatement {
         use resource_sequence::Column as Col;
         let mut q = Query::insert();
         q.into_table(resource_sequence::Entity).columns([
@@ -108,7 +108,7 @@ impl Events {
     }
 
     /// `sequences`, returning the new last values.
-    pub(super) fn sequences_returning(&self) -> InsertStatement {
+    pub(in crate::store) fn sequences_returning(&self) -> InsertStatement {
         use resource_sequence::Column as Col;
         let mut q = self.sequences();
         q.returning(Query::returning().columns([
@@ -121,7 +121,7 @@ impl Events {
 
     /// The event rows, numbered from the last values `sequences` left in `table` (the
     /// counters' table, or a CTE returning its rows).
-    pub(super) fn insert_numbered_from(
+    pub(in crate::store) fn insert_numbered_from(
         &self,
         table: impl sea_orm::sea_query::IntoIden + Clone,
     ) -> Result<InsertStatement, DbErr> {
@@ -140,7 +140,7 @@ impl Events {
 
     /// The event rows; `last(resource, offset)` is the expression of the resource's new last
     /// value minus `offset`.
-    pub(super) fn insert(
+    pub(in crate::store) fn insert(
         &self,
         last: impl Fn(usize, i64) -> Result<Expr, DbErr>,
     ) -> Result<InsertStatement, DbErr> {

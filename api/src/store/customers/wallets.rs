@@ -174,7 +174,7 @@ pub struct ForPayment {
 /// the lock had to wait for another payment, re-reads only the locked row; joined grants
 /// would be as they were before that payment, so `read_for_payment` reads them by a
 /// statement of their own once the lock is held.
-pub(super) fn payment_select(backend: DbBackend, merchant_id: Uuid) -> SelectStatement {
+pub(in crate::store) fn payment_select(backend: DbBackend, merchant_id: Uuid) -> SelectStatement {
     let mut s = wallet::Entity::find()
         .filter(wallet::Column::MerchantId.eq(merchant_id))
         .find_also_related(wallet_user::Entity)
@@ -240,7 +240,7 @@ pub(super) fn payment_select(backend: DbBackend, merchant_id: Uuid) -> SelectSta
 
 /// Runs a statement ending in a `payment_select` (for one wallet) and reads its rows, with
 /// `extra` read from the first row (columns the statement added).
-pub(super) async fn read_for_payment<C: ConnectionTrait, X>(
+pub(in crate::store) async fn read_for_payment<C: ConnectionTrait, X>(
     c: &C,
     statement: Statement,
     extra: impl FnOnce(&QueryResult) -> Result<X, DbErr>,
@@ -286,7 +286,7 @@ fn select_prefixed<E: EntityTrait>(s: &mut SelectStatement, prefix: &str) {
 }
 
 /// Every column of `E` as found under the alias `table`, named with `prefix`.
-pub(super) fn select_prefixed_from<E: EntityTrait>(
+pub(in crate::store) fn select_prefixed_from<E: EntityTrait>(
     s: &mut SelectStatement,
     table: &Alias,
     prefix: &str,

@@ -15,7 +15,7 @@ use sea_orm::{
     sea_query::{Expr, ExprTrait, Query},
 };
 
-use crate::store::{job_queue::FINISHED, uuid_v7_floor};
+use crate::store::{queues::job_queue::FINISHED, uuid_v7_floor};
 
 /// What a retention pass prunes, and the `table` label of its metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,7 +19,7 @@ use sea_orm::{
     },
 };
 
-use crate::store::event_batch::Events;
+use crate::store::outbox::event_batch::Events;
 
 #[derive(Default)]
 pub struct Writes {
@@ -81,7 +81,7 @@ impl Writes {
         self.push(Op::Update(s), vec![touches], Some(refused))
     }
 
-    pub(super) fn events(&mut self, e: Events) -> Slot {
+    pub(in crate::store) fn events(&mut self, e: Events) -> Slot {
         let touches = e.touches();
         self.push(Op::Events(e), touches, None)
     }

@@ -156,7 +156,9 @@ pub async fn identity_by_link<C: ConnectionTrait>(
         .one(c)
         .await?;
     match link {
-        Some(l) => crate::store::wallets::find_identity(c, merchant_id, l.wallet_user_id).await,
+        Some(l) => {
+            crate::store::customers::wallets::find_identity(c, merchant_id, l.wallet_user_id).await
+        }
         None => Ok(None),
     }
 }

@@ -1,3 +1,10 @@
+pub mod errors;
+pub mod partitions;
+pub mod pooler;
+pub mod replica;
+pub mod retention;
+pub(in crate::store) mod sqlite_file;
+pub mod writes;
 use std::time::Duration;
 
 use sea_orm::{
@@ -7,9 +14,9 @@ use sea_orm::{
 };
 
 use crate::config::{Config, Pooler};
-use crate::store::pooler::Db;
-pub use crate::store::sqlite_file::{CHECKPOINT_EVERY, WriteTurn, checkpoint, write_turn};
-use crate::store::sqlite_file::{FileWriter, WAL_BACKSTOP_PAGES};
+use crate::store::db::pooler::Db;
+pub use crate::store::db::sqlite_file::{CHECKPOINT_EVERY, WriteTurn, checkpoint, write_turn};
+use crate::store::db::sqlite_file::{FileWriter, WAL_BACKSTOP_PAGES};
 
 /// The service's database at `WALLET_DATABASE_URL`, through the pooler if one is configured.
 pub async fn connect(cfg: &Config) -> anyhow::Result<Db> {
@@ -17,7 +24,7 @@ pub async fn connect(cfg: &Config) -> anyhow::Result<Db> {
     let pooled = cfg.database_pooler == Pooler::Transaction;
     let conn = open(cfg, &url, cfg.db_max_connections, pooled, false).await?;
     Ok(if pooled {
-        Db::pooled(conn, crate::store::pooler::opening(cfg))
+        Db::pooled(conn, crate::store::db::pooler::opening(cfg))
     } else {
         Db::direct(conn)
     })
@@ -39,7 +46,7 @@ pub async fn connect_replica(cfg: &Config) -> anyhow::Result<Option<Db>> {
     let pooled = cfg.database_pooler == Pooler::Transaction;
     let conn = open(cfg, url, cfg.db_max_connections, pooled, true).await?;
     Ok(Some(if pooled {
-        Db::pooled(conn, crate::store::pooler::opening(cfg))
+        Db::pooled(conn, crate::store::db::pooler::opening(cfg))
     } else {
         Db::direct(conn)
     }))
@@ -81,12 +88,12 @@ async fn open(
         });
     }
     if url.starts_with("postgres") && pooled {
-        // Through a transaction-mode pooler (`store::pooler`): no statement outlives its
+        // Through a transaction-mode pooler (`store::db::pooler`): no statement outlives its
         // transaction, and the pooler refuses startup options, so the timeouts below are
         // set in every transaction instead.
         opts.map_sqlx_postgres_opts(|o| o.statement_cache_capacity(0).extra_float_digits(None));
     } else if url.starts_with("postgres") {
-        let settings = crate::store::pooler::session_settings(cfg);
+        let settings = crate::store::db::pooler::session_settings(cfg);
         opts.map_sqlx_postgres_opts(move |o| {
             o.options(settings.iter().map(|(k, v)| (*k, v.as_str())))
         });

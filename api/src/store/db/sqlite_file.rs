@@ -13,7 +13,7 @@ use sea_orm::{
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::store::pooler::Db;
+use crate::store::db::pooler::Db;
 
 /// How long a writer waits for its turn: as long as SQLite's own busy timeout, past which
 /// the caller gets the same retryable error.
@@ -30,7 +30,7 @@ const WRITER_STATEMENTS: usize = 400;
 /// many pages. SQLite's default (1,000) did that every fifty or so payments, holding the
 /// write turn while it copied pages to the database file; `checkpoint` does it off the
 /// turn, so this is only the bound for a process that does not run it (a CLI command).
-pub(super) const WAL_BACKSTOP_PAGES: u32 = 20_000;
+pub(in crate::store) const WAL_BACKSTOP_PAGES: u32 = 20_000;
 
 /// How often `checkpoint` should run: the WAL then holds a fraction of a second of writes.
 pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(250);
@@ -78,13 +78,13 @@ pub struct WriteTurn {
 /// pages again, all of it while holding the turn. One writer keeps its cache (and its
 /// prepared statements) warm; only the few writes the outbox relay and queue pushes send
 /// through the pool (under the same turn) cool it.
-pub(super) struct FileWriter {
+pub(in crate::store) struct FileWriter {
     gate: Arc<Semaphore>,
     writer: tokio::sync::OnceCell<Option<DatabaseConnection>>,
 }
 
 impl FileWriter {
-    pub(super) fn of(pool: &SqlitePool) -> Arc<FileWriter> {
+    pub(in crate::store) fn of(pool: &SqlitePool) -> Arc<FileWriter> {
         static FILES: OnceLock<Mutex<HashMap<PathBuf, Arc<FileWriter>>>> = OnceLock::new();
         let file = pool.connect_options().get_filename().to_path_buf();
         FILES
@@ -102,7 +102,7 @@ impl FileWriter {
     }
 
     /// Waits for the write turn, in arrival order.
-    pub(super) async fn turn(&self) -> Result<WriteTurn, DbErr> {
+    pub(in crate::store) async fn turn(&self) -> Result<WriteTurn, DbErr> {
         match tokio::time::timeout(WRITE_TURN_WAIT, self.gate.clone().acquire_owned()).await {
             Ok(Ok(permit)) => Ok(WriteTurn { _permit: permit }),
             // The semaphore is never closed; a timeout is the database being too busy.
@@ -112,7 +112,7 @@ impl FileWriter {
 
     /// The file's writer connection, opened with `pool`'s options on first use. `None` for
     /// an in-memory database, which only the pool's own connections share.
-    pub(super) async fn writer(
+    pub(in crate::store) async fn writer(
         &self,
         pool: &SqlitePool,
     ) -> Result<Option<&DatabaseConnection>, DbErr> {

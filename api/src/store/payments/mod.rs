@@ -1,4 +1,5 @@
 //! Payments, their refunds and voids, OTP sessions and QR nonces.
+pub mod checkout;
 use chrono::{DateTime, Utc};
 use entities::{
     otp_session, otp_session::OtpSessionStatus, payment, payment::PaymentStatus, payment_refund,
@@ -16,9 +17,9 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::store::{
+    customers::wallets::{self, ForPayment},
+    db::writes::Writes,
     for_update,
-    wallets::{self, ForPayment},
-    writes::Writes,
 };
 
 /// Writes the payment when `w` is flushed (nothing to read back: the caller built the row).

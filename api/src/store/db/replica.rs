@@ -37,7 +37,7 @@ use sea_orm::sqlx::{self, Row};
 use uuid::Uuid;
 
 use crate::infra::{kv::Kv, telemetry::metrics as m};
-use crate::store::pooler::Db;
+use crate::store::db::pooler::Db;
 
 /// How often the probe measures the replica.
 pub const PROBE_EVERY: Duration = Duration::from_secs(1);

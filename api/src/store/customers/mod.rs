@@ -1,0 +1,3 @@
+//! Customer identities, their wallets and grants, and enrollments.
+pub mod enrollments;
+pub mod wallets;
