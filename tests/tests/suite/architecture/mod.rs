@@ -589,7 +589,6 @@ fn a_value_named_like_a_child_module_is_not_an_edge() {
     assert!(circles(&r).is_empty(), "{:?}", circles(&r));
 }
 
-
 #[test]
 fn no_folder_holds_more_than_fifteen_entries() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../api/src");
