@@ -268,20 +268,33 @@ pub async fn wallet_in_program<C: ConnectionTrait>(
     )
 }
 
+/// An operator's registration of a customer wallet: the merchant, the phone, the program
+/// (default: the merchant's), the identity's state and why.
+pub struct Import<'a> {
+    pub merchant_id: Uuid,
+    pub phone: &'a str,
+    pub program_id: Option<Uuid>,
+    /// `VERIFIED` or `PENDING_PROOF`.
+    pub state: &'a str,
+    pub reason: &'a str,
+}
+
 /// Operators: registers a customer's wallet (a migration from another loyalty system, a
 /// support case). Creates the identity if the phone is new at the merchant; one wallet per
 /// program. A PENDING_PROOF identity gets a pending-proof window like any other. Audited.
-#[allow(clippy::too_many_arguments)]
 pub async fn import<C: ConnectionTrait>(
     c: &C,
     op: &Operator,
-    merchant_id: Uuid,
-    phone: &str,
-    program_id: Option<Uuid>,
-    state: &str,
-    reason: &str,
+    asked: Import<'_>,
     proof_window: chrono::Duration,
 ) -> Result<WalletRecord, ApiError> {
+    let Import {
+        merchant_id,
+        phone,
+        program_id,
+        state,
+        reason,
+    } = asked;
     let state = WalletUserState::parse(state)
         .filter(|s| [PENDING_PROOF, VERIFIED].contains(s))
         .ok_or_else(|| ApiError::field("/state", "invalid", "PENDING_PROOF or VERIFIED"))?;

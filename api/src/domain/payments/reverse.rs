@@ -36,22 +36,36 @@ pub enum ReversalKind {
     Refund,
 }
 
+/// What a void or refund asks of which payment.
+#[derive(Clone, Debug)]
+pub struct Reverse {
+    pub payment_id: Uuid,
+    pub kind: ReversalKind,
+    /// A refund's amount; None for a void, or a refund of all that is left.
+    pub amount: Option<i64>,
+    /// The currency the caller states, which must be the payment's.
+    pub currency: Option<String>,
+    pub reason: Option<String>,
+}
+
 /// Void (the whole payment, only before any refund) or refund (`amount`, default all that
 /// is left). Never returns more than was paid across all refunds: the payment row is locked,
 /// so concurrent refunds queue and each sees what the others returned. Promotional parts go
 /// back to their grant while it can still hold credit, else to the merchant's forfeit
 /// account.
-#[allow(clippy::too_many_arguments)]
 pub async fn reverse<C: ConnectionTrait>(
     c: &C,
     principal: &Principal,
     caller: &Caller,
-    payment_id: Uuid,
-    kind: ReversalKind,
-    amount: Option<i64>,
-    currency: Option<&str>,
-    reason: Option<String>,
+    asked: Reverse,
 ) -> Result<Reversal, ApiError> {
+    let Reverse {
+        payment_id,
+        kind,
+        amount,
+        currency,
+        reason,
+    } = asked;
     let now = caller.now();
     let merchant = caller.acting.merchant_id;
     let p = store::payments::lock(c, merchant, payment_id)
@@ -60,7 +74,7 @@ pub async fn reverse<C: ConnectionTrait>(
     if !visible(c, principal, &p).await? {
         return Err(ApiError::not_found("Payment"));
     }
-    if currency.is_some_and(|cur| cur != p.currency) {
+    if currency.as_deref().is_some_and(|cur| cur != p.currency) {
         return Err(ApiError::field(
             "/currency",
             "currency_mismatch",

@@ -197,20 +197,32 @@ pub struct Resolved {
     pub balance_after: Option<Balance>,
 }
 
+/// Which dispute of which transaction, resolved how.
+pub struct Resolve<'a> {
+    pub integration_id: Uuid,
+    pub transaction_id: Uuid,
+    pub dispute_id: Uuid,
+    /// `merchant_won` or `customer_won`.
+    pub outcome: &'a str,
+    pub note: Option<String>,
+}
+
 /// Resolves dispute `dispute_id` of transaction `id`. Asking again for the outcome it has
 /// answers it unchanged; another outcome is CONFLICT.
-#[allow(clippy::too_many_arguments)]
 pub async fn resolve<C: ConnectionTrait>(
     c: &C,
     p: &Principal,
     caller: &Caller,
-    integration_id: Uuid,
-    id: Uuid,
-    dispute_id: Uuid,
-    outcome: &str,
-    note: Option<String>,
+    asked: Resolve<'_>,
     now: DateTime<Utc>,
 ) -> Result<Resolved, ApiError> {
+    let Resolve {
+        integration_id,
+        transaction_id: id,
+        dispute_id,
+        outcome,
+        note,
+    } = asked;
     let outcome = DisputeStatus::parse(outcome)
         .filter(|o| *o != DisputeStatus::Open)
         .ok_or_else(|| ApiError::field("/outcome", "invalid", "merchant_won or customer_won"))?;
@@ -283,17 +295,14 @@ pub async fn resolve<C: ConnectionTrait>(
                 };
                 let amount = d.amount_minor.min(left);
                 if amount > 0 {
-                    let r = payments::reverse(
-                        c,
-                        p,
-                        caller,
-                        pay.id,
-                        ReversalKind::Refund,
-                        Some(amount),
-                        None,
-                        Some(format!("dispute {}: {}", d.id, d.reason)),
-                    )
-                    .await?;
+                    let refund = payments::Reverse {
+                        payment_id: pay.id,
+                        kind: ReversalKind::Refund,
+                        amount: Some(amount),
+                        currency: None,
+                        reason: Some(format!("dispute {}: {}", d.id, d.reason)),
+                    };
+                    let r = payments::reverse(c, p, caller, refund).await?;
                     d.movement_id = r.refund.as_ref().map(|x| x.id);
                     out.refund = r.refund;
                     out.balance_after = Some(r.balance_after);

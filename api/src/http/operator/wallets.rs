@@ -233,10 +233,14 @@ impl OperatorWalletsApi {
                 .as_deref()
                 .and_then(|p| Uuid::parse_str(p).ok());
             let state = b.state.as_deref().unwrap_or(wallets::VERIFIED.as_str());
-            let r = wallets::import(
-                txn, &op, merchant, &phone, program, state, &b.reason, window,
-            )
-            .await?;
+            let asked = wallets::Import {
+                merchant_id: merchant,
+                phone: &phone,
+                program_id: program,
+                state,
+                reason: &b.reason,
+            };
+            let r = wallets::import(txn, &op, asked, window).await?;
             Ok(Outcome::new(view(r)))
         })
         .await

@@ -5,7 +5,6 @@ use crate::http::pipeline::fields::UuidText;
 use entities::payment_refund;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::http::payments::{PaymentDetail, detail};
 
@@ -134,24 +133,18 @@ pub struct ReversalResult {
     pub rewards_unrecovered_minor: i64,
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn reverse<B>(
     key: Idempotent<'_>,
     principal: &Principal,
-    id: Uuid,
     body: &JsonBody<B>,
     context: &RequestContext,
-    kind: ReversalKind,
-    amount: Option<i64>,
-    currency: Option<String>,
-    reason: Option<String>,
+    asked: payments::Reverse,
 ) -> poem::Result<Reply<ReversalResult>> {
     let p = principal.clone();
     let ctx = context.clone();
     key.run(principal, body, async move |txn, acting| {
         let who = caller(&p, acting, &ctx);
-        let r =
-            payments::reverse(txn, &p, &who, id, kind, amount, currency.as_deref(), reason).await?;
+        let r = payments::reverse(txn, &p, &who, asked).await?;
         let refunds = payments::refunds_of(txn, r.payment.id).await?;
         Ok(Outcome::new(ReversalResult {
             payment: detail(&r.payment, &refunds),
@@ -190,18 +183,14 @@ impl ReversalsApi {
     ) -> poem::Result<Reply<ReversalResult>> {
         let id = path_uuid("path:id", &id.0)?;
         let reason = body.value.reason.clone();
-        reverse(
-            key,
-            &auth.0,
-            id,
-            &body,
-            &body.value.context,
-            ReversalKind::Void,
-            None,
-            None,
-            reason.map(String::from),
-        )
-        .await
+        let void = payments::Reverse {
+            payment_id: id,
+            kind: ReversalKind::Void,
+            amount: None,
+            currency: None,
+            reason: reason.map(String::from),
+        };
+        reverse(key, &auth.0, &body, &body.value.context, void).await
     }
 
     /// Refund a payment
@@ -226,17 +215,13 @@ impl ReversalsApi {
     ) -> poem::Result<Reply<ReversalResult>> {
         let id = path_uuid("path:id", &id.0)?;
         let v = body.value.clone();
-        reverse(
-            key,
-            &auth.0,
-            id,
-            &body,
-            &body.value.context,
-            ReversalKind::Refund,
-            v.amount_minor.map(|a| a.0),
-            v.currency.map(|c| c.into_string()),
-            v.reason.map(String::from),
-        )
-        .await
+        let refund = payments::Reverse {
+            payment_id: id,
+            kind: ReversalKind::Refund,
+            amount: v.amount_minor.map(|a| a.0),
+            currency: v.currency.map(|c| c.into_string()),
+            reason: v.reason.map(String::from),
+        };
+        reverse(key, &auth.0, &body, &body.value.context, refund).await
     }
 }

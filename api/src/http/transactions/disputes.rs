@@ -316,8 +316,14 @@ impl DisputesApi {
             let who = caller(p, acting, &b.context);
             let note = b.note.clone().map(String::from);
             let at = who.now();
-            let r = disputes::resolve(txn, p, &who, integration, id, dispute, &b.outcome, note, at)
-                .await?;
+            let asked = disputes::Resolve {
+                integration_id: integration,
+                transaction_id: id,
+                dispute_id: dispute,
+                outcome: &b.outcome,
+                note,
+            };
+            let r = disputes::resolve(txn, p, &who, asked, at).await?;
             Ok(Outcome::new(DisputeResolution {
                 dispute: dispute_view(&r.dispute),
                 refund: r.refund.as_ref().map(refund_view),

@@ -71,17 +71,17 @@ pub(super) async fn credit_requested<C: ConnectionTrait>(
     .await?;
     let bonus_minor = grant.as_ref().map_or(0, |g| g.original_minor);
     let t_id = t.id;
-    let outcome = confirmed(
-        t.id,
-        topups::CREDITED,
-        s,
-        &w,
-        &identity,
-        grant.as_ref(),
-        config.as_ref().map(|c| c.version),
+    let outcome = confirmed(Answer {
+        id: t.id,
+        status: topups::CREDITED,
+        settlement: s,
+        wallet: &w,
+        identity: &identity,
+        grant: grant.as_ref(),
+        bonus_config_version: config.as_ref().map(|c| c.version),
         balance,
-        t.created_at,
-    );
+        at: t.created_at,
+    });
     store::topups::update(
         c,
         topup::Model {
@@ -133,18 +133,31 @@ pub(super) async fn drop_requested<C: ConnectionTrait>(
 }
 
 /// A confirm's answer.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn confirmed(
-    id: Uuid,
-    status: topups::TopupStatus,
-    s: &settlement::Model,
-    w: &entities::wallet::Model,
-    identity: &entities::wallet_user::Model,
-    grant: Option<&entities::promo_grant::Model>,
-    bonus_config_version: Option<i32>,
-    balance: Balance,
-    at: DateTime<Utc>,
-) -> Confirmed {
+/// What a confirm's answer is made of.
+pub(super) struct Answer<'a> {
+    pub id: Uuid,
+    pub status: topups::TopupStatus,
+    pub settlement: &'a settlement::Model,
+    pub wallet: &'a entities::wallet::Model,
+    pub identity: &'a entities::wallet_user::Model,
+    pub grant: Option<&'a entities::promo_grant::Model>,
+    pub bonus_config_version: Option<i32>,
+    pub balance: Balance,
+    pub at: DateTime<Utc>,
+}
+
+pub(super) fn confirmed(a: Answer<'_>) -> Confirmed {
+    let Answer {
+        id,
+        status,
+        settlement: s,
+        wallet: w,
+        identity,
+        grant,
+        bonus_config_version,
+        balance,
+        at,
+    } = a;
     let credited = status == topups::CREDITED;
     Confirmed {
         topup_id: id.to_string(),
@@ -315,17 +328,17 @@ pub async fn confirm<C: ConnectionTrait>(
         events.push(crate::domain::customers::wallets::balance_changed(
             &w, &balance, "topup", id, now,
         ));
-        let outcome = confirmed(
+        let outcome = confirmed(Answer {
             id,
-            topups::PENDING,
-            &s,
-            &w,
-            &identity,
-            None,
-            None,
+            status: topups::PENDING,
+            settlement: &s,
+            wallet: &w,
+            identity: &identity,
+            grant: None,
+            bonus_config_version: None,
             balance,
-            now,
-        );
+            at: now,
+        });
         let model = row(topups::PENDING, &w, &identity, &outcome)?;
         (outcome, model)
     } else {
@@ -348,17 +361,17 @@ pub async fn confirm<C: ConnectionTrait>(
         )
         .await?;
         events.extend(credited.events);
-        let outcome = confirmed(
+        let outcome = confirmed(Answer {
             id,
-            topups::CREDITED,
-            &s,
-            &credited.wallet,
-            &credited.identity,
-            credited.grant.as_ref(),
-            config.as_ref().map(|c| c.version),
-            credited.balance,
-            now,
-        );
+            status: topups::CREDITED,
+            settlement: &s,
+            wallet: &credited.wallet,
+            identity: &credited.identity,
+            grant: credited.grant.as_ref(),
+            bonus_config_version: config.as_ref().map(|c| c.version),
+            balance: credited.balance,
+            at: now,
+        });
         let mut model = row(
             topups::CREDITED,
             &credited.wallet,
