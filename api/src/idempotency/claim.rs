@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::{Ctx, Request, Stored, replay};
 
 use crate::{
-    domain::credentials::authenticate::response_copy_key, envelope::Rendered, error::ApiError,
-    infra::kv::CopyOrLock, store,
+    envelope::Rendered, error::ApiError, infra::kv::CopyOrLock,
+    infra::kv::idempotency_keys::credential_copy_key, store,
 };
 
 /// The in-flight lock is a lease: it lapses this soon after its holder stops renewing it
@@ -131,7 +131,7 @@ pub(super) async fn release(ctx: &Ctx<'_>, r: &Request, token: &str, copy: Optio
     let cache_key = r.cache_key();
     if let (Some(t), Some(fp)) = (&text, &r.credential_fingerprint) {
         // Beside the lock's copy, the one the key check prefetches with the principal.
-        beside.push((response_copy_key(fp, &r.key), t.as_str()));
+        beside.push((credential_copy_key(fp, &r.key), t.as_str()));
     }
     let copy = text.as_deref().map(|t| (cache_key.as_str(), t));
     if let Err(e) = ctx

@@ -31,7 +31,7 @@ use uuid::Uuid;
 
 use crate::{
     domain::credentials::Principal, envelope, infra::crypto::Sealer, infra::kv::Kv,
-    store::db::writes::Writes,
+    infra::kv::idempotency_keys, store::db::writes::Writes,
 };
 
 /// The result of a mutation's domain work.
@@ -115,26 +115,15 @@ impl Request {
     }
 
     fn lock_key(&self) -> String {
-        format!("idem:lock:{}", slot_tag(self.integration_id, &self.key))
+        idempotency_keys::lock_key(self.integration_id, &self.key)
     }
 
     fn cache_key(&self) -> String {
-        copy_key(self.integration_id, &self.key)
+        idempotency_keys::copy_key(self.integration_id, &self.key)
     }
 }
 
-/// Where a recent copy of the integration's response under `key` is kept (Redis in
-/// production), beside its in-flight lock.
-pub fn copy_key(integration_id: Uuid, key: &str) -> String {
-    format!("idem:resp:{}", slot_tag(integration_id, key))
-}
-
-/// The lock and the copy are read and written by one script: one hash tag, the
-/// integration's key, keeps them in one slot of a cluster (and spreads keys across
-/// slots). The first `{…}` is the tag whatever the key holds, and both names share it.
-fn slot_tag(integration_id: Uuid, key: &str) -> String {
-    format!("{{{integration_id}:{key}}}")
-}
+pub use crate::infra::kv::idempotency_keys::copy_key;
 
 pub struct Ctx<'a> {
     pub db: &'a crate::store::Db,

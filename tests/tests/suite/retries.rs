@@ -245,7 +245,7 @@ async fn drop_copies(app: &TestApp, t: &TestTenant, idem: &str) {
     let fp = api::domain::credentials::api_key::cache_fingerprint(&t.platform_key);
     let copies = vec![
         api::idempotency::copy_key(t.integration_id, idem),
-        api::domain::credentials::authenticate::response_copy_key(&fp, idem),
+        api::infra::kv::idempotency_keys::credential_copy_key(&fp, idem),
     ];
     app.server.state.kv.del(&copies).await.unwrap();
     app.server.state.recent_responses.clear();

@@ -19,6 +19,7 @@ use entities::{api_key as key_row, integration};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::credentials::{CredentialKind, Principal, Scope, api_key};
+use crate::infra::kv::idempotency_keys;
 use crate::{
     domain::platform::cells,
     error::{ApiError, ErrorCode},
@@ -184,7 +185,7 @@ impl KeyAuth<'_> {
     async fn cached(&self, fp: &str, idempotency_key: Option<&str>) -> Result<Found, ApiError> {
         let mut keys = vec![cache_key(fp)];
         if let Some(k) = idempotency_key {
-            keys.push(response_copy_key(fp, k));
+            keys.push(idempotency_keys::credential_copy_key(fp, k));
         }
         let mut fetched = self.kv.mget(&keys).await?.into_iter();
         let cached = fetched.next().flatten();
@@ -388,10 +389,4 @@ impl KeyAuth<'_> {
         }
         self.kv.del(&doomed).await
     }
-}
-
-/// Where the idempotency layer also keeps a response copy for the API key that made it,
-/// so the key check fetches it with the principal, in one round trip.
-pub fn response_copy_key(credential_fingerprint: &str, idempotency_key: &str) -> String {
-    format!("idem:resp:cred:{credential_fingerprint}:{idempotency_key}")
 }

@@ -8,6 +8,7 @@
 mod scripts;
 mod compound;
 mod counters;
+pub mod idempotency_keys;
 mod local;
 mod redis_conn;
 
