@@ -6,7 +6,7 @@
 # the NetworkPolicies rule by rule, the PrometheusRule (run through `promtool check rules`
 # and `promtool test rules` with helm/alerts-test.yaml, as rendered), the Grafana dashboard,
 # that alerts and dashboard name only metrics of helm/metrics-catalogue.txt, and that every
-# WALLET_* variable the chart sets is a real field of `Config` (api/src/config.rs): the
+# WALLET_* variable the chart sets is a real field of `Config` (api/src/config/mod.rs): the
 # process refuses to start on any other.
 #
 #   bash helm/test.sh            # from anywhere; needs npm and python3 (helm comes from
@@ -21,7 +21,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 chart=$here/wallet-service
 examples=$here/examples
-config_rs=$here/../api/src/config.rs
+config_rs=$here/../api/src/config/mod.rs
 catalogue=$here/metrics-catalogue.txt
 alerts_md=$here/../docs/operations/alerts.md
 dashboard_json=$chart/dashboards/wallet-service.json

@@ -4,7 +4,7 @@
     rm -f /tmp/exchanges.jsonl
     WALLET_RECORD_EXAMPLES=/tmp/exchanges.jsonl WALLET_TEST_MODE=embedded \\
         cargo test -p tests --test suite
-    python3 tests/openapi_examples.py /tmp/exchanges.jsonl > api/src/http/examples.json
+    python3 tests/openapi_examples.py /tmp/exchanges.jsonl > api/src/http/openapi/examples.json
 
 The suite's `send` records every exchange (secrets already redacted, see
 tests/src/examples.rs). Per operation this keeps the one a reader learns most from: a

@@ -1,6 +1,6 @@
 //! Indexes behind the operations console and the operator CLI, so each filter is served
 //! by an index range instead of a scan that grows with history (checked at 100,000 dead
-//! letters in `api/src/store/dead_letters.rs`'s notes):
+//! letters in `api/src/store/queues/dead_letters.rs`'s notes):
 //! - dead letters, newest first (`id` is a UUIDv7 taken when the job died, so an age
 //!   filter is an `id` range): by status alone, or status with queue, job type or
 //!   merchant; the counts per queue read `(status, queue, id)` only;

@@ -3,7 +3,7 @@
 # front of the PostgreSQL server at 127.0.0.1:UPSTREAM_PORT, with its config, log and pid
 # under DIR. Every database of the server, as user postgres (trust on loopback). The
 # defaults a transaction-mode deployment has: no reset query between clients, so the service
-# must leave nothing behind on a server session (api/src/store/pooler.rs).
+# must leave nothing behind on a server session (api/src/store/db/pooler.rs).
 # Used by tests/scaled/up.sh and bench/lib.sh (the "pooled" benchmark mode).
 #
 # Usage: tests/scaled/pgbouncer.sh DIR LISTEN_PORT UPSTREAM_PORT [POOL_SIZE]

@@ -2,7 +2,7 @@
 //! `WALLET_RECORD_EXAMPLES=<file>` appends every exchange `send` makes with an operation,
 //! one JSON line each (operation, path and query parameters, request body, status, response
 //! body), with secrets redacted; `tests/openapi_examples.py` picks one per operation into
-//! `api/src/http/examples.json`, which the live document embeds.
+//! `api/src/http/openapi/examples.json`, which the live document embeds.
 use serde_json::{Map, Value, json};
 
 /// Members whose values are credentials: a key, a terminal token, a webhook signing secret.

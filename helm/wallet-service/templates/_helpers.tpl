@@ -73,7 +73,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/*
 Settings. Every WALLET_* variable the process knows is a field of `Config` in
-api/src/config.rs; any other WALLET_* variable makes it refuse to start.
+api/src/config/mod.rs; any other WALLET_* variable makes it refuse to start.
 */}}
 {{- define "wallet-service.secretKeys.required" -}}
 WALLET_DATABASE_URL WALLET_REDIS_URL WALLET_JWT_SECRET WALLET_SECRET_KEY

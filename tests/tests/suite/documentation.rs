@@ -5,6 +5,7 @@
 //!   the page fails here.
 //! - `README.md` is a front page of at most 300 lines that links every page under `docs/`
 //!   a reader starts from, and every link in it leads to a file that exists.
+//! - Every repository path named in a page, a script, the chart or a comment exists.
 use std::collections::BTreeMap;
 
 use serde_json::Value;
@@ -124,4 +125,93 @@ fn the_readme_is_a_front_page_whose_links_all_lead_somewhere() {
         }
     }
     assert!(broken.is_empty(), "README.md links to nothing: {broken:?}");
+}
+
+/// Files of the repository a reader or a script follows a path from: the pages, the scripts,
+/// the chart and the sources' comments.
+fn followed_files(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    const SKIPPED: [&str; 4] = ["target", ".git", "node_modules", ".venv"];
+    const READ: [&str; 9] = ["md", "sh", "rs", "py", "yaml", "tpl", "toml", "txt", "run"];
+    let mut found = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().to_string();
+            if path.is_dir() {
+                if !SKIPPED.contains(&name.as_str()) {
+                    pending.push(path);
+                }
+            } else if path
+                .extension()
+                .is_some_and(|e| READ.contains(&e.to_string_lossy().as_ref()))
+                || name == "run"
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// A repository path named in prose, e.g. `api/src/config/mod.rs`: it starts at one of the
+/// top-level folders and ends in a file extension.
+fn named_paths(text: &str) -> Vec<String> {
+    const TOP: [&str; 9] = [
+        "api/",
+        "worker/",
+        "entities/",
+        "migration/",
+        "tests/",
+        "bench/",
+        "helm/",
+        "docs/",
+        ".ci/",
+    ];
+    const ENDINGS: [&str; 8] = [
+        ".rs", ".sh", ".md", ".py", ".yaml", ".json", ".toml", ".tpl",
+    ];
+    let is_path_char = |c: char| c.is_ascii_alphanumeric() || "_./-".contains(c);
+    text.split(|c: char| !is_path_char(c))
+        .map(|word| word.trim_end_matches('.'))
+        .filter(|word| TOP.iter().any(|top| word.starts_with(top)))
+        .filter(|word| ENDINGS.iter().any(|end| word.ends_with(end)))
+        .filter(|word| !word.contains('*') && !word.contains(".."))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A file moved without the pages, scripts and comments that name it strands the next reader
+/// (a chart check once failed CI over the settings' file moving into `api/src/config/`).
+#[test]
+fn every_source_path_the_repository_names_exists() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut stranded = Vec::new();
+    for file in followed_files(&root) {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        for named in named_paths(&text) {
+            if !root.join(&named).exists() {
+                let from = file.strip_prefix(&root).unwrap_or(&file).display();
+                stranded.push(format!("{from} names {named}"));
+            }
+        }
+    }
+    stranded.sort();
+    stranded.dedup();
+    assert!(
+        stranded.is_empty(),
+        "paths that lead nowhere: {stranded:#?}"
+    );
+}
+
+#[test]
+fn a_moved_file_is_caught_where_prose_names_it() {
+    let prose = concat!(
+        "see `api/src/",
+        "config.rs` (and tests/run.sh.) or https://x/api/y"
+    );
+    let named = named_paths(prose);
+    assert_eq!(named, [concat!("api/src/", "config.rs"), "tests/run.sh"]);
 }
