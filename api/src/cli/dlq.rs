@@ -389,10 +389,7 @@ async fn one(
         }
         return Ok(sum);
     }
-    let r = match action {
-        Action::Replay => dead_letters::replay(db, id, actor, Some(why)).await,
-        Action::Purge => dead_letters::purge(db, id, actor, why).await,
-    };
+    let r = dead_letters::act(db, action, id, actor, why).await;
     match &r {
         Ok(Outcome::Done(_)) => sum.changed = 1,
         Ok(Outcome::NotDead(_)) => sum.unchanged = 1,

@@ -379,10 +379,7 @@ pub async fn act_one(
     };
     let reason = f.get("reason").unwrap_or_default();
     let actor = s.operator.actor();
-    let out = match action {
-        Action::Replay => dead_letters::replay(&st.db, id, &actor, Some(reason)).await,
-        Action::Purge => dead_letters::purge(&st.db, id, &actor, reason).await,
-    };
+    let out = dead_letters::act(&st.db, action, id, &actor, reason).await;
     let out = match out {
         Ok(o) => o,
         Err(e) => return error_page(&s, &e),

@@ -139,7 +139,7 @@ pub async fn set_status(
             Ok(r) => r.to_string(),
             Err(e) => return error_page(&s, &e),
         };
-    match operators::set_integration_status(
+    match operators::change_integration_status(
         &st.db,
         &st.key_auth(),
         &st.standing(),

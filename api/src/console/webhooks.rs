@@ -164,15 +164,12 @@ pub async fn enable(
         return layout::problem(StatusCode::NOT_FOUND, "No such endpoint.");
     };
     let replay = f.get("replay_missed").is_some();
-    match webhooks::operator_enable(
-        &st.db,
-        &s.operator.actor(),
-        id,
-        replay,
-        f.get("reason").unwrap_or_default(),
-    )
-    .await
-    {
+    let (actor, reason) = (s.operator.actor(), f.get("reason").unwrap_or_default());
+    let enabled = store::in_transaction(&st.db, async |txn| {
+        webhooks::operator_enable(txn, &actor, id, replay, reason).await
+    })
+    .await;
+    match enabled {
         Ok((sub, missed, replayed)) => layout::page(
             StatusCode::OK,
             "Endpoint re-enabled",
@@ -254,7 +251,12 @@ pub async fn recover(
             body,
         );
     }
-    match webhooks::operator_recover(&st.db, &s.operator.actor(), id, since, reason).await {
+    let actor = s.operator.actor();
+    let recovered = store::in_transaction(&st.db, async |txn| {
+        webhooks::operator_recover(txn, &actor, id, since, reason).await
+    })
+    .await;
+    match recovered {
         Ok(n) => layout::page(
             StatusCode::OK,
             "Recover deliveries: done",

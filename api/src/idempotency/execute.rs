@@ -37,6 +37,32 @@ where
     .await
 }
 
+/// `execute_prepared` when the request carries a key; without one (where the key is
+/// optional), the same prepare, transaction, writes and response, with nothing kept to
+/// replay: a retry runs again.
+pub async fn execute_maybe<T, P>(
+    ctx: Ctx<'_>,
+    r: Option<Request>,
+    prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
+    work: impl AsyncFnOnce(&DatabaseTransaction, P) -> Result<Outcome<T>, ApiError>,
+) -> Result<Rendered, ApiError>
+where
+    T: Serialize + Send,
+{
+    match r {
+        Some(r) => execute_prepared(ctx, r, prepare, work).await,
+        None => {
+            let prepared = prepare().await?;
+            let txn = store::begin(ctx.db).await?;
+            let outcome = work(&txn, prepared).await?;
+            let rendered = envelope::ok_with(&outcome.data, &outcome.meta);
+            outcome.writes.flush(&txn).await?;
+            txn.commit().await?;
+            Ok(rendered)
+        }
+    }
+}
+
 /// Like `execute`, with a `prepare` step that runs only when the work will run (never for
 /// a replay) and outside the database transaction: slow, lock-free work such as hashing a
 /// new key goes there.

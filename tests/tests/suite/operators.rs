@@ -462,3 +462,126 @@ async fn an_operator_re_enables_any_tenants_disabled_endpoint_and_recovers_its_d
     assert_eq!(bad.status, 400);
     bad.assert_field_error("/since");
 }
+
+/// "Operator mutations accept an optional Idempotency-Key and replay as partner ones do"
+/// (issue 46): a retry of a suspension replays its answer and changes nothing, even after
+/// the integration was reactivated in between; the same key with another body is refused.
+#[tokio::test]
+async fn an_operator_action_with_an_idempotency_key_replays_its_first_answer_and_acts_once() {
+    let app = TestApp::spawn().await;
+    let ops = operator_key(&app).await;
+    let t = app.tenant(true).await;
+    let integration = t.integration_id.to_string();
+    let key = uuid::Uuid::new_v4().to_string();
+    let suspend = |reason: &'static str| {
+        send(
+            app.post(&format!("/operator/integrations/{integration}/suspend"))
+                .header("x-operator-key", &ops)
+                .header("Idempotency-Key", &key)
+                .json(&json!({"reason": reason})),
+        )
+    };
+
+    let first = suspend("fraud ticket 7").await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["data"]["status"], "SUSPENDED");
+    assert_eq!(first.body["meta"]["idempotency_replayed"], false);
+    assert_eq!(tests::key_works(&app, &t.platform_key).await, 401);
+
+    let r = act(&app, &ops, &integration, "reactivate", "cleared").await;
+    assert_eq!(r.body["data"]["status"], "ACTIVE", "{}", r.body);
+    assert_eq!(tests::key_works(&app, &t.platform_key).await, 200);
+
+    let retry = suspend("fraud ticket 7").await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["meta"]["idempotency_replayed"], true);
+    let mut unmarked = retry.body.clone();
+    unmarked["meta"]["idempotency_replayed"] = json!(false);
+    assert_eq!(unmarked, first.body, "the first answer, replayed");
+    assert_eq!(
+        tests::key_works(&app, &t.platform_key).await,
+        200,
+        "a replay suspends nothing and publishes nothing"
+    );
+
+    let reused = suspend("another ticket").await;
+    assert_eq!(
+        (reused.status, reused.code()),
+        (422, "IDEMPOTENCY_KEY_REUSED"),
+        "{}",
+        reused.body
+    );
+    let malformed = send(
+        app.post(&format!("/operator/integrations/{integration}/suspend"))
+            .header("x-operator-key", &ops)
+            .header("Idempotency-Key", "not-a-uuid")
+            .json(&json!({"reason": "x"})),
+    )
+    .await;
+    assert_eq!(malformed.status, 400, "{}", malformed.body);
+    malformed.assert_field_error("header:Idempotency-Key");
+    assert_eq!(tests::key_works(&app, &t.platform_key).await, 200);
+
+    let log = send(
+        app.get("/operator/audit-log?limit=200")
+            .header("x-operator-key", &ops),
+    )
+    .await;
+    let actions: Vec<&str> = log.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["target_id"] == integration.as_str())
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["integration.reactivate", "integration.suspend"],
+        "one suspension, audited once"
+    );
+}
+
+/// A bulk action retried with its key answers what it did the first time instead of acting
+/// on whatever matches now; without a key, the same request acts again.
+#[tokio::test]
+async fn a_bulk_purge_retried_with_its_key_replays_instead_of_reaching_new_letters() {
+    let app = TestApp::spawn().await;
+    let ops = operator_key(&app).await;
+    let t = app.tenant(true).await;
+    let first_batch = tests::dead_letters::many(&app, &t, 2, "gone for good").await;
+    let key = uuid::Uuid::new_v4().to_string();
+    let body = json!({"filter": {"merchant_id": t.merchant_id, "error": "gone for good"}, "reason": "receiver retired"});
+    let purge = |key: Option<&str>| {
+        let mut r = app
+            .post("/operator/dead-letters/bulk/purge")
+            .header("x-operator-key", &ops);
+        if let Some(k) = key {
+            r = r.header("Idempotency-Key", k);
+        }
+        send(r.json(&body))
+    };
+
+    let first = purge(Some(&key)).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["data"]["changed"], 2);
+    let later = tests::dead_letters::many(&app, &t, 1, "gone for good").await;
+
+    let retry = purge(Some(&key)).await;
+    assert_eq!(retry.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(retry.body["data"], first.body["data"]);
+    assert_eq!(
+        tests::dead_letters::status_of(&app, later[0]).await,
+        "dead",
+        "the replay reached nothing"
+    );
+    for id in &first_batch {
+        assert_eq!(tests::dead_letters::status_of(&app, *id).await, "purged");
+    }
+
+    let unkeyed = purge(None).await;
+    assert_eq!(unkeyed.body["data"]["changed"], 1, "{}", unkeyed.body);
+    assert_eq!(
+        tests::dead_letters::status_of(&app, later[0]).await,
+        "purged"
+    );
+}

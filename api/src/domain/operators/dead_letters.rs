@@ -10,6 +10,7 @@
 use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
 use entities::{dead_letter, dead_letter::DeadLetterStatus};
+use sea_orm::{ConnectionTrait, DatabaseTransaction};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -220,22 +221,21 @@ pub fn reason(r: &str) -> Result<&str, ApiError> {
 /// Replays one letter. `why` is optional here (the HTTP operation takes none); the console
 /// and bulk replays always give one.
 pub async fn replay(
-    db: &Db,
+    txn: &DatabaseTransaction,
     id: Uuid,
     actor: &str,
     why: Option<&str>,
 ) -> Result<Outcome, ApiError> {
     let why = why.map(reason).transpose()?;
-    let txn = store::begin(db).await?;
-    let Some(dl) = store::queues::dead_letters::find(&txn, id).await? else {
+    let Some(dl) = store::queues::dead_letters::find(txn, id).await? else {
         return Err(ApiError::not_found("Dead letter"));
     };
-    let changed = store::queues::dead_letters::mark_replayed(&txn, &dl, Utc::now()).await?;
+    let changed = store::queues::dead_letters::mark_replayed(txn, &dl, Utc::now()).await?;
     if changed == 0 {
         return Ok(Outcome::NotDead(dl.status));
     }
     let job_id = store::outbox::append(
-        &txn,
+        txn,
         NewOutbox {
             kind: OutboxKind::Job,
             topic: dl.queue.clone(),
@@ -248,7 +248,7 @@ pub async fn replay(
     )
     .await?;
     operators::audit(
-        &txn,
+        txn,
         actor,
         "dead_letter.replay",
         "dead_letter",
@@ -257,22 +257,26 @@ pub async fn replay(
         json!({"queue": dl.queue, "original_job_id": dl.job_id, "new_job_id": job_id}),
     )
     .await?;
-    txn.commit().await?;
     Ok(Outcome::Done(Some(job_id)))
 }
 
-pub async fn purge(db: &Db, id: Uuid, actor: &str, reason: &str) -> Result<Outcome, ApiError> {
+/// Purges one letter, with its mandatory reason.
+pub async fn purge(
+    txn: &DatabaseTransaction,
+    id: Uuid,
+    actor: &str,
+    reason: &str,
+) -> Result<Outcome, ApiError> {
     let reason = self::reason(reason)?;
-    let txn = store::begin(db).await?;
-    let Some(dl) = store::queues::dead_letters::find(&txn, id).await? else {
+    let Some(dl) = store::queues::dead_letters::find(txn, id).await? else {
         return Err(ApiError::not_found("Dead letter"));
     };
-    let changed = store::queues::dead_letters::mark_purged(&txn, id, reason, Utc::now()).await?;
+    let changed = store::queues::dead_letters::mark_purged(txn, id, reason, Utc::now()).await?;
     if changed == 0 {
         return Ok(Outcome::NotDead(dl.status));
     }
     operators::audit(
-        &txn,
+        txn,
         actor,
         "dead_letter.purge",
         "dead_letter",
@@ -281,8 +285,23 @@ pub async fn purge(db: &Db, id: Uuid, actor: &str, reason: &str) -> Result<Outco
         json!({"queue": dl.queue, "job_id": dl.job_id}),
     )
     .await?;
-    txn.commit().await?;
     Ok(Outcome::Done(None))
+}
+
+/// Replays or purges one letter in its own transaction: what the console, the CLI and a bulk
+/// action do per letter.
+pub async fn act(
+    db: &Db,
+    action: Action,
+    id: Uuid,
+    actor: &str,
+    why: &str,
+) -> Result<Outcome, ApiError> {
+    store::in_transaction(db, async |txn| match action {
+        Action::Replay => replay(txn, id, actor, Some(why)).await,
+        Action::Purge => purge(txn, id, actor, why).await,
+    })
+    .await
 }
 
 /// Replay or purge.
@@ -361,6 +380,22 @@ pub async fn bulk(
     actor: &str,
     why: &str,
     dry_run: bool,
+    each: impl FnMut(Step<'_>),
+) -> Result<BulkSummary, ApiError> {
+    let sum = bulk_steps(db, f, action, actor, why, dry_run, each).await?;
+    audit_bulk(db, f, action, actor, why, &sum).await?;
+    Ok(sum)
+}
+
+/// A bulk action's letters, each in its own transaction, without the audit of the whole
+/// (which the HTTP operation writes with its idempotency record).
+pub async fn bulk_steps(
+    db: &Db,
+    f: &Filter,
+    action: Action,
+    actor: &str,
+    why: &str,
+    dry_run: bool,
     mut each: impl FnMut(Step<'_>),
 ) -> Result<BulkSummary, ApiError> {
     let why = reason(why)?;
@@ -386,10 +421,7 @@ pub async fn bulk(
                 });
                 continue;
             }
-            let r = match action {
-                Action::Replay => replay(db, letter.id, actor, Some(why)).await,
-                Action::Purge => purge(db, letter.id, actor, why).await,
-            };
+            let r = act(db, action, letter.id, actor, why).await;
             match &r {
                 Ok(Outcome::Done(_)) => sum.changed += 1,
                 Ok(Outcome::NotDead(_)) => sum.unchanged += 1,
@@ -404,19 +436,36 @@ pub async fn bulk(
             break;
         }
     }
-    if !dry_run {
-        operators::audit(
-            db,
-            actor,
-            action.audit_name(),
-            "dead_letter",
-            None,
-            Some(why.to_string()),
-            json!({"filter": describe(&f), "summary": sum}),
-        )
-        .await?;
-    }
     Ok(sum)
+}
+
+/// Audits a finished bulk action as a whole, with its filter, reason and counts; a dry run
+/// changed nothing and is not audited.
+pub async fn audit_bulk<C: ConnectionTrait>(
+    c: &C,
+    f: &Filter,
+    action: Action,
+    actor: &str,
+    why: &str,
+    sum: &BulkSummary,
+) -> Result<(), ApiError> {
+    if sum.dry_run {
+        return Ok(());
+    }
+    let f = Filter {
+        status: Some("dead".into()),
+        ..f.clone()
+    };
+    operators::audit(
+        c,
+        actor,
+        action.audit_name(),
+        "dead_letter",
+        None,
+        Some(reason(why)?.to_string()),
+        json!({"filter": describe(&f), "summary": sum}),
+    )
+    .await
 }
 
 /// How many dead letters match and the first `n` of them (newest first): what a bulk

@@ -8,7 +8,7 @@ pub mod sign_in;
 
 use crate::store::Db;
 use entities::{integration::IntegrationStatus, operator_audit};
-use sea_orm::ConnectionTrait;
+use sea_orm::{ConnectionTrait, DatabaseTransaction};
 use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -135,10 +135,111 @@ impl IntegrationChange {
     }
 }
 
-/// Suspends or reactivates an integration. Suspension takes every key of the integration
-/// out of every replica's cache and publishes the status for terminal tokens first, so
-/// neither its keys nor the tokens minted from them work on the next request.
+/// How a change of standing ended, for [`settle_status_change`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Settled {
+    /// This request's transaction committed.
+    Committed,
+    /// An earlier request with the same Idempotency-Key answered; nothing ran now.
+    Replayed,
+    /// Nothing committed.
+    Failed,
+}
+
+/// Before a suspension's transaction opens (never for a replay): publishes the status for
+/// terminal tokens and takes every key of the integration out of every replica's cache, so
+/// neither its keys nor the tokens minted from them work on the next request. The key
+/// caches' tombstones outlive a verification racing the commit.
+pub async fn prepare_status_change(
+    db: &Db,
+    auth: &KeyAuth<'_>,
+    standing: &Standing<'_>,
+    integration_id: Uuid,
+    change: IntegrationChange,
+) -> Result<(), ApiError> {
+    if change != IntegrationChange::Suspend {
+        return Ok(());
+    }
+    let integration = store::tenancy::find_integration(db, integration_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Integration"))?;
+    standing
+        .publish(
+            integration_id,
+            IntegrationStatus::Suspended,
+            Clock::from_column(integration.clock_offset_secs),
+        )
+        .await?;
+    for key_id in store::credentials::api_keys::ids_of_integration(db, integration_id).await? {
+        auth.invalidate(key_id).await?;
+    }
+    Ok(())
+}
+
+/// Suspends or reactivates an integration, audited, in the caller's transaction; see
+/// [`prepare_status_change`] and [`settle_status_change`] for what surrounds it.
 pub async fn set_integration_status(
+    txn: &DatabaseTransaction,
+    op: &Operator,
+    integration_id: Uuid,
+    change: IntegrationChange,
+    reason: String,
+) -> Result<entities::integration::Model, ApiError> {
+    let status = change.target();
+    let integration = store::tenancy::find_integration(txn, integration_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Integration"))?;
+    let before = integration.status;
+    let updated = store::tenancy::set_integration_status(txn, integration, status).await?;
+    audit(
+        txn,
+        &op.actor(),
+        change.action(),
+        "integration",
+        Some(integration_id.to_string()),
+        Some(reason),
+        json!({"from": before.as_str(), "to": status.as_str()}),
+    )
+    .await?;
+    Ok(updated)
+}
+
+/// After the transaction: a committed change publishes the status the database now holds
+/// (a reactivation's tokens work again on the next request); a suspension that did not
+/// commit drops what it published, so the database decides again; a replay changed nothing.
+pub async fn settle_status_change(
+    db: &Db,
+    standing: &Standing<'_>,
+    integration_id: Uuid,
+    change: IntegrationChange,
+    settled: Settled,
+) -> Result<(), ApiError> {
+    match settled {
+        Settled::Committed => {
+            let Some(i) = store::tenancy::find_integration(db, integration_id).await? else {
+                return Ok(());
+            };
+            standing
+                .publish(
+                    integration_id,
+                    i.status,
+                    Clock::from_column(i.clock_offset_secs),
+                )
+                .await
+        }
+        Settled::Failed if change == IntegrationChange::Suspend => {
+            if let Err(e) = standing.forget(integration_id).await {
+                tracing::warn!(error = %e, %integration_id, "dropping a published status failed");
+            }
+            Ok(())
+        }
+        Settled::Failed | Settled::Replayed => Ok(()),
+    }
+}
+
+/// The three steps of a change of standing, for a tool without an idempotency record (the
+/// console).
+pub async fn change_integration_status(
     db: &Db,
     auth: &KeyAuth<'_>,
     standing: &Standing<'_>,
@@ -147,68 +248,26 @@ pub async fn set_integration_status(
     change: IntegrationChange,
     reason: String,
 ) -> Result<entities::integration::Model, ApiError> {
-    let status = change.target();
     let changed = async {
-        let txn = store::begin(db).await?;
-        let integration = store::tenancy::find_integration(&txn, integration_id)
-            .await?
-            .ok_or_else(|| ApiError::not_found("Integration"))?;
-        let before = integration.status;
-        if status != IntegrationStatus::Active {
-            standing
-                .publish(
-                    integration_id,
-                    status,
-                    Clock::from_column(integration.clock_offset_secs),
-                )
-                .await?;
-            for key_id in
-                store::credentials::api_keys::ids_of_integration(&txn, integration_id).await?
-            {
-                auth.invalidate(key_id).await?;
-            }
-        }
-        let updated = store::tenancy::set_integration_status(&txn, integration, status).await?;
-        audit(
-            &txn,
-            &op.actor(),
-            change.action(),
-            "integration",
-            Some(integration_id.to_string()),
-            Some(reason),
-            json!({"from": before.as_str(), "to": status.as_str()}),
-        )
-        .await?;
-        txn.commit().await?;
-        Ok::<_, ApiError>(updated)
+        prepare_status_change(db, auth, standing, integration_id, change).await?;
+        store::in_transaction(db, async |txn| {
+            set_integration_status(txn, op, integration_id, change, reason).await
+        })
+        .await
     }
     .await;
-    match &changed {
-        Ok(i) if i.status == IntegrationStatus::Active => {
-            standing
-                .publish(
-                    integration_id,
-                    IntegrationStatus::Active,
-                    Clock::from_column(i.clock_offset_secs),
-                )
-                .await?
-        }
-        Ok(_) => {}
-        // A suspension published before it failed: let the database decide again.
-        Err(_) if status != IntegrationStatus::Active => {
-            if let Err(e) = standing.forget(integration_id).await {
-                tracing::warn!(error = %e, %integration_id, "dropping a published status failed");
-            }
-        }
-        Err(_) => {}
-    }
+    let settled = match changed {
+        Ok(_) => Settled::Committed,
+        Err(_) => Settled::Failed,
+    };
+    settle_status_change(db, standing, integration_id, change, settled).await?;
     changed
 }
 
 /// Sets which identity credential types an integration may use (a subset of
 /// `identity::IDENTITY_CREDENTIAL_TYPES`, kept in the contract's order). Audited.
 pub async fn set_identify_credential_types(
-    db: &Db,
+    txn: &DatabaseTransaction,
     op: &Operator,
     integration_id: Uuid,
     types: &[String],
@@ -219,15 +278,13 @@ pub async fn set_identify_credential_types(
         .filter(|t| types.iter().any(|x| x == *t))
         .map(|t| t.to_string())
         .collect();
-    let txn = store::begin(db).await?;
-    let integration = store::tenancy::find_integration(&txn, integration_id)
+    let integration = store::tenancy::find_integration(txn, integration_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Integration"))?;
     let before = integration.identify_credential_types.clone();
-    let updated =
-        store::tenancy::set_identify_credential_types(&txn, integration, &ordered).await?;
+    let updated = store::tenancy::set_identify_credential_types(txn, integration, &ordered).await?;
     audit(
-        &txn,
+        txn,
         &op.actor(),
         "integration.identify_credential_types",
         "integration",
@@ -236,30 +293,28 @@ pub async fn set_identify_credential_types(
         json!({"from": before, "to": ordered}),
     )
     .await?;
-    txn.commit().await?;
     Ok(updated)
 }
 
 /// Replaces an integration's browser origins (already normalised by `cors::normalize_origin`;
 /// empty: none). Audited with the lists before and after.
 pub async fn set_cors_origins(
-    db: &Db,
+    txn: &DatabaseTransaction,
     op: &Operator,
     integration_id: Uuid,
     origins: &[String],
     reason: String,
 ) -> Result<entities::integration::Model, ApiError> {
-    let txn = store::begin(db).await?;
-    let integration = store::tenancy::find_integration(&txn, integration_id)
+    let integration = store::tenancy::find_integration(txn, integration_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Integration"))?;
     let before = integration
         .cors_origins
         .clone()
         .unwrap_or_else(|| json!([]));
-    let updated = store::tenancy::set_cors_origins(&txn, integration, origins).await?;
+    let updated = store::tenancy::set_cors_origins(txn, integration, origins).await?;
     audit(
-        &txn,
+        txn,
         &op.actor(),
         "integration.cors_origins",
         "integration",
@@ -268,7 +323,6 @@ pub async fn set_cors_origins(
         json!({"from": before, "to": origins}),
     )
     .await?;
-    txn.commit().await?;
     Ok(updated)
 }
 

@@ -1,9 +1,9 @@
 //! The service's own operators over any tenant's endpoint: re-enable it and recover what
 //! failed or was held back, each audited with a reason. The partner's own `enable` and
 //! `redeliver_failed` share the steps after the lock (`enable_locked`, `recover_locked`).
-use crate::store::Db;
 use chrono::{DateTime, Utc};
 use entities::webhook_subscription;
+use sea_orm::{ConnectionTrait, DatabaseTransaction};
 use serde_json::json;
 use uuid::Uuid;
 
@@ -13,21 +13,20 @@ use crate::{domain, error::ApiError, store};
 /// An operator re-enables any tenant's endpoint (one auto-disabled after its failures, say),
 /// as the partner's own `enable` does, audited with the reason.
 pub async fn operator_enable(
-    db: &Db,
+    txn: &DatabaseTransaction,
     actor: &str,
     id: Uuid,
     replay_missed: bool,
     reason: &str,
 ) -> Result<(webhook_subscription::Model, u64, u64), ApiError> {
     let reason = domain::operators::dead_letters::reason(reason)?;
-    let txn = store::begin(db).await?;
-    let s = store::webhooks::lock_subscription(&txn, id)
+    let s = store::webhooks::lock_subscription(txn, id)
         .await?
         .ok_or_else(|| ApiError::not_found("Subscription"))?;
     let before = (s.state, s.disabled_reason.clone());
-    let done = enable_locked(&txn, s, replay_missed, Utc::now()).await?;
+    let done = enable_locked(txn, s, replay_missed, Utc::now()).await?;
     domain::operators::audit(
-        &txn,
+        txn,
         actor,
         "webhook_endpoint.enable",
         "webhook_endpoint",
@@ -36,14 +35,13 @@ pub async fn operator_enable(
         json!({"from": before.0, "disabled_reason": before.1, "missed": done.1, "replayed": done.2}),
     )
     .await?;
-    txn.commit().await?;
     Ok(done)
 }
 
 /// What "recover since T" would send again: deliveries DEAD or SUSPENDED created at or
 /// after `since`.
-pub async fn recoverable(
-    db: &Db,
+pub async fn recoverable<C: ConnectionTrait>(
+    db: &C,
     id: Uuid,
     since: DateTime<Utc>,
 ) -> Result<(webhook_subscription::Model, u64), ApiError> {
@@ -58,20 +56,19 @@ pub async fn recoverable(
 /// An operator sends again every failed or suspended delivery since `since`, as the
 /// partner's `redeliver_failed` does, audited with the reason. Returns how many.
 pub async fn operator_recover(
-    db: &Db,
+    txn: &DatabaseTransaction,
     actor: &str,
     id: Uuid,
     since: DateTime<Utc>,
     reason: &str,
 ) -> Result<u64, ApiError> {
     let reason = domain::operators::dead_letters::reason(reason)?;
-    let txn = store::begin(db).await?;
-    let s = store::webhooks::lock_subscription(&txn, id)
+    let s = store::webhooks::lock_subscription(txn, id)
         .await?
         .ok_or_else(|| ApiError::not_found("Subscription"))?;
-    let n = recover_locked(&txn, s.id, since, Utc::now()).await?;
+    let n = recover_locked(txn, s.id, since, Utc::now()).await?;
     domain::operators::audit(
-        &txn,
+        txn,
         actor,
         "webhook_endpoint.recover",
         "webhook_endpoint",
@@ -80,6 +77,5 @@ pub async fn operator_recover(
         json!({"since": since, "requeued": n}),
     )
     .await?;
-    txn.commit().await?;
     Ok(n)
 }

@@ -10,10 +10,7 @@ pub use identity::*;
 use crate::http::pipeline::fields::UuidText;
 use entities::{payment, promo_grant};
 use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi,
-    param::{Header, Query},
-};
+use poem_openapi::{Object, OpenApi, param::Query};
 use serde::Deserialize;
 
 use crate::domain::credentials::Permission;
@@ -23,7 +20,7 @@ use crate::http::{
     pipeline::auth::AnyAuth,
     pipeline::body::{Documented, JsonBody, Validate},
     pipeline::common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, ts},
-    pipeline::mutation,
+    pipeline::mutation::OptionalKey,
     pipeline::reply::Reply,
 };
 use crate::{
@@ -34,6 +31,7 @@ use crate::{
     },
     envelope,
     error::ApiError,
+    idempotency::Outcome,
     state::AppState,
 };
 
@@ -259,47 +257,66 @@ impl CustomersApi {
     #[oai(path = "/identify", method = "post", operation_id = "identifyCustomer")]
     async fn identify(
         &self,
-        state: Data<&AppState>,
         auth: AnyAuth,
-        /// Optional (UUID). Identification is read-only, so a retry simply resolves again.
+        /// Optional (UUID). With it, a retry replays the first answer (and its
+        /// customer.identified event is emitted once); without it, a retry resolves again.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<crate::http::pipeline::fields::UuidText>>,
+        key: OptionalKey<'_>,
         body: JsonBody<IdentifyRequest>,
     ) -> poem::Result<Reply<CustomerContext>> {
         auth.require(Permission::Terminal)?;
-        let st = state.0;
+        let st = key.state();
         let principal = auth.principal();
-        if idempotency_key.0.is_some() {
-            crate::idempotency::parse_key(idempotency_key.0.as_deref())?;
-        }
-        let acting = mutation::authorize(st, principal, &body.value.context).await?;
         let b = &body.value;
         let mut e = Errors::default();
         let presented = identity_credential(&mut e, "/credential", &b.credential.raw);
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
         e.finish()?;
-        let credential = presented
-            .ok_or_else(|| ApiError::internal("validated credential"))?
-            .known(st, principal.integration_id)
-            .await?;
-        let rate = st
-            .guard()
-            .before_identifying(principal, &credential)
-            .await?;
         let trace = decision_trace(Some(&b.meta));
-        let mut who = caller(principal, acting, &b.context);
-        who.decision_trace_id = Some(trace.clone());
-        let txn = crate::store::begin(&st.db).await.map_err(ApiError::from)?;
-        let r =
-            customers::identify(&txn, &st.sealer, &who, &credential, program, who.now()).await?;
-        txn.commit().await.map_err(ApiError::from)?;
-        st.guard()
-            .after_identifying(principal.integration_id, &credential, r.identity.is_some())
+        // Set when this request resolved (never for a replay, which is no new guess).
+        let mut found = None;
+        let found_slot = &mut found;
+        let mut rate = None;
+        let rate_slot = &mut rate;
+        let reply = key
+            .run_prepared(
+                principal,
+                &body,
+                async || {
+                    let credential = presented
+                        .ok_or_else(|| ApiError::internal("validated credential"))?
+                        .known(st, principal.integration_id)
+                        .await?;
+                    *rate_slot = Some(
+                        st.guard()
+                            .before_identifying(principal, &credential)
+                            .await?,
+                    );
+                    Ok(credential)
+                },
+                async move |txn, acting, credential| {
+                    let mut who = caller(principal, acting, &b.context);
+                    who.decision_trace_id = Some(trace.clone());
+                    let r =
+                        customers::identify(txn, &st.sealer, &who, &credential, program, who.now())
+                            .await?;
+                    *found_slot = Some((credential, r.identity.is_some()));
+                    let meta = identification_meta(&r, trace, &b.context);
+                    let mut outcome = Outcome::new(customer_context(&r));
+                    outcome.meta = meta;
+                    Ok(outcome)
+                },
+            )
             .await?;
-        let meta = identification_meta(&r, trace, &b.context);
-        Ok(Reply::rendered(
-            envelope::ok_with(&customer_context(&r), &meta).with_rate(rate),
-        ))
+        if let Some((credential, known)) = found {
+            st.guard()
+                .after_identifying(principal.integration_id, &credential, known)
+                .await?;
+        }
+        Ok(match rate {
+            Some(rate) => reply.with_rate(rate),
+            None => reply,
+        })
     }
 
     /// Look up a customer (cashier panel)

@@ -157,7 +157,7 @@ impl GrantsApi {
         let grant_id = path_uuid("path:id", &id.0)?;
         let op = auth.0.clone();
         let reason = body.value.reason.clone();
-        key.run_as_operator(&auth, &body, async move |txn| {
+        key.run_as_operator(&auth.0, &body.json, async move |txn| {
             let r = grants::clawback(txn, &op, grant_id, &reason, Utc::now()).await?;
             Ok(Outcome::new(ClawbackResult {
                 wallet_id: r.grant.wallet_id.to_string(),

@@ -122,6 +122,14 @@ fn meaning(code: ErrorCode) -> &'static str {
     }
 }
 
+/// The read-shaped POSTs: they take an optional Idempotency-Key only to check it, write
+/// nothing and keep no answer, so a key can be neither reused nor still running there.
+const READ_SHAPED: [&str; 2] = ["checkRedeemBalance", "evaluateOffers"];
+
+fn id(op: &Value) -> &str {
+    op["operationId"].as_str().unwrap_or_default()
+}
+
 /// The errors operation `op` can answer, by status: those its shape implies (any
 /// operation can fail inside; a credential can be refused; parameters and a body can be
 /// invalid; an Idempotency-Key can be reused or still running; a path id can name nothing)
@@ -151,17 +159,14 @@ fn error_codes(op: &Value) -> BTreeMap<u16, Vec<ErrorCode>> {
         add(413, ErrorCode::ValidationError);
         add(415, ErrorCode::ValidationError);
     }
-    if params
-        .iter()
-        .any(|p| p["name"] == "Idempotency-Key" && p["required"] == true)
-    {
+    if params.iter().any(|p| p["name"] == "Idempotency-Key") && !READ_SHAPED.contains(&id(op)) {
         add(409, ErrorCode::Conflict);
         add(422, ErrorCode::IdempotencyKeyReused);
     }
     if params.iter().any(|p| p["in"] == "path") {
         add(404, ErrorCode::NotFound);
     }
-    let id = op["operationId"].as_str().unwrap_or_default();
+    let id = id(op);
     for (_, codes) in ERRORS.iter().filter(|(o, _)| *o == id) {
         for c in *codes {
             add(c.status(), *c);

@@ -8,6 +8,7 @@ use poem_openapi::{
     param::{Path, Query},
 };
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use uuid::Uuid;
 
 use crate::http::{
@@ -15,15 +16,16 @@ use crate::http::{
     operator::{OperatorAction, OperatorAuth},
     pipeline::body::{JsonBody, Validate},
     pipeline::fields::{DeadLetterStatuses, JobQueues, Text, UuidText},
+    pipeline::mutation::OptionalKey,
     pipeline::reply::Reply,
 };
 use crate::{
     domain::{
-        operators::Operator,
         operators::dead_letters,
         validate::{self, Errors},
     },
     error::ApiError,
+    idempotency::Outcome,
     state::AppState,
     store,
 };
@@ -313,13 +315,19 @@ impl OperatorDeadLettersApi {
     )]
     async fn replay(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         dead_letter_id: Path<UuidText>,
+        /// Optional (UUID): a retry with the same key replays the first answer.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
     ) -> poem::Result<Reply<DeadLetterAction>> {
         let id = self::dead_letter_id(&dead_letter_id.0)?;
-        let out = dead_letters::replay(&state.0.db, id, &auth.0.actor(), None).await?;
-        Ok(Reply::ok(&action(id, "replayed", out)))
+        let actor = auth.0.actor();
+        key.run_as_operator(&auth.0, &Value::Null, async move |txn| {
+            let out = dead_letters::replay(txn, id, &actor, None).await?;
+            Ok(Outcome::new(action(id, "replayed", out)))
+        })
+        .await
     }
 
     /// Purge a dead letter (operators)
@@ -332,14 +340,21 @@ impl OperatorDeadLettersApi {
     )]
     async fn purge(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         dead_letter_id: Path<UuidText>,
+        /// Optional (UUID): a retry with the same key replays the first answer.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
         body: JsonBody<OperatorAction>,
     ) -> poem::Result<Reply<DeadLetterAction>> {
         let id = self::dead_letter_id(&dead_letter_id.0)?;
-        let out = dead_letters::purge(&state.0.db, id, &auth.0.actor(), &body.value.reason).await?;
-        Ok(Reply::ok(&action(id, "purged", out)))
+        let actor = auth.0.actor();
+        let reason = &body.value.reason;
+        key.run_as_operator(&auth.0, &body.json, async move |txn| {
+            let out = dead_letters::purge(txn, id, &actor, reason).await?;
+            Ok(Outcome::new(action(id, "purged", out)))
+        })
+        .await
     }
 
     /// Replay every matching dead letter (operators)
@@ -355,11 +370,14 @@ impl OperatorDeadLettersApi {
     )]
     async fn bulk_replay(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
+        /// Optional (UUID): a retry with the same key replays the first answer instead of
+        /// acting again.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
         body: JsonBody<BulkDeadLetterRequest>,
     ) -> poem::Result<Reply<BulkDeadLetterResult>> {
-        bulk(state.0, &auth.0, dead_letters::Action::Replay, body.value).await
+        bulk(key, &auth, dead_letters::Action::Replay, body).await
     }
 
     /// Purge every matching dead letter (operators)
@@ -372,20 +390,26 @@ impl OperatorDeadLettersApi {
     )]
     async fn bulk_purge(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
+        /// Optional (UUID): a retry with the same key replays the first answer instead of
+        /// acting again.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
         body: JsonBody<BulkDeadLetterRequest>,
     ) -> poem::Result<Reply<BulkDeadLetterResult>> {
-        bulk(state.0, &auth.0, dead_letters::Action::Purge, body.value).await
+        bulk(key, &auth, dead_letters::Action::Purge, body).await
     }
 }
 
+/// The letters are acted on one transaction each before the whole action is audited, in
+/// the transaction that keeps its answer for a retry with the same key.
 async fn bulk(
-    st: &AppState,
-    op: &Operator,
+    key: OptionalKey<'_>,
+    auth: &OperatorAuth,
     action: dead_letters::Action,
-    b: BulkDeadLetterRequest,
+    body: JsonBody<BulkDeadLetterRequest>,
 ) -> poem::Result<Reply<BulkDeadLetterResult>> {
+    let b = &body.value;
     let f = &b.filter;
     let input = dead_letters::FilterInput {
         status: None,
@@ -398,40 +422,47 @@ async fn bulk(
     };
     let filter = dead_letters::parse_filter(&input, chrono::Utc::now())?;
     let dry_run = b.dry_run.unwrap_or(false);
-    let mut listed = vec![];
+    let actor = auth.0.actor();
     let would = match action {
         dead_letters::Action::Replay => "would_replay",
         dead_letters::Action::Purge => "would_purge",
     };
-    let sum = dead_letters::bulk(
-        &st.db,
-        &filter,
-        action,
-        &op.actor(),
-        &b.reason,
-        dry_run,
-        |step| {
-            if listed.len() < BULK_LISTED {
-                let (outcome, error) = match step.outcome(action) {
-                    None => (would.to_string(), None),
-                    Some((word, error)) => (word.to_string(), error),
-                };
-                listed.push(BulkDeadLetterStep {
-                    dead_letter_id: step.letter.id.to_string(),
-                    queue: step.letter.queue.clone(),
-                    outcome,
-                    error,
-                });
-            }
+    let db = &key.state().db;
+    let (filter, actor) = (&filter, &actor);
+    key.run_as_operator_prepared(
+        &auth.0,
+        &body.json,
+        async || {
+            let mut listed = vec![];
+            let sum =
+                dead_letters::bulk_steps(db, filter, action, actor, &b.reason, dry_run, |step| {
+                    if listed.len() < BULK_LISTED {
+                        let (outcome, error) = match step.outcome(action) {
+                            None => (would.to_string(), None),
+                            Some((word, error)) => (word.to_string(), error),
+                        };
+                        listed.push(BulkDeadLetterStep {
+                            dead_letter_id: step.letter.id.to_string(),
+                            queue: step.letter.queue.clone(),
+                            outcome,
+                            error,
+                        });
+                    }
+                })
+                .await?;
+            Ok((sum, listed))
+        },
+        async move |txn, (sum, listed)| {
+            dead_letters::audit_bulk(txn, filter, action, actor, &b.reason, &sum).await?;
+            Ok(Outcome::new(BulkDeadLetterResult {
+                dry_run: sum.dry_run,
+                matched: sum.matched,
+                changed: sum.changed,
+                unchanged: sum.unchanged,
+                failed: sum.failed,
+                dead_letters: listed,
+            }))
         },
     )
-    .await?;
-    Ok(Reply::ok(&BulkDeadLetterResult {
-        dry_run: sum.dry_run,
-        matched: sum.matched,
-        changed: sum.changed,
-        unchanged: sum.unchanged,
-        failed: sum.failed,
-        dead_letters: listed,
-    }))
+    .await
 }

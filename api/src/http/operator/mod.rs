@@ -1,7 +1,8 @@
 //! Operator routes: the service's own staff, with the operator credential only. No partner
 //! key is accepted here, and an operator key is accepted nowhere else. This file holds the
-//! credential, integrations and the audit log; dead letters and webhook endpoints have
-//! files of their own (`operator_dead_letters`, `operator_webhooks`).
+//! credential, integrations and the audit log; dead letters, webhook endpoints and wallets
+//! have files of their own. Every action takes an optional Idempotency-Key and replays as a
+//! partner's mutation does.
 pub mod dead_letters;
 pub mod wallets;
 pub mod webhooks;
@@ -20,6 +21,7 @@ use crate::http::pipeline::common::path_uuid;
 use crate::http::{
     openapi::tags::Tag,
     pipeline::body::{JsonBody, Validate},
+    pipeline::mutation::OptionalKey,
     pipeline::reply::Reply,
 };
 use crate::{
@@ -28,6 +30,7 @@ use crate::{
         validate::Errors,
     },
     error::ApiError,
+    idempotency::Outcome,
     state::AppState,
     store,
 };
@@ -172,17 +175,19 @@ impl OperatorApi {
     )]
     async fn suspend(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         integration_id: Path<UuidText>,
+        /// Optional (UUID): a retry with the same key replays the first answer.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
         body: JsonBody<OperatorAction>,
     ) -> poem::Result<Reply<IntegrationStatus>> {
         self.set(
-            state.0,
-            &auth.0,
+            key,
+            &auth,
             &integration_id.0,
             operators::IntegrationChange::Suspend,
-            body.value.reason.into(),
+            &body,
         )
         .await
     }
@@ -195,17 +200,19 @@ impl OperatorApi {
     )]
     async fn reactivate(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         integration_id: Path<UuidText>,
+        /// Optional (UUID): a retry with the same key replays the first answer.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
         body: JsonBody<OperatorAction>,
     ) -> poem::Result<Reply<IntegrationStatus>> {
         self.set(
-            state.0,
-            &auth.0,
+            key,
+            &auth,
             &integration_id.0,
             operators::IntegrationChange::Reactivate,
-            body.value.reason.into(),
+            &body,
         )
         .await
     }
@@ -221,30 +228,31 @@ impl OperatorApi {
     )]
     async fn set_identify_types(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         integration_id: Path<UuidText>,
+        /// Optional (UUID): a retry with the same key replays the first answer.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
         body: JsonBody<IdentifyCredentialTypesRequest>,
     ) -> poem::Result<Reply<IdentifyCredentialTypes>> {
         let id = path_uuid("path:integrationId", &integration_id.0)?;
-        let b = body.value;
-        let i = operators::set_identify_credential_types(
-            &state.0.db,
-            &auth.0,
-            id,
-            &b.credential_types
-                .iter()
-                .map(|t| t.to_string())
-                .collect::<Vec<_>>(),
-            b.reason.into(),
-        )
-        .await?;
-        state.0.capabilities.clear();
-        Ok(Reply::ok(&IdentifyCredentialTypes {
-            integration_id: i.id.to_string(),
-            credential_types: serde_json::from_value(i.identify_credential_types)
-                .map_err(ApiError::internal)?,
-        }))
+        let b = &body.value;
+        let types: Vec<String> = b.credential_types.iter().map(|t| t.to_string()).collect();
+        let (state, op) = (key.state(), &auth.0);
+        let reply = key
+            .run_as_operator(&auth.0, &body.json, async move |txn| {
+                let reason = b.reason.to_string();
+                let i =
+                    operators::set_identify_credential_types(txn, op, id, &types, reason).await?;
+                Ok(Outcome::new(IdentifyCredentialTypes {
+                    integration_id: i.id.to_string(),
+                    credential_types: serde_json::from_value(i.identify_credential_types)
+                        .map_err(ApiError::internal)?,
+                }))
+            })
+            .await?;
+        state.capabilities.clear();
+        Ok(reply)
     }
 
     /// Set an integration's browser origins (operators)
@@ -259,9 +267,11 @@ impl OperatorApi {
     )]
     async fn set_cors_origins(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         integration_id: Path<UuidText>,
+        /// Optional (UUID): a retry with the same key replays the first answer.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
         body: JsonBody<CorsOriginsRequest>,
     ) -> poem::Result<Reply<CorsOrigins>> {
         let id = path_uuid("path:integrationId", &integration_id.0)?;
@@ -273,13 +283,19 @@ impl OperatorApi {
             .collect();
         origins.sort();
         origins.dedup();
-        operators::set_cors_origins(&state.0.db, &auth.0, id, &origins, b.reason.to_string())
+        let (state, op) = (key.state(), &auth.0);
+        let reply = key
+            .run_as_operator(&auth.0, &body.json, async move |txn| {
+                let reason = b.reason.to_string();
+                operators::set_cors_origins(txn, op, id, &origins, reason).await?;
+                Ok(Outcome::new(CorsOrigins {
+                    integration_id: id.to_string(),
+                    origins,
+                }))
+            })
             .await?;
-        state.0.cors.clear();
-        Ok(Reply::ok(&CorsOrigins {
-            integration_id: id.to_string(),
-            origins,
-        }))
+        state.cors.clear();
+        Ok(reply)
     }
 
     /// Operator audit log (operators)
@@ -338,28 +354,43 @@ impl OperatorApi {
 }
 
 impl OperatorApi {
+    /// A change of standing: published before its transaction (a suspension), settled after
+    /// it by how it ended (`domain::operators::settle_status_change`), never for a replay.
     async fn set(
         &self,
-        st: &AppState,
-        op: &Operator,
+        key: OptionalKey<'_>,
+        auth: &OperatorAuth,
         raw_id: &str,
         change: operators::IntegrationChange,
-        reason: String,
+        body: &JsonBody<OperatorAction>,
     ) -> poem::Result<Reply<IntegrationStatus>> {
         let id = path_uuid("path:integrationId", raw_id)?;
-        let i = operators::set_integration_status(
-            &st.db,
-            &st.key_auth(),
-            &st.standing(),
-            op,
-            id,
-            change,
-            reason,
-        )
-        .await?;
-        Ok(Reply::ok(&IntegrationStatus {
-            integration_id: i.id.to_string(),
-            status: i.status.as_str().to_string(),
-        }))
+        let st = key.state();
+        let (key_auth, standing) = (st.key_auth(), st.standing());
+        let reason = body.value.reason.to_string();
+        let op = &auth.0;
+        let reply = key
+            .run_as_operator_prepared(
+                &auth.0,
+                &body.json,
+                async || {
+                    operators::prepare_status_change(&st.db, &key_auth, &standing, id, change).await
+                },
+                async move |txn, ()| {
+                    let i = operators::set_integration_status(txn, op, id, change, reason).await?;
+                    Ok(Outcome::new(IntegrationStatus {
+                        integration_id: i.id.to_string(),
+                        status: i.status.as_str().to_string(),
+                    }))
+                },
+            )
+            .await;
+        let settled = match &reply {
+            Ok(r) if r.replayed() => operators::Settled::Replayed,
+            Ok(_) => operators::Settled::Committed,
+            Err(_) => operators::Settled::Failed,
+        };
+        operators::settle_status_change(&st.db, &standing, id, change, settled).await?;
+        reply
     }
 }

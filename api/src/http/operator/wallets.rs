@@ -225,7 +225,7 @@ impl OperatorWalletsApi {
         let b = &body.value;
         let op = auth.0.clone();
         let window = chrono::Duration::seconds(state.0.config.enrollment_window_secs as i64);
-        key.run_as_operator(&auth, &body, async move |txn| {
+        key.run_as_operator(&auth.0, &body.json, async move |txn| {
             let merchant = Uuid::parse_str(&b.merchant_id).map_err(ApiError::internal)?;
             let phone = validate::normalize_phone(&b.phone).unwrap_or_default();
             let program = b
@@ -285,7 +285,7 @@ impl OperatorWalletsApi {
         let id = path_uuid("path:walletId", &wallet_id.0)?;
         let b = &body.value;
         let op = auth.0.clone();
-        key.run_as_operator(&auth, &body, async move |txn| {
+        key.run_as_operator(&auth.0, &body.json, async move |txn| {
             let signed = if b.direction.as_str() == "debit" {
                 -*b.amount_minor
             } else {
@@ -329,7 +329,7 @@ impl OperatorWalletsApi {
         let op = auth.0.clone();
         let mut e = Errors::default();
         let expires_at = b.expiry(&mut e).unwrap_or_else(Utc::now);
-        key.run_as_operator(&auth, &body, async move |txn| {
+        key.run_as_operator(&auth.0, &body.json, async move |txn| {
             let r = wallets::adjust(
                 txn,
                 &op,

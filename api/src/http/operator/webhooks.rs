@@ -3,7 +3,6 @@
 //! since a time, with a dry run. The console's endpoint page calls the same domain
 //! functions.
 use chrono::{DateTime, Utc};
-use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
@@ -13,6 +12,7 @@ use crate::http::{
     pipeline::body::{JsonBody, Validate},
     pipeline::common::path_uuid,
     pipeline::fields::{Text, UuidText},
+    pipeline::mutation::OptionalKey,
     pipeline::reply::Reply,
 };
 use crate::{
@@ -20,7 +20,7 @@ use crate::{
         validate::{self, Errors},
         webhooks,
     },
-    state::AppState,
+    idempotency::Outcome,
 };
 
 /// Re-enable an endpoint.
@@ -97,27 +97,28 @@ impl OperatorWebhooksApi {
     )]
     async fn enable(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         subscription_id: Path<UuidText>,
+        /// Optional (UUID): a retry with the same key replays the first answer.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
         body: JsonBody<OperatorEnableRequest>,
     ) -> poem::Result<Reply<OperatorEnableResult>> {
         let id = path_uuid("path:subscriptionId", &subscription_id.0)?;
         let b = &body.value;
-        let (s, missed, replayed) = webhooks::operator_enable(
-            &state.0.db,
-            &auth.0.actor(),
-            id,
-            b.replay_missed.unwrap_or(false),
-            &b.reason,
-        )
-        .await?;
-        Ok(Reply::ok(&OperatorEnableResult {
-            subscription_id: s.id.to_string(),
-            state: s.state.as_str().to_string(),
-            missed,
-            replayed,
-        }))
+        let actor = auth.0.actor();
+        key.run_as_operator(&auth.0, &body.json, async move |txn| {
+            let replay_missed = b.replay_missed.unwrap_or(false);
+            let (s, missed, replayed) =
+                webhooks::operator_enable(txn, &actor, id, replay_missed, &b.reason).await?;
+            Ok(Outcome::new(OperatorEnableResult {
+                subscription_id: s.id.to_string(),
+                state: s.state.as_str().to_string(),
+                missed,
+                replayed,
+            }))
+        })
+        .await
     }
 
     /// Recover a webhook endpoint's deliveries (operators)
@@ -132,9 +133,12 @@ impl OperatorWebhooksApi {
     )]
     async fn recover(
         &self,
-        state: Data<&AppState>,
         auth: OperatorAuth,
         subscription_id: Path<UuidText>,
+        /// Optional (UUID): a retry with the same key replays the first answer instead of
+        /// sending the deliveries again.
+        #[oai(name = "Idempotency-Key")]
+        key: OptionalKey<'_>,
         body: JsonBody<OperatorRecoverRequest>,
     ) -> poem::Result<Reply<OperatorRecoverResult>> {
         let id = path_uuid("path:subscriptionId", &subscription_id.0)?;
@@ -143,15 +147,19 @@ impl OperatorWebhooksApi {
             .map_err(crate::error::ApiError::internal)?
             .with_timezone(&Utc);
         let dry_run = b.dry_run.unwrap_or(false);
-        let deliveries = if dry_run {
-            webhooks::recoverable(&state.0.db, id, since).await?.1
-        } else {
-            webhooks::operator_recover(&state.0.db, &auth.0.actor(), id, since, &b.reason).await?
-        };
-        Ok(Reply::ok(&OperatorRecoverResult {
-            subscription_id: id.to_string(),
-            dry_run,
-            deliveries,
-        }))
+        let actor = auth.0.actor();
+        key.run_as_operator(&auth.0, &body.json, async move |txn| {
+            let deliveries = if dry_run {
+                webhooks::recoverable(txn, id, since).await?.1
+            } else {
+                webhooks::operator_recover(txn, &actor, id, since, &b.reason).await?
+            };
+            Ok(Outcome::new(OperatorRecoverResult {
+                subscription_id: id.to_string(),
+                dry_run,
+                deliveries,
+            }))
+        })
+        .await
     }
 }

@@ -15,8 +15,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::http::{
-    operator::OperatorAuth, pipeline::body::JsonBody, pipeline::common::RequestContext,
-    pipeline::reply::Reply,
+    pipeline::body::JsonBody, pipeline::common::RequestContext, pipeline::reply::Reply,
 };
 use crate::{
     domain::{
@@ -24,6 +23,7 @@ use crate::{
             Principal,
             scope::{self, Acting},
         },
+        operators::Operator,
         validate,
     },
     error::ApiError,
@@ -32,21 +32,27 @@ use crate::{
 };
 
 /// A mutating request's `Idempotency-Key` (declare it `#[oai(name = "Idempotency-Key")]`)
-/// and the operation it keys: the method and the path as requested.
-pub struct Idempotent<'a> {
+/// and the operation it keys: the method and the path as requested. `REQUIRED` is false for
+/// the operations the key is optional on ([`OptionalKey`]): sent, it replays as anywhere
+/// else; absent, the work runs in the same transaction with nothing kept to replay.
+pub struct Idempotent<'a, const REQUIRED: bool = true> {
     state: &'a AppState,
     /// Parsed here, reported by `run`: the operation's own checks (permission, path ids)
     /// answer first.
-    key: Result<String, ApiError>,
+    key: Result<Option<String>, ApiError>,
     operation: String,
     ttl: Option<chrono::Duration>,
 }
 
-impl<'a> ApiExtractor<'a> for Idempotent<'a> {
+/// The `Idempotency-Key` of an operation that takes it optionally (operators' actions).
+pub type OptionalKey<'a> = Idempotent<'a, false>;
+
+impl<'a, const REQUIRED: bool> ApiExtractor<'a> for Idempotent<'a, REQUIRED> {
     const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::Parameter];
-    // Published as what it is: required, a UUID. Checked here, not by the framework, so a
-    // missing or malformed key is reported after the operation's own checks (see `key`).
-    const PARAM_IS_REQUIRED: bool = true;
+    // Published as what it is: a UUID, required or not. Checked here, not by the framework,
+    // so a missing or malformed key is reported after the operation's own checks (see
+    // `key`).
+    const PARAM_IS_REQUIRED: bool = REQUIRED;
 
     type ParamType = String;
     type ParamRawType = ();
@@ -81,9 +87,13 @@ impl<'a> ApiExtractor<'a> for Idempotent<'a> {
             .get_all(param_opts.name)
             .iter()
             .find_map(|v| v.to_str().ok());
+        let key = match raw {
+            None if !REQUIRED => Ok(None),
+            raw => idempotency::parse_key(raw).map(Some),
+        };
         Ok(Idempotent {
             state,
-            key: idempotency::parse_key(raw),
+            key,
             operation: idempotency::operation(
                 request.method().as_str(),
                 request.original_uri().path(),
@@ -93,7 +103,7 @@ impl<'a> ApiExtractor<'a> for Idempotent<'a> {
     }
 }
 
-impl<'a> Idempotent<'a> {
+impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
     /// The service's state, for work that needs more than the transaction.
     pub fn state(&self) -> &'a AppState {
         self.state
@@ -140,11 +150,16 @@ impl<'a> Idempotent<'a> {
         let key = self.key?;
         let (merchant_id, branch_id) = scope_ids(&body.json);
         let acting = scope::authorize(&self.state.db, principal, merchant_id, branch_id).await?;
-        let mut request = idempotency::Request::new(principal, key, self.operation, &body.json);
-        request.ttl = self.ttl;
-        let rendered = idempotency::execute_prepared(
+        let ttl = self.ttl;
+        let json = &body.json;
+        let request = |key| {
+            let mut request = idempotency::Request::new(principal, key, self.operation, json);
+            request.ttl = ttl;
+            request
+        };
+        let rendered = idempotency::execute_maybe(
             self.state.idempotency(),
-            request,
+            key.map(request),
             prepare,
             async move |txn, prepared| work(txn, acting, prepared).await,
         )
@@ -153,20 +168,44 @@ impl<'a> Idempotent<'a> {
     }
 
     /// An operator's mutation: keyed by the operator (whose keys never meet a tenant's),
-    /// in one transaction; operators act above any tenant's scope.
-    pub async fn run_as_operator<T, B>(
+    /// in one transaction; operators act above any tenant's scope. `body` is the request's
+    /// JSON (`Null` for an action without a body).
+    pub async fn run_as_operator<T>(
         self,
-        auth: &OperatorAuth,
-        body: &JsonBody<B>,
+        operator: &Operator,
+        body: &Value,
         work: impl AsyncFnOnce(&DatabaseTransaction) -> Result<Outcome<T>, ApiError>,
     ) -> poem::Result<Reply<T>>
     where
         T: Serialize + Send,
     {
+        self.run_as_operator_prepared(
+            operator,
+            body,
+            async || Ok(()),
+            async move |txn, ()| work(txn).await,
+        )
+        .await
+    }
+
+    /// `run_as_operator` with a `prepare` step outside the transaction that only runs when
+    /// the work will (never for a replay).
+    pub async fn run_as_operator_prepared<T, P>(
+        self,
+        operator: &Operator,
+        body: &Value,
+        prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
+        work: impl AsyncFnOnce(&DatabaseTransaction, P) -> Result<Outcome<T>, ApiError>,
+    ) -> poem::Result<Reply<T>>
+    where
+        T: Serialize + Send,
+    {
         let key = self.key?;
-        let request =
-            idempotency::Request::for_operator(auth.0.id, key, self.operation, &body.json);
-        let rendered = idempotency::execute(self.state.idempotency(), request, work).await?;
+        let operation = self.operation;
+        let request = |key| idempotency::Request::for_operator(operator.id, key, operation, body);
+        let rendered =
+            idempotency::execute_maybe(self.state.idempotency(), key.map(request), prepare, work)
+                .await?;
         Ok(Reply::rendered(rendered))
     }
 }

@@ -19,6 +19,19 @@ pub struct Reply<T> {
     _data: PhantomData<fn() -> T>,
 }
 
+impl<T> Reply<T> {
+    /// Whether this answer replays one stored for an earlier request with the same key.
+    pub fn replayed(&self) -> bool {
+        self.rendered.replayed
+    }
+
+    /// Sends the caller's rate-limit standing with the answer (`X-RateLimit-*`).
+    pub fn with_rate(mut self, rate: crate::error::RateLimitInfo) -> Self {
+        self.rendered.rate = Some(rate);
+        self
+    }
+}
+
 impl<T: Serialize> Reply<T> {
     pub fn ok(data: &T) -> Self {
         Self::rendered(envelope::ok(data))

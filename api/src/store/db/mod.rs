@@ -206,6 +206,21 @@ pub async fn begin(db: &Db) -> Result<WriteTxn, DbErr> {
     txn
 }
 
+/// Runs `work` in one write transaction, committed when it succeeds: the tools without an
+/// idempotency record (console forms, the CLI) run the domain's transactional steps so.
+pub async fn in_transaction<T, E>(
+    db: &Db,
+    work: impl AsyncFnOnce(&DatabaseTransaction) -> Result<T, E>,
+) -> Result<T, E>
+where
+    E: From<DbErr>,
+{
+    let txn = begin(db).await?;
+    let out = work(&txn).await?;
+    txn.commit().await?;
+    Ok(out)
+}
+
 async fn begin_untimed(db: &Db) -> Result<WriteTxn, DbErr> {
     match db.get_database_backend() {
         DbBackend::Sqlite => {

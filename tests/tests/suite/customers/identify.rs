@@ -458,3 +458,44 @@ async fn guessing_short_codes_by_identification_counts_like_guessing_at_payment(
     assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
     assert_eq!(shop.balance(&c).await["actual_minor"], 1_000);
 }
+
+/// The Idempotency-Key is optional on identify; sent, "same Idempotency-Key and same payload
+/// replays the original result byte-identically": the balance the till saw first, one
+/// customer.identified event, and no second guess counted.
+#[tokio::test]
+async fn identify_retried_with_its_key_replays_the_first_answer_and_emits_one_event() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 700).await;
+    let db = &app.server.state.db;
+    let key = Uuid::new_v4().to_string();
+    let body = shop.body(json!({"credential": by_phone(&c)}));
+    let ask = || {
+        send(
+            app.post("/identify")
+                .bearer_auth(&shop.token)
+                .header("Idempotency-Key", &key)
+                .json(&body),
+        )
+    };
+
+    let first = ask().await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(first.body["data"]["balance"]["actual_minor"], 700);
+    shop.fund(&c, 300).await;
+    let retry = ask().await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["meta"]["idempotency_replayed"], true);
+    assert_eq!(retry.body["data"], first.body["data"], "the first answer");
+    assert_eq!(
+        events_of(db, shop.merchant(), "customer.identified")
+            .await
+            .len(),
+        1
+    );
+
+    let fresh = identify(&shop, by_phone(&c)).await;
+    assert_eq!(fresh.body["data"]["balance"]["actual_minor"], 1_000);
+    assert_eq!(fresh.body["meta"]["idempotency_replayed"], false);
+}
