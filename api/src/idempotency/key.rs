@@ -6,24 +6,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::{domain::validate, error::ApiError};
-
-/// Parses the `Idempotency-Key` header value: a UUID.
-pub fn parse_key(value: Option<&str>) -> Result<String, ApiError> {
-    let Some(v) = value else {
-        return Err(ApiError::field(
-            "header:Idempotency-Key",
-            "required",
-            "the Idempotency-Key header (a UUID) is required on this operation",
-        ));
-    };
-    let mut errs = validate::Errors::default();
-    match validate::uuid(&mut errs, "header:Idempotency-Key", v.trim()) {
-        Some(u) => Ok(u.to_string()),
-        None => Err(ApiError::validation(errs.0)),
-    }
-}
-
 /// The operation a key is used for: the method and the path as requested, its ids
 /// spelled the canonical way (lower case), so a retry that writes an id in capitals is the
 /// same request, as it is to the operation itself.

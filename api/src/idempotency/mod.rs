@@ -15,11 +15,13 @@
 mod claim;
 mod execute;
 mod key;
+mod presented;
 mod replay;
 
 use claim::*;
 pub use execute::*;
 pub use key::*;
+pub use presented::*;
 pub use replay::*;
 
 use std::time::Duration;
@@ -76,22 +78,30 @@ pub struct Request {
     pub credential_fingerprint: Option<String>,
     /// A response copy fetched together with the principal.
     pub prefetched: Option<String>,
-    /// See `Principal::request_digest`.
+    /// See `Fetched::request_digest`.
     pub request_digest: Option<String>,
 }
 
 impl Request {
-    /// The request of `principal` under `key` for `operation` with this body.
-    pub fn new(principal: &Principal, key: String, operation: String, body: &Value) -> Self {
+    /// The request of `principal` under `key` for `operation` with this body, with what the
+    /// credential check fetched for the key.
+    pub fn new(
+        principal: &Principal,
+        key: String,
+        operation: String,
+        body: &Value,
+        fetched: Option<&Fetched>,
+    ) -> Self {
+        let fetched = fetched.cloned().unwrap_or_default();
         Request {
             integration_id: principal.integration_id,
             fingerprint: fingerprint(&operation, &principal.scope_fingerprint(), body),
             key,
             operation,
             ttl: None,
-            credential_fingerprint: principal.credential_fingerprint.clone(),
-            prefetched: principal.prefetched_response.clone(),
-            request_digest: principal.request_digest.clone(),
+            credential_fingerprint: fetched.credential_fingerprint,
+            prefetched: fetched.copy,
+            request_digest: fetched.request_digest,
         }
     }
 

@@ -3,7 +3,7 @@
 use chrono::Utc;
 use serde_json::Value;
 
-use super::{Ctx, Request, Stored, fingerprint};
+use super::{Ctx, Fetched, Request, Stored, fingerprint};
 
 use crate::{
     domain::credentials::Principal,
@@ -55,8 +55,8 @@ pub(super) fn replay(ctx: &Ctx<'_>, r: &Request, s: Stored) -> Result<Rendered, 
 /// A retry answered before its body is parsed into the operation's type: the stored
 /// response if this API key's principal came with a copy of it (or, embedded, the
 /// process holds one) and the copy is of this very request: the same operation, scope
-/// and body. The body is the same if its bytes are (the principal's `request_digest`
-/// equals the copy's), or else if `execute` would find it so (`fingerprint`); `body` is
+/// and body. The body is the same if its bytes are (the `request_digest` the early replay
+/// computed equals the copy's), or else if `execute` would find it so (`fingerprint`); `body` is
 /// parsed only for that second comparison, so neither a first request nor a retry of
 /// the same bytes parses it here.
 ///
@@ -68,12 +68,13 @@ pub(super) fn replay(ctx: &Ctx<'_>, r: &Request, s: Stored) -> Result<Rendered, 
 pub fn replay_early(
     ctx: &Ctx<'_>,
     principal: &Principal,
+    fetched: &Fetched,
     key: &str,
     operation: &str,
     body: impl FnOnce() -> Option<Value>,
 ) -> Option<Rendered> {
     let now = Utc::now();
-    let stored = match principal.prefetched_response.as_deref() {
+    let stored = match fetched.copy.as_deref() {
         Some(copy) => Stored::from_copy(copy),
         None if !ctx.kv.is_redis() => ctx
             .recent
@@ -82,7 +83,7 @@ pub fn replay_early(
     }
     .filter(|s| s.expires_at > now && s.operation == operation)?;
     let same_bytes =
-        stored.request_digest.is_some() && stored.request_digest == principal.request_digest;
+        stored.request_digest.is_some() && stored.request_digest == fetched.request_digest;
     let r = Request {
         integration_id: principal.integration_id,
         key: key.to_string(),
@@ -93,7 +94,7 @@ pub fn replay_early(
             fingerprint(operation, &principal.scope_fingerprint(), &body()?)
         },
         ttl: None,
-        credential_fingerprint: principal.credential_fingerprint.clone(),
+        credential_fingerprint: fetched.credential_fingerprint.clone(),
         prefetched: None,
         request_digest: None,
     };

@@ -107,7 +107,19 @@ enum Found {
     Hit {
         principal: Box<Principal>,
         renew: bool,
+        copy: Option<String>,
     },
+}
+
+/// What a key check found beside the principal, for the request's Idempotency-Key.
+#[derive(Clone, Debug, Default)]
+pub struct KeyCopy {
+    /// The key's cache fingerprint (SHA-256 of the raw key): the idempotency step keeps
+    /// response copies under it too, where the next check of this key fetches them.
+    pub credential_fingerprint: String,
+    /// The response copy kept under it for the request's Idempotency-Key, fetched in the
+    /// same round trip as the principal.
+    pub copy: Option<String>,
 }
 
 pub struct KeyAuth<'a> {
@@ -126,7 +138,7 @@ impl KeyAuth<'_> {
         &self,
         raw: &str,
         idempotency_key: Option<&str>,
-    ) -> Result<Principal, ApiError> {
+    ) -> Result<(Principal, KeyCopy), ApiError> {
         let Some((key_prefix, _)) = api_key::split(raw) else {
             return Err(ApiError::invalid_api_key());
         };
@@ -135,11 +147,21 @@ impl KeyAuth<'_> {
         }
         let fp = api_key::cache_fingerprint(raw);
         match self.cached(&fp, idempotency_key).await? {
-            Found::Hit { principal, renew } => {
+            Found::Hit {
+                principal,
+                renew,
+                copy,
+            } => {
                 if renew && let Some(_turn) = self.gate.try_turn(&fp) {
                     Box::pin(self.renew(&fp, &principal)).await?;
                 }
-                return Ok(*principal);
+                return Ok((
+                    *principal,
+                    KeyCopy {
+                        credential_fingerprint: fp,
+                        copy,
+                    },
+                ));
             }
             Found::Expired => return Err(ApiError::invalid_api_key()),
             Found::Miss => {}
@@ -150,9 +172,26 @@ impl KeyAuth<'_> {
             let _turn = self.gate.turn(&fp).await;
             // Whoever held the turn may have verified this very key meanwhile.
             match self.cached(&fp, idempotency_key).await? {
-                Found::Hit { principal, .. } => Ok(*principal),
+                Found::Hit {
+                    principal, copy, ..
+                } => Ok((
+                    *principal,
+                    KeyCopy {
+                        credential_fingerprint: fp,
+                        copy,
+                    },
+                )),
                 Found::Expired => Err(ApiError::invalid_api_key()),
-                Found::Miss => self.verify_uncached(raw, key_prefix, fp).await,
+                Found::Miss => {
+                    let principal = self.verify_uncached(raw, key_prefix, &fp).await?;
+                    Ok((
+                        principal,
+                        KeyCopy {
+                            credential_fingerprint: fp,
+                            copy: None,
+                        },
+                    ))
+                }
             }
         })
         .await
@@ -166,7 +205,7 @@ impl KeyAuth<'_> {
         &self,
         raw: &str,
         idempotency_key: Option<&str>,
-    ) -> Option<Principal> {
+    ) -> Option<(Principal, KeyCopy)> {
         api_key::split(raw)?;
         if !cells::serves(self.cell, cells::cell_of_key(raw)) {
             return None;
@@ -176,7 +215,14 @@ impl KeyAuth<'_> {
             Ok(Found::Hit {
                 principal,
                 renew: false,
-            }) => Some(*principal),
+                copy,
+            }) => Some((
+                *principal,
+                KeyCopy {
+                    credential_fingerprint: fp,
+                    copy,
+                },
+            )),
             _ => None,
         }
     }
@@ -192,7 +238,7 @@ impl KeyAuth<'_> {
         let prefetched = fetched.next().flatten();
         // An entry this version cannot read is a miss: the key is verified again.
         let Some(Cached {
-            principal: mut p,
+            principal: p,
             renew_at,
         }) = cached.and_then(|c| serde_json::from_str::<Cached>(&c).ok())
         else {
@@ -202,11 +248,10 @@ impl KeyAuth<'_> {
         if p.expires_at.is_some_and(|t| t <= now) {
             return Ok(Found::Expired);
         }
-        p.credential_fingerprint = Some(fp.to_string());
-        p.prefetched_response = prefetched;
         Ok(Found::Hit {
             principal: Box::new(p),
             renew: renew_at <= now,
+            copy: prefetched,
         })
     }
 
@@ -276,9 +321,6 @@ impl KeyAuth<'_> {
             permissions: crate::domain::credentials::Permissions::from_column(&key.permissions),
             cashier_id: None,
             linked_merchants,
-            credential_fingerprint: None,
-            prefetched_response: None,
-            request_digest: None,
             clock: None,
         })
     }
@@ -329,7 +371,7 @@ impl KeyAuth<'_> {
         &self,
         raw: &str,
         key_prefix: &str,
-        fp: String,
+        fp: &str,
     ) -> Result<Principal, ApiError> {
         // Counted before hashing, so a burst cannot slip past the budget between a read and
         // an increment; past it, only a recently proven raw key is still worth a bcrypt.
@@ -337,7 +379,7 @@ impl KeyAuth<'_> {
             .kv
             .incr_window(&attempts_key(key_prefix), FAILURE_WINDOW)
             .await?;
-        if attempts > MAX_FAILURES && self.kv.get(&proven_key(&fp)).await?.is_none() {
+        if attempts > MAX_FAILURES && self.kv.get(&proven_key(fp)).await?.is_none() {
             return Err(ApiError::rate_limited(
                 crate::error::RateLimitInfo {
                     limit: MAX_FAILURES,
@@ -361,12 +403,9 @@ impl KeyAuth<'_> {
                 continue;
             }
             let principal = self.admit(&key, &integration, now).await?;
-            self.kv.set_px(&proven_key(&fp), "1", PROVEN_TTL).await?;
-            self.cache(&fp, &principal, now).await?;
-            return Ok(Principal {
-                credential_fingerprint: Some(fp),
-                ..principal
-            });
+            self.kv.set_px(&proven_key(fp), "1", PROVEN_TTL).await?;
+            self.cache(fp, &principal, now).await?;
+            return Ok(principal);
         }
         Err(ApiError::invalid_api_key())
     }

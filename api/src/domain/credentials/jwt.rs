@@ -235,9 +235,6 @@ impl Claims {
             ]),
             cashier_id: self.cashier_id.clone(),
             linked_merchants: vec![],
-            credential_fingerprint: None,
-            prefetched_response: None,
-            request_digest: None,
             clock: None,
         }
     }

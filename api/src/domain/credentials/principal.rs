@@ -131,19 +131,6 @@ pub struct Principal {
     /// when the key was verified and cached with it (so the scope guard needs no query).
     #[serde(default)]
     pub linked_merchants: Vec<Uuid>,
-    /// SHA-256 of the presented API key, for response copies keyed by credential. Never
-    /// cached or serialised with the principal.
-    #[serde(skip)]
-    pub credential_fingerprint: Option<String>,
-    /// The Redis copy of a stored response for this request's Idempotency-Key, fetched in
-    /// the same round trip as the principal: a replay then needs no further round trip.
-    #[serde(skip)]
-    pub prefetched_response: Option<String>,
-    /// The digest of this exact request (scope, method and path, body bytes), when the
-    /// layer that fetched the copy computed it: a stored response keeps it, so a retry of
-    /// the same bytes is recognised without parsing its body. Never cached.
-    #[serde(skip)]
-    pub request_digest: Option<String>,
     /// The integration's clock, when this request already read it (a terminal JWT's
     /// standing check does). Never cached: a clock advance must reach the next request.
     #[serde(skip)]

@@ -9,7 +9,7 @@ use entities::offer;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
-    param::{Header, Path, Query},
+    param::{Path, Query},
 };
 use serde::{Deserialize, Serialize};
 
@@ -30,7 +30,7 @@ use crate::{
         pipeline::auth::AnyAuth,
         pipeline::body::{Documented, JsonBody, Validate},
         pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
-        pipeline::mutation::{self, Idempotent},
+        pipeline::mutation::{self, Idempotent, OptionalKey},
         pipeline::reply::Reply,
     },
     idempotency::Outcome,
@@ -407,15 +407,13 @@ impl OffersApi {
         auth: AnyAuth,
         /// Optional (UUID). Evaluation writes nothing, so a retry simply evaluates again.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<crate::http::pipeline::fields::UuidText>>,
+        key: OptionalKey<'_>,
         body: JsonBody<EvaluateRequest>,
     ) -> poem::Result<Reply<EvaluationResult>> {
         auth.require(Permission::Terminal)?;
         let st = state.0;
         let principal = auth.principal();
-        if idempotency_key.0.is_some() {
-            crate::idempotency::parse_key(idempotency_key.0.as_deref())?;
-        }
+        key.check()?;
         let acting = mutation::authorize(st, principal, &body.value.context).await?;
         let b = &body.value;
         let mut e = Errors::default();

@@ -1,6 +1,6 @@
 //! The redeem balance check (terminal JWT): `POST /redeem/balance-check`.
 use poem::web::Data;
-use poem_openapi::{Object, OpenApi, param::Header};
+use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
 use crate::http::{
@@ -10,7 +10,7 @@ use crate::http::{
     pipeline::auth::TerminalJwtAuth,
     pipeline::body::{Documented, JsonBody, Validate},
     pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
-    pipeline::mutation,
+    pipeline::mutation::{self, OptionalKey},
     pipeline::reply::Reply,
 };
 use crate::{
@@ -112,14 +112,12 @@ impl BalanceCheckApi {
         auth: TerminalJwtAuth,
         /// Optional (UUID). The check writes nothing, so a retry simply checks again.
         #[oai(name = "Idempotency-Key")]
-        idempotency_key: Header<Option<crate::http::pipeline::fields::UuidText>>,
+        key: OptionalKey<'_>,
         body: JsonBody<BalanceCheckRequest>,
     ) -> poem::Result<Reply<BalanceCheckResult>> {
         let st = state.0;
         let principal = &auth.0;
-        if idempotency_key.0.is_some() {
-            crate::idempotency::parse_key(idempotency_key.0.as_deref())?;
-        }
+        key.check()?;
         let b = &body.value;
         let acting = mutation::authorize(st, principal, &b.context).await?;
         let credential = parse_credential(&b.credential.raw)?;

@@ -6,8 +6,14 @@ use poem_openapi::{
     auth::{ApiKey, Bearer},
 };
 
+use std::sync::Arc;
+
 use crate::{
-    domain::credentials::Principal, error::ApiError, infra::current_request, state::AppState,
+    domain::credentials::Principal,
+    error::ApiError,
+    idempotency::{Fetched, Presented},
+    infra::current_request,
+    state::AppState,
 };
 
 fn state(req: &Request) -> Result<&AppState, ApiError> {
@@ -36,13 +42,21 @@ async fn api_key_checker(req: &Request, key: ApiKey) -> poem::Result<Principal> 
     let p = match req.extensions().get() {
         Some(KeyPrincipal(p)) => p.clone(),
         None => {
-            let idempotency_key = req
-                .headers()
-                .get("idempotency-key")
-                .and_then(|v| v.to_str().ok());
-            st.key_auth()
-                .authenticate(&key.key, idempotency_key)
-                .await?
+            // A mutation's Idempotency-Key, parsed by the early replay: the response copy a
+            // retry would replay comes in the same round trip as the principal.
+            let presented = req.extensions().get::<Arc<Presented>>();
+            let (p, copy) = st
+                .key_auth()
+                .authenticate(&key.key, presented.and_then(|k| k.well_formed()))
+                .await?;
+            if let Some(presented) = presented {
+                presented.remember(Fetched {
+                    credential_fingerprint: Some(copy.credential_fingerprint),
+                    copy: copy.copy,
+                    request_digest: None,
+                });
+            }
+            p
         }
     };
     let p = with_clock(st, p).await?;

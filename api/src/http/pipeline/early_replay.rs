@@ -1,4 +1,6 @@
-//! Retries answered before the operation runs: a mutating request under an API key whose
+//! The first layer of a mutating request: it parses the Idempotency-Key header, once, into
+//! the request's extensions (`idempotency::Presented`), and answers retries before the
+//! operation runs: a mutating request under an API key whose
 //! Idempotency-Key already has a stored response gets that response here, ahead of body
 //! parsing, validation and the operation's own steps, none of which a replay needs.
 //!
@@ -12,8 +14,16 @@ use poem::{
     http::{Method, header},
 };
 
+use std::sync::Arc;
+
 use crate::http::{pipeline::auth::KeyPrincipal, pipeline::body, pipeline::reply::Reply};
-use crate::{idempotency, state::AppState};
+use crate::{
+    idempotency::{self, Fetched, Presented},
+    state::AppState,
+};
+
+/// The header's name, as requests are read.
+const HEADER: &str = "idempotency-key";
 
 pub struct EarlyReplay;
 
@@ -39,18 +49,39 @@ impl<E: Endpoint> Endpoint for EarlyReplayEp<E> {
     }
 }
 
+/// The request's Idempotency-Key, parsed once for every layer after this one.
+pub fn presented(req: &Request) -> Arc<Presented> {
+    match req.extensions().get::<Arc<Presented>>() {
+        Some(p) => p.clone(),
+        None => Presented::parse(first_value(req)),
+    }
+}
+
+fn first_value(req: &Request) -> Option<&str> {
+    req.headers()
+        .get_all(HEADER)
+        .iter()
+        .find_map(|v| v.to_str().ok())
+}
+
 /// The stored response, or `None` with the API key's principal left in the request's
-/// extensions when the cache vouched for it.
+/// extensions when the cache vouched for it. Either way a mutating request leaves here with
+/// its Idempotency-Key parsed into the extensions.
 async fn answer(req: &mut Request) -> Option<Response> {
     if !matches!(
         *req.method(),
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    ) || req.headers().contains_key(header::AUTHORIZATION)
-    {
+    ) {
+        return None;
+    }
+    let presented = Presented::parse(first_value(req));
+    req.extensions_mut().insert(presented.clone());
+    if req.headers().contains_key(header::AUTHORIZATION) {
         // A terminal JWT is the credential operations try first: this layer would answer
         // for the API key instead.
         return None;
     }
+    let key = presented.well_formed()?;
     // The body was buffered whole by the outer layers: taking it cannot fail, and it is put
     // back as it was.
     let bytes = req.take_body().into_bytes().await.ok()?;
@@ -58,31 +89,41 @@ async fn answer(req: &mut Request) -> Option<Response> {
     let headers = req.headers();
     let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let raw_key = text("x-api-key")?;
-    let key = idempotency::parse_key(text("idempotency-key")).ok()?;
     if !text(header::CONTENT_TYPE.as_str()).is_some_and(body::is_json) {
         return None;
     }
     let state = req.data::<AppState>()?;
-    let mut principal = state
+    let (principal, copy) = state
         .key_auth()
-        .cached_principal(raw_key, Some(&key))
+        .cached_principal(raw_key, Some(key))
         .await?;
     let operation = idempotency::operation(req.method().as_str(), req.original_uri().path());
-    principal.request_digest = Some(idempotency::request_digest(
-        &principal.scope_fingerprint(),
+    let fetched = Fetched {
+        request_digest: Some(idempotency::request_digest(
+            &principal.scope_fingerprint(),
+            &operation,
+            &bytes,
+        )),
+        credential_fingerprint: Some(copy.credential_fingerprint),
+        copy: copy.copy,
+    };
+    let replayed = idempotency::replay_early(
+        &state.idempotency(),
+        &principal,
+        &fetched,
+        key,
         &operation,
-        &bytes,
-    ));
-    let replayed =
-        idempotency::replay_early(&state.idempotency(), &principal, &key, &operation, || {
+        || {
             // The same reading as the full path: a body it refuses is never a replay.
             crate::http::pipeline::strict_json::parse(&bytes)
                 .ok()
                 .filter(serde_json::Value::is_object)
-        });
+        },
+    );
     match replayed {
         Some(rendered) => Some(Reply::<()>::rendered(rendered).into_response()),
         None => {
+            presented.remember(fetched);
             req.extensions_mut().insert(KeyPrincipal(principal));
             None
         }

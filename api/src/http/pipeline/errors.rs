@@ -134,8 +134,9 @@ fn refusal(status: StatusCode, err: &poem::Error) -> ApiError {
     ApiError::new(code, err.to_string()).with_status(status.as_u16())
 }
 
+/// Headers are the parameters with a hyphen (`Idempotency-Key`); the rest are queries.
 fn param_field(name: &str) -> String {
-    if name.eq_ignore_ascii_case("idempotency-key") || name.contains('-') {
+    if name.contains('-') {
         format!("header:{name}")
     } else {
         format!("query:{name}")

@@ -1,6 +1,6 @@
 //! The one path every mutating operation takes. A handler names its Idempotency-Key
-//! parameter with the [`Idempotent`] extractor, which reads the header once and names the
-//! operation by the request's method and path (as the early replay layer does); the
+//! parameter with the [`Idempotent`] extractor, which takes the header as the early replay
+//! layer parsed it and names the operation by the request's method and path; the
 //! handler checks what is its own (permission, path ids) and hands its domain work to
 //! [`Idempotent::run`], which applies the scope guard on `context`, then runs the work
 //! inside the idempotent transaction and records its response with it.
@@ -14,8 +14,11 @@ use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use std::sync::Arc;
+
 use crate::http::{
-    pipeline::body::JsonBody, pipeline::common::RequestContext, pipeline::reply::Reply,
+    pipeline::body::JsonBody, pipeline::common::RequestContext, pipeline::early_replay,
+    pipeline::reply::Reply,
 };
 use crate::{
     domain::{
@@ -27,7 +30,7 @@ use crate::{
         validate,
     },
     error::ApiError,
-    idempotency::{self, Outcome},
+    idempotency::{self, Outcome, Presented},
     state::AppState,
 };
 
@@ -37,9 +40,9 @@ use crate::{
 /// else; absent, the work runs in the same transaction with nothing kept to replay.
 pub struct Idempotent<'a, const REQUIRED: bool = true> {
     state: &'a AppState,
-    /// Parsed here, reported by `run`: the operation's own checks (permission, path ids)
-    /// answer first.
-    key: Result<Option<String>, ApiError>,
+    /// As the early replay parsed it; reported by `run`: the operation's own checks
+    /// (permission, path ids) answer first.
+    presented: Arc<Presented>,
     operation: String,
     ttl: Option<chrono::Duration>,
 }
@@ -77,23 +80,14 @@ impl<'a, const REQUIRED: bool> ApiExtractor<'a> for Idempotent<'a, REQUIRED> {
     async fn from_request(
         request: &'a Request,
         _body: &mut RequestBody,
-        param_opts: ExtractParamOptions<Self::ParamType>,
+        _param_opts: ExtractParamOptions<Self::ParamType>,
     ) -> poem::Result<Self> {
         let state = request
             .data::<AppState>()
             .ok_or_else(|| ApiError::internal("the application state is not installed"))?;
-        let raw = request
-            .headers()
-            .get_all(param_opts.name)
-            .iter()
-            .find_map(|v| v.to_str().ok());
-        let key = match raw {
-            None if !REQUIRED => Ok(None),
-            raw => idempotency::parse_key(raw).map(Some),
-        };
         Ok(Idempotent {
             state,
-            key,
+            presented: early_replay::presented(request),
             operation: idempotency::operation(
                 request.method().as_str(),
                 request.original_uri().path(),
@@ -107,6 +101,12 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
     /// The service's state, for work that needs more than the transaction.
     pub fn state(&self) -> &'a AppState {
         self.state
+    }
+
+    /// For an operation that keeps nothing (a read-shaped POST): the key, if sent, must be a
+    /// UUID.
+    pub fn check(&self) -> Result<(), ApiError> {
+        self.presented.key(REQUIRED).map(drop)
     }
 
     /// Keeps the response for `ttl` instead of the configured replay window.
@@ -147,13 +147,15 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
     where
         T: Serialize + Send,
     {
-        let key = self.key?;
+        let key = self.presented.key(REQUIRED)?;
         let (merchant_id, branch_id) = scope_ids(&body.json);
         let acting = scope::authorize(&self.state.db, principal, merchant_id, branch_id).await?;
         let ttl = self.ttl;
         let json = &body.json;
+        let fetched = self.presented.fetched();
         let request = |key| {
-            let mut request = idempotency::Request::new(principal, key, self.operation, json);
+            let mut request =
+                idempotency::Request::new(principal, key, self.operation, json, fetched);
             request.ttl = ttl;
             request
         };
@@ -200,7 +202,7 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
     where
         T: Serialize + Send,
     {
-        let key = self.key?;
+        let key = self.presented.key(REQUIRED)?;
         let operation = self.operation;
         let request = |key| idempotency::Request::for_operator(operator.id, key, operation, body);
         let rendered =

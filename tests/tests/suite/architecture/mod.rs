@@ -10,6 +10,7 @@
 //! (issue 46): a module off the list that breaks the rule fails, and so does a listed module
 //! that no longer does, so the lists only shrink.
 mod holes;
+mod idempotency;
 mod reader;
 mod rules;
 mod states;
@@ -240,4 +241,51 @@ fn no_folder_holds_more_than_fifteen_entries() {
         }
     }
     ratchet("a folder with more than 15 entries", crowded, &[]);
+}
+
+#[test]
+fn the_idempotency_key_header_is_read_in_one_place() {
+    let sources = states::api_sources();
+    // The early replay parses it; the OpenAPI listing and the framework's error mapping
+    // name the documented parameter, reading no request.
+    let readers: BTreeSet<String> = idempotency::header_readers(&sources)
+        .into_iter()
+        .filter(|m| m != "http::openapi::error_listing")
+        .collect();
+    assert_eq!(
+        readers,
+        BTreeSet::from(["http::pipeline::early_replay".to_string()]),
+        "the Idempotency-Key header is parsed once, by the early replay layer"
+    );
+}
+
+#[test]
+fn every_key_format_of_idempotency_lives_in_one_module() {
+    assert_eq!(
+        idempotency::key_formatters(&states::api_sources()),
+        BTreeSet::from(["infra::kv::idempotency_keys".to_string()])
+    );
+}
+
+#[test]
+fn the_authenticated_caller_carries_nothing_of_idempotency() {
+    let sources = states::api_sources();
+    let fields = idempotency::principal_fields(&sources["domain::credentials::principal"]);
+    let expected = [
+        "kind",
+        "key_id",
+        "integration_id",
+        "scope",
+        "is_sandbox",
+        "expires_at",
+        "permissions",
+        "cashier_id",
+        "linked_merchants",
+        "clock",
+    ];
+    assert_eq!(
+        fields,
+        expected.iter().map(|f| f.to_string()).collect(),
+        "what a request's Idempotency-Key fetched rides in `idempotency::Presented`"
+    );
 }
