@@ -1,7 +1,6 @@
 //! Running the work once per key: claim, run it in one transaction, write the record with
 //! the work's rows, commit, copy; or replay what an earlier run stored.
 use chrono::Utc;
-use sea_orm::DatabaseTransaction;
 use serde::Serialize;
 use std::time::Duration;
 use tracing::Instrument;
@@ -16,14 +15,14 @@ use crate::{
     envelope::{self, Rendered},
     error::ApiError,
     infra::telemetry::trace,
-    store,
+    store::{self, WriteTxn},
 };
 
 /// Runs `work` exactly once per (integration, key), or replays what it returned.
 pub async fn execute<T>(
     ctx: Ctx<'_>,
     r: Request,
-    work: impl AsyncFnOnce(&DatabaseTransaction) -> Result<Outcome<T>, ApiError>,
+    work: impl AsyncFnOnce(&WriteTxn) -> Result<Outcome<T>, ApiError>,
 ) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
@@ -44,7 +43,7 @@ pub async fn execute_maybe<T, P>(
     ctx: Ctx<'_>,
     r: Option<Request>,
     prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
-    work: impl AsyncFnOnce(&DatabaseTransaction, P) -> Result<Outcome<T>, ApiError>,
+    work: impl AsyncFnOnce(&WriteTxn, P) -> Result<Outcome<T>, ApiError>,
 ) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
@@ -56,7 +55,6 @@ where
             let txn = store::begin(ctx.db).await?;
             let outcome = work(&txn, prepared).await?;
             let rendered = envelope::ok_with(&outcome.data, &outcome.meta);
-            outcome.writes.flush(&txn).await?;
             txn.commit().await?;
             Ok(rendered)
         }
@@ -70,7 +68,7 @@ pub async fn execute_prepared<T, P>(
     ctx: Ctx<'_>,
     r: Request,
     prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
-    work: impl AsyncFnOnce(&DatabaseTransaction, P) -> Result<Outcome<T>, ApiError>,
+    work: impl AsyncFnOnce(&WriteTxn, P) -> Result<Outcome<T>, ApiError>,
 ) -> Result<Rendered, ApiError>
 where
     T: Serialize + Send,
@@ -118,7 +116,7 @@ pub(super) async fn run_locked<T, P>(
     ctx: &Ctx<'_>,
     r: &Request,
     prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
-    work: impl AsyncFnOnce(&DatabaseTransaction, P) -> Result<Outcome<T>, ApiError>,
+    work: impl AsyncFnOnce(&WriteTxn, P) -> Result<Outcome<T>, ApiError>,
     // Set to the stored response the next retry should find copied.
     copy: &mut Option<Stored>,
 ) -> Result<Rendered, ApiError>
@@ -162,7 +160,7 @@ where
         )
     };
     let expires_at = now + r.ttl.unwrap_or(ctx.ttl);
-    let mut writes = outcome.writes;
+    let mut writes = txn.take_deferred();
     let record = store::idempotency::defer_insert(
         &mut writes,
         store::idempotency::NewRecord {

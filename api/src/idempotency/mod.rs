@@ -33,7 +33,7 @@ use uuid::Uuid;
 
 use crate::{
     domain::credentials::Principal, envelope, infra::crypto::Sealer, infra::kv::Kv,
-    infra::kv::idempotency_keys, store::db::writes::Writes,
+    infra::kv::idempotency_keys,
 };
 
 /// The result of a mutation's domain work.
@@ -45,8 +45,6 @@ pub struct Outcome<T> {
     pub secrets: Vec<String>,
     /// Extra response meta (`data_completeness_score`).
     pub meta: envelope::MetaExtra,
-    /// Writes the work held back; they go to the database with the idempotency record.
-    pub writes: Writes,
 }
 
 impl<T> Outcome<T> {
@@ -55,7 +53,6 @@ impl<T> Outcome<T> {
             data,
             secrets: Vec::new(),
             meta: envelope::MetaExtra::default(),
-            writes: Writes::default(),
         }
     }
 

@@ -17,7 +17,9 @@ pub mod webhooks;
 
 pub use db::errors::{is_transient, is_unique_violation};
 pub use db::pooler::Db;
-pub use db::{begin, close, connect, connect_direct, connect_replica, in_transaction, ping};
+pub use db::{
+    WriteTxn, begin, close, connect, connect_direct, connect_replica, in_transaction, ping,
+};
 
 /// `q` locking its rows until the transaction ends. On PostgreSQL that is `FOR UPDATE`;
 /// SQLite has no row locks, and its IMMEDIATE write transaction already excludes every

@@ -24,7 +24,7 @@ use crate::{
     },
     error::ApiError,
     infra::crypto::Sealer,
-    store::{self, db::writes::Writes},
+    store::{self, WriteTxn, db::writes::Writes},
 };
 
 // ---------------------------------------------------------------------------------------
@@ -170,8 +170,6 @@ pub struct Paid {
     pub balance_after: Balance,
     /// The CASHBACK grant the payment earned under its program's rule, if any.
     pub cashback: Option<entities::promo_grant::Model>,
-    /// The payment's writes, not yet sent: the caller flushes them before it commits.
-    pub writes: Writes,
 }
 
 pub(super) fn split_json(grants: &[(Uuid, i64)]) -> serde_json::Value {
@@ -223,8 +221,8 @@ pub(super) fn balance_after_debit(
 /// posting and its events, all in the caller's transaction. `turn`, the caller's place in
 /// the wallet's line, is given up as soon as the wallet is locked: the next payment of the
 /// wallet can then do everything up to the lock while this one finishes.
-pub async fn pay<C: ConnectionTrait, Turn: Send>(
-    c: &C,
+pub async fn pay<Turn: Send>(
+    c: &WriteTxn,
     sealer: &Sealer,
     caller: &Caller,
     pay: Pay,
@@ -342,11 +340,11 @@ pub async fn pay<C: ConnectionTrait, Turn: Send>(
     }
     events.push(wallets::balance_changed(&w, &after, "payment", p.id, now));
     store::outbox::defer_all(&mut writes, events);
+    c.defer(writes);
     Ok(Paid {
         payment: p,
         balance_after: after,
         cashback: cashback.map(|a| a.grant),
-        writes,
     })
 }
 

@@ -172,7 +172,6 @@ impl TokenApi {
                     // A bearer credential: the stored replay keeps it sealed.
                     secrets: vec![token],
                     meta: Default::default(),
-                    writes: Default::default(),
                 })
             })
             .await

@@ -377,7 +377,6 @@ impl PaymentsApi {
                             "refundable": can.refundable,
                         })),
                     };
-                    out.writes = paid.writes;
                     Ok(out)
                 },
             )

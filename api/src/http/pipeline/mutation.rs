@@ -9,7 +9,6 @@ use poem_openapi::{
     ApiExtractor, ApiExtractorType, ExtractParamOptions,
     registry::{MetaParamIn, MetaSchema, MetaSchemaRef, Registry},
 };
-use sea_orm::DatabaseTransaction;
 use serde::Serialize;
 use serde_json::Value;
 use uuid::Uuid;
@@ -32,6 +31,7 @@ use crate::{
     error::ApiError,
     idempotency::{self, Outcome, Presented},
     state::AppState,
+    store::WriteTxn,
 };
 
 /// A mutating request's `Idempotency-Key` (declare it `#[oai(name = "Idempotency-Key")]`)
@@ -121,7 +121,7 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
         self,
         principal: &Principal,
         body: &JsonBody<B>,
-        work: impl AsyncFnOnce(&DatabaseTransaction, Acting) -> Result<Outcome<T>, ApiError>,
+        work: impl AsyncFnOnce(&WriteTxn, Acting) -> Result<Outcome<T>, ApiError>,
     ) -> poem::Result<Reply<T>>
     where
         T: Serialize + Send,
@@ -142,7 +142,7 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
         principal: &Principal,
         body: &JsonBody<B>,
         prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
-        work: impl AsyncFnOnce(&DatabaseTransaction, Acting, P) -> Result<Outcome<T>, ApiError>,
+        work: impl AsyncFnOnce(&WriteTxn, Acting, P) -> Result<Outcome<T>, ApiError>,
     ) -> poem::Result<Reply<T>>
     where
         T: Serialize + Send,
@@ -176,7 +176,7 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
         self,
         operator: &Operator,
         body: &Value,
-        work: impl AsyncFnOnce(&DatabaseTransaction) -> Result<Outcome<T>, ApiError>,
+        work: impl AsyncFnOnce(&WriteTxn) -> Result<Outcome<T>, ApiError>,
     ) -> poem::Result<Reply<T>>
     where
         T: Serialize + Send,
@@ -197,7 +197,7 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
         operator: &Operator,
         body: &Value,
         prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
-        work: impl AsyncFnOnce(&DatabaseTransaction, P) -> Result<Outcome<T>, ApiError>,
+        work: impl AsyncFnOnce(&WriteTxn, P) -> Result<Outcome<T>, ApiError>,
     ) -> poem::Result<Reply<T>>
     where
         T: Serialize + Send,

@@ -17,6 +17,7 @@ use crate::config::{Config, Pooler};
 use crate::store::db::pooler::Db;
 pub use crate::store::db::sqlite_file::{CHECKPOINT_EVERY, WriteTurn, checkpoint, write_turn};
 use crate::store::db::sqlite_file::{FileWriter, WAL_BACKSTOP_PAGES};
+use crate::store::db::writes::Writes;
 
 /// The service's database at `WALLET_DATABASE_URL`, through the pooler if one is configured.
 pub async fn connect(cfg: &Config) -> anyhow::Result<Db> {
@@ -147,11 +148,45 @@ fn sqlx_sqlite_journal_wal() -> sea_orm::sqlx::sqlite::SqliteJournalMode {
 pub struct WriteTxn {
     // Declared first so it is dropped first: the gate opens after the transaction ended.
     txn: DatabaseTransaction,
+    /// Writes the work held back (see `store::db::writes`): they reach the database in one
+    /// batch before the commit, with whatever the transaction's owner adds to them (the
+    /// idempotency record).
+    deferred: std::sync::Mutex<Writes>,
     _turn: Option<WriteTurn>,
 }
 
 impl WriteTxn {
+    fn new(txn: DatabaseTransaction, turn: Option<WriteTurn>) -> Self {
+        WriteTxn {
+            txn,
+            deferred: Default::default(),
+            _turn: turn,
+        }
+    }
+
+    /// Holds `writes` back for the batch sent before the commit.
+    pub fn defer(&self, writes: Writes) {
+        self.deferred_writes().append(writes);
+    }
+
+    /// The writes held back so far, for the owner that sends them with its own.
+    pub fn take_deferred(&self) -> Writes {
+        std::mem::take(&mut *self.deferred_writes())
+    }
+
+    fn deferred_writes(&self) -> std::sync::MutexGuard<'_, Writes> {
+        // Writes held back are whole statements: a panic elsewhere leaves none half-made.
+        self.deferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sends the writes still held back, then commits.
     pub async fn commit(self) -> Result<(), DbErr> {
+        let deferred = self.take_deferred();
+        if !deferred.is_empty() {
+            deferred.flush(&self.txn).await?;
+        }
         self.txn.commit().await
     }
 
@@ -210,7 +245,7 @@ pub async fn begin(db: &Db) -> Result<WriteTxn, DbErr> {
 /// idempotency record (console forms, the CLI) run the domain's transactional steps so.
 pub async fn in_transaction<T, E>(
     db: &Db,
-    work: impl AsyncFnOnce(&DatabaseTransaction) -> Result<T, E>,
+    work: impl AsyncFnOnce(&WriteTxn) -> Result<T, E>,
 ) -> Result<T, E>
 where
     E: From<DbErr>,
@@ -236,15 +271,9 @@ async fn begin_untimed(db: &Db) -> Result<WriteTxn, DbErr> {
                     ..Default::default()
                 })
                 .await?;
-            Ok(WriteTxn {
-                txn,
-                _turn: Some(turn),
-            })
+            Ok(WriteTxn::new(txn, Some(turn)))
         }
-        _ => Ok(WriteTxn {
-            txn: db.begin().await?,
-            _turn: None,
-        }),
+        _ => Ok(WriteTxn::new(db.begin().await?, None)),
     }
 }
 

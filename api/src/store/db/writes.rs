@@ -56,6 +56,16 @@ impl Counts {
 }
 
 impl Writes {
+    /// Adds `other`'s writes after these; their slots are not kept (writes held back on a
+    /// transaction need nothing back).
+    pub fn append(&mut self, other: Writes) {
+        self.items.extend(other.items);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
     fn push(&mut self, op: Op, touches: Vec<String>, exactly_one: Option<String>) -> Slot {
         self.items.push(Item {
             op,
