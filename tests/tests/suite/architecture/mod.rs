@@ -174,7 +174,6 @@ const HTTP_STILL_NAMING_PERSISTENCE: &[&str] = &[
     "http::payments",
     "http::payments::checkout",
     "http::payments::reverse",
-    "http::pipeline::mutation",
     "http::topups",
     "http::topups::settlements",
     "http::transactions",
