@@ -267,6 +267,36 @@ async fn tree_of<C: ConnectionTrait>(
     Ok(found)
 }
 
+/// Before a revoke, delete or regenerate opens its transaction (never for a replay): the
+/// key, and with `cascade` the keys of its tree, leave every replica's cache, so from here
+/// on only the database admits them; their tombstones outlive a verification racing the
+/// commit. A key the caller may not manage is left alone: the change itself refuses it.
+pub async fn uncache_before(
+    db: &crate::store::Db,
+    auth: &KeyAuth<'_>,
+    caller: &Principal,
+    key_id: Uuid,
+    cascade: bool,
+) -> Result<(), ApiError> {
+    let Ok(key) = find_manageable(db, caller, key_id).await else {
+        return Ok(());
+    };
+    let mut ids = vec![key.id];
+    if cascade {
+        ids.extend(tree_of(db, caller, &key).await?.iter().map(|k| k.id));
+    }
+    uncache(auth, &ids).await
+}
+
+/// After the change committed: the keys it changed leave the caches again (one of a tree
+/// minted while the change ran included).
+pub async fn uncache(auth: &KeyAuth<'_>, ids: &[Uuid]) -> Result<(), ApiError> {
+    for id in ids {
+        auth.invalidate(*id).await?;
+    }
+    Ok(())
+}
+
 /// A revoke's outcome: the key, and with `cascade` the active keys of its tree that were
 /// revoked with it.
 pub struct Revoked {
@@ -279,7 +309,6 @@ pub struct Revoked {
 /// already inactive), so a leaked key and everything it minted end in one call.
 pub async fn revoke<C: ConnectionTrait>(
     c: &C,
-    auth: &KeyAuth<'_>,
     caller: &Principal,
     key_id: Uuid,
     reason: Option<String>,
@@ -292,7 +321,7 @@ pub async fn revoke<C: ConnectionTrait>(
     } else {
         Vec::new()
     };
-    let key = deactivate(c, auth, key, reason.clone()).await?;
+    let key = deactivate(c, key, reason.clone()).await?;
     let mut cascaded = Vec::new();
     for k in tree
         .into_iter()
@@ -303,22 +332,19 @@ pub async fn revoke<C: ConnectionTrait>(
                 .clone()
                 .unwrap_or_else(|| format!("revoked with key {}", key.id)),
         );
-        cascaded.push(deactivate(c, auth, k, why).await?);
+        cascaded.push(deactivate(c, k, why).await?);
     }
     Ok(Revoked { key, cascaded })
 }
 
 async fn deactivate<C: ConnectionTrait>(
     c: &C,
-    auth: &KeyAuth<'_>,
     key: api_key::Model,
     reason: Option<String>,
 ) -> Result<api_key::Model, ApiError> {
     if key.status == ApiKeyStatus::Inactive {
         return Ok(key);
     }
-    // Out of every replica's cache first: from here on only the database can admit it.
-    auth.invalidate(key.id).await?;
     store::credentials::api_keys::transition(c, &key, ApiKeyStatus::Inactive, reason, Utc::now())
         .await?
         .ok_or_else(changed_concurrently)
@@ -331,14 +357,12 @@ fn changed_concurrently() -> ApiError {
 /// active or inactive → deleted.
 pub async fn delete<C: ConnectionTrait>(
     c: &C,
-    auth: &KeyAuth<'_>,
     caller: &Principal,
     key_id: Uuid,
     reason: Option<String>,
 ) -> Result<api_key::Model, ApiError> {
     caller.require(Permission::IntegrationsDelete)?;
     let key = find_manageable(c, caller, key_id).await?;
-    auth.invalidate(key.id).await?;
     store::credentials::api_keys::transition(c, &key, ApiKeyStatus::Deleted, reason, Utc::now())
         .await?
         .ok_or_else(changed_concurrently)
@@ -348,7 +372,6 @@ pub async fn delete<C: ConnectionTrait>(
 /// one stops working at once. Returns the new key.
 pub async fn regenerate<C: ConnectionTrait>(
     c: &C,
-    auth: &KeyAuth<'_>,
     caller: &Principal,
     key_id: Uuid,
     reason: Option<String>,
@@ -365,7 +388,6 @@ pub async fn regenerate<C: ConnectionTrait>(
     }
     let scope = Scope::from_parts(&old.scope, old.enterprise_id, old.brand_id, old.branch_id)
         .ok_or_else(|| ApiError::not_found("API key"))?;
-    auth.invalidate(old.id).await?;
     // Retire the old key first, conditionally: a concurrent revoke or delete wins and no
     // successor is issued.
     let why = reason.or_else(|| Some("regenerated".into()));

@@ -336,7 +336,7 @@ impl KeysApi {
     ) -> poem::Result<Reply<ApiKeyCreated>> {
         let principal = auth.0.clone();
         let req = body.value.to_domain();
-        with_new_key(key, &auth.0, &body, async move |txn, minted| {
+        with_new_key(key, &auth.0, &body, None, async move |txn, minted| {
             keys::create(txn, &principal, req, minted).await
         })
         .await
@@ -456,9 +456,8 @@ impl KeysApi {
         let id = path_uuid("path:keyId", &key_id.0)?;
         let principal = auth.0.clone();
         let reason = body.value.reason.clone().map(String::from);
-        let auth_cache = key.state().key_auth();
-        with_new_key(key, &auth.0, &body, async move |txn, minted| {
-            keys::regenerate(txn, &auth_cache, &principal, id, reason, minted).await
+        with_new_key(key, &auth.0, &body, Some(id), async move |txn, minted| {
+            keys::regenerate(txn, &principal, id, reason, minted).await
         })
         .await
     }
@@ -497,33 +496,47 @@ impl KeysApi {
 
 /// A mutation that makes a key: the key is minted (and hashed, the slow part) only when the
 /// work will run, never for a replay, and its raw value is the response's secret, sealed
-/// in the stored response.
+/// in the stored response. A key it `replaces` leaves the caches before the transaction and
+/// again after its commit (`keys::uncache_before`), never inside it.
 async fn with_new_key<B>(
     key: Idempotent<'_>,
     principal: &crate::domain::credentials::Principal,
     body: &JsonBody<B>,
+    replaces: Option<uuid::Uuid>,
     work: impl AsyncFnOnce(
         &sea_orm::DatabaseTransaction,
         keys::Minted,
     ) -> Result<entities::api_key::Model, crate::error::ApiError>,
 ) -> poem::Result<Reply<ApiKeyCreated>> {
-    let config = &key.state().config;
+    let st = key.state();
+    let config = &st.config;
     let (sandbox, cell, cost) = (
         principal.is_sandbox,
         config.cell.clone(),
         config.bcrypt_cost,
     );
-    key.run_prepared(
-        principal,
-        body,
-        async move || keys::mint(sandbox, cell, cost).await,
-        async move |txn, _acting, minted| {
-            let raw = minted.key.raw.clone();
-            let m = work(txn, minted).await?;
-            Ok(Outcome::new(created(&m, raw.clone())).with_secret(raw))
-        },
-    )
-    .await
+    let auth = st.key_auth();
+    let reply = key
+        .run_prepared(
+            principal,
+            body,
+            async || {
+                if let Some(old) = replaces {
+                    keys::uncache_before(&st.db, &auth, principal, old, false).await?;
+                }
+                keys::mint(sandbox, cell, cost).await
+            },
+            async move |txn, _acting, minted| {
+                let raw = minted.key.raw.clone();
+                let m = work(txn, minted).await?;
+                Ok(Outcome::new(created(&m, raw.clone())).with_secret(raw))
+            },
+        )
+        .await?;
+    if let Some(old) = replaces.filter(|_| !reply.replayed()) {
+        keys::uncache(&auth, &[old]).await?;
+    }
+    Ok(reply)
 }
 
 #[derive(Clone, Copy)]
@@ -543,28 +556,42 @@ async fn change_status<B: Sync>(
     reason: Option<String>,
 ) -> poem::Result<Reply<KeyStatusResult>> {
     let id = path_uuid("path:keyId", raw_id)?;
-    let shared = st.clone();
     let caller = principal.clone();
-    key.run(principal, body, async move |txn, _acting| {
-        let auth = shared.key_auth();
-        let (m, cascaded) = match change {
-            StatusChange::Revoke { cascade } => {
-                let r = keys::revoke(txn, &auth, &caller, id, reason, cascade).await?;
-                let ids = r.cascaded.iter().map(|k| k.id.to_string()).collect();
-                (r.key, cascade.then_some(ids))
-            }
-            StatusChange::Delete => (keys::delete(txn, &auth, &caller, id, reason).await?, None),
-        };
-        Ok(Outcome::new(KeyStatusResult {
-            cascaded_key_ids: cascaded,
-            key_id: m.id.to_string(),
-            status: m.status.as_str().to_string(),
-            revoked_at: matches!(change, StatusChange::Revoke { .. })
-                .then_some(m.revoked_at)
-                .flatten()
-                .map(ts),
-            deleted_at: m.deleted_at.map(ts),
-        }))
-    })
-    .await
+    let auth = st.key_auth();
+    let cascade = matches!(change, StatusChange::Revoke { cascade: true });
+    // The keys this request changed (none for a replay): they leave the caches again after
+    // the commit, as they did before the transaction.
+    let mut changed = Vec::new();
+    let changed_slot = &mut changed;
+    let reply = key
+        .run_prepared(
+            principal,
+            body,
+            async || keys::uncache_before(&st.db, &auth, principal, id, cascade).await,
+            async move |txn, _acting, ()| {
+                let (m, cascaded) = match change {
+                    StatusChange::Revoke { cascade } => {
+                        let r = keys::revoke(txn, &caller, id, reason, cascade).await?;
+                        changed_slot.extend(r.cascaded.iter().map(|k| k.id));
+                        let ids = r.cascaded.iter().map(|k| k.id.to_string()).collect();
+                        (r.key, cascade.then_some(ids))
+                    }
+                    StatusChange::Delete => (keys::delete(txn, &caller, id, reason).await?, None),
+                };
+                changed_slot.push(m.id);
+                Ok(Outcome::new(KeyStatusResult {
+                    cascaded_key_ids: cascaded,
+                    key_id: m.id.to_string(),
+                    status: m.status.as_str().to_string(),
+                    revoked_at: matches!(change, StatusChange::Revoke { .. })
+                        .then_some(m.revoked_at)
+                        .flatten()
+                        .map(ts),
+                    deleted_at: m.deleted_at.map(ts),
+                }))
+            },
+        )
+        .await?;
+    keys::uncache(&auth, &changed).await?;
+    Ok(reply)
 }
