@@ -1,7 +1,6 @@
 //! Who is calling and what they may act on: API keys, terminal JWTs and their scope.
 pub mod api_key;
 pub mod authenticate;
-pub mod caller;
 pub mod credential_codes;
 pub mod guessing;
 pub mod jwt;

@@ -7,15 +7,33 @@ use uuid::Uuid;
 use crate::domain::credentials::{Principal, Scope};
 use crate::{error::ApiError, store};
 
-/// Who a request acts for, once authorized.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Who a request acts for, once authenticated and authorized: the acting scope every domain
+/// operation that acts for a merchant takes. The authenticated credential itself is the
+/// `Principal`.
+#[derive(Clone, Debug)]
 pub struct Acting {
+    pub integration_id: Uuid,
+    pub is_sandbox: bool,
     pub merchant_id: Uuid,
     /// The branch the call is for: the context's, or the key's own for a branch key.
     pub branch_id: Option<Uuid>,
     /// Only from a terminal JWT, where it was validated at mint time; a `cashier_id` in the
     /// request context is never trusted.
     pub cashier_id: Option<String>,
+    /// The terminal the request context names.
+    pub terminal_id: Option<String>,
+    /// The correlation id of a decision (identification, payment), the caller's or one the
+    /// service issued; kept in the decision's events so support can find it.
+    pub decision_trace_id: Option<String>,
+    /// The time the caller's rules run at (its integration's test clock in the sandbox).
+    pub clock: crate::domain::sandbox::clock::Clock,
+}
+
+impl Acting {
+    /// Now, by the acting integration's clock.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.clock.now()
+    }
 }
 
 fn outside() -> ApiError {
@@ -59,8 +77,13 @@ pub async fn authorize<C: ConnectionTrait>(
         (_, None) => None,
     };
     Ok(Acting {
+        integration_id: p.integration_id,
+        is_sandbox: p.is_sandbox,
         merchant_id,
         branch_id: branch,
         cashier_id: p.cashier_id.clone(),
+        terminal_id: None,
+        decision_trace_id: None,
+        clock: p.clock(),
     })
 }

@@ -12,7 +12,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::domain::{
-    credentials::caller::Caller,
+    credentials::scope::Acting,
     customers::wallets::{Balance, PENDING_PROOF, VERIFIED},
     outbox::events::{NewOutbox, OutboxKind},
 };
@@ -228,14 +228,14 @@ pub fn badge(identity: &wallet_user::Model, has_paid: bool) -> &'static str {
 pub async fn find_named<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     named: &[IdentityCredential],
     now: DateTime<Utc>,
 ) -> Result<wallet_user::Model, ApiError> {
     let mut found: Option<wallet_user::Model> = None;
     for customer in named {
-        require_supported(c, caller.integration_id, customer).await?;
-        let (i, _) = find_identity(c, sealer, caller.acting.merchant_id, customer, now)
+        require_supported(c, acting.integration_id, customer).await?;
+        let (i, _) = find_identity(c, sealer, acting.merchant_id, customer, now)
             .await?
             .ok_or_else(|| ApiError::not_found("Customer"))?;
         if found.as_ref().is_some_and(|f| f.id != i.id) {
@@ -309,7 +309,7 @@ pub async fn resolve<C: ConnectionTrait>(
 /// `customer.identified`, for a resolution that found a wallet.
 pub fn identified_event(
     r: &Resolution,
-    caller: &Caller,
+    acting: &Acting,
     credential_type: &str,
     session_id: Option<Uuid>,
     now: DateTime<Utc>,
@@ -328,10 +328,10 @@ pub fn identified_event(
             "resolution_state": r.state.as_str(),
             "credential_type": credential_type,
             "identity_trace_id": r.trace_id.to_string(),
-            "branch_id": caller.acting.branch_id.map(|b| b.to_string()),
-            "terminal_id": caller.terminal_id,
+            "branch_id": acting.branch_id.map(|b| b.to_string()),
+            "terminal_id": acting.terminal_id,
             "service_session_id": session_id.map(|s| s.to_string()),
-            "decision_trace_id": caller.decision_trace_id,
+            "decision_trace_id": acting.decision_trace_id,
         }),
         occurred_at: now,
     })
@@ -342,22 +342,14 @@ pub fn identified_event(
 pub async fn identify<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     credential: &IdentityCredential,
     program: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<Resolution, ApiError> {
-    require_supported(c, caller.integration_id, credential).await?;
-    let r = resolve(
-        c,
-        sealer,
-        caller.acting.merchant_id,
-        credential,
-        program,
-        now,
-    )
-    .await?;
-    if let Some(event) = identified_event(&r, caller, credential.type_name(), None, now) {
+    require_supported(c, acting.integration_id, credential).await?;
+    let r = resolve(c, sealer, acting.merchant_id, credential, program, now).await?;
+    if let Some(event) = identified_event(&r, acting, credential.type_name(), None, now) {
         store::outbox::append(c, event).await?;
     }
     Ok(r)

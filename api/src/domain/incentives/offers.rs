@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::domain::{
     credentials::Principal,
-    credentials::caller::Caller,
+    credentials::scope::Acting,
     customers::wallets::{self, Balance},
     customers::{self, IdentityCredential},
     incentives::budgets::{self, Take},
@@ -122,11 +122,11 @@ fn offer_event(
 pub async fn arm<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     n: NewOffer,
     now: DateTime<Utc>,
 ) -> Result<offer::Model, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     if n.expires_at <= now {
         return Err(ApiError::field(
             "/expires_at",
@@ -134,7 +134,7 @@ pub async fn arm<C: ConnectionTrait>(
             "must be in the future",
         ));
     }
-    let identity = customers::find_named(c, sealer, caller, &n.named, now).await?;
+    let identity = customers::find_named(c, sealer, acting, &n.named, now).await?;
     let program = topups::program_for_credit(c, merchant, n.wallet_program_id, &n.currency).await?;
     if let Some(b) = n.budget_id {
         let budget = budgets::get(c, merchant, b).await?;
@@ -153,7 +153,7 @@ pub async fn arm<C: ConnectionTrait>(
     let o = offer::Model {
         id: Uuid::now_v7(),
         merchant_id: merchant,
-        integration_id: caller.integration_id,
+        integration_id: acting.integration_id,
         wallet_user_id: identity.id,
         wallet_program_id: program.id,
         name: n.name,
@@ -216,14 +216,14 @@ pub struct Evaluation {
 pub async fn evaluate<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     named: &[IdentityCredential],
     amount: i64,
     currency: &str,
     now: DateTime<Utc>,
 ) -> Result<(Uuid, Vec<Evaluation>), ApiError> {
-    let merchant = caller.acting.merchant_id;
-    let identity = customers::find_named(c, sealer, caller, named, now).await?;
+    let merchant = acting.merchant_id;
+    let identity = customers::find_named(c, sealer, acting, named, now).await?;
     let mut out = Vec::new();
     for o in store::incentives::armed_offers(c, merchant, identity.id).await? {
         if o.expires_at <= now {
@@ -283,12 +283,12 @@ pub struct Redeemed {
 pub async fn redeem<C: ConnectionTrait>(
     c: &C,
     principal: &Principal,
-    caller: &Caller,
+    acting: &Acting,
     offer_id: Uuid,
     payment_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<Redeemed, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     let o = store::incentives::lock_offer(c, merchant, offer_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Offer"))?;

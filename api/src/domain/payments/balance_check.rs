@@ -15,7 +15,7 @@ use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use crate::domain::{
-    credentials::caller::Caller,
+    credentials::scope::Acting,
     customers::enrollment,
     customers::wallets::{self, Balance},
     ledger,
@@ -115,11 +115,11 @@ async fn resolve<C: ConnectionTrait>(
 pub async fn check<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     check: Check,
     now: DateTime<Utc>,
 ) -> Result<Checked, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     let (wallet_id, credential_expires_at) = resolve(c, sealer, merchant, &check, now).await?;
     let (w, owner) = store::customers::wallets::find_wallet_with_owner(c, merchant, wallet_id)
         .await?

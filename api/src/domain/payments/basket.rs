@@ -1,7 +1,7 @@
 //! A payment's basket: its lines, and whether they add up to the amount charged.
 use crate::domain::payments::Pay;
 
-use crate::domain::credentials::caller::Caller;
+use crate::domain::credentials::scope::Acting;
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct BasketLine {
@@ -25,15 +25,15 @@ pub struct BasketCheck {
     pub completeness: i32,
 }
 
-pub fn check_basket(pay: &Pay, caller: &Caller) -> BasketCheck {
+pub fn check_basket(pay: &Pay, acting: &Acting) -> BasketCheck {
     let mut score = 40;
     if pay.order_ref.is_some() {
         score += 10;
     }
-    if caller.acting.branch_id.is_some() {
+    if acting.branch_id.is_some() {
         score += 5;
     }
-    if caller.terminal_id.is_some() {
+    if acting.terminal_id.is_some() {
         score += 5;
     }
     let Some(lines) = pay.basket.as_ref().filter(|l| !l.is_empty()) else {

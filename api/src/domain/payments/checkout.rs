@@ -10,7 +10,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use crate::domain::{
-    credentials::caller::Caller,
+    credentials::scope::Acting,
     credentials::{Principal, scope},
     customers::{self, IdentityCredential, Resolution, ResolutionState},
 };
@@ -62,13 +62,13 @@ fn closed_error(s: &checkout_session::Model, now: DateTime<Utc>) -> ApiError {
 
 /// A session named by a call must be this merchant's (else NOT_FOUND, as for another
 /// tenant's) and in the caller's branch and terminal (else FORBIDDEN).
-fn check_scope(s: &checkout_session::Model, caller: &Caller) -> Result<(), ApiError> {
-    if s.merchant_id != caller.acting.merchant_id {
+fn check_scope(s: &checkout_session::Model, acting: &Acting) -> Result<(), ApiError> {
+    if s.merchant_id != acting.merchant_id {
         return Err(not_found());
     }
-    let other_branch = s.branch_id.is_some() && s.branch_id != caller.acting.branch_id;
+    let other_branch = s.branch_id.is_some() && s.branch_id != acting.branch_id;
     let other_terminal =
-        matches!((&s.terminal_id, &caller.terminal_id), (Some(a), Some(b)) if a != b);
+        matches!((&s.terminal_id, &acting.terminal_id), (Some(a), Some(b)) if a != b);
     if other_branch || other_terminal {
         return Err(ApiError::forbidden(
             "The checkout session belongs to another branch or terminal.",
@@ -87,24 +87,24 @@ pub struct Open {
 pub async fn open<C: ConnectionTrait>(
     c: &C,
     principal: &Principal,
-    caller: &Caller,
+    acting: &Acting,
     req: Open,
     now: DateTime<Utc>,
 ) -> Result<checkout_session::Model, ApiError> {
-    let brand_id = match caller.acting.branch_id {
-        Some(b) => store::tenancy::find_branch_of_enterprise(c, caller.acting.merchant_id, b)
+    let brand_id = match acting.branch_id {
+        Some(b) => store::tenancy::find_branch_of_enterprise(c, acting.merchant_id, b)
             .await?
             .map(|b| b.brand_id),
         None => principal.scope.brand_id(),
     };
     let s = checkout_session::Model {
         id: Uuid::now_v7(),
-        merchant_id: caller.acting.merchant_id,
-        integration_id: caller.integration_id,
+        merchant_id: acting.merchant_id,
+        integration_id: acting.integration_id,
         brand_id,
-        branch_id: caller.acting.branch_id,
-        terminal_id: caller.terminal_id.clone(),
-        cashier_id: caller.acting.cashier_id.clone(),
+        branch_id: acting.branch_id,
+        terminal_id: acting.terminal_id.clone(),
+        cashier_id: acting.cashier_id.clone(),
         partner_session_id: req.partner_session_id,
         state: OPEN,
         wallet_user_id: None,
@@ -147,11 +147,11 @@ pub async fn find_visible<C: ConnectionTrait>(
 /// The session locked for a call that names it: this caller's, and still open.
 pub async fn hold<C: ConnectionTrait>(
     c: &C,
-    caller: &Caller,
+    acting: &Acting,
     id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<checkout_session::Model, ApiError> {
-    let s = hold_any_state(c, caller, id).await?;
+    let s = hold_any_state(c, acting, id).await?;
     ensure_open(&s, now)?;
     Ok(s)
 }
@@ -162,13 +162,13 @@ pub async fn hold<C: ConnectionTrait>(
 /// session has completed.
 pub async fn hold_any_state<C: ConnectionTrait>(
     c: &C,
-    caller: &Caller,
+    acting: &Acting,
     id: Uuid,
 ) -> Result<checkout_session::Model, ApiError> {
-    let s = store::payments::checkout::lock(c, caller.integration_id, id)
+    let s = store::payments::checkout::lock(c, acting.integration_id, id)
         .await?
         .ok_or_else(not_found)?;
-    check_scope(&s, caller)?;
+    check_scope(&s, acting)?;
     Ok(s)
 }
 
@@ -186,14 +186,14 @@ pub fn ensure_open(s: &checkout_session::Model, now: DateTime<Utc>) -> Result<()
 pub async fn identify<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     id: Uuid,
     customer: &IdentityCredential,
     program: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<(checkout_session::Model, Resolution), ApiError> {
-    let mut s = hold(c, caller, id, now).await?;
-    customers::require_supported(c, caller.integration_id, customer).await?;
+    let mut s = hold(c, acting, id, now).await?;
+    customers::require_supported(c, acting.integration_id, customer).await?;
     let r = customers::resolve(c, sealer, s.merchant_id, customer, program, now).await?;
     if r.state != ResolutionState::NotFound {
         s.state = IDENTIFIED;
@@ -205,7 +205,7 @@ pub async fn identify<C: ConnectionTrait>(
         store::payments::checkout::update(c, s.clone()).await?;
     }
     if let Some(event) =
-        customers::identified_event(&r, caller, customer.type_name(), Some(s.id), now)
+        customers::identified_event(&r, acting, customer.type_name(), Some(s.id), now)
     {
         store::outbox::append(c, event).await?;
     }
@@ -215,15 +215,15 @@ pub async fn identify<C: ConnectionTrait>(
 /// Closes an open session as CANCELLED. Cancelling a cancelled session changes nothing.
 pub async fn cancel<C: ConnectionTrait>(
     c: &C,
-    caller: &Caller,
+    acting: &Acting,
     id: Uuid,
     reason: Option<String>,
     now: DateTime<Utc>,
 ) -> Result<checkout_session::Model, ApiError> {
-    let s = store::payments::checkout::lock(c, caller.integration_id, id)
+    let s = store::payments::checkout::lock(c, acting.integration_id, id)
         .await?
         .ok_or_else(not_found)?;
-    check_scope(&s, caller)?;
+    check_scope(&s, acting)?;
     if s.state == CANCELLED {
         return Ok(s);
     }

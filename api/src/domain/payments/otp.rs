@@ -15,7 +15,7 @@ use crate::domain::payments::{
 
 use crate::{
     domain::{
-        credentials::caller::Caller,
+        credentials::scope::Acting,
         customers::wallets,
         outbox::job_requests::{self, SmsRequest},
     },
@@ -53,11 +53,11 @@ pub struct OtpSent {
 pub async fn send_otp<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     req: OtpSend,
     now: DateTime<Utc>,
 ) -> Result<OtpSent, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     crate::domain::platform::currencies::require_currency(c, merchant, &req.currency).await?;
     let who = identity(c, merchant, &Customer::Phone(req.phone.clone())).await?;
     // A PENDING_PROOF wallet still gets its code: the payment is where it is refused.
@@ -117,9 +117,9 @@ pub async fn send_otp<C: ConnectionTrait>(
         c,
         sealer,
         SmsRequest {
-            integration_id: caller.integration_id,
+            integration_id: acting.integration_id,
             merchant_id: Some(merchant),
-            is_sandbox: caller.is_sandbox,
+            is_sandbox: acting.is_sandbox,
             phone: who.phone.clone(),
             kind: "otp".into(),
             body: format!(

@@ -13,8 +13,8 @@ use crate::domain::payments::{
 
 use crate::{
     domain::{
-        credentials::caller::Caller,
         credentials::credential_codes::{nonce_hash, short_code_hash},
+        credentials::scope::Acting,
         customers::enrollment,
         customers::wallets::{self, Balance},
         incentives::cashback,
@@ -224,19 +224,19 @@ pub(super) fn balance_after_debit(
 pub async fn pay<Turn: Send>(
     c: &WriteTxn,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     pay: Pay,
     turn: Option<Turn>,
 ) -> Result<Paid, ApiError> {
-    let now = caller.now();
-    let merchant = caller.acting.merchant_id;
+    let now = acting.now();
+    let merchant = acting.merchant_id;
     let payment_id = Uuid::now_v7();
     // The session first (it is first in the lock order): two payments in one session
     // queue here, and the second finds it closed. Its state is checked after the
     // credential, whose error tells the cashier what to do (a used QR nonce of a completed
     // session: mint a new one); what the credential took is rolled back with the error.
     let session = match pay.service_session_id {
-        Some(id) => Some(checkout::hold_any_state(c, caller, id).await?),
+        Some(id) => Some(checkout::hold_any_state(c, acting, id).await?),
         None => None,
     };
     let store::customers::wallets::ForPayment {
@@ -284,14 +284,14 @@ pub async fn pay<Turn: Send>(
             memo: pay.order_ref.clone(),
         },
     )?;
-    let basket = check_basket(&pay, caller);
+    let basket = check_basket(&pay, acting);
     let p = payment::Model {
         id: payment_id,
         merchant_id: merchant,
-        integration_id: caller.integration_id,
-        branch_id: caller.acting.branch_id,
-        terminal_id: caller.terminal_id.clone(),
-        cashier_id: caller.acting.cashier_id.clone(),
+        integration_id: acting.integration_id,
+        branch_id: acting.branch_id,
+        terminal_id: acting.terminal_id.clone(),
+        cashier_id: acting.cashier_id.clone(),
         wallet_id: w.id,
         status: PaymentStatus::Completed,
         credential_type: pay.credential.type_name().into(),
@@ -332,7 +332,7 @@ pub async fn pay<Turn: Send>(
         "payment.completed",
         &p,
         json!({"cashback_minor": cashback.as_ref().map_or(0, |a| a.grant.original_minor),
-               "decision_trace_id": caller.decision_trace_id}),
+               "decision_trace_id": acting.decision_trace_id}),
         now,
     )];
     if let Some(a) = &cashback {

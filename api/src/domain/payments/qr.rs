@@ -11,8 +11,8 @@ use crate::domain::payments::{Customer, QR_PREFIX, QR_TTL_SECS, SHORT_CODE_ALPHA
 
 use crate::{
     domain::{
-        credentials::caller::Caller,
         credentials::credential_codes::{nonce_hash, short_code_hash},
+        credentials::scope::Acting,
         customers::wallets,
         payments::checkout,
     },
@@ -46,15 +46,15 @@ pub struct QrMinted {
 pub async fn mint_qr<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     req: QrMint,
     now: DateTime<Utc>,
 ) -> Result<QrMinted, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     // The session is the caller's, open and (unless the body names the customer)
     // identified; its program is the default choice.
     let session = match req.service_session_id {
-        Some(id) => Some(checkout::hold(c, caller, id, now).await?),
+        Some(id) => Some(checkout::hold(c, acting, id, now).await?),
         None => None,
     };
     let customer = match (req.customer, &session) {

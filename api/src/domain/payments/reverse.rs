@@ -11,7 +11,7 @@ use crate::domain::payments::{payment_event, split_from_json, split_json, visibl
 use crate::{
     domain::{
         credentials::Principal,
-        credentials::caller::Caller,
+        credentials::scope::Acting,
         customers::wallets::{self, Balance},
         incentives::rewards,
         ledger::{self, DebitPlan, PostingKind, RefundPlan},
@@ -56,7 +56,7 @@ pub struct Reverse {
 pub async fn reverse<C: ConnectionTrait>(
     c: &C,
     principal: &Principal,
-    caller: &Caller,
+    acting: &Acting,
     asked: Reverse,
 ) -> Result<Reversal, ApiError> {
     let Reverse {
@@ -66,8 +66,8 @@ pub async fn reverse<C: ConnectionTrait>(
         currency,
         reason,
     } = asked;
-    let now = caller.now();
-    let merchant = caller.acting.merchant_id;
+    let now = acting.now();
+    let merchant = acting.merchant_id;
     let p = store::payments::lock(c, merchant, payment_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Payment"))?;

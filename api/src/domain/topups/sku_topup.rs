@@ -13,7 +13,7 @@ use crate::domain::topups::{
 
 use crate::{
     domain::{
-        credentials::caller::Caller,
+        credentials::scope::Acting,
         customers::wallets::Balance,
         customers::{self, IdentityCredential},
         money,
@@ -77,23 +77,23 @@ pub struct TopupOutcome {
 pub async fn topup_sku<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     proof_window: Duration,
     req: SkuTopup,
     now: DateTime<Utc>,
 ) -> Result<TopupOutcome, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     let sku = store::topups::find_sku(c, merchant, &req.sku_id)
         .await?
         .filter(|s| s.active)
         .ok_or_else(|| ApiError::not_found("SKU"))?;
-    customers::require_supported(c, caller.integration_id, &req.customer).await?;
+    customers::require_supported(c, acting.integration_id, &req.customer).await?;
     let fp = fingerprint(&req);
     let id = Uuid::now_v7();
     let placeholder = topup::Model {
         id,
         merchant_id: merchant,
-        integration_id: caller.integration_id,
+        integration_id: acting.integration_id,
         kind: "sku".into(),
         order_ref: req.pos_order_ref.clone(),
         sku_id: Some(sku.sku_id.clone()),
@@ -107,9 +107,9 @@ pub async fn topup_sku<C: ConnectionTrait>(
         currency: sku.currency.clone(),
         fingerprint: fp.clone(),
         result: json!({}),
-        branch_id: caller.acting.branch_id,
-        terminal_id: caller.terminal_id.clone(),
-        cashier_id: caller.acting.cashier_id.clone(),
+        branch_id: acting.branch_id,
+        terminal_id: acting.terminal_id.clone(),
+        cashier_id: acting.cashier_id.clone(),
         service_session_id: req.service_session_id,
         posting_id: Uuid::nil(),
         created_at: now,
@@ -126,7 +126,7 @@ pub async fn topup_sku<C: ConnectionTrait>(
         return serde_json::from_value(first.result).map_err(ApiError::internal);
     }
     let session = match req.service_session_id {
-        Some(s) => Some(checkout::hold(c, caller, s, now).await?),
+        Some(s) => Some(checkout::hold(c, acting, s, now).await?),
         None => None,
     };
     let (identity, created) = credit_identity(c, sealer, merchant, &req.customer, now).await?;

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use crate::domain::{
     credentials::Principal,
-    credentials::caller::Caller,
+    credentials::scope::Acting,
     customers::wallets::Balance,
     operators,
     outbox::events::{NewOutbox, OutboxKind},
@@ -212,7 +212,7 @@ pub struct Resolve<'a> {
 pub async fn resolve<C: ConnectionTrait>(
     c: &C,
     p: &Principal,
-    caller: &Caller,
+    acting: &Acting,
     asked: Resolve<'_>,
     now: DateTime<Utc>,
 ) -> Result<Resolved, ApiError> {
@@ -226,7 +226,7 @@ pub async fn resolve<C: ConnectionTrait>(
     let outcome = DisputeStatus::parse(outcome)
         .filter(|o| *o != DisputeStatus::Open)
         .ok_or_else(|| ApiError::field("/outcome", "invalid", "merchant_won or customer_won"))?;
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     let located = transactions::locate(c, p, integration_id, id).await?;
     same_merchant(merchant, &located)?;
     // Lock order: the transaction's money (payment row or wallet), then the dispute.
@@ -302,7 +302,7 @@ pub async fn resolve<C: ConnectionTrait>(
                         currency: None,
                         reason: Some(format!("dispute {}: {}", d.id, d.reason)),
                     };
-                    let r = payments::reverse(c, p, caller, refund).await?;
+                    let r = payments::reverse(c, p, acting, refund).await?;
                     d.movement_id = r.refund.as_ref().map(|x| x.id);
                     out.refund = r.refund;
                     out.balance_after = Some(r.balance_after);

@@ -19,7 +19,9 @@ use crate::http::{
     openapi::tags::Tag,
     pipeline::auth::AnyAuth,
     pipeline::body::{Documented, JsonBody, Validate},
-    pipeline::common::{RequestContext, RequestMeta, caller, decision_trace, optional_uuid, ts},
+    pipeline::common::{
+        RequestContext, RequestMeta, decision_trace, in_context, optional_uuid, ts,
+    },
     pipeline::mutation::OptionalKey,
     pipeline::reply::Reply,
 };
@@ -295,7 +297,7 @@ impl CustomersApi {
                     Ok(credential)
                 },
                 async move |txn, acting, credential| {
-                    let mut who = caller(principal, acting, &b.context);
+                    let mut who = in_context(acting, &b.context);
                     who.decision_trace_id = Some(trace.clone());
                     let r =
                         customers::identify(txn, &st.sealer, &who, &credential, program, who.now())

@@ -29,7 +29,7 @@ use crate::{
         openapi::tags::Tag,
         pipeline::auth::AnyAuth,
         pipeline::body::{Documented, JsonBody, Validate},
-        pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, path_uuid, ts},
+        pipeline::common::{RequestContext, RequestMeta, in_context, optional_uuid, path_uuid, ts},
         pipeline::mutation::{self, Idempotent, OptionalKey},
         pipeline::reply::Reply,
     },
@@ -264,7 +264,6 @@ impl OffersApi {
     ) -> poem::Result<Reply<OfferView>> {
         auth.require(Permission::Terminal)?;
         let st = state.0.clone();
-        let p = auth.principal().clone();
         let b = &body.value;
         let mut e = Errors::default();
         let named = CustomerNamed::parse(
@@ -288,7 +287,7 @@ impl OffersApi {
             &body,
             guarded,
             async move |txn, acting, named| {
-                let who = caller(&p, acting, &b.context);
+                let who = in_context(acting, &b.context);
                 let now = who.now();
                 let o = offers::arm(
                     txn,
@@ -425,7 +424,7 @@ impl OffersApi {
         );
         e.finish()?;
         let named = named.credentials(st, principal).await?;
-        let who = caller(principal, acting, &b.context);
+        let who = in_context(acting, &b.context);
         let now = who.now();
         let (wallet_user_id, found) = offers::evaluate(
             &st.db,
@@ -497,7 +496,7 @@ impl OffersApi {
         let b = &body.value;
         let payment = path_uuid("/payment_id", &b.payment_id)?;
         key.run(auth.principal(), &body, async move |txn, acting| {
-            let who = caller(&p, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let now = who.now();
             let r = offers::redeem(txn, &p, &who, id, payment, now).await?;
             Ok(Outcome::new(RedeemResult {

@@ -9,7 +9,7 @@ use crate::http::{
     payments::{CheckedCredential, parse_credential, validate_credential},
     pipeline::auth::TerminalJwtAuth,
     pipeline::body::{Documented, JsonBody, Validate},
-    pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
+    pipeline::common::{RequestContext, RequestMeta, in_context, optional_uuid, ts},
     pipeline::mutation::{self, OptionalKey},
     pipeline::reply::Reply,
 };
@@ -125,7 +125,7 @@ impl BalanceCheckApi {
         st.guard()
             .before_trying(principal.integration_id, short_code)
             .await?;
-        let who = caller(principal, acting, &b.context);
+        let who = in_context(acting, &b.context);
         let check = Check {
             credential,
             amount_minor: *b.amount_minor,

@@ -17,7 +17,7 @@ use crate::http::{
     pipeline::auth::TerminalJwtAuth,
     pipeline::body::{Documented, JsonBody, Validate},
     pipeline::common::{
-        RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, ts,
+        RequestContext, RequestMeta, decision_trace, in_context, optional_uuid, path_uuid, ts,
     },
     pipeline::mutation::Idempotent,
     pipeline::reply::Reply,
@@ -207,7 +207,7 @@ impl CheckoutApi {
         let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
             let now = clock.now();
-            let who = caller(p, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let s = checkout::open(
                 txn,
                 p,
@@ -291,7 +291,7 @@ impl CheckoutApi {
             .run(&auth.0, &body, async move |txn, acting| {
                 let now = clock.now();
                 let trace = decision_trace(b.meta.as_ref());
-                let mut who = caller(p, acting, &b.context);
+                let mut who = in_context(acting, &b.context);
                 who.decision_trace_id = Some(trace.clone());
                 let (s, r) =
                     checkout::identify(txn, &st.sealer, &who, id, customer_named, program, now)
@@ -339,12 +339,11 @@ impl CheckoutApi {
         body: JsonBody<CancelSessionRequest>,
     ) -> poem::Result<Reply<CheckoutSession>> {
         let id = path_uuid("path:id", &id.0)?;
-        let p = &auth.0;
         let b = &body.value;
         let clock = auth.0.clock();
         key.run(&auth.0, &body, async move |txn, acting| {
             let now = clock.now();
-            let who = caller(p, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let s =
                 checkout::cancel(txn, &who, id, b.reason.clone().map(String::from), now).await?;
             Ok(Outcome::new(view(&s, now)))

@@ -28,7 +28,7 @@ use crate::http::{
     pipeline::auth::{AnyAuth, TerminalJwtAuth},
     pipeline::body::{Documented, JsonBody, Validate},
     pipeline::common::{
-        RequestContext, RequestMeta, caller, decision_trace, optional_uuid, path_uuid, ts,
+        RequestContext, RequestMeta, decision_trace, in_context, optional_uuid, path_uuid, ts,
     },
     pipeline::mutation::{self, Idempotent},
     pipeline::reply::Reply,
@@ -345,7 +345,7 @@ impl PaymentsApi {
                     Ok((pay, turn))
                 },
                 async move |txn, acting, (pay, turn)| {
-                    let mut who = caller(&principal, acting, &b.context);
+                    let mut who = in_context(acting, &b.context);
                     who.decision_trace_id = Some(decision_trace(Some(&b.meta)));
                     let who_trace = who.decision_trace_id.clone();
                     let paid = payments::pay(txn, &st.sealer, &who, pay, turn).await?;

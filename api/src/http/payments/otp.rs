@@ -15,7 +15,7 @@ use crate::{
         openapi::tags::Tag,
         pipeline::auth::TerminalJwtAuth,
         pipeline::body::{JsonBody, Validate},
-        pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
+        pipeline::common::{RequestContext, RequestMeta, in_context, optional_uuid, phone, ts},
         pipeline::mutation::Idempotent,
         pipeline::reply::Reply,
     },
@@ -101,7 +101,6 @@ impl OtpApi {
         body: JsonBody<OtpSendRequest>,
     ) -> poem::Result<Reply<OtpSendResult>> {
         let st = state.0.clone();
-        let principal = auth.0.clone();
         let b = &body.value;
         let mut e = Errors::default();
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
@@ -124,7 +123,7 @@ impl OtpApi {
             Ok(())
         };
         key.run_prepared(&auth.0, &body, guard, async move |txn, acting, ()| {
-            let who = caller(&principal, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let sent = payments::send_otp(txn, &st.sealer, &who, req, who.now()).await?;
             Ok(Outcome::new(OtpSendResult {
                 otp_session_id: sent.session.id.to_string(),

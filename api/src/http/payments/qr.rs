@@ -17,7 +17,7 @@ use crate::{
         openapi::tags::Tag,
         pipeline::auth::TerminalJwtAuth,
         pipeline::body::{JsonBody, Validate},
-        pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
+        pipeline::common::{RequestContext, RequestMeta, in_context, optional_uuid, phone, ts},
         pipeline::mutation::Idempotent,
         pipeline::reply::Reply,
     },
@@ -196,7 +196,7 @@ impl QrApi {
         };
         key.run_prepared(&auth.0, &body, guard, async move |txn, acting, ()| {
             let now = clock.now();
-            let who = caller(&principal, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let m = payments::mint_qr(txn, &st.sealer, &who, req, now).await?;
             let mut out = Outcome::new(QrMintResult {
                 qr_payload: m.qr_payload.clone(),

@@ -19,7 +19,7 @@ use crate::{
         openapi::tags::Tag,
         pipeline::auth::TerminalJwtAuth,
         pipeline::body::{JsonBody, Validate},
-        pipeline::common::{RequestContext, RequestMeta, caller, path_uuid, ts},
+        pipeline::common::{RequestContext, RequestMeta, in_context, path_uuid, ts},
         pipeline::mutation::Idempotent,
         pipeline::reply::Reply,
     },
@@ -143,7 +143,7 @@ pub(super) async fn reverse<B>(
     let p = principal.clone();
     let ctx = context.clone();
     key.run(principal, body, async move |txn, acting| {
-        let who = caller(&p, acting, &ctx);
+        let who = in_context(acting, &ctx);
         let r = payments::reverse(txn, &p, &who, asked).await?;
         let refunds = payments::refunds_of(txn, r.payment.id).await?;
         Ok(Outcome::new(ReversalResult {

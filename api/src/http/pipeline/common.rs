@@ -7,8 +7,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 use crate::{
     domain::{
-        credentials::caller::Caller,
-        credentials::{Principal, scope::Acting},
+        credentials::scope::Acting,
         validate::{self, Errors},
     },
     envelope::SUPPORTED_API_VERSIONS,
@@ -38,16 +37,11 @@ pub fn optional_uuid<S: AsRef<str>>(e: &mut Errors, field: &str, v: &Option<S>) 
 
 pub use crate::http::pipeline::fields::phone;
 
-/// Who is calling, once authenticated and scope-checked, with the terminal the request
-/// context names.
-pub fn caller(p: &Principal, acting: Acting, ctx: &RequestContext) -> Caller {
-    Caller {
-        integration_id: p.integration_id,
-        is_sandbox: p.is_sandbox,
-        acting,
+/// The acting scope with the terminal the request context names.
+pub fn in_context(acting: Acting, ctx: &RequestContext) -> Acting {
+    Acting {
         terminal_id: ctx.terminal_id.clone().map(String::from),
-        decision_trace_id: None,
-        clock: p.clock(),
+        ..acting
     }
 }
 

@@ -21,7 +21,7 @@ use crate::http::{
     openapi::tags::Tag,
     pipeline::auth::{ApiKeyAuth, TerminalJwtAuth},
     pipeline::body::{Documented, JsonBody, Validate},
-    pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
+    pipeline::common::{RequestContext, RequestMeta, in_context, optional_uuid, ts},
     pipeline::mutation::Idempotent,
     pipeline::reply::Reply,
 };
@@ -421,7 +421,7 @@ impl TopupsApi {
             &body,
             guarded,
             async move |txn, acting, customer| {
-                let who = caller(p, acting, &b.context);
+                let who = in_context(acting, &b.context);
                 let o = topups::topup_sku(
                     txn,
                     &st.sealer,

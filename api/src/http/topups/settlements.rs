@@ -19,7 +19,7 @@ use crate::http::{
     openapi::tags::Tag,
     pipeline::auth::{ApiKeyAuth, TerminalJwtAuth},
     pipeline::body::{Documented, JsonBody, Validate},
-    pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, ts},
+    pipeline::common::{RequestContext, RequestMeta, in_context, optional_uuid, ts},
     pipeline::mutation::Idempotent,
     pipeline::reply::Reply,
 };
@@ -258,11 +258,10 @@ impl SettlementsApi {
     ) -> poem::Result<Reply<SettlementView>> {
         auth.0.require(Permission::Settlements)?;
         control_plane(&auth.0)?;
-        let p = &auth.0;
         let b = &body.value;
         let window = chrono::Duration::seconds(state.0.config.enrollment_window_secs as i64);
         key.run(&auth.0, &body, async move |txn, acting| {
-            let who = caller(p, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let s = settlements::ingest(
                 txn,
                 &who,
@@ -360,7 +359,7 @@ impl SettlementsApi {
             &body,
             guarded,
             async move |txn, acting, customer| {
-                let who = caller(p, acting, &b.context);
+                let who = in_context(acting, &b.context);
                 let o = settlements::confirm(
                     txn,
                     &st.sealer,

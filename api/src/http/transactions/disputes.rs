@@ -13,7 +13,7 @@ use crate::http::{
     payments::{RefundView, refund_view},
     pipeline::auth::ApiKeyAuth,
     pipeline::body::{JsonBody, Validate},
-    pipeline::common::{RequestContext, RequestMeta, caller, path_uuid, ts},
+    pipeline::common::{RequestContext, RequestMeta, in_context, path_uuid, ts},
     pipeline::mutation::Idempotent,
     pipeline::reply::Reply,
 };
@@ -313,7 +313,7 @@ impl DisputesApi {
         let dispute = path_uuid("path:disputeId", &dispute_id.0)?;
         let (p, b) = (&auth.0, &body.value);
         key.run(p, &body, async |txn, acting| {
-            let who = caller(p, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let note = b.note.clone().map(String::from);
             let at = who.now();
             let asked = disputes::Resolve {

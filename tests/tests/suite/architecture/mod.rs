@@ -288,3 +288,33 @@ fn the_authenticated_caller_carries_nothing_of_idempotency() {
         "what a request's Idempotency-Key fetched rides in `idempotency::Presented`"
     );
 }
+
+/// One name each (issue 46): `Principal` is the authenticated caller, `Acting` the scope a
+/// domain operation acts for, and there is one `RequestContext`.
+#[test]
+fn the_caller_the_acting_scope_and_the_request_context_have_one_type_each() {
+    let mut structs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (module, text) in states::api_sources() {
+        for item in syn::parse_file(&text).unwrap().items {
+            if let syn::Item::Struct(s) = item {
+                structs
+                    .entry(s.ident.to_string())
+                    .or_default()
+                    .push(module.clone());
+            }
+        }
+    }
+    for (name, home) in [
+        ("Principal", "domain::credentials::principal"),
+        ("Acting", "domain::credentials::scope"),
+        ("RequestContext", "http::pipeline::common"),
+    ] {
+        assert_eq!(structs.get(name), Some(&vec![home.to_string()]), "{name}");
+    }
+    for overlapping in ["Caller", "CallerContext", "Actor"] {
+        assert!(
+            !structs.contains_key(overlapping),
+            "{overlapping}: name the caller `Principal` and the scope `Acting`"
+        );
+    }
+}

@@ -9,7 +9,7 @@ use crate::domain::customers::enrollment::{Released, release_all};
 
 use crate::{
     domain::{
-        credentials::caller::Caller,
+        credentials::scope::Acting,
         customers,
         customers::wallets::{self, VERIFIED},
     },
@@ -56,12 +56,12 @@ pub struct Claimed {
 pub async fn claim<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     named: &[customers::IdentityCredential],
     now: DateTime<Utc>,
 ) -> Result<Claimed, ApiError> {
-    let merchant = caller.acting.merchant_id;
-    let found = customers::find_named(c, sealer, caller, named, now).await?;
+    let merchant = acting.merchant_id;
+    let found = customers::find_named(c, sealer, acting, named, now).await?;
     let identity = store::customers::wallets::lock_identity(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Customer"))?;

@@ -13,7 +13,7 @@ use crate::domain::customers::proof_window::{Origin, enrolled_event, new_enrollm
 
 use crate::{
     domain::{
-        credentials::caller::Caller,
+        credentials::scope::Acting,
         customers::wallets::{self, PENDING_PROOF, VERIFIED},
         customers::{self, EXPIRED},
     },
@@ -74,15 +74,15 @@ pub(super) fn provider_taken() -> ApiError {
 pub async fn initiate<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     policy: &Policy,
     req: Initiate,
     now: DateTime<Utc>,
 ) -> Result<Enrolled, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     if let Some(sid) = req.service_session_id {
         // The session comes first in the lock order, and must be this terminal's and open.
-        crate::domain::payments::checkout::hold(c, caller, sid, now).await?;
+        crate::domain::payments::checkout::hold(c, acting, sid, now).await?;
     }
     let program = wallets::program_for(c, merchant, req.program).await?;
     if let Some(pid) = &req.provider_customer_id {
@@ -145,7 +145,7 @@ pub async fn initiate<C: ConnectionTrait>(
             .card_fingerprint
             .as_deref()
             .map(|f| customers::card_fingerprint_hash(sealer, merchant, f));
-        send_code(c, sealer, caller, policy, &mut e, &identity.phone, now).await?;
+        send_code(c, sealer, acting, policy, &mut e, &identity.phone, now).await?;
     }
     if fresh {
         store::customers::enrollments::insert(c, e.clone()).await?;
@@ -178,15 +178,15 @@ pub struct Resent {
 pub async fn resend<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     policy: &Policy,
     target: &Target,
     service_session_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<Resent, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     if let Some(sid) = service_session_id {
-        crate::domain::payments::checkout::hold(c, caller, sid, now).await?;
+        crate::domain::payments::checkout::hold(c, acting, sid, now).await?;
     }
     let found = find_target(c, merchant, target)
         .await?
@@ -225,7 +225,7 @@ pub async fn resend<C: ConnectionTrait>(
             "An SMS was sent moments ago; wait before sending another.",
         ));
     }
-    send_code(c, sealer, caller, policy, &mut e, &identity.phone, now).await?;
+    send_code(c, sealer, acting, policy, &mut e, &identity.phone, now).await?;
     // A code sent into a checkout session can be keyed in that session alone.
     e.service_session_id = service_session_id.or(e.service_session_id);
     store::customers::enrollments::update(c, e.clone()).await?;

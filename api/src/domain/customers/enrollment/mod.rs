@@ -33,7 +33,7 @@ use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use crate::domain::{
-    credentials::caller::Caller,
+    credentials::scope::Acting,
     customers::wallets::VERIFIED,
     outbox::job_requests::{self, SmsRequest},
 };
@@ -144,7 +144,7 @@ fn new_code() -> String {
 async fn send_code<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     policy: &Policy,
     e: &mut enrollment::Model,
     phone: &str,
@@ -156,9 +156,9 @@ async fn send_code<C: ConnectionTrait>(
     e.code_failed_attempts = 0;
     e.sends += 1;
     e.last_sent_at = Some(now);
-    e.integration_id = Some(caller.integration_id);
-    e.is_sandbox = caller.is_sandbox;
-    e.terminal_id = caller.terminal_id.clone();
+    e.integration_id = Some(acting.integration_id);
+    e.is_sandbox = acting.is_sandbox;
+    e.terminal_id = acting.terminal_id.clone();
     e.updated_at = now;
     let token = token(sealer, e);
     let link = policy.link_base.as_deref().map(|b| {
@@ -171,9 +171,9 @@ async fn send_code<C: ConnectionTrait>(
         c,
         sealer,
         SmsRequest {
-            integration_id: caller.integration_id,
+            integration_id: acting.integration_id,
             merchant_id: Some(e.merchant_id),
-            is_sandbox: caller.is_sandbox,
+            is_sandbox: acting.is_sandbox,
             phone: phone.to_string(),
             kind: "enrollment".into(),
             body: sms_body(e.language.as_deref(), &code, link.as_deref()),

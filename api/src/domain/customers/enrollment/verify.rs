@@ -18,7 +18,7 @@ use crate::domain::customers::proof_window::event;
 
 use crate::{
     domain::{
-        credentials::caller::Caller,
+        credentials::scope::Acting,
         customers::wallets::{self, Balance, VERIFIED},
         incentives::grant_events,
         ledger::{self, Account},
@@ -249,11 +249,11 @@ pub struct Verified {
 pub async fn verify<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     proof: &Proof,
     now: DateTime<Utc>,
 ) -> Result<Verified, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     let found = match proof {
         Proof::Token(t) => {
             let id = parse_token(sealer, merchant, t).ok_or_else(bad_token)?;

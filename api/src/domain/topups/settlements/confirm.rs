@@ -12,7 +12,7 @@ use crate::domain::topups::settlements::{
 
 use crate::{
     domain::{
-        credentials::caller::Caller,
+        credentials::scope::Acting,
         customers::wallets::Balance,
         customers::{self, IdentityCredential},
         outbox::events::NewOutbox,
@@ -221,16 +221,16 @@ pub(super) fn unusable(issue: &str, message: String) -> ApiError {
 pub async fn confirm<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    caller: &Caller,
+    acting: &Acting,
     proof_window: Duration,
     req: Confirm,
     now: DateTime<Utc>,
 ) -> Result<Confirmed, ApiError> {
-    let merchant = caller.acting.merchant_id;
-    customers::require_supported(c, caller.integration_id, &req.customer).await?;
+    let merchant = acting.merchant_id;
+    customers::require_supported(c, acting.integration_id, &req.customer).await?;
     let s = store::incentives::lock_settlement(
         c,
-        caller.integration_id,
+        acting.integration_id,
         merchant,
         &req.settlement_reference,
     )
@@ -272,7 +272,7 @@ pub async fn confirm<C: ConnectionTrait>(
         Ok(topup::Model {
             id,
             merchant_id: merchant,
-            integration_id: caller.integration_id,
+            integration_id: acting.integration_id,
             kind: "settlement".into(),
             order_ref: s.reference.clone(),
             sku_id: None,
@@ -289,9 +289,9 @@ pub async fn confirm<C: ConnectionTrait>(
             currency: w.currency.clone(),
             fingerprint: fingerprint.clone(),
             result: serde_json::to_value(outcome).map_err(ApiError::internal)?,
-            branch_id: caller.acting.branch_id,
-            terminal_id: caller.terminal_id.clone(),
-            cashier_id: caller.acting.cashier_id.clone(),
+            branch_id: acting.branch_id,
+            terminal_id: acting.terminal_id.clone(),
+            cashier_id: acting.cashier_id.clone(),
             service_session_id: None,
             posting_id: Uuid::nil(),
             created_at: now,

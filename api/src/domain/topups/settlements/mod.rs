@@ -22,7 +22,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::domain::{
-    credentials::caller::Caller,
+    credentials::scope::Acting,
     incentives::reload_bonus,
     outbox::events::{NewOutbox, OutboxKind},
     topups::{self, BonusGrant},
@@ -83,26 +83,26 @@ fn event(
 /// change. The first report fires topup.requested, a failure topup.failed.
 pub async fn ingest<C: ConnectionTrait>(
     c: &C,
-    caller: &Caller,
+    acting: &Acting,
     proof_window: Duration,
     r: Report,
     now: DateTime<Utc>,
 ) -> Result<settlement::Model, ApiError> {
-    let merchant = caller.acting.merchant_id;
+    let merchant = acting.merchant_id;
     let state = parse_state(&r.state)
         .ok_or_else(|| ApiError::field("/state", "invalid", "PENDING, SETTLED or FAILED"))?;
     crate::domain::platform::currencies::require_currency(c, merchant, &r.currency).await?;
     let fresh = settlement::Model {
         id: Uuid::now_v7(),
         merchant_id: merchant,
-        integration_id: caller.integration_id,
+        integration_id: acting.integration_id,
         reference: r.reference.clone(),
         amount_minor: r.amount_minor,
         currency: r.currency.clone(),
         state,
         provider: r.provider.clone(),
         failure_reason: r.failure_reason.clone(),
-        is_sandbox: caller.is_sandbox,
+        is_sandbox: acting.is_sandbox,
         topup_id: None,
         created_at: now,
         updated_at: now,
@@ -121,7 +121,7 @@ pub async fn ingest<C: ConnectionTrait>(
         return Ok(fresh);
     }
     let mut s =
-        store::incentives::lock_settlement(c, caller.integration_id, merchant, &r.reference)
+        store::incentives::lock_settlement(c, acting.integration_id, merchant, &r.reference)
             .await?
             .ok_or_else(|| ApiError::not_found("Settlement"))?;
     if s.amount_minor != r.amount_minor || s.currency != r.currency {

@@ -14,7 +14,7 @@ use crate::{
         openapi::tags::Tag,
         pipeline::auth::TerminalJwtAuth,
         pipeline::body::{Documented, JsonBody, Validate},
-        pipeline::common::{RequestContext, RequestMeta, caller},
+        pipeline::common::{RequestContext, RequestMeta, in_context},
         pipeline::mutation::Idempotent,
         pipeline::reply::Reply,
     },
@@ -104,7 +104,7 @@ impl ClaimsApi {
         let shared = state.0;
         let guarded = async move || named.credentials(shared, p).await;
         key.run_prepared(&auth.0, &body, guarded, async move |txn, acting, named| {
-            let who = caller(p, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let c = enrollment::claim(txn, &st.sealer, &who, &named, who.now()).await?;
             let (released_grants, skipped_grants, wallets) = released_parts(&c.released);
             Ok(Outcome::new(ClaimResult {

@@ -17,7 +17,7 @@ use crate::http::{
     openapi::tags::Tag,
     pipeline::auth::TerminalJwtAuth,
     pipeline::body::{JsonBody, Validate},
-    pipeline::common::{RequestContext, RequestMeta, caller, optional_uuid, phone, ts},
+    pipeline::common::{RequestContext, RequestMeta, in_context, optional_uuid, phone, ts},
     pipeline::mutation::Idempotent,
     pipeline::reply::Reply,
 };
@@ -227,7 +227,6 @@ impl EnrollmentApi {
         body: JsonBody<EnrollInitiateRequest>,
     ) -> poem::Result<Reply<EnrollmentResult>> {
         let st = state.0.clone();
-        let p = &auth.0;
         let b = &body.value;
         let mut e = Errors::default();
         let req = Initiate {
@@ -240,7 +239,7 @@ impl EnrollmentApi {
         };
         e.finish()?;
         key.run(&auth.0, &body, async move |txn, acting| {
-            let who = caller(p, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let r =
                 enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, who.now()).await?;
             Ok(Outcome::new(enrollment_result(
@@ -274,7 +273,6 @@ impl EnrollmentApi {
         body: JsonBody<EnrollResendRequest>,
     ) -> poem::Result<Reply<EnrollmentResult>> {
         let st = state.0.clone();
-        let p = &auth.0;
         let b = &body.value;
         let mut e = Errors::default();
         let target = b.target(&mut e);
@@ -282,7 +280,7 @@ impl EnrollmentApi {
         e.finish()?;
         let target = target.ok_or_else(|| ApiError::internal("validated target"))?;
         key.run(&auth.0, &body, async move |txn, acting| {
-            let who = caller(p, acting, &b.context);
+            let who = in_context(acting, &b.context);
             let r = enrollment::resend(
                 txn,
                 &st.sealer,

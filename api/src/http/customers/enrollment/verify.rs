@@ -12,7 +12,7 @@ use crate::http::{
     openapi::tags::Tag,
     pipeline::auth::TerminalJwtAuth,
     pipeline::body::{JsonBody, Validate},
-    pipeline::common::{RequestContext, RequestMeta, caller, phone, ts},
+    pipeline::common::{RequestContext, RequestMeta, in_context, phone, ts},
     pipeline::mutation::Idempotent,
     pipeline::reply::Reply,
 };
@@ -301,7 +301,7 @@ impl VerifyApi {
                 Ok(proof)
             },
             async move |txn, acting, proof| {
-                let who = caller(p, acting, &b.context);
+                let who = in_context(acting, &b.context);
                 let v = enrollment::verify(txn, &st.sealer, &who, &proof, who.now()).await?;
                 let (released_grants, _, wallets) = released_parts(&v.released);
                 Ok(Outcome::new(EnrollVerifyResult {
