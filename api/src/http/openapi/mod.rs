@@ -188,7 +188,8 @@ pub fn service() -> OpenApiService<Apis, ()> {
 const DESCRIPTION: &str = "Every response uses the envelope `{ok, data, error, meta}`; \
 branch on `error.code`. Amounts are integers in minor units (`*_minor`) with an ISO-4217 \
 `currency`. Mutating calls need an `Idempotency-Key` header (a UUID) and the request \
-envelope (`meta.api_version` = 2026-06-01). A retry with the same key and body replays the \
+envelope (`meta.api_version` = 2026-06-01); on `POST /identify` and the operators' actions \
+the key is optional, and sent it works as everywhere else. A retry with the same key and body replays the \
 stored response byte for byte (only `meta.idempotency_replayed` differs) for as long as it is \
 kept, without validating the retry again; the same key with another body is \
 IDEMPOTENCY_KEY_REUSED. Each operation carries `x-stability` (`ga` or \
