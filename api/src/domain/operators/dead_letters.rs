@@ -218,6 +218,65 @@ pub fn reason(r: &str) -> Result<&str, ApiError> {
     Ok(r)
 }
 
+/// A dead letter as the operator tools show it: the domain's read model, so the HTTP edge
+/// names no table.
+#[derive(Clone, Debug)]
+pub struct DeadLetter {
+    pub id: Uuid,
+    pub job_id: Uuid,
+    pub queue: String,
+    pub job_type: String,
+    pub merchant_id: Option<Uuid>,
+    pub status: DeadLetterStatus,
+    pub attempts: i32,
+    pub last_error: String,
+    /// Every failed attempt: `{attempt, at, error}`.
+    pub error_history: Value,
+    pub first_enqueued_at: DateTime<Utc>,
+    pub dead_at: DateTime<Utc>,
+    pub replay_count: i32,
+    pub purge_reason: Option<String>,
+}
+
+impl From<dead_letter::Model> for DeadLetter {
+    fn from(d: dead_letter::Model) -> Self {
+        DeadLetter {
+            id: d.id,
+            job_id: d.job_id,
+            queue: d.queue,
+            job_type: d.job_type,
+            merchant_id: d.merchant_id,
+            status: d.status,
+            attempts: d.attempts,
+            last_error: d.last_error,
+            error_history: d.error_history,
+            first_enqueued_at: d.first_enqueued_at,
+            dead_at: d.dead_at,
+            replay_count: d.replay_count,
+            purge_reason: d.purge_reason,
+        }
+    }
+}
+
+/// Up to `limit` letters matching `f`, newest first, below the cursor `before`.
+pub async fn list(
+    db: &Db,
+    f: &Filter,
+    before: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<DeadLetter>, ApiError> {
+    let rows = store::queues::dead_letters::list(db, f, before, limit).await?;
+    Ok(rows.into_iter().map(DeadLetter::from).collect())
+}
+
+/// One letter, whatever its status.
+pub async fn find(db: &Db, id: Uuid) -> Result<DeadLetter, ApiError> {
+    store::queues::dead_letters::find(db, id)
+        .await?
+        .map(DeadLetter::from)
+        .ok_or_else(|| ApiError::not_found("Dead letter"))
+}
+
 /// Replays one letter. `why` is optional here (the HTTP operation takes none); the console
 /// and bulk replays always give one.
 pub async fn replay(

@@ -27,7 +27,6 @@ use crate::{
     error::ApiError,
     idempotency::Outcome,
     state::AppState,
-    store,
 };
 
 pub struct OperatorDeadLettersApi;
@@ -153,7 +152,7 @@ pub struct BulkDeadLetterResult {
 /// Steps listed in a bulk action's response.
 const BULK_LISTED: usize = 100;
 
-fn dead_letter_view(d: entities::dead_letter::Model) -> DeadLetterView {
+fn dead_letter_view(d: dead_letters::DeadLetter) -> DeadLetterView {
     let ts = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
     DeadLetterView {
         dead_letter_id: d.id.to_string(),
@@ -273,9 +272,7 @@ impl OperatorDeadLettersApi {
         };
         let f = dead_letters::parse_filter(&input, chrono::Utc::now()).map_err(query_fields)?;
         let before = crate::http::pipeline::cursor::after("dead_letter", &cursor.0)?;
-        let rows = store::queues::dead_letters::list(&state.0.db, &f, before, limit + 1)
-            .await
-            .map_err(ApiError::from)?;
+        let rows = dead_letters::list(&state.0.db, &f, before, limit + 1).await?;
         let (rows, more) = crate::domain::page_of(rows, limit);
         let page = crate::http::pipeline::cursor::page("dead_letter", &rows, more, |d| d.id);
         Ok(Reply::page(
@@ -297,10 +294,7 @@ impl OperatorDeadLettersApi {
         dead_letter_id: Path<UuidText>,
     ) -> poem::Result<Reply<DeadLetterView>> {
         let id = self::dead_letter_id(&dead_letter_id.0)?;
-        let d = store::queues::dead_letters::find(&state.0.db, id)
-            .await
-            .map_err(ApiError::from)?
-            .ok_or_else(|| ApiError::not_found("Dead letter"))?;
+        let d = dead_letters::find(&state.0.db, id).await?;
         Ok(Reply::ok(&dead_letter_view(d)))
     }
 

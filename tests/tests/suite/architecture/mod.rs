@@ -170,7 +170,6 @@ const HTTP_STILL_NAMING_PERSISTENCE: &[&str] = &[
     "http::incentives::budgets",
     "http::incentives::offers",
     "http::incentives::reload_bonus",
-    "http::operator::dead_letters",
     "http::payments",
     "http::payments::checkout",
     "http::payments::reverse",
