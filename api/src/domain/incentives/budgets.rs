@@ -27,13 +27,51 @@ pub struct NewBudget {
     pub limit_minor: i64,
 }
 
+/// A budget as partners read it: the domain's read model, so the HTTP edge names no table.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    pub name: String,
+    pub currency: String,
+    pub limit_minor: i64,
+    /// Promotional credit its accruals issued (reversed cashback comes back).
+    pub spent_minor: i64,
+    /// What it can still issue: never below zero, though a resize may leave the limit
+    /// under what was spent.
+    pub remaining_minor: i64,
+    pub active: bool,
+    /// Changes with every update and accrual: the compare-and-swap token.
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<budget::Model> for Budget {
+    fn from(b: budget::Model) -> Self {
+        Budget {
+            id: b.id,
+            merchant_id: b.merchant_id,
+            remaining_minor: (b.limit_minor - b.spent_minor).max(0),
+            name: b.name,
+            currency: b.currency,
+            limit_minor: b.limit_minor,
+            spent_minor: b.spent_minor,
+            active: b.active,
+            version: b.version,
+            created_at: b.created_at,
+            updated_at: b.updated_at,
+        }
+    }
+}
+
 pub async fn create<C: ConnectionTrait>(
     c: &C,
     integration_id: Uuid,
     merchant: Uuid,
     b: NewBudget,
     now: DateTime<Utc>,
-) -> Result<budget::Model, ApiError> {
+) -> Result<Budget, ApiError> {
     crate::domain::platform::currencies::require_currency(c, merchant, &b.currency).await?;
     Ok(store::incentives::insert_budget(
         c,
@@ -51,7 +89,8 @@ pub async fn create<C: ConnectionTrait>(
             updated_at: now,
         },
     )
-    .await?)
+    .await?
+    .into())
 }
 
 pub async fn get<C: ConnectionTrait>(
@@ -64,15 +103,21 @@ pub async fn get<C: ConnectionTrait>(
         .ok_or_else(|| ApiError::not_found("Budget"))
 }
 
+/// The merchant's budget `id`, as partners read it.
+pub async fn show<C: ConnectionTrait>(c: &C, merchant: Uuid, id: Uuid) -> Result<Budget, ApiError> {
+    get(c, merchant, id).await.map(Budget::from)
+}
+
 /// A page of the merchant's budgets, oldest first.
 pub async fn list<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
     after: Option<Uuid>,
     limit: u64,
-) -> Result<(Vec<budget::Model>, bool), ApiError> {
+) -> Result<(Vec<Budget>, bool), ApiError> {
     let rows = store::incentives::budgets_page(c, merchant, after, limit + 1).await?;
-    Ok(crate::domain::page_of(rows, limit))
+    let (rows, more) = crate::domain::page_of(rows, limit);
+    Ok((rows.into_iter().map(Budget::from).collect(), more))
 }
 
 /// A change of a budget's terms; `None` keeps the current value.
@@ -101,7 +146,7 @@ pub async fn change<C: ConnectionTrait>(
     id: Uuid,
     ch: Change,
     now: DateTime<Utc>,
-) -> Result<budget::Model, ApiError> {
+) -> Result<Budget, ApiError> {
     for _ in 0..MAX_ROUNDS {
         let b = get(c, merchant, id).await?;
         if ch.expected_version.is_some_and(|v| v != b.version) {
@@ -121,7 +166,7 @@ pub async fn change<C: ConnectionTrait>(
         let name = ch.name.clone().unwrap_or_else(|| b.name.clone());
         let active = ch.active.unwrap_or(b.active);
         if store::incentives::cas_terms(c, id, b.version, &name, limit, active, now).await? {
-            return get(c, merchant, id).await;
+            return show(c, merchant, id).await;
         }
         if ch.expected_version.is_some() {
             // Someone else's change (an accrual, say) landed between our read and write.

@@ -3,7 +3,6 @@
 use crate::http::pipeline::fields::CurrencyCode;
 use crate::http::pipeline::fields::UuidText;
 use crate::http::pipeline::fields::{AmountMinor, IntIn};
-use entities::budget;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -116,14 +115,14 @@ pub struct BudgetView {
     pub updated_at: String,
 }
 
-pub(super) fn budget_view(b: &budget::Model) -> BudgetView {
+pub(super) fn budget_view(b: &budgets::Budget) -> BudgetView {
     BudgetView {
         budget_id: b.id.to_string(),
         name: b.name.clone(),
-        currency: b.currency.to_string(),
+        currency: b.currency.clone(),
         limit_minor: b.limit_minor,
         spent_minor: b.spent_minor,
-        remaining_minor: (b.limit_minor - b.spent_minor).max(0),
+        remaining_minor: b.remaining_minor,
         active: b.active,
         version: b.version,
         merchant_id: b.merchant_id.to_string(),
@@ -234,7 +233,7 @@ impl BudgetsApi {
         let id = path_uuid("path:budgetId", &budget_id.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
         Ok(Reply::ok(&budget_view(
-            &budgets::get(&st.db, merchant, id).await?,
+            &budgets::show(&st.db, merchant, id).await?,
         )))
     }
 

@@ -167,7 +167,6 @@ const HTTP_STILL_NAMING_PERSISTENCE: &[&str] = &[
     "http::customers",
     "http::customers::enrollment",
     "http::incentives",
-    "http::incentives::budgets",
     "http::incentives::offers",
     "http::incentives::reload_bonus",
     "http::payments",
