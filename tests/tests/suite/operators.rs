@@ -22,6 +22,23 @@ async fn act(app: &TestApp, key: &str, integration: &str, what: &str, reason: &s
     .await
 }
 
+/// The audited actions on `targets`, newest first.
+async fn audited(app: &TestApp, key: &str, targets: &[String]) -> Vec<String> {
+    let log = send(
+        app.get("/operator/audit-log?limit=200")
+            .header("x-operator-key", key),
+    )
+    .await;
+    assert_eq!(log.status, 200, "{}", log.body);
+    log.body["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| targets.iter().any(|t| e["target_id"] == t.as_str()))
+        .map(|e| e["action"].as_str().unwrap().to_string())
+        .collect()
+}
+
 #[tokio::test]
 async fn a_suspended_integrations_keys_fail_at_once_and_work_again_after_reactivation() {
     let app = TestApp::spawn().await;
@@ -226,18 +243,7 @@ async fn operators_list_show_replay_and_purge_dead_letters_over_http() {
     assert_eq!(purge.body["data"]["outcome"], "purged");
     assert_eq!(replay(b).await.body["data"]["outcome"], "unchanged");
 
-    let log = send(
-        app.get("/operator/audit-log?limit=200")
-            .header("x-operator-key", &ops),
-    )
-    .await;
-    let actions: Vec<&str> = log.body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["target_id"] == a.to_string() || e["target_id"] == b.to_string())
-        .map(|e| e["action"].as_str().unwrap())
-        .collect();
+    let actions = audited(&app, &ops, &[a.to_string(), b.to_string()]).await;
     assert_eq!(actions.len(), 2, "{actions:?}");
     // Partners never reach these routes.
     let r = send(
@@ -522,18 +528,7 @@ async fn an_operator_action_with_an_idempotency_key_replays_its_first_answer_and
     malformed.assert_field_error("header:Idempotency-Key");
     assert_eq!(tests::key_works(&app, &t.platform_key).await, 200);
 
-    let log = send(
-        app.get("/operator/audit-log?limit=200")
-            .header("x-operator-key", &ops),
-    )
-    .await;
-    let actions: Vec<&str> = log.body["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["target_id"] == integration.as_str())
-        .map(|e| e["action"].as_str().unwrap())
-        .collect();
+    let actions = audited(&app, &ops, std::slice::from_ref(&integration)).await;
     assert_eq!(
         actions,
         ["integration.reactivate", "integration.suspend"],
