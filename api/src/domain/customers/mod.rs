@@ -6,7 +6,7 @@ pub mod identity;
 pub mod proof_window;
 pub mod wallets;
 use chrono::{DateTime, Utc};
-use entities::{payment, promo_grant, wallet, wallet_user, wallet_user::WalletUserState};
+use entities::{wallet, wallet_user, wallet_user::WalletUserState};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -362,9 +362,9 @@ pub use crate::store::ledger::WalletActivity as Activity;
 pub struct Lookup {
     pub resolution: Resolution,
     pub identity_state: Option<String>,
-    pub recent_payments: Vec<payment::Model>,
+    pub recent_payments: Vec<crate::domain::payments::Payment>,
     pub recent_activity: Vec<Activity>,
-    pub grants: Vec<promo_grant::Model>,
+    pub grants: Vec<crate::domain::incentives::grants::Grant>,
     /// Actual money the merchant holds for the customer after a lapsed enrollment.
     pub escrowed_actual_minor: i64,
 }
@@ -417,8 +417,16 @@ pub async fn lookup<C: ConnectionTrait>(
         return Ok(out);
     };
     out.identity_state = Some(identity.state.as_str().to_string());
-    out.recent_payments = store::payments::recent_of_wallet(c, wallet.id, LOOKUP_RECENT).await?;
+    out.recent_payments = store::payments::recent_of_wallet(c, wallet.id, LOOKUP_RECENT)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect();
     out.recent_activity = store::ledger::wallet_activity(c, wallet.id, 20).await?;
-    out.grants = store::customers::wallets::recent_grants(c, wallet.id, 20).await?;
+    out.grants = store::customers::wallets::recent_grants(c, wallet.id, 20)
+        .await?
+        .into_iter()
+        .map(Into::into)
+        .collect();
     Ok(out)
 }

@@ -19,6 +19,38 @@ use crate::{error::ApiError, store};
 
 pub const STATES: &[&str] = &["LOCKED", "RELEASED", "CONSUMED", "EXPIRED", "CLAWED_BACK"];
 
+/// A promotional grant as partners read it: the domain's read model, so the HTTP edge names
+/// no table.
+#[derive(Clone, Debug)]
+pub struct Grant {
+    pub id: Uuid,
+    pub wallet_id: Uuid,
+    /// What issued it: CASHBACK, an offer's reward, a top-up bonus, an adjustment ...
+    pub source: String,
+    pub state: PromoGrantState,
+    pub currency: String,
+    pub original_minor: i64,
+    pub remaining_minor: i64,
+    pub expires_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<promo_grant::Model> for Grant {
+    fn from(g: promo_grant::Model) -> Self {
+        Grant {
+            id: g.id,
+            wallet_id: g.wallet_id,
+            source: g.source,
+            state: g.state,
+            currency: g.currency,
+            original_minor: g.original_minor,
+            remaining_minor: g.remaining_minor,
+            expires_at: g.expires_at,
+            created_at: g.created_at,
+        }
+    }
+}
+
 /// A page of the identity's grants (all its wallets), newest first.
 pub async fn list<C: ConnectionTrait>(
     c: &C,
@@ -28,7 +60,7 @@ pub async fn list<C: ConnectionTrait>(
     source: Option<&str>,
     after: Option<Uuid>,
     limit: u64,
-) -> Result<(Vec<promo_grant::Model>, bool), ApiError> {
+) -> Result<(Vec<Grant>, bool), ApiError> {
     store::customers::wallets::find_identity(c, merchant, wallet_user_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Customer"))?;
@@ -39,7 +71,8 @@ pub async fn list<C: ConnectionTrait>(
         .collect();
     let rows = store::customers::wallets::grants_page(c, &wallets, state, source, after, limit + 1)
         .await?;
-    Ok(crate::domain::page_of(rows, limit))
+    let (rows, more) = crate::domain::page_of(rows, limit);
+    Ok((rows.into_iter().map(Grant::from).collect(), more))
 }
 
 fn grant_event(
@@ -145,7 +178,7 @@ pub async fn take_back_bonus<C: ConnectionTrait>(
 
 #[derive(Clone, Debug)]
 pub struct ClawedBack {
-    pub grant: promo_grant::Model,
+    pub grant: Grant,
     pub clawed_back_minor: i64,
     pub balance_after: Balance,
 }
@@ -217,7 +250,7 @@ pub async fn clawback<C: ConnectionTrait>(
         }
     };
     Ok(ClawedBack {
-        grant,
+        grant: grant.into(),
         clawed_back_minor,
         balance_after,
     })

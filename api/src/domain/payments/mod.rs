@@ -11,15 +11,17 @@ pub mod checkout;
 mod otp;
 mod pay;
 mod qr;
+mod read;
 mod reverse;
 
 pub use basket::*;
 pub use otp::*;
 pub use pay::*;
 pub use qr::*;
+pub use read::{Payment, PromoPart, Refund, Reversibility, WithRefunds, reversibility};
 pub use reverse::*;
 
-use entities::{payment, payment_refund, wallet_user};
+use entities::{payment, wallet_user};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -38,28 +40,6 @@ pub const QR_TTL_SECS: i64 = 300;
 const QR_PREFIX: &str = "wq1.";
 /// Short codes avoid letters and digits that read alike (0/O, 1/I/L).
 const SHORT_CODE_ALPHABET: &[u8] = b"23456789ABCDEFGHJKMNPQRSTUVWXYZ";
-
-/// What may still happen to a payment: a void while nothing of it was refunded, refunds
-/// while it is completed, up to what was not refunded yet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reversibility {
-    pub voidable: bool,
-    pub refundable: bool,
-    pub refundable_minor: i64,
-}
-
-pub fn reversibility(p: &payment::Model) -> Reversibility {
-    let completed = p.status == payment::PaymentStatus::Completed;
-    Reversibility {
-        voidable: completed && p.refunded_minor == 0,
-        refundable: completed,
-        refundable_minor: if completed {
-            p.amount_minor - p.refunded_minor
-        } else {
-            0
-        },
-    }
-}
 
 /// How the customer is named in a mint.
 #[derive(Clone, Debug)]
@@ -137,21 +117,34 @@ pub async fn find_visible<C: ConnectionTrait>(
     c: &C,
     principal: &Principal,
     id: Uuid,
-) -> Result<payment::Model, ApiError> {
+) -> Result<Payment, ApiError> {
     let not_found = || ApiError::not_found("Payment");
     let p = store::payments::find(c, id).await?.ok_or_else(not_found)?;
     if visible(c, principal, &p).await? {
-        Ok(p)
+        Ok(p.into())
     } else {
         Err(not_found())
     }
 }
 
+/// A payment the caller may see with its refunds, or NOT_FOUND.
+pub async fn show<C: ConnectionTrait>(
+    c: &C,
+    principal: &Principal,
+    id: Uuid,
+) -> Result<WithRefunds, ApiError> {
+    let payment = find_visible(c, principal, id).await?;
+    let refunds = refunds_of(c, payment.id).await?;
+    Ok(WithRefunds { payment, refunds })
+}
+
+/// A payment's refunds and its void, oldest first.
 pub async fn refunds_of<C: ConnectionTrait>(
     c: &C,
     payment_id: Uuid,
-) -> Result<Vec<payment_refund::Model>, ApiError> {
-    Ok(store::payments::refunds_of(c, payment_id).await?)
+) -> Result<Vec<Refund>, ApiError> {
+    let rows = store::payments::refunds_of(c, payment_id).await?;
+    Ok(rows.into_iter().map(Refund::from).collect())
 }
 
 #[cfg(test)]

@@ -8,7 +8,8 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::domain::payments::{
-    BasketLine, WRONG_OTP, check_basket, check_session, otp_invalid, pending_proof, replayed,
+    BasketLine, Payment, WRONG_OTP, check_basket, check_session, otp_invalid, pending_proof,
+    replayed,
 };
 
 use crate::{
@@ -166,10 +167,10 @@ pub(super) async fn take_credential<C: ConnectionTrait>(
 
 /// A completed (or later voided) payment with the balance right after it.
 pub struct Paid {
-    pub payment: payment::Model,
+    pub payment: Payment,
     pub balance_after: Balance,
     /// The CASHBACK grant the payment earned under its program's rule, if any.
-    pub cashback: Option<entities::promo_grant::Model>,
+    pub cashback: Option<crate::domain::incentives::grants::Grant>,
 }
 
 pub(super) fn split_json(grants: &[(Uuid, i64)]) -> serde_json::Value {
@@ -342,9 +343,9 @@ pub async fn pay<Turn: Send>(
     store::outbox::defer_all(&mut writes, events);
     c.defer(writes);
     Ok(Paid {
-        payment: p,
+        payment: p.into(),
         balance_after: after,
-        cashback: cashback.map(|a| a.grant),
+        cashback: cashback.map(|a| a.grant.into()),
     })
 }
 

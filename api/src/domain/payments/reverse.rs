@@ -1,12 +1,14 @@
 //! Void and refund: the payment is locked, then the wallet, and what earlier refunds
 //! returned decides what this one may (actual money first, then each grant's part while
 //! the grant is usable, the rest forfeited); rewards are taken back in proportion.
-use entities::{payment, payment::PaymentStatus, payment_refund};
+use entities::{payment::PaymentStatus, payment_refund};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::domain::payments::{payment_event, split_from_json, split_json, visible};
+use crate::domain::payments::{
+    Payment, Refund, payment_event, split_from_json, split_json, visible,
+};
 
 use crate::{
     domain::{
@@ -22,11 +24,11 @@ use crate::{
 
 #[derive(Clone, Debug)]
 pub struct Reversal {
-    pub payment: payment::Model,
+    pub payment: Payment,
     /// What the reversal took back of the payment's rewards (cashback, an offer's).
     pub rewards: rewards::Reversed,
     /// None when a void found the payment already voided (a no-op).
-    pub refund: Option<payment_refund::Model>,
+    pub refund: Option<Refund>,
     pub balance_after: Balance,
 }
 
@@ -88,7 +90,7 @@ pub async fn reverse<C: ConnectionTrait>(
         if kind == ReversalKind::Void {
             let balance_after = wallets::current_balance(c, &w, now).await?;
             return Ok(Reversal {
-                payment: p,
+                payment: p.into(),
                 rewards: rewards::Reversed::default(),
                 refund: None,
                 balance_after,
@@ -219,9 +221,9 @@ pub async fn reverse<C: ConnectionTrait>(
     ));
     store::outbox::append_all(c, events).await?;
     Ok(Reversal {
-        payment: p,
+        payment: p.into(),
         rewards: reversed,
-        refund: Some(refund),
+        refund: Some(refund.into()),
         balance_after,
     })
 }

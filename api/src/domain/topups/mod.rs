@@ -6,11 +6,13 @@
 //! its own transaction before anything else, so concurrent reports of the order queue on
 //! that claim and the later ones return the first one's result.
 mod credit;
+mod read;
 pub mod settlements;
 mod sku_topup;
 pub mod topup_reversals;
 
 pub(crate) use credit::*;
+pub use read::{Topup, TopupReversal};
 pub use sku_topup::*;
 
 use chrono::{DateTime, Utc};

@@ -14,6 +14,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
+use crate::domain::topups::{Topup, TopupReversal};
 use crate::domain::{
     credentials::Principal,
     customers::wallets::{self, Balance},
@@ -31,8 +32,8 @@ pub const UNATTACH: &str = "unattach";
 
 #[derive(Clone, Debug)]
 pub struct TakenBack {
-    pub topup: topup::Model,
-    pub reversal: topup_reversal::Model,
+    pub topup: Topup,
+    pub reversal: TopupReversal,
     pub balance_after: Balance,
 }
 
@@ -130,8 +131,8 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
     }
     Ok((
         TakenBack {
-            topup,
-            reversal,
+            topup: topup.into(),
+            reversal: reversal.into(),
             balance_after,
         },
         events,
@@ -233,7 +234,7 @@ pub async fn unattach<C: ConnectionTrait>(
             "wallet_user_id": t.wallet_user_id.to_string(),
             "order_ref": t.order_ref,
             "credited_actual_minor": t.credited_actual_minor,
-            "taken_back_minor": r.amount_minor,
+            "taken_back_minor": r.taken_back_minor,
             "unrecovered_minor": r.unrecovered_minor,
             "bonus_clawed_back_minor": r.bonus_clawed_back_minor,
             "currency": t.currency,
@@ -253,7 +254,7 @@ pub async fn unattach<C: ConnectionTrait>(
             "merchant_id": t.merchant_id.to_string(),
             "wallet_id": t.wallet_id.to_string(),
             "reversal_id": r.id.to_string(),
-            "taken_back_minor": r.amount_minor,
+            "taken_back_minor": r.taken_back_minor,
             "unrecovered_minor": r.unrecovered_minor,
             "bonus_clawed_back_minor": r.bonus_clawed_back_minor,
             "currency": t.currency,

@@ -10,7 +10,7 @@
 //! transitions fire transaction.disputed in the transaction's own sequence and are audited
 //! with the key that made them. One open dispute per transaction.
 use chrono::{DateTime, Utc};
-use entities::{dispute, payment::PaymentStatus, payment_refund, topup_reversal};
+use entities::{dispute, payment::PaymentStatus};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -22,8 +22,10 @@ use crate::domain::{
     operators,
     outbox::events::{NewOutbox, OutboxKind},
     payments::{self, ReversalKind},
+    topups::TopupReversal,
     topups::topup_reversals::{self, CHARGEBACK},
     transactions::corrections::{actor, none_open, same_merchant},
+    transactions::read::Dispute,
     transactions::{self, Located},
 };
 use crate::{error::ApiError, store};
@@ -105,7 +107,7 @@ pub async fn open<C: ConnectionTrait>(
     id: Uuid,
     new: NewDispute,
     now: DateTime<Utc>,
-) -> Result<dispute::Model, ApiError> {
+) -> Result<Dispute, ApiError> {
     let located = transactions::locate(c, p, integration_id, id).await?;
     same_merchant(merchant, &located)?;
     // The transaction is locked first, as every movement of its money locks it.
@@ -183,16 +185,16 @@ pub async fn open<C: ConnectionTrait>(
     store::disputes::insert(c, d.clone()).await?;
     store::outbox::append_all(c, vec![disputed_event(&d, now)]).await?;
     audit(c, p, "dispute.open", &d, Some(new.reason)).await?;
-    Ok(d)
+    Ok(d.into())
 }
 
 #[derive(Clone, Debug)]
 pub struct Resolved {
-    pub dispute: dispute::Model,
+    pub dispute: Dispute,
     /// The refund a payment dispute the customer won made.
-    pub refund: Option<payment_refund::Model>,
+    pub refund: Option<payments::Refund>,
     /// The chargeback a top-up dispute the customer won made.
-    pub reversal: Option<topup_reversal::Model>,
+    pub reversal: Option<TopupReversal>,
     /// The wallet after the money moved (None when nothing moved).
     pub balance_after: Option<Balance>,
 }
@@ -250,14 +252,20 @@ pub async fn resolve<C: ConnectionTrait>(
                         store::payments::refunds_of(c, pay.id)
                             .await?
                             .into_iter()
-                            .find(|r| r.id == m),
+                            .find(|r| r.id == m)
+                            .map(payments::Refund::from),
                         None,
                     ),
-                    Located::Topup(t) => (None, store::disputes::reversal_of(c, t.id).await?),
+                    Located::Topup(t) => (
+                        None,
+                        store::disputes::reversal_of(c, t.id)
+                            .await?
+                            .map(TopupReversal::from),
+                    ),
                 },
             };
             return Ok(Resolved {
-                dispute: d,
+                dispute: d.into(),
                 refund,
                 reversal,
                 balance_after: None,
@@ -269,7 +277,7 @@ pub async fn resolve<C: ConnectionTrait>(
         );
     }
     let mut out = Resolved {
-        dispute: d.clone(),
+        dispute: d.clone().into(),
         refund: None,
         reversal: None,
         balance_after: None,
@@ -324,7 +332,7 @@ pub async fn resolve<C: ConnectionTrait>(
                     .await?;
                     events.append(&mut taken_events);
                     d.movement_id = Some(done.reversal.id);
-                    d.recovered_minor = done.reversal.amount_minor;
+                    d.recovered_minor = done.reversal.taken_back_minor;
                     d.unrecovered_minor = done.reversal.unrecovered_minor;
                     out.reversal = Some(done.reversal);
                     out.balance_after = Some(done.balance_after);
@@ -341,6 +349,6 @@ pub async fn resolve<C: ConnectionTrait>(
     events.push(disputed_event(&d, now));
     store::outbox::append_all(c, events).await?;
     audit(c, p, "dispute.resolve", &d, note).await?;
-    out.dispute = d;
+    out.dispute = d.into();
     Ok(out)
 }

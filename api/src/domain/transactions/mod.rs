@@ -7,11 +7,16 @@
 //! reads), an unknown one NOT_FOUND.
 pub mod corrections;
 pub mod disputes;
-use entities::{dispute, outbox, payment, payment_refund, topup, topup_reversal};
+pub mod read;
+use chrono::{DateTime, Utc};
+use entities::{outbox, payment, topup};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use crate::domain::credentials::{Principal, Scope};
+use crate::domain::payments::{Payment, Refund};
+use crate::domain::topups::{Topup, TopupReversal};
+use crate::domain::transactions::read::Dispute;
 use crate::{
     error::ApiError,
     store::{
@@ -30,29 +35,6 @@ pub const STATUSES: &[&str] = &[
     "voided",
     "reversed",
 ];
-
-/// A payment's status as the feed reports it.
-pub fn status_of(p: &payment::Model) -> &'static str {
-    match (p.status, p.refunded_minor) {
-        (payment::PaymentStatus::Voided, _) => "voided",
-        (_, 0) => "completed",
-        (_, r) if r >= p.amount_minor => "refunded",
-        _ => "partially_refunded",
-    }
-}
-
-/// A top-up's status as the feed reports it: `completed` once credited; a top-up requested
-/// against a settlement still PENDING is `pending`, and `failed` if that settlement failed
-/// (neither is in the list: no money moved); `reversed` once its credit was taken back (a
-/// chargeback, or detached from a customer).
-pub fn topup_status(t: &topup::Model) -> &'static str {
-    match t.status {
-        crate::domain::topups::PENDING => "pending",
-        crate::domain::topups::FAILED => "failed",
-        crate::domain::topups::REVERSED => "reversed",
-        _ => "completed",
-    }
-}
 
 fn other_integration() -> ApiError {
     ApiError::forbidden("The transactions of another integration are not readable with this key.")
@@ -99,12 +81,12 @@ pub async fn bound<C: ConnectionTrait>(
 #[derive(Clone, Debug)]
 pub enum Transaction {
     /// The sale: the wallet debit.
-    Payment(payment::Model),
+    Payment(Payment),
     /// A refund or the void of a payment: money back to the wallet.
-    Reversal(payment_refund::Model, payment::Model),
-    Topup(topup::Model),
+    Reversal(Refund, Payment),
+    Topup(Topup),
     /// A top-up's credit taken back (chargeback or unattach).
-    TopupReversal(topup_reversal::Model, topup::Model),
+    TopupReversal(TopupReversal, Topup),
 }
 
 impl Transaction {
@@ -134,13 +116,13 @@ pub async fn page<C: ConnectionTrait>(
             store::payments::transactions_page(c, f, after, limit + 1)
                 .await?
                 .into_iter()
-                .map(Transaction::Payment),
+                .map(|p| Transaction::Payment(p.into())),
         );
         rows.extend(
             store::payments::reversals_page(c, f, after, limit + 1)
                 .await?
                 .into_iter()
-                .map(|(r, p)| Transaction::Reversal(r, p)),
+                .map(|(r, p)| Transaction::Reversal(r.into(), p.into())),
         );
     }
     if f.kind.as_deref() != Some("payment") {
@@ -148,13 +130,13 @@ pub async fn page<C: ConnectionTrait>(
             store::topups::transactions_page(c, f, after, limit + 1)
                 .await?
                 .into_iter()
-                .map(Transaction::Topup),
+                .map(|t| Transaction::Topup(t.into())),
         );
         rows.extend(
             store::disputes::reversals_page(c, f, after, limit + 1)
                 .await?
                 .into_iter()
-                .map(|(r, t)| Transaction::TopupReversal(r, t)),
+                .map(|(r, t)| Transaction::TopupReversal(r.into(), t.into())),
         );
     }
     rows.sort_by_key(|t| std::cmp::Reverse(t.id()));
@@ -230,19 +212,44 @@ pub async fn locate<C: ConnectionTrait>(
     Ok(Located::Topup(topup))
 }
 
+/// An event a transaction caused, as its detail lists it.
+#[derive(Clone, Debug)]
+pub struct RelatedEvent {
+    pub event_id: Uuid,
+    pub event_type: String,
+    pub sequence_number: i64,
+    pub occurred_at: DateTime<Utc>,
+}
+
+impl From<outbox::Model> for RelatedEvent {
+    fn from(e: outbox::Model) -> Self {
+        RelatedEvent {
+            event_id: e.event_id,
+            event_type: e.topic,
+            sequence_number: e.sequence_number,
+            occurred_at: e.occurred_at,
+        }
+    }
+}
+
+/// A transaction whole, as its detail read gives it.
 pub enum Detail {
     Payment {
-        payment: payment::Model,
-        refunds: Vec<payment_refund::Model>,
-        events: Vec<outbox::Model>,
-        disputes: Vec<dispute::Model>,
+        payment: Payment,
+        refunds: Vec<Refund>,
+        events: Vec<RelatedEvent>,
+        disputes: Vec<Dispute>,
     },
     Topup {
-        topup: topup::Model,
-        events: Vec<outbox::Model>,
-        disputes: Vec<dispute::Model>,
-        reversal: Option<topup_reversal::Model>,
+        topup: Topup,
+        events: Vec<RelatedEvent>,
+        disputes: Vec<Dispute>,
+        reversal: Option<TopupReversal>,
     },
+}
+
+fn read<M, R: From<M>>(rows: Vec<M>) -> Vec<R> {
+    rows.into_iter().map(R::from).collect()
 }
 
 pub async fn detail<C: ConnectionTrait>(
@@ -258,10 +265,10 @@ pub async fn detail<C: ConnectionTrait>(
             let refunds = store::payments::refunds_of(c, payment.id).await?;
             let events = store::outbox::events_of(c, "payment", &payment.id.to_string()).await?;
             return Ok(Detail::Payment {
-                payment,
-                refunds,
-                events,
-                disputes,
+                payment: payment.into(),
+                refunds: read(refunds),
+                events: read(events),
+                disputes: read(disputes),
             });
         }
         Located::Topup(t) => t,
@@ -282,9 +289,9 @@ pub async fn detail<C: ConnectionTrait>(
     events.sort_by_key(|e| e.id);
     let reversal = store::disputes::reversal_of(c, topup.id).await?;
     Ok(Detail::Topup {
-        topup,
-        events,
-        disputes,
-        reversal,
+        topup: topup.into(),
+        events: read(events),
+        disputes: read(disputes),
+        reversal: reversal.map(TopupReversal::from),
     })
 }

@@ -7,10 +7,10 @@ mod identity;
 
 pub use identity::*;
 
-use crate::http::pipeline::fields::UuidText;
-use entities::{payment, promo_grant};
+use crate::http::pipeline::fields::{CardFingerprint, Phone, QrPayload, ShortCode, Text, UuidText};
+use crate::http::pipeline::query_group::{Grouped, query_group};
 use poem::web::Data;
-use poem_openapi::{Object, OpenApi, param::Query};
+use poem_openapi::{Object, OpenApi};
 use serde::Deserialize;
 
 use crate::domain::credentials::Permission;
@@ -139,7 +139,7 @@ pub struct RecentPayment {
     pub created_at: String,
 }
 
-fn recent_payment(p: &payment::Model) -> RecentPayment {
+fn recent_payment(p: &crate::domain::payments::Payment) -> RecentPayment {
     RecentPayment {
         payment_id: p.id.to_string(),
         status: p.status.as_str().to_string(),
@@ -180,7 +180,7 @@ pub struct GrantItem {
     pub created_at: String,
 }
 
-pub fn grant_item(g: &promo_grant::Model) -> GrantItem {
+pub fn grant_item(g: &crate::domain::incentives::grants::Grant) -> GrantItem {
     GrantItem {
         grant_id: g.id.to_string(),
         source: g.source.clone(),
@@ -190,6 +190,21 @@ pub fn grant_item(g: &promo_grant::Model) -> GrantItem {
         currency: g.currency.clone(),
         expires_at: ts(g.expires_at),
         created_at: ts(g.created_at),
+    }
+}
+
+query_group! {
+    /// Whom the cashier panel looks up: one credential, for which merchant and program.
+    pub struct LookupQuery {
+        merchant_id: Option<UuidText> = "merchant_id",
+        branch_id: Option<UuidText> = "branch_id",
+        phone: Option<Phone> = "phone",
+        provider_customer_id: Option<Text<1, 128>> = "provider_customer_id",
+        card_fingerprint: Option<CardFingerprint> = "card_fingerprint",
+        short_code: Option<ShortCode> = "short_code",
+        qr_payload: Option<QrPayload> = "qr_payload",
+        wallet_user_id: Option<UuidText> = "wallet_user_id",
+        wallet_program_id: Option<UuidText> = "wallet_program_id",
     }
 }
 
@@ -337,32 +352,24 @@ impl CustomersApi {
         method = "get",
         operation_id = "lookupCustomer"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn lookup(
         &self,
         state: Data<&AppState>,
         auth: AnyAuth,
-        merchant_id: Query<Option<UuidText>>,
-        branch_id: Query<Option<UuidText>>,
-        phone: Query<Option<crate::http::pipeline::fields::Phone>>,
-        provider_customer_id: Query<Option<crate::http::pipeline::fields::Text<1, 128>>>,
-        card_fingerprint: Query<Option<crate::http::pipeline::fields::CardFingerprint>>,
-        short_code: Query<Option<crate::http::pipeline::fields::ShortCode>>,
-        qr_payload: Query<Option<crate::http::pipeline::fields::QrPayload>>,
-        wallet_user_id: Query<Option<UuidText>>,
-        wallet_program_id: Query<Option<UuidText>>,
+        query: Grouped<LookupQuery>,
     ) -> poem::Result<Reply<CustomerLookup>> {
         auth.require(Permission::Terminal)?;
         let st = state.0;
         let principal = auth.principal();
+        let q = query.0;
         let mut e = Errors::default();
         let given: Vec<(&str, &str)> = [
-            ("phone", phone.0.as_deref()),
-            ("provider_customer_id", provider_customer_id.0.as_deref()),
-            ("card_fingerprint", card_fingerprint.0.as_deref()),
-            ("short_code", short_code.0.as_deref()),
-            ("qr", qr_payload.0.as_deref()),
-            ("wallet_user_id", wallet_user_id.0.as_deref()),
+            ("phone", q.phone.as_deref()),
+            ("provider_customer_id", q.provider_customer_id.as_deref()),
+            ("card_fingerprint", q.card_fingerprint.as_deref()),
+            ("short_code", q.short_code.as_deref()),
+            ("qr", q.qr_payload.as_deref()),
+            ("wallet_user_id", q.wallet_user_id.as_deref()),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| (k, v)))
@@ -384,9 +391,9 @@ impl CustomersApi {
                 None
             }
         };
-        let merchant = optional_uuid(&mut e, "query:merchant_id", &merchant_id.0);
-        let branch = optional_uuid(&mut e, "query:branch_id", &branch_id.0);
-        let program = optional_uuid(&mut e, "query:wallet_program_id", &wallet_program_id.0);
+        let merchant = optional_uuid(&mut e, "query:merchant_id", &q.merchant_id);
+        let branch = optional_uuid(&mut e, "query:branch_id", &q.branch_id);
+        let program = optional_uuid(&mut e, "query:wallet_program_id", &q.wallet_program_id);
         e.finish()?;
         let merchant = match merchant {
             Some(m) => m,

@@ -1,13 +1,13 @@
 //! A customer's promotional grants: the list (`/customers/{id}/grants`) and an
 //! operator's clawback of one (`/grants/{id}/clawback`).
 use crate::http::pipeline::fields::Text;
-use crate::http::pipeline::fields::UuidText;
+use crate::http::pipeline::fields::{
+    Cursor, Field, GrantSources, GrantStates, OneOf, PageLimit, UuidText,
+};
+use crate::http::pipeline::query_group::{Grouped, query_group};
 use chrono::Utc;
 use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi,
-    param::{Path, Query},
-};
+use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::credentials::Permission;
@@ -56,6 +56,17 @@ pub struct ClawbackResult {
 
 pub struct GrantsApi;
 
+query_group! {
+    /// A customer's grants: which, and the page.
+    pub struct GrantQuery {
+        merchant_id: Option<UuidText> = "merchant_id",
+        grant_state: Option<Field<OneOf<GrantStates>>> = "state",
+        source: Option<Field<OneOf<GrantSources>>> = "source",
+        limit: Option<PageLimit> = "limit",
+        cursor: Option<Cursor> = "cursor",
+    }
+}
+
 #[OpenApi]
 impl GrantsApi {
     /// List a customer's grants
@@ -73,55 +84,41 @@ impl GrantsApi {
         operation_id = "listCustomerGrants",
         tag = "Tag::Incentives"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn list_grants(
         &self,
         state: Data<&AppState>,
         auth: AnyAuth,
         customer_id: Path<UuidText>,
-        merchant_id: Query<Option<UuidText>>,
-        #[oai(name = "state")] grant_state: Query<
-            Option<
-                crate::http::pipeline::fields::Field<
-                    crate::http::pipeline::fields::OneOf<
-                        crate::http::pipeline::fields::GrantStates,
-                    >,
-                >,
-            >,
-        >,
-        source: Query<
-            Option<
-                crate::http::pipeline::fields::Field<
-                    crate::http::pipeline::fields::OneOf<
-                        crate::http::pipeline::fields::GrantSources,
-                    >,
-                >,
-            >,
-        >,
-        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
+        query: Grouped<GrantQuery>,
     ) -> poem::Result<Reply<Vec<GrantItem>>> {
         auth.require(Permission::Terminal)?;
         let st = state.0;
         let id = path_uuid("path:customerId", &customer_id.0)?;
+        let GrantQuery {
+            merchant_id,
+            grant_state,
+            source,
+            limit,
+            cursor,
+        } = query.0;
         let mut e = Errors::default();
-        if let Some(s) = &grant_state.0 {
+        if let Some(s) = &grant_state {
             s.check(&mut e, "query:state");
         }
-        if let Some(s) = &source.0 {
+        if let Some(s) = &source {
             s.check(&mut e, "query:source");
         }
-        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = PageLimit::resolve(limit, &mut e);
         e.finish()?;
-        let after = crate::http::pipeline::cursor::after("grant", &cursor.0)?;
+        let after = crate::http::pipeline::cursor::after("grant", &cursor)?;
         let merchant =
-            crate::http::customers::merchant_of(st, auth.principal(), &merchant_id.0).await?;
+            crate::http::customers::merchant_of(st, auth.principal(), &merchant_id).await?;
         let (rows, more) = grants::list(
             &st.db,
             merchant,
             id,
-            grant_state.0.as_deref(),
-            source.0.as_deref(),
+            grant_state.as_deref(),
+            source.as_deref(),
             after,
             limit,
         )

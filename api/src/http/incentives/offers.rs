@@ -502,7 +502,7 @@ impl OffersApi {
             Ok(Outcome::new(RedeemResult {
                 offer: offer_view(&r.offer, now),
                 wallet_id: r.grant.wallet_id.to_string(),
-                grant: grant_item(&r.grant),
+                grant: grant_item(&r.grant.clone().into()),
                 balance_after: r.balance_after.into(),
             }))
         })

@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::domain::credentials::Permission;
 use crate::http::pipeline::fields::alternatives::Alternatives;
+use crate::http::pipeline::query_group::{self, Expansion};
 
 pub use crate::http::openapi::document::{OpenApiInfo, OperationInfo};
 
@@ -201,7 +202,8 @@ mints one wider than itself; see `POST /auth/keys`.";
 pub fn build() -> OpenApiInfo {
     let svc = service();
     let spec30 = svc.spec();
-    let doc30: Value = serde_json::from_str(&spec30).expect("poem-openapi emits JSON");
+    let mut doc30: Value = serde_json::from_str(&spec30).expect("poem-openapi emits JSON");
+    query_group::expand(&mut doc30, &query_groups());
     let mut doc = crate::http::openapi::openapi31::convert(doc30);
     annotate(&mut doc);
     let json = serde_json::to_string_pretty(&doc).expect("document serialises");
@@ -348,6 +350,18 @@ const BODY_RULES: &[&Alternatives] = &[
     &crate::http::customers::enrollment::CODE_NAMES_WHOSE,
     &crate::http::customers::enrollment::RESEND_TARGET,
 ];
+
+/// Every list operation's query group, for `query_group::expand`.
+fn query_groups() -> Vec<Expansion> {
+    vec![
+        Expansion::of::<crate::http::transactions::FeedQuery>(),
+        Expansion::of::<crate::http::incentives::grants::GrantQuery>(),
+        Expansion::of::<crate::http::customers::LookupQuery>(),
+        Expansion::of::<crate::http::operator::AuditQuery>(),
+        Expansion::of::<crate::http::operator::dead_letters::DeadLetterQuery>(),
+        Expansion::of::<crate::http::webhooks::events::EventQuery>(),
+    ]
+}
 
 fn annotate(doc: &mut Value) {
     add_webhooks(doc);

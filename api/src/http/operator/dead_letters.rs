@@ -3,10 +3,7 @@
 //! `wallet-worker dlq` act through the same `domain::operators::dead_letters` functions.
 use chrono::SecondsFormat;
 use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi,
-    param::{Path, Query},
-};
+use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -15,8 +12,9 @@ use crate::http::{
     openapi::tags::Tag,
     operator::{OperatorAction, OperatorAuth},
     pipeline::body::{JsonBody, Validate},
-    pipeline::fields::{DeadLetterStatuses, JobQueues, Text, UuidText},
+    pipeline::fields::{Cursor, DeadLetterStatuses, IntIn, JobQueues, PageLimit, Text, UuidText},
     pipeline::mutation::OptionalKey,
+    pipeline::query_group::{Grouped, query_group},
     pipeline::reply::Reply,
 };
 use crate::{
@@ -214,6 +212,27 @@ fn dead_letter_id(raw: &str) -> Result<Uuid, ApiError> {
     validate::uuid(&mut e, "path:deadLetterId", raw).ok_or_else(|| ApiError::validation(e.0))
 }
 
+query_group! {
+    /// Which dead letters, and the page.
+    pub struct DeadLetterQuery {
+        /// `dead` (default), `replayed` or `purged`.
+        status: Option<QueueField<DeadLetterStatuses>> = "status",
+        queue: Option<QueueField<JobQueues>> = "queue",
+        job_type: Option<QueueField<JobQueues>> = "job_type",
+        /// Only letters of the merchants linked to this integration (a platform tenant).
+        integration_id: Option<UuidText> = "integration_id",
+        merchant_id: Option<UuidText> = "merchant_id",
+        /// Only letters dead for at least this many seconds (up to ten years).
+        older_than_secs: Option<IntIn<0, 315_360_000>> = "older_than_secs",
+        /// Only letters whose last error contains this text (any case, up to 200
+        /// characters).
+        error: Option<String> = "error",
+        /// 1 to 200, default 50.
+        limit: Option<PageLimit> = "limit",
+        cursor: Option<Cursor> = "cursor",
+    }
+}
+
 #[OpenApi(tag = "Tag::Platform")]
 impl OperatorDeadLettersApi {
     /// List dead letters (operators)
@@ -224,54 +243,48 @@ impl OperatorDeadLettersApi {
         method = "get",
         operation_id = "operatorListDeadLetters"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn dead_letters(
         &self,
         state: Data<&AppState>,
         _auth: OperatorAuth,
-        /// `dead` (default), `replayed` or `purged`.
-        status: Query<Option<QueueField<DeadLetterStatuses>>>,
-        queue: Query<Option<QueueField<JobQueues>>>,
-        job_type: Query<Option<QueueField<JobQueues>>>,
-        /// Only letters of the merchants linked to this integration (a platform tenant).
-        integration_id: Query<Option<UuidText>>,
-        merchant_id: Query<Option<UuidText>>,
-        /// Only letters dead for at least this many seconds (up to ten years).
-        older_than_secs: Query<
-            Option<crate::http::pipeline::fields::IntIn<0, 315_360_000>>,
-        >,
-        /// Only letters whose last error contains this text (any case, up to 200
-        /// characters).
-        error: Query<Option<String>>,
-        /// 1 to 200, default 50.
-        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
+        query: Grouped<DeadLetterQuery>,
     ) -> poem::Result<Reply<Vec<DeadLetterView>>> {
+        let DeadLetterQuery {
+            status,
+            queue,
+            job_type,
+            integration_id,
+            merchant_id,
+            older_than_secs,
+            error,
+            limit,
+            cursor,
+        } = query.0;
         let mut e = Errors::default();
-        if let Some(v) = &status.0 {
+        if let Some(v) = &status {
             v.check(&mut e, "query:status");
         }
-        for (name, v) in [("query:queue", &queue.0), ("query:job_type", &job_type.0)] {
+        for (name, v) in [("query:queue", &queue), ("query:job_type", &job_type)] {
             if let Some(v) = v {
                 v.check(&mut e, name);
             }
         }
-        if let Some(s) = &older_than_secs.0 {
+        if let Some(s) = &older_than_secs {
             s.check(&mut e, "query:older_than_secs");
         }
-        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = PageLimit::resolve(limit, &mut e);
         e.finish()?;
         let input = dead_letters::FilterInput {
-            status: status.0.map(String::from),
-            queue: queue.0.map(String::from),
-            job_type: job_type.0.map(String::from),
-            tenant: integration_id.0.map(String::from),
-            merchant: merchant_id.0.map(String::from),
-            older_than: older_than_secs.0.map(|s| s.0.to_string()),
-            error: error.0,
+            status: status.map(String::from),
+            queue: queue.map(String::from),
+            job_type: job_type.map(String::from),
+            tenant: integration_id.map(String::from),
+            merchant: merchant_id.map(String::from),
+            older_than: older_than_secs.map(|s| s.0.to_string()),
+            error,
         };
         let f = dead_letters::parse_filter(&input, chrono::Utc::now()).map_err(query_fields)?;
-        let before = crate::http::pipeline::cursor::after("dead_letter", &cursor.0)?;
+        let before = crate::http::pipeline::cursor::after("dead_letter", &cursor)?;
         let rows = dead_letters::list(&state.0.db, &f, before, limit + 1).await?;
         let (rows, more) = crate::domain::page_of(rows, limit);
         let page = crate::http::pipeline::cursor::page("dead_letter", &rows, more, |d| d.id);

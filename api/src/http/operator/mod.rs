@@ -7,14 +7,11 @@ pub mod dead_letters;
 pub mod wallets;
 pub mod webhooks;
 use crate::http::pipeline::fields::Text;
-use crate::http::pipeline::fields::UuidText;
+use crate::http::pipeline::fields::{Cursor, PageLimit, UuidText};
+use crate::http::pipeline::query_group::{Grouped, query_group};
 use chrono::SecondsFormat;
 use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi, SecurityScheme,
-    auth::ApiKey,
-    param::{Path, Query},
-};
+use poem_openapi::{Object, OpenApi, SecurityScheme, auth::ApiKey, param::Path};
 use serde::{Deserialize, Serialize};
 
 use crate::http::pipeline::common::path_uuid;
@@ -163,6 +160,21 @@ pub struct AuditEntry {
     pub created_at: String,
 }
 
+query_group! {
+    /// Which audit entries, and the page.
+    pub struct AuditQuery {
+        /// Only this actor (as listed, e.g. `operator:<id>:<name>` or `cli:<user>`).
+        actor: Option<String> = "actor",
+        /// Only this action (e.g. `dead_letter.replay`, `integration.suspend`).
+        action: Option<String> = "action",
+        /// Only entries about this object (an integration or dead letter id).
+        target_id: Option<String> = "target_id",
+        /// 1 to 200, default 50.
+        limit: Option<PageLimit> = "limit",
+        cursor: Option<Cursor> = "cursor",
+    }
+}
+
 #[OpenApi(tag = "Tag::Platform")]
 impl OperatorApi {
     /// Suspend an integration (operators)
@@ -306,29 +318,27 @@ impl OperatorApi {
         method = "get",
         operation_id = "operatorAuditLog"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn audit_log(
         &self,
         state: Data<&AppState>,
         _auth: OperatorAuth,
-        /// Only this actor (as listed, e.g. `operator:<id>:<name>` or `cli:<user>`).
-        actor: Query<Option<String>>,
-        /// Only this action (e.g. `dead_letter.replay`, `integration.suspend`).
-        action: Query<Option<String>>,
-        /// Only entries about this object (an integration or dead letter id).
-        target_id: Query<Option<String>>,
-        /// 1 to 200, default 50.
-        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
+        query: Grouped<AuditQuery>,
     ) -> poem::Result<Reply<Vec<AuditEntry>>> {
+        let AuditQuery {
+            actor,
+            action,
+            target_id,
+            limit,
+            cursor,
+        } = query.0;
         let mut e = Errors::default();
-        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = PageLimit::resolve(limit, &mut e);
         e.finish()?;
-        let before = crate::http::pipeline::cursor::after("audit", &cursor.0)?;
+        let before = crate::http::pipeline::cursor::after("audit", &cursor)?;
         let f = store::credentials::operators::AuditFilter {
-            actor: actor.0,
-            action: action.0,
-            target_id: target_id.0,
+            actor,
+            action,
+            target_id,
             ..Default::default()
         };
         let rows = store::credentials::operators::audit_page(&state.0.db, &f, before, limit + 1)

@@ -16,7 +16,6 @@ pub use qr::*;
 pub use reverse::*;
 
 use crate::http::pipeline::fields::UuidText;
-use entities::{payment, payment_refund};
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
@@ -225,7 +224,7 @@ pub struct PaymentDetail {
     pub refunds: Vec<RefundView>,
 }
 
-pub(super) fn detail(p: &payment::Model, refunds: &[payment_refund::Model]) -> PaymentDetail {
+pub(super) fn detail(p: &payments::Payment, refunds: &[payments::Refund]) -> PaymentDetail {
     PaymentDetail {
         payment_id: p.id.to_string(),
         status: p.status.as_str().to_string(),
@@ -235,7 +234,7 @@ pub(super) fn detail(p: &payment::Model, refunds: &[payment_refund::Model]) -> P
         debited_promo_minor: p.debited_promo_minor,
         debited_actual_minor: p.debited_actual_minor,
         refunded_minor: p.refunded_minor,
-        refundable_minor: payments::reversibility(p).refundable_minor,
+        refundable_minor: p.can.refundable_minor,
         currency: p.currency.clone(),
         order_ref: p.order_ref.clone(),
         branch_id: p.branch_id.map(|b| b.to_string()),
@@ -368,7 +367,7 @@ impl PaymentsApi {
                             .as_ref()
                             .map(crate::http::customers::grant_item),
                     });
-                    let can = payments::reversibility(&p);
+                    let can = p.can;
                     out.meta = MetaExtra {
                         data_completeness_score: Some(p.data_completeness_score),
                         decision_trace_id: who_trace,
@@ -410,9 +409,8 @@ impl PaymentsApi {
         let id = path_uuid("path:id", &id.0)?;
         let st = state.0;
         // Same answer for a payment that does not exist and one the caller may not see.
-        let p = payments::find_visible(&st.db, auth.principal(), id).await?;
-        let refunds = payments::refunds_of(&st.db, p.id).await?;
-        Ok(Reply::ok(&detail(&p, &refunds)))
+        let shown = payments::show(&st.db, auth.principal(), id).await?;
+        Ok(Reply::ok(&detail(&shown.payment, &shown.refunds)))
     }
 
     /// Capture a payment (reserved)

@@ -2,7 +2,6 @@
 use crate::http::pipeline::fields::CurrencyCode;
 use crate::http::pipeline::fields::Text;
 use crate::http::pipeline::fields::UuidText;
-use entities::payment_refund;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
@@ -44,13 +43,13 @@ pub struct RefundView {
     pub created_at: String,
 }
 
-pub(crate) fn refund_view(r: &payment_refund::Model) -> RefundView {
+pub(crate) fn refund_view(r: &payments::Refund) -> RefundView {
     RefundView {
         refund_id: r.id.to_string(),
         kind: r.kind.clone(),
         amount_minor: r.amount_minor,
-        returned_actual_minor: r.to_actual_minor,
-        returned_promo_minor: r.amount_minor - r.to_actual_minor - r.forfeited_promo_minor,
+        returned_actual_minor: r.returned_actual_minor,
+        returned_promo_minor: r.returned_promo_minor,
         forfeited_promo_minor: r.forfeited_promo_minor,
         reason: r.reason.clone(),
         created_at: ts(r.created_at),

@@ -14,6 +14,7 @@ pub mod errors;
 pub mod fields;
 pub mod middleware;
 pub mod mutation;
+pub mod query_group;
 pub mod reply;
 pub mod router_answers;
 pub mod strict_json;

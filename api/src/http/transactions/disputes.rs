@@ -2,7 +2,6 @@
 //! disputes of a payment or top-up, and detaching a top-up from a customer.
 use crate::http::pipeline::fields::Text;
 use crate::http::pipeline::fields::UuidText;
-use entities::{dispute, topup_reversal};
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
@@ -20,8 +19,9 @@ use crate::http::{
 use crate::{
     domain::{
         credentials::Permission,
-        topups::topup_reversals,
+        topups::{TopupReversal, topup_reversals},
         transactions::disputes::{self, NewDispute},
+        transactions::read::Dispute,
         validate::{self, Errors},
     },
     idempotency::Outcome,
@@ -140,7 +140,7 @@ pub struct DisputeView {
     pub resolved_at: Option<String>,
 }
 
-pub(super) fn dispute_view(d: &dispute::Model) -> DisputeView {
+pub(super) fn dispute_view(d: &Dispute) -> DisputeView {
     DisputeView {
         dispute_id: d.id.to_string(),
         transaction_id: d.transaction_id.to_string(),
@@ -178,13 +178,13 @@ pub struct TopupReversalView {
     pub created_at: String,
 }
 
-pub(super) fn reversal_view(r: &topup_reversal::Model) -> TopupReversalView {
+pub(super) fn reversal_view(r: &TopupReversal) -> TopupReversalView {
     TopupReversalView {
         reversal_id: r.id.to_string(),
         topup_id: r.topup_id.to_string(),
         kind: r.kind.clone(),
         wallet_id: r.wallet_id.to_string(),
-        taken_back_minor: r.amount_minor,
+        taken_back_minor: r.taken_back_minor,
         unrecovered_minor: r.unrecovered_minor,
         bonus_clawed_back_minor: r.bonus_clawed_back_minor,
         reason: r.reason.clone(),

@@ -1,14 +1,13 @@
 //! The reconciliation feed (x-api-key): `GET /{integrationId}/transactions[/{id}]`.
 pub mod disputes;
-use crate::http::pipeline::fields::UuidText;
+use crate::http::pipeline::fields::{
+    Cursor, DateTimeText, Field, OneOf, PageLimit, TransactionKinds, TransactionStatuses, UuidText,
+};
+use crate::http::pipeline::query_group::{Grouped, query_group};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Utc};
-use entities::{payment, payment_refund, topup, topup_reversal};
 use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi,
-    param::{Path, Query},
-};
+use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::credentials::Permission;
@@ -22,6 +21,8 @@ use crate::http::{
 };
 use crate::{
     domain::{
+        payments::{Payment, Refund},
+        topups::{Topup, TopupReversal},
         transactions::{self, Detail, Transaction},
         validate::{self, Errors},
     },
@@ -30,6 +31,19 @@ use crate::{
     state::AppState,
     store::payments::{FeedStatus, TransactionFilter},
 };
+
+query_group! {
+    /// The feed's filters and page.
+    pub struct FeedQuery {
+        status: Option<Field<OneOf<TransactionStatuses>>> = "status",
+        kind: Option<Field<OneOf<TransactionKinds>>> = "type",
+        from: Option<DateTimeText> = "from",
+        to: Option<DateTimeText> = "to",
+        branch_id: Option<UuidText> = "branch_id",
+        limit: Option<PageLimit> = "limit",
+        cursor: Option<Cursor> = "cursor",
+    }
+}
 
 /// One line of the feed: one movement of money, with the transaction it belongs to.
 #[derive(Object, Serialize)]
@@ -86,7 +100,7 @@ pub struct TransactionItem {
     pub created_at: String,
 }
 
-fn topup_item(t: &topup::Model) -> TransactionItem {
+fn topup_item(t: &Topup) -> TransactionItem {
     TransactionItem {
         movement_id: t.id.to_string(),
         movement: "topup".into(),
@@ -94,7 +108,7 @@ fn topup_item(t: &topup::Model) -> TransactionItem {
         occurred_at: ts(t.created_at),
         transaction_id: t.id.to_string(),
         kind: "topup".into(),
-        status: transactions::topup_status(t).into(),
+        status: t.feed_status.into(),
         merchant_id: t.merchant_id.to_string(),
         wallet_id: t.wallet_id.to_string(),
         amount_minor: t.credited_actual_minor,
@@ -115,11 +129,11 @@ fn topup_item(t: &topup::Model) -> TransactionItem {
 }
 
 /// A top-up's credit taken back: its top-up's line, as this movement.
-fn topup_reversal_item(r: &topup_reversal::Model, t: &topup::Model) -> TransactionItem {
+fn topup_reversal_item(r: &TopupReversal, t: &Topup) -> TransactionItem {
     TransactionItem {
         movement_id: r.id.to_string(),
         movement: r.kind.clone(),
-        movement_amount_minor: r.amount_minor,
+        movement_amount_minor: r.taken_back_minor,
         occurred_at: ts(r.created_at),
         reason: r.reason.clone(),
         ..topup_item(t)
@@ -127,7 +141,7 @@ fn topup_reversal_item(r: &topup_reversal::Model, t: &topup::Model) -> Transacti
 }
 
 /// A refund or void: its payment's line, as this movement.
-fn reversal_item(r: &payment_refund::Model, p: &payment::Model) -> TransactionItem {
+fn reversal_item(r: &Refund, p: &Payment) -> TransactionItem {
     TransactionItem {
         movement_id: r.id.to_string(),
         movement: r.kind.clone(),
@@ -138,7 +152,7 @@ fn reversal_item(r: &payment_refund::Model, p: &payment::Model) -> TransactionIt
     }
 }
 
-fn item(p: &payment::Model) -> TransactionItem {
+fn item(p: &Payment) -> TransactionItem {
     TransactionItem {
         movement_id: p.id.to_string(),
         movement: "sale".into(),
@@ -146,7 +160,7 @@ fn item(p: &payment::Model) -> TransactionItem {
         occurred_at: ts(p.created_at),
         transaction_id: p.id.to_string(),
         kind: "payment".into(),
-        status: transactions::status_of(p).into(),
+        status: p.feed_status.into(),
         merchant_id: p.merchant_id.to_string(),
         wallet_id: p.wallet_id.to_string(),
         amount_minor: p.amount_minor,
@@ -304,66 +318,51 @@ impl TransactionsApi {
         method = "get",
         operation_id = "listTransactions"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn list(
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         integration_id: Path<UuidText>,
-        status: Query<
-            Option<
-                crate::http::pipeline::fields::Field<
-                    crate::http::pipeline::fields::OneOf<
-                        crate::http::pipeline::fields::TransactionStatuses,
-                    >,
-                >,
-            >,
-        >,
-        #[oai(name = "type")] kind: Query<
-            Option<
-                crate::http::pipeline::fields::Field<
-                    crate::http::pipeline::fields::OneOf<
-                        crate::http::pipeline::fields::TransactionKinds,
-                    >,
-                >,
-            >,
-        >,
-        from: Query<Option<crate::http::pipeline::fields::DateTimeText>>,
-        to: Query<Option<crate::http::pipeline::fields::DateTimeText>>,
-        branch_id: Query<Option<UuidText>>,
-        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
+        query: Grouped<FeedQuery>,
     ) -> poem::Result<Reply<Vec<TransactionItem>>> {
         auth.0.require(Permission::Reporting)?;
         let st = state.0;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         transactions::check_integration(&auth.0, integration)?;
         let mut e = Errors::default();
-        if let Some(s) = &status.0 {
+        let FeedQuery {
+            status,
+            kind,
+            from,
+            to,
+            branch_id,
+            limit,
+            cursor,
+        } = query.0;
+        if let Some(s) = &status {
             s.check(&mut e, "query:status");
         }
-        if let Some(k) = &kind.0 {
+        if let Some(k) = &kind {
             k.check(&mut e, "query:type");
         }
         let from = from
-            .0
             .as_deref()
             .and_then(|v| validate::rfc3339(&mut e, "query:from", v));
-        let to =
-            to.0.as_deref()
-                .and_then(|v| validate::rfc3339(&mut e, "query:to", v));
-        let branch = optional_uuid(&mut e, "query:branch_id", &branch_id.0);
-        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
+        let to = to
+            .as_deref()
+            .and_then(|v| validate::rfc3339(&mut e, "query:to", v));
+        let branch = optional_uuid(&mut e, "query:branch_id", &branch_id);
+        let limit = PageLimit::resolve(limit, &mut e);
         e.finish()?;
         let asked = Carried {
-            status: status.0.clone().map(String::from),
-            kind: kind.0.clone().map(String::from),
+            status: status.map(String::from),
+            kind: kind.map(String::from),
             from,
             to,
             branch_id: branch,
             after: uuid::Uuid::nil(),
         };
-        let (carried, after) = match cursor.0.as_deref() {
+        let (carried, after) = match cursor.as_deref() {
             Some(raw) => {
                 let c = decode(raw)?;
                 let given = asked.status.is_some()
@@ -465,12 +464,12 @@ impl TransactionsApi {
             ),
             found => (found?, read.served),
         };
-        let related = |events: &[entities::outbox::Model]| -> Vec<RelatedEvent> {
+        let related = |events: &[transactions::RelatedEvent]| -> Vec<RelatedEvent> {
             events
                 .iter()
                 .map(|e| RelatedEvent {
                     event_id: e.event_id.to_string(),
-                    event_type: e.topic.clone(),
+                    event_type: e.event_type.clone(),
                     sequence_number: e.sequence_number,
                     occurred_at: ts(e.occurred_at),
                 })
@@ -485,20 +484,16 @@ impl TransactionsApi {
             } => {
                 let split = p
                     .promo_split
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|x| {
-                        Some(PromoPart {
-                            grant_id: x.get(0)?.as_str()?.to_string(),
-                            amount_minor: x.get(1)?.as_i64()?,
-                        })
+                    .iter()
+                    .map(|x| PromoPart {
+                        grant_id: x.grant_id.clone(),
+                        amount_minor: x.amount_minor,
                     })
                     .collect();
                 TransactionDetail {
                     transaction_id: p.id.to_string(),
                     kind: "payment".into(),
-                    status: transactions::status_of(&p).into(),
+                    status: p.feed_status.into(),
                     merchant_id: p.merchant_id.to_string(),
                     integration_id: p.integration_id.to_string(),
                     payment: Some(detail(&p, &refunds)),
@@ -518,7 +513,7 @@ impl TransactionsApi {
             } => TransactionDetail {
                 transaction_id: t.id.to_string(),
                 kind: "topup".into(),
-                status: transactions::topup_status(&t).into(),
+                status: t.feed_status.into(),
                 merchant_id: t.merchant_id.to_string(),
                 integration_id: t.integration_id.to_string(),
                 payment: None,

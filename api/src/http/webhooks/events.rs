@@ -1,10 +1,10 @@
 //! The event feed (x-api-key, permission `webhooks`): the events the webhooks carry, pulled.
-use crate::http::pipeline::fields::UuidText;
-use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi,
-    param::{Path, Query},
+use crate::http::pipeline::fields::{
+    Cursor, DateTimeText, EventTypes, Field, OneOf, PageLimit, Text, UuidText,
 };
+use crate::http::pipeline::query_group::{Grouped, query_group};
+use poem::web::Data;
+use poem_openapi::{Object, OpenApi, param::Path};
 use serde::Serialize;
 
 use crate::http::{
@@ -52,6 +52,27 @@ fn view(e: &Event) -> EventView {
     }
 }
 
+query_group! {
+    /// Which events, and the page.
+    pub struct EventQuery {
+        /// Only this merchant's events (a platform key; a merchant's key sees its own).
+        merchant_id: Option<UuidText> = "merchant_id",
+        /// Only events of this type (the catalog's).
+        event_type: Option<Field<OneOf<EventTypes>>> = "event_type",
+        /// With `resource_id`: only the events of one resource (`payment`, `topup`,
+        /// `wallet`, `wallet_user`, `promo_grant`, `offer`, `settlement`), in which
+        /// `sequence_number` orders them.
+        resource_type: Option<Text<1, 64>> = "resource_type",
+        resource_id: Option<Text<1, 128>> = "resource_id",
+        /// Only events that occurred at or after this time (RFC 3339).
+        occurred_after: Option<DateTimeText> = "occurred_after",
+        /// Only events that occurred before this time (RFC 3339).
+        occurred_before: Option<DateTimeText> = "occurred_before",
+        limit: Option<PageLimit> = "limit",
+        cursor: Option<Cursor> = "cursor",
+    }
+}
+
 pub struct EventsApi;
 
 #[OpenApi(tag = "Tag::Webhooks")]
@@ -68,43 +89,31 @@ impl EventsApi {
     ///
     /// Permission: `webhooks`.
     #[oai(path = "/events", method = "get", operation_id = "listEvents")]
-    #[allow(clippy::too_many_arguments)]
     async fn list(
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
-        /// Only this merchant's events (a platform key; a merchant's key sees its own).
-        merchant_id: Query<Option<UuidText>>,
-        /// Only events of this type (the catalog's).
-        event_type: Query<
-            Option<
-                crate::http::pipeline::fields::Field<
-                    crate::http::pipeline::fields::OneOf<crate::http::pipeline::fields::EventTypes>,
-                >,
-            >,
-        >,
-        /// With `resource_id`: only the events of one resource (`payment`, `topup`,
-        /// `wallet`, `wallet_user`, `promo_grant`, `offer`, `settlement`), in which
-        /// `sequence_number` orders them.
-        resource_type: Query<Option<crate::http::pipeline::fields::Text<1, 64>>>,
-        resource_id: Query<Option<crate::http::pipeline::fields::Text<1, 128>>>,
-        /// Only events that occurred at or after this time (RFC 3339).
-        occurred_after: Query<Option<crate::http::pipeline::fields::DateTimeText>>,
-        /// Only events that occurred before this time (RFC 3339).
-        occurred_before: Query<Option<crate::http::pipeline::fields::DateTimeText>>,
-        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
+        query: Grouped<EventQuery>,
     ) -> poem::Result<Reply<Vec<EventView>>> {
         auth.0.require(Permission::Webhooks)?;
+        let EventQuery {
+            merchant_id,
+            event_type,
+            resource_type,
+            resource_id,
+            occurred_after,
+            occurred_before,
+            limit,
+            cursor,
+        } = query.0;
         let mut e = Errors::default();
         let merchant_id = merchant_id
-            .0
             .as_deref()
             .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
-        if let Some(t) = &event_type.0 {
+        if let Some(t) = &event_type {
             t.check(&mut e, "query:event_type");
         }
-        let resource = match (resource_type.0, resource_id.0) {
+        let resource = match (resource_type, resource_id) {
             (Some(t), Some(i)) => {
                 t.check(&mut e, "query:resource_type");
                 i.check(&mut e, "query:resource_id");
@@ -129,11 +138,9 @@ impl EventsApi {
             }
         };
         let after = occurred_after
-            .0
             .as_deref()
             .and_then(|t| validate::rfc3339(&mut e, "query:occurred_after", t));
         let before = occurred_before
-            .0
             .as_deref()
             .and_then(|t| validate::rfc3339(&mut e, "query:occurred_before", t));
         if let (Some(a), Some(b)) = (after, before)
@@ -145,12 +152,12 @@ impl EventsApi {
                 "must be later than occurred_after",
             );
         }
-        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = PageLimit::resolve(limit, &mut e);
         e.finish()?;
-        let cursor_id = crate::http::pipeline::cursor::after("event", &cursor.0)?;
+        let cursor_id = crate::http::pipeline::cursor::after("event", &cursor)?;
         let q = event_feed::Query {
             merchant_id,
-            event_type: event_type.0.map(String::from),
+            event_type: event_type.map(String::from),
             resource,
             occurred_after: after,
             occurred_before: before,

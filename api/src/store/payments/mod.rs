@@ -478,7 +478,7 @@ impl TransactionFilter {
     }
 
     /// The payment's integration and its status as the feed reports it (see
-    /// `domain::transactions::status_of`).
+    /// `domain::payments::Payment::feed_status`).
     fn payment_condition(&self) -> sea_orm::Condition {
         use sea_orm::sea_query::{Expr, ExprTrait};
         let c = Condition::all().add(payment::Column::IntegrationId.eq(self.integration_id));

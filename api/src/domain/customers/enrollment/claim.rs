@@ -73,7 +73,7 @@ pub async fn claim<C: ConnectionTrait>(
                 store::customers::wallets::grants_in_states(c, w.id, &[PromoGrantState::Locked])
                     .await?
             {
-                released.skipped.push((g, "not_verified"));
+                released.skipped.push((g.into(), "not_verified"));
             }
             let balance = wallets::current_balance(c, &w, now).await?;
             released.wallets.push((w, balance));

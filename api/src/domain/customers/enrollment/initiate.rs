@@ -46,6 +46,58 @@ pub struct Enrolled {
     pub created_identity: bool,
 }
 
+/// Where a customer's enrollment stands after an initiate or a resend, as partners read it.
+#[derive(Clone, Debug)]
+pub struct Standing {
+    pub state: wallet_user::WalletUserState,
+    pub wallet_user_id: Uuid,
+    /// None after a resend, which names no wallet.
+    pub wallet_id: Option<Uuid>,
+    pub wallet_program_id: Option<Uuid>,
+    /// None for a customer who was already verified.
+    pub enrollment_id: Option<Uuid>,
+    pub phone_masked: String,
+    /// While proof is pending: SMS left in this window, the one just sent excluded.
+    pub sends_remaining: Option<i64>,
+    /// While proof is pending: when the window for proof lapses.
+    pub expires_at: Option<DateTime<Utc>>,
+    /// While proof is pending: when the code in the latest SMS stops working.
+    pub code_expires_at: Option<DateTime<Utc>>,
+}
+
+fn standing(
+    identity: &wallet_user::Model,
+    wallet: Option<&wallet::Model>,
+    e: Option<&enrollment::Model>,
+) -> Standing {
+    let pending = e.filter(|_| identity.state != crate::domain::customers::wallets::VERIFIED);
+    Standing {
+        state: identity.state,
+        wallet_user_id: identity.id,
+        wallet_id: wallet.map(|w| w.id),
+        wallet_program_id: wallet
+            .map(|w| w.wallet_program_id)
+            .or_else(|| e.map(|e| e.wallet_program_id)),
+        enrollment_id: e.map(|e| e.id),
+        phone_masked: crate::domain::payments::masked(&identity.phone),
+        sends_remaining: pending.map(|e| i64::from(super::MAX_SENDS - e.sends)),
+        expires_at: pending.map(|e| e.expires_at),
+        code_expires_at: pending.and_then(|e| e.code_expires_at),
+    }
+}
+
+impl Enrolled {
+    pub fn standing(&self) -> Standing {
+        standing(&self.identity, Some(&self.wallet), self.enrollment.as_ref())
+    }
+}
+
+impl Resent {
+    pub fn standing(&self) -> Standing {
+        standing(&self.identity, None, Some(&self.enrollment))
+    }
+}
+
 pub(super) async fn provider_id_free<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,

@@ -3,8 +3,7 @@
 use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
 use entities::{
-    enrollment, enrollment::EnrollmentStatus, promo_grant, promo_grant::PromoGrantState, wallet,
-    wallet_user,
+    enrollment, enrollment::EnrollmentStatus, promo_grant::PromoGrantState, wallet, wallet_user,
 };
 use sea_orm::ConnectionTrait;
 use serde_json::json;
@@ -15,6 +14,7 @@ use crate::domain::customers::enrollment::{
     no_enrollment, parse_token, provider_id_free, replayed,
 };
 use crate::domain::customers::proof_window::event;
+use crate::domain::incentives::grants::Grant;
 
 use crate::{
     domain::{
@@ -148,10 +148,10 @@ pub async fn check_code(
 /// What proof (verify) or a claim released.
 #[derive(Clone, Debug, Default)]
 pub struct Released {
-    pub grants: Vec<promo_grant::Model>,
+    pub grants: Vec<Grant>,
     /// Grants that could not be released, with why: `expired`, `clawed_back`,
     /// `not_verified`.
-    pub skipped: Vec<(promo_grant::Model, &'static str)>,
+    pub skipped: Vec<(Grant, &'static str)>,
     /// Escrowed actual money returned to the wallets.
     pub escrow_returned_minor: i64,
     pub wallets: Vec<(wallet::Model, Balance)>,
@@ -206,9 +206,9 @@ pub async fn release_all<C: ConnectionTrait>(
                     release.push(g)
                 }
                 PromoGrantState::Locked | PromoGrantState::Expired => {
-                    out.skipped.push((g, "expired"))
+                    out.skipped.push((g.into(), "expired"))
                 }
-                _ => out.skipped.push((g, "clawed_back")),
+                _ => out.skipped.push((g.into(), "clawed_back")),
             }
         }
         let ids: Vec<Uuid> = release.iter().map(|g| g.id).collect();
@@ -227,7 +227,7 @@ pub async fn release_all<C: ConnectionTrait>(
         }
         out.grants.extend(release.into_iter().map(|mut g| {
             g.state = PromoGrantState::Released;
-            g
+            Grant::from(g)
         }));
         out.wallets.push((w, balance));
     }

@@ -24,7 +24,6 @@ use crate::http::{
 use crate::{
     domain::{
         customers::enrollment::{self, Initiate, Policy, Target},
-        payments::masked,
         validate::{self, Errors},
     },
     error::ApiError,
@@ -118,27 +117,21 @@ pub struct EnrollmentResult {
     pub code_expires_at: Option<String>,
 }
 
-fn enrollment_result(
-    identity: &entities::wallet_user::Model,
-    wallet: Option<&entities::wallet::Model>,
-    e: Option<&entities::enrollment::Model>,
-    sms_sent: bool,
-) -> EnrollmentResult {
-    let pending = e.filter(|_| identity.state != crate::domain::customers::wallets::VERIFIED);
+fn enrollment_result(s: &enrollment::Standing, sms_sent: bool) -> EnrollmentResult {
     EnrollmentResult {
-        state: identity.state.as_str().to_string(),
-        wallet_user_id: identity.id.to_string(),
-        wallet_id: wallet.map(|w| w.id.to_string()).unwrap_or_default(),
-        wallet_program_id: wallet
-            .map(|w| w.wallet_program_id.to_string())
-            .or_else(|| e.map(|e| e.wallet_program_id.to_string()))
+        state: s.state.as_str().to_string(),
+        wallet_user_id: s.wallet_user_id.to_string(),
+        wallet_id: s.wallet_id.map(|w| w.to_string()).unwrap_or_default(),
+        wallet_program_id: s
+            .wallet_program_id
+            .map(|p| p.to_string())
             .unwrap_or_default(),
-        enrollment_id: e.map(|e| e.id.to_string()),
-        phone_masked: masked(&identity.phone),
+        enrollment_id: s.enrollment_id.map(|e| e.to_string()),
+        phone_masked: s.phone_masked.clone(),
         sms_sent,
-        sends_remaining: pending.map(|e| i64::from(enrollment::MAX_SENDS - e.sends)),
-        expires_at: pending.map(|e| ts(e.expires_at)),
-        code_expires_at: pending.and_then(|e| e.code_expires_at).map(ts),
+        sends_remaining: s.sends_remaining,
+        expires_at: s.expires_at.map(ts),
+        code_expires_at: s.code_expires_at.map(ts),
     }
 }
 
@@ -242,12 +235,7 @@ impl EnrollmentApi {
             let who = in_context(acting, &b.context);
             let r =
                 enrollment::initiate(txn, &st.sealer, &who, &policy(&st), req, who.now()).await?;
-            Ok(Outcome::new(enrollment_result(
-                &r.identity,
-                Some(&r.wallet),
-                r.enrollment.as_ref(),
-                r.sms_sent,
-            )))
+            Ok(Outcome::new(enrollment_result(&r.standing(), r.sms_sent)))
         })
         .await
     }
@@ -291,12 +279,7 @@ impl EnrollmentApi {
                 who.now(),
             )
             .await?;
-            Ok(Outcome::new(enrollment_result(
-                &r.identity,
-                None,
-                Some(&r.enrollment),
-                r.sms_sent,
-            )))
+            Ok(Outcome::new(enrollment_result(&r.standing(), r.sms_sent)))
         })
         .await
     }
