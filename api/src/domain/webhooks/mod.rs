@@ -8,7 +8,7 @@
 pub mod event_feed;
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, Utc};
-use entities::{webhook_attempt, webhook_delivery, webhook_subscription};
+use entities::webhook_subscription;
 use hmac::{Hmac, KeyInit, Mac};
 use rand::RngCore;
 use sea_orm::ConnectionTrait;
@@ -20,9 +20,11 @@ use crate::domain::credentials::{Principal, Scope};
 use crate::{error::ApiError, infra::crypto::Sealer, store};
 
 mod operator;
+mod read_models;
 pub mod target;
 
 pub use operator::{operator_enable, operator_recover, recoverable};
+pub use read_models::{Attempt, Delivery, Subscription};
 pub use target::{PinnedResolver, check_url};
 
 pub use entities::{webhook_delivery::DeliveryState, webhook_subscription::SubscriptionState};
@@ -195,7 +197,7 @@ pub struct NewSubscription {
 
 /// A subscription and, at creation and rotation only, its new secret.
 pub struct WithSecret {
-    pub subscription: webhook_subscription::Model,
+    pub subscription: Subscription,
     pub secret: String,
 }
 
@@ -234,22 +236,27 @@ pub async fn create<C: ConnectionTrait>(
     };
     store::webhooks::insert_subscription(c, s.clone()).await?;
     Ok(WithSecret {
-        subscription: s,
+        subscription: Subscription::at(s, now),
         secret,
     })
 }
 
-/// A page of the subscriptions the caller sees (`visible`), oldest first.
+/// A page of the subscriptions the caller sees (`visible`), oldest first, as read at `now`.
 pub async fn list<C: ConnectionTrait>(
     c: &C,
     p: &Principal,
     after: Option<Uuid>,
     limit: u64,
-) -> Result<(Vec<webhook_subscription::Model>, bool), ApiError> {
+    now: DateTime<Utc>,
+) -> Result<(Vec<Subscription>, bool), ApiError> {
     let merchant = control_plane(p)?;
     let rows = store::webhooks::subscriptions_page(c, p.integration_id, merchant, after, limit + 1)
         .await?;
-    Ok(crate::domain::page_of(rows, limit))
+    let (rows, more) = crate::domain::page_of(rows, limit);
+    Ok((
+        rows.into_iter().map(|s| Subscription::at(s, now)).collect(),
+        more,
+    ))
 }
 
 /// The caller's subscription, locked; another integration's (or merchant's) is NOT_FOUND.
@@ -282,16 +289,17 @@ pub async fn disable<C: ConnectionTrait>(
     p: &Principal,
     id: Uuid,
     now: DateTime<Utc>,
-) -> Result<webhook_subscription::Model, ApiError> {
+) -> Result<Subscription, ApiError> {
     let mut s = lock(c, p, id).await?;
     if s.state == DISABLED {
-        return Ok(s);
+        return Ok(Subscription::at(s, now));
     }
     s.state = DISABLED;
     s.disabled_reason = Some("manual".into());
     s.disabled_at = Some(now);
     s.updated_at = now;
-    Ok(store::webhooks::update_subscription(c, s).await?)
+    let s = store::webhooks::update_subscription(c, s).await?;
+    Ok(Subscription::at(s, now))
 }
 
 /// Re-enables the endpoint. With `replay_missed`, deliveries suspended while it was
@@ -303,9 +311,10 @@ pub async fn enable<C: ConnectionTrait>(
     id: Uuid,
     replay_missed: bool,
     now: DateTime<Utc>,
-) -> Result<(webhook_subscription::Model, u64, u64), ApiError> {
+) -> Result<(Subscription, u64, u64), ApiError> {
     let s = lock(c, p, id).await?;
-    enable_locked(c, s, replay_missed, now).await
+    let (s, missed, replayed) = enable_locked(c, s, replay_missed, now).await?;
+    Ok((Subscription::at(s, now), missed, replayed))
 }
 
 pub(super) async fn enable_locked<C: ConnectionTrait>(
@@ -354,16 +363,18 @@ pub async fn rotate<C: ConnectionTrait>(
     s.previous_secret_until = Some(now + grace);
     s.secret_sealed = sealer.seal(secret.as_bytes(), &secret_aad(s.id));
     s.updated_at = now;
+    let s = store::webhooks::update_subscription(c, s).await?;
     Ok(WithSecret {
-        subscription: store::webhooks::update_subscription(c, s).await?,
+        subscription: Subscription::at(s, now),
         secret,
     })
 }
 
 // --- delivery history --------------------------------------------------------------------
 
+/// A page of a subscription's deliveries, each with every attempt.
 pub struct DeliveryPage {
-    pub deliveries: Vec<(webhook_delivery::Model, Vec<webhook_attempt::Model>)>,
+    pub deliveries: Vec<Delivery>,
     pub more: bool,
 }
 
@@ -386,7 +397,7 @@ pub async fn deliveries<C: ConnectionTrait>(
         .into_iter()
         .map(|d| {
             let mine: Vec<_> = attempts.extract_if(.., |a| a.delivery_id == d.id).collect();
-            (d, mine)
+            Delivery::of(d, mine)
         })
         .collect();
     Ok(DeliveryPage { deliveries, more })
@@ -416,7 +427,7 @@ pub async fn redeliver<C: ConnectionTrait>(
     subscription: Uuid,
     delivery: Uuid,
     now: DateTime<Utc>,
-) -> Result<webhook_delivery::Model, ApiError> {
+) -> Result<(), ApiError> {
     let s = lock(c, p, subscription).await?;
     let d = store::webhooks::lock_delivery(c, delivery)
         .await?
@@ -424,7 +435,7 @@ pub async fn redeliver<C: ConnectionTrait>(
         .ok_or_else(|| ApiError::not_found("Delivery"))?;
     let d = store::webhooks::requeue(c, d, now).await?;
     crate::domain::outbox::job_requests::deliver_webhook(c, &d).await?;
-    Ok(d)
+    Ok(())
 }
 
 /// Sends again every delivery that failed for good (DEAD) or was suspended, created at or

@@ -2,7 +2,6 @@
 //! with every attempt, and redelivery of one event or of every failed one since a time.
 use crate::http::pipeline::fields::UuidText;
 use chrono::{DateTime, Utc};
-use entities::{webhook_attempt, webhook_delivery};
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -75,7 +74,7 @@ pub struct AttemptView {
     pub next_retry_at: Option<String>,
 }
 
-pub(super) fn attempt_view(a: &webhook_attempt::Model) -> AttemptView {
+pub(super) fn attempt_view(a: &webhooks::Attempt) -> AttemptView {
     AttemptView {
         attempt: a.attempt,
         at: ts(a.started_at),
@@ -110,23 +109,20 @@ pub struct DeliveryView {
     pub attempts: Vec<AttemptView>,
 }
 
-pub(super) fn delivery_view(
-    d: &webhook_delivery::Model,
-    attempts: &[webhook_attempt::Model],
-) -> DeliveryView {
+pub(super) fn delivery_view(d: &webhooks::Delivery) -> DeliveryView {
     DeliveryView {
         delivery_id: d.id.to_string(),
         event_id: d.event_id.to_string(),
         event_type: d.event_type.clone(),
         sequence_number: d.sequence_number,
         state: d.state.as_str().to_string(),
-        attempts_made: d.attempts,
+        attempts_made: d.attempts_made,
         last_status_code: d.last_status_code,
         last_error: d.last_error.clone(),
         next_attempt_at: d.next_attempt_at.map(ts),
         delivered_at: d.delivered_at.map(ts),
         created_at: ts(d.created_at),
-        attempts: attempts.iter().map(attempt_view).collect(),
+        attempts: d.attempts.iter().map(attempt_view).collect(),
     }
 }
 
@@ -194,17 +190,13 @@ impl DeliveriesApi {
             limit,
         )
         .await?;
-        let meta = crate::http::pipeline::cursor::page(
-            "delivery",
-            &page.deliveries,
-            page.more,
-            |(d, _)| d.id,
-        );
+        let meta =
+            crate::http::pipeline::cursor::page("delivery", &page.deliveries, page.more, |d| d.id);
         Ok(Reply::page(
             &page
                 .deliveries
                 .iter()
-                .map(|(d, a)| delivery_view(d, a))
+                .map(delivery_view)
                 .collect::<Vec<_>>(),
             &meta,
         ))

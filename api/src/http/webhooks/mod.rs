@@ -8,8 +8,7 @@ mod deliveries;
 pub use deliveries::*;
 
 use crate::http::pipeline::fields::UuidText;
-use chrono::{DateTime, Utc};
-use entities::webhook_subscription;
+use chrono::Utc;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -30,7 +29,7 @@ use crate::{
     domain::{
         credentials::Scope,
         validate::Errors,
-        webhooks::{self, NewSubscription, WithSecret},
+        webhooks::{self, NewSubscription, Subscription, WithSecret},
     },
     error::ApiError,
     idempotency::Outcome,
@@ -110,21 +109,18 @@ pub struct SubscriptionView {
     pub updated_at: String,
 }
 
-fn view(s: &webhook_subscription::Model, now: DateTime<Utc>) -> SubscriptionView {
+fn view(s: &Subscription) -> SubscriptionView {
     SubscriptionView {
         subscription_id: s.id.to_string(),
         url: s.url.clone(),
         description: s.description.clone(),
-        event_types: s
-            .event_types
-            .as_ref()
-            .and_then(|v| serde_json::from_value(v.clone()).ok()),
+        event_types: s.event_types.clone(),
         merchant_id: s.merchant_id.map(|m| m.to_string()),
         state: s.state.as_str().to_string(),
         disabled_reason: s.disabled_reason.clone(),
         disabled_at: s.disabled_at.map(ts),
         failure_streak: s.failure_streak,
-        previous_secret_expires_at: s.previous_secret_until.filter(|u| *u > now).map(ts),
+        previous_secret_expires_at: s.previous_secret_expires_at.map(ts),
         is_sandbox: s.is_sandbox,
         created_at: ts(s.created_at),
         updated_at: ts(s.updated_at),
@@ -139,10 +135,10 @@ pub struct SubscriptionWithSecret {
     pub secret: String,
 }
 
-fn with_secret(w: WithSecret, now: DateTime<Utc>) -> Outcome<SubscriptionWithSecret> {
+fn with_secret(w: WithSecret) -> Outcome<SubscriptionWithSecret> {
     let secret = w.secret.clone();
     Outcome::new(SubscriptionWithSecret {
-        subscription: view(&w.subscription, now),
+        subscription: view(&w.subscription),
         secret: w.secret,
     })
     .with_secret(secret)
@@ -280,7 +276,7 @@ impl WebhooksApi {
                 now,
             )
             .await?;
-            Ok(with_secret(w, now))
+            Ok(with_secret(w))
         })
         .await
     }
@@ -310,10 +306,10 @@ impl WebhooksApi {
         e.finish()?;
         let after = crate::http::pipeline::cursor::after("subscription", &cursor.0)?;
         let now = Utc::now();
-        let (rows, more) = webhooks::list(&state.0.db, &auth.0, after, limit).await?;
+        let (rows, more) = webhooks::list(&state.0.db, &auth.0, after, limit, now).await?;
         let page = crate::http::pipeline::cursor::page("subscription", &rows, more, |s| s.id);
         Ok(Reply::page(
-            &rows.iter().map(|s| view(s, now)).collect::<Vec<_>>(),
+            &rows.iter().map(view).collect::<Vec<_>>(),
             &page,
         ))
     }
@@ -345,7 +341,7 @@ impl WebhooksApi {
         key.run(&auth.0, &body, async move |txn, _| {
             let now = Utc::now();
             let s = webhooks::disable(txn, p, sid, now).await?;
-            Ok(Outcome::new(view(&s, now)))
+            Ok(Outcome::new(view(&s)))
         })
         .await
     }
@@ -379,7 +375,7 @@ impl WebhooksApi {
             let now = Utc::now();
             let (s, missed, replayed) = webhooks::enable(txn, p, sid, replay, now).await?;
             Ok(Outcome::new(EnableResult {
-                subscription: view(&s, now),
+                subscription: view(&s),
                 missed_deliveries: missed,
                 replayed_deliveries: replayed,
             }))
@@ -422,7 +418,7 @@ impl WebhooksApi {
         key.run(&auth.0, &body, async move |txn, _| {
             let now = Utc::now();
             let w = webhooks::rotate(txn, &st.sealer, p, sid, grace, now).await?;
-            Ok(with_secret(w, now))
+            Ok(with_secret(w))
         })
         .await
     }
