@@ -36,6 +36,59 @@ pub struct CreateKey {
     pub permissions: Option<Permissions>,
 }
 
+/// A key as its holder's integration reads it (never its secret nor its hash): the domain's
+/// read model, so the HTTP edge names no table.
+#[derive(Clone, Debug)]
+pub struct Key {
+    pub id: Uuid,
+    /// Prefix plus the first 4 random characters.
+    pub key_prefix: String,
+    pub key_last_four: String,
+    /// `integration`, `enterprise`, `brand` or `branch`.
+    pub scope: String,
+    pub enterprise_id: Option<Uuid>,
+    pub brand_id: Option<Uuid>,
+    pub branch_id: Option<Uuid>,
+    pub label: String,
+    pub is_sandbox: bool,
+    pub status: ApiKeyStatus,
+    /// None: never expires.
+    pub expires_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    /// The key this one replaced (regenerate).
+    pub previous_key_id: Option<Uuid>,
+    /// What the key may do.
+    pub permissions: Permissions,
+    /// The key that minted this one; None for a platform key.
+    pub created_by_key_id: Option<Uuid>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub deleted_at: Option<DateTime<Utc>>,
+}
+
+impl From<api_key::Model> for Key {
+    fn from(m: api_key::Model) -> Self {
+        Key {
+            id: m.id,
+            permissions: Permissions::from_column(&m.permissions),
+            key_prefix: m.key_prefix,
+            key_last_four: m.key_last_four,
+            scope: m.scope,
+            enterprise_id: m.enterprise_id,
+            brand_id: m.brand_id,
+            branch_id: m.branch_id,
+            label: m.label,
+            is_sandbox: m.is_sandbox,
+            status: m.status,
+            expires_at: m.expires_at,
+            created_at: m.created_at,
+            previous_key_id: m.previous_key_id,
+            created_by_key_id: m.created_by_key_id,
+            revoked_at: m.revoked_at,
+            deleted_at: m.deleted_at,
+        }
+    }
+}
+
 /// A freshly minted secret and its bcrypt hash, made before the transaction opens so the
 /// slow hash never holds a database lock.
 pub struct Minted {
@@ -151,7 +204,7 @@ pub async fn create<C: ConnectionTrait>(
     caller: &Principal,
     req: CreateKey,
     minted: Minted,
-) -> Result<api_key::Model, ApiError> {
+) -> Result<Key, ApiError> {
     caller.require(Permission::IntegrationsCreate)?;
     let permissions = match req.permissions {
         Some(asked) => {
@@ -182,7 +235,7 @@ pub async fn create<C: ConnectionTrait>(
         },
     )
     .await?;
-    Ok(model)
+    Ok(model.into())
 }
 
 /// The key as its caller may see it: within the caller's scope, or NOT_FOUND (the same
@@ -300,8 +353,8 @@ pub async fn uncache(auth: &KeyAuth<'_>, ids: &[Uuid]) -> Result<(), ApiError> {
 /// A revoke's outcome: the key, and with `cascade` the active keys of its tree that were
 /// revoked with it.
 pub struct Revoked {
-    pub key: api_key::Model,
-    pub cascaded: Vec<api_key::Model>,
+    pub key: Key,
+    pub cascaded: Vec<Key>,
 }
 
 /// active → inactive; revoking an inactive key again changes nothing and succeeds. With
@@ -332,9 +385,12 @@ pub async fn revoke<C: ConnectionTrait>(
                 .clone()
                 .unwrap_or_else(|| format!("revoked with key {}", key.id)),
         );
-        cascaded.push(deactivate(c, k, why).await?);
+        cascaded.push(deactivate(c, k, why).await?.into());
     }
-    Ok(Revoked { key, cascaded })
+    Ok(Revoked {
+        key: key.into(),
+        cascaded,
+    })
 }
 
 async fn deactivate<C: ConnectionTrait>(
@@ -360,11 +416,12 @@ pub async fn delete<C: ConnectionTrait>(
     caller: &Principal,
     key_id: Uuid,
     reason: Option<String>,
-) -> Result<api_key::Model, ApiError> {
+) -> Result<Key, ApiError> {
     caller.require(Permission::IntegrationsDelete)?;
     let key = find_manageable(c, caller, key_id).await?;
     store::credentials::api_keys::transition(c, &key, ApiKeyStatus::Deleted, reason, Utc::now())
         .await?
+        .map(Key::from)
         .ok_or_else(changed_concurrently)
 }
 
@@ -376,7 +433,7 @@ pub async fn regenerate<C: ConnectionTrait>(
     key_id: Uuid,
     reason: Option<String>,
     minted: Minted,
-) -> Result<api_key::Model, ApiError> {
+) -> Result<Key, ApiError> {
     caller.require(Permission::IntegrationsUpdate)?;
     let old = find_manageable(c, caller, key_id).await?;
     if old.status != ApiKeyStatus::Active {
@@ -412,7 +469,7 @@ pub async fn regenerate<C: ConnectionTrait>(
         },
     )
     .await?;
-    Ok(new)
+    Ok(new.into())
 }
 
 /// One page of the caller's keys (within its scope), and whether more follow.
@@ -424,7 +481,7 @@ pub async fn list<C: ConnectionTrait>(
     created_by: Option<Uuid>,
     after: Option<Uuid>,
     limit: u64,
-) -> Result<(Vec<api_key::Model>, bool), ApiError> {
+) -> Result<(Vec<Key>, bool), ApiError> {
     caller.require(Permission::IntegrationsRead)?;
     let f = store::credentials::api_keys::ListFilter {
         status,
@@ -434,7 +491,8 @@ pub async fn list<C: ConnectionTrait>(
         within: (&caller.scope).into(),
     };
     let rows = store::credentials::api_keys::list(c, caller.integration_id, &f, limit + 1).await?;
-    Ok(crate::domain::page_of(rows, limit))
+    let (rows, more) = crate::domain::page_of(rows, limit);
+    Ok((rows.into_iter().map(Key::from).collect(), more))
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@ use crate::http::pipeline::fields::{
     alternatives::{Alternatives, Branch},
 };
 use chrono::{DateTime, Utc};
-use entities::api_key;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -25,12 +24,13 @@ use crate::{
     domain::{
         credentials::{
             Permission, Permissions,
-            keys::{self, CreateKey},
+            keys::{self, CreateKey, Key},
         },
         validate::{self, Errors},
     },
     idempotency::Outcome,
     state::AppState,
+    store::WriteTxn,
 };
 
 pub struct KeysApi;
@@ -289,7 +289,7 @@ fn action_checks(
     }
 }
 
-fn view(m: &api_key::Model) -> ApiKeyView {
+fn view(m: &Key) -> ApiKeyView {
     let id = |u: Option<Uuid>| u.map(|u| u.to_string());
     ApiKeyView {
         key_prefix: m.key_prefix.clone(),
@@ -304,12 +304,12 @@ fn view(m: &api_key::Model) -> ApiKeyView {
         expires_at: m.expires_at.map(ts),
         created_at: ts(m.created_at),
         previous_key_id: id(m.previous_key_id),
-        permissions: Permissions::from_column(&m.permissions).names(),
+        permissions: m.permissions.names(),
         created_by_key_id: id(m.created_by_key_id),
     }
 }
 
-fn created(m: &api_key::Model, raw: String) -> ApiKeyCreated {
+fn created(m: &Key, raw: String) -> ApiKeyCreated {
     ApiKeyCreated {
         key_id: m.id.to_string(),
         raw_key: raw,
@@ -503,10 +503,7 @@ async fn with_new_key<B>(
     principal: &crate::domain::credentials::Principal,
     body: &JsonBody<B>,
     replaces: Option<uuid::Uuid>,
-    work: impl AsyncFnOnce(
-        &sea_orm::DatabaseTransaction,
-        keys::Minted,
-    ) -> Result<entities::api_key::Model, crate::error::ApiError>,
+    work: impl AsyncFnOnce(&WriteTxn, keys::Minted) -> Result<Key, crate::error::ApiError>,
 ) -> poem::Result<Reply<ApiKeyCreated>> {
     let st = key.state();
     let config = &st.config;
