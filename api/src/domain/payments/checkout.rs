@@ -4,7 +4,7 @@
 //! CANCELLED by the terminal, or EXPIRED when it stays open past its deadline. A closed
 //! session refuses every further call that names it.
 use chrono::{DateTime, Duration, Utc};
-use entities::checkout_session;
+use entities::{checkout_session, checkout_session::SessionResolution};
 use sea_orm::ConnectionTrait;
 use serde_json::Value;
 use uuid::Uuid;
@@ -33,6 +33,66 @@ pub fn effective_state(s: &checkout_session::Model, now: DateTime<Utc>) -> Check
     match s.state {
         OPEN | IDENTIFIED if s.expires_at <= now => EXPIRED,
         other => other,
+    }
+}
+
+/// A checkout session as a reader sees it at a moment: the domain's read model, so the HTTP
+/// edge names no table. An open session past its deadline reads as EXPIRED, closed at its
+/// deadline for `timeout`, even before the sweep has written it.
+#[derive(Clone, Debug)]
+pub struct Session {
+    pub id: Uuid,
+    /// OPEN, IDENTIFIED, COMPLETED, CANCELLED or EXPIRED, as of the moment read.
+    pub state: CheckoutState,
+    pub merchant_id: Uuid,
+    pub branch_id: Option<Uuid>,
+    pub terminal_id: Option<String>,
+    pub cashier_id: Option<String>,
+    pub partner_session_id: Option<String>,
+    /// The identified customer, once IDENTIFIED.
+    pub wallet_user_id: Option<Uuid>,
+    pub wallet_id: Option<Uuid>,
+    pub wallet_program_id: Option<Uuid>,
+    pub resolution_state: Option<SessionResolution>,
+    /// The payment that completed the session.
+    pub payment_id: Option<Uuid>,
+    pub close_reason: Option<String>,
+    pub expires_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    pub closed_at: Option<DateTime<Utc>>,
+}
+
+impl Session {
+    /// The session as read at `now`.
+    fn at(s: checkout_session::Model, now: DateTime<Utc>) -> Self {
+        let state = effective_state(&s, now);
+        let timed_out = state == EXPIRED && s.closed_at.is_none();
+        Session {
+            id: s.id,
+            state,
+            merchant_id: s.merchant_id,
+            branch_id: s.branch_id,
+            terminal_id: s.terminal_id,
+            cashier_id: s.cashier_id,
+            partner_session_id: s.partner_session_id,
+            wallet_user_id: s.wallet_user_id,
+            wallet_id: s.wallet_id,
+            wallet_program_id: s.wallet_program_id,
+            resolution_state: s.resolution_state,
+            payment_id: s.payment_id,
+            close_reason: if timed_out {
+                Some("timeout".into())
+            } else {
+                s.close_reason
+            },
+            expires_at: s.expires_at,
+            created_at: s.created_at,
+            closed_at: if timed_out {
+                Some(s.expires_at)
+            } else {
+                s.closed_at
+            },
+        }
     }
 }
 
@@ -90,7 +150,7 @@ pub async fn open<C: ConnectionTrait>(
     acting: &Acting,
     req: Open,
     now: DateTime<Utc>,
-) -> Result<checkout_session::Model, ApiError> {
+) -> Result<Session, ApiError> {
     let brand_id = match acting.branch_id {
         Some(b) => store::tenancy::find_branch_of_enterprise(c, acting.merchant_id, b)
             .await?
@@ -120,7 +180,7 @@ pub async fn open<C: ConnectionTrait>(
         closed_at: None,
     };
     store::payments::checkout::insert(c, s.clone()).await?;
-    Ok(s)
+    Ok(Session::at(s, now))
 }
 
 /// A session the principal may see, or NOT_FOUND (another tenant's looks the same).
@@ -142,6 +202,16 @@ pub async fn find_visible<C: ConnectionTrait>(
         Err(e) if e.code() == ErrorCode::Forbidden => Err(not_found()),
         Err(e) => Err(e),
     }
+}
+
+/// The session `id` as the principal reads it at `now` (NOT_FOUND as for `find_visible`).
+pub async fn show<C: ConnectionTrait>(
+    c: &C,
+    principal: &Principal,
+    id: Uuid,
+    now: DateTime<Utc>,
+) -> Result<Session, ApiError> {
+    Ok(Session::at(find_visible(c, principal, id).await?, now))
 }
 
 /// The session locked for a call that names it: this caller's, and still open.
@@ -191,7 +261,7 @@ pub async fn identify<C: ConnectionTrait>(
     customer: &IdentityCredential,
     program: Option<Uuid>,
     now: DateTime<Utc>,
-) -> Result<(checkout_session::Model, Resolution), ApiError> {
+) -> Result<(Session, Resolution), ApiError> {
     let mut s = hold(c, acting, id, now).await?;
     customers::require_supported(c, acting.integration_id, customer).await?;
     let r = customers::resolve(c, sealer, s.merchant_id, customer, program, now).await?;
@@ -209,7 +279,7 @@ pub async fn identify<C: ConnectionTrait>(
     {
         store::outbox::append(c, event).await?;
     }
-    Ok((s, r))
+    Ok((Session::at(s, now), r))
 }
 
 /// Closes an open session as CANCELLED. Cancelling a cancelled session changes nothing.
@@ -219,13 +289,13 @@ pub async fn cancel<C: ConnectionTrait>(
     id: Uuid,
     reason: Option<String>,
     now: DateTime<Utc>,
-) -> Result<checkout_session::Model, ApiError> {
+) -> Result<Session, ApiError> {
     let s = store::payments::checkout::lock(c, acting.integration_id, id)
         .await?
         .ok_or_else(not_found)?;
     check_scope(&s, acting)?;
     if s.state == CANCELLED {
-        return Ok(s);
+        return Ok(Session::at(s, now));
     }
     if !is_open(&s, now) {
         return Err(closed_error(&s, now));
@@ -236,7 +306,7 @@ pub async fn cancel<C: ConnectionTrait>(
     s.closed_at = Some(now);
     s.updated_at = now;
     store::payments::checkout::update(c, s.clone()).await?;
-    Ok(s)
+    Ok(Session::at(s, now))
 }
 
 /// The customer an IDENTIFIED session names; VALIDATION_ERROR on the session field while

@@ -1,8 +1,6 @@
 //! Checkout sessions: open, read, identify the customer in one, cancel one.
 use crate::http::pipeline::fields::Text;
 use crate::http::pipeline::fields::UuidText;
-use chrono::{DateTime, Utc};
-use entities::checkout_session;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
@@ -24,7 +22,7 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        payments::checkout::{self, Open},
+        payments::checkout::{self, Open, Session},
         validate::Errors,
     },
     error::ApiError,
@@ -68,10 +66,7 @@ pub struct CheckoutSession {
     pub closed_at: Option<String>,
 }
 
-fn view(s: &checkout_session::Model, now: DateTime<Utc>) -> CheckoutSession {
-    let effective = checkout::effective_state(s, now);
-    let state = effective.to_string();
-    let timed_out = effective == checkout::EXPIRED && s.closed_at.is_none();
+fn view(s: &Session) -> CheckoutSession {
     CheckoutSession {
         session_id: s.id.to_string(),
         merchant_id: s.merchant_id.to_string(),
@@ -84,19 +79,11 @@ fn view(s: &checkout_session::Model, now: DateTime<Utc>) -> CheckoutSession {
         wallet_program_id: s.wallet_program_id.map(|u| u.to_string()),
         resolution_state: s.resolution_state.map(|r| r.as_str().to_string()),
         payment_id: s.payment_id.map(|u| u.to_string()),
-        close_reason: if timed_out {
-            Some("timeout".into())
-        } else {
-            s.close_reason.clone()
-        },
+        close_reason: s.close_reason.clone(),
         expires_at: ts(s.expires_at),
         created_at: ts(s.created_at),
-        closed_at: if timed_out {
-            Some(ts(s.expires_at))
-        } else {
-            s.closed_at.map(ts)
-        },
-        state,
+        closed_at: s.closed_at.map(ts),
+        state: s.state.to_string(),
     }
 }
 
@@ -223,7 +210,7 @@ impl CheckoutApi {
                 now,
             )
             .await?;
-            Ok(Outcome::new(view(&s, now)))
+            Ok(Outcome::new(view(&s)))
         })
         .await
     }
@@ -243,9 +230,9 @@ impl CheckoutApi {
         id: Path<UuidText>,
     ) -> poem::Result<Reply<CheckoutSession>> {
         let id = path_uuid("path:id", &id.0)?;
-        let s = checkout::find_visible(&state.0.db, &auth.0, id).await?;
         let clock = auth.0.clock();
-        Ok(Reply::ok(&view(&s, clock.now())))
+        let s = checkout::show(&state.0.db, &auth.0, id, clock.now()).await?;
+        Ok(Reply::ok(&view(&s)))
     }
 
     /// Identify the customer in a checkout session
@@ -298,7 +285,7 @@ impl CheckoutApi {
                         .await?;
                 let _ = found_by_work.set(r.identity.is_some());
                 let mut out = Outcome::new(SessionIdentifyResult {
-                    session: view(&s, now),
+                    session: view(&s),
                     customer: customer_context(&r),
                 });
                 out.meta = identification_meta(&r, trace, &b.context);
@@ -346,7 +333,7 @@ impl CheckoutApi {
             let who = in_context(acting, &b.context);
             let s =
                 checkout::cancel(txn, &who, id, b.reason.clone().map(String::from), now).await?;
-            Ok(Outcome::new(view(&s, now)))
+            Ok(Outcome::new(view(&s)))
         })
         .await
     }
