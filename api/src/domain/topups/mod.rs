@@ -54,6 +54,48 @@ pub fn bonus_of(s: &sku::Model) -> Option<Bonus> {
     }
 }
 
+/// A registered SKU with its current terms: the domain's read model, so the HTTP edge
+/// names no table.
+#[derive(Clone, Debug)]
+pub struct Sku {
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    /// The merchant's SKU code.
+    pub sku_id: String,
+    pub name: String,
+    pub currency: String,
+    /// What one unit credits to the wallet's actual money.
+    pub wallet_credits_minor: i64,
+    /// Its bonus per sale, if any.
+    pub bonus: Option<Bonus>,
+    /// Lifetime of the bonus grant in days, as registered (None: `DEFAULT_BONUS_DAYS`).
+    pub bonus_expiry_days: Option<i32>,
+    pub active: bool,
+    /// Counts changes; a top-up reports the version it was credited with.
+    pub version: i32,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<sku::Model> for Sku {
+    fn from(s: sku::Model) -> Self {
+        Sku {
+            id: s.id,
+            merchant_id: s.merchant_id,
+            bonus: bonus_of(&s),
+            sku_id: s.sku_id,
+            name: s.name,
+            currency: s.currency,
+            wallet_credits_minor: s.wallet_credits_minor,
+            bonus_expiry_days: s.bonus_expiry_days,
+            active: s.active,
+            version: s.version,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct SkuTerms {
     pub sku_id: String,
@@ -73,7 +115,7 @@ pub async fn register_sku<C: ConnectionTrait>(
     merchant: Uuid,
     t: SkuTerms,
     now: DateTime<Utc>,
-) -> Result<(sku::Model, bool), ApiError> {
+) -> Result<(Sku, bool), ApiError> {
     crate::domain::platform::currencies::require_currency(c, merchant, &t.currency).await?;
     let (bonus_minor, bonus_percent_bps) = match t.bonus {
         Some(Bonus::PerUnit(m)) => (Some(m), None),
@@ -97,7 +139,7 @@ pub async fn register_sku<C: ConnectionTrait>(
         updated_at: now,
     };
     if store::topups::insert_sku_if_absent(c, fresh.clone()).await? {
-        return Ok((fresh, true));
+        return Ok((fresh.into(), true));
     }
     let mut s = store::topups::lock_sku(c, merchant, &t.sku_id)
         .await?
@@ -110,7 +152,7 @@ pub async fn register_sku<C: ConnectionTrait>(
         && s.bonus_expiry_days == t.bonus_expiry_days
         && s.active == t.active;
     if unchanged {
-        return Ok((s, false));
+        return Ok((s.into(), false));
     }
     s.name = t.name;
     s.currency = t.currency;
@@ -121,7 +163,7 @@ pub async fn register_sku<C: ConnectionTrait>(
     s.active = t.active;
     s.version += 1;
     s.updated_at = now;
-    Ok((store::topups::update_sku(c, s).await?, false))
+    Ok((store::topups::update_sku(c, s).await?.into(), false))
 }
 
 /// A page of the merchant's SKUs, oldest first.
@@ -130,9 +172,10 @@ pub async fn list_skus<C: ConnectionTrait>(
     merchant: Uuid,
     after: Option<Uuid>,
     limit: u64,
-) -> Result<(Vec<sku::Model>, bool), ApiError> {
+) -> Result<(Vec<Sku>, bool), ApiError> {
     let rows = store::topups::skus_page(c, merchant, after, limit + 1).await?;
-    Ok(crate::domain::page_of(rows, limit))
+    let (rows, more) = crate::domain::page_of(rows, limit);
+    Ok((rows.into_iter().map(Sku::from).collect(), more))
 }
 
 fn ts(t: DateTime<Utc>) -> String {

@@ -5,7 +5,6 @@ use crate::http::pipeline::fields::CurrencyCode;
 use crate::http::pipeline::fields::Text;
 
 use crate::http::pipeline::fields::UuidText;
-use entities::sku;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -27,7 +26,7 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        topups::{self, Bonus, SkuTerms, SkuTopup, TopupOutcome},
+        topups::{self, Bonus, Sku, SkuTerms, SkuTopup, TopupOutcome},
         validate::{self, Errors},
     },
     error::ApiError,
@@ -143,13 +142,13 @@ pub struct SkuView {
     pub updated_at: String,
 }
 
-fn sku_view(s: &sku::Model) -> SkuView {
+fn sku_view(s: &Sku) -> SkuView {
     SkuView {
         sku_id: s.sku_id.clone(),
         name: s.name.clone(),
         currency: s.currency.clone(),
         wallet_credits_minor: s.wallet_credits_minor,
-        bonus: topups::bonus_of(s).map(|b| SkuBonus {
+        bonus: s.bonus.map(|b| SkuBonus {
             amount_minor: match b {
                 Bonus::PerUnit(m) => Some(crate::http::pipeline::fields::AmountMinor(m)),
                 Bonus::PercentBps(_) => None,

@@ -4,7 +4,6 @@
 use crate::http::pipeline::fields::CurrencyCode;
 use crate::http::pipeline::fields::Text;
 use crate::http::pipeline::fields::UuidText;
-use entities::settlement;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -26,7 +25,7 @@ use crate::http::{
 use crate::{
     domain::{
         credentials::{Principal, Scope},
-        topups::settlements::{self, Confirm, Confirmed, Report},
+        topups::settlements::{self, Confirm, Confirmed, Report, Settlement},
         validate::{self, Errors},
     },
     error::ApiError,
@@ -110,7 +109,7 @@ pub struct SettlementView {
     pub updated_at: String,
 }
 
-fn settlement_view(s: &settlement::Model) -> SettlementView {
+fn settlement_view(s: &Settlement) -> SettlementView {
     SettlementView {
         reference: s.reference.clone(),
         amount_minor: s.amount_minor,
@@ -118,7 +117,7 @@ fn settlement_view(s: &settlement::Model) -> SettlementView {
         state: s.state.as_str().to_string(),
         provider: s.provider.clone(),
         failure_reason: s.failure_reason.clone(),
-        used: s.topup_id.is_some(),
+        used: s.used,
         topup_id: s.topup_id.map(|t| t.to_string()),
         is_sandbox: s.is_sandbox,
         merchant_id: s.merchant_id.to_string(),
@@ -304,15 +303,7 @@ impl SettlementsApi {
         let st = state.0;
         control_plane(&auth.0)?;
         let merchant = merchant_of(st, &auth.0, &merchant_id.0).await?;
-        let s = crate::store::incentives::find_settlement(
-            &st.db,
-            auth.0.integration_id,
-            merchant,
-            &reference.0,
-        )
-        .await
-        .map_err(ApiError::from)?
-        .ok_or_else(|| ApiError::not_found("Settlement"))?;
+        let s = settlements::show(&st.db, auth.0.integration_id, merchant, &reference.0).await?;
         Ok(Reply::ok(&settlement_view(&s)))
     }
 

@@ -41,6 +41,61 @@ pub fn parse_state(s: &str) -> Option<SettlementState> {
     SettlementState::parse(s)
 }
 
+/// A settlement reference and what became of it, as the partner reads it: the domain's
+/// read model, so the HTTP edge names no table.
+#[derive(Clone, Debug)]
+pub struct Settlement {
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    /// The provider's reference, unique per merchant.
+    pub reference: String,
+    pub amount_minor: i64,
+    pub currency: String,
+    pub state: SettlementState,
+    pub provider: Option<String>,
+    pub failure_reason: Option<String>,
+    /// Whether a top-up used it (a reference credits once).
+    pub used: bool,
+    /// The top-up that used it.
+    pub topup_id: Option<Uuid>,
+    pub is_sandbox: bool,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<settlement::Model> for Settlement {
+    fn from(s: settlement::Model) -> Self {
+        Settlement {
+            id: s.id,
+            merchant_id: s.merchant_id,
+            reference: s.reference,
+            amount_minor: s.amount_minor,
+            currency: s.currency,
+            state: s.state,
+            provider: s.provider,
+            failure_reason: s.failure_reason,
+            used: s.topup_id.is_some(),
+            topup_id: s.topup_id,
+            is_sandbox: s.is_sandbox,
+            created_at: s.created_at,
+            updated_at: s.updated_at,
+        }
+    }
+}
+
+/// The merchant's settlement `reference` in the integration, or NOT_FOUND.
+pub async fn show<C: ConnectionTrait>(
+    c: &C,
+    integration_id: Uuid,
+    merchant: Uuid,
+    reference: &str,
+) -> Result<Settlement, ApiError> {
+    store::incentives::find_settlement(c, integration_id, merchant, reference)
+        .await?
+        .map(Settlement::from)
+        .ok_or_else(|| ApiError::not_found("Settlement"))
+}
+
 #[derive(Clone, Debug)]
 pub struct Report {
     pub reference: String,
@@ -87,7 +142,7 @@ pub async fn ingest<C: ConnectionTrait>(
     proof_window: Duration,
     r: Report,
     now: DateTime<Utc>,
-) -> Result<settlement::Model, ApiError> {
+) -> Result<Settlement, ApiError> {
     let merchant = acting.merchant_id;
     let state = parse_state(&r.state)
         .ok_or_else(|| ApiError::field("/state", "invalid", "PENDING, SETTLED or FAILED"))?;
@@ -118,7 +173,7 @@ pub async fn ingest<C: ConnectionTrait>(
             ));
         }
         store::outbox::append_all(c, events).await?;
-        return Ok(fresh);
+        return Ok(fresh.into());
     }
     let mut s =
         store::incentives::lock_settlement(c, acting.integration_id, merchant, &r.reference)
@@ -135,7 +190,7 @@ pub async fn ingest<C: ConnectionTrait>(
         ));
     }
     if s.state == state {
-        return Ok(s);
+        return Ok(s.into());
     }
     if s.state != PENDING {
         return Err(ApiError::field(
@@ -172,7 +227,7 @@ pub async fn ingest<C: ConnectionTrait>(
         events.extend(credit_requested(c, proof_window, &s, t, now).await?);
     }
     store::outbox::append_all(c, events).await?;
-    Ok(s)
+    Ok(s.into())
 }
 
 /// The reload bonus a credit of `amount` to `program` accrues under the config in force
