@@ -32,6 +32,49 @@ pub struct NewRule {
     pub budget_id: Option<Uuid>,
 }
 
+/// A version of a program's cashback rule: the domain's read model, so the HTTP edge names
+/// no table.
+#[derive(Clone, Debug)]
+pub struct Rule {
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    pub wallet_program_id: Uuid,
+    /// Counts changes.
+    pub version: i32,
+    pub currency: String,
+    /// Basis points of the actual money a payment debits.
+    pub rate_bps: i32,
+    /// Payments below it earn nothing.
+    pub min_payment_minor: i64,
+    /// Cap per payment.
+    pub max_cashback_minor: Option<i64>,
+    /// Lifetime of a cashback grant in days.
+    pub expiry_days: i32,
+    pub active: bool,
+    pub budget_id: Option<Uuid>,
+    /// When this version came into force.
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<cashback_rule::Model> for Rule {
+    fn from(r: cashback_rule::Model) -> Self {
+        Rule {
+            id: r.id,
+            merchant_id: r.merchant_id,
+            wallet_program_id: r.wallet_program_id,
+            version: r.version,
+            currency: r.currency,
+            rate_bps: r.rate_bps,
+            min_payment_minor: r.min_payment_minor,
+            max_cashback_minor: r.max_cashback_minor,
+            expiry_days: r.expiry_days,
+            active: r.active,
+            budget_id: r.budget_id,
+            created_at: r.created_at,
+        }
+    }
+}
+
 /// The cashback a payment earns under `rule`: basis points of the actual money it debited
 /// (rounded down), capped; nothing below the rule's minimum payment.
 pub fn earned(rule: &cashback_rule::Model, amount_minor: i64, debited_actual_minor: i64) -> i64 {
@@ -50,7 +93,7 @@ pub async fn configure<C: ConnectionTrait>(
     merchant: Uuid,
     r: NewRule,
     now: DateTime<Utc>,
-) -> Result<cashback_rule::Model, ApiError> {
+) -> Result<Rule, ApiError> {
     let program = wallets::program_for(c, merchant, Some(r.wallet_program_id)).await?;
     if program.currency != r.currency {
         return Err(ApiError::currency_not_supported(std::slice::from_ref(
@@ -89,16 +132,19 @@ pub async fn configure<C: ConnectionTrait>(
             created_at: now,
         },
     )
-    .await?)
+    .await?
+    .into())
 }
 
 pub async fn current<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
     program_id: Uuid,
-) -> Result<Option<cashback_rule::Model>, ApiError> {
+) -> Result<Option<Rule>, ApiError> {
     let program = wallets::program_for(c, merchant, Some(program_id)).await?;
-    Ok(store::incentives::current_cashback_rule(c, program.id).await?)
+    Ok(store::incentives::current_cashback_rule(c, program.id)
+        .await?
+        .map(Rule::from))
 }
 
 /// The cashback grant a payment earned.

@@ -76,6 +76,63 @@ pub fn state_at(o: &offer::Model, now: DateTime<Utc>) -> OfferState {
     }
 }
 
+/// An offer and where it stands, as a reader sees it at a moment: the domain's read model,
+/// so the HTTP edge names no table.
+#[derive(Clone, Debug)]
+pub struct Offer {
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    /// As of the moment read: an ARMED offer past `expires_at` is EXPIRED (`state_at`).
+    pub state: OfferState,
+    pub wallet_user_id: Uuid,
+    pub wallet_program_id: Uuid,
+    pub name: String,
+    pub currency: String,
+    /// The reward as armed: a fixed `reward_minor`, or `reward_bps` of the payment capped
+    /// by `max_reward_minor`.
+    pub reward_minor: Option<i64>,
+    pub reward_bps: Option<i32>,
+    pub max_reward_minor: Option<i64>,
+    pub min_amount_minor: i64,
+    pub expires_at: DateTime<Utc>,
+    pub budget_id: Option<Uuid>,
+    /// Lifetime of the reward grant in days.
+    pub grant_expiry_days: i32,
+    /// Set once redeemed: the payment, its reward grant, the reward and when.
+    pub payment_id: Option<Uuid>,
+    pub grant_id: Option<Uuid>,
+    pub rewarded_minor: Option<i64>,
+    pub redeemed_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+}
+
+impl Offer {
+    /// The offer as read at `now`.
+    fn at(o: offer::Model, now: DateTime<Utc>) -> Self {
+        Offer {
+            id: o.id,
+            merchant_id: o.merchant_id,
+            state: state_at(&o, now),
+            wallet_user_id: o.wallet_user_id,
+            wallet_program_id: o.wallet_program_id,
+            name: o.name,
+            currency: o.currency,
+            reward_minor: o.reward_minor,
+            reward_bps: o.reward_bps,
+            max_reward_minor: o.max_reward_minor,
+            min_amount_minor: o.min_amount_minor,
+            expires_at: o.expires_at,
+            budget_id: o.budget_id,
+            grant_expiry_days: o.grant_expiry_days,
+            payment_id: o.payment_id,
+            grant_id: o.grant_id,
+            rewarded_minor: o.rewarded_minor,
+            redeemed_at: o.redeemed_at,
+            created_at: o.created_at,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct NewOffer {
     pub named: Vec<IdentityCredential>,
@@ -125,7 +182,7 @@ pub async fn arm<C: ConnectionTrait>(
     acting: &Acting,
     n: NewOffer,
     now: DateTime<Utc>,
-) -> Result<offer::Model, ApiError> {
+) -> Result<Offer, ApiError> {
     let merchant = acting.merchant_id;
     if n.expires_at <= now {
         return Err(ApiError::field(
@@ -175,19 +232,23 @@ pub async fn arm<C: ConnectionTrait>(
     };
     store::incentives::insert_offer(c, o.clone()).await?;
     store::outbox::append_all(c, vec![offer_event("offer.armed", &o, json!({}), now)]).await?;
-    Ok(o)
+    Ok(Offer::at(o, now))
 }
 
-pub async fn get<C: ConnectionTrait>(
+/// The merchant's offer `id` as read at `now`.
+pub async fn show<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
     id: Uuid,
-) -> Result<offer::Model, ApiError> {
+    now: DateTime<Utc>,
+) -> Result<Offer, ApiError> {
     store::incentives::find_offer(c, merchant, id)
         .await?
+        .map(|o| Offer::at(o, now))
         .ok_or_else(|| ApiError::not_found("Offer"))
 }
 
+/// A page of the merchant's offers (filtered by the stored state), as read at `now`.
 pub async fn list<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
@@ -195,16 +256,18 @@ pub async fn list<C: ConnectionTrait>(
     state: Option<&str>,
     after: Option<Uuid>,
     limit: u64,
-) -> Result<(Vec<offer::Model>, bool), ApiError> {
+    now: DateTime<Utc>,
+) -> Result<(Vec<Offer>, bool), ApiError> {
     let rows = store::incentives::offers_page(c, merchant, wallet_user_id, state, after, limit + 1)
         .await?;
-    Ok(crate::domain::page_of(rows, limit))
+    let (rows, more) = crate::domain::page_of(rows, limit);
+    Ok((rows.into_iter().map(|o| Offer::at(o, now)).collect(), more))
 }
 
 /// One armed offer measured against a prospective payment.
 #[derive(Clone, Debug)]
 pub struct Evaluation {
-    pub offer: offer::Model,
+    pub offer: Offer,
     pub reward_minor: i64,
     /// None when it would apply; else why not: currency_mismatch, below_minimum,
     /// budget_exhausted.
@@ -248,7 +311,7 @@ pub async fn evaluate<C: ConnectionTrait>(
             }
         };
         out.push(Evaluation {
-            offer: o,
+            offer: Offer::at(o, now),
             reward_minor: reward,
             ineligible,
         });
@@ -272,7 +335,7 @@ fn not_armed(o: &offer::Model, now: DateTime<Utc>) -> ApiError {
 
 #[derive(Clone, Debug)]
 pub struct Redeemed {
-    pub offer: offer::Model,
+    pub offer: Offer,
     pub grant: promo_grant::Model,
     pub balance_after: Balance,
 }
@@ -405,7 +468,7 @@ pub async fn redeem<C: ConnectionTrait>(
     )
     .await?;
     Ok(Redeemed {
-        offer: o,
+        offer: Offer::at(o, now),
         grant: g,
         balance_after,
     })
@@ -417,12 +480,12 @@ pub async fn cancel<C: ConnectionTrait>(
     merchant: Uuid,
     id: Uuid,
     now: DateTime<Utc>,
-) -> Result<offer::Model, ApiError> {
+) -> Result<Offer, ApiError> {
     let mut o = store::incentives::lock_offer(c, merchant, id)
         .await?
         .ok_or_else(|| ApiError::not_found("Offer"))?;
     if o.state == CANCELLED {
-        return Ok(o);
+        return Ok(Offer::at(o, now));
     }
     if state_at(&o, now) != ARMED {
         return Err(not_armed(&o, now));
@@ -430,7 +493,7 @@ pub async fn cancel<C: ConnectionTrait>(
     o.state = CANCELLED;
     o.updated_at = now;
     store::incentives::update_offer(c, o.clone()).await?;
-    Ok(o)
+    Ok(Offer::at(o, now))
 }
 
 /// Expires armed offers past `expires_at` (offer.expired), each in its own transaction; the

@@ -86,6 +86,41 @@ pub fn tiers_of(c: &reload_bonus_config::Model) -> Vec<Tier> {
     serde_json::from_value(c.tiers.clone()).unwrap_or_default()
 }
 
+/// A version of a program's reload-bonus config: the domain's read model, so the HTTP edge
+/// names no table.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    pub wallet_program_id: Uuid,
+    /// Counts changes; a confirmed top-up reports the version it accrued under.
+    pub version: i32,
+    pub currency: String,
+    /// Its bands, as stored.
+    pub tiers: Vec<Tier>,
+    /// Lifetime of a bonus grant in days; None: `DEFAULT_EXPIRY_DAYS`.
+    pub expiry_days: Option<i32>,
+    pub budget_id: Option<Uuid>,
+    /// When this version came into force.
+    pub created_at: DateTime<Utc>,
+}
+
+impl From<reload_bonus_config::Model> for Config {
+    fn from(c: reload_bonus_config::Model) -> Self {
+        Config {
+            tiers: tiers_of(&c),
+            id: c.id,
+            merchant_id: c.merchant_id,
+            wallet_program_id: c.wallet_program_id,
+            version: c.version,
+            currency: c.currency,
+            expiry_days: c.expiry_days,
+            budget_id: c.budget_id,
+            created_at: c.created_at,
+        }
+    }
+}
+
 /// POST /topup/reload-bonus/config: stores the next version of the program's tiers. The
 /// program must be the merchant's and run in `currency`.
 pub async fn configure<C: ConnectionTrait>(
@@ -94,7 +129,7 @@ pub async fn configure<C: ConnectionTrait>(
     merchant: Uuid,
     cfg: NewConfig,
     now: DateTime<Utc>,
-) -> Result<reload_bonus_config::Model, ApiError> {
+) -> Result<Config, ApiError> {
     let program = wallets::program_for(c, merchant, Some(cfg.wallet_program_id)).await?;
     if program.currency != cfg.currency {
         return Err(ApiError::currency_not_supported(std::slice::from_ref(
@@ -131,16 +166,19 @@ pub async fn configure<C: ConnectionTrait>(
             created_at: now,
         },
     )
-    .await?)
+    .await?
+    .into())
 }
 
 pub async fn current<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
     program_id: Uuid,
-) -> Result<Option<reload_bonus_config::Model>, ApiError> {
+) -> Result<Option<Config>, ApiError> {
     let program = wallets::program_for(c, merchant, Some(program_id)).await?;
-    Ok(store::incentives::current_reload_config(c, program.id).await?)
+    Ok(store::incentives::current_reload_config(c, program.id)
+        .await?
+        .map(Config::from))
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@ pub use reload_bonus::*;
 pub use reward::*;
 
 use crate::http::pipeline::fields::UuidText;
-use entities::cashback_rule;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Query};
 use serde::{Deserialize, Serialize};
@@ -30,7 +29,7 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        incentives::cashback::{self, NewRule},
+        incentives::cashback::{self, NewRule, Rule},
         validate::{self, Errors},
     },
     error::ApiError,
@@ -113,7 +112,7 @@ pub struct CashbackRuleView {
     pub created_at: String,
 }
 
-fn rule_view(r: &cashback_rule::Model) -> CashbackRuleView {
+fn rule_view(r: &Rule) -> CashbackRuleView {
     CashbackRuleView {
         rule_id: r.id.to_string(),
         wallet_program_id: r.wallet_program_id.to_string(),

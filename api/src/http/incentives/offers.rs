@@ -4,8 +4,6 @@ use crate::http::customers::customer_named;
 use crate::http::pipeline::fields::{
     AmountMinor, CurrencyCode, IntIn, Text, UuidText, alternatives::Alternatives,
 };
-use chrono::{DateTime, Utc};
-use entities::offer;
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -18,7 +16,7 @@ use crate::http::incentives::{EnvelopeOnly, RewardBody};
 use crate::{
     domain::{
         credentials::Permission,
-        incentives::offers::{self, NewOffer},
+        incentives::offers::{self, NewOffer, Offer},
         validate::{self, Errors},
     },
     envelope,
@@ -134,10 +132,10 @@ pub struct OfferView {
     pub created_at: String,
 }
 
-pub(super) fn offer_view(o: &offer::Model, now: DateTime<Utc>) -> OfferView {
+pub(super) fn offer_view(o: &Offer) -> OfferView {
     OfferView {
         offer_id: o.id.to_string(),
-        state: offers::state_at(o, now).to_string(),
+        state: o.state.to_string(),
         wallet_user_id: o.wallet_user_id.to_string(),
         wallet_program_id: o.wallet_program_id.to_string(),
         name: o.name.clone(),
@@ -307,7 +305,7 @@ impl OffersApi {
                     now,
                 )
                 .await?;
-                Ok(Outcome::new(offer_view(&o, now)))
+                Ok(Outcome::new(offer_view(&o)))
             },
         )
         .await
@@ -350,6 +348,7 @@ impl OffersApi {
         e.finish()?;
         let after = crate::http::pipeline::cursor::after("offer", &cursor.0)?;
         let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
+        let clock = auth.principal().clock();
         let (rows, more) = offers::list(
             &st.db,
             merchant,
@@ -357,13 +356,12 @@ impl OffersApi {
             offer_state.0.as_deref(),
             after,
             limit,
+            clock.now(),
         )
         .await?;
         let page = crate::http::pipeline::cursor::page("offer", &rows, more, |o| o.id);
-        let clock = auth.principal().clock();
-        let now = clock.now();
         Ok(Reply::page(
-            &rows.iter().map(|o| offer_view(o, now)).collect::<Vec<_>>(),
+            &rows.iter().map(offer_view).collect::<Vec<_>>(),
             &page,
         ))
     }
@@ -383,9 +381,9 @@ impl OffersApi {
         let st = state.0;
         let id = path_uuid("path:offerId", &offer_id.0)?;
         let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
-        let o = offers::get(&st.db, merchant, id).await?;
         let clock = auth.principal().clock();
-        Ok(Reply::ok(&offer_view(&o, clock.now())))
+        let o = offers::show(&st.db, merchant, id, clock.now()).await?;
+        Ok(Reply::ok(&offer_view(&o)))
     }
 
     /// Evaluate offers (beta)
@@ -455,7 +453,7 @@ impl OffersApi {
                 offers: found
                     .iter()
                     .map(|x| OfferEvaluation {
-                        offer: offer_view(&x.offer, now),
+                        offer: offer_view(&x.offer),
                         eligible: x.ineligible.is_none(),
                         reward_minor: x.reward_minor,
                         reason: x.ineligible.map(str::to_string),
@@ -500,7 +498,7 @@ impl OffersApi {
             let now = who.now();
             let r = offers::redeem(txn, &p, &who, id, payment, now).await?;
             Ok(Outcome::new(RedeemResult {
-                offer: offer_view(&r.offer, now),
+                offer: offer_view(&r.offer),
                 wallet_id: r.grant.wallet_id.to_string(),
                 grant: grant_item(&r.grant.clone().into()),
                 balance_after: r.balance_after.into(),
@@ -535,7 +533,7 @@ impl OffersApi {
         key.run(auth.principal(), &body, async move |txn, acting| {
             let now = clock.now();
             let o = offers::cancel(txn, acting.merchant_id, id, now).await?;
-            Ok(Outcome::new(offer_view(&o, now)))
+            Ok(Outcome::new(offer_view(&o)))
         })
         .await
     }

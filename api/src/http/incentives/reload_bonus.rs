@@ -7,7 +7,6 @@ use crate::http::pipeline::fields::{
     AmountMinor, IntIn, List,
     alternatives::{Alternatives, Branch},
 };
-use entities::reload_bonus_config;
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Query};
 use serde::{Deserialize, Serialize};
@@ -25,7 +24,7 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        incentives::reload_bonus::{self, NewConfig, Tier},
+        incentives::reload_bonus::{self, Config, NewConfig, Tier},
         validate::{self, Errors},
     },
     error::ApiError,
@@ -180,16 +179,13 @@ pub struct ReloadBonusConfigView {
     pub created_at: String,
 }
 
-pub(super) fn config_view(c: &reload_bonus_config::Model) -> ReloadBonusConfigView {
+pub(super) fn config_view(c: &Config) -> ReloadBonusConfigView {
     ReloadBonusConfigView {
         config_id: c.id.to_string(),
         wallet_program_id: c.wallet_program_id.to_string(),
         version: c.version,
         currency: c.currency.clone(),
-        tiers: reload_bonus::tiers_of(c)
-            .into_iter()
-            .map(|t| TierBody::from_tier(&t))
-            .collect(),
+        tiers: c.tiers.iter().map(TierBody::from_tier).collect(),
         expiry_days: c.expiry_days,
         budget_id: c.budget_id.map(|b| b.to_string()),
         merchant_id: c.merchant_id.to_string(),
