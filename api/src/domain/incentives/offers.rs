@@ -7,7 +7,7 @@
 //! reward is the payment's: a refund or void takes back its share (see `rewards`).
 use crate::store::Db;
 use chrono::{DateTime, Duration, Utc};
-use entities::{offer, payment::PaymentStatus, promo_grant};
+use entities::{offer, payment::PaymentStatus};
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
@@ -336,7 +336,7 @@ fn not_armed(o: &offer::Model, now: DateTime<Utc>) -> ApiError {
 #[derive(Clone, Debug)]
 pub struct Redeemed {
     pub offer: Offer,
-    pub grant: promo_grant::Model,
+    pub grant: crate::domain::incentives::grants::Grant,
     pub balance_after: Balance,
 }
 
@@ -469,7 +469,7 @@ pub async fn redeem<C: ConnectionTrait>(
     .await?;
     Ok(Redeemed {
         offer: Offer::at(o, now),
-        grant: g,
+        grant: g.into(),
         balance_after,
     })
 }

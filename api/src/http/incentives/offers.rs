@@ -2,8 +2,10 @@
 //! with a payment, cancelled.
 use crate::http::customers::customer_named;
 use crate::http::pipeline::fields::{
-    AmountMinor, CurrencyCode, IntIn, Text, UuidText, alternatives::Alternatives,
+    AmountMinor, CurrencyCode, Cursor, Field, IntIn, OfferStates, OneOf, PageLimit, Text, UuidText,
+    alternatives::Alternatives,
 };
+use crate::http::pipeline::query_group::{Grouped, query_group};
 use poem::web::Data;
 use poem_openapi::{
     Object, OpenApi,
@@ -242,6 +244,17 @@ pub struct RedeemResult {
 
 pub struct OffersApi;
 
+query_group! {
+    /// Which offers, and the page.
+    pub struct OfferQuery {
+        merchant_id: Option<UuidText> = "merchant_id",
+        wallet_user_id: Option<UuidText> = "wallet_user_id",
+        offer_state: Option<Field<OneOf<OfferStates>>> = "state",
+        limit: Option<PageLimit> = "limit",
+        cursor: Option<Cursor> = "cursor",
+    }
+}
+
 #[OpenApi(tag = "Tag::Incentives")]
 impl OffersApi {
     /// Arm an offer (beta)
@@ -318,42 +331,36 @@ impl OffersApi {
     ///
     /// An x-api-key caller needs the permission `terminal` (a terminal JWT holds it).
     #[oai(path = "/offers", method = "get", operation_id = "listOffers")]
-    #[allow(clippy::too_many_arguments)]
     async fn list_offers(
         &self,
         state: Data<&AppState>,
         auth: AnyAuth,
-        merchant_id: Query<Option<UuidText>>,
-        wallet_user_id: Query<Option<UuidText>>,
-        #[oai(name = "state")] offer_state: Query<
-            Option<
-                crate::http::pipeline::fields::Field<
-                    crate::http::pipeline::fields::OneOf<
-                        crate::http::pipeline::fields::OfferStates,
-                    >,
-                >,
-            >,
-        >,
-        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
+        query: Grouped<OfferQuery>,
     ) -> poem::Result<Reply<Vec<OfferView>>> {
         auth.require(Permission::Terminal)?;
         let st = state.0;
+        let OfferQuery {
+            merchant_id,
+            wallet_user_id,
+            offer_state,
+            limit,
+            cursor,
+        } = query.0;
         let mut e = Errors::default();
-        let who = optional_uuid(&mut e, "query:wallet_user_id", &wallet_user_id.0);
-        if let Some(s) = &offer_state.0 {
+        let who = optional_uuid(&mut e, "query:wallet_user_id", &wallet_user_id);
+        if let Some(s) = &offer_state {
             s.check(&mut e, "query:state");
         }
-        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = PageLimit::resolve(limit, &mut e);
         e.finish()?;
-        let after = crate::http::pipeline::cursor::after("offer", &cursor.0)?;
-        let merchant = merchant_of(st, auth.principal(), &merchant_id.0).await?;
+        let after = crate::http::pipeline::cursor::after("offer", &cursor)?;
+        let merchant = merchant_of(st, auth.principal(), &merchant_id).await?;
         let clock = auth.principal().clock();
         let (rows, more) = offers::list(
             &st.db,
             merchant,
             who,
-            offer_state.0.as_deref(),
+            offer_state.as_deref(),
             after,
             limit,
             clock.now(),
@@ -500,7 +507,7 @@ impl OffersApi {
             Ok(Outcome::new(RedeemResult {
                 offer: offer_view(&r.offer),
                 wallet_id: r.grant.wallet_id.to_string(),
-                grant: grant_item(&r.grant.clone().into()),
+                grant: grant_item(&r.grant),
                 balance_after: r.balance_after.into(),
             }))
         })

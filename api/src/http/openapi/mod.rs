@@ -360,6 +360,9 @@ fn query_groups() -> Vec<Expansion> {
         Expansion::of::<crate::http::operator::AuditQuery>(),
         Expansion::of::<crate::http::operator::dead_letters::DeadLetterQuery>(),
         Expansion::of::<crate::http::webhooks::events::EventQuery>(),
+        Expansion::of::<crate::http::credentials::keys::KeyQuery>(),
+        Expansion::of::<crate::http::incentives::OfferQuery>(),
+        Expansion::of::<crate::http::webhooks::DeliveryQuery>(),
     ]
 }
 

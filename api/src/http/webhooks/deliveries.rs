@@ -1,12 +1,12 @@
 //! A subscription's deliveries (`/webhooks/subscriptions/{id}/deliveries`): their history
 //! with every attempt, and redelivery of one event or of every failed one since a time.
-use crate::http::pipeline::fields::UuidText;
+use crate::http::pipeline::fields::{
+    Cursor, DeliveryStates, EventTypes, Field, OneOf, PageLimit, UuidText,
+};
+use crate::http::pipeline::query_group::{Grouped, query_group};
 use chrono::{DateTime, Utc};
 use poem::web::Data;
-use poem_openapi::{
-    Object, OpenApi,
-    param::{Path, Query},
-};
+use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
 use crate::http::webhooks::WebhookEnvelope;
@@ -128,6 +128,16 @@ pub(super) fn delivery_view(d: &webhooks::Delivery) -> DeliveryView {
 
 pub struct DeliveriesApi;
 
+query_group! {
+    /// Which deliveries of a subscription, and the page.
+    pub struct DeliveryQuery {
+        event_type: Option<Field<OneOf<EventTypes>>> = "event_type",
+        outcome: Option<Field<OneOf<DeliveryStates>>> = "outcome",
+        limit: Option<PageLimit> = "limit",
+        cursor: Option<Cursor> = "cursor",
+    }
+}
+
 #[OpenApi(tag = "Tag::Webhooks")]
 impl DeliveriesApi {
     /// Delivery history
@@ -142,50 +152,38 @@ impl DeliveriesApi {
         method = "get",
         operation_id = "listWebhookDeliveries"
     )]
-    #[allow(clippy::too_many_arguments)]
     async fn deliveries(
         &self,
         state: Data<&AppState>,
         auth: ApiKeyAuth,
         id: Path<UuidText>,
-        event_type: Query<
-            Option<
-                crate::http::pipeline::fields::Field<
-                    crate::http::pipeline::fields::OneOf<crate::http::pipeline::fields::EventTypes>,
-                >,
-            >,
-        >,
-        outcome: Query<
-            Option<
-                crate::http::pipeline::fields::Field<
-                    crate::http::pipeline::fields::OneOf<
-                        crate::http::pipeline::fields::DeliveryStates,
-                    >,
-                >,
-            >,
-        >,
-        limit: Query<Option<crate::http::pipeline::fields::PageLimit>>,
-        cursor: Query<Option<crate::http::pipeline::fields::Cursor>>,
+        query: Grouped<DeliveryQuery>,
     ) -> poem::Result<Reply<Vec<DeliveryView>>> {
         auth.0.require(Permission::Webhooks)?;
         webhooks::control_plane(&auth.0)?;
         let sid = path_uuid("path:id", &id.0)?;
+        let DeliveryQuery {
+            event_type,
+            outcome,
+            limit,
+            cursor,
+        } = query.0;
         let mut e = Errors::default();
-        if let Some(o) = &outcome.0 {
+        if let Some(o) = &outcome {
             o.check(&mut e, "query:outcome");
         }
-        if let Some(t) = &event_type.0 {
+        if let Some(t) = &event_type {
             t.check(&mut e, "query:event_type");
         }
-        let limit = crate::http::pipeline::fields::PageLimit::resolve(limit.0, &mut e);
+        let limit = PageLimit::resolve(limit, &mut e);
         e.finish()?;
-        let after = crate::http::pipeline::cursor::after("delivery", &cursor.0)?;
+        let after = crate::http::pipeline::cursor::after("delivery", &cursor)?;
         let page = webhooks::deliveries(
             &state.0.db,
             &auth.0,
             sid,
-            event_type.0.as_deref(),
-            outcome.0.as_deref(),
+            event_type.as_deref(),
+            outcome.as_deref(),
             after,
             limit,
         )
