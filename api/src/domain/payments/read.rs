@@ -56,8 +56,9 @@ pub struct Payment {
     pub currency: String,
     pub debited_promo_minor: i64,
     pub debited_actual_minor: i64,
-    /// The promotional grants that paid, in the order they were drawn.
-    pub promo_split: Vec<PromoPart>,
+    /// The grants that paid, as stored: read through `promo_split`, which only the
+    /// transaction detail needs (a payment's own answer does not parse it).
+    split: serde_json::Value,
     pub refunded_minor: i64,
     /// What may still happen to it: a void, refunds, and how much is left to refund.
     pub can: Reversibility,
@@ -82,22 +83,10 @@ pub struct PromoPart {
 
 impl From<payment::Model> for Payment {
     fn from(p: payment::Model) -> Self {
-        let promo_split = p
-            .promo_split
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|x| {
-                Some(PromoPart {
-                    grant_id: x.get(0)?.as_str()?.to_string(),
-                    amount_minor: x.get(1)?.as_i64()?,
-                })
-            })
-            .collect();
         Payment {
             feed_status: feed_status(&p),
             can: reversibility(&p),
-            promo_split,
+            split: p.promo_split,
             id: p.id,
             merchant_id: p.merchant_id,
             integration_id: p.integration_id,
@@ -122,6 +111,23 @@ impl From<payment::Model> for Payment {
             completed_at: p.completed_at,
             voided_at: p.voided_at,
         }
+    }
+}
+
+impl Payment {
+    /// The promotional grants that paid, in the order they were drawn.
+    pub fn promo_split(&self) -> Vec<PromoPart> {
+        self.split
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|x| {
+                Some(PromoPart {
+                    grant_id: x.get(0)?.as_str()?.to_string(),
+                    amount_minor: x.get(1)?.as_i64()?,
+                })
+            })
+            .collect()
     }
 }
 

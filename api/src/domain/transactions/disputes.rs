@@ -276,12 +276,7 @@ pub async fn resolve<C: ConnectionTrait>(
                 .with_details(json!({"status": d.status.as_str()})),
         );
     }
-    let mut out = Resolved {
-        dispute: d.clone().into(),
-        refund: None,
-        reversal: None,
-        balance_after: None,
-    };
+    let (mut refund, mut reversal, mut balance_after) = (None, None, None);
     let mut events = Vec::new();
     let mut d = dispute::Model {
         status: outcome,
@@ -303,17 +298,17 @@ pub async fn resolve<C: ConnectionTrait>(
                 };
                 let amount = d.amount_minor.min(left);
                 if amount > 0 {
-                    let refund = payments::Reverse {
+                    let back = payments::Reverse {
                         payment_id: pay.id,
                         kind: ReversalKind::Refund,
                         amount: Some(amount),
                         currency: None,
                         reason: Some(format!("dispute {}: {}", d.id, d.reason)),
                     };
-                    let r = payments::reverse(c, p, acting, refund).await?;
+                    let r = payments::reverse(c, p, acting, back).await?;
                     d.movement_id = r.refund.as_ref().map(|x| x.id);
-                    out.refund = r.refund;
-                    out.balance_after = Some(r.balance_after);
+                    refund = r.refund;
+                    balance_after = Some(r.balance_after);
                 }
                 d.recovered_minor = amount;
                 d.unrecovered_minor = d.amount_minor - amount;
@@ -334,8 +329,8 @@ pub async fn resolve<C: ConnectionTrait>(
                     d.movement_id = Some(done.reversal.id);
                     d.recovered_minor = done.reversal.taken_back_minor;
                     d.unrecovered_minor = done.reversal.unrecovered_minor;
-                    out.reversal = Some(done.reversal);
-                    out.balance_after = Some(done.balance_after);
+                    reversal = Some(done.reversal);
+                    balance_after = Some(done.balance_after);
                 } else {
                     d.unrecovered_minor = d.amount_minor;
                 }
@@ -349,6 +344,10 @@ pub async fn resolve<C: ConnectionTrait>(
     events.push(disputed_event(&d, now));
     store::outbox::append_all(c, events).await?;
     audit(c, p, "dispute.resolve", &d, note).await?;
-    out.dispute = d.into();
-    Ok(out)
+    Ok(Resolved {
+        dispute: d.into(),
+        refund,
+        reversal,
+        balance_after,
+    })
 }

@@ -483,10 +483,10 @@ impl TransactionsApi {
                 disputes,
             } => {
                 let split = p
-                    .promo_split
-                    .iter()
+                    .promo_split()
+                    .into_iter()
                     .map(|x| PromoPart {
-                        grant_id: x.grant_id.clone(),
+                        grant_id: x.grant_id,
                         amount_minor: x.amount_minor,
                     })
                     .collect();
