@@ -54,18 +54,18 @@ FROM seed_wallets w LEFT JOIN seed_spent s USING (wallet_id);
 INSERT INTO ledger_postings (id, merchant_id, kind, reference_type, reference_id, memo, created_at)
 SELECT funding_id, :'merchant'::uuid, 'adjustment', 'adjustment', pg_temp.v7(funded_at), 'seed', funded_at
 FROM seed_wallets;
-INSERT INTO ledger_entries (posting_id, merchant_id, account_kind, account_id, currency, amount_minor, created_at)
-SELECT funding_id, :'merchant'::uuid, 'wallet_actual', wallet_id, 'EUR', 100000, funded_at FROM seed_wallets
+INSERT INTO ledger_entries (posting_id, merchant_id, account_kind, account_id, wallet_id, currency, amount_minor, created_at)
+SELECT funding_id, :'merchant'::uuid, 'wallet_actual', wallet_id, wallet_id, 'EUR', 100000, funded_at FROM seed_wallets
 UNION ALL
-SELECT funding_id, :'merchant'::uuid, 'merchant_adjustment', :'merchant'::uuid, 'EUR', -100000, funded_at FROM seed_wallets;
+SELECT funding_id, :'merchant'::uuid, 'merchant_adjustment', :'merchant'::uuid, wallet_id, 'EUR', -100000, funded_at FROM seed_wallets;
 
 -- Payments: the payment, its posting (wallet_actual -, merchant_clearing +), its event.
 INSERT INTO ledger_postings (id, merchant_id, kind, reference_type, reference_id, memo, created_at)
 SELECT posting_id, :'merchant'::uuid, 'payment', 'payment', payment_id, NULL, t FROM seed_payments;
-INSERT INTO ledger_entries (posting_id, merchant_id, account_kind, account_id, currency, amount_minor, created_at)
-SELECT posting_id, :'merchant'::uuid, 'wallet_actual', wallet_id, 'EUR', -amount, t FROM seed_payments
+INSERT INTO ledger_entries (posting_id, merchant_id, account_kind, account_id, wallet_id, currency, amount_minor, created_at)
+SELECT posting_id, :'merchant'::uuid, 'wallet_actual', wallet_id, wallet_id, 'EUR', -amount, t FROM seed_payments
 UNION ALL
-SELECT posting_id, :'merchant'::uuid, 'merchant_clearing', :'merchant'::uuid, 'EUR', amount, t FROM seed_payments;
+SELECT posting_id, :'merchant'::uuid, 'merchant_clearing', :'merchant'::uuid, wallet_id, 'EUR', amount, t FROM seed_payments;
 INSERT INTO payments (id, merchant_id, integration_id, branch_id, terminal_id, cashier_id, wallet_id,
                       status, credential_type, amount_minor, currency, debited_promo_minor,
                       debited_actual_minor, promo_split, refunded_minor, order_ref, basket,

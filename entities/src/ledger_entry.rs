@@ -1,6 +1,7 @@
 use sea_orm::entity::prelude::*;
 
-/// Append-only. Positive `amount_minor` raises the account's balance.
+/// Append-only. Positive `amount_minor` raises the account's balance. `created_at` is the
+/// tenant's clock (a sandbox's test clock) when the posting was made.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
 #[sea_orm(table_name = "ledger_entries")]
 pub struct Model {
@@ -10,6 +11,9 @@ pub struct Model {
     pub merchant_id: Uuid,
     pub account_kind: String,
     pub account_id: Uuid,
+    /// The wallet the entry's posting is about (NULL only on a few entries from before
+    /// migration 000023 whose posting moved no wallet-side account).
+    pub wallet_id: Option<Uuid>,
     pub currency: String,
     pub amount_minor: i64,
     pub created_at: DateTimeUtc,

@@ -27,6 +27,7 @@ mod m20261128_000019_trace_origin;
 mod m20261128_000020_partitioned_history;
 mod m20261128_000021_wallet_payments_by_id;
 mod m20261128_000022_operator_sessions;
+mod m20261129_000023_value_classes;
 pub mod partitions;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
@@ -102,6 +103,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000020_partitioned_history::Migration),
             Box::new(m20261128_000021_wallet_payments_by_id::Migration),
             Box::new(m20261128_000022_operator_sessions::Migration),
+            Box::new(m20261129_000023_value_classes::Migration),
         ]
     }
 }
@@ -180,5 +182,138 @@ mod tests {
                 ("k-till".to_string(), "terminal reporting".to_string()),
             ]
         );
+    }
+
+    /// 000023: the ledger learns which grants are locked, what top-ups are pending and
+    /// which wallet each entry is about, from the rows already there; no amount changes.
+    #[tokio::test]
+    async fn existing_entries_learn_their_wallet_locked_grants_and_pending_topups() {
+        use sea_orm::{ConnectionTrait, Statement, Value};
+        let db = sea_orm::Database::connect("sqlite::memory:").await.unwrap();
+        Migrator::up(&db, Some(22)).await.unwrap();
+        db.execute_unprepared("PRAGMA foreign_keys = OFF")
+            .await
+            .unwrap();
+        let backend = db.get_database_backend();
+        let (m, w, locked, released) = (
+            uuid::Uuid::now_v7(),
+            uuid::Uuid::now_v7(),
+            uuid::Uuid::now_v7(),
+            uuid::Uuid::now_v7(),
+        );
+        let now = chrono::Utc::now();
+        let run = |sql: &str, values: Vec<Value>| {
+            db.execute_raw(Statement::from_sql_and_values(backend, sql, values))
+        };
+        run(
+            "INSERT INTO wallets (id, wallet_user_id, merchant_id, wallet_program_id, currency, \
+             actual_minor, pending_topups_minor, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, 'EUR', 1000, 700, ?, ?)",
+            vec![
+                w.into(),
+                m.into(),
+                m.into(),
+                m.into(),
+                now.into(),
+                now.into(),
+            ],
+        )
+        .await
+        .unwrap();
+        for (g, state, amount) in [(locked, "LOCKED", 300i64), (released, "RELEASED", 100)] {
+            run(
+                "INSERT INTO promo_grants (id, wallet_id, merchant_id, source, state, currency, \
+                 original_minor, remaining_minor, expires_at, created_at, updated_at) \
+                 VALUES (?, ?, ?, 'CASHBACK', ?, 'EUR', ?, ?, ?, ?, ?)",
+                vec![
+                    g.into(),
+                    w.into(),
+                    m.into(),
+                    state.into(),
+                    amount.into(),
+                    amount.into(),
+                    now.into(),
+                    now.into(),
+                    now.into(),
+                ],
+            )
+            .await
+            .unwrap();
+        }
+        let postings = [
+            (
+                "grant_accrual",
+                vec![
+                    ("promo_grant", locked, 300i64),
+                    ("merchant_promo_funding", m, -300),
+                ],
+            ),
+            (
+                "grant_accrual",
+                vec![
+                    ("promo_grant", released, 100),
+                    ("merchant_promo_funding", m, -100),
+                ],
+            ),
+            (
+                "adjustment",
+                vec![
+                    ("wallet_actual", w, 1000),
+                    ("merchant_adjustment", m, -1000),
+                ],
+            ),
+        ];
+        for (kind, entries) in postings {
+            let p = uuid::Uuid::now_v7();
+            run(
+                "INSERT INTO ledger_postings (id, merchant_id, kind, reference_type, reference_id, \
+                 memo, created_at) VALUES (?, ?, ?, 'test', ?, NULL, ?)",
+                vec![p.into(), m.into(), kind.into(), p.into(), now.into()],
+            )
+            .await
+            .unwrap();
+            for (account_kind, account, amount) in entries {
+                run(
+                    "INSERT INTO ledger_entries (posting_id, merchant_id, account_kind, account_id, \
+                     currency, amount_minor, created_at) VALUES (?, ?, ?, ?, 'EUR', ?, ?)",
+                    vec![p.into(), m.into(), account_kind.into(), account.into(), amount.into(), now.into()],
+                )
+                .await
+                .unwrap();
+            }
+        }
+        Migrator::up(&db, None).await.unwrap();
+
+        let rows = db
+            .query_all_raw(Statement::from_string(
+                backend,
+                "SELECT account_kind, account_id, wallet_id, amount_minor FROM ledger_entries ORDER BY id",
+            ))
+            .await
+            .unwrap();
+        let got: Vec<(String, uuid::Uuid, Option<uuid::Uuid>, i64)> = rows
+            .iter()
+            .map(|r| {
+                (
+                    r.try_get("", "account_kind").unwrap(),
+                    r.try_get("", "account_id").unwrap(),
+                    r.try_get("", "wallet_id").unwrap(),
+                    r.try_get("", "amount_minor").unwrap(),
+                )
+            })
+            .collect();
+        let expected = vec![
+            ("promo_grant_locked".to_string(), locked, Some(w), 300),
+            ("merchant_promo_funding".to_string(), m, Some(w), -300),
+            ("promo_grant".to_string(), released, Some(w), 100),
+            ("merchant_promo_funding".to_string(), m, Some(w), -100),
+            ("wallet_actual".to_string(), w, Some(w), 1000),
+            ("merchant_adjustment".to_string(), m, Some(w), -1000),
+            ("wallet_pending_topup".to_string(), w, Some(w), 700),
+            ("merchant_pending_topup".to_string(), m, Some(w), -700),
+        ];
+        assert_eq!(got, expected);
+        Migrator::down(&db, Some(1)).await.unwrap();
+        Migrator::up(&db, None).await.unwrap();
     }
 }

@@ -1,5 +1,6 @@
 //! The black-box suite: one binary, modules named after the domain they check.
 mod suite {
+    pub mod accounting;
     pub mod architecture;
     pub mod build;
     pub mod cells;

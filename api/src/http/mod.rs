@@ -10,6 +10,7 @@ pub mod operator;
 pub mod payments;
 pub mod pipeline;
 pub mod platform;
+pub mod reporting;
 pub mod sandbox;
 pub mod topups;
 pub mod transactions;

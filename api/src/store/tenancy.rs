@@ -297,6 +297,32 @@ pub async fn advance_clock<C: ConnectionTrait>(
     find_integration(c, id).await
 }
 
+/// How far ahead the test clock of a merchant's integrations runs, in seconds (the furthest,
+/// should several link it; `None` when none runs ahead).
+pub async fn clock_offset_of_merchant<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+) -> Result<Option<i64>, DbErr> {
+    let integrations: Vec<Uuid> = integration_enterprise::Entity::find()
+        .filter(integration_enterprise::Column::EnterpriseId.eq(merchant_id))
+        .all(c)
+        .await?
+        .into_iter()
+        .map(|l| l.integration_id)
+        .collect();
+    if integrations.is_empty() {
+        return Ok(None);
+    }
+    Ok(integration::Entity::find()
+        .filter(integration::Column::Id.is_in(integrations))
+        .filter(integration::Column::ClockOffsetSecs.gt(0))
+        .all(c)
+        .await?
+        .into_iter()
+        .filter_map(|i| i.clock_offset_secs)
+        .max())
+}
+
 /// The integrations whose test clock runs ahead, with their offsets.
 pub async fn advanced_clocks<C: ConnectionTrait>(c: &C) -> Result<Vec<(Uuid, i64)>, DbErr> {
     Ok(integration::Entity::find()

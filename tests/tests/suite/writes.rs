@@ -24,6 +24,7 @@ fn reference() -> Reference<'static> {
         kind: "adjustment",
         id: Uuid::now_v7(),
         memo: None,
+        at: chrono::Utc::now(),
     }
 }
 

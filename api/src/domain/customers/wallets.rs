@@ -398,7 +398,10 @@ pub async fn adjust<C: ConnectionTrait>(
             &w.currency,
         )));
     }
-    let now = Utc::now();
+    // A sandbox merchant's ledger runs on its test clock, whoever moves its money.
+    let now = crate::domain::sandbox::test_clock::merchant_clock(c, w.merchant_id)
+        .await?
+        .now();
     let adjustment_id = Uuid::now_v7();
     let (is_credit, credit) = match &adjustment {
         Adjustment::Actual { amount_minor } => (*amount_minor > 0, (*amount_minor).max(0)),
@@ -440,7 +443,12 @@ pub async fn adjust<C: ConnectionTrait>(
             )
             .await?;
             (
-                ledger::posting::grant_accrual(w.merchant_id, g.id, &w.currency, amount_minor),
+                ledger::posting::grant_accrual(
+                    w.merchant_id,
+                    (&g).into(),
+                    &w.currency,
+                    amount_minor,
+                ),
                 json!({"money_class": "promo", "grant_id": g.id.to_string(), "amount_minor": amount_minor, "currency": w.currency, "source": source, "state": state.as_str()}),
             )
         }
@@ -452,6 +460,7 @@ pub async fn adjust<C: ConnectionTrait>(
             kind: "adjustment",
             id: adjustment_id,
             memo: Some(format!("{}: {reason}", op.actor())),
+            at: now,
         },
     )
     .await?;

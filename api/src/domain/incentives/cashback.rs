@@ -184,11 +184,12 @@ pub async fn accrue<C: ConnectionTrait>(
     .await?;
     store::ledger::post(
         c,
-        &ledger::posting::grant_accrual(p.merchant_id, g.id, &w.currency, amount),
+        &ledger::posting::grant_accrual(p.merchant_id, (&g).into(), &w.currency, amount),
         store::ledger::Reference {
             kind: "cashback",
             id: p.id,
             memo: None,
+            at: now,
         },
     )
     .await?;

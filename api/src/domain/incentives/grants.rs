@@ -119,6 +119,7 @@ async fn end<C: ConnectionTrait>(
                 kind: reference,
                 id: g.id,
                 memo: None,
+                at: now,
             },
         )
         .await?;
@@ -136,7 +137,8 @@ async fn claw<C: ConnectionTrait>(
     g: &promo_grant::Model,
     now: DateTime<Utc>,
 ) -> Result<i64, ApiError> {
-    let posting = ledger::posting::clawback(g.merchant_id, g.id, &g.currency, g.remaining_minor);
+    let posting =
+        ledger::posting::clawback(g.merchant_id, g.into(), &g.currency, g.remaining_minor);
     end(c, g, PromoGrantState::ClawedBack, posting, "clawback", now).await
 }
 
@@ -161,8 +163,12 @@ pub async fn take_back_bonus<C: ConnectionTrait>(
     ) {
         return Ok((0, None));
     }
-    let posting =
-        ledger::posting::reward_reversal(g.merchant_id, g.id, &g.currency, g.remaining_minor);
+    let posting = ledger::posting::reward_reversal(
+        g.merchant_id,
+        (&g).into(),
+        &g.currency,
+        g.remaining_minor,
+    );
     let amount = end(
         c,
         &g,
@@ -290,7 +296,12 @@ pub async fn expire_due(
                 &txn,
                 &g,
                 PromoGrantState::Expired,
-                ledger::posting::grant_expiry(g.merchant_id, g.id, &g.currency, g.remaining_minor),
+                ledger::posting::grant_expiry(
+                    g.merchant_id,
+                    (&g).into(),
+                    &g.currency,
+                    g.remaining_minor,
+                ),
                 "grant_expiry",
                 now,
             )

@@ -433,11 +433,12 @@ pub async fn redeem<C: ConnectionTrait>(
     .await?;
     store::ledger::post(
         c,
-        &ledger::posting::grant_accrual(merchant, g.id, &w.currency, reward),
+        &ledger::posting::grant_accrual(merchant, (&g).into(), &w.currency, reward),
         store::ledger::Reference {
             kind: "offer",
             id: o.id,
             memo: Some(o.name.clone()),
+            at: now,
         },
     )
     .await?;

@@ -142,11 +142,12 @@ async fn take_back<C: ConnectionTrait>(
     if take > 0 {
         store::ledger::post(
             c,
-            &ledger::posting::reward_reversal(r.merchant_id, g.id, &g.currency, take),
+            &ledger::posting::reward_reversal(r.merchant_id, (&g).into(), &g.currency, take),
             store::ledger::Reference {
                 kind: "reward_reversal",
                 id: r.payment_id,
                 memo: Some(reason.into()),
+                at: now,
             },
         )
         .await?;

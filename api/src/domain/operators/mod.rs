@@ -353,6 +353,7 @@ pub async fn check_ledger(
             "unbalanced_postings": report.unbalanced_postings.len(),
             "wallet_mismatches": report.wallet_mismatches.len(),
             "grant_mismatches": report.grant_mismatches.len(),
+            "pending_mismatches": report.pending_mismatches.len(),
         }),
     )
     .await?;

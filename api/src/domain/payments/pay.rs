@@ -283,6 +283,7 @@ pub async fn pay<Turn: Send>(
             kind: "payment",
             id: payment_id,
             memo: pay.order_ref.clone(),
+            at: now,
         },
     )?;
     let basket = check_basket(&pay, acting);

@@ -147,6 +147,7 @@ pub async fn reverse<C: ConnectionTrait>(
             kind: posting_kind.as_str(),
             id: refund_id,
             memo: reason.clone(),
+            at: now,
         },
     )
     .await?;

@@ -60,3 +60,14 @@ pub async fn advance<C: ConnectionTrait>(
     let clock = Clock::from_column(i.clock_offset_secs);
     Ok((i, clock))
 }
+
+/// The clock of a merchant's rules when no caller's key names the integration (operators'
+/// tools): its sandbox integration's test clock, else real time.
+pub async fn merchant_clock<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: uuid::Uuid,
+) -> Result<Clock, ApiError> {
+    Ok(Clock::from_column(
+        store::tenancy::clock_offset_of_merchant(c, merchant_id).await?,
+    ))
+}

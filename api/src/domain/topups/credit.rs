@@ -101,6 +101,8 @@ pub(crate) struct Credit<'a> {
     pub created: bool,
     pub program: &'a wallet_program::Model,
     pub amount: i64,
+    /// How the money came in (the ledger reports SKU and settlement loads apart).
+    pub load: ledger::posting::Load,
     pub bonus: Option<BonusGrant>,
     pub memo: String,
     /// The request field a refusal names (the wallet would hold too much).
@@ -192,11 +194,12 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
     .await?;
     let posting_id = store::ledger::post(
         c,
-        &ledger::posting::topup(merchant, w.id, &w.currency, cr.amount),
+        &ledger::posting::topup(cr.load, merchant, w.id, &w.currency, cr.amount),
         store::ledger::Reference {
             kind: "topup",
             id: cr.topup_id,
             memo: Some(cr.memo),
+            at: now,
         },
     )
     .await?;
@@ -219,11 +222,12 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
             .await?;
             store::ledger::post(
                 c,
-                &ledger::posting::grant_accrual(merchant, g.id, &w.currency, b.amount),
+                &ledger::posting::grant_accrual(merchant, (&g).into(), &w.currency, b.amount),
                 store::ledger::Reference {
                     kind: "topup",
                     id: cr.topup_id,
                     memo: Some(b.source.to_ascii_lowercase()),
+                    at: now,
                 },
             )
             .await?;

@@ -169,6 +169,7 @@ pub async fn topup_sku<C: ConnectionTrait>(
             created,
             program: &program,
             amount: credit,
+            load: crate::domain::ledger::posting::Load::Sku,
             bonus: (bonus > 0).then(|| BonusGrant {
                 amount: bonus,
                 source: "SKU_TOPUP_BONUS",

@@ -87,6 +87,7 @@ pub(crate) async fn take_back<C: ConnectionTrait>(
                     kind: ledger::PostingKind::TopupReversal.as_str(),
                     id,
                     memo: reason.clone(),
+                    at: now,
                 },
             )
             .await?,

@@ -33,6 +33,7 @@ use crate::http::{
     payments::checkout::CheckoutApi,
     payments::{OtpApi, PaymentsApi, QrApi, ReversalsApi},
     platform::PlatformApi,
+    reporting::ReportingApi,
     sandbox::SandboxApi,
     topups::TopupsApi,
     topups::settlements::SettlementsApi,
@@ -59,7 +60,7 @@ pub type Apis = (
     (IncentivesApi, BudgetsApi, OffersApi, ReloadBonusApi),
     (WebhooksApi, DeliveriesApi, EventsApi),
     // poem-openapi implements its trait for tuples of up to 16: the rest nest.
-    (TransactionsApi, BalanceCheckApi, DisputesApi),
+    (TransactionsApi, BalanceCheckApi, DisputesApi, ReportingApi),
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -152,6 +153,7 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("openDispute", "beta"),
     ("resolveDispute", "beta"),
     ("unattachTransaction", "beta"),
+    ("getLiability", "beta"),
 ];
 
 fn apis() -> Apis {
@@ -171,7 +173,7 @@ fn apis() -> Apis {
         SettlementsApi,
         (IncentivesApi, BudgetsApi, OffersApi, ReloadBonusApi),
         (WebhooksApi, DeliveriesApi, EventsApi),
-        (TransactionsApi, BalanceCheckApi, DisputesApi),
+        (TransactionsApi, BalanceCheckApi, DisputesApi, ReportingApi),
     )
 }
 
@@ -233,6 +235,7 @@ pub const PERMISSION: &[(&str, Permission)] = &[
     ("exchangeTerminalToken", Permission::Terminal),
     ("getBudget", Permission::Incentives),
     ("getCashbackRule", Permission::Incentives),
+    ("getLiability", Permission::Reporting),
     ("getOffer", Permission::Terminal),
     ("getPayment", Permission::Terminal),
     ("getReloadBonusConfig", Permission::Incentives),
@@ -355,6 +358,7 @@ const BODY_RULES: &[&Alternatives] = &[
 fn query_groups() -> Vec<Expansion> {
     vec![
         Expansion::of::<crate::http::transactions::FeedQuery>(),
+        Expansion::of::<crate::http::reporting::LiabilityQuery>(),
         Expansion::of::<crate::http::incentives::grants::GrantQuery>(),
         Expansion::of::<crate::http::customers::LookupQuery>(),
         Expansion::of::<crate::http::operator::AuditQuery>(),
@@ -477,6 +481,7 @@ mod tests {
         "incentives",
         "transactions",
         "webhooks",
+        "reporting",
     ];
 
     #[test]

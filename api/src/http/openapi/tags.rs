@@ -35,4 +35,7 @@ pub enum Tag {
     /// Webhook endpoints, signed event delivery and its history.
     #[oai(rename = "webhooks")]
     Webhooks,
+    /// Stored-value accounting: liability at an instant, roll-forwards and report runs.
+    #[oai(rename = "reporting")]
+    Reporting,
 }

@@ -184,6 +184,8 @@ pub struct LedgerCheck {
     pub wallet_mismatches: Vec<serde_json::Value>,
     /// The same for promotional grants.
     pub grant_mismatches: Vec<serde_json::Value>,
+    /// The same for wallets' pending top-ups.
+    pub pending_mismatches: Vec<serde_json::Value>,
 }
 
 pub fn ledger_check_view(r: store::ledger::Report) -> LedgerCheck {
@@ -199,6 +201,7 @@ pub fn ledger_check_view(r: store::ledger::Report) -> LedgerCheck {
             .collect(),
         wallet_mismatches: r.wallet_mismatches.iter().map(mismatch).collect(),
         grant_mismatches: r.grant_mismatches.iter().map(mismatch).collect(),
+        pending_mismatches: r.pending_mismatches.iter().map(mismatch).collect(),
     }
 }
 

@@ -118,26 +118,6 @@ pub async fn find_wallet<C: ConnectionTrait>(
 /// The wallet, locked until the transaction ends: every movement of one wallet's money
 /// (payments, refunds, credits) queues here, so none of them reads a stale balance. SQLite's
 /// IMMEDIATE transaction already holds the database's only write lock.
-/// Adds `delta` (negative to take back) to the wallet's pending top-ups.
-pub async fn add_pending_topup<C: ConnectionTrait>(
-    c: &C,
-    wallet_id: Uuid,
-    delta: i64,
-    now: DateTime<Utc>,
-) -> Result<(), DbErr> {
-    use sea_orm::sea_query::{Expr, ExprTrait};
-    wallet::Entity::update_many()
-        .col_expr(
-            wallet::Column::PendingTopupsMinor,
-            Expr::col(wallet::Column::PendingTopupsMinor).add(delta),
-        )
-        .col_expr(wallet::Column::UpdatedAt, Expr::value(now))
-        .filter(wallet::Column::Id.eq(wallet_id))
-        .exec(c)
-        .await
-        .map(|_| ())
-}
-
 pub async fn lock_wallet<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,

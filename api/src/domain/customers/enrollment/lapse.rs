@@ -58,6 +58,7 @@ pub(super) async fn lapse<C: ConnectionTrait>(
                     kind: "enrollment",
                     id: e.id,
                     memo: Some("pending-proof window lapsed".into()),
+                    at: now,
                 },
             )
             .await?;

@@ -189,6 +189,7 @@ pub async fn release_all<C: ConnectionTrait>(
                     kind: cause,
                     id: cause_id,
                     memo: Some("escrow returned on verification".into()),
+                    at: now,
                 },
             )
             .await?;
@@ -212,6 +213,26 @@ pub async fn release_all<C: ConnectionTrait>(
             }
         }
         let ids: Vec<Uuid> = release.iter().map(|g| g.id).collect();
+        for g in &release {
+            // The credit changes class (locked to released); the grant keeps all of it.
+            store::ledger::post(
+                c,
+                &ledger::posting::grant_release(
+                    w.merchant_id,
+                    w.id,
+                    g.id,
+                    &w.currency,
+                    g.remaining_minor,
+                ),
+                store::ledger::Reference {
+                    kind: cause,
+                    id: cause_id,
+                    memo: Some("grant released on verification".into()),
+                    at: now,
+                },
+            )
+            .await?;
+        }
         store::customers::wallets::release_grants(c, &ids, now).await?;
         for g in &release {
             events.push(grant_events::released_event(g, &w, identity, cause, now));

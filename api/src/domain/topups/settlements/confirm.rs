@@ -23,6 +23,27 @@ use crate::{
     store,
 };
 
+/// Posts a requested top-up to the wallet's pending top-ups (`amount` > 0), or takes it off
+/// once its settlement is known (`amount` < 0).
+async fn post_request<C: ConnectionTrait>(
+    c: &C,
+    w: &entities::wallet::Model,
+    topup_id: Uuid,
+    amount: i64,
+    now: DateTime<Utc>,
+) -> Result<(), ApiError> {
+    let posting =
+        crate::domain::ledger::posting::topup_request(w.merchant_id, w.id, &w.currency, amount);
+    let reference = store::ledger::Reference {
+        kind: "topup",
+        id: topup_id,
+        memo: None,
+        at: now,
+    };
+    store::ledger::post(c, &posting, reference).await?;
+    Ok(())
+}
+
 /// The reference settled: the requested top-up leaves `pending_topups_minor` and is
 /// credited, with the reload bonus in force now. Returns its events.
 pub(super) async fn credit_requested<C: ConnectionTrait>(
@@ -41,7 +62,7 @@ pub(super) async fn credit_requested<C: ConnectionTrait>(
     let w = store::customers::wallets::lock_wallet(c, merchant, t.wallet_id)
         .await?
         .ok_or_else(missing)?;
-    store::customers::wallets::add_pending_topup(c, w.id, -s.amount_minor, now).await?;
+    post_request(c, &w, t.id, -s.amount_minor, now).await?;
     let program =
         crate::domain::customers::wallets::program_for(c, merchant, Some(w.wallet_program_id))
             .await?;
@@ -62,6 +83,7 @@ pub(super) async fn credit_requested<C: ConnectionTrait>(
             created: false,
             program: &program,
             amount: s.amount_minor,
+            load: crate::domain::ledger::posting::Load::Settlement,
             bonus,
             memo: format!("settlement {}", s.reference),
             field: "/state",
@@ -113,7 +135,7 @@ pub(super) async fn drop_requested<C: ConnectionTrait>(
     let w = store::customers::wallets::lock_wallet(c, merchant, t.wallet_id)
         .await?
         .ok_or_else(|| ApiError::internal("a requested top-up's wallet is gone"))?;
-    store::customers::wallets::add_pending_topup(c, w.id, -s.amount_minor, now).await?;
+    post_request(c, &w, t.id, -s.amount_minor, now).await?;
     let id = t.id;
     store::topups::update(
         c,
@@ -320,7 +342,7 @@ pub async fn confirm<C: ConnectionTrait>(
             "/settlement_reference",
         )
         .await?;
-        store::customers::wallets::add_pending_topup(c, w.id, s.amount_minor, now).await?;
+        post_request(c, &w, id, s.amount_minor, now).await?;
         let w = store::customers::wallets::find_wallet(c, merchant, w.id)
             .await?
             .ok_or_else(|| ApiError::not_found("Wallet"))?;
@@ -353,6 +375,7 @@ pub async fn confirm<C: ConnectionTrait>(
                 created,
                 program: &program,
                 amount: s.amount_minor,
+                load: crate::domain::ledger::posting::Load::Settlement,
                 bonus,
                 memo: format!("settlement {}", s.reference),
                 field: "/settlement_reference",

@@ -11,6 +11,8 @@ use uuid::Uuid;
 
 use crate::store::db::writes::Writes;
 
+pub mod balances;
+
 /// An account as the ledger stores it (`domain::ledger::Account` converts into it): its
 /// kind and id, and the balance column its entries move, if it keeps one.
 #[derive(Clone, Copy, Debug)]
@@ -27,21 +29,26 @@ pub enum BalanceColumn {
     WalletActual,
     /// `promo_grants.remaining_minor`.
     GrantRemaining,
+    /// `wallets.pending_topups_minor`.
+    WalletPending,
 }
 
 /// A posting as rows (`domain::ledger::Posting` converts into it).
 pub struct PostingRows<'a> {
     pub kind: &'static str,
     pub merchant_id: Uuid,
+    pub wallet_id: Uuid,
     pub currency: &'a str,
     pub entries: Vec<(AccountRef, i64)>,
 }
 
-/// What a posting is about (a payment, a refund ...).
+/// What a posting is about (a payment, a refund ...), and when it happened by the tenant's
+/// clock: the time reports place it at.
 pub struct Reference<'a> {
     pub kind: &'a str,
     pub id: Uuid,
     pub memo: Option<String>,
+    pub at: chrono::DateTime<Utc>,
 }
 
 /// Writes `posting` and moves the balance columns of its wallet-side accounts by the same
@@ -78,7 +85,7 @@ pub fn defer_post<'p>(
             posting.kind
         )));
     }
-    let now = Utc::now();
+    let now = reference.at;
     let id = Uuid::now_v7();
     w.insert(
         ledger_posting::Entity::insert(ledger_posting::ActiveModel {
@@ -100,41 +107,65 @@ pub fn defer_post<'p>(
             merchant_id: Set(posting.merchant_id),
             account_kind: Set(account.kind.to_string()),
             account_id: Set(account.id),
+            wallet_id: Set(Some(posting.wallet_id)),
             currency: Set(posting.currency.to_string()),
             amount_minor: Set(*amount),
             created_at: Set(now),
             ..Default::default()
         });
     w.insert(ledger_entry::Entity::insert_many(rows).into_query());
+    // One move per balance column, by the posting's net on it: a release moves a grant's
+    // credit between two of its accounts and leaves its remaining credit (and state) alone.
+    let mut moves: Vec<(BalanceColumn, Uuid, i64, &'static str)> = Vec::new();
     for (account, amount) in &posting.entries {
-        let below_zero = || format!("{} {} would go below zero", account.kind, account.id);
-        let id = account.id;
-        match account.balance {
-            Some(BalanceColumn::WalletActual) => w.update_one(
-                move_wallet(id, *amount, now),
+        let Some(column) = account.balance else {
+            continue;
+        };
+        match moves
+            .iter_mut()
+            .find(|(c, id, _, _)| *c == column && *id == account.id)
+        {
+            Some(m) => m.2 += amount,
+            None => moves.push((column, account.id, *amount, account.kind)),
+        }
+    }
+    for (column, id, amount, kind) in moves {
+        if amount == 0 {
+            continue;
+        }
+        let below_zero = format!("{kind} {id} would go below zero");
+        match column {
+            BalanceColumn::WalletActual => w.update_one(
+                move_wallet(wallet::Column::ActualMinor, id, amount, now),
                 format!("wallets:{id}"),
-                below_zero(),
+                below_zero,
             ),
-            Some(BalanceColumn::GrantRemaining) => w.update_one(
-                move_grant(id, *amount, now),
+            BalanceColumn::WalletPending => w.update_one(
+                move_wallet(wallet::Column::PendingTopupsMinor, id, amount, now),
+                format!("wallets:{id}"),
+                below_zero,
+            ),
+            BalanceColumn::GrantRemaining => w.update_one(
+                move_grant(id, amount, now),
                 format!("promo_grants:{id}"),
-                below_zero(),
+                below_zero,
             ),
-            None => continue,
         };
     }
     Ok(id)
 }
 
-fn move_wallet(id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> UpdateStatement {
+fn move_wallet(
+    column: wallet::Column,
+    id: Uuid,
+    delta: i64,
+    now: chrono::DateTime<Utc>,
+) -> UpdateStatement {
     wallet::Entity::update_many()
-        .col_expr(
-            wallet::Column::ActualMinor,
-            Expr::col(wallet::Column::ActualMinor).add(delta),
-        )
+        .col_expr(column, Expr::col(column).add(delta))
         .col_expr(wallet::Column::UpdatedAt, Expr::value(now))
         .filter(wallet::Column::Id.eq(id))
-        .filter(Expr::col(wallet::Column::ActualMinor).add(delta).gte(0))
+        .filter(Expr::col(column).add(delta).gte(0))
         .into_query()
 }
 
@@ -168,6 +199,9 @@ pub struct Report {
     pub wallet_mismatches: Vec<Mismatch>,
     /// Grants whose `remaining_minor` differs from their entries (or is negative).
     pub grant_mismatches: Vec<Mismatch>,
+    /// Wallets whose `pending_topups_minor` differs from their entries (or is negative).
+    #[serde(default)]
+    pub pending_mismatches: Vec<Mismatch>,
 }
 
 impl Report {
@@ -175,6 +209,7 @@ impl Report {
         self.unbalanced_postings.is_empty()
             && self.wallet_mismatches.is_empty()
             && self.grant_mismatches.is_empty()
+            && self.pending_mismatches.is_empty()
     }
 }
 
@@ -228,11 +263,11 @@ pub async fn check<C: ConnectionTrait>(c: &C, merchant: Option<Uuid>) -> Result<
     )))
     .all(c)
     .await?;
-    let mismatches = |table: &str, column: &str, kind: &str| {
+    let mismatches = |table: &str, column: &str, kinds: &str| {
         format!(
             "SELECT t.id AS id, t.{column} AS stored_minor, \
              CAST(COALESCE((SELECT SUM(e.amount_minor) FROM ledger_entries e \
-               WHERE e.account_kind = '{kind}' AND e.account_id = t.id), 0) AS BIGINT) AS ledger_minor \
+               WHERE e.account_kind IN ({kinds}) AND e.account_id = t.id), 0) AS BIGINT) AS ledger_minor \
              FROM {table} t WHERE {}",
             filter.replace("merchant_id", "t.merchant_id")
         )
@@ -243,13 +278,20 @@ pub async fn check<C: ConnectionTrait>(c: &C, merchant: Option<Uuid>) -> Result<
             .collect::<Vec<_>>()
     };
     let wallets =
-        Mismatch::find_by_statement(q(mismatches("wallets", "actual_minor", "wallet_actual")))
+        Mismatch::find_by_statement(q(mismatches("wallets", "actual_minor", "'wallet_actual'")))
             .all(c)
             .await?;
     let grants = Mismatch::find_by_statement(q(mismatches(
         "promo_grants",
         "remaining_minor",
-        "promo_grant",
+        "'promo_grant', 'promo_grant_locked'",
+    )))
+    .all(c)
+    .await?;
+    let pending = Mismatch::find_by_statement(q(mismatches(
+        "wallets",
+        "pending_topups_minor",
+        "'wallet_pending_topup'",
     )))
     .all(c)
     .await?;
@@ -259,6 +301,7 @@ pub async fn check<C: ConnectionTrait>(c: &C, merchant: Option<Uuid>) -> Result<
         unbalanced_postings: unbalanced.into_iter().map(|r| r.id).collect(),
         wallet_mismatches: wrong(wallets),
         grant_mismatches: wrong(grants),
+        pending_mismatches: wrong(pending),
     })
 }
 
@@ -319,10 +362,10 @@ pub async fn wallet_activity<C: ConnectionTrait>(
             "SELECT p.id AS posting_id, p.kind AS kind, p.reference_type AS reference_type, \
                p.reference_id AS reference_id, p.created_at AS created_at, \
                CAST(SUM(CASE WHEN e.account_kind = 'wallet_actual' THEN e.amount_minor ELSE 0 END) AS BIGINT) AS actual_delta_minor, \
-               CAST(SUM(CASE WHEN e.account_kind = 'promo_grant' THEN e.amount_minor ELSE 0 END) AS BIGINT) AS promo_delta_minor \
+               CAST(SUM(CASE WHEN e.account_kind IN ('promo_grant', 'promo_grant_locked') THEN e.amount_minor ELSE 0 END) AS BIGINT) AS promo_delta_minor \
              FROM ledger_entries e JOIN ledger_postings p ON p.id = e.posting_id \
              WHERE (e.account_kind = 'wallet_actual' AND e.account_id = {}) \
-                OR (e.account_kind = 'promo_grant' AND e.account_id IN (SELECT g.id FROM promo_grants g WHERE g.wallet_id = {})) \
+                OR (e.account_kind IN ('promo_grant', 'promo_grant_locked') AND e.account_id IN (SELECT g.id FROM promo_grants g WHERE g.wallet_id = {})) \
              GROUP BY p.id, p.kind, p.reference_type, p.reference_id, p.created_at \
              ORDER BY p.created_at DESC, p.id DESC LIMIT {}",
             p[0], p[1], p[2]
