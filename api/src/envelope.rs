@@ -76,6 +76,11 @@ pub fn ok_with<D: Serialize + ?Sized>(data: &D, extra: &MetaExtra) -> Rendered {
     render_with(200, Some(data), None, None, extra.clone())
 }
 
+/// A success with its status (200, or 202 for work accepted and done later).
+pub fn ok_status_with<D: Serialize + ?Sized>(status: u16, data: &D, extra: &MetaExtra) -> Rendered {
+    render_with(status, Some(data), None, None, extra.clone())
+}
+
 pub fn ok_page<D: Serialize + ?Sized>(data: &D, page: &Page) -> Rendered {
     render(200, Some(data), None, Some(page))
 }

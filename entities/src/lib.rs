@@ -71,6 +71,8 @@ pub mod payment_reward;
 pub mod promo_grant;
 pub mod qr_nonce;
 pub mod reload_bonus_config;
+pub mod report_chunk;
+pub mod report_run;
 pub mod resource_sequence;
 pub mod sandbox_message;
 pub mod settlement;

@@ -206,7 +206,7 @@ timeseries("Endpoints auto-disabled", "Endpoints disabled after sustained failur
 
 # ---- jobs ---------------------------------------------------------------------------------
 row("Jobs")
-timeseries("Job run time p95 by job type", "p95 duration of one job run (sms_send, webhook_deliver, webhook_batch).",
+timeseries("Job run time p95 by job type", "p95 duration of one job run (sms_send, webhook_deliver, webhook_batch, report_run).",
            [(f"histogram_quantile(0.95, sum by (le, job_type) (rate(wallet_job_run_duration_seconds_bucket{sel()}[{RI}])))",
              "{{job_type}}")], unit="s")
 timeseries("Job runs by outcome", "Runs per second by job type and outcome (success, retry, dead).",

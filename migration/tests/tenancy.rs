@@ -12,7 +12,7 @@ use sea_orm::{ConnectionTrait, Database, DbBackend, Statement};
 const TENANT_COLUMNS: [&str; 2] = ["merchant_id", "enterprise_id"];
 
 /// Tables that hold no one tenant's rows, or hold them without the tenant column.
-const WITHOUT_TENANT: [&str; 10] = [
+const WITHOUT_TENANT: [&str; 11] = [
     // The tenant itself: its id is the tenant.
     "enterprises",
     // A platform's integration spans the enterprises it is linked to (a reference table).
@@ -27,6 +27,9 @@ const WITHOUT_TENANT: [&str; 10] = [
     "resource_sequences",
     // Keyed by delivery; the delivery carries the tenant. Not yet so.
     "webhook_attempts",
+    // Pieces of a report run's file; the run carries the tenant and every read goes
+    // through it (`store::ledger::reports`).
+    "report_chunks",
     // Schema bookkeeping.
     "seaql_migrations",
     "_sqlx_migrations",

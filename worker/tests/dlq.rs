@@ -136,12 +136,12 @@ async fn unknown_filter_values_are_usage_errors_that_name_the_allowed_values() {
     for (args, allowed) in [
         (
             vec!["list", "--queue", "emails"],
-            "sms_send, webhook_deliver, webhook_batch",
+            "sms_send, webhook_deliver, webhook_batch, report_run",
         ),
         (vec!["list", "--status", "dying"], "dead, replayed, purged"),
         (
             vec!["replay", "--all", "--job-type", "x", "--reason", "r"],
-            "sms_send, webhook_deliver, webhook_batch",
+            "sms_send, webhook_deliver, webhook_batch, report_run",
         ),
         (
             vec!["purge", "--all", "--older-than", "2 weeks", "--reason", "r"],

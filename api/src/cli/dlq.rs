@@ -17,10 +17,10 @@ use crate::{
 
 #[derive(Args, Clone, Default, Debug)]
 pub struct FilterArgs {
-    /// sms_send, webhook_deliver or webhook_batch.
+    /// sms_send, webhook_deliver, webhook_batch or report_run.
     #[arg(long)]
     pub queue: Option<String>,
-    /// sms_send, webhook_deliver or webhook_batch.
+    /// sms_send, webhook_deliver, webhook_batch or report_run.
     #[arg(long)]
     pub job_type: Option<String>,
     /// Only letters of the merchants linked to this integration (a platform tenant).

@@ -229,6 +229,10 @@ pub struct Config {
     pub retention_webhook_days: u32,
     /// Days a captured sandbox SMS stays readable.
     pub retention_sandbox_messages_days: u32,
+    /// Days a report run and its file stay downloadable after they were asked for.
+    pub report_retention_days: u32,
+    /// How long one attempt at running a report may take, in seconds.
+    pub report_timeout_secs: u64,
 }
 
 impl Default for Config {
@@ -302,6 +306,8 @@ impl Default for Config {
             retention_jobs_days: 7,
             retention_webhook_days: 30,
             retention_sandbox_messages_days: 30,
+            report_retention_days: 30,
+            report_timeout_secs: 600,
         }
     }
 }

@@ -198,10 +198,17 @@ impl Config {
                 "WALLET_RETENTION_SANDBOX_MESSAGES_DAYS",
                 self.retention_sandbox_messages_days,
             ),
+            ("WALLET_REPORT_RETENTION_DAYS", self.report_retention_days),
         ] {
             if !(1..=3650).contains(&days) {
                 return Err(invalid(setting, "must be between 1 and 3650"));
             }
+        }
+        if !(10..=86_400).contains(&self.report_timeout_secs) {
+            return Err(invalid(
+                "WALLET_REPORT_TIMEOUT_SECS",
+                "must be between 10 and 86400",
+            ));
         }
         if !(1..=3600).contains(&self.sweep_interval_secs) {
             return Err(invalid(

@@ -54,7 +54,7 @@ where
             let prepared = prepare().await?;
             let txn = store::begin(ctx.db).await?;
             let outcome = work(&txn, prepared).await?;
-            let rendered = envelope::ok_with(&outcome.data, &outcome.meta);
+            let rendered = envelope::ok_status_with(outcome.status, &outcome.data, &outcome.meta);
             txn.commit().await?;
             Ok(rendered)
         }
@@ -143,7 +143,7 @@ where
             return failed(ctx, r, copy, e).await;
         }
     };
-    let rendered = envelope::ok_with(&outcome.data, &outcome.meta);
+    let rendered = envelope::ok_status_with(outcome.status, &outcome.data, &outcome.meta);
     let record_id = Uuid::now_v7();
     let (stored_body, sealed) = if outcome.secrets.is_empty() {
         (rendered.body.clone(), None)

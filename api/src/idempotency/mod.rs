@@ -45,6 +45,8 @@ pub struct Outcome<T> {
     pub secrets: Vec<String>,
     /// Extra response meta (`data_completeness_score`).
     pub meta: envelope::MetaExtra,
+    /// 200, or 202 for work accepted and done later (`accepted`); replays keep it.
+    pub status: u16,
 }
 
 impl<T> Outcome<T> {
@@ -53,6 +55,15 @@ impl<T> Outcome<T> {
             data,
             secrets: Vec::new(),
             meta: envelope::MetaExtra::default(),
+            status: 200,
+        }
+    }
+
+    /// Work accepted now and done later (a report run): 202.
+    pub fn accepted(data: T) -> Self {
+        Outcome {
+            status: 202,
+            ..Outcome::new(data)
         }
     }
 

@@ -11,6 +11,7 @@ pub mod context;
 pub mod poll;
 pub mod queued;
 pub mod relay;
+pub mod report_run;
 pub mod retention;
 pub mod retry;
 pub mod runtime;

@@ -11,6 +11,7 @@
 //! | OTP sessions, QR nonces | a day past expiry unless they paid (then for ever) |
 //! | webhook deliveries (settled), attempts | `WALLET_RETENTION_WEBHOOK_DAYS` |
 //! | sandbox messages | `WALLET_RETENTION_SANDBOX_MESSAGES_DAYS` |
+//! | report runs and their files | until their `expires_at`: `WALLET_REPORT_RETENTION_DAYS` after they were asked for |
 //!
 //! The ledger, payments and every other money record are never pruned (`store::db::retention`
 //! has no way to name them).
@@ -46,6 +47,8 @@ pub fn keep(cfg: &Config, table: Table) -> chrono::Duration {
         Table::OtpSessions | Table::QrNonces => chrono::Duration::days(1),
         Table::WebhookDeliveries | Table::WebhookAttempts => days(cfg.retention_webhook_days),
         Table::SandboxMessages => days(cfg.retention_sandbox_messages_days),
+        // Each run carries its own expiry (`WALLET_REPORT_RETENTION_DAYS` when it was asked).
+        Table::ReportRuns => chrono::Duration::zero(),
     }
 }
 

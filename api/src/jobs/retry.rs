@@ -82,6 +82,9 @@ async fn dead_letter(deps: &JobDeps, env: &QueuedJob, message: &str) -> Result<(
     if env.job_type == webhook_deliver::JOB_TYPE {
         webhook_deliver::on_dead_letter(deps, env).await;
     }
+    if env.job_type == super::report_run::JOB_TYPE {
+        super::report_run::on_dead_letter(deps, env, message).await;
+    }
     let history = env.next_attempt(message).errors;
     tracing::error!(error = %message, attempts = env.attempt, "job dead-lettered");
     store::queues::dead_letters::insert_once(

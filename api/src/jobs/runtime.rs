@@ -13,8 +13,8 @@ use tokio::{sync::watch, task::JoinHandle};
 use tracing::Instrument;
 
 use super::{
-    JobError, QueuedJob, context::JobDeps, poll::Tick, relay, retry, sms_send, webhook_batch,
-    webhook_deliver,
+    JobError, QueuedJob, context::JobDeps, poll::Tick, relay, report_run, retry, sms_send,
+    webhook_batch, webhook_deliver,
 };
 use crate::{
     infra::{
@@ -104,6 +104,8 @@ impl Runtime {
                 (Queue::Sqlite(_), webhook_deliver::JOB_TYPE) => {
                     cfg.webhook_concurrency.min(concurrency)
                 }
+                // A report is long and heavy on the database: one per process at a time.
+                (_, report_run::JOB_TYPE) => 1,
                 _ => concurrency,
             };
             let name = move |restarts: usize| format!("{queue}-{instance}-{restarts}");
@@ -223,6 +225,10 @@ async fn handle(env: QueuedJob, deps: Data<Arc<JobDeps>>) -> Result<(), BoxDynEr
         // events go one after another and wait for free webhook slots.
         timeout *= 4;
     }
+    if env.job_type == report_run::JOB_TYPE {
+        // A report reads a range of the ledger: its own, longer limit.
+        timeout = Duration::from_secs(deps.state.config.report_timeout_secs);
+    }
     let span = tracing::info_span!(
         "job",
         job_id = %env.job_id,
@@ -291,6 +297,10 @@ async fn dispatch(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
         sms_send::JOB_TYPE => sms_send::run(deps, env).await,
         webhook_deliver::JOB_TYPE => webhook_deliver::run(deps, env).await,
         webhook_batch::JOB_TYPE => webhook_batch::run(deps, env).await,
+        report_run::JOB_TYPE => report_run::run(deps, env).await.map_err(|f| match f {
+            report_run::Failure::Retryable(m) => JobError::Retryable(m),
+            report_run::Failure::Permanent(m) => JobError::Permanent(m),
+        }),
         other => Err(JobError::Permanent(format!("unknown job type {other}"))),
     }
 }

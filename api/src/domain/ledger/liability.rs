@@ -98,7 +98,7 @@ pub async fn at<C: ConnectionTrait>(
         merchants,
         kinds,
         currency,
-        at,
+        until: store::ledger::balances::Until::Through(at),
     };
     let mut out: Vec<Liability> = Vec::new();
     for b in store::ledger::balances::by_kind(c, &scope(&kinds)).await? {

@@ -32,6 +32,7 @@ pub mod classes;
 pub mod liability;
 pub mod plan;
 pub mod posting;
+pub mod reports;
 
 pub use classes::ValueClass;
 

@@ -112,6 +112,29 @@ pub enum PostingKind {
 }
 
 impl PostingKind {
+    pub const ALL: [PostingKind; 16] = [
+        PostingKind::Payment,
+        PostingKind::Refund,
+        PostingKind::Void,
+        PostingKind::Adjustment,
+        PostingKind::GrantAccrual,
+        PostingKind::GrantExpiry,
+        PostingKind::EscrowHold,
+        PostingKind::EscrowRelease,
+        PostingKind::TopupSku,
+        PostingKind::TopupSettlement,
+        PostingKind::Clawback,
+        PostingKind::RewardReversal,
+        PostingKind::TopupReversal,
+        PostingKind::GrantRelease,
+        PostingKind::TopupRequested,
+        PostingKind::TopupRequestCleared,
+    ];
+
+    pub fn parse(s: &str) -> Option<PostingKind> {
+        PostingKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             PostingKind::Payment => "payment",

@@ -96,8 +96,39 @@ pub const WEBHOOK_DELIVER: &str = "webhook_deliver";
 /// The `webhook_batch` job: a subscription's first attempts, asked for by the relay.
 pub const WEBHOOK_BATCH: &str = "webhook_batch";
 
+/// The `report_run` job: runs one report (docs/accounting.md) and stores its file.
+pub const REPORT_RUN: &str = "report_run";
+
 /// Every job type; each has its own queue of the same name.
-pub const QUEUES: &[&str] = &[SMS_SEND, WEBHOOK_DELIVER, WEBHOOK_BATCH];
+pub const QUEUES: &[&str] = &[SMS_SEND, WEBHOOK_DELIVER, WEBHOOK_BATCH, REPORT_RUN];
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReportPayload {
+    pub report_id: Uuid,
+}
+
+/// Asks for the report run in the caller's transaction: it runs only if that transaction
+/// commits.
+pub async fn run_report<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    report_id: Uuid,
+) -> Result<(), DbErr> {
+    store::outbox::append(
+        c,
+        NewOutbox {
+            kind: OutboxKind::Job,
+            topic: REPORT_RUN.into(),
+            merchant_id: Some(merchant_id),
+            resource_type: "report_run".into(),
+            resource_id: report_id.to_string(),
+            payload: serde_json::to_value(ReportPayload { report_id }).expect("payload serialises"),
+            occurred_at: Utc::now(),
+        },
+    )
+    .await
+    .map(|_| ())
+}
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeliveryPayload {

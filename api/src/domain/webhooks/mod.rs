@@ -62,6 +62,8 @@ pub const EVENT_TYPES: &[&str] = &[
     "transaction.settled",
     "transaction.disputed",
     "transaction.unattached",
+    "report.ready",
+    "report.failed",
 ];
 
 // --- pure parts --------------------------------------------------------------------------

@@ -172,6 +172,7 @@ impl TokenApi {
                     // A bearer credential: the stored replay keeps it sealed.
                     secrets: vec![token],
                     meta: Default::default(),
+                    status: 200,
                 })
             })
             .await

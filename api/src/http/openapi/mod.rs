@@ -34,6 +34,7 @@ use crate::http::{
     payments::{OtpApi, PaymentsApi, QrApi, ReversalsApi},
     platform::PlatformApi,
     reporting::ReportingApi,
+    reporting::reports::ReportsApi,
     sandbox::SandboxApi,
     topups::TopupsApi,
     topups::settlements::SettlementsApi,
@@ -60,7 +61,13 @@ pub type Apis = (
     (IncentivesApi, BudgetsApi, OffersApi, ReloadBonusApi),
     (WebhooksApi, DeliveriesApi, EventsApi),
     // poem-openapi implements its trait for tuples of up to 16: the rest nest.
-    (TransactionsApi, BalanceCheckApi, DisputesApi, ReportingApi),
+    (
+        TransactionsApi,
+        BalanceCheckApi,
+        DisputesApi,
+        ReportingApi,
+        ReportsApi,
+    ),
 );
 
 /// `ga` (stable) or `beta` (callable, may still change additively), by operationId.
@@ -154,6 +161,10 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("resolveDispute", "beta"),
     ("unattachTransaction", "beta"),
     ("getLiability", "beta"),
+    ("createReport", "beta"),
+    ("listReports", "beta"),
+    ("getReport", "beta"),
+    ("getReportFile", "beta"),
 ];
 
 fn apis() -> Apis {
@@ -173,7 +184,13 @@ fn apis() -> Apis {
         SettlementsApi,
         (IncentivesApi, BudgetsApi, OffersApi, ReloadBonusApi),
         (WebhooksApi, DeliveriesApi, EventsApi),
-        (TransactionsApi, BalanceCheckApi, DisputesApi, ReportingApi),
+        (
+            TransactionsApi,
+            BalanceCheckApi,
+            DisputesApi,
+            ReportingApi,
+            ReportsApi,
+        ),
     )
 }
 
@@ -227,6 +244,7 @@ pub const PERMISSION: &[(&str, Permission)] = &[
     ("cancelOffer", Permission::Terminal),
     ("createApiKey", Permission::IntegrationsCreate),
     ("createBudget", Permission::Incentives),
+    ("createReport", Permission::Reporting),
     ("createWebhookSubscription", Permission::Webhooks),
     ("deleteApiKey", Permission::IntegrationsDelete),
     ("disableWebhookSubscription", Permission::Webhooks),
@@ -239,6 +257,8 @@ pub const PERMISSION: &[(&str, Permission)] = &[
     ("getOffer", Permission::Terminal),
     ("getPayment", Permission::Terminal),
     ("getReloadBonusConfig", Permission::Incentives),
+    ("getReport", Permission::Reporting),
+    ("getReportFile", Permission::Reporting),
     ("getSettlement", Permission::Settlements),
     ("getTransaction", Permission::Reporting),
     ("identifyCustomer", Permission::Terminal),
@@ -247,6 +267,7 @@ pub const PERMISSION: &[(&str, Permission)] = &[
     ("listBudgets", Permission::Incentives),
     ("listCustomerGrants", Permission::Terminal),
     ("listOffers", Permission::Terminal),
+    ("listReports", Permission::Reporting),
     ("listSandboxMessages", Permission::Terminal),
     ("getSandboxClock", Permission::Terminal),
     ("advanceSandboxClock", Permission::IntegrationsUpdate),
@@ -359,6 +380,7 @@ fn query_groups() -> Vec<Expansion> {
     vec![
         Expansion::of::<crate::http::transactions::FeedQuery>(),
         Expansion::of::<crate::http::reporting::LiabilityQuery>(),
+        Expansion::of::<crate::http::reporting::reports::ReportQuery>(),
         Expansion::of::<crate::http::incentives::grants::GrantQuery>(),
         Expansion::of::<crate::http::customers::LookupQuery>(),
         Expansion::of::<crate::http::operator::AuditQuery>(),

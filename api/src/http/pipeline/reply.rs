@@ -76,46 +76,78 @@ impl<T: Send> IntoResponse for Reply<T> {
 
 impl<T: Type + ParseFromJSON + ToJSON> ApiResponse for Reply<T> {
     fn meta() -> MetaResponses {
-        let json = "application/json; charset=utf-8";
-        MetaResponses {
-            responses: vec![
-                MetaResponse {
-                    description: "Success: `ok` is true and `data` holds the result.",
-                    status: Some(200),
-                    status_range: None,
-                    content: vec![MetaMediaType {
-                        content_type: json,
-                        schema: SuccessEnvelope::<T>::schema_ref(),
-                    }],
-                    headers: vec![],
-                },
-                MetaResponse {
-                    description: "Client error: `ok` is false and `error.code` says why. Branch on the code, not the status.",
-                    status: None,
-                    status_range: Some("4XX".into()),
-                    content: vec![MetaMediaType {
-                        content_type: json,
-                        schema: ErrorEnvelope::schema_ref(),
-                    }],
-                    headers: vec![],
-                },
-                MetaResponse {
-                    description: "Service error (INTERNAL_SERVER_ERROR): retry with the same Idempotency-Key.",
-                    status: None,
-                    status_range: Some("5XX".into()),
-                    content: vec![MetaMediaType {
-                        content_type: json,
-                        schema: ErrorEnvelope::schema_ref(),
-                    }],
-                    headers: vec![],
-                },
-            ],
-        }
+        responses::<T>(200, "Success: `ok` is true and `data` holds the result.")
     }
 
     fn register(registry: &mut Registry) {
         SuccessEnvelope::<T>::register(registry);
         ErrorEnvelope::register(registry);
+    }
+}
+
+/// A reply to work accepted now and done later (202), such as a report run: the envelope
+/// holds what was accepted; how it ends is read or delivered later.
+pub struct Accepted<T>(pub Reply<T>);
+
+impl<T: Send> IntoResponse for Accepted<T> {
+    fn into_response(self) -> Response {
+        self.0.into_response()
+    }
+}
+
+impl<T: Type + ParseFromJSON + ToJSON> ApiResponse for Accepted<T> {
+    fn meta() -> MetaResponses {
+        responses::<T>(
+            202,
+            "Accepted: `ok` is true and `data` holds what was accepted; it completes later.",
+        )
+    }
+
+    fn register(registry: &mut Registry) {
+        SuccessEnvelope::<T>::register(registry);
+        ErrorEnvelope::register(registry);
+    }
+}
+
+/// The responses every operation documents: its success, and the error envelope.
+fn responses<T: Type + ParseFromJSON + ToJSON>(
+    status: u16,
+    description: &'static str,
+) -> MetaResponses {
+    let json = "application/json; charset=utf-8";
+    MetaResponses {
+        responses: vec![
+            MetaResponse {
+                description,
+                status: Some(status),
+                status_range: None,
+                content: vec![MetaMediaType {
+                    content_type: json,
+                    schema: SuccessEnvelope::<T>::schema_ref(),
+                }],
+                headers: vec![],
+            },
+            MetaResponse {
+                description: "Client error: `ok` is false and `error.code` says why. Branch on the code, not the status.",
+                status: None,
+                status_range: Some("4XX".into()),
+                content: vec![MetaMediaType {
+                    content_type: json,
+                    schema: ErrorEnvelope::schema_ref(),
+                }],
+                headers: vec![],
+            },
+            MetaResponse {
+                description: "Service error (INTERNAL_SERVER_ERROR): retry with the same Idempotency-Key.",
+                status: None,
+                status_range: Some("5XX".into()),
+                content: vec![MetaMediaType {
+                    content_type: json,
+                    schema: ErrorEnvelope::schema_ref(),
+                }],
+                headers: vec![],
+            },
+        ],
     }
 }
 

@@ -1,5 +1,8 @@
 //! Stored-value accounting for a merchant's finance team (x-api-key, permission
-//! `reporting`): the liability at an instant. docs/accounting.md explains the figures.
+//! `reporting`): the liability at an instant, and report runs (`reports`).
+//! docs/accounting.md explains the figures.
+pub mod reports;
+
 use poem::web::Data;
 use poem_openapi::{Object, OpenApi, param::Path};
 use serde::Serialize;

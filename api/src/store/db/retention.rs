@@ -33,10 +33,12 @@ pub enum Table {
     WebhookDeliveries,
     WebhookAttempts,
     SandboxMessages,
+    /// Report runs past their `expires_at`, with their files.
+    ReportRuns,
 }
 
 impl Table {
-    pub const ALL: [Table; 8] = [
+    pub const ALL: [Table; 9] = [
         Table::FinishedJobs,
         Table::OutboxEvents,
         Table::IdempotencyRecords,
@@ -45,6 +47,7 @@ impl Table {
         Table::WebhookDeliveries,
         Table::WebhookAttempts,
         Table::SandboxMessages,
+        Table::ReportRuns,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -57,6 +60,7 @@ impl Table {
             Table::WebhookDeliveries => "webhook_deliveries",
             Table::WebhookAttempts => "webhook_attempts",
             Table::SandboxMessages => "sandbox_messages",
+            Table::ReportRuns => "report_runs",
         }
     }
 }
@@ -121,6 +125,8 @@ pub async fn prune_batch<C: ConnectionTrait>(
             )
             .await
         }
+        // A run's own `expires_at` says when it goes (its retention was set when it was asked).
+        Table::ReportRuns => crate::store::ledger::reports::prune_expired(c, cutoff, limit).await,
         Table::SandboxMessages => {
             use sandbox_message::Column as Col;
             delete_first::<sandbox_message::Entity, _>(

@@ -6,12 +6,20 @@ use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Val
 use uuid::Uuid;
 
 /// Which entries to sum: the merchants (never empty: a caller with none asks for nothing),
-/// the account kinds, an optional currency, and the instant (entries at or before it).
+/// the account kinds, an optional currency, and up to which instant.
 pub struct Scope<'a> {
     pub merchants: &'a [Uuid],
     pub kinds: &'a [&'a str],
     pub currency: Option<&'a str>,
-    pub at: DateTime<Utc>,
+    pub until: Until,
+}
+
+/// The end of a sum: the balance at an instant takes the entries made at it
+/// (`Through`); the balance at the start of a day does not (`Before`).
+#[derive(Clone, Copy, Debug)]
+pub enum Until {
+    Through(DateTime<Utc>),
+    Before(DateTime<Utc>),
 }
 
 #[derive(Clone, Debug, FromQueryResult)]
@@ -42,11 +50,15 @@ fn filter(backend: DbBackend, s: &Scope<'_>) -> (String, Vec<Value>) {
     };
     let merchants: Vec<String> = s.merchants.iter().map(|m| p((*m).into())).collect();
     let kinds: Vec<String> = s.kinds.iter().map(|k| p((*k).into())).collect();
+    let (op, at) = match s.until {
+        Until::Through(t) => ("<=", t),
+        Until::Before(t) => ("<", t),
+    };
     let mut sql = format!(
-        "merchant_id IN ({}) AND account_kind IN ({}) AND created_at <= {}",
+        "merchant_id IN ({}) AND account_kind IN ({}) AND created_at {op} {}",
         merchants.join(", "),
         kinds.join(", "),
-        p(s.at.into()),
+        p(at.into()),
     );
     if let Some(c) = s.currency {
         sql.push_str(&format!(" AND currency = {}", p(c.into())));
@@ -90,6 +102,55 @@ pub async fn holders<C: ConnectionTrait>(c: &C, s: &Scope<'_>) -> Result<Vec<Hol
                SELECT merchant_id, currency, wallet_id FROM ledger_entries WHERE {filter} \
                GROUP BY merchant_id, currency, wallet_id HAVING SUM(amount_minor) <> 0 \
              ) held GROUP BY merchant_id, currency"
+        ),
+        values,
+    ))
+    .all(c)
+    .await
+}
+
+/// One day's (or any window's) movement of one account kind by one kind of posting.
+#[derive(Clone, Debug, FromQueryResult)]
+pub struct Movement {
+    pub currency: String,
+    pub account_kind: String,
+    pub posting_kind: String,
+    pub amount_minor: i64,
+}
+
+/// What moved the merchant's accounts of `kinds` in `[from, to)`, by currency, account kind
+/// and posting kind.
+pub async fn movements<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    kinds: &[&str],
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<Movement>, DbErr> {
+    let backend = c.get_database_backend();
+    let mut values: Vec<Value> = vec![merchant.into(), from.into(), to.into()];
+    values.extend(kinds.iter().map(|k| Value::from(*k)));
+    let p = |i: usize| {
+        if backend == DbBackend::Postgres {
+            format!("${i}")
+        } else {
+            "?".to_string()
+        }
+    };
+    let kinds_sql: Vec<String> = (4..4 + kinds.len()).map(p).collect();
+    Movement::find_by_statement(Statement::from_sql_and_values(
+        backend,
+        format!(
+            "SELECT e.currency AS currency, e.account_kind AS account_kind, p.kind AS posting_kind, \
+               CAST(SUM(e.amount_minor) AS BIGINT) AS amount_minor \
+             FROM ledger_entries e JOIN ledger_postings p ON p.id = e.posting_id \
+             WHERE e.merchant_id = {} AND e.created_at >= {} AND e.created_at < {} \
+               AND e.account_kind IN ({}) \
+             GROUP BY e.currency, e.account_kind, p.kind",
+            p(1),
+            p(2),
+            p(3),
+            kinds_sql.join(", ")
         ),
         values,
     ))

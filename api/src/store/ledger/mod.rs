@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::store::db::writes::Writes;
 
 pub mod balances;
+pub mod reports;
 
 /// An account as the ledger stores it (`domain::ledger::Account` converts into it): its
 /// kind and id, and the balance column its entries move, if it keeps one.

@@ -1,3 +1,4 @@
 //! Stored-value accounting (docs/accounting.md): the liability at an instant is what the
 //! ledger's entries add up to, class by class, and equals the wallets' balances.
 pub mod liability;
+pub mod reports;

@@ -176,7 +176,7 @@ mod tests {
         );
         assert_eq!(
             of("queue"),
-            "'emails' is not one of: sms_send, webhook_deliver, webhook_batch"
+            "'emails' is not one of: sms_send, webhook_deliver, webhook_batch, report_run"
         );
         assert!(of("merchant").is_string());
         assert!(of("older_than").is_string());

@@ -30,9 +30,10 @@ pub use numbers::{
 pub use sets::*;
 pub use text::{
     Ascii, AsciiKind, CardFingerprint, ContextId, ContextText, CurrencyCode, CurrencyKind, Cursor,
-    CursorKind, DateTimeKind, DateTimeText, DigitsKind, EmptyOr, Language, LanguageKind, Origin,
-    OriginKind, Phone, PhoneKind, QrPayload, QrPayloadKind, ShortCode, ShortCodeKind, SmsCode,
-    Text, TextKind, UuidKind, UuidText, WebhookUrl, WebhookUrlKind, empty_as_none, phone,
+    CursorKind, DateKind, DateText, DateTimeKind, DateTimeText, DigitsKind, EmptyOr, Language,
+    LanguageKind, Origin, OriginKind, Phone, PhoneKind, QrPayload, QrPayloadKind, ShortCode,
+    ShortCodeKind, SmsCode, Text, TextKind, UuidKind, UuidText, WebhookUrl, WebhookUrlKind,
+    empty_as_none, phone,
 };
 
 /// What a `Field` must hold.

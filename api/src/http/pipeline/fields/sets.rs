@@ -79,6 +79,14 @@ closed_set!(
     DeliveryStates = crate::domain::webhooks::DELIVERY_STATES
 );
 closed_set!(
+    /// The report types a run can make.
+    ReportKinds = crate::domain::ledger::reports::KINDS
+);
+closed_set!(
+    /// The file formats of a report.
+    ReportFormats = crate::domain::ledger::reports::file::FORMATS
+);
+closed_set!(
     /// How a dispute ended.
     DisputeOutcomes = crate::domain::transactions::disputes::OUTCOMES
 );

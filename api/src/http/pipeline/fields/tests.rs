@@ -114,6 +114,17 @@ proptest::proptest! {
 
 #[test]
 fn the_published_date_time_accepts_what_the_server_accepts() {
+    published_agrees_with_check::<DateKind>(&[
+        "2026-11-29",
+        "2024-02-29",
+        "2026-12-31",
+        "2026-13-01",
+        "2026-00-10",
+        "2026-01-32",
+        "26-11-29",
+        "2026-11-29T00:00:00Z",
+        "",
+    ]);
     published_agrees_with_check::<DateTimeKind>(&[
         "2026-06-01T12:00:00Z",
         "2026-06-01t12:00:00z",

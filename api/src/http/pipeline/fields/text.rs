@@ -79,6 +79,41 @@ impl Kind for DateTimeKind {
 
 pub type DateTimeText = Field<DateTimeKind>;
 
+/// A calendar date, `YYYY-MM-DD` (published as `format: date`), that exists.
+pub struct DateKind;
+
+/// What a date looks like; whether it exists is checked apart (2026-02-30 does not).
+pub const DATE_PATTERN: &str = "^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$";
+
+impl Kind for DateKind {
+    fn name() -> Cow<'static, str> {
+        "string_date".into()
+    }
+
+    fn schema() -> MetaSchema {
+        MetaSchema {
+            pattern: Some(DATE_PATTERN.to_string()),
+            min_length: Some(10),
+            max_length: Some(10),
+            ..MetaSchema::new_with_format("string", "date")
+        }
+    }
+
+    fn check(errs: &mut Errors, field: &str, value: &str) -> bool {
+        let ok = value.len() == 10 && chrono::NaiveDate::parse_from_str(value, "%Y-%m-%d").is_ok();
+        if !ok {
+            errs.push(
+                field,
+                "invalid",
+                "must be a date that exists, as YYYY-MM-DD",
+            );
+        }
+        ok
+    }
+}
+
+pub type DateText = Field<DateKind>;
+
 /// Free text of `MIN` to `MAX` characters (not bytes) without control characters
 /// (`validate::length` and `validate::no_control_chars`, published as lengths and
 /// `validate::NO_CONTROL_CHARS_PATTERN`).

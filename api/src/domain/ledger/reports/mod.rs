@@ -1,0 +1,305 @@
+//! Report runs (docs/accounting.md): a finance team asks for a report, a job worker runs it
+//! from the ledger alone (never posting to it), stores its file, and fires `report.ready`
+//! or `report.failed`. The run and its file are kept until `expires_at`.
+pub mod error;
+pub mod file;
+pub mod rollforward;
+
+pub use error::RunError;
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use chrono_tz::Tz;
+use entities::{report_run, report_run::ReportStatus};
+use sea_orm::ConnectionTrait;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::domain::credentials::Principal;
+use crate::domain::ledger::liability;
+use crate::domain::outbox::events::{NewOutbox, OutboxKind};
+use crate::domain::outbox::job_requests;
+use crate::domain::validate::Errors;
+use crate::error::ApiError;
+use crate::store;
+use file::{FileWriter, Format};
+
+/// The report types a run can make.
+pub const LIABILITY_ROLLFORWARD: &str = "liability_rollforward";
+pub const KINDS: &[&str] = &[LIABILITY_ROLLFORWARD];
+
+/// The longest range one roll-forward covers, in days.
+pub const MAX_DAYS: i64 = 366;
+
+pub const READY: &str = "report.ready";
+pub const FAILED: &str = "report.failed";
+
+/// What was asked, as validated and stored with the run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Params {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub from: NaiveDate,
+    pub to: NaiveDate,
+    pub timezone: String,
+    pub merchant_id: Option<Uuid>,
+    pub format: String,
+}
+
+/// A roll-forward as asked, its dates and names well formed.
+pub struct Asked<'a> {
+    pub from: NaiveDate,
+    pub to: NaiveDate,
+    /// An IANA name; default UTC.
+    pub timezone: Option<&'a str>,
+    pub merchant_id: Option<Uuid>,
+    /// `csv` (default) or `jsonl`.
+    pub format: Option<&'a str>,
+}
+
+/// Checks a roll-forward's range: `from` not after `to`, at most `MAX_DAYS` days, `to` a
+/// business day that has ended by the integration's clock (`now`) in `timezone`, which must
+/// be an IANA name. Field names are JSON pointers into the request body.
+pub fn check(e: &mut Errors, asked: &Asked<'_>, now: DateTime<Utc>) -> Option<Params> {
+    let timezone = asked.timezone.unwrap_or("UTC");
+    let Ok(tz) = timezone.parse::<Tz>() else {
+        e.push(
+            "/timezone",
+            "invalid",
+            "must be an IANA time zone name such as Europe/Berlin",
+        );
+        return None;
+    };
+    let format = asked.format.unwrap_or("csv");
+    if Format::parse(format).is_none() {
+        e.push("/format", "invalid", "must be csv or jsonl");
+    }
+    let (from, to) = (asked.from, asked.to);
+    if from > to {
+        e.push("/from", "after_to", "must not be after to");
+    } else if (to - from).num_days() + 1 > MAX_DAYS {
+        e.push(
+            "/to",
+            "out_of_range",
+            format!("a report covers at most {MAX_DAYS} days"),
+        );
+    }
+    if to >= now.with_timezone(&tz).date_naive() {
+        e.push(
+            "/to",
+            "not_ended",
+            "must be a day that has ended in the report's time zone",
+        );
+    }
+    Some(Params {
+        kind: LIABILITY_ROLLFORWARD.into(),
+        from,
+        to,
+        timezone: timezone.to_string(),
+        merchant_id: asked.merchant_id,
+        format: format.to_string(),
+    })
+}
+
+/// A report run as callers read it.
+#[derive(Clone, Debug)]
+pub struct Run {
+    pub id: Uuid,
+    pub merchant_id: Uuid,
+    pub kind: String,
+    pub format: String,
+    pub status: ReportStatus,
+    pub parameters: serde_json::Value,
+    pub row_count: Option<i64>,
+    pub byte_size: Option<i64>,
+    pub sha256: Option<String>,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub expires_at: DateTime<Utc>,
+    /// The merchants the key could read when it asked: the run reads no other.
+    pub merchant_ids: Vec<Uuid>,
+}
+
+impl From<report_run::Model> for Run {
+    fn from(r: report_run::Model) -> Self {
+        Run {
+            id: r.id,
+            merchant_id: r.merchant_id,
+            kind: r.kind,
+            format: r.format,
+            status: r.status,
+            parameters: r.parameters,
+            row_count: r.row_count,
+            byte_size: r.byte_size,
+            sha256: r.sha256,
+            error: r.error,
+            created_at: r.created_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            expires_at: r.expires_at,
+            merchant_ids: serde_json::from_value(r.merchant_ids).unwrap_or_default(),
+        }
+    }
+}
+
+impl Run {
+    pub fn succeeded(&self) -> bool {
+        self.status == ReportStatus::Succeeded
+    }
+
+    pub fn status_str(&self) -> &'static str {
+        self.status.as_str()
+    }
+
+    pub fn format(&self) -> Format {
+        Format::parse(&self.format).unwrap_or(Format::Csv)
+    }
+}
+
+/// Records the run the caller asked for, over the merchants it may read, and asks a worker
+/// to run it, in the caller's transaction. `now` is real time: a run's lifetime is the
+/// service's, not a test clock's.
+pub async fn request<C: ConnectionTrait>(
+    c: &C,
+    p: &Principal,
+    acting_merchant: Uuid,
+    params: Params,
+    retention_days: u32,
+    now: DateTime<Utc>,
+) -> Result<Run, ApiError> {
+    let merchants = liability::readable_merchants(c, p, params.merchant_id).await?;
+    let run = report_run::Model {
+        id: Uuid::now_v7(),
+        integration_id: p.integration_id,
+        merchant_id: acting_merchant,
+        kind: params.kind.clone(),
+        format: params.format.clone(),
+        parameters: serde_json::to_value(&params).map_err(ApiError::internal)?,
+        merchant_ids: serde_json::to_value(&merchants).map_err(ApiError::internal)?,
+        status: ReportStatus::Pending,
+        row_count: None,
+        byte_size: None,
+        sha256: None,
+        error: None,
+        created_at: now,
+        started_at: None,
+        finished_at: None,
+        expires_at: now + Duration::days(i64::from(retention_days)),
+    };
+    let run = store::ledger::reports::insert(c, run).await?;
+    job_requests::run_report(c, acting_merchant, run.id).await?;
+    Ok(run.into())
+}
+
+/// Runs report `id`: reads from `read` (the replica where there is one), writes its file
+/// and outcome to `write`. A run already finished is left alone, so a replayed job is
+/// harmless; a run a dead worker left `running` starts again from nothing.
+pub async fn execute<R: ConnectionTrait>(
+    write: &crate::store::Db,
+    read: &R,
+    id: Uuid,
+) -> Result<(), RunError> {
+    let txn = store::begin(write).await?;
+    let started = store::ledger::reports::start(&txn, id, Utc::now()).await?;
+    txn.commit().await?;
+    let Some(run) = started else {
+        return Ok(());
+    };
+    let run = Run::from(run);
+    let spec = match spec_of(&run) {
+        Ok(s) => s,
+        Err(e) => return finish_failed(write, &run, &e).await,
+    };
+    let mut out = FileWriter::new(write, run.id, run.format(), rollforward::COLUMNS);
+    match rollforward::write(read, &spec, &mut out).await {
+        Ok(()) => {}
+        Err(RunError::Broken(e)) => return finish_failed(write, &run, &e).await,
+        Err(e) => return Err(e),
+    }
+    let written = out.finish().await?;
+    let txn = store::begin(write).await?;
+    let made = store::ledger::reports::Made {
+        rows: written.rows,
+        bytes: written.bytes,
+        sha256: written.sha256.clone(),
+    };
+    if store::ledger::reports::succeed(&txn, run.id, made, Utc::now()).await? {
+        let event = event(
+            &run,
+            READY,
+            json!({
+                "row_count": written.rows,
+                "byte_size": written.bytes,
+                "sha256": written.sha256,
+            }),
+        );
+        store::outbox::append(&txn, event).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Marks the run failed with `reason` and fires `report.failed` (once).
+pub async fn finish_failed(
+    write: &crate::store::Db,
+    run: &Run,
+    reason: &str,
+) -> Result<(), RunError> {
+    let txn = store::begin(write).await?;
+    if store::ledger::reports::fail(&txn, run.id, reason, Utc::now()).await? {
+        store::outbox::append(&txn, event(run, FAILED, json!({"error": reason}))).await?;
+    }
+    txn.commit().await?;
+    Ok(())
+}
+
+/// Marks run `id` failed after its job gave up (dead-lettered).
+pub async fn give_up(write: &crate::store::Db, id: Uuid, reason: &str) -> Result<(), RunError> {
+    match store::ledger::reports::find_any(write, id).await? {
+        Some(run) => finish_failed(write, &run.into(), reason).await,
+        None => Ok(()),
+    }
+}
+
+fn spec_of(run: &Run) -> Result<rollforward::Spec, String> {
+    let params: Params = serde_json::from_value(run.parameters.clone())
+        .map_err(|e| format!("stored parameters do not parse: {e}"))?;
+    if params.kind != LIABILITY_ROLLFORWARD {
+        return Err(format!("unknown report type {}", params.kind));
+    }
+    let timezone = params
+        .timezone
+        .parse::<Tz>()
+        .map_err(|_| format!("unknown time zone {}", params.timezone))?;
+    Ok(rollforward::Spec {
+        merchants: run.merchant_ids.clone(),
+        from: params.from,
+        to: params.to,
+        timezone,
+    })
+}
+
+/// `report.ready` or `report.failed` for `run`, with what it holds.
+fn event(run: &Run, topic: &str, extra: serde_json::Value) -> NewOutbox {
+    let mut payload = json!({
+        "report_id": run.id.to_string(),
+        "type": run.kind,
+        "format": run.format,
+        "parameters": run.parameters,
+        "expires_at": run.expires_at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    });
+    if let (Some(p), Some(e)) = (payload.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    NewOutbox {
+        kind: OutboxKind::Event,
+        topic: topic.into(),
+        merchant_id: Some(run.merchant_id),
+        resource_type: "report".into(),
+        resource_id: run.id.to_string(),
+        payload,
+        occurred_at: Utc::now(),
+    }
+}
