@@ -43,6 +43,7 @@ macro_rules! states {
     };
 }
 
+pub mod accounting_policy;
 pub mod api_key;
 pub mod branch;
 pub mod brand;

@@ -29,6 +29,7 @@ mod m20261128_000021_wallet_payments_by_id;
 mod m20261128_000022_operator_sessions;
 mod m20261129_000023_value_classes;
 mod m20261129_000024_report_runs;
+mod m20261129_000025_accounting_policies;
 pub mod partitions;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
@@ -106,6 +107,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000022_operator_sessions::Migration),
             Box::new(m20261129_000023_value_classes::Migration),
             Box::new(m20261129_000024_report_runs::Migration),
+            Box::new(m20261129_000025_accounting_policies::Migration),
         ]
     }
 }

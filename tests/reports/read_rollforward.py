@@ -23,7 +23,9 @@ def with_csv(path):
     with open(path, newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     movement_cols = [
-        c for c in rows[0].keys() if c.endswith("_minor") and c not in ("opening_minor", "closing_minor")
+        c
+        for c in rows[0].keys()
+        if c.endswith("_minor") and c not in ("opening_minor", "closing_minor", "breakage_estimate_minor")
     ]
     last = {}
     liability = defaultdict(int)

@@ -372,6 +372,10 @@ impl TestApp {
     pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
         self.client.post(format!("{}{path}", self.url))
     }
+
+    pub fn put(&self, path: &str) -> reqwest::RequestBuilder {
+        self.client.put(format!("{}{path}", self.url))
+    }
 }
 
 /// Points a command (the `wallet-api` or `wallet-worker` binary) at this test run's

@@ -202,6 +202,10 @@ pub async fn clawback<C: ConnectionTrait>(
     let found = store::customers::wallets::find_grant(c, grant_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Grant"))?;
+    // `now` is real time; a sandbox merchant's ledger runs on its test clock.
+    let now = crate::domain::sandbox::test_clock::merchant_clock(c, found.merchant_id)
+        .await?
+        .at(now);
     let w = store::customers::wallets::lock_wallet(c, found.merchant_id, found.wallet_id)
         .await?
         .ok_or_else(|| ApiError::not_found("Grant"))?;

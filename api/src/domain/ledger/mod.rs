@@ -31,6 +31,7 @@
 pub mod classes;
 pub mod liability;
 pub mod plan;
+pub mod policy;
 pub mod posting;
 pub mod reports;
 

@@ -34,6 +34,7 @@ use crate::http::{
     payments::{OtpApi, PaymentsApi, QrApi, ReversalsApi},
     platform::PlatformApi,
     reporting::ReportingApi,
+    reporting::policy::PolicyApi,
     reporting::reports::ReportsApi,
     sandbox::SandboxApi,
     topups::TopupsApi,
@@ -67,6 +68,7 @@ pub type Apis = (
         DisputesApi,
         ReportingApi,
         ReportsApi,
+        PolicyApi,
     ),
 );
 
@@ -165,6 +167,8 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("listReports", "beta"),
     ("getReport", "beta"),
     ("getReportFile", "beta"),
+    ("getAccountingPolicy", "beta"),
+    ("setAccountingPolicy", "beta"),
 ];
 
 fn apis() -> Apis {
@@ -190,6 +194,7 @@ fn apis() -> Apis {
             DisputesApi,
             ReportingApi,
             ReportsApi,
+            PolicyApi,
         ),
     )
 }
@@ -251,6 +256,7 @@ pub const PERMISSION: &[(&str, Permission)] = &[
     ("enableWebhookSubscription", Permission::Webhooks),
     ("evaluateOffers", Permission::Terminal),
     ("exchangeTerminalToken", Permission::Terminal),
+    ("getAccountingPolicy", Permission::Reporting),
     ("getBudget", Permission::Incentives),
     ("getCashbackRule", Permission::Incentives),
     ("getLiability", Permission::Reporting),
@@ -287,6 +293,7 @@ pub const PERMISSION: &[(&str, Permission)] = &[
     ("resolveDispute", Permission::Corrections),
     ("revokeApiKey", Permission::IntegrationsUpdate),
     ("rotateWebhookSecret", Permission::Webhooks),
+    ("setAccountingPolicy", Permission::Reporting),
     ("setCashbackRule", Permission::Incentives),
     ("setReloadBonusConfig", Permission::Incentives),
     ("unattachTransaction", Permission::Corrections),
@@ -381,6 +388,7 @@ fn query_groups() -> Vec<Expansion> {
         Expansion::of::<crate::http::transactions::FeedQuery>(),
         Expansion::of::<crate::http::reporting::LiabilityQuery>(),
         Expansion::of::<crate::http::reporting::reports::ReportQuery>(),
+        Expansion::of::<crate::http::reporting::policy::PolicyQuery>(),
         Expansion::of::<crate::http::incentives::grants::GrantQuery>(),
         Expansion::of::<crate::http::customers::LookupQuery>(),
         Expansion::of::<crate::http::operator::AuditQuery>(),

@@ -1,6 +1,7 @@
 //! Stored-value accounting for a merchant's finance team (x-api-key, permission
 //! `reporting`): the liability at an instant, and report runs (`reports`).
 //! docs/accounting.md explains the figures.
+pub mod policy;
 pub mod reports;
 
 use poem::web::Data;

@@ -39,17 +39,23 @@ pub struct CreateReportRequest {
     /// The merchant the request acts for (a merchant the key may act for).
     #[serde(default)]
     pub context: RequestContext,
-    /// `liability_rollforward`: per merchant, currency, business day and class, the opening
-    /// balance, each type of movement and the closing balance.
+    /// `liability_rollforward` (per merchant, currency, business day and class: opening,
+    /// each type of movement, closing, and the breakage estimate), `liability_aging` (actual
+    /// money by days since the wallet's last customer-initiated movement) or
+    /// `dormant_wallets` (wallets past the merchant's dormancy period).
     #[oai(rename = "type")]
     #[serde(rename = "type", default)]
     pub kind: Field<OneOf<ReportKinds>>,
-    /// The first business day (included).
-    #[serde(default)]
-    pub from: DateText,
-    /// The last business day (included); it must have ended. At most 366 days after `from`.
-    #[serde(default)]
-    pub to: DateText,
+    /// A roll-forward's first business day (included).
+    #[oai(nullable)]
+    pub from: Option<DateText>,
+    /// A roll-forward's last business day (included); it must have ended. At most 366 days
+    /// after `from`.
+    #[oai(nullable)]
+    pub to: Option<DateText>,
+    /// An aging or dormancy report's business day, as at its end; it must have ended.
+    #[oai(nullable)]
+    pub as_of: Option<DateText>,
     /// The IANA time zone the business days are days in (default `UTC`).
     #[oai(nullable)]
     pub timezone: Option<Text<1, 64>>,
@@ -66,8 +72,15 @@ impl Validate for CreateReportRequest {
         self.meta.validate(e);
         self.context.validate(e);
         self.kind.check(e, "/type");
-        self.from.check(e, "/from");
-        self.to.check(e, "/to");
+        for (field, d) in [
+            ("/from", &self.from),
+            ("/to", &self.to),
+            ("/as_of", &self.as_of),
+        ] {
+            if let Some(d) = d {
+                d.check(e, field);
+            }
+        }
         if let Some(t) = &self.timezone {
             t.check(e, "/timezone");
         }
@@ -86,8 +99,12 @@ pub struct ReportParameters {
     #[oai(rename = "type")]
     #[serde(rename = "type")]
     pub kind: String,
-    pub from: String,
-    pub to: String,
+    #[oai(nullable)]
+    pub from: Option<String>,
+    #[oai(nullable)]
+    pub to: Option<String>,
+    #[oai(nullable)]
+    pub as_of: Option<String>,
     pub timezone: String,
     #[oai(nullable)]
     pub merchant_id: Option<String>,
@@ -139,8 +156,9 @@ fn view(integration: Uuid, r: &Run) -> ReportView {
         status: r.status_str().to_string(),
         parameters: ReportParameters {
             kind: r.kind.clone(),
-            from: p.as_ref().map(|p| p.from.to_string()).unwrap_or_default(),
-            to: p.as_ref().map(|p| p.to.to_string()).unwrap_or_default(),
+            from: p.as_ref().and_then(|p| p.from).map(|d| d.to_string()),
+            to: p.as_ref().and_then(|p| p.to).map(|d| d.to_string()),
+            as_of: p.as_ref().and_then(|p| p.as_of).map(|d| d.to_string()),
             timezone: p.as_ref().map(|p| p.timezone.clone()).unwrap_or_default(),
             merchant_id: p
                 .as_ref()
@@ -315,22 +333,22 @@ impl ReportsApi {
         transactions::check_integration(&auth.0, integration)?;
         readable(&auth.0)?;
         let b = &body.value;
-        let date = |d: &DateText| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok();
+        let date = |d: &Option<DateText>| {
+            d.as_deref()
+                .and_then(|d| NaiveDate::parse_from_str(d, "%Y-%m-%d").ok())
+        };
         let mut e = Errors::default();
         let merchant = optional_uuid(&mut e, "/merchant_id", &b.merchant_id);
-        let params = match (date(&b.from), date(&b.to)) {
-            (Some(from), Some(to)) => {
-                let asked = Asked {
-                    from,
-                    to,
-                    timezone: b.timezone.as_deref(),
-                    merchant_id: merchant,
-                    format: b.format.as_deref(),
-                };
-                reports::check(&mut e, &asked, auth.0.clock().now())
-            }
-            _ => None,
+        let asked = Asked {
+            kind: &b.kind,
+            from: date(&b.from),
+            to: date(&b.to),
+            as_of: date(&b.as_of),
+            timezone: b.timezone.as_deref(),
+            merchant_id: merchant,
+            format: b.format.as_deref(),
         };
+        let params = reports::check(&mut e, &asked, auth.0.clock().now());
         e.finish()?;
         let params = params.ok_or_else(|| ApiError::internal("report parameters checked"))?;
         let retention = state.0.config.report_retention_days;

@@ -157,3 +157,105 @@ pub async fn movements<C: ConnectionTrait>(
     .all(c)
     .await
 }
+
+/// One wallet's actual money and activity up to an instant.
+#[derive(Clone, Debug, FromQueryResult)]
+pub struct WalletActivity {
+    pub wallet_id: Uuid,
+    pub currency: String,
+    pub actual_minor: i64,
+    /// Its latest posting of a customer-initiated kind, if it had one.
+    pub last_customer_at: Option<DateTime<Utc>>,
+    /// Its first entry.
+    pub first_at: DateTime<Utc>,
+}
+
+/// The merchant's wallets after `after` (by id), `limit` of them, each with its actual
+/// money before `before` and when it last moved by a posting of `customer_kinds`: a page
+/// of a walk over every wallet that never holds more than a page.
+pub async fn wallet_activity_page<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    before: DateTime<Utc>,
+    customer_kinds: &[&str],
+    after: Option<Uuid>,
+    limit: u64,
+) -> Result<Vec<WalletActivity>, DbErr> {
+    let backend = c.get_database_backend();
+    let mut values: Vec<Value> = Vec::new();
+    let mut p = |v: Value| {
+        values.push(v);
+        if backend == DbBackend::Postgres {
+            format!("${}", values.len())
+        } else {
+            "?".to_string()
+        }
+    };
+    let kinds: Vec<String> = customer_kinds.iter().map(|k| p((*k).into())).collect();
+    let merchant = p(merchant.into());
+    let before = p(before.into());
+    let after = match after {
+        Some(a) => format!("AND e.wallet_id > {}", p(a.into())),
+        None => "AND e.wallet_id IS NOT NULL".to_string(),
+    };
+    let limit = p((limit as i64).into());
+    WalletActivity::find_by_statement(Statement::from_sql_and_values(
+        backend,
+        format!(
+            "SELECT e.wallet_id AS wallet_id, e.currency AS currency, \
+               CAST(SUM(CASE WHEN e.account_kind = 'wallet_actual' THEN e.amount_minor ELSE 0 END) AS BIGINT) AS actual_minor, \
+               MAX(CASE WHEN p.kind IN ({}) THEN e.created_at END) AS last_customer_at, \
+               MIN(e.created_at) AS first_at \
+             FROM ledger_entries e JOIN ledger_postings p ON p.id = e.posting_id \
+             WHERE e.merchant_id = {merchant} AND e.created_at < {before} {after} \
+             GROUP BY e.wallet_id, e.currency ORDER BY e.wallet_id, e.currency LIMIT {limit}",
+            kinds.join(", ")
+        ),
+        values,
+    ))
+    .all(c)
+    .await
+}
+
+/// One entry of a wallet's actual money.
+#[derive(Clone, Debug, FromQueryResult)]
+pub struct ActualEntry {
+    pub wallet_id: Uuid,
+    pub amount_minor: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The actual-money entries of `wallets` before `before`, by wallet then time.
+pub async fn actual_entries<C: ConnectionTrait>(
+    c: &C,
+    wallets: &[Uuid],
+    before: DateTime<Utc>,
+) -> Result<Vec<ActualEntry>, DbErr> {
+    if wallets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let backend = c.get_database_backend();
+    let mut values: Vec<Value> = Vec::new();
+    let mut p = |v: Value| {
+        values.push(v);
+        if backend == DbBackend::Postgres {
+            format!("${}", values.len())
+        } else {
+            "?".to_string()
+        }
+    };
+    let ids: Vec<String> = wallets.iter().map(|w| p((*w).into())).collect();
+    let before = p(before.into());
+    ActualEntry::find_by_statement(Statement::from_sql_and_values(
+        backend,
+        format!(
+            "SELECT wallet_id, amount_minor, created_at FROM ledger_entries \
+             WHERE account_kind = 'wallet_actual' AND wallet_id IN ({}) AND created_at < {before} \
+             ORDER BY wallet_id, created_at",
+            ids.join(", ")
+        ),
+        values,
+    ))
+    .all(c)
+    .await
+}

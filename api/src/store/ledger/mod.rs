@@ -12,6 +12,7 @@ use uuid::Uuid;
 use crate::store::db::writes::Writes;
 
 pub mod balances;
+pub mod policies;
 pub mod reports;
 
 /// An account as the ledger stores it (`domain::ledger::Account` converts into it): its

@@ -213,7 +213,9 @@ async fn a_rollforward_closes_to_the_cent_every_day_and_a_finance_teams_tools_re
             .unwrap()
             .iter()
             .filter(|(k, _)| {
-                k.ends_with("_minor") && *k != "opening_minor" && *k != "closing_minor"
+                k.ends_with("_minor")
+                    && !["opening_minor", "closing_minor", "breakage_estimate_minor"]
+                        .contains(&k.as_str())
             })
             .map(|(_, v)| v.as_i64().unwrap())
             .sum();

@@ -1,6 +1,7 @@
 //! Report runs (docs/accounting.md): a finance team asks for a report, a job worker runs it
 //! from the ledger alone (never posting to it), stores its file, and fires `report.ready`
 //! or `report.failed`. The run and its file are kept until `expires_at`.
+pub mod aging;
 pub mod error;
 pub mod file;
 pub mod rollforward;
@@ -26,7 +27,9 @@ use file::{FileWriter, Format};
 
 /// The report types a run can make.
 pub const LIABILITY_ROLLFORWARD: &str = "liability_rollforward";
-pub const KINDS: &[&str] = &[LIABILITY_ROLLFORWARD];
+pub const LIABILITY_AGING: &str = "liability_aging";
+pub const DORMANT_WALLETS: &str = "dormant_wallets";
+pub const KINDS: &[&str] = &[LIABILITY_ROLLFORWARD, LIABILITY_AGING, DORMANT_WALLETS];
 
 /// The longest range one roll-forward covers, in days.
 pub const MAX_DAYS: i64 = 366;
@@ -39,17 +42,26 @@ pub const FAILED: &str = "report.failed";
 pub struct Params {
     #[serde(rename = "type")]
     pub kind: String,
-    pub from: NaiveDate,
-    pub to: NaiveDate,
+    /// A roll-forward's first and last business days.
+    #[serde(default)]
+    pub from: Option<NaiveDate>,
+    #[serde(default)]
+    pub to: Option<NaiveDate>,
+    /// An aging or dormancy report's business day (as at its end).
+    #[serde(default)]
+    pub as_of: Option<NaiveDate>,
     pub timezone: String,
     pub merchant_id: Option<Uuid>,
     pub format: String,
 }
 
-/// A roll-forward as asked, its dates and names well formed.
+/// A report as asked, its dates and names well formed.
 pub struct Asked<'a> {
-    pub from: NaiveDate,
-    pub to: NaiveDate,
+    /// One of `KINDS`.
+    pub kind: &'a str,
+    pub from: Option<NaiveDate>,
+    pub to: Option<NaiveDate>,
+    pub as_of: Option<NaiveDate>,
     /// An IANA name; default UTC.
     pub timezone: Option<&'a str>,
     pub merchant_id: Option<Uuid>,
@@ -57,9 +69,10 @@ pub struct Asked<'a> {
     pub format: Option<&'a str>,
 }
 
-/// Checks a roll-forward's range: `from` not after `to`, at most `MAX_DAYS` days, `to` a
-/// business day that has ended by the integration's clock (`now`) in `timezone`, which must
-/// be an IANA name. Field names are JSON pointers into the request body.
+/// Checks a report's parameters against its type: a roll-forward needs `from` and `to`
+/// (`from` not after `to`, at most `MAX_DAYS` days), an aging or dormancy report `as_of`;
+/// every day named must have ended by the integration's clock (`now`) in `timezone`, which
+/// must be an IANA name. Field names are JSON pointers into the request body.
 pub fn check(e: &mut Errors, asked: &Asked<'_>, now: DateTime<Utc>) -> Option<Params> {
     let timezone = asked.timezone.unwrap_or("UTC");
     let Ok(tz) = timezone.parse::<Tz>() else {
@@ -74,27 +87,50 @@ pub fn check(e: &mut Errors, asked: &Asked<'_>, now: DateTime<Utc>) -> Option<Pa
     if Format::parse(format).is_none() {
         e.push("/format", "invalid", "must be csv or jsonl");
     }
-    let (from, to) = (asked.from, asked.to);
-    if from > to {
-        e.push("/from", "after_to", "must not be after to");
-    } else if (to - from).num_days() + 1 > MAX_DAYS {
-        e.push(
-            "/to",
-            "out_of_range",
-            format!("a report covers at most {MAX_DAYS} days"),
+    let today = now.with_timezone(&tz).date_naive();
+    let ended = |e: &mut Errors, field: &str, d: NaiveDate| {
+        if d >= today {
+            e.push(
+                field,
+                "not_ended",
+                "must be a day that has ended in the report's time zone",
+            );
+        }
+    };
+    let required = |e: &mut Errors, field: &str, d: Option<NaiveDate>| {
+        if d.is_none() {
+            e.push(
+                field,
+                "required",
+                "is required for this report type (YYYY-MM-DD)",
+            );
+        }
+        d
+    };
+    if asked.kind == LIABILITY_ROLLFORWARD {
+        let (from, to) = (
+            required(e, "/from", asked.from)?,
+            required(e, "/to", asked.to)?,
         );
-    }
-    if to >= now.with_timezone(&tz).date_naive() {
-        e.push(
-            "/to",
-            "not_ended",
-            "must be a day that has ended in the report's time zone",
-        );
+        if from > to {
+            e.push("/from", "after_to", "must not be after to");
+        } else if (to - from).num_days() + 1 > MAX_DAYS {
+            e.push(
+                "/to",
+                "out_of_range",
+                format!("a report covers at most {MAX_DAYS} days"),
+            );
+        }
+        ended(e, "/to", to);
+    } else {
+        let as_of = required(e, "/as_of", asked.as_of)?;
+        ended(e, "/as_of", as_of);
     }
     Some(Params {
-        kind: LIABILITY_ROLLFORWARD.into(),
-        from,
-        to,
+        kind: asked.kind.to_string(),
+        from: asked.from.filter(|_| asked.kind == LIABILITY_ROLLFORWARD),
+        to: asked.to.filter(|_| asked.kind == LIABILITY_ROLLFORWARD),
+        as_of: asked.as_of.filter(|_| asked.kind != LIABILITY_ROLLFORWARD),
         timezone: timezone.to_string(),
         merchant_id: asked.merchant_id,
         format: format.to_string(),
@@ -208,12 +244,19 @@ pub async fn execute<R: ConnectionTrait>(
         return Ok(());
     };
     let run = Run::from(run);
-    let spec = match spec_of(&run) {
-        Ok(s) => s,
+    let job = match job_of(&run) {
+        Ok(j) => j,
         Err(e) => return finish_failed(write, &run, &e).await,
     };
-    let mut out = FileWriter::new(write, run.id, run.format(), rollforward::COLUMNS);
-    match rollforward::write(read, &spec, &mut out).await {
+    let mut out = FileWriter::new(write, run.id, run.format(), job.columns());
+    let wrote = match &job {
+        Job::Rollforward(spec) => rollforward::write(read, spec, &mut out).await,
+        Job::Aging { merchants, end } => aging::write_aging(read, merchants, *end, &mut out).await,
+        Job::Dormant { merchants, end } => {
+            aging::write_dormant(read, merchants, *end, &mut out).await
+        }
+    };
+    match wrote {
         Ok(()) => {}
         Err(RunError::Broken(e)) => return finish_failed(write, &run, &e).await,
         Err(e) => return Err(e),
@@ -263,22 +306,56 @@ pub async fn give_up(write: &crate::store::Db, id: Uuid, reason: &str) -> Result
     }
 }
 
-fn spec_of(run: &Run) -> Result<rollforward::Spec, String> {
+/// What a run makes.
+enum Job {
+    Rollforward(rollforward::Spec),
+    Aging {
+        merchants: Vec<Uuid>,
+        end: DateTime<Utc>,
+    },
+    Dormant {
+        merchants: Vec<Uuid>,
+        end: DateTime<Utc>,
+    },
+}
+
+impl Job {
+    fn columns(&self) -> &'static [&'static str] {
+        match self {
+            Job::Rollforward(_) => rollforward::COLUMNS,
+            Job::Aging { .. } => aging::AGING_COLUMNS,
+            Job::Dormant { .. } => aging::DORMANT_COLUMNS,
+        }
+    }
+}
+
+fn job_of(run: &Run) -> Result<Job, String> {
     let params: Params = serde_json::from_value(run.parameters.clone())
         .map_err(|e| format!("stored parameters do not parse: {e}"))?;
-    if params.kind != LIABILITY_ROLLFORWARD {
-        return Err(format!("unknown report type {}", params.kind));
-    }
     let timezone = params
         .timezone
         .parse::<Tz>()
         .map_err(|_| format!("unknown time zone {}", params.timezone))?;
-    Ok(rollforward::Spec {
-        merchants: run.merchant_ids.clone(),
-        from: params.from,
-        to: params.to,
-        timezone,
-    })
+    let merchants = run.merchant_ids.clone();
+    let missing = |what: &str| format!("a {} report without {what}", params.kind);
+    let end_of = |d: NaiveDate| rollforward::day_start(timezone, d.succ_opt().unwrap_or(d));
+    match params.kind.as_str() {
+        LIABILITY_ROLLFORWARD => Ok(Job::Rollforward(rollforward::Spec {
+            merchants,
+            from: params.from.ok_or_else(|| missing("from"))?,
+            to: params.to.ok_or_else(|| missing("to"))?,
+            timezone,
+        })),
+        LIABILITY_AGING => Ok(Job::Aging {
+            merchants,
+            end: end_of(params.as_of.ok_or_else(|| missing("as_of"))?),
+        }),
+        DORMANT_WALLETS => Ok(Job::Dormant {
+            merchants,
+            end: end_of(params.as_of.ok_or_else(|| missing("as_of"))?),
+        }),
+        other => Err(format!("unknown report type {other}")),
+    }
 }
 
 /// `report.ready` or `report.failed` for `run`, with what it holds.

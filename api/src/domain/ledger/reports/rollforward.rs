@@ -12,7 +12,9 @@ use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use crate::domain::ledger::classes::ValueClass;
+use crate::domain::ledger::policy;
 use crate::domain::ledger::posting::PostingKind;
+use crate::domain::ledger::reports::aging;
 use crate::domain::ledger::reports::error::RunError;
 use crate::domain::ledger::reports::file::{Cell, FileWriter};
 use crate::store::ledger::balances::{self, Scope, Until};
@@ -111,6 +113,8 @@ pub const COLUMNS: &[&str] = &[
     "pending_requests_minor",
     "other_minor",
     "closing_minor",
+    "breakage_method",
+    "breakage_estimate_minor",
 ];
 
 /// What to roll forward: the merchants, the business days (both included) and the time
@@ -168,7 +172,17 @@ pub async fn write<C: ConnectionTrait>(
         if currencies.is_empty() {
             continue;
         }
-        let mut balance = by_class(sums(Until::Before(day_start(spec.timezone, spec.from))).await?);
+        let start = day_start(spec.timezone, spec.from);
+        let mut balance = by_class(sums(Until::Before(start)).await?);
+        // An estimate shown beside the figures: it never posts and never moves a balance.
+        let p = policy::of(c, *merchant)
+            .await
+            .map_err(|e| RunError::Broken(e.to_string()))?;
+        let remote = if p.breakage_method == policy::REMOTE {
+            Some(aging::remote_breakage(c, &p, start, end, spec.timezone).await?)
+        } else {
+            None
+        };
         let mut day = spec.from;
         while day <= spec.to {
             let next = day
@@ -193,6 +207,14 @@ pub async fn write<C: ConnectionTrait>(
                     let key = (currency.clone(), class);
                     let opening = balance.get(&key).copied().unwrap_or(0);
                     let closing = opening + columns.iter().sum::<i64>();
+                    let breakage = if class == ValueClass::Actual {
+                        let net_redeemed = -(columns[Movement::Redemptions.index()]
+                            + columns[Movement::Refunds.index()]
+                            + columns[Movement::Voids.index()]);
+                        aging::breakage_for_day(&p, net_redeemed, remote.as_ref(), currency, day)
+                    } else {
+                        0
+                    };
                     let mut cells = vec![
                         Cell::Text(merchant.to_string()),
                         Cell::Text(currency.clone()),
@@ -202,6 +224,8 @@ pub async fn write<C: ConnectionTrait>(
                     ];
                     cells.extend(columns.iter().map(|v| Cell::Int(*v)));
                     cells.push(Cell::Int(closing));
+                    cells.push(Cell::Text(p.breakage_method.clone()));
+                    cells.push(Cell::Int(breakage));
                     out.row(&cells).await?;
                     balance.insert(key, closing);
                 }
@@ -245,7 +269,7 @@ mod tests {
             assert_ne!(Movement::of(k), Movement::Other, "{k:?}");
         }
         assert_eq!(Movement::Other.index(), Movement::ALL.len() - 1);
-        assert_eq!(COLUMNS.len(), 4 + 1 + Movement::ALL.len() + 1);
+        assert_eq!(COLUMNS.len(), 4 + 1 + Movement::ALL.len() + 1 + 2);
     }
 
     #[test]

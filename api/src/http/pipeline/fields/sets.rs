@@ -79,6 +79,10 @@ closed_set!(
     DeliveryStates = crate::domain::webhooks::DELIVERY_STATES
 );
 closed_set!(
+    /// How expected breakage is recognised.
+    BreakageMethods = crate::domain::ledger::policy::METHODS
+);
+closed_set!(
     /// The report types a run can make.
     ReportKinds = crate::domain::ledger::reports::KINDS
 );

@@ -1,0 +1,300 @@
+//! Random days of money movements on a sandbox test clock, then the roll-forward over all of
+//! them: for every day and class, the row closes, the next day opens where it closed, and
+//! its closing is what `GET …/liability` says at the last instant of that day. Each seed is
+//! a different sequence; a failure names its seed.
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tests::{TestApp, eventually, send, shop::Customer, shop::Shop};
+
+/// xorshift64*: a sequence that is the same for a seed on every machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn amount(&mut self, from: i64, to: i64) -> i64 {
+        from + self.below((to - from) as u64) as i64
+    }
+}
+
+async fn clock_now(shop: &Shop<'_>) -> chrono::DateTime<chrono::Utc> {
+    let r = send(
+        shop.app
+            .get("/sandbox/clock")
+            .header("x-api-key", &shop.tenant.platform_key),
+    )
+    .await;
+    chrono::DateTime::parse_from_rfc3339(r.body["data"]["now"].as_str().unwrap())
+        .unwrap()
+        .to_utc()
+}
+
+/// An operator's grant expiring `days` after the sandbox clock's now.
+async fn grant(
+    shop: &Shop<'_>,
+    c: &Customer,
+    amount: i64,
+    state: &str,
+    days: i64,
+) -> Option<String> {
+    let at = clock_now(shop).await + chrono::Duration::days(days);
+    let r = shop
+        .operator(
+            &format!("/operator/wallets/{}/grants", c.wallet_id),
+            json!({"amount_minor": amount, "currency": "EUR", "source": "CASHBACK", "state": state,
+                   "expires_at": at.to_rfc3339(), "reason": "property test"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"]["balance"]["promo_grants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["grant_id"].as_str().unwrap().to_string())
+        .max()
+}
+
+async fn liability_at(shop: &Shop<'_>, at: chrono::DateTime<chrono::Utc>) -> Value {
+    let r = shop
+        .read(&format!(
+            "/{}/liability?as_of={}",
+            shop.tenant.integration_id,
+            at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        ))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"]["merchants"]
+        .as_array()
+        .unwrap()
+        .first()
+        .cloned()
+        .unwrap_or(json!({}))
+}
+
+async fn random_days(seed: u64) {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let mut rng = Rng(seed);
+    let verified = [
+        shop.customer().await,
+        shop.customer().await,
+        shop.customer().await,
+    ];
+    let waiting = shop.customer_in("PENDING_PROOF").await;
+    let mut payments: Vec<String> = Vec::new();
+    let mut grants: Vec<String> = Vec::new();
+    let first = clock_now(&shop).await.date_naive();
+    let days = 6;
+    for _ in 0..days {
+        for _ in 0..10 {
+            let c = &verified[rng.below(3) as usize];
+            match rng.below(9) {
+                0 | 1 => {
+                    shop.fund(c, rng.amount(100, 5_000)).await;
+                }
+                2 => {
+                    // A debit the wallet may not cover: refused then, and nothing moves.
+                    let r = shop
+                        .operator(
+                            &format!("/operator/wallets/{}/adjustments", c.wallet_id),
+                            json!({"direction": "debit", "amount_minor": rng.amount(10, 800),
+                                   "currency": "EUR", "reason": "property test"}),
+                        )
+                        .await;
+                    assert!(
+                        r.status == 200 || r.code() == "INSUFFICIENT_FUNDS",
+                        "{}",
+                        r.body
+                    );
+                }
+                3 => {
+                    let days = rng.amount(1, 4);
+                    grants.extend(grant(&shop, c, rng.amount(50, 600), "RELEASED", days).await);
+                }
+                4 => {
+                    let days = rng.amount(1, 5);
+                    grants
+                        .extend(grant(&shop, &waiting, rng.amount(50, 400), "LOCKED", days).await);
+                }
+                5 => {
+                    let r = shop.pay(c, rng.amount(50, 1_500)).await;
+                    if r.status == 200 {
+                        payments.push(r.body["data"]["payment_id"].as_str().unwrap().into());
+                    } else {
+                        assert_eq!(r.code(), "INSUFFICIENT_FUNDS", "{}", r.body);
+                    }
+                }
+                6 if !payments.is_empty() => {
+                    let p = &payments[rng.below(payments.len() as u64) as usize];
+                    let r = shop
+                        .post(
+                            &format!("/payments/{p}/refund"),
+                            json!({"amount_minor": rng.amount(1, 300), "reason": "property test"}),
+                        )
+                        .await;
+                    assert!(
+                        r.status == 200 || r.status == 400 || r.status == 409,
+                        "{}",
+                        r.body
+                    );
+                }
+                7 if !payments.is_empty() => {
+                    let p = &payments[rng.below(payments.len() as u64) as usize];
+                    let r = shop
+                        .post(
+                            &format!("/payments/{p}/void"),
+                            json!({"reason": "property test"}),
+                        )
+                        .await;
+                    assert!(
+                        r.status == 200 || r.status == 400 || r.status == 409,
+                        "{}",
+                        r.body
+                    );
+                }
+                8 if !grants.is_empty() => {
+                    let g = &grants[rng.below(grants.len() as u64) as usize];
+                    let r = send(
+                        app.post(&format!("/grants/{g}/clawback"))
+                            .header("x-operator-key", &shop.operator_key)
+                            .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+                            .json(&json!({"reason": "property test"})),
+                    )
+                    .await;
+                    // A grant that expired or was spent has nothing left to claw back.
+                    let ended =
+                        r.body["error"]["details"]["fields"][0]["issue"] == "nothing_to_claw_back";
+                    assert!(r.status == 200 || ended, "{}", r.body);
+                }
+                _ => {}
+            }
+        }
+        // The next day: grants due expire as the clock moves.
+        let r = shop
+            .control("/sandbox/clock/advance", json!({"seconds": 86_400}))
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert!(
+        !payments.is_empty() && !grants.is_empty(),
+        "seed {seed} moved too little to prove anything"
+    );
+    let last = clock_now(&shop).await.date_naive().pred_opt().unwrap();
+    assert_eq!((last - first).num_days(), days - 1);
+
+    let base = format!("/{}/reports", shop.tenant.integration_id);
+    let r = shop
+        .control(
+            &base,
+            json!({"type": "liability_rollforward", "from": first.to_string(), "to": last.to_string(), "format": "jsonl"}),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.body["data"]["report_id"].as_str().unwrap().to_string();
+    let run = eventually(Duration::from_secs(90), "the report run", || {
+        let path = format!("{base}/{id}");
+        let shop = &shop;
+        async move {
+            let r = shop.read(&path).await;
+            matches!(
+                r.body["data"]["status"].as_str(),
+                Some("succeeded" | "failed")
+            )
+            .then(|| r.body["data"].clone())
+        }
+    })
+    .await;
+    assert_eq!(run["status"], "succeeded", "seed {seed}: {run}");
+    let text = shop
+        .app
+        .get(run["file_url"].as_str().unwrap().trim_start_matches("/v1"))
+        .header("x-api-key", &shop.tenant.platform_key)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+
+    // (date, class) -> (opening, closing), every row closing.
+    let mut rows: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
+    for line in text.lines() {
+        let row: Value = serde_json::from_str(line).unwrap();
+        let o = row.as_object().unwrap();
+        let moved: i64 = o
+            .iter()
+            .filter(|(k, _)| {
+                k.ends_with("_minor")
+                    && !["opening_minor", "closing_minor", "breakage_estimate_minor"]
+                        .contains(&k.as_str())
+            })
+            .map(|(_, v)| v.as_i64().unwrap())
+            .sum();
+        let (opening, closing) = (
+            row["opening_minor"].as_i64().unwrap(),
+            row["closing_minor"].as_i64().unwrap(),
+        );
+        assert_eq!(opening + moved, closing, "seed {seed}: {row}");
+        rows.insert(
+            (
+                row["date"].as_str().unwrap().to_string(),
+                row["class"].as_str().unwrap().to_string(),
+            ),
+            (opening, closing),
+        );
+    }
+    assert_eq!(rows.len() as i64, days * 5, "seed {seed}");
+    let mut day = first;
+    while day <= last {
+        let end = day
+            .succ_opt()
+            .unwrap()
+            .and_hms_opt(0, 0, 0)
+            .unwrap()
+            .and_utc()
+            - chrono::Duration::microseconds(1);
+        let said = liability_at(&shop, end).await;
+        for class in [
+            "actual",
+            "promo_released",
+            "promo_locked",
+            "escrow",
+            "pending_topup",
+        ] {
+            let (opening, closing) = rows[&(day.to_string(), class.to_string())];
+            assert_eq!(
+                said[format!("{class}_minor")].as_i64().unwrap_or(0),
+                closing,
+                "seed {seed}: {class} at the end of {day}"
+            );
+            if day > first {
+                let before = rows[&(day.pred_opt().unwrap().to_string(), class.to_string())].1;
+                assert_eq!(opening, before, "seed {seed}: {class} opens {day}");
+            }
+        }
+        day = day.succ_opt().unwrap();
+    }
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn random_days_of_movements_roll_forward_to_the_liability_seed_7() {
+    random_days(7).await;
+}
+
+#[tokio::test]
+async fn random_days_of_movements_roll_forward_to_the_liability_seed_2026() {
+    random_days(2026).await;
+}
