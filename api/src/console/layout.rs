@@ -19,6 +19,7 @@ pub const PAGES: &[(&str, &str)] = &[
     ("tenants", "Tenants"),
     ("audit", "Audit log"),
     ("health", "Health"),
+    ("liability", "Liability"),
 ];
 
 pub fn stylesheet() -> Response {

@@ -10,6 +10,7 @@ mod audit;
 mod dead_letters;
 mod health;
 mod layout;
+mod liability;
 mod login;
 mod session;
 mod tenants;
@@ -44,6 +45,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/audit"),
     ("GET", "/health"),
     ("POST", "/health/ledger-check"),
+    ("GET", "/liability"),
+    ("GET", "/reports/:id/file"),
 ];
 
 /// Every console route, to be nested at `/ops`.
@@ -65,6 +68,8 @@ pub fn routes() -> Route {
         .at("/audit", get(audit::list))
         .at("/health", get(health::page))
         .at("/health/ledger-check", post(health::ledger_check))
+        .at("/liability", get(liability::page))
+        .at("/reports/:id/file", get(liability::file))
 }
 
 #[handler]

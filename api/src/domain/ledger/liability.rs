@@ -133,3 +133,27 @@ fn line(out: &mut Vec<Liability>, merchant_id: Uuid, currency: &str) -> usize {
         }
     }
 }
+
+/// The most days `daily` answers at once.
+pub const MAX_DAILY_DAYS: i64 = 92;
+
+/// Each UTC day's closing liability of one merchant, `from` to `to` (both included, at most
+/// `MAX_DAILY_DAYS`): the liability at the last instant of the day.
+pub async fn daily<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    currency: Option<&str>,
+    from: chrono::NaiveDate,
+    to: chrono::NaiveDate,
+) -> Result<Vec<(chrono::NaiveDate, Vec<Liability>)>, ApiError> {
+    let mut out = Vec::new();
+    let mut day = from;
+    while day <= to && (day - from).num_days() < MAX_DAILY_DAYS {
+        let Some(next) = day.succ_opt() else { break };
+        let end = next.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc()
+            - chrono::Duration::microseconds(1);
+        out.push((day, at(c, &[merchant], currency, end).await?));
+        day = next;
+    }
+    Ok(out)
+}

@@ -57,6 +57,20 @@ pub async fn page<C: ConnectionTrait>(
         .await
 }
 
+/// The latest runs acted for `merchant` (the operations console), newest first.
+pub async fn of_merchant<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    limit: u64,
+) -> Result<Vec<report_run::Model>, DbErr> {
+    report_run::Entity::find()
+        .filter(report_run::Column::MerchantId.eq(merchant))
+        .order_by_desc(report_run::Column::Id)
+        .limit(limit)
+        .all(c)
+        .await
+}
+
 /// Marks the run running (again, after a worker died in it) and drops any part of a file an
 /// earlier attempt wrote. `None` when it has already finished.
 pub async fn start<C: ConnectionTrait>(

@@ -380,3 +380,32 @@ fn event(run: &Run, topic: &str, extra: serde_json::Value) -> NewOutbox {
         occurred_at: Utc::now(),
     }
 }
+
+/// The latest runs acted for a merchant (the operations console).
+pub async fn of_merchant<C: ConnectionTrait>(
+    c: &C,
+    merchant: Uuid,
+    limit: u64,
+) -> Result<Vec<Run>, ApiError> {
+    Ok(store::ledger::reports::of_merchant(c, merchant, limit)
+        .await?
+        .into_iter()
+        .map(Run::from)
+        .collect())
+}
+
+/// Run `id` whoever asked for it (the operations console).
+pub async fn find_any<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<Run>, ApiError> {
+    Ok(store::ledger::reports::find_any(c, id)
+        .await?
+        .map(Run::from))
+}
+
+/// The piece `seq` of run `id`'s file, if there is one.
+pub async fn file_piece<C: ConnectionTrait>(
+    c: &C,
+    id: Uuid,
+    seq: i32,
+) -> Result<Option<Vec<u8>>, sea_orm::DbErr> {
+    store::ledger::reports::chunk(c, id, seq).await
+}
