@@ -225,17 +225,7 @@ pub async fn file(req: &Request, state: Data<&AppState>, Path(id): Path<String>)
         Ok(_) => return layout::problem(StatusCode::NOT_FOUND, "No such report file."),
         Err(e) => return error_page(&s, &e),
     };
-    let db = st.db.clone();
-    let pieces = futures::stream::unfold(0i32, move |seq| {
-        let db = db.clone();
-        async move {
-            match reports::file_piece(&db, id, seq).await {
-                Ok(Some(bytes)) => Some((Ok(bytes::Bytes::from(bytes)), seq + 1)),
-                Ok(None) => None,
-                Err(e) => Some((Err(std::io::Error::other(e.to_string())), i32::MAX)),
-            }
-        }
-    });
+    let pieces = reports::file_stream(st.db.clone(), id);
     let format = run.format();
     Response::builder()
         .status(StatusCode::OK)

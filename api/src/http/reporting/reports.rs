@@ -494,17 +494,7 @@ impl ReportsApi {
         if !run.succeeded() {
             return Err(ApiError::not_found("Report file").into());
         }
-        let db = state.0.db.clone();
-        let pieces = futures::stream::unfold(0i32, move |seq| {
-            let db = db.clone();
-            async move {
-                match store::ledger::reports::chunk(&db, id, seq).await {
-                    Ok(Some(bytes)) => Some((Ok(bytes::Bytes::from(bytes)), seq + 1)),
-                    Ok(None) => None,
-                    Err(e) => Some((Err(std::io::Error::other(e.to_string())), i32::MAX)),
-                }
-            }
-        });
+        let pieces = reports::file_stream(state.0.db.clone(), id);
         let format = run.format();
         let ext = format.as_str();
         Ok(ReportFile {

@@ -5,6 +5,31 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ConnectionTrait, DbBackend, DbErr, FromQueryResult, Statement, Value};
 use uuid::Uuid;
 
+/// Values bound to a statement, each named by its placeholder as it is added (`$n` on
+/// PostgreSQL, `?` on SQLite).
+struct Binds {
+    backend: DbBackend,
+    values: Vec<Value>,
+}
+
+impl Binds {
+    fn new(backend: DbBackend) -> Self {
+        Binds {
+            backend,
+            values: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, v: Value) -> String {
+        self.values.push(v);
+        if self.backend == DbBackend::Postgres {
+            format!("${}", self.values.len())
+        } else {
+            "?".to_string()
+        }
+    }
+}
+
 /// Which entries to sum: the merchants (never empty: a caller with none asks for nothing),
 /// the account kinds, an optional currency, and up to which instant.
 pub struct Scope<'a> {
@@ -39,15 +64,8 @@ pub struct Holders {
 
 /// `WHERE` over the scope, with its values in order.
 fn filter(backend: DbBackend, s: &Scope<'_>) -> (String, Vec<Value>) {
-    let mut values: Vec<Value> = Vec::new();
-    let mut p = |v: Value| {
-        values.push(v);
-        if backend == DbBackend::Postgres {
-            format!("${}", values.len())
-        } else {
-            "?".to_string()
-        }
-    };
+    let mut binds = Binds::new(backend);
+    let mut p = |v: Value| binds.push(v);
     let merchants: Vec<String> = s.merchants.iter().map(|m| p((*m).into())).collect();
     let kinds: Vec<String> = s.kinds.iter().map(|k| p((*k).into())).collect();
     let (op, at) = match s.until {
@@ -63,7 +81,7 @@ fn filter(backend: DbBackend, s: &Scope<'_>) -> (String, Vec<Value>) {
     if let Some(c) = s.currency {
         sql.push_str(&format!(" AND currency = {}", p(c.into())));
     }
-    (sql, values)
+    (sql, binds.values)
 }
 
 /// The sum of each account kind's entries at the scope's instant, per merchant and currency.
@@ -182,15 +200,8 @@ pub async fn wallet_activity_page<C: ConnectionTrait>(
     limit: u64,
 ) -> Result<Vec<WalletActivity>, DbErr> {
     let backend = c.get_database_backend();
-    let mut values: Vec<Value> = Vec::new();
-    let mut p = |v: Value| {
-        values.push(v);
-        if backend == DbBackend::Postgres {
-            format!("${}", values.len())
-        } else {
-            "?".to_string()
-        }
-    };
+    let mut binds = Binds::new(backend);
+    let mut p = |v: Value| binds.push(v);
     let kinds: Vec<String> = customer_kinds.iter().map(|k| p((*k).into())).collect();
     let merchant = p(merchant.into());
     let before = p(before.into());
@@ -211,7 +222,7 @@ pub async fn wallet_activity_page<C: ConnectionTrait>(
              GROUP BY e.wallet_id, e.currency ORDER BY e.wallet_id, e.currency LIMIT {limit}",
             kinds.join(", ")
         ),
-        values,
+        binds.values,
     ))
     .all(c)
     .await
@@ -235,15 +246,8 @@ pub async fn actual_entries<C: ConnectionTrait>(
         return Ok(Vec::new());
     }
     let backend = c.get_database_backend();
-    let mut values: Vec<Value> = Vec::new();
-    let mut p = |v: Value| {
-        values.push(v);
-        if backend == DbBackend::Postgres {
-            format!("${}", values.len())
-        } else {
-            "?".to_string()
-        }
-    };
+    let mut binds = Binds::new(backend);
+    let mut p = |v: Value| binds.push(v);
     let ids: Vec<String> = wallets.iter().map(|w| p((*w).into())).collect();
     let before = p(before.into());
     ActualEntry::find_by_statement(Statement::from_sql_and_values(
@@ -254,7 +258,7 @@ pub async fn actual_entries<C: ConnectionTrait>(
              ORDER BY wallet_id, created_at",
             ids.join(", ")
         ),
-        values,
+        binds.values,
     ))
     .all(c)
     .await

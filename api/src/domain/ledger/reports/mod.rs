@@ -401,11 +401,21 @@ pub async fn find_any<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<Run>
         .map(Run::from))
 }
 
-/// The piece `seq` of run `id`'s file, if there is one.
-pub async fn file_piece<C: ConnectionTrait>(
-    c: &C,
+/// Run `id`'s file, piece after piece as it is read: a file of any size is sent holding one
+/// piece in memory. A read that fails ends the stream with the error.
+pub fn file_stream(
+    db: crate::store::Db,
     id: Uuid,
-    seq: i32,
-) -> Result<Option<Vec<u8>>, sea_orm::DbErr> {
-    store::ledger::reports::chunk(c, id, seq).await
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static {
+    futures::stream::unfold(Some(0i32), move |seq| {
+        let db = db.clone();
+        async move {
+            let seq = seq?;
+            match store::ledger::reports::chunk(&db, id, seq).await {
+                Ok(Some(piece)) => Some((Ok(bytes::Bytes::from(piece)), Some(seq + 1))),
+                Ok(None) => None,
+                Err(e) => Some((Err(std::io::Error::other(e.to_string())), None)),
+            }
+        }
+    })
 }
