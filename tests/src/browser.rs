@@ -173,8 +173,10 @@ impl Browser {
     /// `WALLET_CONSOLE_SCREENSHOTS` names (`docs/console` to refresh the documentation's),
     /// else the test run's own directory.
     pub async fn screenshot(&self, name: &str) -> PathBuf {
+        // A relative directory is the repository's (tests run in `tests/`).
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
         let dir = std::env::var_os("WALLET_CONSOLE_SCREENSHOTS")
-            .map(PathBuf::from)
+            .map(|d| root.join(d))
             .unwrap_or_else(|| std::env::temp_dir().join("wallet-console-screenshots"));
         std::fs::create_dir_all(&dir).expect("the screenshot directory");
         let png = self.client.screenshot().await.expect("a screenshot");
