@@ -1,5 +1,7 @@
-//! Random days of money movements on a sandbox test clock, then the roll-forward over all of
-//! them: for every day and class, the row closes, the next day opens where it closed, and
+//! Random days of money movements on a sandbox test clock (fundings and debits, grants
+//! released and locked, SKU top-ups with bonuses, payments, refunds, voids, disputes won by
+//! the customer, top-ups detached, clawbacks, expiries, an enrollment lapsing into escrow and
+//! its proof returning it), then the roll-forward over all of them: for every day and class, the row closes, the next day opens where it closed, and
 //! its closing is what `GET …/liability` says at the last instant of that day. Each seed is
 //! a different sequence; a failure names its seed.
 use std::collections::BTreeMap;
@@ -82,6 +84,18 @@ async fn liability_at(shop: &Shop<'_>, at: chrono::DateTime<chrono::Utc>) -> Val
         .unwrap_or(json!({}))
 }
 
+/// A correction of a transaction with the platform key (`corrections`).
+async fn correct(shop: &Shop<'_>, path: &str, extra: Value) -> tests::Reply {
+    send(
+        shop.app
+            .post(&format!("/{}{path}", shop.tenant.integration_id))
+            .header("x-api-key", &shop.tenant.platform_key)
+            .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+            .json(&shop.body(extra)),
+    )
+    .await
+}
+
 async fn random_days(seed: u64) {
     let app = TestApp::spawn_with_workers().await;
     let shop = Shop::open(&app).await;
@@ -91,15 +105,47 @@ async fn random_days(seed: u64) {
         shop.customer().await,
         shop.customer().await,
     ];
+    // Unverified: its money lapses into escrow when the 7-day window ends, and comes back
+    // when the phone is proven.
     let waiting = shop.customer_in("PENDING_PROOF").await;
+    shop.fund(&waiting, 1_000).await;
+    let sku = send(
+        app.post("/skus")
+            .header("x-api-key", &shop.tenant.platform_key)
+            .header("Idempotency-Key", uuid::Uuid::new_v4().to_string())
+            .json(&shop.body(json!({"sku_id": "CARD-5", "name": "Top-up card", "currency": "EUR",
+                                    "wallet_credits_minor": 500, "bonus": {"amount_minor": 50, "expiry_days": 3}}))),
+    )
+    .await;
+    assert_eq!(sku.status, 200, "{}", sku.body);
     let mut payments: Vec<String> = Vec::new();
+    let mut topups: Vec<String> = Vec::new();
     let mut grants: Vec<String> = Vec::new();
+    let mut proven = false;
+    // How many of each movement went through (printed: the sequence a seed drove).
+    let mut done: BTreeMap<&str, u32> = BTreeMap::new();
     let first = clock_now(&shop).await.date_naive();
-    let days = 6;
-    for _ in 0..days {
+    let days = 9;
+    for day in 0..days {
+        if day == 8 && !proven {
+            // After the lapse: prove the phone; the escrow and the locked grants come back.
+            let r = shop
+                .post("/enroll/initiate", json!({ "phone": waiting.phone }))
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            let sms = shop.sms_after(&waiting.phone, "enrollment", 0).await;
+            let r = shop
+                .post(
+                    "/enroll/verify",
+                    json!({"verification_token": sms["verification_token"]}),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            proven = true;
+        }
         for _ in 0..10 {
             let c = &verified[rng.below(3) as usize];
-            match rng.below(9) {
+            match rng.below(12) {
                 0 | 1 => {
                     shop.fund(c, rng.amount(100, 5_000)).await;
                 }
@@ -177,6 +223,59 @@ async fn random_days(seed: u64) {
                         r.body["error"]["details"]["fields"][0]["issue"] == "nothing_to_claw_back";
                     assert!(r.status == 200 || ended, "{}", r.body);
                 }
+                9 => {
+                    let r = shop
+                        .post(
+                            "/topup/sku/CARD-5",
+                            json!({"pos_order_ref": uuid::Uuid::new_v4().to_string(),
+                                   "customer": {"credential_type": "phone", "phone": c.phone},
+                                   "quantity": rng.amount(1, 4), "amount_minor": 999_999}),
+                        )
+                        .await;
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    topups.push(r.body["data"]["topup_id"].as_str().unwrap().into());
+                    *done.entry("sku top-ups").or_default() += 1;
+                }
+                10 if !payments.is_empty() => {
+                    // A dispute the customer wins refunds what is still refundable.
+                    let p = payments[rng.below(payments.len() as u64) as usize].clone();
+                    let r = correct(
+                        &shop,
+                        &format!("/transactions/{p}/disputes"),
+                        json!({"reason": "property test"}),
+                    )
+                    .await;
+                    if r.status == 200 {
+                        let d = r.body["data"]["dispute_id"].as_str().unwrap().to_string();
+                        let r = correct(
+                            &shop,
+                            &format!("/transactions/{p}/disputes/{d}/resolve"),
+                            json!({"outcome": "customer_won", "note": "property test"}),
+                        )
+                        .await;
+                        assert_eq!(r.status, 200, "{}", r.body);
+                        *done.entry("disputes won").or_default() += 1;
+                    } else {
+                        assert_eq!(r.code(), "VALIDATION_ERROR", "{}", r.body);
+                    }
+                }
+                11 if !topups.is_empty() => {
+                    let t = topups.swap_remove(rng.below(topups.len() as u64) as usize);
+                    let r = correct(
+                        &shop,
+                        &format!("/transactions/{t}/unattach"),
+                        json!({"reason": "property test"}),
+                    )
+                    .await;
+                    assert!(
+                        r.status == 200 || r.code() == "VALIDATION_ERROR" || r.code() == "CONFLICT",
+                        "{}",
+                        r.body
+                    );
+                    if r.status == 200 {
+                        *done.entry("unattached").or_default() += 1;
+                    }
+                }
                 _ => {}
             }
         }
@@ -186,8 +285,13 @@ async fn random_days(seed: u64) {
             .await;
         assert_eq!(r.status, 200, "{}", r.body);
     }
+    eprintln!(
+        "seed {seed}: {} payments, {} grants, {done:?}",
+        payments.len(),
+        grants.len()
+    );
     assert!(
-        !payments.is_empty() && !grants.is_empty(),
+        !payments.is_empty() && !grants.is_empty() && proven,
         "seed {seed} moved too little to prove anything"
     );
     let last = clock_now(&shop).await.date_naive().pred_opt().unwrap();
@@ -229,8 +333,13 @@ async fn random_days(seed: u64) {
 
     // (date, class) -> (opening, closing), every row closing.
     let mut rows: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
+    let (mut escrowed, mut returned) = (false, false);
     for line in text.lines() {
         let row: Value = serde_json::from_str(line).unwrap();
+        if row["class"] == "escrow" {
+            escrowed |= row["escrow_in_minor"].as_i64().unwrap() > 0;
+            returned |= row["escrow_out_minor"].as_i64().unwrap() < 0;
+        }
         let o = row.as_object().unwrap();
         let moved: i64 = o
             .iter()
@@ -255,6 +364,10 @@ async fn random_days(seed: u64) {
         );
     }
     assert_eq!(rows.len() as i64, days * 5, "seed {seed}");
+    assert!(
+        escrowed && returned,
+        "seed {seed}: the lapse escrowed and the proof returned"
+    );
     let mut day = first;
     while day <= last {
         let end = day
