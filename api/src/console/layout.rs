@@ -177,3 +177,61 @@ pub fn enc(v: &str) -> String {
         })
         .collect()
 }
+
+/// Back to the login form (saying so when the session expired), never cached.
+pub fn refused(why: super::session::Refusal) -> Response {
+    use poem::IntoResponse;
+    let to = match why {
+        super::session::Refusal::Unavailable => {
+            return problem(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "The database did not answer. Try again in a moment.",
+            );
+        }
+        super::session::Refusal::Expired => "/ops/login?expired=1",
+        super::session::Refusal::Missing | super::session::Refusal::Invalid => "/ops/login",
+    };
+    let mut r = poem::web::Redirect::see_other(to).into_response();
+    r.headers_mut().insert(
+        poem::http::header::CACHE_CONTROL,
+        poem::http::HeaderValue::from_static("no-store"),
+    );
+    r
+}
+
+/// An error from a domain function, as a page: a refused input says why, anything else
+/// is logged and shown without its cause.
+pub fn error_page(s: &Session, e: &crate::error::ApiError) -> Response {
+    let body = e.to_body();
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if status.is_server_error() {
+        tracing::error!(error = %e, "console action failed");
+    }
+    let message = body["message"].as_str().unwrap_or("Failed").to_string();
+    let fields: Vec<String> = e
+        .field_errors()
+        .iter()
+        .map(|f| format!("{}: {}", f.field, f.message))
+        .collect();
+    page(
+        status,
+        "That did not work",
+        Some(s),
+        "",
+        maud::html! {
+            p.error { (message) }
+            @for f in &fields { p.error { (f) } }
+            p { "Nothing was changed. Use the browser's Back button to correct the form, or "
+                a href="/ops" { "return to the console" } "." }
+        },
+    )
+}
+
+/// The signed-in operator, or (as the error) the way to the login form: what `signed_in!`
+/// does, for a page that needs no form.
+pub async fn operator(
+    req: &poem::Request,
+    st: &crate::state::AppState,
+) -> Result<Session, Response> {
+    Session::of(req, st).await.map_err(refused)
+}

@@ -6,7 +6,7 @@ use maud::{Markup, html};
 use poem::{Body, Request, Response, handler, http::StatusCode, web::Data, web::Path};
 use uuid::Uuid;
 
-use super::{error_page, layout, signed_in};
+use super::layout::{self, error_page};
 use crate::domain::ledger::classes::ValueClass;
 use crate::domain::ledger::liability::{self, Liability, MAX_DAILY_DAYS};
 use crate::domain::ledger::reports;
@@ -93,7 +93,10 @@ struct Query {
 #[handler]
 pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
     let st = state.0;
-    let s = signed_in!(req, st);
+    let s = match layout::operator(req, st).await {
+        Ok(s) => s,
+        Err(to_login) => return to_login,
+    };
     let q: Query = req.params().unwrap_or_default();
     let today = Utc::now().date_naive();
     let date = |v: &Option<String>| {
@@ -216,7 +219,10 @@ pub async fn page(req: &Request, state: Data<&AppState>) -> Response {
 #[handler]
 pub async fn file(req: &Request, state: Data<&AppState>, Path(id): Path<String>) -> Response {
     let st = state.0;
-    let s = signed_in!(req, st);
+    let s = match layout::operator(req, st).await {
+        Ok(s) => s,
+        Err(to_login) => return to_login,
+    };
     let Some(id) = Uuid::parse_str(&id).ok() else {
         return layout::problem(StatusCode::NOT_FOUND, "No such report.");
     };

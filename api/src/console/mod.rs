@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use poem::{Response, Route, get, handler, http::StatusCode, post, web::Redirect};
 use serde::Deserialize;
 
+pub use layout::{error_page, refused};
 pub use session::{COOKIE, mint as mint_session, open as open_session};
 
 use session::Session;
@@ -117,27 +118,6 @@ macro_rules! signed_in {
 }
 pub(crate) use signed_in;
 
-/// Back to the login form (saying so when the session expired), never cached.
-pub fn refused(why: session::Refusal) -> Response {
-    use poem::IntoResponse;
-    let to = match why {
-        session::Refusal::Unavailable => {
-            return layout::problem(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "The database did not answer. Try again in a moment.",
-            );
-        }
-        session::Refusal::Expired => "/ops/login?expired=1",
-        session::Refusal::Missing | session::Refusal::Invalid => "/ops/login",
-    };
-    let mut r = Redirect::see_other(to).into_response();
-    r.headers_mut().insert(
-        poem::http::header::CACHE_CONTROL,
-        poem::http::HeaderValue::from_static("no-store"),
-    );
-    r
-}
-
 /// A form posted without this session's CSRF token is refused, and nothing is done but an
 /// audit entry: a forged cross-site post reaching a signed-in operator is worth knowing of.
 pub async fn refuse_without_csrf(
@@ -168,32 +148,4 @@ pub async fn refuse_without_csrf(
         "This form is missing its security token or it belongs to an older session. \
          Reload the page and try again; nothing was changed.",
     ))
-}
-
-/// An error from a domain function, as a page: a refused input says why, anything else
-/// is logged and shown without its cause.
-pub fn error_page(s: &Session, e: &crate::error::ApiError) -> Response {
-    let body = e.to_body();
-    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    if status.is_server_error() {
-        tracing::error!(error = %e, "console action failed");
-    }
-    let message = body["message"].as_str().unwrap_or("Failed").to_string();
-    let fields: Vec<String> = e
-        .field_errors()
-        .iter()
-        .map(|f| format!("{}: {}", f.field, f.message))
-        .collect();
-    layout::page(
-        status,
-        "That did not work",
-        Some(s),
-        "",
-        maud::html! {
-            p.error { (message) }
-            @for f in &fields { p.error { (f) } }
-            p { "Nothing was changed. Use the browser's Back button to correct the form, or "
-                a href="/ops" { "return to the console" } "." }
-        },
-    )
 }
