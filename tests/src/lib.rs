@@ -15,6 +15,7 @@
 pub mod browser;
 pub mod cluster;
 pub mod dead_letters;
+pub mod finance;
 pub mod oas31;
 pub mod otlp;
 pub mod procs;

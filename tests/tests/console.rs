@@ -8,7 +8,7 @@ use chrono::Utc;
 use fantoccini::cookies::Cookie;
 use sea_orm::{ActiveModelTrait, ActiveValue::Set, IntoActiveModel};
 use serde_json::json;
-use tests::{TestApp, browser::Browser, dead_letters, send, shop::Shop};
+use tests::{TestApp, browser::Browser, dead_letters, finance, send, shop::Shop};
 use uuid::Uuid;
 
 async fn operator(app: &TestApp, name: &str) -> api::domain::operators::OperatorCreated {
@@ -362,49 +362,24 @@ async fn the_liability_page_charts_a_merchants_daily_liability_and_lists_its_rep
     let app = TestApp::spawn_with_workers().await;
     let op = operator(&app, "finance console").await;
     let shop = Shop::open(&app).await;
-    let advance = || async {
-        let r = shop
-            .control("/sandbox/clock/advance", json!({"seconds": 86_400}))
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-    };
-    let clock_day = || async {
-        let r = send(
-            app.get("/sandbox/clock")
-                .header("x-api-key", &shop.tenant.platform_key),
-        )
-        .await;
-        chrono::DateTime::parse_from_rfc3339(r.body["data"]["now"].as_str().unwrap())
-            .unwrap()
-            .date_naive()
-    };
     // A week of a merchant's stored value on its test clock.
-    let first = clock_day().await;
+    let first = finance::clock_today(&shop).await;
     let a = shop.customer().await;
     let b_ = shop.customer().await;
     shop.fund(&a, 20_000).await;
     shop.grant(&a, 1_500, "RELEASED", 30 * 86_400).await;
     for day in 0..6 {
-        advance().await;
+        finance::advance_days(&shop, 1).await;
         shop.fund(&b_, 2_000 + day * 500).await;
         assert_eq!(shop.pay(&a, 1_200 + day * 300).await.status, 200);
     }
-    let last = clock_day().await.pred_opt().unwrap();
-    let base = format!("/{}/reports", shop.tenant.integration_id);
-    let r = shop
-        .control(
-            &base,
-            json!({"type": "liability_rollforward", "from": first.to_string(), "to": last.to_string()}),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{}", r.body);
-    let id = r.body["data"]["report_id"].as_str().unwrap().to_string();
-    tests::eventually(std::time::Duration::from_secs(60), "the report run", || {
-        let path = format!("{base}/{id}");
-        let shop = &shop;
-        async move { (shop.read(&path).await.body["data"]["status"] == "succeeded").then_some(()) }
-    })
+    let last = finance::clock_today(&shop).await.pred_opt().unwrap();
+    let run = finance::run_report(
+        &shop,
+        json!({"type": "liability_rollforward", "from": first.to_string(), "to": last.to_string()}),
+    )
     .await;
+    assert_eq!(run["status"], "succeeded", "{run}");
 
     let b = Browser::start().await;
     sign_in(&b, &app, &op.operator_key).await;
@@ -430,23 +405,8 @@ async fn the_liability_page_charts_a_merchants_daily_liability_and_lists_its_rep
     b.close().await;
 
     // The figures are the endpoint's: the last day's liability, as the page shows it.
-    let end = last
-        .succ_opt()
-        .unwrap()
-        .and_hms_opt(0, 0, 0)
-        .unwrap()
-        .and_utc()
-        - chrono::Duration::microseconds(1);
-    let l = shop
-        .read(&format!(
-            "/{}/liability?as_of={}",
-            shop.tenant.integration_id,
-            end.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-        ))
-        .await;
-    let total = l.body["data"]["merchants"][0]["liability_minor"]
-        .as_i64()
-        .unwrap();
+    let l = finance::liability_at(&shop, finance::end_of(last)).await;
+    let total = l[0]["liability_minor"].as_i64().unwrap();
     let shown = format!("{}.{:02}", total / 100, total % 100);
     assert!(page.contains(&shown), "{shown} in {page}");
     app.stop().await;

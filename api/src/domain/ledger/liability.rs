@@ -56,23 +56,31 @@ impl Liability {
     }
 }
 
+/// Whose stored value a key may read (liability, reports, the accounting policy): every
+/// merchant of its integration (`None`, a platform key) or its own merchant (`Some`).
+/// Stored value is held per merchant, not per brand or branch: keys scoped below a merchant
+/// are refused.
+pub fn reporting_scope(p: &Principal) -> Result<Option<Uuid>, ApiError> {
+    match p.scope {
+        Scope::Integration => Ok(None),
+        Scope::Enterprise { enterprise_id } => Ok(Some(enterprise_id)),
+        Scope::Brand { .. } | Scope::Branch { .. } => Err(ApiError::forbidden(
+            "Stored value is held per merchant: read it with a merchant or platform key.",
+        )),
+    }
+}
+
 /// The merchants whose liability a caller may read, narrowed to `merchant_id` when given.
 /// An id the caller cannot see narrows to none, exactly as a merchant without wallets does,
-/// so the answer tells nothing about other tenants. Liability is held per merchant, not per
-/// brand or branch: keys scoped below a merchant are refused.
+/// so the answer tells nothing about other tenants.
 pub async fn readable_merchants<C: ConnectionTrait>(
     c: &C,
     p: &Principal,
     merchant_id: Option<Uuid>,
 ) -> Result<Vec<Uuid>, ApiError> {
-    let mut visible = match p.scope {
-        Scope::Integration => store::tenancy::linked_enterprises(c, p.integration_id).await?,
-        Scope::Enterprise { enterprise_id } => vec![enterprise_id],
-        Scope::Brand { .. } | Scope::Branch { .. } => {
-            return Err(ApiError::forbidden(
-                "Liability is held per merchant: read it with a merchant or platform key.",
-            ));
-        }
+    let mut visible = match reporting_scope(p)? {
+        None => store::tenancy::linked_enterprises(c, p.integration_id).await?,
+        Some(own) => vec![own],
     };
     if let Some(m) = merchant_id {
         visible.retain(|v| *v == m);

@@ -78,6 +78,32 @@ pub async fn of<C: ConnectionTrait>(c: &C, merchant_id: Uuid) -> Result<Policy, 
         .unwrap_or_else(|| Policy::default_for(merchant_id)))
 }
 
+/// The policy of merchant `asked` (a merchant key's own when none is named), if the key may
+/// read that merchant; NOT_FOUND otherwise.
+pub async fn readable<C: ConnectionTrait>(
+    c: &C,
+    p: &Principal,
+    asked: Option<Uuid>,
+) -> Result<Policy, ApiError> {
+    let merchant = match (asked, &p.scope) {
+        (Some(m), _) => m,
+        (None, crate::domain::credentials::Scope::Enterprise { enterprise_id }) => *enterprise_id,
+        (None, _) => {
+            return Err(ApiError::field(
+                "query:merchant_id",
+                "required",
+                "is required with a platform key",
+            ));
+        }
+    };
+    let readable =
+        crate::domain::ledger::liability::readable_merchants(c, p, Some(merchant)).await?;
+    if readable.is_empty() {
+        return Err(ApiError::not_found("Merchant"));
+    }
+    of(c, merchant).await
+}
+
 /// A policy as asked, before it is checked.
 pub struct NewPolicy<'a> {
     pub dormancy_days: i64,

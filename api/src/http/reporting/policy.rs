@@ -18,7 +18,7 @@ use crate::http::{
     pipeline::reply::Reply,
 };
 use crate::idempotency::Outcome;
-use crate::{error::ApiError, state::AppState};
+use crate::state::AppState;
 
 /// Set the merchant's accounting policy (the merchant is `context.merchant_id`).
 #[derive(Object, Deserialize, Debug, Clone)]
@@ -115,28 +115,9 @@ impl PolicyApi {
             &query.0.merchant_id,
         );
         e.finish()?;
-        let merchant = match (asked, &auth.0.scope) {
-            (Some(m), _) => m,
-            (None, crate::domain::credentials::Scope::Enterprise { enterprise_id }) => {
-                *enterprise_id
-            }
-            (None, _) => {
-                return Err(ApiError::field(
-                    "query:merchant_id",
-                    "required",
-                    "is required with a platform key",
-                )
-                .into());
-            }
-        };
-        let db = &state.0.db;
-        let readable =
-            crate::domain::ledger::liability::readable_merchants(db, &auth.0, Some(merchant))
-                .await?;
-        if readable.is_empty() {
-            return Err(ApiError::not_found("Merchant").into());
-        }
-        Ok(Reply::ok(&view(&policy::of(db, merchant).await?)))
+        Ok(Reply::ok(&view(
+            &policy::readable(&state.0.db, &auth.0, asked).await?,
+        )))
     }
 
     /// Set a merchant's accounting policy

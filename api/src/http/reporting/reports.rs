@@ -12,7 +12,7 @@ use poem_openapi::{
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::domain::credentials::{Permission, Principal, Scope};
+use crate::domain::credentials::Permission;
 use crate::domain::ledger::reports::{self, Asked, Run, file::Format};
 use crate::domain::{transactions, validate::Errors};
 use crate::envelope::Page;
@@ -29,7 +29,7 @@ use crate::http::{
     pipeline::reply::{Accepted, ErrorEnvelope, Reply},
 };
 use crate::idempotency::Outcome;
-use crate::{error::ApiError, state::AppState, store};
+use crate::{error::ApiError, state::AppState};
 
 /// Ask for a report.
 #[derive(Object, Deserialize, Debug, Clone)]
@@ -187,34 +187,6 @@ query_group! {
     }
 }
 
-/// The runs a key may read: the integration's for a platform key, those acted for its
-/// merchant for a merchant key; brand and branch keys read none (liability is held per
-/// merchant).
-fn readable(p: &Principal) -> Result<Option<Vec<Uuid>>, ApiError> {
-    match p.scope {
-        Scope::Integration => Ok(None),
-        Scope::Enterprise { enterprise_id } => Ok(Some(vec![enterprise_id])),
-        Scope::Brand { .. } | Scope::Branch { .. } => Err(ApiError::forbidden(
-            "Reports are kept per merchant: read them with a merchant or platform key.",
-        )),
-    }
-}
-
-/// Run `id` of the integration, if the key may read it (else NOT_FOUND, as for an id that
-/// does not exist).
-async fn find(st: &AppState, p: &Principal, integration: Uuid, id: Uuid) -> Result<Run, ApiError> {
-    let merchants = readable(p)?;
-    store::ledger::reports::find(&st.db, integration, id)
-        .await?
-        .filter(|r| {
-            merchants
-                .as_ref()
-                .is_none_or(|m| m.contains(&r.merchant_id))
-        })
-        .map(Run::from)
-        .ok_or_else(|| ApiError::not_found("Report"))
-}
-
 /// A report's file, streamed from where it is kept.
 pub struct ReportFile {
     format: Format,
@@ -331,7 +303,7 @@ impl ReportsApi {
         auth.0.require(Permission::Reporting)?;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         transactions::check_integration(&auth.0, integration)?;
-        readable(&auth.0)?;
+        crate::domain::ledger::liability::reporting_scope(&auth.0)?;
         let b = &body.value;
         let date = |d: &Option<DateText>| {
             d.as_deref()
@@ -390,7 +362,6 @@ impl ReportsApi {
         auth.0.require(Permission::Reporting)?;
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         transactions::check_integration(&auth.0, integration)?;
-        let merchants = readable(&auth.0)?;
         let ReportQuery { limit, cursor } = query.0;
         let mut e = Errors::default();
         let limit = PageLimit::resolve(limit, &mut e);
@@ -413,17 +384,7 @@ impl ReportsApi {
             }
         };
         e.finish()?;
-        let mut rows = store::ledger::reports::page(
-            &state.0.db,
-            integration,
-            merchants.as_deref(),
-            before,
-            limit + 1,
-        )
-        .await
-        .map_err(ApiError::from)?;
-        let more = rows.len() as u64 > limit;
-        rows.truncate(limit as usize);
+        let (rows, more) = reports::page(&state.0.db, &auth.0, before, limit).await?;
         let page = Page {
             next_cursor: if more {
                 rows.last()
@@ -433,10 +394,7 @@ impl ReportsApi {
             },
             has_more: more,
         };
-        let out: Vec<ReportView> = rows
-            .into_iter()
-            .map(|r| view(integration, &Run::from(r)))
-            .collect();
+        let out: Vec<ReportView> = rows.iter().map(|r| view(integration, r)).collect();
         Ok(Reply::page(&out, &page))
     }
 
@@ -462,7 +420,7 @@ impl ReportsApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         transactions::check_integration(&auth.0, integration)?;
         let id = path_uuid("path:reportId", &report_id.0)?;
-        let run = find(state.0, &auth.0, integration, id).await?;
+        let run = reports::readable(&state.0.db, &auth.0, id).await?;
         Ok(Reply::ok(&view(integration, &run)))
     }
 
@@ -490,7 +448,7 @@ impl ReportsApi {
         let integration = path_uuid("path:integrationId", &integration_id.0)?;
         transactions::check_integration(&auth.0, integration)?;
         let id = path_uuid("path:reportId", &report_id.0)?;
-        let run = find(state.0, &auth.0, integration, id).await?;
+        let run = reports::readable(&state.0.db, &auth.0, id).await?;
         if !run.succeeded() {
             return Err(ApiError::not_found("Report file").into());
         }

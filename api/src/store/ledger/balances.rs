@@ -146,31 +146,25 @@ pub async fn movements<C: ConnectionTrait>(
     to: DateTime<Utc>,
 ) -> Result<Vec<Movement>, DbErr> {
     let backend = c.get_database_backend();
-    let mut values: Vec<Value> = vec![merchant.into(), from.into(), to.into()];
-    values.extend(kinds.iter().map(|k| Value::from(*k)));
-    let p = |i: usize| {
-        if backend == DbBackend::Postgres {
-            format!("${i}")
-        } else {
-            "?".to_string()
-        }
-    };
-    let kinds_sql: Vec<String> = (4..4 + kinds.len()).map(p).collect();
+    let mut binds = Binds::new(backend);
+    let (merchant, from, to) = (
+        binds.push(merchant.into()),
+        binds.push(from.into()),
+        binds.push(to.into()),
+    );
+    let kinds: Vec<String> = kinds.iter().map(|k| binds.push((*k).into())).collect();
     Movement::find_by_statement(Statement::from_sql_and_values(
         backend,
         format!(
             "SELECT e.currency AS currency, e.account_kind AS account_kind, p.kind AS posting_kind, \
                CAST(SUM(e.amount_minor) AS BIGINT) AS amount_minor \
              FROM ledger_entries e JOIN ledger_postings p ON p.id = e.posting_id \
-             WHERE e.merchant_id = {} AND e.created_at >= {} AND e.created_at < {} \
+             WHERE e.merchant_id = {merchant} AND e.created_at >= {from} AND e.created_at < {to} \
                AND e.account_kind IN ({}) \
              GROUP BY e.currency, e.account_kind, p.kind",
-            p(1),
-            p(2),
-            p(3),
-            kinds_sql.join(", ")
+            kinds.join(", ")
         ),
-        values,
+        binds.values,
     ))
     .all(c)
     .await

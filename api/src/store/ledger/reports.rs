@@ -34,19 +34,19 @@ pub async fn find_any<C: ConnectionTrait>(
     report_run::Entity::find_by_id(id).one(c).await
 }
 
-/// The integration's runs, newest first, before the cursor's id, acted for one of
-/// `merchants` (all of the integration's when `None`).
+/// The integration's runs, newest first, before the cursor's id, acted for `merchant`
+/// (all of the integration's when `None`).
 pub async fn page<C: ConnectionTrait>(
     c: &C,
     integration_id: Uuid,
-    merchants: Option<&[Uuid]>,
+    merchant: Option<Uuid>,
     before: Option<Uuid>,
     limit: u64,
 ) -> Result<Vec<report_run::Model>, DbErr> {
     let mut q =
         report_run::Entity::find().filter(report_run::Column::IntegrationId.eq(integration_id));
-    if let Some(m) = merchants {
-        q = q.filter(report_run::Column::MerchantId.is_in(m.iter().copied()));
+    if let Some(m) = merchant {
+        q = q.filter(report_run::Column::MerchantId.eq(m));
     }
     if let Some(b) = before {
         q = q.filter(report_run::Column::Id.lt(b));

@@ -3,67 +3,9 @@
 //! money bucketed by days since the wallet's last customer-initiated movement, the wallets
 //! past the dormancy period listed, and breakage estimated by the policy's method without
 //! ever touching the ledger.
-use std::time::Duration;
-
 use serde_json::{Value, json};
-use tests::{TestApp, eventually, send, shop::Shop};
-
-async fn advance_days(shop: &Shop<'_>, days: i64) {
-    let r = shop
-        .control("/sandbox/clock/advance", json!({"seconds": days * 86_400}))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-}
-
-async fn clock_today(shop: &Shop<'_>) -> chrono::NaiveDate {
-    let r = send(
-        shop.app
-            .get("/sandbox/clock")
-            .header("x-api-key", &shop.tenant.platform_key),
-    )
-    .await;
-    chrono::DateTime::parse_from_rfc3339(r.body["data"]["now"].as_str().unwrap())
-        .unwrap()
-        .to_utc()
-        .date_naive()
-}
-
-/// Runs a report to the end and gives its rows (JSON Lines).
-async fn rows(shop: &Shop<'_>, body: Value) -> Vec<Value> {
-    let base = format!("/{}/reports", shop.tenant.integration_id);
-    let mut body = body;
-    body["format"] = json!("jsonl");
-    let r = shop.control(&base, body).await;
-    assert_eq!(r.status, 202, "{}", r.body);
-    let id = r.body["data"]["report_id"].as_str().unwrap().to_string();
-    let run = eventually(Duration::from_secs(90), "the report run", || {
-        let path = format!("{base}/{id}");
-        async move {
-            let r = shop.read(&path).await;
-            matches!(
-                r.body["data"]["status"].as_str(),
-                Some("succeeded" | "failed")
-            )
-            .then(|| r.body["data"].clone())
-        }
-    })
-    .await;
-    assert_eq!(run["status"], "succeeded", "{run}");
-    let url = run["file_url"].as_str().unwrap().trim_start_matches("/v1");
-    let text = shop
-        .app
-        .get(url)
-        .header("x-api-key", &shop.tenant.platform_key)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
+use tests::finance::{advance_days, clock_today, rows};
+use tests::{TestApp, send, shop::Shop};
 
 async fn set_policy(shop: &Shop<'_>, days: i64, bp: i64, method: &str) -> tests::Reply {
     let path = format!("/{}/accounting/policy", shop.tenant.integration_id);

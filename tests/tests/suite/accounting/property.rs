@@ -5,10 +5,9 @@
 //! its closing is what `GET …/liability` says at the last instant of that day. Each seed is
 //! a different sequence; a failure names its seed.
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde_json::{Value, json};
-use tests::{TestApp, eventually, send, shop::Customer, shop::Shop};
+use tests::{TestApp, finance, send, shop::Customer, shop::Shop};
 
 /// xorshift64*: a sequence that is the same for a seed on every machine.
 struct Rng(u64);
@@ -30,18 +29,6 @@ impl Rng {
     }
 }
 
-async fn clock_now(shop: &Shop<'_>) -> chrono::DateTime<chrono::Utc> {
-    let r = send(
-        shop.app
-            .get("/sandbox/clock")
-            .header("x-api-key", &shop.tenant.platform_key),
-    )
-    .await;
-    chrono::DateTime::parse_from_rfc3339(r.body["data"]["now"].as_str().unwrap())
-        .unwrap()
-        .to_utc()
-}
-
 /// An operator's grant expiring `days` after the sandbox clock's now.
 async fn grant(
     shop: &Shop<'_>,
@@ -50,7 +37,7 @@ async fn grant(
     state: &str,
     days: i64,
 ) -> Option<String> {
-    let at = clock_now(shop).await + chrono::Duration::days(days);
+    let at = finance::clock_now(shop).await + chrono::Duration::days(days);
     let r = shop
         .operator(
             &format!("/operator/wallets/{}/grants", c.wallet_id),
@@ -65,23 +52,6 @@ async fn grant(
         .iter()
         .map(|g| g["grant_id"].as_str().unwrap().to_string())
         .max()
-}
-
-async fn liability_at(shop: &Shop<'_>, at: chrono::DateTime<chrono::Utc>) -> Value {
-    let r = shop
-        .read(&format!(
-            "/{}/liability?as_of={}",
-            shop.tenant.integration_id,
-            at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-        ))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body["data"]["merchants"]
-        .as_array()
-        .unwrap()
-        .first()
-        .cloned()
-        .unwrap_or(json!({}))
 }
 
 /// A correction of a transaction with the platform key (`corrections`).
@@ -124,7 +94,7 @@ async fn random_days(seed: u64) {
     let mut proven = false;
     // How many of each movement went through (printed: the sequence a seed drove).
     let mut done: BTreeMap<&str, u32> = BTreeMap::new();
-    let first = clock_now(&shop).await.date_naive();
+    let first = finance::clock_now(&shop).await.date_naive();
     let days = 9;
     for day in 0..days {
         if day == 8 && !proven {
@@ -294,62 +264,28 @@ async fn random_days(seed: u64) {
         !payments.is_empty() && !grants.is_empty() && proven,
         "seed {seed} moved too little to prove anything"
     );
-    let last = clock_now(&shop).await.date_naive().pred_opt().unwrap();
+    let last = finance::clock_now(&shop)
+        .await
+        .date_naive()
+        .pred_opt()
+        .unwrap();
     assert_eq!((last - first).num_days(), days - 1);
 
-    let base = format!("/{}/reports", shop.tenant.integration_id);
-    let r = shop
-        .control(
-            &base,
-            json!({"type": "liability_rollforward", "from": first.to_string(), "to": last.to_string(), "format": "jsonl"}),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{}", r.body);
-    let id = r.body["data"]["report_id"].as_str().unwrap().to_string();
-    let run = eventually(Duration::from_secs(90), "the report run", || {
-        let path = format!("{base}/{id}");
-        let shop = &shop;
-        async move {
-            let r = shop.read(&path).await;
-            matches!(
-                r.body["data"]["status"].as_str(),
-                Some("succeeded" | "failed")
-            )
-            .then(|| r.body["data"].clone())
-        }
-    })
+    let report = finance::rows(
+        &shop,
+        json!({"type": "liability_rollforward", "from": first.to_string(), "to": last.to_string()}),
+    )
     .await;
-    assert_eq!(run["status"], "succeeded", "seed {seed}: {run}");
-    let text = shop
-        .app
-        .get(run["file_url"].as_str().unwrap().trim_start_matches("/v1"))
-        .header("x-api-key", &shop.tenant.platform_key)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
 
     // (date, class) -> (opening, closing), every row closing.
     let mut rows: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
     let (mut escrowed, mut returned) = (false, false);
-    for line in text.lines() {
-        let row: Value = serde_json::from_str(line).unwrap();
+    for row in &report {
         if row["class"] == "escrow" {
             escrowed |= row["escrow_in_minor"].as_i64().unwrap() > 0;
             returned |= row["escrow_out_minor"].as_i64().unwrap() < 0;
         }
-        let o = row.as_object().unwrap();
-        let moved: i64 = o
-            .iter()
-            .filter(|(k, _)| {
-                k.ends_with("_minor")
-                    && !["opening_minor", "closing_minor", "breakage_estimate_minor"]
-                        .contains(&k.as_str())
-            })
-            .map(|(_, v)| v.as_i64().unwrap())
-            .sum();
+        let moved = finance::moved(row);
         let (opening, closing) = (
             row["opening_minor"].as_i64().unwrap(),
             row["closing_minor"].as_i64().unwrap(),
@@ -370,14 +306,11 @@ async fn random_days(seed: u64) {
     );
     let mut day = first;
     while day <= last {
-        let end = day
-            .succ_opt()
-            .unwrap()
-            .and_hms_opt(0, 0, 0)
-            .unwrap()
-            .and_utc()
-            - chrono::Duration::microseconds(1);
-        let said = liability_at(&shop, end).await;
+        let said = finance::liability_at(&shop, finance::end_of(day))
+            .await
+            .first()
+            .cloned()
+            .unwrap_or(json!({}));
         for class in [
             "actual",
             "promo_released",

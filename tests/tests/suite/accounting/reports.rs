@@ -7,90 +7,17 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use tests::finance::{
+    advance_days, clock_today, download, end_of, liability_at, moved, run_report,
+};
 use tests::{TestApp, eventually, shop::Shop};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
-async fn advance_a_day(shop: &Shop<'_>) {
-    let r = shop
-        .control("/sandbox/clock/advance", json!({"seconds": 86_400}))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-}
-
-/// The sandbox clock's date now.
-async fn clock_today(shop: &Shop<'_>) -> chrono::NaiveDate {
-    let r = tests::send(
-        shop.app
-            .get("/sandbox/clock")
-            .header("x-api-key", &shop.tenant.platform_key),
-    )
-    .await;
-    let now = r.body["data"]["now"].as_str().expect("clock now");
-    chrono::DateTime::parse_from_rfc3339(now)
-        .unwrap()
-        .to_utc()
-        .date_naive()
-}
-
-/// Asks for a report and waits for its run to finish; returns the run.
-async fn run_report(shop: &Shop<'_>, body: Value) -> Value {
-    let base = format!("/{}/reports", shop.tenant.integration_id);
-    let r = shop.control(&base, body).await;
-    assert_eq!(r.status, 202, "{}", r.body);
-    assert_eq!(r.body["data"]["status"], "pending");
-    let id = r.body["data"]["report_id"].as_str().unwrap().to_string();
-    eventually(Duration::from_secs(90), "the report run", || {
-        let path = format!("{base}/{id}");
-        async move {
-            let r = shop.read(&path).await;
-            assert_eq!(r.status, 200, "{}", r.body);
-            match r.body["data"]["status"].as_str() {
-                Some("succeeded") | Some("failed") => Some(r.body["data"].clone()),
-                _ => None,
-            }
-        }
-    })
-    .await
-}
-
-async fn download(shop: &Shop<'_>, run: &Value) -> (reqwest::header::HeaderMap, Vec<u8>) {
-    let url = run["file_url"]
-        .as_str()
-        .expect("file_url")
-        .trim_start_matches("/v1");
-    let r = shop
-        .app
-        .get(url)
-        .header("x-api-key", &shop.tenant.platform_key)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let headers = r.headers().clone();
-    (headers, r.bytes().await.unwrap().to_vec())
-}
-
 /// The liability the endpoint gives at the last instant of UTC day `d`.
 async fn liability_at_end_of(shop: &Shop<'_>, d: chrono::NaiveDate) -> i64 {
-    let end = d
-        .succ_opt()
-        .unwrap()
-        .and_hms_opt(0, 0, 0)
-        .unwrap()
-        .and_utc()
-        - chrono::Duration::microseconds(1);
-    let r = shop
-        .read(&format!(
-            "/{}/liability?as_of={}",
-            shop.tenant.integration_id,
-            end.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
-        ))
-        .await;
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body["data"]["merchants"]
-        .as_array()
-        .unwrap()
+    liability_at(shop, end_of(d))
+        .await
         .iter()
         .map(|l| l["liability_minor"].as_i64().unwrap())
         .sum()
@@ -106,7 +33,7 @@ async fn a_rollforward_closes_to_the_cent_every_day_and_a_finance_teams_tools_re
     shop.grant(&payer, 500, "RELEASED", 30 * 86_400).await;
     let waiting = shop.customer_in("PENDING_PROOF").await;
     shop.grant(&waiting, 300, "LOCKED", 30 * 86_400).await;
-    advance_a_day(&shop).await;
+    advance_days(&shop, 1).await;
     let p = shop.pay(&payer, 1_200).await;
     assert_eq!(p.status, 200, "{}", p.body);
     let paid = p.body["data"]["payment_id"].as_str().unwrap().to_string();
@@ -117,7 +44,7 @@ async fn a_rollforward_closes_to_the_cent_every_day_and_a_finance_teams_tools_re
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    advance_a_day(&shop).await;
+    advance_days(&shop, 1).await;
     let last = clock_today(&shop).await.pred_opt().unwrap();
 
     // A day that has not ended yet cannot be reported.
@@ -208,17 +135,7 @@ async fn a_rollforward_closes_to_the_cent_every_day_and_a_finance_teams_tools_re
     let mut last_closing: BTreeMap<String, i64> = BTreeMap::new();
     for line in String::from_utf8(file).unwrap().lines() {
         let row: Value = serde_json::from_str(line).unwrap();
-        let moved: i64 = row
-            .as_object()
-            .unwrap()
-            .iter()
-            .filter(|(k, _)| {
-                k.ends_with("_minor")
-                    && !["opening_minor", "closing_minor", "breakage_estimate_minor"]
-                        .contains(&k.as_str())
-            })
-            .map(|(_, v)| v.as_i64().unwrap())
-            .sum();
+        let moved = moved(&row);
         let (opening, closing) = (
             row["opening_minor"].as_i64().unwrap(),
             row["closing_minor"].as_i64().unwrap(),
@@ -342,7 +259,7 @@ async fn a_run_and_its_file_are_deleted_once_they_expire_and_not_before() {
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
-    advance_a_day(&shop).await;
+    advance_days(&shop, 1).await;
     let yesterday = clock_today(&shop).await.pred_opt().unwrap();
     let run = run_report(
         &shop,

@@ -210,13 +210,20 @@ pub async fn remote_breakage<C: ConnectionTrait>(
     let mut out = BTreeMap::new();
     for batch in crossing.chunks(500) {
         let ids: Vec<Uuid> = batch.iter().map(|(w, _, _)| *w).collect();
-        let entries = balances::actual_entries(c, &ids, end).await?;
+        // One pass over the batch's entries: each wallet's money up to its own instant.
+        let until: std::collections::HashMap<Uuid, DateTime<Utc>> =
+            batch.iter().map(|(w, _, at)| (*w, *at)).collect();
+        let mut held_by: std::collections::HashMap<Uuid, i64> = std::collections::HashMap::new();
+        for e in balances::actual_entries(c, &ids, end).await? {
+            if until
+                .get(&e.wallet_id)
+                .is_some_and(|at| e.created_at <= *at)
+            {
+                *held_by.entry(e.wallet_id).or_insert(0) += e.amount_minor;
+            }
+        }
         for (wallet, currency, at) in batch {
-            let held: i64 = entries
-                .iter()
-                .filter(|e| e.wallet_id == *wallet && e.created_at <= *at)
-                .map(|e| e.amount_minor)
-                .sum();
+            let held = held_by.get(wallet).copied().unwrap_or(0);
             if held > 0 {
                 let day = at.with_timezone(&tz).date_naive();
                 *out.entry((currency.clone(), day)).or_insert(0) += held;

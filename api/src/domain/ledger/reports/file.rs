@@ -161,7 +161,7 @@ impl<'a> FileWriter<'a> {
         Ok(Written {
             rows: self.rows,
             bytes: self.bytes,
-            sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            sha256: crate::infra::crypto::hex(&digest),
         })
     }
 }

@@ -419,3 +419,30 @@ pub fn file_stream(
         }
     })
 }
+
+/// Run `id` of the caller's integration, if the key may read it: a merchant key reads the
+/// runs asked for its merchant. NOT_FOUND otherwise, as for an id that does not exist.
+pub async fn readable<C: ConnectionTrait>(c: &C, p: &Principal, id: Uuid) -> Result<Run, ApiError> {
+    let own = liability::reporting_scope(p)?;
+    store::ledger::reports::find(c, p.integration_id, id)
+        .await?
+        .filter(|r| own.is_none_or(|m| m == r.merchant_id))
+        .map(Run::from)
+        .ok_or_else(|| ApiError::not_found("Report"))
+}
+
+/// A page of the runs the key may read, newest first, before run `before`; and whether
+/// there are more.
+pub async fn page<C: ConnectionTrait>(
+    c: &C,
+    p: &Principal,
+    before: Option<Uuid>,
+    limit: u64,
+) -> Result<(Vec<Run>, bool), ApiError> {
+    let own = liability::reporting_scope(p)?;
+    let mut rows =
+        store::ledger::reports::page(c, p.integration_id, own, before, limit + 1).await?;
+    let more = rows.len() as u64 > limit;
+    rows.truncate(limit as usize);
+    Ok((rows.into_iter().map(Run::from).collect(), more))
+}
