@@ -55,6 +55,13 @@ enum LedgerCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Drop the daily balance snapshots (docs/accounting.md, "Snapshots") so the workers
+    /// build them again from the ledger: after a check found one that disagrees.
+    ResetSnapshots {
+        /// Only this merchant (enterprise id).
+        #[arg(long)]
+        merchant: Option<uuid::Uuid>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -224,6 +231,19 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                     "the ledger and the stored balances disagree".into(),
                 ))
             }
+        }
+        Command::Ledger {
+            command: LedgerCommand::ResetSnapshots { merchant },
+        } => {
+            let db = api::cli::service_database(&config).await?;
+            let n =
+                api::domain::operators::reset_snapshots(&db, &api::cli::actor(), merchant).await;
+            api::store::close(&db).await;
+            println!(
+                "snapshots dropped for {} merchant(s); the workers build them again",
+                n?
+            );
+            Ok(())
         }
         Command::Openapi => unreachable!("handled above"),
     }

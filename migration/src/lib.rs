@@ -30,6 +30,7 @@ mod m20261128_000022_operator_sessions;
 mod m20261129_000023_value_classes;
 mod m20261129_000024_report_runs;
 mod m20261129_000025_accounting_policies;
+mod m20261129_000026_ledger_snapshots;
 pub mod partitions;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
@@ -108,6 +109,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000023_value_classes::Migration),
             Box::new(m20261129_000024_report_runs::Migration),
             Box::new(m20261129_000025_accounting_policies::Migration),
+            Box::new(m20261129_000026_ledger_snapshots::Migration),
         ]
     }
 }

@@ -125,3 +125,37 @@ pub async fn liability_at(shop: &Shop<'_>, at: DateTime<Utc>) -> Vec<Value> {
     assert_eq!(r.status, 200, "{}", r.body);
     r.body["data"]["merchants"].as_array().unwrap().clone()
 }
+
+/// Builds the shop's merchant's daily snapshots sealed at `now` (as a worker's builder
+/// would); returns the days written.
+pub async fn build_snapshots(shop: &Shop<'_>, now: DateTime<Utc>) -> u32 {
+    api::domain::ledger::snapshots::build(&shop.app.server.state.db, shop.merchant(), now, 10_000)
+        .await
+        .expect("the snapshots build")
+}
+
+/// The last UTC day the shop's merchant's snapshots are built through, if any.
+pub async fn snapshots_built_through(shop: &Shop<'_>) -> Option<NaiveDate> {
+    api::store::ledger::snapshots::mark(&shop.app.server.state.db, shop.merchant())
+        .await
+        .expect("the mark reads")
+        .flatten()
+}
+
+/// Drops the shop's merchant's snapshots, as `wallet-api ledger reset-snapshots` does.
+pub async fn reset_snapshots(shop: &Shop<'_>) {
+    api::domain::operators::reset_snapshots(
+        &shop.app.server.state.db,
+        "tests",
+        Some(shop.merchant()),
+    )
+    .await
+    .expect("the snapshots drop");
+}
+
+/// Where the stored snapshots of the shop's merchant disagree with the ledger.
+pub async fn snapshot_mismatches(shop: &Shop<'_>) -> Vec<String> {
+    api::domain::ledger::snapshots::verify(&shop.app.server.state.db, shop.merchant())
+        .await
+        .expect("the snapshots verify")
+}

@@ -233,6 +233,8 @@ pub struct Config {
     pub report_retention_days: u32,
     /// How long one attempt at running a report may take, in seconds.
     pub report_timeout_secs: u64,
+    /// How often each worker builds the ledger's sealed days into snapshots.
+    pub snapshot_interval_secs: u64,
 }
 
 impl Default for Config {
@@ -308,6 +310,7 @@ impl Default for Config {
             retention_sandbox_messages_days: 30,
             report_retention_days: 30,
             report_timeout_secs: 600,
+            snapshot_interval_secs: 60,
         }
     }
 }

@@ -210,6 +210,12 @@ impl Config {
                 "must be between 10 and 86400",
             ));
         }
+        if !(1..=86_400).contains(&self.snapshot_interval_secs) {
+            return Err(invalid(
+                "WALLET_SNAPSHOT_INTERVAL_SECS",
+                "must be between 1 and 86400",
+            ));
+        }
         if !(1..=3600).contains(&self.sweep_interval_secs) {
             return Err(invalid(
                 "WALLET_SWEEP_INTERVAL_SECS",

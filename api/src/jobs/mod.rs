@@ -17,6 +17,7 @@ pub mod retry;
 pub mod runtime;
 pub mod sms;
 pub mod sms_send;
+pub mod snapshots;
 pub mod webhook_batch;
 pub mod webhook_deliver;
 

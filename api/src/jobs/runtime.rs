@@ -175,6 +175,7 @@ impl Runtime {
             tokio::spawn(relay::run_loop(state.clone(), stop_rx.clone())),
             tokio::spawn(sample_metrics(state.clone(), stop_rx.clone())),
             tokio::spawn(super::retention::run_loop(state.clone(), stop_rx.clone())),
+            tokio::spawn(super::snapshots::run_loop(state.clone(), stop_rx.clone())),
             tokio::spawn(checkpoint_wal(state.clone(), stop_rx.clone())),
             tokio::spawn(sweep(state, stop_rx)),
         ];

@@ -1,7 +1,10 @@
 //! Liability at an instant: per merchant and currency, the customer value of each class
 //! the ledger's entries add up to at that instant, and how many wallets hold any.
 //! Computed from the entries alone (docs/accounting.md); it never writes.
-use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use entities::ledger_day_closing;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
@@ -9,6 +12,7 @@ use crate::domain::credentials::{Principal, Scope};
 use crate::domain::ledger::classes::ValueClass;
 use crate::error::ApiError;
 use crate::store;
+use crate::store::ledger::balances::Until;
 
 /// One merchant's customer value in one currency at an instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -36,13 +40,49 @@ impl Liability {
         }
     }
 
-    fn class_mut(&mut self, class: ValueClass) -> &mut i64 {
+    pub fn class_mut(&mut self, class: ValueClass) -> &mut i64 {
         match class {
             ValueClass::Actual => &mut self.actual_minor,
             ValueClass::PromoReleased => &mut self.promo_released_minor,
             ValueClass::PromoLocked => &mut self.promo_locked_minor,
             ValueClass::Escrow => &mut self.escrow_minor,
             ValueClass::PendingTopup => &mut self.pending_topup_minor,
+        }
+    }
+
+    /// A snapshot's closing (a day's end) as a line.
+    pub fn from_snapshot(s: &ledger_day_closing::Model) -> Liability {
+        let mut l = Liability {
+            merchant_id: s.merchant_id,
+            currency: s.currency.clone(),
+            ..Default::default()
+        };
+        l.add_snapshot(s);
+        l
+    }
+
+    /// Adds a snapshot's closing (a day's end) to this line.
+    pub fn add_snapshot(&mut self, s: &ledger_day_closing::Model) {
+        self.actual_minor += s.actual_minor;
+        self.promo_released_minor += s.promo_released_minor;
+        self.promo_locked_minor += s.promo_locked_minor;
+        self.escrow_minor += s.escrow_minor;
+        self.pending_topup_minor += s.pending_topup_minor;
+        self.wallets_holding += s.wallets_holding;
+    }
+
+    /// The snapshot row this line is, as the end of `day`.
+    pub fn to_snapshot(&self, day: NaiveDate) -> ledger_day_closing::Model {
+        ledger_day_closing::Model {
+            merchant_id: self.merchant_id,
+            currency: self.currency.clone(),
+            day,
+            actual_minor: self.actual_minor,
+            promo_released_minor: self.promo_released_minor,
+            promo_locked_minor: self.promo_locked_minor,
+            escrow_minor: self.escrow_minor,
+            pending_topup_minor: self.pending_topup_minor,
+            wallets_holding: self.wallets_holding,
         }
     }
 
@@ -96,36 +136,98 @@ pub async fn at<C: ConnectionTrait>(
     currency: Option<&str>,
     at: DateTime<Utc>,
 ) -> Result<Vec<Liability>, ApiError> {
+    balances(c, merchants, currency, Until::Through(at), Holding::Counted).await
+}
+
+/// Whether `balances` counts the wallets holding value (the roll-forward does not need it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Holding {
+    Counted,
+    Skipped,
+}
+
+/// Every class's balance of `merchants` at `until`, from each merchant's daily snapshot
+/// (`domain::ledger::snapshots`) at the end of the last whole UTC day before it that the
+/// snapshot has, plus the entries after that: at most a day of them when the snapshots are
+/// current, every entry for a merchant without any. Exact either way.
+pub async fn balances<C: ConnectionTrait>(
+    c: &C,
+    merchants: &[Uuid],
+    currency: Option<&str>,
+    until: Until,
+    holding: Holding,
+) -> Result<Vec<Liability>, ApiError> {
+    let instant = match until {
+        Until::Through(t) | Until::Before(t) => t,
+    };
+    let last_whole_day = instant.date_naive().pred_opt();
+    let mut from_day: BTreeMap<Option<NaiveDate>, Vec<Uuid>> = BTreeMap::new();
+    let marks = store::ledger::snapshots::built_through(c, merchants).await?;
+    for m in merchants {
+        let built = marks.iter().find(|(id, _)| id == m).map(|(_, d)| *d);
+        let base = match (built, last_whole_day) {
+            (Some(b), Some(l)) => Some(b.min(l)),
+            _ => None,
+        };
+        from_day.entry(base).or_default().push(*m);
+    }
     let kinds: Vec<&str> = ValueClass::ALL.iter().map(|c| c.account_kind()).collect();
     let owed: Vec<&str> = ValueClass::ALL
         .iter()
         .filter(|c| c.is_liability())
         .map(|c| c.account_kind())
         .collect();
-    let scope = |kinds| store::ledger::balances::Scope {
-        merchants,
-        kinds,
-        currency,
-        until: store::ledger::balances::Until::Through(at),
-    };
     let mut out: Vec<Liability> = Vec::new();
-    for b in store::ledger::balances::by_kind(c, &scope(&kinds)).await? {
-        let Some(class) = ValueClass::of_kind(&b.account_kind) else {
-            continue;
+    for (base, merchants) in &from_day {
+        let since = match base {
+            Some(day) => {
+                for s in
+                    store::ledger::snapshots::closings_through(c, merchants, currency, *day).await?
+                {
+                    let i = line(&mut out, s.merchant_id, &s.currency);
+                    out[i].add_snapshot(&s);
+                }
+                Some(utc_day_start(*day) + chrono::Duration::days(1))
+            }
+            None => None,
         };
-        let i = line(&mut out, b.merchant_id, &b.currency);
-        *out[i].class_mut(class) += b.amount_minor;
-    }
-    for h in store::ledger::balances::holders(c, &scope(&owed)).await? {
-        let i = line(&mut out, h.merchant_id, &h.currency);
-        out[i].wallets_holding = h.wallets;
+        let scope = |kinds| store::ledger::balances::Scope {
+            merchants,
+            kinds,
+            currency,
+            since,
+            until,
+        };
+        for b in store::ledger::balances::by_kind(c, &scope(&kinds)).await? {
+            let Some(class) = ValueClass::of_kind(&b.account_kind) else {
+                continue;
+            };
+            let i = line(&mut out, b.merchant_id, &b.currency);
+            *out[i].class_mut(class) += b.amount_minor;
+        }
+        if holding == Holding::Counted {
+            for h in store::ledger::balances::holders_delta(c, &scope(&owed)).await? {
+                let i = line(&mut out, h.merchant_id, &h.currency);
+                out[i].wallets_holding += h.wallets;
+            }
+        }
     }
     out.sort_by(|a, b| (a.merchant_id, &a.currency).cmp(&(b.merchant_id, &b.currency)));
     Ok(out)
 }
 
+/// Snapshot closings as lines.
+pub fn line_per_currency(rows: Vec<ledger_day_closing::Model>) -> Vec<Liability> {
+    rows.iter().map(Liability::from_snapshot).collect()
+}
+
+/// The first instant of a UTC day.
+pub fn utc_day_start(day: NaiveDate) -> DateTime<Utc> {
+    day.and_hms_opt(0, 0, 0).unwrap_or_default().and_utc()
+}
+
 /// The index of the merchant's line in that currency, added (all zero) if new.
-fn line(out: &mut Vec<Liability>, merchant_id: Uuid, currency: &str) -> usize {
+pub fn line(out: &mut Vec<Liability>, merchant_id: Uuid, currency: &str) -> usize {
     match out
         .iter()
         .position(|l| l.merchant_id == merchant_id && l.currency == currency)

@@ -34,6 +34,7 @@ pub mod plan;
 pub mod policy;
 pub mod posting;
 pub mod reports;
+pub mod snapshots;
 
 pub use classes::ValueClass;
 

@@ -338,7 +338,8 @@ pub async fn check_ledger(
     actor: &str,
     merchant: Option<Uuid>,
 ) -> Result<store::ledger::Report, ApiError> {
-    let report = store::ledger::check(db, merchant).await?;
+    let mut report = store::ledger::check(db, merchant).await?;
+    report.snapshot_mismatches = crate::domain::ledger::snapshots::verify_all(db, merchant).await?;
     audit(
         db,
         actor,
@@ -354,10 +355,39 @@ pub async fn check_ledger(
             "wallet_mismatches": report.wallet_mismatches.len(),
             "grant_mismatches": report.grant_mismatches.len(),
             "pending_mismatches": report.pending_mismatches.len(),
+            "snapshot_mismatches": report.snapshot_mismatches.len(),
         }),
     )
     .await?;
     Ok(report)
+}
+
+/// The audit action dropping the daily balance snapshots is recorded under.
+pub const SNAPSHOTS_RESET: &str = "ledger.snapshots_reset";
+
+/// Drops the merchant's daily balance snapshots (every merchant's when `None`), with the
+/// audit entry, in one transaction; the workers' builder makes them again from the ledger.
+/// Returns how many merchants had any.
+pub async fn reset_snapshots(
+    db: &Db,
+    actor: &str,
+    merchant: Option<Uuid>,
+) -> Result<u64, ApiError> {
+    store::in_transaction(db, async |txn| {
+        let n = store::ledger::snapshots::reset(txn, merchant).await?;
+        audit(
+            txn,
+            actor,
+            SNAPSHOTS_RESET,
+            "ledger",
+            merchant.map(|m| m.to_string()),
+            None,
+            json!({ "merchants": n }),
+        )
+        .await?;
+        Ok(n)
+    })
+    .await
 }
 
 /// The most recent ledger check's audit entry, if one ever ran.

@@ -31,11 +31,13 @@ impl Binds {
 }
 
 /// Which entries to sum: the merchants (never empty: a caller with none asks for nothing),
-/// the account kinds, an optional currency, and up to which instant.
+/// the account kinds, an optional currency, from which instant (the beginning when `None`;
+/// a snapshot's end otherwise) and up to which.
 pub struct Scope<'a> {
     pub merchants: &'a [Uuid],
     pub kinds: &'a [&'a str],
     pub currency: Option<&'a str>,
+    pub since: Option<DateTime<Utc>>,
     pub until: Until,
 }
 
@@ -78,6 +80,9 @@ fn filter(backend: DbBackend, s: &Scope<'_>) -> (String, Vec<Value>) {
         kinds.join(", "),
         p(at.into()),
     );
+    if let Some(since) = s.since {
+        sql.push_str(&format!(" AND created_at >= {}", p(since.into())));
+    }
     if let Some(c) = s.currency {
         sql.push_str(&format!(" AND currency = {}", p(c.into())));
     }
@@ -122,6 +127,58 @@ pub async fn holders<C: ConnectionTrait>(c: &C, s: &Scope<'_>) -> Result<Vec<Hol
              ) held GROUP BY merchant_id, currency"
         ),
         values,
+    ))
+    .all(c)
+    .await
+}
+
+/// How the number of wallets holding a balance other than zero (over the scope's account
+/// kinds taken together) changed from just before `since` to the scope's end, per merchant
+/// and currency: each wallet with an entry in the window counts +1 if it held nothing
+/// before and holds something after, -1 the other way round. Only those wallets are read,
+/// each through its own entries (`ix_ledger_entries_wallet_time`).
+pub async fn holders_delta<C: ConnectionTrait>(
+    c: &C,
+    s: &Scope<'_>,
+) -> Result<Vec<Holders>, DbErr> {
+    let Some(since) = s.since else {
+        return holders(c, s).await;
+    };
+    if s.merchants.is_empty() || s.kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    let backend = c.get_database_backend();
+    let (touched, values) = filter(backend, s);
+    // Numbering continues after the window's own values (`$n` counts on).
+    let mut binds = Binds { backend, values };
+    let mut p = |v: Value| binds.push(v);
+    let before = p(since.into());
+    let kinds: Vec<String> = s.kinds.iter().map(|k| p((*k).into())).collect();
+    let (op, at) = match s.until {
+        Until::Through(t) => ("<=", t),
+        Until::Before(t) => ("<", t),
+    };
+    let until = p(at.into());
+    Holders::find_by_statement(Statement::from_sql_and_values(
+        backend,
+        format!(
+            // Placeholders in the order they were bound (SQLite's `?` are positional).
+            "WITH touched AS (SELECT DISTINCT wallet_id FROM ledger_entries WHERE {touched}) \
+             SELECT merchant_id, currency, CAST(SUM(CASE \
+               WHEN before_minor = 0 AND after_minor <> 0 THEN 1 \
+               WHEN before_minor <> 0 AND after_minor = 0 THEN -1 ELSE 0 END) AS BIGINT) AS wallets \
+             FROM ( \
+               SELECT e.merchant_id AS merchant_id, e.currency AS currency, e.wallet_id AS wallet_id, \
+                 SUM(CASE WHEN e.created_at < {before} THEN e.amount_minor ELSE 0 END) AS before_minor, \
+                 SUM(e.amount_minor) AS after_minor \
+               FROM ledger_entries e \
+               WHERE e.wallet_id IN (SELECT wallet_id FROM touched) \
+                 AND e.account_kind IN ({}) AND e.created_at {op} {until} \
+               GROUP BY e.merchant_id, e.currency, e.wallet_id \
+             ) w GROUP BY merchant_id, currency",
+            kinds.join(", ")
+        ),
+        binds.values,
     ))
     .all(c)
     .await

@@ -14,6 +14,7 @@ use crate::store::db::writes::Writes;
 pub mod balances;
 pub mod policies;
 pub mod reports;
+pub mod snapshots;
 
 /// An account as the ledger stores it (`domain::ledger::Account` converts into it): its
 /// kind and id, and the balance column its entries move, if it keeps one.
@@ -204,6 +205,10 @@ pub struct Report {
     /// Wallets whose `pending_topups_minor` differs from their entries (or is negative).
     #[serde(default)]
     pub pending_mismatches: Vec<Mismatch>,
+    /// Stored daily snapshot days that differ from the ledger's (`domain::ledger::snapshots`),
+    /// each described.
+    #[serde(default)]
+    pub snapshot_mismatches: Vec<String>,
 }
 
 impl Report {
@@ -212,6 +217,7 @@ impl Report {
             && self.wallet_mismatches.is_empty()
             && self.grant_mismatches.is_empty()
             && self.pending_mismatches.is_empty()
+            && self.snapshot_mismatches.is_empty()
     }
 }
 
@@ -304,6 +310,7 @@ pub async fn check<C: ConnectionTrait>(c: &C, merchant: Option<Uuid>) -> Result<
         wallet_mismatches: wrong(wallets),
         grant_mismatches: wrong(grants),
         pending_mismatches: wrong(pending),
+        snapshot_mismatches: Vec::new(),
     })
 }
 

@@ -4,3 +4,4 @@ pub mod aging;
 pub mod liability;
 pub mod property;
 pub mod reports;
+pub mod snapshots;

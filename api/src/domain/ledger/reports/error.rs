@@ -15,3 +15,14 @@ impl From<DbErr> for RunError {
         RunError::Db(e)
     }
 }
+
+/// A read shared with the API (liability, snapshots): its database failures are retried
+/// like the run's own; anything it refuses is not.
+impl From<crate::error::ApiError> for RunError {
+    fn from(e: crate::error::ApiError) -> Self {
+        match e {
+            crate::error::ApiError::Coded { message, .. } => RunError::Broken(message),
+            other => RunError::Db(DbErr::Custom(other.to_string())),
+        }
+    }
+}

@@ -12,12 +12,14 @@ use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
 use crate::domain::ledger::classes::ValueClass;
+use crate::domain::ledger::liability::{self, Holding, Liability};
 use crate::domain::ledger::policy;
 use crate::domain::ledger::posting::PostingKind;
 use crate::domain::ledger::reports::aging;
 use crate::domain::ledger::reports::error::RunError;
 use crate::domain::ledger::reports::file::{Cell, FileWriter};
-use crate::store::ledger::balances::{self, Scope, Until};
+use crate::domain::ledger::snapshots::Moves;
+use crate::store::ledger::balances::Until;
 
 /// The movement columns, in the file's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -149,31 +151,30 @@ pub async fn write<C: ConnectionTrait>(
     spec: &Spec,
     out: &mut FileWriter<'_>,
 ) -> Result<(), RunError> {
-    let kinds: Vec<&str> = ValueClass::ALL.iter().map(|k| k.account_kind()).collect();
     let end = day_start(spec.timezone, spec.to.succ_opt().unwrap_or(spec.to));
+    let start = day_start(spec.timezone, spec.from);
     for merchant in &spec.merchants {
-        let sums = |until| {
-            let merchants = std::slice::from_ref(merchant);
-            let kinds = &kinds;
-            async move {
-                let scope = Scope {
-                    merchants,
-                    kinds,
-                    currency: None,
-                    until,
-                };
-                balances::by_kind(c, &scope).await
-            }
+        // Both ends from the snapshots and a day of entries at most (`liability::balances`).
+        let sums = async |until| {
+            let lines = liability::balances(
+                c,
+                std::slice::from_ref(merchant),
+                None,
+                until,
+                Holding::Skipped,
+            )
+            .await?;
+            Ok::<_, RunError>(by_class(lines))
         };
-        let expected = by_class(sums(Until::Before(end)).await?);
+        let expected = sums(Until::Before(end)).await?;
         let mut currencies: Vec<String> = expected.keys().map(|(cur, _)| cur.clone()).collect();
         currencies.sort();
         currencies.dedup();
         if currencies.is_empty() {
             continue;
         }
-        let start = day_start(spec.timezone, spec.from);
-        let mut balance = by_class(sums(Until::Before(start)).await?);
+        let mut balance = sums(Until::Before(start)).await?;
+        let moves = Moves::load(c, *merchant, start, end).await?;
         // An estimate shown beside the figures: it never posts and never moves a balance.
         let p = policy::of(c, *merchant)
             .await
@@ -192,7 +193,7 @@ pub async fn write<C: ConnectionTrait>(
                 day_start(spec.timezone, day),
                 day_start(spec.timezone, next),
             );
-            let moved = balances::movements(c, *merchant, &kinds, from, to).await?;
+            let moved = moves.between(c, from, to).await?;
             for currency in &currencies {
                 for class in ValueClass::ALL {
                     let mut columns = [0i64; Movement::ALL.len()];
@@ -249,11 +250,11 @@ pub async fn write<C: ConnectionTrait>(
     Ok(())
 }
 
-fn by_class(rows: Vec<balances::KindBalance>) -> HashMap<(String, ValueClass), i64> {
+fn by_class(lines: Vec<Liability>) -> HashMap<(String, ValueClass), i64> {
     let mut out = HashMap::new();
-    for r in rows {
-        if let Some(class) = ValueClass::of_kind(&r.account_kind) {
-            *out.entry((r.currency, class)).or_insert(0) += r.amount_minor;
+    for l in lines {
+        for class in ValueClass::ALL {
+            out.insert((l.currency.clone(), class), l.class_minor(class));
         }
     }
     out

@@ -1,0 +1,177 @@
+//! Daily balance snapshots (docs/accounting.md, "Snapshots"): a UTC day is built once it is
+//! sealed, exactly once however many builders run, and the liability and the roll-forward
+//! read them and say what the entries alone say, to the cent and the wallet; a snapshot that
+//! disagrees with the ledger fails the ledger check until it is dropped and built again.
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use serde_json::{Value, json};
+use tests::{TestApp, finance, shop::Shop};
+
+/// Three days of a sandbox: wallets funded, paid from, one drained to zero, one funded
+/// late; the clock left on the third day. Returns the first day.
+async fn three_days(shop: &Shop<'_>) -> NaiveDate {
+    let first = finance::clock_today(shop).await;
+    let (a, b, drained) = (
+        shop.customer().await,
+        shop.customer().await,
+        shop.customer().await,
+    );
+    shop.fund(&a, 10_000).await;
+    shop.fund(&b, 4_000).await;
+    shop.fund(&drained, 700).await;
+    shop.grant(&b, 250, "RELEASED", 10 * 86_400).await;
+    assert_eq!(shop.pay(&a, 1_234).await.status, 200);
+    finance::advance_days(shop, 1).await;
+    assert_eq!(shop.pay(&drained, 700).await.status, 200);
+    assert_eq!(shop.pay(&b, 1_000).await.status, 200);
+    finance::advance_days(shop, 1).await;
+    let late = shop.customer().await;
+    shop.fund(&late, 999).await;
+    assert_eq!(shop.pay(&a, 66).await.status, 200);
+    first
+}
+
+/// What a finance reader sees of the days: the liability at the start, middle and end of
+/// each and now (every class and the wallets holding any), and the roll-forward in UTC and
+/// in two zones whose days straddle UTC days.
+async fn observe(shop: &Shop<'_>, first: NaiveDate) -> (Vec<Vec<Value>>, Vec<Vec<Value>>) {
+    let now = finance::clock_now(shop).await;
+    let last = now.date_naive().pred_opt().unwrap();
+    let mut instants: Vec<DateTime<Utc>> = Vec::new();
+    let mut d = first.pred_opt().unwrap();
+    while d <= now.date_naive() {
+        let start = d.and_hms_opt(0, 0, 0).unwrap().and_utc();
+        instants.extend([start, start + Duration::hours(13), finance::end_of(d)]);
+        d = d.succ_opt().unwrap();
+    }
+    instants.retain(|t| *t <= now);
+    instants.push(now);
+    let mut liability = Vec::new();
+    for t in instants {
+        liability.push(finance::liability_at(shop, t).await);
+    }
+    let mut reports = Vec::new();
+    for tz in ["UTC", "Pacific/Chatham", "Asia/Kathmandu"] {
+        reports.push(
+            finance::rows(
+                shop,
+                json!({"type": "liability_rollforward", "from": first.pred_opt().unwrap().to_string(),
+                       "to": last.to_string(), "timezone": tz, "format": "jsonl"}),
+            )
+            .await,
+        );
+    }
+    (liability, reports)
+}
+
+#[tokio::test]
+async fn sealed_days_are_built_once_and_read_as_the_entries_say() {
+    let app = TestApp::spawn_with(true, |c| c.snapshot_interval_secs = 86_400).await;
+    let shop = Shop::open(&app).await;
+    let first = three_days(&shop).await;
+    finance::reset_snapshots(&shop).await;
+    let from_entries = observe(&shop, first).await;
+    assert!(
+        from_entries.0.iter().any(|l| !l.is_empty()),
+        "the days moved value"
+    );
+
+    // Half built: the first day only (as a builder at the end of the second would).
+    let midway = finance::end_of(first.succ_opt().unwrap());
+    assert_eq!(finance::build_snapshots(&shop, midway).await, 1);
+    assert_eq!(finance::snapshots_built_through(&shop).await, Some(first));
+    assert_eq!(observe(&shop, first).await, from_entries, "half built");
+
+    // Every sealed day: the second too, never today (it has not ended), and the clock's
+    // yesterday only once it ended SEAL_MARGIN ago.
+    let now = finance::clock_now(&shop).await;
+    let sealed = api::domain::ledger::snapshots::sealed_through(now).unwrap();
+    assert!(sealed < now.date_naive());
+    let written = finance::build_snapshots(&shop, now).await;
+    assert_eq!(finance::snapshots_built_through(&shop).await, Some(sealed));
+    assert!(written >= 1, "the second day was built");
+    assert_eq!(
+        finance::build_snapshots(&shop, now).await,
+        0,
+        "nothing twice"
+    );
+    assert_eq!(observe(&shop, first).await, from_entries, "fully built");
+    assert!(finance::snapshot_mismatches(&shop).await.is_empty());
+
+    // Builders on many workers at once: each day written once, the same rows.
+    finance::reset_snapshots(&shop).await;
+    let builds =
+        futures::future::join_all((0..4).map(|_| finance::build_snapshots(&shop, now))).await;
+    assert_eq!(
+        builds.iter().sum::<u32>(),
+        written + 1,
+        "four builders wrote each day once: {builds:?}"
+    );
+    assert_eq!(finance::snapshots_built_through(&shop).await, Some(sealed));
+    assert!(finance::snapshot_mismatches(&shop).await.is_empty());
+    assert_eq!(
+        observe(&shop, first).await,
+        from_entries,
+        "built concurrently"
+    );
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_snapshot_that_disagrees_with_the_ledger_fails_the_check_until_built_again() {
+    let app = TestApp::spawn_with(true, |c| c.snapshot_interval_secs = 86_400).await;
+    let shop = Shop::open(&app).await;
+    let first = three_days(&shop).await;
+    let now = finance::clock_now(&shop).await;
+    finance::build_snapshots(&shop, now).await;
+    let right = finance::liability_at(&shop, now).await;
+
+    // A closing row altered behind the service's back (a restore gone wrong, a hand edit).
+    use entities::ledger_day_closing::{Column, Entity};
+    use sea_orm::{
+        ColumnTrait, EntityTrait, QueryFilter,
+        sea_query::{Expr, ExprTrait},
+    };
+    let changed = Entity::update_many()
+        .col_expr(Column::ActualMinor, Expr::col(Column::ActualMinor).add(1))
+        .filter(Column::MerchantId.eq(shop.merchant()))
+        .filter(Column::Day.eq(first))
+        .exec(&app.server.state.db)
+        .await
+        .unwrap();
+    assert_eq!(changed.rows_affected, 1);
+    let check = tests::send(
+        app.get(&format!(
+            "/operator/ledger/check?merchant_id={}",
+            shop.merchant()
+        ))
+        .header("x-operator-key", &shop.operator_key),
+    )
+    .await;
+    assert_eq!(check.status, 200, "{}", check.body);
+    assert_eq!(check.body["data"]["consistent"], false, "{}", check.body);
+    let said = check.body["data"]["snapshot_mismatches"].to_string();
+    assert!(said.contains(&first.to_string()), "{said}");
+
+    // Dropped (the CLI), the figures come from the entries again; built again, they agree.
+    let mut cmd = std::process::Command::new(tests::procs::binary("wallet-api"));
+    cmd.args([
+        "ledger",
+        "reset-snapshots",
+        "--merchant",
+        &shop.merchant().to_string(),
+    ]);
+    let out = tests::against_this_run(cmd).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(finance::snapshots_built_through(&shop).await, None);
+    assert_eq!(finance::liability_at(&shop, now).await, right);
+    finance::build_snapshots(&shop, now).await;
+    assert!(finance::snapshot_mismatches(&shop).await.is_empty());
+    assert_eq!(finance::liability_at(&shop, now).await, right);
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
