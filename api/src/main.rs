@@ -62,6 +62,13 @@ enum LedgerCommand {
         #[arg(long)]
         merchant: Option<uuid::Uuid>,
     },
+    /// Build the sealed days' snapshots now, as the workers do every
+    /// WALLET_SNAPSHOT_INTERVAL_SECS (safe beside them), and say how many days it wrote.
+    BuildSnapshots {
+        /// Only this merchant (enterprise id).
+        #[arg(long)]
+        merchant: Option<uuid::Uuid>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -242,6 +249,22 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             println!(
                 "snapshots dropped for {} merchant(s); the workers build them again",
                 n?
+            );
+            Ok(())
+        }
+        Command::Ledger {
+            command: LedgerCommand::BuildSnapshots { merchant },
+        } => {
+            let db = api::cli::service_database(&config).await?;
+            let started = std::time::Instant::now();
+            let pass = api::domain::ledger::snapshots::build_now(&db, merchant).await;
+            api::store::close(&db).await;
+            let pass = pass?;
+            println!(
+                "{} day(s) of {} merchant(s) built in {:.1} s",
+                pass.days,
+                pass.merchants,
+                started.elapsed().as_secs_f64()
             );
             Ok(())
         }

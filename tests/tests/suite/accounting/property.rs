@@ -2,8 +2,10 @@
 //! released and locked, SKU top-ups with bonuses, payments, refunds, voids, disputes won by
 //! the customer, top-ups detached, clawbacks, expiries, an enrollment lapsing into escrow and
 //! its proof returning it), then the roll-forward over all of them: for every day and class, the row closes, the next day opens where it closed, and
-//! its closing is what `GET …/liability` says at the last instant of that day. Each seed is
-//! a different sequence; a failure names its seed.
+//! its closing is what `GET …/liability` says at the last instant of that day; and all of it
+//! reads the same from the entries alone, with half the days in daily snapshots and with
+//! every sealed day in them, whose rows the ledger check finds right. Each seed is a
+//! different sequence; a failure names its seed.
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
@@ -66,8 +68,29 @@ async fn correct(shop: &Shop<'_>, path: &str, extra: Value) -> tests::Reply {
     .await
 }
 
+/// The roll-forward over `first..=last` and the liability at the last instant of each day.
+async fn observe(
+    shop: &Shop<'_>,
+    first: chrono::NaiveDate,
+    last: chrono::NaiveDate,
+) -> (Vec<Value>, BTreeMap<chrono::NaiveDate, Vec<Value>>) {
+    let report = finance::rows(
+        shop,
+        json!({"type": "liability_rollforward", "from": first.to_string(), "to": last.to_string()}),
+    )
+    .await;
+    let mut closings = BTreeMap::new();
+    let mut day = first;
+    while day <= last {
+        closings.insert(day, finance::liability_at(shop, finance::end_of(day)).await);
+        day = day.succ_opt().unwrap();
+    }
+    (report, closings)
+}
+
 async fn random_days(seed: u64) {
-    let app = TestApp::spawn_with_workers().await;
+    // The snapshot builder runs only when the test says so.
+    let app = TestApp::spawn_with(true, |c| c.snapshot_interval_secs = 86_400).await;
     let shop = Shop::open(&app).await;
     let mut rng = Rng(seed);
     let verified = [
@@ -271,11 +294,30 @@ async fn random_days(seed: u64) {
         .unwrap();
     assert_eq!((last - first).num_days(), days - 1);
 
-    let report = finance::rows(
-        &shop,
-        json!({"type": "liability_rollforward", "from": first.to_string(), "to": last.to_string()}),
-    )
-    .await;
+    // The same figures three ways: from the entries alone, with the first half of the days
+    // in snapshots, and with every sealed day in them (docs/accounting.md, "Snapshots").
+    finance::reset_snapshots(&shop).await;
+    let from_entries = observe(&shop, first, last).await;
+    let midway = finance::end_of(first + chrono::Duration::days(days / 2));
+    assert!(
+        finance::build_snapshots(&shop, midway).await > 0,
+        "seed {seed}"
+    );
+    assert_eq!(
+        observe(&shop, first, last).await,
+        from_entries,
+        "seed {seed}: half the days in snapshots"
+    );
+    finance::build_snapshots(&shop, finance::clock_now(&shop).await).await;
+    assert!(finance::snapshots_built_through(&shop).await >= Some(last.pred_opt().unwrap()));
+    assert_eq!(
+        observe(&shop, first, last).await,
+        from_entries,
+        "seed {seed}: every sealed day in snapshots"
+    );
+    let wrong = finance::snapshot_mismatches(&shop).await;
+    assert!(wrong.is_empty(), "seed {seed}: {wrong:?}");
+    let (report, closings) = from_entries;
 
     // (date, class) -> (opening, closing), every row closing.
     let mut rows: BTreeMap<(String, String), (i64, i64)> = BTreeMap::new();
@@ -306,11 +348,7 @@ async fn random_days(seed: u64) {
     );
     let mut day = first;
     while day <= last {
-        let said = finance::liability_at(&shop, finance::end_of(day))
-            .await
-            .first()
-            .cloned()
-            .unwrap_or(json!({}));
+        let said = closings[&day].first().cloned().unwrap_or(json!({}));
         for class in [
             "actual",
             "promo_released",
