@@ -34,7 +34,8 @@ bench_paths "$ACCT_DIR"
 bench_knobs
 scrub_wallet_env
 : "${SEED_WALLETS:=1000000}" "${SEED_PAYMENTS:=4}" "${INSTANTS:=200}" "${BEFORE_INSTANTS:=10}"
-TENANT_BCRYPT_COST=4
+TENANT_BCRYPT_COST=10
+REDIS_DROP_MAX=100000 # most Redis keys drop_redis_prefix deletes
 # The builder runs only when this run says so (step 2), so step 1 has no snapshots.
 EXTRA_SERVER_ENV=(WALLET_SNAPSHOT_INTERVAL_SECS=86400 WALLET_RATE_LIMIT=1000000
   WALLET_RATE_LIMIT_SANDBOX=1000000 WALLET_DB_STATEMENT_TIMEOUT_MS=60000 WALLET_REQUEST_TIMEOUT_MS=60000)
@@ -47,7 +48,7 @@ build_release -p api -p worker
 [[ -x $API_BIN && -x $WORKER_BIN ]] || die "missing $API_BIN or $WORKER_BIN"
 
 mode=production
-start_services "$mode" 4 wallet_acctbench walletacctbench
+start_services "$mode" 10 wallet_acctbench walletacctbench
 create_tenant "$mode" "acctbench"
 tenant=$WORK/tenant-$mode.json
 merchant=$(jq -er .merchant_id "$tenant")

@@ -126,11 +126,11 @@ pub async fn next_entry_at<C: ConnectionTrait>(
     if let Some(since) = since {
         q = q.filter(ledger_entry::Column::CreatedAt.gte(since));
     }
-    Ok(q.order_by_asc(ledger_entry::Column::CreatedAt)
+    q.order_by_asc(ledger_entry::Column::CreatedAt)
         .limit(1)
         .into_tuple::<DateTime<Utc>>()
         .one(c)
-        .await?)
+        .await
 }
 
 /// Writes one built day's rows.
