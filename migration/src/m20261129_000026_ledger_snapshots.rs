@@ -1,7 +1,7 @@
-//! Daily snapshots of customer value (docs/accounting.md, "Snapshots"): per merchant,
-//! currency and UTC day, what each posting kind moved on each value-class account kind, and
-//! the closing balance of each class with the number of wallets holding any. Rows exist
-//! only for days something moved; `ledger_snapshot_marks` says up to which day a merchant's
+//! Snapshots of customer value (docs/accounting.md, "Snapshots"): per merchant, currency
+//! and UTC hour, what each posting kind moved on each value-class account kind, and the
+//! closing balance of each class with the number of wallets holding any. Rows exist only
+//! for hours in which something moved; `ledger_snapshot_marks` says up to which day a merchant's
 //! rows are complete. Everything here is rebuilt from the ledger alone: deleting a
 //! merchant's rows and mark loses nothing.
 use sea_orm_migration::{prelude::*, schema::*};
@@ -18,9 +18,10 @@ impl MigrationTrait for Migration {
     async fn up(&self, m: &SchemaManager) -> Result<(), DbErr> {
         m.create_table(
             Table::create()
-                .table("ledger_day_movements")
+                .table("ledger_hour_movements")
                 .col(uuid("merchant_id"))
-                .col(date("day"))
+                // The hour's first instant.
+                .col(timestamp_with_time_zone("hour"))
                 .col(string_len("currency", 3))
                 .col(string_len("account_kind", 32))
                 .col(string_len("posting_kind", 32))
@@ -28,7 +29,7 @@ impl MigrationTrait for Migration {
                 .primary_key(
                     Index::create()
                         .col("merchant_id")
-                        .col("day")
+                        .col("hour")
                         .col("currency")
                         .col("account_kind")
                         .col("posting_kind"),
@@ -38,22 +39,23 @@ impl MigrationTrait for Migration {
         .await?;
         m.create_table(
             Table::create()
-                .table("ledger_day_closings")
+                .table("ledger_hour_closings")
                 .col(uuid("merchant_id"))
                 .col(string_len("currency", 3))
-                .col(date("day"))
+                // The hour's first instant.
+                .col(timestamp_with_time_zone("hour"))
                 .col(big_integer("actual_minor"))
                 .col(big_integer("promo_released_minor"))
                 .col(big_integer("promo_locked_minor"))
                 .col(big_integer("escrow_minor"))
                 .col(big_integer("pending_topup_minor"))
                 .col(big_integer("wallets_holding"))
-                // The latest day on or before another is one index probe.
+                // The latest hour before an instant is one index probe.
                 .primary_key(
                     Index::create()
                         .col("merchant_id")
                         .col("currency")
-                        .col("day"),
+                        .col("hour"),
                 )
                 .to_owned(),
         )
@@ -73,8 +75,8 @@ impl MigrationTrait for Migration {
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
         for t in [
             "ledger_snapshot_marks",
-            "ledger_day_closings",
-            "ledger_day_movements",
+            "ledger_hour_closings",
+            "ledger_hour_movements",
         ] {
             m.drop_table(Table::drop().table(Alias::new(t)).to_owned())
                 .await?;

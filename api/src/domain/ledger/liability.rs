@@ -3,8 +3,8 @@
 //! Computed from the entries alone (docs/accounting.md); it never writes.
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, NaiveDate, Utc};
-use entities::ledger_day_closing;
+use chrono::{DateTime, DurationRound, NaiveDate, Utc};
+use entities::ledger_hour_closing;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
@@ -50,8 +50,8 @@ impl Liability {
         }
     }
 
-    /// A snapshot's closing (a day's end) as a line.
-    pub fn from_snapshot(s: &ledger_day_closing::Model) -> Liability {
+    /// A snapshot's closing (an hour's end) as a line.
+    pub fn from_snapshot(s: &ledger_hour_closing::Model) -> Liability {
         let mut l = Liability {
             merchant_id: s.merchant_id,
             currency: s.currency.clone(),
@@ -61,8 +61,8 @@ impl Liability {
         l
     }
 
-    /// Adds a snapshot's closing (a day's end) to this line.
-    pub fn add_snapshot(&mut self, s: &ledger_day_closing::Model) {
+    /// Adds a snapshot's closing (an hour's end) to this line.
+    pub fn add_snapshot(&mut self, s: &ledger_hour_closing::Model) {
         self.actual_minor += s.actual_minor;
         self.promo_released_minor += s.promo_released_minor;
         self.promo_locked_minor += s.promo_locked_minor;
@@ -71,12 +71,12 @@ impl Liability {
         self.wallets_holding += s.wallets_holding;
     }
 
-    /// The snapshot row this line is, as the end of `day`.
-    pub fn to_snapshot(&self, day: NaiveDate) -> ledger_day_closing::Model {
-        ledger_day_closing::Model {
+    /// The snapshot row this line is, as the end of the hour starting at `hour`.
+    pub fn to_snapshot(&self, hour: DateTime<Utc>) -> ledger_hour_closing::Model {
+        ledger_hour_closing::Model {
             merchant_id: self.merchant_id,
             currency: self.currency.clone(),
-            day,
+            hour,
             actual_minor: self.actual_minor,
             promo_released_minor: self.promo_released_minor,
             promo_locked_minor: self.promo_locked_minor,
@@ -146,10 +146,10 @@ pub enum Holding {
     Skipped,
 }
 
-/// Every class's balance of `merchants` at `until`, from each merchant's daily snapshot
-/// (`domain::ledger::snapshots`) at the end of the last whole UTC day before it that the
-/// snapshot has, plus the entries after that: at most a day of them when the snapshots are
-/// current, every entry for a merchant without any. Exact either way.
+/// Every class's balance of `merchants` at `until`, from each merchant's snapshot
+/// (`domain::ledger::snapshots`) at the end of the last whole UTC hour before it that the
+/// snapshots have, plus the entries after that: at most an hour of them when the snapshots
+/// are current, every entry for a merchant without any. Exact either way.
 pub async fn balances<C: ConnectionTrait>(
     c: &C,
     merchants: &[Uuid],
@@ -160,16 +160,17 @@ pub async fn balances<C: ConnectionTrait>(
     let instant = match until {
         Until::Through(t) | Until::Before(t) => t,
     };
-    let last_whole_day = instant.date_naive().pred_opt();
-    let mut from_day: BTreeMap<Option<NaiveDate>, Vec<Uuid>> = BTreeMap::new();
+    let hour = hour_start(instant);
+    let mut from: BTreeMap<Option<DateTime<Utc>>, Vec<Uuid>> = BTreeMap::new();
     let marks = store::ledger::snapshots::built_through(c, merchants).await?;
     for m in merchants {
-        let built = marks.iter().find(|(id, _)| id == m).map(|(_, d)| *d);
-        let base = match (built, last_whole_day) {
-            (Some(b), Some(l)) => Some(b.min(l)),
-            _ => None,
-        };
-        from_day.entry(base).or_default().push(*m);
+        let built_until = marks
+            .iter()
+            .find(|(id, _)| id == m)
+            .map(|(_, d)| utc_day_start(*d) + chrono::Duration::days(1));
+        from.entry(built_until.map(|b| b.min(hour)))
+            .or_default()
+            .push(*m);
     }
     let kinds: Vec<&str> = ValueClass::ALL.iter().map(|c| c.account_kind()).collect();
     let owed: Vec<&str> = ValueClass::ALL
@@ -178,19 +179,15 @@ pub async fn balances<C: ConnectionTrait>(
         .map(|c| c.account_kind())
         .collect();
     let mut out: Vec<Liability> = Vec::new();
-    for (base, merchants) in &from_day {
-        let since = match base {
-            Some(day) => {
-                for s in
-                    store::ledger::snapshots::closings_through(c, merchants, currency, *day).await?
-                {
-                    let i = line(&mut out, s.merchant_id, &s.currency);
-                    out[i].add_snapshot(&s);
-                }
-                Some(utc_day_start(*day) + chrono::Duration::days(1))
+    for (since, merchants) in &from {
+        if let Some(end) = since {
+            for s in store::ledger::snapshots::closings_before(c, merchants, currency, *end).await?
+            {
+                let i = line(&mut out, s.merchant_id, &s.currency);
+                out[i].add_snapshot(&s);
             }
-            None => None,
-        };
+        }
+        let since = *since;
         let scope = |kinds| store::ledger::balances::Scope {
             merchants,
             kinds,
@@ -217,8 +214,13 @@ pub async fn balances<C: ConnectionTrait>(
 }
 
 /// Snapshot closings as lines.
-pub fn line_per_currency(rows: Vec<ledger_day_closing::Model>) -> Vec<Liability> {
+pub fn line_per_currency(rows: Vec<ledger_hour_closing::Model>) -> Vec<Liability> {
     rows.iter().map(Liability::from_snapshot).collect()
+}
+
+/// The first instant of the UTC hour `t` is in.
+pub fn hour_start(t: DateTime<Utc>) -> DateTime<Utc> {
+    t.duration_trunc(chrono::Duration::hours(1)).unwrap_or(t)
 }
 
 /// The first instant of a UTC day.

@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
-use entities::{ledger_day_closing, ledger_day_movement};
+use entities::{ledger_hour_closing, ledger_hour_movement};
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
@@ -24,7 +24,7 @@ use crate::error::ApiError;
 use crate::store::{
     self, Db,
     ledger::balances::{self, Movement, Scope, Until},
-    ledger::snapshots::FIRST_DAY,
+    ledger::snapshots::{FIRST_DAY, LAST_DAY},
 };
 
 /// How long after a UTC day ends (by the merchant's clock) it is built.
@@ -41,8 +41,8 @@ pub fn sealed_through(now: DateTime<Utc>) -> Option<NaiveDate> {
 /// One day's snapshot rows.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Day {
-    pub movements: Vec<ledger_day_movement::Model>,
-    pub closings: Vec<ledger_day_closing::Model>,
+    pub movements: Vec<ledger_hour_movement::Model>,
+    pub closings: Vec<ledger_hour_closing::Model>,
 }
 
 fn kinds() -> Vec<&'static str> {
@@ -57,79 +57,79 @@ fn owed() -> Vec<&'static str> {
         .collect()
 }
 
-/// Day `day`'s rows for `merchant`, from the entries of that day and the closings of the
-/// day before (`previous`: one line per currency, as at the end of the day before).
-/// Nothing if no value moved that day.
+/// Day `day`'s rows for `merchant`, from the entries of that day and the closings before
+/// it (`previous`: one line per currency, as at the end of the day before): for each hour in
+/// which value moved, what each posting kind moved and the closings after it. Nothing if
+/// none moved.
 pub async fn compute_day<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
     day: NaiveDate,
     previous: &[Liability],
 ) -> Result<Day, ApiError> {
-    let (start, end) = (utc_day_start(day), utc_day_start(day) + Duration::days(1));
-    let moved = balances::movements(c, merchant, &kinds(), start, end).await?;
-    if moved.is_empty() {
-        return Ok(Day::default());
-    }
-    let mut lines: Vec<Liability> = Vec::new();
-    for m in &moved {
-        let Some(class) = ValueClass::of_kind(&m.account_kind) else {
+    let start = utc_day_start(day);
+    let (kinds, owed, merchants) = (kinds(), owed(), [merchant]);
+    let mut lines: Vec<Liability> = previous.to_vec();
+    let mut out = Day::default();
+    for h in 0..24 {
+        let hour = start + Duration::hours(h);
+        let next = hour + Duration::hours(1);
+        let moved = balances::movements(c, merchant, &kinds, hour, next).await?;
+        if moved.is_empty() {
             continue;
-        };
-        let i = match lines.iter().position(|l| l.currency == m.currency) {
-            Some(i) => i,
-            None => {
-                let carried = previous
-                    .iter()
-                    .find(|p| p.currency == m.currency)
-                    .cloned()
-                    .unwrap_or_else(|| Liability {
-                        merchant_id: merchant,
-                        currency: m.currency.clone(),
-                        ..Default::default()
-                    });
-                lines.push(carried);
-                lines.len() - 1
+        }
+        let mut moved_in: Vec<String> = Vec::new();
+        for m in moved {
+            if let Some(class) = ValueClass::of_kind(&m.account_kind) {
+                let i = liability::line(&mut lines, merchant, &m.currency);
+                *lines[i].class_mut(class) += m.amount_minor;
             }
+            moved_in.push(m.currency.clone());
+            out.movements.push(ledger_hour_movement::Model {
+                merchant_id: merchant,
+                hour,
+                currency: m.currency,
+                account_kind: m.account_kind,
+                posting_kind: m.posting_kind,
+                amount_minor: m.amount_minor,
+            });
+        }
+        let scope = Scope {
+            merchants: &merchants,
+            kinds: &owed,
+            currency: None,
+            since: Some(hour),
+            until: Until::Before(next),
         };
-        *lines[i].class_mut(class) += m.amount_minor;
-    }
-    let owed = owed();
-    let merchants = [merchant];
-    let scope = Scope {
-        merchants: &merchants,
-        kinds: &owed,
-        currency: None,
-        since: Some(start),
-        until: Until::Before(end),
-    };
-    for h in balances::holders_delta(c, &scope).await? {
-        if let Some(l) = lines.iter_mut().find(|l| l.currency == h.currency) {
-            l.wallets_holding += h.wallets;
+        for d in balances::holders_delta(c, &scope).await? {
+            let i = liability::line(&mut lines, merchant, &d.currency);
+            lines[i].wallets_holding += d.wallets;
+        }
+        moved_in.sort();
+        moved_in.dedup();
+        for l in lines.iter().filter(|l| moved_in.contains(&l.currency)) {
+            out.closings.push(l.to_snapshot(hour));
         }
     }
-    let mut closings: Vec<_> = lines.iter().map(|l| l.to_snapshot(day)).collect();
-    closings.sort_by(|a, b| a.currency.cmp(&b.currency));
-    let mut movements: Vec<_> = moved
-        .into_iter()
-        .map(|m| ledger_day_movement::Model {
-            merchant_id: merchant,
-            day,
-            currency: m.currency,
-            account_kind: m.account_kind,
-            posting_kind: m.posting_kind,
-            amount_minor: m.amount_minor,
-        })
-        .collect();
-    movements.sort_by(|a, b| key(a).cmp(&key(b)));
-    Ok(Day {
-        movements,
-        closings,
-    })
+    out.movements.sort_by(|a, b| key(a).cmp(&key(b)));
+    out.closings
+        .sort_by(|a, b| (a.hour, &a.currency).cmp(&(b.hour, &b.currency)));
+    Ok(out)
 }
 
-fn key(m: &ledger_day_movement::Model) -> (&str, &str, &str) {
-    (&m.currency, &m.account_kind, &m.posting_kind)
+/// Each currency's line as at the end of the last of `closings` (in hour order).
+fn carried_after(carried: &mut Vec<Liability>, closings: &[ledger_hour_closing::Model]) {
+    for s in closings {
+        let next = Liability::from_snapshot(s);
+        match carried.iter_mut().find(|l| l.currency == s.currency) {
+            Some(l) => *l = next,
+            None => carried.push(next),
+        }
+    }
+}
+
+fn key(m: &ledger_hour_movement::Model) -> (DateTime<Utc>, &str, &str, &str) {
+    (m.hour, &m.currency, &m.account_kind, &m.posting_kind)
 }
 
 /// The next day after `built` (or from the beginning) that has entries, if it is sealed
@@ -175,12 +175,10 @@ pub async fn build(
                 .await?;
             break;
         };
-        let previous = match day.pred_opt() {
-            Some(d) => liability::line_per_currency(
-                store::ledger::snapshots::closings_through(db, &[merchant], None, d).await?,
-            ),
-            None => Vec::new(),
-        };
+        let previous = liability::line_per_currency(
+            store::ledger::snapshots::closings_before(db, &[merchant], None, utc_day_start(day))
+                .await?,
+        );
         let rows = compute_day(db, merchant, day, &previous).await?;
         let won = store::in_transaction(db, async |txn| {
             if !store::ledger::snapshots::advance_mark(txn, merchant, built, day, Utc::now())
@@ -255,27 +253,39 @@ pub async fn build_now(db: &Db, merchant: Option<Uuid>) -> Result<Pass, ApiError
 pub async fn verify<C: ConnectionTrait>(c: &C, merchant: Uuid) -> Result<Vec<String>, ApiError> {
     let mut out = Vec::new();
     let Some(Some(through)) = store::ledger::snapshots::mark(c, merchant).await? else {
-        let stray = store::ledger::snapshots::closings_between(
+        let stray = store::ledger::snapshots::movements_between(
             c,
             merchant,
-            FIRST_DAY,
-            NaiveDate::from_ymd_opt(9999, 12, 31).unwrap_or(FIRST_DAY),
+            utc_day_start(FIRST_DAY),
+            utc_day_start(LAST_DAY),
         )
         .await?;
         if let Some(s) = stray.first() {
             out.push(format!(
                 "merchant {merchant}: snapshot rows from {} without a mark",
-                s.day
+                s.hour
             ));
         }
         return Ok(out);
     };
     let mut stored: HashMap<NaiveDate, Day> = HashMap::new();
-    for m in store::ledger::snapshots::movements_between(c, merchant, FIRST_DAY, through).await? {
-        stored.entry(m.day).or_default().movements.push(m);
+    let (first, after) = (
+        utc_day_start(FIRST_DAY),
+        utc_day_start(through) + Duration::days(1),
+    );
+    for m in store::ledger::snapshots::movements_between(c, merchant, first, after).await? {
+        stored
+            .entry(m.hour.date_naive())
+            .or_default()
+            .movements
+            .push(m);
     }
-    for s in store::ledger::snapshots::closings_between(c, merchant, FIRST_DAY, through).await? {
-        stored.entry(s.day).or_default().closings.push(s);
+    for s in store::ledger::snapshots::closings_between(c, merchant, first, after).await? {
+        stored
+            .entry(s.hour.date_naive())
+            .or_default()
+            .closings
+            .push(s);
     }
     let mut carried: Vec<Liability> = Vec::new();
     let mut built = None;
@@ -283,7 +293,8 @@ pub async fn verify<C: ConnectionTrait>(c: &C, merchant: Uuid) -> Result<Vec<Str
         let rows = compute_day(c, merchant, day, &carried).await?;
         let mut kept = stored.remove(&day).unwrap_or_default();
         kept.movements.sort_by(|a, b| key(a).cmp(&key(b)));
-        kept.closings.sort_by(|a, b| a.currency.cmp(&b.currency));
+        kept.closings
+            .sort_by(|a, b| (a.hour, &a.currency).cmp(&(b.hour, &b.currency)));
         if kept != rows {
             out.push(format!(
                 "merchant {merchant} {day}: stored {} movement and {} closing rows differ from the ledger's {} and {} (closings stored {:?}, ledger {:?})",
@@ -301,13 +312,7 @@ pub async fn verify<C: ConnectionTrait>(c: &C, merchant: Uuid) -> Result<Vec<Str
                     .collect::<Vec<_>>(),
             ));
         }
-        for s in &rows.closings {
-            let next = Liability::from_snapshot(s);
-            match carried.iter_mut().find(|l| l.currency == s.currency) {
-                Some(l) => *l = next,
-                None => carried.push(next),
-            }
-        }
+        carried_after(&mut carried, &rows.closings);
         built = Some(day);
     }
     let mut extra: Vec<NaiveDate> = stored.into_keys().collect();
@@ -341,31 +346,32 @@ pub async fn verify_all<C: ConnectionTrait>(
 }
 
 /// What moved a merchant's value accounts over windows of any length, read from the stored
-/// days the window covers whole and from the entries of its ragged ends (a business day in
-/// another time zone than UTC straddles two UTC days).
+/// hours the window covers whole and from the entries of its ragged ends (a business day in
+/// a zone whose offset is not whole hours starts and ends inside an hour).
 pub struct Moves {
     merchant: Uuid,
-    built: Option<NaiveDate>,
-    days: HashMap<NaiveDate, Vec<Movement>>,
+    /// Hours before this are stored.
+    built_until: Option<DateTime<Utc>>,
+    hours: HashMap<DateTime<Utc>, Vec<Movement>>,
 }
 
 impl Moves {
-    /// The stored days of `merchant` that windows inside `[from, to)` can use.
+    /// The stored hours of `merchant` that windows inside `[from, to)` can use.
     pub async fn load<C: ConnectionTrait>(
         c: &C,
         merchant: Uuid,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Moves, ApiError> {
-        let built = store::ledger::snapshots::mark(c, merchant).await?.flatten();
-        let mut days: HashMap<NaiveDate, Vec<Movement>> = HashMap::new();
-        if let Some(b) = built {
-            let last = (to.date_naive()).min(b);
-            for m in
-                store::ledger::snapshots::movements_between(c, merchant, from.date_naive(), last)
-                    .await?
-            {
-                days.entry(m.day).or_default().push(Movement {
+        let built_until = store::ledger::snapshots::mark(c, merchant)
+            .await?
+            .flatten()
+            .map(|b| utc_day_start(b) + Duration::days(1));
+        let mut hours: HashMap<DateTime<Utc>, Vec<Movement>> = HashMap::new();
+        if let Some(b) = built_until {
+            let (first, last) = (liability::hour_start(from), to.min(b));
+            for m in store::ledger::snapshots::movements_between(c, merchant, first, last).await? {
+                hours.entry(m.hour).or_default().push(Movement {
                     currency: m.currency,
                     account_kind: m.account_kind,
                     posting_kind: m.posting_kind,
@@ -375,8 +381,8 @@ impl Moves {
         }
         Ok(Moves {
             merchant,
-            built,
-            days,
+            built_until,
+            hours,
         })
     }
 
@@ -391,16 +397,29 @@ impl Moves {
         let mut out = Vec::new();
         let mut at = from;
         while at < to {
-            let day = at.date_naive();
-            let day_end = utc_day_start(day) + Duration::days(1);
-            let piece_end = day_end.min(to);
-            let whole = at == utc_day_start(day) && piece_end == day_end;
-            if whole && self.built.is_some_and(|b| day <= b) {
-                out.extend(self.days.get(&day).cloned().unwrap_or_default());
-            } else {
-                out.extend(balances::movements(c, self.merchant, &kinds, at, piece_end).await?);
+            let hour = liability::hour_start(at);
+            let hour_end = hour + Duration::hours(1);
+            let piece_end = hour_end.min(to);
+            let whole = at == hour && piece_end == hour_end;
+            if whole && self.built_until.is_some_and(|b| hour_end <= b) {
+                out.extend(self.hours.get(&hour).cloned().unwrap_or_default());
+                at = piece_end;
+                continue;
             }
-            at = piece_end;
+            // Entries for the rest of the window that no stored hour covers, in one read:
+            // up to the next whole stored hour, or the end.
+            let mut stop = piece_end;
+            while stop < to
+                && !(liability::hour_start(stop) == stop
+                    && stop + Duration::hours(1) <= to
+                    && self
+                        .built_until
+                        .is_some_and(|b| stop + Duration::hours(1) <= b))
+            {
+                stop = (liability::hour_start(stop) + Duration::hours(1)).min(to);
+            }
+            out.extend(balances::movements(c, self.merchant, &kinds, at, stop).await?);
+            at = stop;
         }
         Ok(out)
     }

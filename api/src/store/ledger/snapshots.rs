@@ -3,7 +3,7 @@
 //! the builder seals days by.
 use chrono::{DateTime, NaiveDate, Utc};
 use entities::{
-    enterprise, integration_enterprise, ledger_day_closing, ledger_day_movement, ledger_entry,
+    enterprise, integration_enterprise, ledger_entry, ledger_hour_closing, ledger_hour_movement,
     ledger_snapshot_mark,
 };
 use sea_orm::{
@@ -136,23 +136,23 @@ pub async fn next_entry_at<C: ConnectionTrait>(
 /// Writes one built day's rows.
 pub async fn insert_day<C: ConnectionTrait>(
     c: &C,
-    movements: Vec<ledger_day_movement::Model>,
-    closings: Vec<ledger_day_closing::Model>,
+    movements: Vec<ledger_hour_movement::Model>,
+    closings: Vec<ledger_hour_closing::Model>,
 ) -> Result<(), DbErr> {
     if !movements.is_empty() {
-        ledger_day_movement::Entity::insert_many(
+        ledger_hour_movement::Entity::insert_many(
             movements
                 .into_iter()
-                .map(ledger_day_movement::ActiveModel::from),
+                .map(ledger_hour_movement::ActiveModel::from),
         )
         .exec(c)
         .await?;
     }
     if !closings.is_empty() {
-        ledger_day_closing::Entity::insert_many(
+        ledger_hour_closing::Entity::insert_many(
             closings
                 .into_iter()
-                .map(ledger_day_closing::ActiveModel::from),
+                .map(ledger_hour_closing::ActiveModel::from),
         )
         .exec(c)
         .await?;
@@ -160,78 +160,76 @@ pub async fn insert_day<C: ConnectionTrait>(
     Ok(())
 }
 
-/// Each of `merchants`' currencies' latest closing on or before `day` (in `currency` only,
-/// when given).
-pub async fn closings_through<C: ConnectionTrait>(
+/// Each of `merchants`' currencies' latest hourly closing before `before` (the closing of
+/// an hour that ended by then), in `currency` only when given.
+pub async fn closings_before<C: ConnectionTrait>(
     c: &C,
     merchants: &[Uuid],
     currency: Option<&str>,
-    day: NaiveDate,
-) -> Result<Vec<ledger_day_closing::Model>, DbErr> {
+    before: DateTime<Utc>,
+) -> Result<Vec<ledger_hour_closing::Model>, DbErr> {
     if merchants.is_empty() {
         return Ok(Vec::new());
     }
-    let mut q = ledger_day_closing::Entity::find()
-        .filter(ledger_day_closing::Column::MerchantId.is_in(merchants.to_vec()))
-        .filter(ledger_day_closing::Column::Day.lte(day));
+    let mut q = ledger_hour_closing::Entity::find()
+        .filter(ledger_hour_closing::Column::MerchantId.is_in(merchants.to_vec()))
+        .filter(ledger_hour_closing::Column::Hour.lt(before));
     if let Some(cur) = currency {
-        q = q.filter(ledger_day_closing::Column::Currency.eq(cur));
+        q = q.filter(ledger_hour_closing::Column::Currency.eq(cur));
     }
-    // The latest day of each merchant and currency, then that day's row: the groups are
+    // The latest hour of each merchant and currency, then that hour's row: the groups are
     // few (a merchant's currencies) and both reads follow the primary key.
-    let (merchants_currencies, mut out) = (
-        q.clone()
-            .select_only()
-            .column(ledger_day_closing::Column::MerchantId)
-            .column(ledger_day_closing::Column::Currency)
-            .column_as(ledger_day_closing::Column::Day.max(), "day")
-            .group_by(ledger_day_closing::Column::MerchantId)
-            .group_by(ledger_day_closing::Column::Currency)
-            .into_tuple::<(Uuid, String, NaiveDate)>()
-            .all(c)
-            .await?,
-        Vec::new(),
-    );
-    for (m, cur, d) in merchants_currencies {
-        if let Some(row) = ledger_day_closing::Entity::find_by_id((m, cur, d))
-            .one(c)
-            .await?
-        {
+    let latest = q
+        .select_only()
+        .column(ledger_hour_closing::Column::MerchantId)
+        .column(ledger_hour_closing::Column::Currency)
+        .column_as(ledger_hour_closing::Column::Hour.max(), "hour")
+        .group_by(ledger_hour_closing::Column::MerchantId)
+        .group_by(ledger_hour_closing::Column::Currency)
+        .into_tuple::<(Uuid, String, DateTime<Utc>)>()
+        .all(c)
+        .await?;
+    let mut out = Vec::with_capacity(latest.len());
+    for key in latest {
+        if let Some(row) = ledger_hour_closing::Entity::find_by_id(key).one(c).await? {
             out.push(row);
         }
     }
     Ok(out)
 }
 
-/// Before any day the ledger can hold (a bound the databases' date types all take).
+/// Before any day the ledger can hold, and after (bounds the databases' types all take).
 pub const FIRST_DAY: NaiveDate = NaiveDate::from_ymd_opt(1970, 1, 1).expect("a valid date");
+pub const LAST_DAY: NaiveDate = NaiveDate::from_ymd_opt(9999, 12, 31).expect("a valid date");
 
-/// The merchant's movement rows of UTC days `from` to `to` (both included), by day.
+/// The merchant's movement rows of the hours in `[from, to)`, by hour.
 pub async fn movements_between<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
-    from: NaiveDate,
-    to: NaiveDate,
-) -> Result<Vec<ledger_day_movement::Model>, DbErr> {
-    ledger_day_movement::Entity::find()
-        .filter(ledger_day_movement::Column::MerchantId.eq(merchant))
-        .filter(ledger_day_movement::Column::Day.between(from, to))
-        .order_by_asc(ledger_day_movement::Column::Day)
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<ledger_hour_movement::Model>, DbErr> {
+    ledger_hour_movement::Entity::find()
+        .filter(ledger_hour_movement::Column::MerchantId.eq(merchant))
+        .filter(ledger_hour_movement::Column::Hour.gte(from))
+        .filter(ledger_hour_movement::Column::Hour.lt(to))
+        .order_by_asc(ledger_hour_movement::Column::Hour)
         .all(c)
         .await
 }
 
-/// The merchant's closing rows of UTC days `from` to `to` (both included), by day.
+/// The merchant's closing rows of the hours in `[from, to)`, by hour.
 pub async fn closings_between<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
-    from: NaiveDate,
-    to: NaiveDate,
-) -> Result<Vec<ledger_day_closing::Model>, DbErr> {
-    ledger_day_closing::Entity::find()
-        .filter(ledger_day_closing::Column::MerchantId.eq(merchant))
-        .filter(ledger_day_closing::Column::Day.between(from, to))
-        .order_by_asc(ledger_day_closing::Column::Day)
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> Result<Vec<ledger_hour_closing::Model>, DbErr> {
+    ledger_hour_closing::Entity::find()
+        .filter(ledger_hour_closing::Column::MerchantId.eq(merchant))
+        .filter(ledger_hour_closing::Column::Hour.gte(from))
+        .filter(ledger_hour_closing::Column::Hour.lt(to))
+        .order_by_asc(ledger_hour_closing::Column::Hour)
         .all(c)
         .await
 }
@@ -240,12 +238,12 @@ pub async fn closings_between<C: ConnectionTrait>(
 /// builder starts again from the first entry.
 pub async fn reset<C: ConnectionTrait>(c: &C, merchant: Option<Uuid>) -> Result<u64, DbErr> {
     let mut marks = ledger_snapshot_mark::Entity::delete_many();
-    let mut movements = ledger_day_movement::Entity::delete_many();
-    let mut closings = ledger_day_closing::Entity::delete_many();
+    let mut movements = ledger_hour_movement::Entity::delete_many();
+    let mut closings = ledger_hour_closing::Entity::delete_many();
     if let Some(m) = merchant {
         marks = marks.filter(ledger_snapshot_mark::Column::MerchantId.eq(m));
-        movements = movements.filter(ledger_day_movement::Column::MerchantId.eq(m));
-        closings = closings.filter(ledger_day_closing::Column::MerchantId.eq(m));
+        movements = movements.filter(ledger_hour_movement::Column::MerchantId.eq(m));
+        closings = closings.filter(ledger_hour_closing::Column::MerchantId.eq(m));
     }
     let n = marks.exec(c).await?.rows_affected;
     movements.exec(c).await?;

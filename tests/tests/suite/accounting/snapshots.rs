@@ -1,4 +1,4 @@
-//! Daily balance snapshots (docs/accounting.md, "Snapshots"): a UTC day is built once it is
+//! Balance snapshots (docs/accounting.md, "Snapshots"): a UTC day is built once it is
 //! sealed, exactly once however many builders run, and the liability and the roll-forward
 //! read them and say what the entries alone say, to the cent and the wallet; a snapshot that
 //! disagrees with the ledger fails the ledger check until it is dropped and built again.
@@ -40,7 +40,12 @@ async fn observe(shop: &Shop<'_>, first: NaiveDate) -> (Vec<Vec<Value>>, Vec<Vec
     let mut d = first.pred_opt().unwrap();
     while d <= now.date_naive() {
         let start = d.and_hms_opt(0, 0, 0).unwrap().and_utc();
-        instants.extend([start, start + Duration::hours(13), finance::end_of(d)]);
+        instants.extend([
+            start,
+            start + Duration::hours(13),
+            start + Duration::minutes(13 * 60 + 30),
+            finance::end_of(d),
+        ]);
         d = d.succ_opt().unwrap();
     }
     instants.retain(|t| *t <= now);
@@ -127,7 +132,7 @@ async fn a_snapshot_that_disagrees_with_the_ledger_fails_the_check_until_built_a
     let right = finance::liability_at(&shop, now).await;
 
     // A closing row altered behind the service's back (a restore gone wrong, a hand edit).
-    use entities::ledger_day_closing::{Column, Entity};
+    use entities::ledger_hour_closing::{Column, Entity};
     use sea_orm::{
         ColumnTrait, EntityTrait, QueryFilter,
         sea_query::{Expr, ExprTrait},
@@ -135,11 +140,12 @@ async fn a_snapshot_that_disagrees_with_the_ledger_fails_the_check_until_built_a
     let changed = Entity::update_many()
         .col_expr(Column::ActualMinor, Expr::col(Column::ActualMinor).add(1))
         .filter(Column::MerchantId.eq(shop.merchant()))
-        .filter(Column::Day.eq(first))
+        .filter(Column::Hour.gte(first.and_hms_opt(0, 0, 0).unwrap().and_utc()))
+        .filter(Column::Hour.lt(finance::end_of(first)))
         .exec(&app.server.state.db)
         .await
         .unwrap();
-    assert_eq!(changed.rows_affected, 1);
+    assert!(changed.rows_affected >= 1);
     let check = tests::send(
         app.get(&format!(
             "/operator/ledger/check?merchant_id={}",

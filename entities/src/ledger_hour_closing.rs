@@ -1,17 +1,18 @@
 use sea_orm::entity::prelude::*;
 
-/// A merchant's customer value in one currency at the end of a UTC day on which something
+/// A merchant's customer value in one currency at the end of a UTC hour in which something
 /// moved, by class, and how many wallets held any liability (a snapshot row: rebuilt from
 /// the ledger alone).
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
-#[sea_orm(table_name = "ledger_day_closings")]
+#[sea_orm(table_name = "ledger_hour_closings")]
 pub struct Model {
     #[sea_orm(primary_key, auto_increment = false)]
     pub merchant_id: Uuid,
     #[sea_orm(primary_key, auto_increment = false)]
     pub currency: String,
+    /// The hour's first instant.
     #[sea_orm(primary_key, auto_increment = false)]
-    pub day: Date,
+    pub hour: DateTimeUtc,
     pub actual_minor: i64,
     pub promo_released_minor: i64,
     pub promo_locked_minor: i64,
