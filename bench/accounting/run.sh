@@ -79,7 +79,7 @@ built=$(env "${env_common[@]}" "$API_BIN" ledger build-snapshots --merchant "$me
   { cat "$WORK/build.err" >&2; die "build-snapshots failed"; }
 build_s=$(awk -v n="$(($(now_ns) - t0))" 'BEGIN {printf "%.1f", n / 1e9}')
 log "  $built"
-rows=$(psql_ -d "$db" -Atc "SELECT (SELECT COUNT(*) FROM ledger_day_movements) || ' movement rows, ' || (SELECT COUNT(*) FROM ledger_day_closings) || ' closing rows'")
+rows=$(psql_ -d "$db" -Atc "SELECT (SELECT COUNT(*) FROM ledger_hour_movements) || ' movement rows, ' || (SELECT COUNT(*) FROM ledger_hour_closings) || ' closing rows'")
 
 log "liability with snapshots: $INSTANTS instants"
 after=$(measure liability --instants "$INSTANTS" --since "$since")
