@@ -45,8 +45,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum LedgerCommand {
-    /// Recompute every wallet and grant balance from the ledger entries and check every
-    /// posting balances. Exits 1 when anything disagrees.
+    /// Recompute every wallet and grant balance from the ledger entries, check every
+    /// posting balances, and build every stored balance snapshot again to compare. Exits 1
+    /// when anything disagrees.
     Check {
         /// Only this merchant (enterprise id).
         #[arg(long)]
@@ -227,7 +228,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         } => {
             let db = api::cli::service_database(&config).await?;
             let report =
-                api::domain::operators::check_ledger(&db, &api::cli::actor(), merchant).await;
+                api::domain::operators::check_ledger(&db, &api::cli::actor(), merchant, true).await;
             api::store::close(&db).await;
             let report = report?;
             print(&report, json)?;

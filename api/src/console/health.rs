@@ -99,7 +99,7 @@ pub async fn ledger_check(
 ) -> Response {
     let st = state.0;
     let s = signed_in!(req, st, form = &f);
-    match operators::check_ledger(&st.db, &s.operator.actor(), None).await {
+    match operators::check_ledger(&st.db, &s.operator.actor(), None, false).await {
         Ok(_) => poem::IntoResponse::into_response(poem::web::Redirect::see_other("/ops/health")),
         Err(e) => error_page(&s, &e),
     }

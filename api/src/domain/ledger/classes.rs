@@ -48,6 +48,20 @@ impl ValueClass {
         self != ValueClass::PendingTopup
     }
 
+    /// Every class's account kind.
+    pub fn account_kinds() -> Vec<&'static str> {
+        ValueClass::ALL.iter().map(|c| c.account_kind()).collect()
+    }
+
+    /// The account kinds of the classes the merchant owes (`is_liability`).
+    pub fn liability_kinds() -> Vec<&'static str> {
+        ValueClass::ALL
+            .iter()
+            .filter(|c| c.is_liability())
+            .map(|c| c.account_kind())
+            .collect()
+    }
+
     /// The ledger's account kind that holds this class (one each).
     pub fn account_kind(self) -> &'static str {
         let any = uuid::Uuid::nil();

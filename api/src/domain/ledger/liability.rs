@@ -172,12 +172,7 @@ pub async fn balances<C: ConnectionTrait>(
             .or_default()
             .push(*m);
     }
-    let kinds: Vec<&str> = ValueClass::ALL.iter().map(|c| c.account_kind()).collect();
-    let owed: Vec<&str> = ValueClass::ALL
-        .iter()
-        .filter(|c| c.is_liability())
-        .map(|c| c.account_kind())
-        .collect();
+    let (kinds, owed) = (ValueClass::account_kinds(), ValueClass::liability_kinds());
     let mut out: Vec<Liability> = Vec::new();
     for (since, merchants) in &from {
         if let Some(end) = since {

@@ -1,11 +1,11 @@
-//! Daily snapshots of customer value (docs/accounting.md, "Snapshots"): per merchant,
-//! currency and UTC day on which something moved, what each posting kind moved on each
-//! value-class account kind, and each class's closing balance with the number of wallets
-//! holding any. The liability at an instant and the roll-forward read a snapshot and at
-//! most a day of entries instead of the whole history (`liability::balances`, `Moves`).
+//! Snapshots of customer value (docs/accounting.md, "Snapshots"): per merchant, currency
+//! and UTC hour in which something moved, what each posting kind moved on each value-class
+//! account kind, and each class's closing balance with the number of wallets holding any.
+//! The liability at an instant and the roll-forward read snapshots and at most an hour of
+//! entries instead of the whole history (`liability::balances`, `Moves`).
 //!
-//! The ledger alone builds them, so they can always be dropped and built again
-//! (`wallet-api ledger snapshots --reset`). A day is built once it is sealed: it ended
+//! The ledger alone builds them, a UTC day at a time, so they can always be dropped and
+//! built again (`wallet-api ledger reset-snapshots`). A day is built once it is sealed: it ended
 //! (by the merchant's clock, a sandbox's test clock) more than `SEAL_MARGIN` ago, longer
 //! than any money transaction stays open, so no entry can still arrive in it. Each day is
 //! one transaction that first moves the merchant's mark from the day before, so builders
@@ -45,18 +45,6 @@ pub struct Day {
     pub closings: Vec<ledger_hour_closing::Model>,
 }
 
-fn kinds() -> Vec<&'static str> {
-    ValueClass::ALL.iter().map(|c| c.account_kind()).collect()
-}
-
-fn owed() -> Vec<&'static str> {
-    ValueClass::ALL
-        .iter()
-        .filter(|c| c.is_liability())
-        .map(|c| c.account_kind())
-        .collect()
-}
-
 /// Day `day`'s rows for `merchant`, from the entries of that day and the closings before
 /// it (`previous`: one line per currency, as at the end of the day before): for each hour in
 /// which value moved, what each posting kind moved and the closings after it. Nothing if
@@ -68,7 +56,11 @@ pub async fn compute_day<C: ConnectionTrait>(
     previous: &[Liability],
 ) -> Result<Day, ApiError> {
     let start = utc_day_start(day);
-    let (kinds, owed, merchants) = (kinds(), owed(), [merchant]);
+    let (kinds, owed, merchants) = (
+        ValueClass::account_kinds(),
+        ValueClass::liability_kinds(),
+        [merchant],
+    );
     let mut lines: Vec<Liability> = previous.to_vec();
     let mut out = Day::default();
     for h in 0..24 {
@@ -393,7 +385,7 @@ impl Moves {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<Movement>, ApiError> {
-        let kinds = kinds();
+        let kinds = ValueClass::account_kinds();
         let mut out = Vec::new();
         let mut at = from;
         while at < to {

@@ -186,8 +186,6 @@ pub struct LedgerCheck {
     pub grant_mismatches: Vec<serde_json::Value>,
     /// The same for wallets' pending top-ups.
     pub pending_mismatches: Vec<serde_json::Value>,
-    /// Stored daily balance snapshot days that differ from the ledger, each described.
-    pub snapshot_mismatches: Vec<String>,
 }
 
 pub fn ledger_check_view(r: store::ledger::Report) -> LedgerCheck {
@@ -204,7 +202,6 @@ pub fn ledger_check_view(r: store::ledger::Report) -> LedgerCheck {
         wallet_mismatches: r.wallet_mismatches.iter().map(mismatch).collect(),
         grant_mismatches: r.grant_mismatches.iter().map(mismatch).collect(),
         pending_mismatches: r.pending_mismatches.iter().map(mismatch).collect(),
-        snapshot_mismatches: r.snapshot_mismatches,
     }
 }
 
@@ -378,7 +375,8 @@ impl OperatorWalletsApi {
             .and_then(|m| validate::uuid(&mut e, "query:merchant_id", m));
         e.finish()?;
         let r =
-            crate::domain::operators::check_ledger(&state.0.db, &auth.0.actor(), merchant).await?;
+            crate::domain::operators::check_ledger(&state.0.db, &auth.0.actor(), merchant, false)
+                .await?;
         Ok(Reply::ok(&ledger_check_view(r)))
     }
 }

@@ -146,17 +146,19 @@ async fn a_snapshot_that_disagrees_with_the_ledger_fails_the_check_until_built_a
         .await
         .unwrap();
     assert!(changed.rows_affected >= 1);
-    let check = tests::send(
-        app.get(&format!(
-            "/operator/ledger/check?merchant_id={}",
-            shop.merchant()
-        ))
-        .header("x-operator-key", &shop.operator_key),
-    )
-    .await;
-    assert_eq!(check.status, 200, "{}", check.body);
-    assert_eq!(check.body["data"]["consistent"], false, "{}", check.body);
-    let said = check.body["data"]["snapshot_mismatches"].to_string();
+    let mut cmd = std::process::Command::new(tests::procs::binary("wallet-api"));
+    cmd.args([
+        "ledger",
+        "check",
+        "--json",
+        "--merchant",
+        &shop.merchant().to_string(),
+    ]);
+    let out = tests::against_this_run(cmd).output().unwrap();
+    assert!(!out.status.success(), "the check fails");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["wallet_mismatches"], json!([]), "{report}");
+    let said = report["snapshot_mismatches"].to_string();
     assert!(said.contains(&first.to_string()), "{said}");
 
     // Dropped (the CLI), the figures come from the entries again; built again, they agree.
