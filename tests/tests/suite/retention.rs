@@ -157,9 +157,10 @@ async fn each_growing_table_is_pruned_in_batches_and_no_money_record_ever_is() {
     for (t, n) in kept_for_ever {
         assert_eq!(count(&app, t, "1 = 1").await, n, "{t} was pruned");
     }
-    let report = api::domain::operators::check_ledger(&app.server.state.db, "retention test", None)
-        .await
-        .unwrap();
+    let report =
+        api::domain::operators::check_ledger(&app.server.state.db, "retention test", None, false)
+            .await
+            .unwrap();
     assert!(report.is_consistent(), "{report:?}");
     assert_eq!(
         shop.balance(&c).await["actual_minor"],
