@@ -1,5 +1,6 @@
 //! Random days of money movements on a sandbox test clock (fundings and debits, grants
-//! released and locked, SKU top-ups with bonuses, payments, refunds, voids, disputes won by
+//! released and locked, SKU top-ups with bonuses, top-ups paid by card settled at once or
+//! pending until their payment settles or fails, payments, refunds, voids, disputes won by
 //! the customer, top-ups detached, clawbacks, expiries, an enrollment lapsing into escrow and
 //! its proof returning it), then the roll-forward over all of them: for every day and class, the row closes, the next day opens where it closed, and
 //! its closing is what `GET …/liability` says at the last instant of that day; and all of it
@@ -54,6 +55,16 @@ async fn grant(
         .iter()
         .map(|g| g["grant_id"].as_str().unwrap().to_string())
         .max()
+}
+
+/// A settlement report from the acquirer (`POST /topup/settlements`).
+async fn settle(shop: &Shop<'_>, reference: &str, amount: i64, state: &str) -> tests::Reply {
+    shop.control(
+        "/topup/settlements",
+        json!({"reference": reference, "amount_minor": amount, "currency": "EUR", "state": state,
+               "provider": "test-acquirer"}),
+    )
+    .await
 }
 
 /// A correction of a transaction with the platform key (`corrections`).
@@ -113,6 +124,8 @@ async fn random_days(seed: u64) {
     assert_eq!(sku.status, 200, "{}", sku.body);
     let mut payments: Vec<String> = Vec::new();
     let mut topups: Vec<String> = Vec::new();
+    // Settlement references whose top-up waits for its payment to settle.
+    let mut pending: Vec<(String, i64)> = Vec::new();
     let mut grants: Vec<String> = Vec::new();
     let mut proven = false;
     // How many of each movement went through (printed: the sequence a seed drove).
@@ -138,7 +151,7 @@ async fn random_days(seed: u64) {
         }
         for _ in 0..10 {
             let c = &verified[rng.below(3) as usize];
-            match rng.below(12) {
+            match rng.below(14) {
                 0 | 1 => {
                     shop.fund(c, rng.amount(100, 5_000)).await;
                 }
@@ -268,6 +281,51 @@ async fn random_days(seed: u64) {
                     if r.status == 200 {
                         *done.entry("unattached").or_default() += 1;
                     }
+                }
+                12 => {
+                    // A top-up paid by card: settled already, or pending until it settles.
+                    let (reference, amount) =
+                        (uuid::Uuid::new_v4().to_string(), rng.amount(100, 3_000));
+                    let state = if rng.below(2) == 0 {
+                        "SETTLED"
+                    } else {
+                        "PENDING"
+                    };
+                    let r = settle(&shop, &reference, amount, state).await;
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    let r = shop
+                        .post(
+                            "/topup/confirm",
+                            json!({"settlement_reference": reference, "amount_minor": amount,
+                                   "customer": {"credential_type": "phone", "phone": c.phone}}),
+                        )
+                        .await;
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    if state == "PENDING" {
+                        pending.push((reference, amount));
+                        *done.entry("settlement top-ups pending").or_default() += 1;
+                    } else {
+                        *done.entry("settlement top-ups").or_default() += 1;
+                    }
+                }
+                13 if !pending.is_empty() => {
+                    // Its payment settles (the top-up is credited) or fails (it is dropped).
+                    let (reference, amount) =
+                        pending.swap_remove(rng.below(pending.len() as u64) as usize);
+                    let state = if rng.below(3) == 0 {
+                        "FAILED"
+                    } else {
+                        "SETTLED"
+                    };
+                    let r = settle(&shop, &reference, amount, state).await;
+                    assert_eq!(r.status, 200, "{}", r.body);
+                    *done
+                        .entry(if state == "FAILED" {
+                            "pending failed"
+                        } else {
+                            "pending settled"
+                        })
+                        .or_default() += 1;
                 }
                 _ => {}
             }
