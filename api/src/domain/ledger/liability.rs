@@ -175,6 +175,13 @@ pub async fn balances<C: ConnectionTrait>(
     let (kinds, owed) = (ValueClass::account_kinds(), ValueClass::liability_kinds());
     let mut out: Vec<Liability> = Vec::new();
     for (since, merchants) in &from {
+        if let Some(end) = since {
+            for s in store::ledger::snapshots::closings_before(c, merchants, currency, *end).await?
+            {
+                let i = line(&mut out, s.merchant_id, &s.currency);
+                out[i].add_snapshot(&s);
+            }
+        }
         let since = *since;
         let scope = |kinds| store::ledger::balances::Scope {
             merchants,
@@ -183,40 +190,18 @@ pub async fn balances<C: ConnectionTrait>(
             since,
             until,
         };
-        // The snapshot, the sums since and the wallet count since are independent reads: on
-        // a pool they run side by side (the count is the slowest).
-        let (sums, held) = (scope(&kinds), scope(&owed));
-        let (closings, sums, held) = futures::join!(
-            async {
-                match since {
-                    Some(end) => {
-                        store::ledger::snapshots::closings_before(c, merchants, currency, end).await
-                    }
-                    None => Ok(Vec::new()),
-                }
-            },
-            store::ledger::balances::by_kind(c, &sums),
-            async {
-                match holding {
-                    Holding::Counted => store::ledger::balances::holders_delta(c, &held).await,
-                    Holding::Skipped => Ok(Vec::new()),
-                }
-            }
-        );
-        for s in closings? {
-            let i = line(&mut out, s.merchant_id, &s.currency);
-            out[i].add_snapshot(&s);
-        }
-        for b in sums? {
+        for b in store::ledger::balances::by_kind(c, &scope(&kinds)).await? {
             let Some(class) = ValueClass::of_kind(&b.account_kind) else {
                 continue;
             };
             let i = line(&mut out, b.merchant_id, &b.currency);
             *out[i].class_mut(class) += b.amount_minor;
         }
-        for h in held? {
-            let i = line(&mut out, h.merchant_id, &h.currency);
-            out[i].wallets_holding += h.wallets;
+        if holding == Holding::Counted {
+            for h in store::ledger::balances::holders_delta(c, &scope(&owed)).await? {
+                let i = line(&mut out, h.merchant_id, &h.currency);
+                out[i].wallets_holding += h.wallets;
+            }
         }
     }
     out.sort_by(|a, b| (a.merchant_id, &a.currency).cmp(&(b.merchant_id, &b.currency)));
