@@ -12,7 +12,7 @@ use crate::domain::credentials::{Principal, Scope};
 use crate::domain::ledger::classes::ValueClass;
 use crate::error::ApiError;
 use crate::store;
-use crate::store::ledger::balances::Until;
+use crate::store::ledger::balances::{Since, Until};
 
 /// One merchant's customer value in one currency at an instant.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -146,9 +146,21 @@ pub enum Holding {
     Skipped,
 }
 
+/// How one merchant's balance at an instant is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Read {
+    /// Every entry up to the instant: the merchant has no snapshots yet.
+    Entries,
+    /// The closing at `base` (an hour's end), plus the entries from `base` to the instant.
+    Forward(DateTime<Utc>),
+    /// The closing at the end of the instant's hour (`end`), less the entries after the
+    /// instant up to `end`: the shorter way in the second half of an hour.
+    Backward(DateTime<Utc>),
+}
+
 /// Every class's balance of `merchants` at `until`, from each merchant's snapshot
-/// (`domain::ledger::snapshots`) at the end of the last whole UTC hour before it that the
-/// snapshots have, plus the entries after that: at most an hour of them when the snapshots
+/// (`domain::ledger::snapshots`) at the hour's end nearest the instant that the snapshots
+/// have, and the entries between the two: at most half an hour of them when the snapshots
 /// are current, every entry for a merchant without any. Exact either way.
 pub async fn balances<C: ConnectionTrait>(
     c: &C,
@@ -161,51 +173,117 @@ pub async fn balances<C: ConnectionTrait>(
         Until::Through(t) | Until::Before(t) => t,
     };
     let hour = hour_start(instant);
-    let mut from: BTreeMap<Option<DateTime<Utc>>, Vec<Uuid>> = BTreeMap::new();
+    let next = hour + chrono::Duration::hours(1);
+    let mut reads: BTreeMap<Read, Vec<Uuid>> = BTreeMap::new();
     let marks = store::ledger::snapshots::built_through(c, merchants).await?;
     for m in merchants {
         let built_until = marks
             .iter()
             .find(|(id, _)| id == m)
             .map(|(_, d)| utc_day_start(*d) + chrono::Duration::days(1));
-        from.entry(built_until.map(|b| b.min(hour)))
-            .or_default()
-            .push(*m);
+        let read = match built_until {
+            None => Read::Entries,
+            Some(b) if b >= next && instant - hour >= chrono::Duration::minutes(30) => {
+                Read::Backward(next)
+            }
+            Some(b) => Read::Forward(b.min(hour)),
+        };
+        reads.entry(read).or_default().push(*m);
     }
     let (kinds, owed) = (ValueClass::account_kinds(), ValueClass::liability_kinds());
     let mut out: Vec<Liability> = Vec::new();
-    for (since, merchants) in &from {
-        if let Some(end) = since {
-            for s in store::ledger::snapshots::closings_before(c, merchants, currency, *end).await?
+    for (read, merchants) in &reads {
+        // The snapshot to start from, the entries between it and the instant, and whether
+        // they are added (after the snapshot) or taken away (before it).
+        let (base, since, to, sign) = match *read {
+            Read::Entries => (None, None, until, 1),
+            Read::Forward(b) => (Some(b), Some(Since::At(b)), until, 1),
+            Read::Backward(end) => {
+                let after = match until {
+                    // The balance at the instant took the entries made at it.
+                    Until::Through(t) => Since::After(t),
+                    Until::Before(t) => Since::At(t),
+                };
+                (Some(end), Some(after), Until::Before(end), -1)
+            }
+        };
+        if let Some(base) = base {
+            for s in store::ledger::snapshots::closings_before(c, merchants, currency, base).await?
             {
                 let i = line(&mut out, s.merchant_id, &s.currency);
                 out[i].add_snapshot(&s);
             }
         }
-        let since = *since;
         let scope = |kinds| store::ledger::balances::Scope {
             merchants,
             kinds,
             currency,
             since,
-            until,
+            until: to,
         };
         for b in store::ledger::balances::by_kind(c, &scope(&kinds)).await? {
             let Some(class) = ValueClass::of_kind(&b.account_kind) else {
                 continue;
             };
             let i = line(&mut out, b.merchant_id, &b.currency);
-            *out[i].class_mut(class) += b.amount_minor;
+            *out[i].class_mut(class) += sign * b.amount_minor;
         }
         if holding == Holding::Counted {
             for h in store::ledger::balances::holders_delta(c, &scope(&owed)).await? {
                 let i = line(&mut out, h.merchant_id, &h.currency);
-                out[i].wallets_holding += h.wallets;
+                out[i].wallets_holding += sign * h.wallets;
             }
+        }
+        if matches!(read, Read::Backward(_)) {
+            drop_unborn(c, &mut out, merchants, &kinds, hour, until).await?;
         }
     }
     out.sort_by(|a, b| (a.merchant_id, &a.currency).cmp(&(b.merchant_id, &b.currency)));
     Ok(out)
+}
+
+/// Read backwards, a currency a merchant first used after the instant (in the same hour)
+/// nets to an all-zero line that reading forwards would not have: drops those lines. Only
+/// all-zero lines are looked at, and each with two short reads: a closing before the hour,
+/// or an entry between the hour's start and the instant.
+async fn drop_unborn<C: ConnectionTrait>(
+    c: &C,
+    out: &mut Vec<Liability>,
+    merchants: &[Uuid],
+    kinds: &[&str],
+    hour: DateTime<Utc>,
+    until: Until,
+) -> Result<(), ApiError> {
+    let zero: Vec<(Uuid, String)> = out
+        .iter()
+        .filter(|l| {
+            merchants.contains(&l.merchant_id)
+                && l.wallets_holding == 0
+                && ValueClass::ALL.iter().all(|c| l.class_minor(*c) == 0)
+        })
+        .map(|l| (l.merchant_id, l.currency.clone()))
+        .collect();
+    for (m, currency) in zero {
+        let before_hour =
+            store::ledger::snapshots::closings_before(c, &[m], Some(&currency), hour).await?;
+        let born = !before_hour.is_empty()
+            || !store::ledger::balances::by_kind(
+                c,
+                &store::ledger::balances::Scope {
+                    merchants: &[m],
+                    kinds,
+                    currency: Some(&currency),
+                    since: Some(Since::At(hour)),
+                    until,
+                },
+            )
+            .await?
+            .is_empty();
+        if !born {
+            out.retain(|l| !(l.merchant_id == m && l.currency == currency));
+        }
+    }
+    Ok(())
 }
 
 /// Snapshot closings as lines.

@@ -23,7 +23,7 @@ use crate::domain::ledger::liability::{self, Liability, utc_day_start};
 use crate::error::ApiError;
 use crate::store::{
     self, Db,
-    ledger::balances::{self, Movement, Scope, Until},
+    ledger::balances::{self, Movement, Scope, Since, Until},
     ledger::snapshots::{FIRST_DAY, LAST_DAY},
 };
 
@@ -90,7 +90,7 @@ pub async fn compute_day<C: ConnectionTrait>(
             merchants: &merchants,
             kinds: &owed,
             currency: None,
-            since: Some(hour),
+            since: Some(Since::At(hour)),
             until: Until::Before(next),
         };
         for d in balances::holders_delta(c, &scope).await? {

@@ -37,8 +37,17 @@ pub struct Scope<'a> {
     pub merchants: &'a [Uuid],
     pub kinds: &'a [&'a str],
     pub currency: Option<&'a str>,
-    pub since: Option<DateTime<Utc>>,
+    pub since: Option<Since>,
     pub until: Until,
+}
+
+/// The start of a sum that does not start at the beginning: the entries made at an instant
+/// and after (`At`), or only those after it (`After`: the balance at the instant already
+/// took the entries made at it).
+#[derive(Clone, Copy, Debug)]
+pub enum Since {
+    At(DateTime<Utc>),
+    After(DateTime<Utc>),
 }
 
 /// The end of a sum: the balance at an instant takes the entries made at it
@@ -80,8 +89,10 @@ fn filter(backend: DbBackend, s: &Scope<'_>) -> (String, Vec<Value>) {
         kinds.join(", "),
         p(at.into()),
     );
-    if let Some(since) = s.since {
-        sql.push_str(&format!(" AND created_at >= {}", p(since.into())));
+    match s.since {
+        Some(Since::At(t)) => sql.push_str(&format!(" AND created_at >= {}", p(t.into()))),
+        Some(Since::After(t)) => sql.push_str(&format!(" AND created_at > {}", p(t.into()))),
+        None => {}
     }
     if let Some(c) = s.currency {
         sql.push_str(&format!(" AND currency = {}", p(c.into())));
@@ -152,7 +163,11 @@ pub async fn holders_delta<C: ConnectionTrait>(
     // Numbering continues after the window's own values (`$n` counts on).
     let mut binds = Binds { backend, values };
     let mut p = |v: Value| binds.push(v);
-    let before = p(since.into());
+    let (before_op, at) = match since {
+        Since::At(t) => ("<", t),
+        Since::After(t) => ("<=", t),
+    };
+    let before = p(at.into());
     let kinds: Vec<String> = s.kinds.iter().map(|k| p((*k).into())).collect();
     let (op, at) = match s.until {
         Until::Through(t) => ("<=", t),
@@ -169,7 +184,7 @@ pub async fn holders_delta<C: ConnectionTrait>(
                WHEN before_minor <> 0 AND after_minor = 0 THEN -1 ELSE 0 END) AS BIGINT) AS wallets \
              FROM ( \
                SELECT e.merchant_id AS merchant_id, e.currency AS currency, e.wallet_id AS wallet_id, \
-                 SUM(CASE WHEN e.created_at < {before} THEN e.amount_minor ELSE 0 END) AS before_minor, \
+                 SUM(CASE WHEN e.created_at {before_op} {before} THEN e.amount_minor ELSE 0 END) AS before_minor, \
                  SUM(e.amount_minor) AS after_minor \
                FROM ledger_entries e \
                WHERE e.wallet_id IN (SELECT wallet_id FROM touched) \
