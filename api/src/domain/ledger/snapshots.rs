@@ -151,14 +151,13 @@ pub async fn build(
     let Some(through) = sealed_through(now) else {
         return Ok(0);
     };
-    let built = match store::ledger::snapshots::mark(db, merchant).await? {
+    let mut built = match store::ledger::snapshots::mark(db, merchant).await? {
         Some(b) => b,
         None => {
             store::ledger::snapshots::ensure_mark(db, merchant, Utc::now()).await?;
             None
         }
     };
-    let mut built = built;
     let mut written = 0;
     while written < max_days && built.is_none_or(|b| b < through) {
         let Some(day) = next_day(db, merchant, built, through).await? else {
