@@ -381,9 +381,14 @@ impl TestApp {
 
 /// Points a command (the `wallet-api` or `wallet-worker` binary) at this test run's
 /// database, and Redis in production mode.
-pub fn against_this_run(mut cmd: std::process::Command) -> std::process::Command {
-    let cfg = test_config();
-    cmd.envs(procs::service_env(&cfg));
+pub fn against_this_run(cmd: std::process::Command) -> std::process::Command {
+    against(&test_config(), cmd)
+}
+
+/// Points a command at the database (and Redis) `cfg` names: an isolated app's
+/// (`TestApp::spawn_isolated`) is `app.server.state.config`.
+pub fn against(cfg: &Config, mut cmd: std::process::Command) -> std::process::Command {
+    cmd.envs(procs::service_env(cfg));
     if cfg.redis_url.is_none() {
         cmd.env("WALLET_REDIS_URL", "redis://127.0.0.1:6379");
     }

@@ -100,8 +100,9 @@ async fn observe(
 }
 
 async fn random_days(seed: u64) {
-    // The snapshot builder runs only when the test says so.
-    let app = TestApp::spawn_with(true, |c| c.snapshot_interval_secs = 86_400).await;
+    // The snapshot builder runs only when the test says so: on a database of its own, no
+    // other test's worker builds this merchant's days behind its back.
+    let app = TestApp::spawn_isolated(true, |c| c.snapshot_interval_secs = 86_400).await;
     let shop = Shop::open(&app).await;
     let mut rng = Rng(seed);
     let verified = [

@@ -2,6 +2,8 @@
 //! sealed, exactly once however many builders run, and the liability and the roll-forward
 //! read them and say what the entries alone say, to the cent and the wallet; a snapshot that
 //! disagrees with the ledger fails the ledger check until it is dropped and built again.
+//! Each test runs on a database of its own: every worker builds every merchant's sealed
+//! days, and these tests say exactly which days are built when.
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde_json::{Value, json};
 use tests::{TestApp, finance, shop::Shop};
@@ -70,7 +72,7 @@ async fn observe(shop: &Shop<'_>, first: NaiveDate) -> (Vec<Vec<Value>>, Vec<Vec
 
 #[tokio::test]
 async fn sealed_days_are_built_once_and_read_as_the_entries_say() {
-    let app = TestApp::spawn_with(true, |c| c.snapshot_interval_secs = 86_400).await;
+    let app = TestApp::spawn_isolated(true, |c| c.snapshot_interval_secs = 86_400).await;
     let shop = Shop::open(&app).await;
     let first = three_days(&shop).await;
     finance::reset_snapshots(&shop).await;
@@ -124,7 +126,7 @@ async fn sealed_days_are_built_once_and_read_as_the_entries_say() {
 
 #[tokio::test]
 async fn a_snapshot_that_disagrees_with_the_ledger_fails_the_check_until_built_again() {
-    let app = TestApp::spawn_with(true, |c| c.snapshot_interval_secs = 86_400).await;
+    let app = TestApp::spawn_isolated(true, |c| c.snapshot_interval_secs = 86_400).await;
     let shop = Shop::open(&app).await;
     let first = three_days(&shop).await;
     let now = finance::clock_now(&shop).await;
@@ -154,7 +156,9 @@ async fn a_snapshot_that_disagrees_with_the_ledger_fails_the_check_until_built_a
         "--merchant",
         &shop.merchant().to_string(),
     ]);
-    let out = tests::against_this_run(cmd).output().unwrap();
+    let out = tests::against(&app.server.state.config, cmd)
+        .output()
+        .unwrap();
     assert!(!out.status.success(), "the check fails");
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["wallet_mismatches"], json!([]), "{report}");
@@ -169,7 +173,9 @@ async fn a_snapshot_that_disagrees_with_the_ledger_fails_the_check_until_built_a
         "--merchant",
         &shop.merchant().to_string(),
     ]);
-    let out = tests::against_this_run(cmd).output().unwrap();
+    let out = tests::against(&app.server.state.config, cmd)
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{}",
