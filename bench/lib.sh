@@ -105,7 +105,8 @@ cleanup() {
     "${PRIVATE_PG_CTL[@]}" -m fast stop >/dev/null 2>&1 || true
     rm -rf "$PRIVATE_PG_DIR"
   fi
-  rm -rf "$WORK"
+  # A kept database is only any use with its tenant's keys (tenant-*.json) and the logs.
+  if [[ -n ${BENCH_KEEP_DB:-} ]]; then log "kept $WORK (BENCH_KEEP_DB)"; else rm -rf "$WORK"; fi
   exit "$rc"
 }
 

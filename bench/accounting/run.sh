@@ -19,7 +19,7 @@
 # Usage: bench/accounting/run.sh
 # Knobs (env): SEED_WALLETS=1000000 SEED_PAYMENTS=4 INSTANTS=200 BEFORE_INSTANTS=10
 #   SKIP_BUILD=1 (use target/release, or $CARGO_TARGET_DIR/release), BENCH_PGHOST/PORT/USER,
-#   BENCH_REDIS_PORT, BENCH_KEEP_DB=1 (keep the database afterwards).
+#   BENCH_REDIS_PORT, BENCH_KEEP_DB=1 (keep the database, and the work directory with the tenant's keys, afterwards).
 # The summed-history liability (1.) can take longer than the service's 5 s statement
 # timeout; this run allows 60 s (WALLET_DB_STATEMENT_TIMEOUT_MS, WALLET_REQUEST_TIMEOUT_MS)
 # so it gets a figure rather than a refusal. Everything else runs with the defaults.

@@ -15,7 +15,7 @@
 #                           delivery rate is RATE × SUBSCRIPTIONS, so RATE=100 measures the
 #                           p99 at the 1,000 deliveries/s of the target
 #   OUTBOX_POLL_MS          the relay's poll interval (service default 250)
-#   BENCH_KEEP_DB=1         keep the production database afterwards (to query it)
+#   BENCH_KEEP_DB=1         keep the production database and the work directory afterwards
 #   SKIP_BUILD=1            use the binaries already in target/release
 #   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
 set -euo pipefail
