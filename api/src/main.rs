@@ -63,8 +63,9 @@ enum LedgerCommand {
         #[arg(long)]
         merchant: Option<uuid::Uuid>,
     },
-    /// Build the sealed days' snapshots now, as the workers do every
-    /// WALLET_SNAPSHOT_INTERVAL_SECS (safe beside them), and say how many days it wrote.
+    /// Build the sealed hours' snapshots now, as the workers do every
+    /// WALLET_SNAPSHOT_INTERVAL_SECS (safe beside them), and say how many pieces (a UTC
+    /// day's hours, or fewer) it wrote.
     BuildSnapshots {
         /// Only this merchant (enterprise id).
         #[arg(long)]
@@ -262,8 +263,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             api::store::close(&db).await;
             let pass = pass?;
             println!(
-                "{} day(s) of {} merchant(s) built in {:.1} s",
-                pass.days,
+                "{} piece(s) of at most a UTC day of {} merchant(s) built in {:.1} s",
+                pass.pieces,
                 pass.merchants,
                 started.elapsed().as_secs_f64()
             );

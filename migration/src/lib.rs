@@ -31,6 +31,8 @@ mod m20261129_000023_value_classes;
 mod m20261129_000024_report_runs;
 mod m20261129_000025_accounting_policies;
 mod m20261129_000026_ledger_snapshots;
+mod m20261129_000027_wallet_value_index;
+mod m20261129_000028_snapshot_marks_by_hour;
 pub mod partitions;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
@@ -110,6 +112,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000024_report_runs::Migration),
             Box::new(m20261129_000025_accounting_policies::Migration),
             Box::new(m20261129_000026_ledger_snapshots::Migration),
+            Box::new(m20261129_000027_wallet_value_index::Migration),
+            Box::new(m20261129_000028_snapshot_marks_by_hour::Migration),
         ]
     }
 }

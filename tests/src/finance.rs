@@ -103,6 +103,11 @@ pub fn moved(row: &Value) -> i64 {
         .sum()
 }
 
+/// The first instant of UTC day `d`.
+pub fn start_of(d: NaiveDate) -> DateTime<Utc> {
+    d.and_hms_opt(0, 0, 0).unwrap().and_utc()
+}
+
 /// The last instant of UTC day `d`.
 pub fn end_of(d: NaiveDate) -> DateTime<Utc> {
     d.succ_opt()
@@ -126,16 +131,16 @@ pub async fn liability_at(shop: &Shop<'_>, at: DateTime<Utc>) -> Vec<Value> {
     r.body["data"]["merchants"].as_array().unwrap().clone()
 }
 
-/// Builds the shop's merchant's daily snapshots sealed at `now` (as a worker's builder
-/// would); returns the days written.
+/// Builds the shop's merchant's snapshots of the hours sealed at `now` (as a worker's
+/// builder would); returns the pieces (a UTC day's hours, or fewer) written.
 pub async fn build_snapshots(shop: &Shop<'_>, now: DateTime<Utc>) -> u32 {
     api::domain::ledger::snapshots::build(&shop.app.server.state.db, shop.merchant(), now, 10_000)
         .await
         .expect("the snapshots build")
 }
 
-/// The last UTC day the shop's merchant's snapshots are built through, if any.
-pub async fn snapshots_built_through(shop: &Shop<'_>) -> Option<NaiveDate> {
+/// Up to where the shop's merchant's snapshots are built, if anywhere.
+pub async fn snapshots_built_until(shop: &Shop<'_>) -> Option<DateTime<Utc>> {
     api::store::ledger::snapshots::mark(&shop.app.server.state.db, shop.merchant())
         .await
         .expect("the mark reads")

@@ -233,7 +233,7 @@ pub struct Config {
     pub report_retention_days: u32,
     /// How long one attempt at running a report may take, in seconds.
     pub report_timeout_secs: u64,
-    /// How often each worker builds the ledger's sealed days into snapshots.
+    /// How often each worker builds the ledger's sealed hours into snapshots.
     pub snapshot_interval_secs: u64,
 }
 

@@ -175,12 +175,9 @@ pub async fn balances<C: ConnectionTrait>(
     let hour = hour_start(instant);
     let next = hour + chrono::Duration::hours(1);
     let mut reads: BTreeMap<Read, Vec<Uuid>> = BTreeMap::new();
-    let marks = store::ledger::snapshots::built_through(c, merchants).await?;
+    let marks = store::ledger::snapshots::built_until(c, merchants).await?;
     for m in merchants {
-        let built_until = marks
-            .iter()
-            .find(|(id, _)| id == m)
-            .map(|(_, d)| utc_day_start(*d) + chrono::Duration::days(1));
+        let built_until = marks.iter().find(|(id, _)| id == m).map(|(_, b)| *b);
         let read = match built_until {
             None => Read::Entries,
             Some(b) if b >= next && instant - hour >= chrono::Duration::minutes(30) => {

@@ -4,13 +4,15 @@
 //! The liability at an instant and the roll-forward read snapshots and at most an hour of
 //! entries instead of the whole history (`liability::balances`, `Moves`).
 //!
-//! The ledger alone builds them, a UTC day at a time, so they can always be dropped and
-//! built again (`wallet-api ledger reset-snapshots`). A day is built once it is sealed: it ended
-//! (by the merchant's clock, a sandbox's test clock) more than `SEAL_MARGIN` ago, longer
-//! than any money transaction stays open, so no entry can still arrive in it. Each day is
-//! one transaction that first moves the merchant's mark from the day before, so builders
-//! on many workers at once write each day exactly once; days without entries are skipped
-//! in one step. `verify` builds every day again in memory and compares.
+//! The ledger alone builds them, so they can always be dropped and built again
+//! (`wallet-api ledger reset-snapshots`). An hour is built once it is sealed: it ended (by
+//! the merchant's clock, a sandbox's test clock) more than `SEAL_MARGIN` ago, longer than
+//! any money transaction stays open, so no entry can still arrive in it. Hours are built in
+//! pieces of at most one UTC day (a history caught up a day at a time, the current day an
+//! hour or so at a time), each piece one transaction that first moves the merchant's mark
+//! from where the piece starts, so builders on many workers at once write each hour
+//! exactly once; hours without entries are skipped in one step. `verify` builds every
+//! sealed hour again in memory and compares.
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
@@ -27,44 +29,45 @@ use crate::store::{
     ledger::snapshots::{FIRST_DAY, LAST_DAY},
 };
 
-/// How long after a UTC day ends (by the merchant's clock) it is built.
+/// How long after an hour ends (by the merchant's clock) it is built.
 pub const SEAL_MARGIN: Duration = Duration::minutes(15);
 
-/// The most days one merchant's build writes before the next merchant's turn.
+/// The most pieces (a UTC day's hours, or fewer) one merchant's build writes before the
+/// next merchant's turn.
 pub const DAYS_PER_TURN: u32 = 400;
 
-/// The last UTC day that is sealed at `now`.
-pub fn sealed_through(now: DateTime<Utc>) -> Option<NaiveDate> {
-    (now - SEAL_MARGIN).date_naive().pred_opt()
+/// Up to where the hours are sealed at `now`: the start of the first hour that is not.
+pub fn sealed_until(now: DateTime<Utc>) -> DateTime<Utc> {
+    liability::hour_start(now - SEAL_MARGIN)
 }
 
-/// One day's snapshot rows.
+/// The snapshot rows of some hours.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Day {
+pub struct Rows {
     pub movements: Vec<ledger_hour_movement::Model>,
     pub closings: Vec<ledger_hour_closing::Model>,
 }
 
-/// Day `day`'s rows for `merchant`, from the entries of that day and the closings before
-/// it (`previous`: one line per currency, as at the end of the day before): for each hour in
-/// which value moved, what each posting kind moved and the closings after it. Nothing if
-/// none moved.
-pub async fn compute_day<C: ConnectionTrait>(
+/// The rows of the hours in `[from, to)` (hour starts) for `merchant`, from their entries
+/// and the closings before them (`previous`: one line per currency, as at `from`): for each
+/// hour in which value moved, what each posting kind moved and the closings after it.
+/// Nothing if none moved.
+pub async fn compute_hours<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
-    day: NaiveDate,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
     previous: &[Liability],
-) -> Result<Day, ApiError> {
-    let start = utc_day_start(day);
+) -> Result<Rows, ApiError> {
     let (kinds, owed, merchants) = (
         ValueClass::account_kinds(),
         ValueClass::liability_kinds(),
         [merchant],
     );
     let mut lines: Vec<Liability> = previous.to_vec();
-    let mut out = Day::default();
-    for h in 0..24 {
-        let hour = start + Duration::hours(h);
+    let mut out = Rows::default();
+    let hours = (0..).map(|h| from + Duration::hours(h));
+    for hour in hours.take_while(|h| *h < to) {
         let next = hour + Duration::hours(1);
         let moved = balances::movements(c, merchant, &kinds, hour, next).await?;
         if moved.is_empty() {
@@ -124,33 +127,35 @@ fn key(m: &ledger_hour_movement::Model) -> (DateTime<Utc>, &str, &str, &str) {
     (m.hour, &m.currency, &m.account_kind, &m.posting_kind)
 }
 
-/// The next day after `built` (or from the beginning) that has entries, if it is sealed
-/// by `through`; else `None`.
-async fn next_day<C: ConnectionTrait>(
+/// The next piece to build after `built` (or from the beginning), up to `until`: from the
+/// hour of the first entry after `built` to the end of that UTC day or `until`, whichever
+/// comes first; `None` if no entry comes before `until`.
+async fn next_piece<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
-    built: Option<NaiveDate>,
-    through: NaiveDate,
-) -> Result<Option<NaiveDate>, ApiError> {
-    let since = built.map(|b| utc_day_start(b) + Duration::days(1));
-    Ok(store::ledger::snapshots::next_entry_at(c, merchant, since)
+    built: Option<DateTime<Utc>>,
+    until: DateTime<Utc>,
+) -> Result<Option<(DateTime<Utc>, DateTime<Utc>)>, ApiError> {
+    Ok(store::ledger::snapshots::next_entry_at(c, merchant, built)
         .await?
-        .map(|t| t.date_naive())
-        .filter(|d| *d <= through))
+        .filter(|t| *t < until)
+        .map(|t| {
+            let day_end = utc_day_start(t.date_naive()) + Duration::days(1);
+            (liability::hour_start(t), day_end.min(until))
+        }))
 }
 
-/// Builds `merchant`'s sealed days at `now` (its clock), up to `max_days` of them; returns
-/// how many days were written. Another builder's progress is never redone: a day whose
-/// mark moved meanwhile is dropped and the build goes on from where the mark stands.
+/// Builds `merchant`'s sealed hours at `now` (its clock), up to `max_pieces` pieces of at
+/// most a UTC day; returns how many pieces were written. Another builder's progress is
+/// never redone: a piece whose mark moved meanwhile is dropped and the build goes on from
+/// where the mark stands.
 pub async fn build(
     db: &Db,
     merchant: Uuid,
     now: DateTime<Utc>,
-    max_days: u32,
+    max_pieces: u32,
 ) -> Result<u32, ApiError> {
-    let Some(through) = sealed_through(now) else {
-        return Ok(0);
-    };
+    let until = sealed_until(now);
     let mut built = match store::ledger::snapshots::mark(db, merchant).await? {
         Some(b) => b,
         None => {
@@ -159,25 +164,22 @@ pub async fn build(
         }
     };
     let mut written = 0;
-    while written < max_days && built.is_none_or(|b| b < through) {
-        let Some(day) = next_day(db, merchant, built, through).await? else {
-            // Nothing more until `through`: no rows to write, only the mark to move.
-            store::ledger::snapshots::advance_mark(db, merchant, built, through, Utc::now())
-                .await?;
+    while written < max_pieces && built.is_none_or(|b| b < until) {
+        let Some((from, to)) = next_piece(db, merchant, built, until).await? else {
+            // Nothing more until `until`: no rows to write, only the mark to move.
+            store::ledger::snapshots::advance_mark(db, merchant, built, until, Utc::now()).await?;
             break;
         };
         let previous = liability::line_per_currency(
-            store::ledger::snapshots::closings_before(db, &[merchant], None, utc_day_start(day))
-                .await?,
+            store::ledger::snapshots::closings_before(db, &[merchant], None, from).await?,
         );
-        let rows = compute_day(db, merchant, day, &previous).await?;
+        let rows = compute_hours(db, merchant, from, to, &previous).await?;
         let won = store::in_transaction(db, async |txn| {
-            if !store::ledger::snapshots::advance_mark(txn, merchant, built, day, Utc::now())
-                .await?
+            if !store::ledger::snapshots::advance_mark(txn, merchant, built, to, Utc::now()).await?
             {
                 return Ok::<bool, ApiError>(false);
             }
-            store::ledger::snapshots::insert_day(txn, rows.movements, rows.closings).await?;
+            store::ledger::snapshots::insert_rows(txn, rows.movements, rows.closings).await?;
             Ok(true)
         })
         .await?;
@@ -188,7 +190,7 @@ pub async fn build(
                 .flatten();
             continue;
         }
-        built = Some(day);
+        built = Some(to);
         written += 1;
     }
     Ok(written)
@@ -198,10 +200,11 @@ pub async fn build(
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pass {
     pub merchants: u32,
-    pub days: u32,
+    /// Pieces written: a UTC day's hours, or fewer.
+    pub pieces: u32,
 }
 
-/// Builds every merchant's sealed days by its own clock. A merchant whose build fails is
+/// Builds every merchant's sealed hours by its own clock. A merchant whose build fails is
 /// reported and left for the next pass; the others still run.
 pub async fn build_all(db: &Db) -> Result<Pass, ApiError> {
     let mut pass = Pass::default();
@@ -211,7 +214,7 @@ pub async fn build_all(db: &Db) -> Result<Pass, ApiError> {
             Ok(0) => {}
             Ok(n) => {
                 pass.merchants += 1;
-                pass.days += n;
+                pass.pieces += n;
             }
             Err(e) => {
                 tracing::warn!(merchant_id = %merchant, error = ?e, "building ledger snapshots failed")
@@ -221,7 +224,7 @@ pub async fn build_all(db: &Db) -> Result<Pass, ApiError> {
     Ok(pass)
 }
 
-/// Builds every sealed day at once (of one merchant, or all), failing on the first error:
+/// Builds every sealed hour at once (of one merchant, or all), failing on the first error:
 /// the operators' `wallet-api ledger build-snapshots`.
 pub async fn build_now(db: &Db, merchant: Option<Uuid>) -> Result<Pass, ApiError> {
     let mut pass = Pass::default();
@@ -232,18 +235,19 @@ pub async fn build_now(db: &Db, merchant: Option<Uuid>) -> Result<Pass, ApiError
         let n = build(db, m, Utc::now() + Duration::seconds(offset), u32::MAX).await?;
         if n > 0 {
             pass.merchants += 1;
-            pass.days += n;
+            pass.pieces += n;
         }
     }
     Ok(pass)
 }
 
-/// Builds every sealed day of the merchant again from the ledger, in memory, carrying its
-/// own closings from day to day, and compares each with the stored rows: each difference,
-/// described. Days after the mark are not stored yet and not compared.
+/// Builds every hour of the merchant before its mark again from the ledger, in memory,
+/// carrying its own closings from piece to piece, and compares each UTC day's rows with the
+/// stored ones: each difference, described. Hours after the mark are not stored yet and not
+/// compared.
 pub async fn verify<C: ConnectionTrait>(c: &C, merchant: Uuid) -> Result<Vec<String>, ApiError> {
     let mut out = Vec::new();
-    let Some(Some(through)) = store::ledger::snapshots::mark(c, merchant).await? else {
+    let Some(Some(until)) = store::ledger::snapshots::mark(c, merchant).await? else {
         let stray = store::ledger::snapshots::movements_between(
             c,
             merchant,
@@ -259,11 +263,8 @@ pub async fn verify<C: ConnectionTrait>(c: &C, merchant: Uuid) -> Result<Vec<Str
         }
         return Ok(out);
     };
-    let mut stored: HashMap<NaiveDate, Day> = HashMap::new();
-    let (first, after) = (
-        utc_day_start(FIRST_DAY),
-        utc_day_start(through) + Duration::days(1),
-    );
+    let mut stored: HashMap<NaiveDate, Rows> = HashMap::new();
+    let (first, after) = (utc_day_start(FIRST_DAY), until);
     for m in store::ledger::snapshots::movements_between(c, merchant, first, after).await? {
         stored
             .entry(m.hour.date_naive())
@@ -280,8 +281,10 @@ pub async fn verify<C: ConnectionTrait>(c: &C, merchant: Uuid) -> Result<Vec<Str
     }
     let mut carried: Vec<Liability> = Vec::new();
     let mut built = None;
-    while let Some(day) = next_day(c, merchant, built, through).await? {
-        let rows = compute_day(c, merchant, day, &carried).await?;
+    while let Some((from, to)) = next_piece(c, merchant, built, until).await? {
+        // A piece is one UTC day's hours from its first entry on (`next_piece`).
+        let day = from.date_naive();
+        let rows = compute_hours(c, merchant, from, to, &carried).await?;
         let mut kept = stored.remove(&day).unwrap_or_default();
         kept.movements.sort_by(|a, b| key(a).cmp(&key(b)));
         kept.closings
@@ -304,7 +307,7 @@ pub async fn verify<C: ConnectionTrait>(c: &C, merchant: Uuid) -> Result<Vec<Str
             ));
         }
         carried_after(&mut carried, &rows.closings);
-        built = Some(day);
+        built = Some(to);
     }
     let mut extra: Vec<NaiveDate> = stored.into_keys().collect();
     extra.sort();
@@ -354,10 +357,7 @@ impl Moves {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Moves, ApiError> {
-        let built_until = store::ledger::snapshots::mark(c, merchant)
-            .await?
-            .flatten()
-            .map(|b| utc_day_start(b) + Duration::days(1));
+        let built_until = store::ledger::snapshots::mark(c, merchant).await?.flatten();
         let mut hours: HashMap<DateTime<Utc>, Vec<Movement>> = HashMap::new();
         if let Some(b) = built_until {
             let (first, last) = (liability::hour_start(from), to.min(b));

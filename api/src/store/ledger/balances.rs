@@ -147,7 +147,8 @@ pub async fn holders<C: ConnectionTrait>(c: &C, s: &Scope<'_>) -> Result<Vec<Hol
 /// kinds taken together) changed from just before `since` to the scope's end, per merchant
 /// and currency: each wallet with an entry in the window counts +1 if it held nothing
 /// before and holds something after, -1 the other way round. Only those wallets are read,
-/// each through its own entries (`ix_ledger_entries_wallet_time`).
+/// each from the index of its entries alone (`ix_ledger_entries_wallet_values`): a wallet's
+/// merchant and currency are its entries' in the window, as a wallet has one of each.
 pub async fn holders_delta<C: ConnectionTrait>(
     c: &C,
     s: &Scope<'_>,
@@ -178,18 +179,18 @@ pub async fn holders_delta<C: ConnectionTrait>(
         backend,
         format!(
             // Placeholders in the order they were bound (SQLite's `?` are positional).
-            "WITH touched AS (SELECT DISTINCT wallet_id FROM ledger_entries WHERE {touched}) \
+            "WITH touched AS ( \
+               SELECT DISTINCT merchant_id, currency, wallet_id FROM ledger_entries WHERE {touched}) \
              SELECT merchant_id, currency, CAST(SUM(CASE \
                WHEN before_minor = 0 AND after_minor <> 0 THEN 1 \
                WHEN before_minor <> 0 AND after_minor = 0 THEN -1 ELSE 0 END) AS BIGINT) AS wallets \
              FROM ( \
-               SELECT e.merchant_id AS merchant_id, e.currency AS currency, e.wallet_id AS wallet_id, \
+               SELECT t.merchant_id AS merchant_id, t.currency AS currency, t.wallet_id AS wallet_id, \
                  SUM(CASE WHEN e.created_at {before_op} {before} THEN e.amount_minor ELSE 0 END) AS before_minor, \
                  SUM(e.amount_minor) AS after_minor \
-               FROM ledger_entries e \
-               WHERE e.wallet_id IN (SELECT wallet_id FROM touched) \
-                 AND e.account_kind IN ({}) AND e.created_at {op} {until} \
-               GROUP BY e.merchant_id, e.currency, e.wallet_id \
+               FROM touched t JOIN ledger_entries e ON e.wallet_id = t.wallet_id \
+               WHERE e.account_kind IN ({}) AND e.created_at {op} {until} \
+               GROUP BY t.merchant_id, t.currency, t.wallet_id \
              ) w GROUP BY merchant_id, currency",
             kinds.join(", ")
         ),

@@ -1,6 +1,6 @@
-//! The daily snapshots of customer value (`domain::ledger::snapshots`): their rows, the mark
-//! that says up to which UTC day a merchant's rows are complete, and the merchants' clocks
-//! the builder seals days by.
+//! The hourly snapshots of customer value (`domain::ledger::snapshots`): their rows, the
+//! mark that says up to which instant (an hour's start) a merchant's rows are complete, and
+//! the merchants' clocks the builder seals hours by.
 use chrono::{DateTime, NaiveDate, Utc};
 use entities::{
     enterprise, integration_enterprise, ledger_entry, ledger_hour_closing, ledger_hour_movement,
@@ -44,22 +44,22 @@ pub async fn merchant_clocks<C: ConnectionTrait>(c: &C) -> Result<Vec<(Uuid, i64
         .collect())
 }
 
-/// The merchant's mark: `None` if it has none, `Some(None)` if it has one with no day built.
+/// The merchant's mark: `None` if it has none, `Some(None)` if it has one with no hour built.
 pub async fn mark<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
-) -> Result<Option<Option<NaiveDate>>, DbErr> {
+) -> Result<Option<Option<DateTime<Utc>>>, DbErr> {
     Ok(ledger_snapshot_mark::Entity::find_by_id(merchant)
         .one(c)
         .await?
-        .map(|m| m.built_through))
+        .map(|m| m.built_until))
 }
 
-/// The marks of `merchants` that have a day built.
-pub async fn built_through<C: ConnectionTrait>(
+/// The marks of `merchants` that have an hour built: up to where each one's rows are complete.
+pub async fn built_until<C: ConnectionTrait>(
     c: &C,
     merchants: &[Uuid],
-) -> Result<Vec<(Uuid, NaiveDate)>, DbErr> {
+) -> Result<Vec<(Uuid, DateTime<Utc>)>, DbErr> {
     if merchants.is_empty() {
         return Ok(Vec::new());
     }
@@ -68,11 +68,11 @@ pub async fn built_through<C: ConnectionTrait>(
         .all(c)
         .await?
         .into_iter()
-        .filter_map(|m| Some((m.merchant_id, m.built_through?)))
+        .filter_map(|m| Some((m.merchant_id, m.built_until?)))
         .collect())
 }
 
-/// Gives the merchant a mark with no day built, unless it has one.
+/// Gives the merchant a mark with no hour built, unless it has one.
 pub async fn ensure_mark<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
@@ -80,7 +80,7 @@ pub async fn ensure_mark<C: ConnectionTrait>(
 ) -> Result<(), DbErr> {
     ledger_snapshot_mark::Entity::insert(ledger_snapshot_mark::ActiveModel {
         merchant_id: Set(merchant),
-        built_through: Set(None),
+        built_until: Set(None),
         updated_at: Set(now),
     })
     .on_conflict_do_nothing_on([ledger_snapshot_mark::Column::MerchantId])
@@ -90,16 +90,16 @@ pub async fn ensure_mark<C: ConnectionTrait>(
 }
 
 /// Moves the merchant's mark from `from` to `to` if it is still at `from`; false if another
-/// builder moved it first. Taken first in a day's transaction, so two builders of the same
-/// day queue on the mark's row and the second writes nothing.
+/// builder moved it first. Taken first in a build's transaction, so two builders of the
+/// same hours queue on the mark's row and the second writes nothing.
 pub async fn advance_mark<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
-    from: Option<NaiveDate>,
-    to: NaiveDate,
+    from: Option<DateTime<Utc>>,
+    to: DateTime<Utc>,
     now: DateTime<Utc>,
 ) -> Result<bool, DbErr> {
-    let at = ledger_snapshot_mark::Column::BuiltThrough;
+    let at = ledger_snapshot_mark::Column::BuiltUntil;
     let r = ledger_snapshot_mark::Entity::update_many()
         .col_expr(at, Expr::value(to))
         .col_expr(ledger_snapshot_mark::Column::UpdatedAt, Expr::value(now))
@@ -133,8 +133,8 @@ pub async fn next_entry_at<C: ConnectionTrait>(
         .await
 }
 
-/// Writes one built day's rows.
-pub async fn insert_day<C: ConnectionTrait>(
+/// Writes built rows.
+pub async fn insert_rows<C: ConnectionTrait>(
     c: &C,
     movements: Vec<ledger_hour_movement::Model>,
     closings: Vec<ledger_hour_closing::Model>,

@@ -1,15 +1,16 @@
-//! Balance snapshots (docs/accounting.md, "Snapshots"): a UTC day is built once it is
+//! Balance snapshots (docs/accounting.md, "Snapshots"): a UTC hour is built once it is
 //! sealed, exactly once however many builders run, and the liability and the roll-forward
 //! read them and say what the entries alone say, to the cent and the wallet; a snapshot that
 //! disagrees with the ledger fails the ledger check until it is dropped and built again.
 //! Each test runs on a database of its own: every worker builds every merchant's sealed
-//! days, and these tests say exactly which days are built when.
+//! hours, and these tests say exactly which hours are built when.
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde_json::{Value, json};
 use tests::{TestApp, finance, shop::Shop};
 
 /// Three days of a sandbox: wallets funded, paid from, one drained to zero, one funded
-/// late; the clock left on the third day. Returns the first day.
+/// late; the clock left on the third day an hour and a half after the last payment, so the
+/// hour it fell in is sealed. Returns the first day.
 async fn three_days(shop: &Shop<'_>) -> NaiveDate {
     let first = finance::clock_today(shop).await;
     let (a, b, drained) = (
@@ -29,6 +30,10 @@ async fn three_days(shop: &Shop<'_>) -> NaiveDate {
     let late = shop.customer().await;
     shop.fund(&late, 999).await;
     assert_eq!(shop.pay(&a, 66).await.status, 200);
+    let r = shop
+        .control("/sandbox/clock/advance", json!({"seconds": 90 * 60}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
     first
 }
 
@@ -70,8 +75,20 @@ async fn observe(shop: &Shop<'_>, first: NaiveDate) -> (Vec<Vec<Value>>, Vec<Vec
     (liability, reports)
 }
 
+/// The shop's merchant's stored closing rows of the hours from `from` on.
+async fn hour_rows_since(shop: &Shop<'_>, from: DateTime<Utc>) -> u64 {
+    use entities::ledger_hour_closing::{Column, Entity};
+    use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+    Entity::find()
+        .filter(Column::MerchantId.eq(shop.merchant()))
+        .filter(Column::Hour.gte(from))
+        .count(&shop.app.server.state.db)
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
-async fn sealed_days_are_built_once_and_read_as_the_entries_say() {
+async fn sealed_hours_are_built_once_and_read_as_the_entries_say() {
     let app = TestApp::spawn_isolated(true, |c| c.snapshot_interval_secs = 86_400).await;
     let shop = Shop::open(&app).await;
     let first = three_days(&shop).await;
@@ -82,20 +99,31 @@ async fn sealed_days_are_built_once_and_read_as_the_entries_say() {
         "the days moved value"
     );
 
-    // Half built: the first day only (as a builder at the end of the second would).
-    let midway = finance::end_of(first.succ_opt().unwrap());
+    // Half built: the first day only (as a builder would once the second day's first hour
+    // ended, not yet SEAL_MARGIN ago).
+    let second = finance::start_of(first.succ_opt().unwrap());
+    let midway = second + api::domain::ledger::snapshots::SEAL_MARGIN;
     assert_eq!(finance::build_snapshots(&shop, midway).await, 1);
-    assert_eq!(finance::snapshots_built_through(&shop).await, Some(first));
+    assert_eq!(finance::snapshots_built_until(&shop).await, Some(second));
     assert_eq!(observe(&shop, first).await, from_entries, "half built");
 
-    // Every sealed day: the second too, never today (it has not ended), and the clock's
-    // yesterday only once it ended SEAL_MARGIN ago.
+    // Every sealed hour: the second day, and the third's up to the last hour that ended
+    // SEAL_MARGIN ago (the late payment's among them), never the hour under way.
     let now = finance::clock_now(&shop).await;
-    let sealed = api::domain::ledger::snapshots::sealed_through(now).unwrap();
-    assert!(sealed < now.date_naive());
+    let sealed = api::domain::ledger::snapshots::sealed_until(now);
+    let margin = api::domain::ledger::snapshots::SEAL_MARGIN;
+    assert!(sealed <= now - margin && now - margin - sealed < Duration::hours(1));
     let written = finance::build_snapshots(&shop, now).await;
-    assert_eq!(finance::snapshots_built_through(&shop).await, Some(sealed));
-    assert!(written >= 1, "the second day was built");
+    assert_eq!(finance::snapshots_built_until(&shop).await, Some(sealed));
+    assert!(
+        written >= 2,
+        "the second day and the third's sealed hours were built"
+    );
+    let third = finance::start_of(first + Duration::days(2));
+    assert!(
+        hour_rows_since(&shop, third).await > 0,
+        "the third day's sealed hours were built before it ended"
+    );
     assert_eq!(
         finance::build_snapshots(&shop, now).await,
         0,
@@ -104,16 +132,16 @@ async fn sealed_days_are_built_once_and_read_as_the_entries_say() {
     assert_eq!(observe(&shop, first).await, from_entries, "fully built");
     assert!(finance::snapshot_mismatches(&shop).await.is_empty());
 
-    // Builders on many workers at once: each day written once, the same rows.
+    // Builders on many workers at once: each hour written once, the same rows.
     finance::reset_snapshots(&shop).await;
     let builds =
         futures::future::join_all((0..4).map(|_| finance::build_snapshots(&shop, now))).await;
     assert_eq!(
         builds.iter().sum::<u32>(),
         written + 1,
-        "four builders wrote each day once: {builds:?}"
+        "four builders wrote each hour once: {builds:?}"
     );
-    assert_eq!(finance::snapshots_built_through(&shop).await, Some(sealed));
+    assert_eq!(finance::snapshots_built_until(&shop).await, Some(sealed));
     assert!(finance::snapshot_mismatches(&shop).await.is_empty());
     assert_eq!(
         observe(&shop, first).await,
@@ -181,7 +209,7 @@ async fn a_snapshot_that_disagrees_with_the_ledger_fails_the_check_until_built_a
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(finance::snapshots_built_through(&shop).await, None);
+    assert_eq!(finance::snapshots_built_until(&shop).await, None);
     assert_eq!(finance::liability_at(&shop, now).await, right);
     finance::build_snapshots(&shop, now).await;
     assert!(finance::snapshot_mismatches(&shop).await.is_empty());
