@@ -4,6 +4,7 @@ instants and report runs against a running service, over plain HTTP on loopback,
 one JSON object. Standard library only.
 
   measure.py liability BASE INTEGRATION MERCHANT KEY --instants N --since RFC3339 [--seed S]
+  measure.py liability BASE INTEGRATION MERCHANT KEY --instants N --now   (as_of left out)
   measure.py report BASE INTEGRATION MERCHANT KEY --body JSON [--pids API,WORKER]
   measure.py policy BASE INTEGRATION MERCHANT KEY --body JSON
 """
@@ -55,13 +56,16 @@ def pct(xs, p):
 def liability(a):
     conn = connect(a.base)
     rng = random.Random(a.seed)
-    since = datetime.fromisoformat(a.since)
+    since = datetime.fromisoformat(a.since) if a.since else None
     now = datetime.now(timezone.utc)
-    span = (now - since).total_seconds()
+    span = (now - since).total_seconds() if since else 0
     ms, lines, errors = [], [], []
     for _ in range(a.instants):
-        t = since + timedelta(seconds=rng.random() * span)
-        q = urllib.parse.urlencode({"as_of": t.isoformat(timespec="microseconds"), "merchant_id": a.merchant})
+        params = {"merchant_id": a.merchant}
+        if not a.now:
+            t = since + timedelta(seconds=rng.random() * span)
+            params["as_of"] = t.isoformat(timespec="microseconds")
+        q = urllib.parse.urlencode(params)
         t0 = time.perf_counter()
         status, raw = call(conn, "GET", f"/{a.integration}/liability?{q}", a.key)
         ms.append((time.perf_counter() - t0) * 1000)
@@ -144,6 +148,7 @@ def main():
         p.add_argument(name)
     p.add_argument("--instants", type=int, default=200)
     p.add_argument("--since")
+    p.add_argument("--now", action="store_true")
     p.add_argument("--seed", type=int, default=47)
     p.add_argument("--body")
     p.add_argument("--pids")
