@@ -5,7 +5,6 @@
 //! pages, which the old `(wallet_id, created_at)` index sent every read to one by one.
 //! Same columns on both backends, as key columns (SQLite has no `INCLUDE`); the old index
 //! is their prefix, so it goes.
-use sea_orm::{ConnectionTrait, DbBackend};
 use sea_orm_migration::prelude::*;
 
 use crate::{drop_idx, idx, partitions};
@@ -30,21 +29,13 @@ impl MigrationTrait for Migration {
         ))
         .await?;
         m.drop_index(drop_idx(OLD, "ledger_entries")).await?;
-        named(m).await
+        partitions::name_partition_indexes(m.get_connection(), "ledger_entries").await
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
         m.create_index(idx(OLD, "ledger_entries", &["wallet_id", "created_at"]))
             .await?;
         m.drop_index(drop_idx(NEW, "ledger_entries")).await?;
-        named(m).await
+        partitions::name_partition_indexes(m.get_connection(), "ledger_entries").await
     }
-}
-
-async fn named(m: &SchemaManager<'_>) -> Result<(), DbErr> {
-    let c = m.get_connection();
-    if c.get_database_backend() == DbBackend::Postgres {
-        partitions::name_partition_indexes(c, "ledger_entries").await?;
-    }
-    Ok(())
 }

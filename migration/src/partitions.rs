@@ -147,8 +147,12 @@ async fn create<C: ConnectionTrait>(
 
 /// Names each partition's copy of an index after the parent's (`ix_payments_wallet_id_p202612`,
 /// `…_initial`), so a query plan says which index served it: for a migration that adds an
-/// index to a partitioned table, whose copies PostgreSQL names on its own. PostgreSQL only.
+/// index to a partitioned table, whose copies PostgreSQL names on its own. Nothing to do on
+/// SQLite, whose tables are not partitioned.
 pub async fn name_partition_indexes<C: ConnectionTrait>(c: &C, table: &str) -> Result<(), DbErr> {
+    if c.get_database_backend() != DbBackend::Postgres {
+        return Ok(());
+    }
     for p in partitions_of(c, table).await? {
         name_indexes_of(c, table, &p.name).await?;
     }
