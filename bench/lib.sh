@@ -231,7 +231,8 @@ wait_health() {
 # production: a fresh database DB_STEM_<pid>_<n> (migrated) and Redis prefix
 # PREFIX_STEM-<pid>-<time>:, then wallet-worker; both modes: wallet-api, timed from exec
 # to its first 200 on /v1/health. WALLET_BCRYPT_COST=BCRYPT_COST for all of them, plus
-# the caller's EXTRA_SERVER_ENV (an array of NAME=value, empty by default). wallet-api runs
+# the caller's EXTRA_SERVER_ENV (an array of NAME=value, empty by default); BENCH_SCHEMA_SQL
+# (a file) runs on the database once migrated. wallet-api runs
 # under the caller's API_WRAP (a command prefix such as valgrind; empty by default), which
 # must exec the API in the same process.
 start_services() {
@@ -281,6 +282,11 @@ start_services() {
     log "$mode: migrating database $db"
     env "${env_common[@]}" "$API_BIN" migrate >"$WORK/migrate.log" 2>&1 ||
       { cat "$WORK/migrate.log" >&2; die "migrate failed"; }
+    if [[ -n ${BENCH_SCHEMA_SQL:-} ]]; then
+      # One binary against two schemas (an index's cost, say): only the database differs.
+      log "$mode: applying $BENCH_SCHEMA_SQL to $db"
+      psql_ -d "$db" -f "$BENCH_SCHEMA_SQL" >/dev/null || die "$BENCH_SCHEMA_SQL failed"
+    fi
     log "$mode: starting wallet-worker"
     env "${env_common[@]}" WALLET_METRICS_LISTEN_ADDR="$worker_metrics" "$WORKER_BIN" run >"$worker_log" 2>&1 &
     worker_pid=$!

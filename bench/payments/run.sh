@@ -27,6 +27,9 @@
 #                           ledger entries (seed-history.sql); pg-ceiling.sh gets the same
 #                           wallets and entries. The summary gives the database's size per
 #                           million payments. bench/payments/data-size.sh runs two sizes.
+#   BENCH_SCHEMA_SQL=file   SQL run on each PostgreSQL mode's database once migrated, before
+#                           any seed: one binary against two schemas, for the cost of an
+#                           index (old-wallet-index.sql undoes migration 000027's)
 #   CALLGRIND=1             run wallet-api under valgrind's callgrind and report the API's
 #                           instructions per payment (counted in the payment windows only):
 #                           the figure to compare a hot-path change with its base, since

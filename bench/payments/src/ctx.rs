@@ -28,6 +28,8 @@ pub(crate) struct Ctx {
     pub(crate) worker_proc: Option<Watched>,
     pub(crate) clk_tck: u64,
     pub(crate) callgrind: Option<callgrind::Callgrind>,
+    /// Whether the service's database is this machine's PostgreSQL (whose CPU is counted).
+    pub(crate) postgres: bool,
 }
 
 impl Ctx {
@@ -49,11 +51,16 @@ impl Ctx {
         Ok(bearer)
     }
 
-    /// CPU ticks so far of (wallet-api, this process).
+    /// CPU ticks so far of (wallet-api, this process, PostgreSQL's processes).
     pub(crate) fn cpu(&self) -> Cpu {
         Cpu {
             api: self.api_proc.and_then(|p| procfs::cpu_ticks(p.pid)),
             client: procfs::cpu_ticks(std::process::id()),
+            postgres: if self.postgres {
+                procfs::cpu_ticks_of_all("postgres")
+            } else {
+                None
+            },
         }
     }
 
@@ -106,6 +113,7 @@ impl Ctx {
 pub(crate) struct Cpu {
     pub(crate) api: Option<u64>,
     pub(crate) client: Option<u64>,
+    pub(crate) postgres: Option<u64>,
 }
 
 impl Cpu {
@@ -113,6 +121,7 @@ impl Cpu {
         Cpu {
             api: Some(0),
             client: Some(0),
+            postgres: Some(0),
         }
     }
 
@@ -123,6 +132,7 @@ impl Cpu {
         Cpu {
             api: f(self.api, a.api, b.api),
             client: f(self.client, a.client, b.client),
+            postgres: f(self.postgres, a.postgres, b.postgres),
         }
     }
 }
@@ -152,6 +162,7 @@ impl Ctx {
         };
         let api_cpu_us_per_payment = per_payment(cpu.api);
         let client_cpu_us_per_payment = per_payment(cpu.client);
+        let postgres_cpu_us_per_payment = per_payment(cpu.postgres);
         t.lat_us.sort_unstable();
         let secs = window.as_secs_f64();
         let errors = t.error_count();
@@ -176,6 +187,7 @@ impl Ctx {
             api_peak_kib,
             api_cpu_us_per_payment,
             client_cpu_us_per_payment,
+            postgres_cpu_us_per_payment,
             api_instructions_per_payment: None,
         }
     }
@@ -191,7 +203,7 @@ pub(crate) fn percentile_ms(sorted_us: &[u32], q: f64) -> f64 {
 
 pub(crate) fn print_phase(mode: &str, p: &PhaseResult) {
     log(format!(
-        "{mode}: {} c={}: {} payments in {:.2} s = {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms, errors {}{}, api peak RSS {}, CPU µs/payment api {} client {}, prep {:.1} s{}",
+        "{mode}: {} c={}: {} payments in {:.2} s = {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, max {:.1} ms, errors {}{}, api peak RSS {}, CPU µs/payment api {} client {} postgres {}, prep {:.1} s{}",
         p.phase,
         p.concurrency,
         p.payments,
@@ -213,6 +225,9 @@ pub(crate) fn print_phase(mode: &str, p: &PhaseResult) {
             .map(|u| format!("{u:.0}"))
             .unwrap_or_else(|| "-".into()),
         p.client_cpu_us_per_payment
+            .map(|u| format!("{u:.0}"))
+            .unwrap_or_else(|| "-".into()),
+        p.postgres_cpu_us_per_payment
             .map(|u| format!("{u:.0}"))
             .unwrap_or_else(|| "-".into()),
         p.prep_secs,

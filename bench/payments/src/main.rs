@@ -156,6 +156,10 @@ pub struct PhaseResult {
     /// The same for payments-bench itself (the load generator shares the machine's cores).
     #[serde(default)]
     pub client_cpu_us_per_payment: Option<f64>,
+    /// The same for every `postgres` process of the machine (production modes): the
+    /// database's share of a payment, index upkeep included.
+    #[serde(default)]
+    pub postgres_cpu_us_per_payment: Option<f64>,
     /// API instructions inside the payment windows ÷ payments (callgrind runs only).
     #[serde(default)]
     pub api_instructions_per_payment: Option<f64>,
@@ -241,6 +245,7 @@ async fn run(a: RunArgs) -> Result<()> {
             .api_pid
             .zip(a.callgrind_out.clone())
             .map(|(pid, out)| callgrind::Callgrind::new(pid, out)),
+        postgres: a.target.mode != "embedded",
     };
     let api_idle_kib = a.api_pid.and_then(|p| procfs::status_kib(p, "VmRSS"));
     let run_tag = uuid::Uuid::new_v4().as_u128() as u32;

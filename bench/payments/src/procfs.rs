@@ -33,6 +33,25 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// User + system CPU time of every process named `comm` (`postgres`: the server and its
+/// backends), in clock ticks. A process that exits between two readings takes its ticks
+/// with it, so this is for servers whose processes outlive the window (a pool's backends).
+pub fn cpu_ticks_of_all(comm: &str) -> Option<u64> {
+    let mut total = 0;
+    for entry in fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let is =
+            fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == comm);
+        if is {
+            total += cpu_ticks(pid).unwrap_or(0);
+        }
+    }
+    Some(total)
+}
+
 /// Tracks one process: the run's peak RSS across the per-phase resets, and CPU time.
 #[derive(Clone, Copy, Debug)]
 pub struct Watched {

@@ -111,9 +111,9 @@ pub fn report(a: ReportArgs) -> Result<()> {
     };
     w("## Payment phases".into());
     w(String::new());
-    w("| mode | phase | credential | conc | wallets | rounds | secs | payments | payments/s | p50 ms | p99 ms | max ms | errors | pg ceiling tps (same clients) | ÷ ceiling | API peak RSS MiB (phase) | API CPU µs/payment | bench client CPU µs/payment | untimed prep s |".into());
+    w("| mode | phase | credential | conc | wallets | rounds | secs | payments | payments/s | p50 ms | p99 ms | max ms | errors | pg ceiling tps (same clients) | ÷ ceiling | API peak RSS MiB (phase) | API CPU µs/payment | bench client CPU µs/payment | PostgreSQL CPU µs/payment | untimed prep s |".into());
     w(
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"
             .into(),
     );
     for r in &runs {
@@ -137,7 +137,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
                 format!("{} ({})", p.errors, codes.join("; "))
             };
             w(format!(
-                "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {} | {} | {} | {} | {} | {:.1} |",
+                "| {} | {} | {} | {} | {} | {} | {:.2} | {} | {:.1} | {:.2} | {:.2} | {:.1} | {} | {} | {} | {} | {} | {} | {} | {:.1} |",
                 r.mode,
                 p.phase,
                 p.credential,
@@ -156,6 +156,7 @@ pub fn report(a: ReportArgs) -> Result<()> {
                 mib(p.api_peak_kib),
                 cpu(p.api_cpu_us_per_payment),
                 cpu(p.client_cpu_us_per_payment),
+                cpu(p.postgres_cpu_us_per_payment),
                 p.prep_secs,
             ));
         }

@@ -251,13 +251,17 @@ pub struct WalletActivity {
     pub actual_minor: i64,
     /// Its latest posting of a customer-initiated kind, if it had one.
     pub last_customer_at: Option<DateTime<Utc>>,
-    /// Its first entry.
-    pub first_at: DateTime<Utc>,
+    /// Its first entry; none if it had none yet.
+    pub first_at: Option<DateTime<Utc>>,
 }
 
 /// The merchant's wallets after `after` (by id), `limit` of them, each with its actual
 /// money before `before` and when it last moved by a posting of `customer_kinds`: a page
-/// of a walk over every wallet that never holds more than a page.
+/// of a walk over every wallet that never holds more than a page. The wallets come in id
+/// order from `ix_wallets_merchant_id`; each one's money and first entry are read from the
+/// wallet index alone, and only its latest entries (newest first, until one is of a
+/// customer's posting) from the table and their postings, where reading every entry's
+/// posting went to the heap once per entry of the history.
 pub async fn wallet_activity_page<C: ConnectionTrait>(
     c: &C,
     merchant: Uuid,
@@ -269,24 +273,31 @@ pub async fn wallet_activity_page<C: ConnectionTrait>(
     let backend = c.get_database_backend();
     let mut binds = Binds::new(backend);
     let mut p = |v: Value| binds.push(v);
+    // Placeholders in the order they appear (SQLite's `?` are positional).
+    let before_actual = p(before.into());
+    let before_customer = p(before.into());
     let kinds: Vec<String> = customer_kinds.iter().map(|k| p((*k).into())).collect();
+    let before_first = p(before.into());
     let merchant = p(merchant.into());
-    let before = p(before.into());
     let after = match after {
-        Some(a) => format!("AND e.wallet_id > {}", p(a.into())),
-        None => "AND e.wallet_id IS NOT NULL".to_string(),
+        Some(a) => format!("AND w.id > {}", p(a.into())),
+        None => String::new(),
     };
     let limit = p((limit as i64).into());
     WalletActivity::find_by_statement(Statement::from_sql_and_values(
         backend,
         format!(
-            "SELECT e.wallet_id AS wallet_id, e.currency AS currency, \
-               CAST(SUM(CASE WHEN e.account_kind = 'wallet_actual' THEN e.amount_minor ELSE 0 END) AS BIGINT) AS actual_minor, \
-               MAX(CASE WHEN p.kind IN ({}) THEN e.created_at END) AS last_customer_at, \
-               MIN(e.created_at) AS first_at \
-             FROM ledger_entries e JOIN ledger_postings p ON p.id = e.posting_id \
-             WHERE e.merchant_id = {merchant} AND e.created_at < {before} {after} \
-             GROUP BY e.wallet_id, e.currency ORDER BY e.wallet_id, e.currency LIMIT {limit}",
+            "SELECT w.id AS wallet_id, w.currency AS currency, \
+               CAST(COALESCE((SELECT SUM(e.amount_minor) FROM ledger_entries e \
+                 WHERE e.wallet_id = w.id AND e.created_at < {before_actual} \
+                   AND e.account_kind = 'wallet_actual'), 0) AS BIGINT) AS actual_minor, \
+               (SELECT e.created_at FROM ledger_entries e JOIN ledger_postings p ON p.id = e.posting_id \
+                 WHERE e.wallet_id = w.id AND e.created_at < {before_customer} AND p.kind IN ({}) \
+                 ORDER BY e.created_at DESC LIMIT 1) AS last_customer_at, \
+               (SELECT MIN(e.created_at) FROM ledger_entries e \
+                 WHERE e.wallet_id = w.id AND e.created_at < {before_first}) AS first_at \
+             FROM wallets w WHERE w.merchant_id = {merchant} {after} \
+             ORDER BY w.id LIMIT {limit}",
             kinds.join(", ")
         ),
         binds.values,

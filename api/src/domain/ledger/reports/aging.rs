@@ -66,9 +66,25 @@ fn bucket_of(days: i64) -> usize {
         .unwrap_or(BUCKETS.len() - 1)
 }
 
-/// When the wallet last moved at its customer's request (else when it first moved).
-fn last_activity(w: &WalletActivity) -> DateTime<Utc> {
-    w.last_customer_at.unwrap_or(w.first_at)
+/// A wallet that had moved before the walk's instant: its actual money then, and when it
+/// last moved at its customer's request (else when it first moved).
+struct Aged {
+    wallet_id: Uuid,
+    currency: String,
+    actual_minor: i64,
+    last_activity: DateTime<Utc>,
+}
+
+impl Aged {
+    fn of(w: WalletActivity) -> Option<Aged> {
+        let last_activity = w.last_customer_at.or(w.first_at)?;
+        Some(Aged {
+            wallet_id: w.wallet_id,
+            currency: w.currency,
+            actual_minor: w.actual_minor,
+            last_activity,
+        })
+    }
 }
 
 /// Every wallet of a merchant as it stood before an instant, a page at a time, in wallet
@@ -92,7 +108,8 @@ impl<'c, C: ConnectionTrait> Walk<'c, C> {
         }
     }
 
-    async fn next_page(&mut self) -> Result<Option<Vec<WalletActivity>>, RunError> {
+    /// The next page's wallets that had moved (a page of wallets may have none).
+    async fn next_page(&mut self) -> Result<Option<Vec<Aged>>, RunError> {
         if self.done {
             return Ok(None);
         }
@@ -108,7 +125,7 @@ impl<'c, C: ConnectionTrait> Walk<'c, C> {
         .await?;
         self.after = page.last().map(|w| w.wallet_id);
         self.done = (page.len() as u64) < PAGE;
-        Ok((!page.is_empty()).then_some(page))
+        Ok((!page.is_empty()).then(|| page.into_iter().filter_map(Aged::of).collect()))
     }
 }
 
@@ -125,7 +142,7 @@ pub async fn write_aging<C: ConnectionTrait>(
         let mut walk = Walk::new(c, *merchant, end);
         while let Some(page) = walk.next_page().await? {
             for w in page.iter().filter(|w| w.actual_minor > 0) {
-                let days = (end - last_activity(w)).num_days();
+                let days = (end - w.last_activity).num_days();
                 let b = &mut by_currency
                     .entry(w.currency.clone())
                     .or_insert([(0, 0); BUCKETS.len()])[bucket_of(days)];
@@ -166,7 +183,7 @@ pub async fn write_dormant<C: ConnectionTrait>(
         let mut walk = Walk::new(c, *merchant, end);
         while let Some(page) = walk.next_page().await? {
             for w in &page {
-                let last = last_activity(w);
+                let last = w.last_activity;
                 let days = (end - last).num_days();
                 if w.actual_minor > 0 && days > i64::from(p.dormancy_days) {
                     out.row(&[
@@ -201,7 +218,7 @@ pub async fn remote_breakage<C: ConnectionTrait>(
     let mut walk = Walk::new(c, p.merchant_id, end);
     while let Some(page) = walk.next_page().await? {
         for w in &page {
-            let at = last_activity(w) + dormancy;
+            let at = w.last_activity + dormancy;
             if at >= start && at < end {
                 crossing.push((w.wallet_id, w.currency.clone(), at));
             }
