@@ -11,6 +11,7 @@ use crate::{
     client::{self, Api, Tally},
     log,
     procfs::{self, Watched},
+    report,
 };
 
 /// The terminal JWT, exchanged again when older than 8 minutes (it is valid for 10).
@@ -221,15 +222,9 @@ pub(crate) fn print_phase(mode: &str, p: &PhaseResult) {
         p.api_peak_kib
             .map(|k| format!("{:.1} MiB", k as f64 / 1024.0))
             .unwrap_or_else(|| "-".into()),
-        p.api_cpu_us_per_payment
-            .map(|u| format!("{u:.0}"))
-            .unwrap_or_else(|| "-".into()),
-        p.client_cpu_us_per_payment
-            .map(|u| format!("{u:.0}"))
-            .unwrap_or_else(|| "-".into()),
-        p.postgres_cpu_us_per_payment
-            .map(|u| format!("{u:.0}"))
-            .unwrap_or_else(|| "-".into()),
+        report::cpu(p.api_cpu_us_per_payment),
+        report::cpu(p.client_cpu_us_per_payment),
+        report::cpu(p.postgres_cpu_us_per_payment),
         p.prep_secs,
         p.api_instructions_per_payment
             .map(|i| format!(", API instructions/payment {i:.0}"))

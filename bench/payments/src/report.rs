@@ -61,7 +61,8 @@ fn mib(k: Option<u64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
-fn cpu(us: Option<f64>) -> String {
+/// Microseconds of CPU per payment as the tables and the log print them (`-` if unknown).
+pub(crate) fn cpu(us: Option<f64>) -> String {
     us.map(|u| format!("{u:.0}")).unwrap_or_else(|| "-".into())
 }
 
