@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use super::{JobError, QueuedJob, backoff, context::JobDeps, webhook_deliver};
+use super::{JobError, QueuedJob, backoff, context::JobDeps, webhook_batch, webhook_deliver};
 use crate::{infra::telemetry::metrics as m, store};
 
 /// How a failed attempt was settled: the `outcome` label of a job's run time.
@@ -38,12 +38,21 @@ pub(super) async fn settle_failure(
     let cfg = &deps.state.config;
     if let JobError::Deferred(wait) = failure {
         // Not an attempt: the same attempt again later.
-        return env
-            .deferred()
+        let later = env.deferred();
+        later
             .enqueue(&deps.state.queue, wait)
             .await
-            .map(|()| Settled::Deferred)
-            .map_err(|e| format!("deferring failed: {e}"));
+            .map_err(|e| format!("deferring failed: {e}"))?;
+        // What the job waited for may have settled since it looked, and its wake then
+        // found no deferred job to move. Looking again now that the job is queued closes
+        // that gap: a wake after this enqueue sees the job, and one before it committed
+        // its settlement before this look.
+        match env.job_type.as_str() {
+            webhook_deliver::JOB_TYPE => webhook_deliver::wake_if_unblocked(deps, &later).await,
+            webhook_batch::JOB_TYPE => webhook_batch::wake_if_unblocked(deps, &later).await,
+            _ => {}
+        }
+        return Ok(Settled::Deferred);
     }
     let message = failure.to_string();
     let own_wait = match &failure {

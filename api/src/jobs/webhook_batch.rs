@@ -223,6 +223,47 @@ pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
     hand_on(deps, handed_on).await
 }
 
+/// `later`, a batch of waiting chains just deferred, runs now if one of its chains no
+/// longer waits for anything outside it (see `retry::settle_failure`).
+pub(super) async fn wake_if_unblocked(deps: &JobDeps, later: &QueuedJob) {
+    let Ok(p) = serde_json::from_value::<Payload>(later.payload.clone()) else {
+        return;
+    };
+    let Some(&first) = p.deliveries.first() else {
+        return;
+    };
+    let db = &deps.state.db;
+    let woken = async {
+        let waiting = store::webhooks::deliveries_by_ids(db, &p.deliveries)
+            .await
+            .map_err(|e| e.to_string())?;
+        // Each chain's first event: the lowest sequence number of its resource here.
+        let mut heads: BTreeMap<&str, i64> = BTreeMap::new();
+        for d in &waiting {
+            let head = heads.entry(d.resource_key.as_str()).or_insert(i64::MAX);
+            *head = (*head).min(d.sequence_number);
+        }
+        let keys: Vec<&str> = heads.keys().copied().collect();
+        let earliest: BTreeMap<String, i64> =
+            store::webhooks::earliest_pending_outside(db, p.subscription_id, &keys, &p.deliveries)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .collect();
+        let unblocked = heads
+            .iter()
+            .any(|(k, head)| earliest.get(*k).is_none_or(|e| e > head));
+        if unblocked {
+            webhook_deliver::run_now(deps, JOB_TYPE, first).await?;
+        }
+        Ok::<(), String>(())
+    }
+    .await;
+    if let Err(e) = woken {
+        tracing::warn!(subscription = %p.subscription_id, error = %e, "looking again at a deferred batch failed");
+    }
+}
+
 /// Keeps `d` as its resource's chain end if it is the latest settled so far.
 fn chain_end<'a>(
     ends: &mut BTreeMap<&'a str, &'a webhook_delivery::Model>,

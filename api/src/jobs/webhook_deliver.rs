@@ -128,23 +128,56 @@ pub(super) async fn wake_next(deps: &JobDeps, d: &webhook_delivery::Model) {
             .await
             .map_err(|e| e.to_string())?
         else {
-            return Ok::<u64, String>(0);
+            return Ok::<(), String>(());
         };
         // Waiting as a single delivery, or in a batch's chain (both carry its id).
-        let needle = format!("\"{}\"", next.id);
-        let mut woken = 0;
         for queue in [JOB_TYPE, WEBHOOK_BATCH] {
-            woken += st
-                .queue
-                .run_deferred_now(queue, &needle)
-                .await
-                .map_err(|e| e.to_string())?;
+            run_now(deps, queue, next.id).await?;
         }
-        Ok(woken)
+        Ok(())
     }
     .await;
     if let Err(e) = woken {
         tracing::warn!(delivery = %d.id, error = %e, "waking the next delivery of a resource failed");
+    }
+}
+
+/// Moves the deferred jobs of `queue` that carry delivery `id` to now.
+pub(super) async fn run_now(deps: &JobDeps, queue: &str, id: Uuid) -> Result<(), String> {
+    deps.state
+        .queue
+        .run_deferred_now(queue, &format!("\"{id}\""))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// `later`, just deferred, runs now if no earlier event of its delivery's resource is
+/// pending any more (see `retry::settle_failure`).
+pub(super) async fn wake_if_unblocked(deps: &JobDeps, later: &QueuedJob) {
+    let Ok(p) = serde_json::from_value::<Payload>(later.payload.clone()) else {
+        return;
+    };
+    let st = &deps.state;
+    let woken = async {
+        let Some(d) = store::webhooks::deliveries_by_ids(&st.db, &[p.delivery_id])
+            .await
+            .map_err(|e| e.to_string())?
+            .pop()
+        else {
+            return Ok(());
+        };
+        if store::webhooks::earlier_pending(&st.db, &d)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            return Ok(());
+        }
+        run_now(deps, JOB_TYPE, d.id).await
+    }
+    .await;
+    if let Err(e) = woken {
+        tracing::warn!(delivery = %p.delivery_id, error = %e, "looking again at a deferred delivery failed");
     }
 }
 
