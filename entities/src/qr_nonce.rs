@@ -15,6 +15,8 @@ pub struct Model {
     pub consumed_at: Option<DateTimeUtc>,
     pub payment_id: Option<Uuid>,
     pub created_at: DateTimeUtc,
+    /// The checkout session it was minted in: it pays only there.
+    pub checkout_session_id: Option<Uuid>,
 }
 
 #[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]

@@ -34,6 +34,7 @@ mod m20261129_000026_ledger_snapshots;
 mod m20261129_000027_wallet_value_index;
 mod m20261129_000028_snapshot_marks_by_hour;
 mod m20261130_000029_wallets_by_merchant_id;
+mod m20261130_000030_risk_controls;
 pub mod partitions;
 
 /// An index named `name` on `table(cols)`. Migrations from 000006 on share this one; the
@@ -116,6 +117,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000027_wallet_value_index::Migration),
             Box::new(m20261129_000028_snapshot_marks_by_hour::Migration),
             Box::new(m20261130_000029_wallets_by_merchant_id::Migration),
+            Box::new(m20261130_000030_risk_controls::Migration),
         ]
     }
 }

@@ -216,6 +216,16 @@ pub struct Config {
     pub ops_sign_in_failures_per_prefix: u64,
     /// The window failed operator sign-ins are counted in.
     pub ops_sign_in_window_secs: u64,
+    /// Failed credentials (short codes, QR payloads, OTPs, balance-check lookups) one
+    /// terminal may make in the trailing `risk_failure_window_secs` before its credential
+    /// entry is refused (`domain::risk::failures`).
+    pub risk_terminal_failures: u64,
+    /// The same for every terminal of one branch together.
+    pub risk_branch_failures: u64,
+    /// The same for every terminal of one merchant together: a merchant-wide block.
+    pub risk_merchant_failures: u64,
+    /// The trailing window failed credentials are counted in.
+    pub risk_failure_window_secs: u64,
     /// How often the retention jobs run (finished jobs, relayed outbox events past the
     /// events API's 30 days, expired idempotency records, OTP sessions and QR nonces,
     /// webhook deliveries and attempts, sandbox messages).
@@ -303,6 +313,10 @@ impl Default for Config {
             ops_sign_in_failures_per_client: 10,
             ops_sign_in_failures_per_prefix: 5,
             ops_sign_in_window_secs: 15 * 60,
+            risk_terminal_failures: 10,
+            risk_branch_failures: 50,
+            risk_merchant_failures: 250,
+            risk_failure_window_secs: 15 * 60,
             retention_interval_secs: 300,
             retention_batch_rows: 1_000,
             retention_jobs_days: 7,

@@ -282,6 +282,21 @@ impl Config {
                 return Err(invalid(var, "must be positive"));
             }
         }
+        if self.risk_terminal_failures == 0
+            || self.risk_branch_failures < self.risk_terminal_failures
+            || self.risk_merchant_failures < self.risk_branch_failures
+        {
+            return Err(invalid(
+                "WALLET_RISK_MERCHANT_FAILURES",
+                "terminal, branch and merchant failure thresholds must be positive and not decrease (terminal <= branch <= merchant)",
+            ));
+        }
+        if !(60..=86_400).contains(&self.risk_failure_window_secs) {
+            return Err(invalid(
+                "WALLET_RISK_FAILURE_WINDOW_SECS",
+                "must be between 60 and 86400",
+            ));
+        }
         if !(1..=86_400).contains(&self.ops_sign_in_window_secs) {
             return Err(invalid(
                 "WALLET_OPS_SIGN_IN_WINDOW_SECS",

@@ -320,6 +320,7 @@ impl KeyAuth<'_> {
             expires_at: key.expires_at,
             permissions: crate::domain::credentials::Permissions::from_column(&key.permissions),
             cashier_id: None,
+            terminal_id: None,
             linked_merchants,
             clock: None,
         })

@@ -34,6 +34,10 @@ pub struct Claims {
     pub branch_id: Option<Uuid>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cashier_id: Option<String>,
+    /// The terminal the token was minted for (`context.terminal_id` of the exchange): the
+    /// till its failed credentials are counted against (`domain::risk`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terminal_id: Option<String>,
     pub sandbox: bool,
     /// The API key the token was minted from.
     pub key_id: Uuid,
@@ -234,6 +238,7 @@ impl Claims {
                 crate::domain::credentials::Permission::Terminal,
             ]),
             cashier_id: self.cashier_id.clone(),
+            terminal_id: self.terminal_id.clone(),
             linked_merchants: vec![],
             clock: None,
         }
@@ -259,6 +264,7 @@ mod tests {
             brand_id: None,
             branch_id: None,
             cashier_id: None,
+            terminal_id: None,
             sandbox: true,
             key_id: Uuid::now_v7(),
             cell: None,

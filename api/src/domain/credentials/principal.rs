@@ -127,6 +127,9 @@ pub struct Principal {
     pub permissions: crate::domain::credentials::Permissions,
     /// Only from a terminal JWT, where it was validated at mint time.
     pub cashier_id: Option<String>,
+    /// Only from a terminal JWT: the terminal it was minted for.
+    #[serde(default)]
+    pub terminal_id: Option<String>,
     /// For an integration-scoped key: the merchants linked to the integration, resolved
     /// when the key was verified and cached with it (so the scope guard needs no query).
     #[serde(default)]

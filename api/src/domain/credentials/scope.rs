@@ -20,7 +20,8 @@ pub struct Acting {
     /// Only from a terminal JWT, where it was validated at mint time; a `cashier_id` in the
     /// request context is never trusted.
     pub cashier_id: Option<String>,
-    /// The terminal the request context names.
+    /// The terminal: the one signed into the terminal JWT, else the one the request
+    /// context names (recorded, never trusted).
     pub terminal_id: Option<String>,
     /// The correlation id of a decision (identification, payment), the caller's or one the
     /// service issued; kept in the decision's events so support can find it.
@@ -82,7 +83,7 @@ pub async fn authorize<C: ConnectionTrait>(
         merchant_id,
         branch_id: branch,
         cashier_id: p.cashier_id.clone(),
-        terminal_id: None,
+        terminal_id: p.terminal_id.clone(),
         decision_trace_id: None,
         clock: p.clock(),
     })

@@ -17,6 +17,7 @@ pub async fn mint<C: ConnectionTrait>(
     caller: &Principal,
     acting: &Acting,
     cashier_id: Option<String>,
+    terminal_id: Option<String>,
 ) -> Result<(String, Claims), ApiError> {
     if caller.kind != CredentialKind::ApiKey {
         return Err(ApiError::invalid_api_key());
@@ -52,6 +53,7 @@ pub async fn mint<C: ConnectionTrait>(
         brand_id,
         branch_id: acting.branch_id,
         cashier_id,
+        terminal_id,
         sandbox: caller.is_sandbox,
         key_id,
         cell: keys.cell().map(str::to_string),

@@ -168,6 +168,7 @@ mod tests {
             consumed_at: consumed.then_some(now),
             payment_id: None,
             created_at: now,
+            checkout_session_id: None,
         }
     }
 

@@ -97,6 +97,12 @@ pub(super) async fn take_credential<C: ConnectionTrait>(
     payment_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<store::customers::wallets::ForPayment, ApiError> {
+    let nonce_use = store::payments::NonceUse {
+        payment_id,
+        session: pay.service_session_id,
+        received_at: pay.received_at,
+        now,
+    };
     match &pay.credential {
         Credential::Otp {
             phone: _,
@@ -142,9 +148,7 @@ pub(super) async fn take_credential<C: ConnectionTrait>(
                 c,
                 merchant,
                 &nonce_hash(qr_payload),
-                payment_id,
-                pay.received_at,
-                now,
+                nonce_use,
             )
             .await?
             .ok_or_else(|| replayed("Unknown, expired or already used QR code; mint a new one."))
@@ -155,9 +159,7 @@ pub(super) async fn take_credential<C: ConnectionTrait>(
                 c,
                 merchant,
                 &short_code_hash(sealer, merchant, short_code),
-                payment_id,
-                pay.received_at,
-                now,
+                nonce_use,
             )
             .await?
             .ok_or_else(|| replayed("Unknown, expired or already used short code; mint a new one."))

@@ -119,6 +119,7 @@ pub async fn mint_qr<C: ConnectionTrait>(
         consumed_at: None,
         payment_id: None,
         created_at: now,
+        checkout_session_id: session.as_ref().map(|s| s.id),
     };
     store::payments::insert_qr(c, nonce.clone()).await?;
     Ok(QrMinted {

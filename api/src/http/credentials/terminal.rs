@@ -45,6 +45,9 @@ pub struct Heartbeat {
     /// The cashier signed into the token.
     #[oai(nullable)]
     pub cashier_id: Option<String>,
+    /// The terminal signed into the token.
+    #[oai(nullable)]
+    pub terminal_id: Option<String>,
 }
 
 #[OpenApi(tag = "Tag::Platform")]
@@ -75,6 +78,7 @@ impl TerminalApi {
             merchant_id: acting.merchant_id.to_string(),
             branch_id: acting.branch_id.map(|b| b.to_string()),
             cashier_id: acting.cashier_id,
+            terminal_id: acting.terminal_id,
         }))
     }
 }

@@ -65,6 +65,11 @@ pub struct TokenScope {
     pub branch_id: Option<String>,
     #[oai(nullable)]
     pub cashier_id: Option<String>,
+    /// The terminal signed into the token (`context.terminal_id` of the exchange): its
+    /// failed credentials are counted against it, and a payment records it whatever the
+    /// request context says.
+    #[oai(nullable)]
+    pub terminal_id: Option<String>,
 }
 
 /// A terminal token.
@@ -127,6 +132,7 @@ fn scope_of(c: &jwt::Claims) -> TokenScope {
         brand_id: c.brand_id.map(|u| u.to_string()),
         branch_id: c.branch_id.map(|u| u.to_string()),
         cashier_id: c.cashier_id.clone(),
+        terminal_id: c.terminal_id.clone(),
     }
 }
 
@@ -135,7 +141,9 @@ impl TokenApi {
     /// Exchange an API key for a terminal token
     ///
     /// Mints an HS256 JWT (600 s) from the `x-api-key` header (never the body), narrowed to
-    /// `context.merchant_id` and `context.branch_id`. A retry with the same
+    /// `context.merchant_id` and `context.branch_id`. `context.terminal_id` is signed into
+    /// the token: failed credentials are counted against that terminal (see Risk controls),
+    /// and a token without one counts against its API key. A retry with the same
     /// Idempotency-Key while the token is valid returns the same token.
     ///
     /// Permission: `terminal`.
@@ -156,10 +164,11 @@ impl TokenApi {
         let shared = st.clone();
         let principal = auth.0.clone();
         let cashier = body.value.cashier_id.clone().map(String::from);
+        let terminal = body.value.context.terminal_id.clone().map(String::from);
         key.ttl(chrono::Duration::seconds(jwt::TTL_SECS))
             .run(&auth.0, &body, async move |txn, acting| {
                 let (token, c) =
-                    token::mint(txn, &shared.jwt, &principal, &acting, cashier).await?;
+                    token::mint(txn, &shared.jwt, &principal, &acting, cashier, terminal).await?;
                 Ok(Outcome {
                     data: PosTerminalToken {
                         token: token.clone(),

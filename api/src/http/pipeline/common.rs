@@ -37,10 +37,13 @@ pub fn optional_uuid<S: AsRef<str>>(e: &mut Errors, field: &str, v: &Option<S>) 
 
 pub use crate::http::pipeline::fields::phone;
 
-/// The acting scope with the terminal the request context names.
+/// The acting scope with the terminal the request context names, unless the terminal JWT
+/// carries its own (a signed terminal wins over the context's).
 pub fn in_context(acting: Acting, ctx: &RequestContext) -> Acting {
     Acting {
-        terminal_id: ctx.terminal_id.clone().map(String::from),
+        terminal_id: acting
+            .terminal_id
+            .or_else(|| ctx.terminal_id.clone().map(String::from)),
         ..acting
     }
 }

@@ -1,16 +1,18 @@
 //! The in-process stand-in for Redis (embedded mode): the same operations on a map under
 //! one mutex, with expiry checked on read.
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::Mutex,
     time::{Duration, Instant},
 };
 
-use super::Gcra;
+use super::{FailureWindow, Gcra, Tally, failures::member};
 
 #[derive(Default)]
 pub struct LocalKv {
     pub(super) map: Mutex<HashMap<String, (String, Option<Instant>)>>,
+    /// Failure windows: each key's failure times (µs since the epoch), oldest first.
+    failures: Mutex<HashMap<String, VecDeque<(i64, String)>>>,
 }
 
 impl LocalKv {
@@ -159,5 +161,58 @@ impl LocalKv {
         m.insert(key.to_string(), (value.to_string(), exp));
         m.insert(index_key.to_string(), (index_value.to_string(), exp));
         true
+    }
+
+    pub(super) fn failure_windows(&self, windows: &[FailureWindow], note: &str) -> Vec<Tally> {
+        let now = chrono::Utc::now().timestamp_micros();
+        let mut m = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        // Windows nobody failed in for a while go, as Redis lets their keys expire.
+        if m.len() > 10_000 {
+            m.retain(|_, log| !log.is_empty());
+        }
+        windows
+            .iter()
+            .map(|w| {
+                let length = w.length.as_micros() as i64;
+                let log = m.entry(w.key.clone()).or_default();
+                while log.front().is_some_and(|(at, _)| *at <= now - length) {
+                    log.pop_front();
+                }
+                if !note.is_empty() {
+                    log.push_back((now, note.to_string()));
+                }
+                let n = log.len() as u64;
+                let blocked_for = (w.threshold > 0 && n >= w.threshold).then(|| {
+                    let (at, _) = log[(n - w.threshold) as usize];
+                    Duration::from_micros((at + length - now).max(0) as u64)
+                });
+                Tally {
+                    count: n,
+                    blocked_for,
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn recent_failures(&self, w: &FailureWindow, n: usize) -> Vec<String> {
+        let since = chrono::Utc::now().timestamp_micros() - w.length.as_micros() as i64;
+        let m = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        m.get(&w.key)
+            .map(|log| {
+                log.iter()
+                    .rev()
+                    .take_while(|(at, _)| *at > since)
+                    .take(n)
+                    .map(|(at, note)| member(*at, note))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub(super) fn forget_failures(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
     }
 }

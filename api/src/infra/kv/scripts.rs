@@ -83,3 +83,39 @@ if v and v >= ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 "#;
+
+// Trailing failure windows: one sorted set per window of failures scored by the time (µs
+// on Redis' clock). KEYS: the windows (one hash slot). ARGV[1]: a failure to record in every
+// window ('' only counts), then per window its threshold and length (µs). Returns per window
+// its count and, at or past the threshold, the µs until it falls below it again (else -1).
+pub(super) const FAILURE_WINDOWS: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local out = {}
+for i, k in ipairs(KEYS) do
+  local threshold = tonumber(ARGV[2 * i])
+  local window = tonumber(ARGV[2 * i + 1])
+  redis.call('ZREMRANGEBYSCORE', k, '-inf', now - window)
+  if ARGV[1] ~= '' then
+    redis.call('ZADD', k, now, string.format('%.0f', now) .. ' ' .. ARGV[1])
+    redis.call('PEXPIRE', k, math.ceil(window / 1000))
+  end
+  local n = redis.call('ZCARD', k)
+  local wait = -1
+  if n >= threshold then
+    local e = redis.call('ZRANGE', k, n - threshold, n - threshold, 'WITHSCORES')
+    wait = tonumber(e[2]) + window - now
+  end
+  out[2 * i - 1] = n
+  out[2 * i] = math.max(wait, -1)
+end
+return out
+"#;
+
+// The newest failures of a window, newest first. KEYS: the window. ARGV: its length (µs),
+// how many.
+pub(super) const RECENT_FAILURES: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+return redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf', now - tonumber(ARGV[1]), 'LIMIT', 0, tonumber(ARGV[2]))
+"#;

@@ -194,13 +194,22 @@ pub async fn take_qr_and_lock_wallet<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
     nonce_hash: &str,
-    payment_id: Uuid,
-    received_at: DateTime<Utc>,
-    now: DateTime<Utc>,
+    at: NonceUse,
 ) -> Result<Option<ForPayment>, DbErr> {
     let which = Condition::all().add(qr_nonce::Column::NonceHash.eq(nonce_hash));
     let marked = (qr_nonce::Column::NonceHash, nonce_hash);
-    take_nonce_and_lock(c, merchant_id, which, marked, payment_id, received_at, now).await
+    take_nonce_and_lock(c, merchant_id, which, marked, at).await
+}
+
+/// The payment a nonce is taken for.
+#[derive(Clone, Copy, Debug)]
+pub struct NonceUse {
+    pub payment_id: Uuid,
+    /// The checkout session the payment completes: a nonce minted in a session pays only
+    /// in it.
+    pub session: Option<Uuid>,
+    pub received_at: DateTime<Utc>,
+    pub now: DateTime<Utc>,
 }
 
 /// Consumes the merchant's OTP session `id` for `payment_id` if it is active and locks its
@@ -299,10 +308,9 @@ pub async fn take_short_code_and_lock_wallet<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
     code_hash: &str,
-    payment_id: Uuid,
-    received_at: DateTime<Utc>,
-    now: DateTime<Utc>,
+    at: NonceUse,
 ) -> Result<Option<ForPayment>, DbErr> {
+    let now = at.now;
     let newest = Query::select()
         .column(qr_nonce::Column::Id)
         .from(qr_nonce::Entity)
@@ -315,7 +323,7 @@ pub async fn take_short_code_and_lock_wallet<C: ConnectionTrait>(
         .to_owned();
     let which = Condition::all().add(qr_nonce::Column::Id.in_subquery(newest));
     let marked = (qr_nonce::Column::ShortCodeHash, code_hash);
-    take_nonce_and_lock(c, merchant_id, which, marked, payment_id, received_at, now).await
+    take_nonce_and_lock(c, merchant_id, which, marked, at).await
 }
 
 /// Consumes for `payment_id` the merchant's nonce that `which` picks, if it can still pay
@@ -326,10 +334,21 @@ async fn take_nonce_and_lock<C: ConnectionTrait>(
     merchant_id: Uuid,
     which: Condition,
     marked: (qr_nonce::Column, &str),
-    payment_id: Uuid,
-    received_at: DateTime<Utc>,
-    now: DateTime<Utc>,
+    at: NonceUse,
 ) -> Result<Option<ForPayment>, DbErr> {
+    let NonceUse {
+        payment_id,
+        session,
+        received_at,
+        now,
+    } = at;
+    // A nonce of a checkout session is, to any other payment, as unknown as no nonce.
+    let in_session = match session {
+        Some(s) => Condition::any()
+            .add(qr_nonce::Column::CheckoutSessionId.is_null())
+            .add(qr_nonce::Column::CheckoutSessionId.eq(s)),
+        None => Condition::all().add(qr_nonce::Column::CheckoutSessionId.is_null()),
+    };
     let take = qr_nonce::Entity::update_many()
         .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
         .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
@@ -345,6 +364,7 @@ async fn take_nonce_and_lock<C: ConnectionTrait>(
                 .add(qr_nonce::Column::SupersededAt.is_null())
                 .add(qr_nonce::Column::SupersededAt.gt(received_at)),
         )
+        .filter(in_session)
         .into_query();
     // With the merchant, the short code's own index (merchant, code) finds the row too.
     let marked = Condition::all()
