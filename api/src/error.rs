@@ -188,6 +188,26 @@ impl ApiError {
         }
     }
 
+    /// The details, if any.
+    pub fn details(&self) -> Option<&Value> {
+        match self {
+            ApiError::Coded { details, .. } => details.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Adds `key` to the details (an object), keeping what they hold.
+    pub fn with_detail(mut self, key: &str, v: Value) -> Self {
+        if let ApiError::Coded { details, .. } = &mut self {
+            let mut d = details.take().unwrap_or_else(|| serde_json::json!({}));
+            if let Some(o) = d.as_object_mut() {
+                o.insert(key.to_string(), v);
+            }
+            *details = Some(d);
+        }
+        self
+    }
+
     pub fn with_details(mut self, d: Value) -> Self {
         if let ApiError::Coded { details, .. } = &mut self {
             *details = Some(d);

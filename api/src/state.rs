@@ -88,11 +88,12 @@ impl AppState {
         }
     }
 
-    /// The identify rate and the failed-guess cap (`domain::credentials::guessing`).
+    /// The identify rate and the failed-credential blocks (`domain::credentials::guessing`).
     pub fn guard(&self) -> crate::domain::credentials::guessing::Guard<'_> {
         crate::domain::credentials::guessing::Guard {
             kv: &self.kv,
             config: &self.config,
+            db: &self.db,
         }
     }
 

@@ -12,6 +12,7 @@ pub mod operators;
 pub mod outbox;
 pub mod payments;
 pub mod platform;
+pub mod risk;
 pub mod sandbox;
 pub mod topups;
 pub mod transactions;

@@ -168,6 +168,17 @@ impl Principal {
         }
     }
 
+    /// The terminal risk controls count this caller's credentials against: the one signed
+    /// into its terminal JWT (`terminal:<id>`), else its API key (`key:<id>`), never a
+    /// terminal the request context names, which any caller may change at will.
+    pub fn counted_terminal(&self) -> String {
+        match (&self.terminal_id, self.key_id) {
+            (Some(t), _) => format!("terminal:{t}"),
+            (None, Some(k)) => format!("key:{k}"),
+            (None, None) => format!("integration:{}", self.integration_id),
+        }
+    }
+
     /// 403 FORBIDDEN naming `p` unless this credential holds it.
     pub fn require(
         &self,

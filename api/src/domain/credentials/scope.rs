@@ -23,6 +23,8 @@ pub struct Acting {
     /// The terminal: the one signed into the terminal JWT, else the one the request
     /// context names (recorded, never trusted).
     pub terminal_id: Option<String>,
+    /// The till risk controls count this caller as (`Principal::counted_terminal`).
+    pub counted_terminal: String,
     /// The correlation id of a decision (identification, payment), the caller's or one the
     /// service issued; kept in the decision's events so support can find it.
     pub decision_trace_id: Option<String>,
@@ -84,6 +86,7 @@ pub async fn authorize<C: ConnectionTrait>(
         branch_id: branch,
         cashier_id: p.cashier_id.clone(),
         terminal_id: p.terminal_id.clone(),
+        counted_terminal: p.counted_terminal(),
         decision_trace_id: None,
         clock: p.clock(),
     })

@@ -54,6 +54,16 @@ impl Credential {
             Credential::ShortCode { .. } => "short_code",
         }
     }
+
+    /// What risk controls count this credential's failures as.
+    pub fn entry(&self) -> crate::domain::risk::failures::Entry {
+        use crate::domain::risk::failures::Entry;
+        match self {
+            Credential::Otp { .. } => Entry::Otp,
+            Credential::Qr { .. } => Entry::Qr,
+            Credential::ShortCode { .. } => Entry::ShortCode,
+        }
+    }
 }
 
 /// The payment credential types this version accepts: all dynamic. `pass_tap` is part of
@@ -92,13 +102,14 @@ pub struct Pay {
 pub(super) async fn take_credential<C: ConnectionTrait>(
     c: &C,
     sealer: &Sealer,
-    merchant: Uuid,
+    (merchant, sandbox): (Uuid, bool),
     pay: &Pay,
     payment_id: Uuid,
     now: DateTime<Utc>,
 ) -> Result<store::customers::wallets::ForPayment, ApiError> {
     let nonce_use = store::payments::NonceUse {
         payment_id,
+        sandbox,
         session: pay.service_session_id,
         received_at: pay.received_at,
         now,
@@ -117,6 +128,7 @@ pub(super) async fn take_credential<C: ConnectionTrait>(
             let Some((found, mut s)) = store::payments::take_otp_and_lock_wallet(
                 c,
                 merchant,
+                sandbox,
                 *otp_session_id,
                 payment_id,
                 now,
@@ -247,7 +259,16 @@ pub async fn pay<Turn: Send>(
         owner: who,
         rule,
         grants,
-    } = take_credential(c, sealer, merchant, &pay, payment_id, now).await?;
+        limits,
+    } = take_credential(
+        c,
+        sealer,
+        (merchant, acting.is_sandbox),
+        &pay,
+        payment_id,
+        now,
+    )
+    .await?;
     drop(turn);
     if let Some(s) = &session {
         checkout::ensure_open(s, now)?;
@@ -273,6 +294,16 @@ pub async fn pay<Turn: Send>(
             &w.currency,
         )
     })?;
+    // Under the wallet's lock, so concurrent payments of the wallet are counted in turn.
+    crate::domain::risk::limits::check_payment(
+        c,
+        acting,
+        limits.as_ref(),
+        w.id,
+        pay.amount_minor,
+        now,
+    )
+    .await?;
     // The payment's own writes need nothing back: they are held and go to the database
     // in one batch with the idempotency record (see `store::db::writes`). Nothing below reads
     // a row they touch; cashback's writes are its own rows.

@@ -7,6 +7,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use uuid::Uuid;
 
+use crate::domain::credentials::scope::Acting;
+
 use crate::http::pipeline::common::optional_uuid;
 use crate::{
     domain::{
@@ -102,11 +104,12 @@ impl Presented {
         self,
         state: &AppState,
         principal: &crate::domain::credentials::Principal,
+        acting: &Acting,
     ) -> Result<IdentityCredential, ApiError> {
         let credential = self.known(state, principal.integration_id).await?;
         state
             .guard()
-            .before_identifying(principal, &credential)
+            .before_identifying(principal, acting, &credential)
             .await?;
         Ok(credential)
     }
@@ -255,13 +258,14 @@ impl CustomerNamed {
         self,
         st: &AppState,
         principal: &crate::domain::credentials::Principal,
+        acting: &Acting,
     ) -> Result<Vec<IdentityCredential>, ApiError> {
         let mut named = Vec::new();
         if let Some(id) = self.by_id {
             named.push(IdentityCredential::WalletUser(id));
         }
         if let Some(c) = self.by_credential {
-            named.push(c.guarded(st, principal).await?);
+            named.push(c.guarded(st, principal, acting).await?);
         }
         Ok(named)
     }

@@ -299,14 +299,14 @@ impl CustomersApi {
             .run_prepared(
                 principal,
                 &body,
-                async || {
+                async |acting| {
                     let credential = presented
                         .ok_or_else(|| ApiError::internal("validated credential"))?
                         .known(st, principal.integration_id)
                         .await?;
                     *rate_slot = Some(
                         st.guard()
-                            .before_identifying(principal, &credential)
+                            .before_identifying(principal, acting, &credential)
                             .await?,
                     );
                     Ok(credential)
@@ -317,7 +317,7 @@ impl CustomersApi {
                     let r =
                         customers::identify(txn, &st.sealer, &who, &credential, program, who.now())
                             .await?;
-                    *found_slot = Some((credential, r.identity.is_some()));
+                    *found_slot = Some((who.clone(), credential, r.identity.is_some()));
                     let meta = identification_meta(&r, trace, &b.context);
                     let mut outcome = Outcome::new(customer_context(&r));
                     outcome.meta = meta;
@@ -325,9 +325,9 @@ impl CustomersApi {
                 },
             )
             .await?;
-        if let Some((credential, known)) = found {
+        if let Some((who, credential, known)) = found {
             st.guard()
-                .after_identifying(principal.integration_id, &credential, known)
+                .after_identifying(&who, &credential, known)
                 .await?;
         }
         Ok(match rate {
@@ -408,7 +408,7 @@ impl CustomersApi {
             .await?;
         let rate = st
             .guard()
-            .before_identifying(principal, &credential)
+            .before_identifying(principal, &acting, &credential)
             .await?;
         let clock = principal.clock();
         let l = customers::lookup(
@@ -422,11 +422,7 @@ impl CustomersApi {
         )
         .await?;
         st.guard()
-            .after_identifying(
-                principal.integration_id,
-                &credential,
-                l.resolution.identity.is_some(),
-            )
+            .after_identifying(&acting, &credential, l.resolution.identity.is_some())
             .await?;
         Ok(Reply::rendered(
             envelope::ok(&lookup_view(&l)).with_rate(rate),

@@ -1,5 +1,6 @@
 //! Offers (`/offers`): armed for a customer or a basket, evaluated at the till, redeemed
 //! with a payment, cancelled.
+use crate::domain::credentials::scope::Acting;
 use crate::http::customers::customer_named;
 use crate::http::pipeline::fields::{
     AmountMinor, CurrencyCode, Cursor, Field, IntIn, OfferStates, OneOf, PageLimit, Text, UuidText,
@@ -292,7 +293,8 @@ impl OffersApi {
             .zip(expires_at)
             .ok_or_else(|| ApiError::internal("validated offer"))?;
         let (shared, principal) = (state.0, auth.principal());
-        let guarded = async move || named.credentials(shared, principal).await;
+        let guarded =
+            async move |acting: &Acting| named.credentials(shared, principal, acting).await;
         key.run_prepared(
             principal,
             &body,
@@ -428,7 +430,7 @@ impl OffersApi {
             b.customer.as_ref().map(|c| &c.raw),
         );
         e.finish()?;
-        let named = named.credentials(st, principal).await?;
+        let named = named.credentials(st, principal, &acting).await?;
         let who = in_context(acting, &b.context);
         let now = who.now();
         let (wallet_user_id, found) = offers::evaluate(

@@ -3,6 +3,7 @@ use poem::web::Data;
 use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
+use crate::domain::risk::failures::{Entry, Till};
 use crate::http::{
     customers::balance::BalanceView,
     openapi::tags::Tag,
@@ -15,7 +16,6 @@ use crate::http::{
 };
 use crate::{
     domain::{
-        payments::Credential,
         payments::balance_check::{self, Check},
         validate::{self, Errors},
     },
@@ -96,9 +96,9 @@ impl BalanceCheckApi {
     /// read-shaped POST (the spec's "redeem balance check"). The credential is checked as
     /// the payment would check it and answers its errors (a used QR nonce is 400
     /// CREDENTIAL_EXPIRED_OR_REPLAYED, an expired OTP session OTP_EXPIRED, a static
-    /// identifier 422 REQUIRES_DYNAMIC_CREDENTIAL); an OTP code is never verified here. An
-    /// unknown short code counts toward the integration's failed short codes, as a
-    /// payment's does. Insufficient funds and a pending-proof customer are 200 with
+    /// identifier 422 REQUIRES_DYNAMIC_CREDENTIAL); an OTP code is never verified here. A
+    /// credential refused as unknown, expired or used counts as a failed credential of the
+    /// terminal, as a payment's does, and a blocked terminal is refused (see Risk controls). Insufficient funds and a pending-proof customer are 200 with
     /// `can_pay` false and the `reason`. The Idempotency-Key header is optional: the call
     /// is safe to retry.
     #[oai(
@@ -121,10 +121,8 @@ impl BalanceCheckApi {
         let b = &body.value;
         let acting = mutation::authorize(st, principal, &b.context).await?;
         let credential = parse_credential(&b.credential.raw)?;
-        let short_code = matches!(credential, Credential::ShortCode { .. });
-        st.guard()
-            .before_trying(principal.integration_id, short_code)
-            .await?;
+        let till = Till::of(&acting);
+        st.guard().before_trying(&till).await?;
         let who = in_context(acting, &b.context);
         let check = Check {
             credential,
@@ -137,7 +135,7 @@ impl BalanceCheckApi {
         };
         let r = balance_check::check(&st.db, &st.sealer, &who, check, who.now()).await;
         st.guard()
-            .after_trying(principal.integration_id, short_code, r.as_ref().err())
+            .after_trying(Some(&till), Some(Entry::BalanceCheck), r.as_ref().err())
             .await?;
         let r = r?;
         Ok(Reply::ok(&BalanceCheckResult {

@@ -268,36 +268,48 @@ impl CheckoutApi {
             .ok_or_else(|| ApiError::internal("validated customer"))?
             .known(&st, p.integration_id)
             .await?;
-        st.guard().before_identifying(p, &customer).await?;
         let clock = auth.0.clock();
-        // Whether the customer was found: set by the work, so a replay counts nothing.
+        // Whether the customer was found, and where: set by the work, so a replay counts
+        // nothing.
         let found = std::sync::OnceLock::new();
         let found_by_work = &found;
         let customer_named = &customer;
+        let guard_state = st.clone();
         let reply = key
-            .run(&auth.0, &body, async move |txn, acting| {
-                let now = clock.now();
-                let trace = decision_trace(b.meta.as_ref());
-                let mut who = in_context(acting, &b.context);
-                who.decision_trace_id = Some(trace.clone());
-                let (s, r) =
-                    checkout::identify(txn, &st.sealer, &who, id, customer_named, program, now)
-                        .await?;
-                let _ = found_by_work.set(r.identity.is_some());
-                let mut out = Outcome::new(SessionIdentifyResult {
-                    session: view(&s),
-                    customer: customer_context(&r),
-                });
-                out.meta = identification_meta(&r, trace, &b.context);
-                Ok(out)
-            })
+            .run_prepared(
+                &auth.0,
+                &body,
+                async move |acting| {
+                    guard_state
+                        .guard()
+                        .before_identifying(p, acting, customer_named)
+                        .await
+                        .map(|_| ())
+                },
+                async move |txn, acting, ()| {
+                    let now = clock.now();
+                    let trace = decision_trace(b.meta.as_ref());
+                    let mut who = in_context(acting, &b.context);
+                    who.decision_trace_id = Some(trace.clone());
+                    let (s, r) =
+                        checkout::identify(txn, &st.sealer, &who, id, customer_named, program, now)
+                            .await?;
+                    let _ = found_by_work.set((who.clone(), r.identity.is_some()));
+                    let mut out = Outcome::new(SessionIdentifyResult {
+                        session: view(&s),
+                        customer: customer_context(&r),
+                    });
+                    out.meta = identification_meta(&r, trace, &b.context);
+                    Ok(out)
+                },
+            )
             .await;
-        if let Some(&found) = found.get() {
+        if let Some((who, found)) = found.get() {
             // After the transaction ended: the identification stands whatever this says.
             let counted = state
                 .0
                 .guard()
-                .after_identifying(p.integration_id, &customer, found)
+                .after_identifying(who, &customer, *found)
                 .await;
             if let Err(e) = counted {
                 tracing::warn!(error = %e, "could not count a failed short-code guess");

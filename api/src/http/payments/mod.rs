@@ -35,6 +35,7 @@ use crate::http::{
 use crate::{
     domain::{
         payments::{self, Credential},
+        risk::{self, failures::Till},
         validate::{self, Errors},
     },
     envelope::MetaExtra,
@@ -288,7 +289,6 @@ impl PaymentsApi {
         let clock = auth.0.clock();
         let received_at = clock.now();
         let st = state.0.clone();
-        let principal = auth.0.clone();
         let b = &body.value;
         let mut e = Errors::default();
         let program = optional_uuid(&mut e, "/wallet_program_id", &b.wallet_program_id);
@@ -300,7 +300,7 @@ impl PaymentsApi {
         // Checked after the scope guard and the replay look-up (in `prepare`), so a caller
         // outside its scope hears FORBIDDEN and a retry of a committed payment its replay.
         let credential = b.credential();
-        let short_code = matches!(credential, Ok(Credential::ShortCode { .. }));
+        let entry = credential.as_ref().ok().map(Credential::entry);
         let basket = b.basket.as_ref().map(|bk| {
             bk.lines
                 .iter()
@@ -319,14 +319,17 @@ impl PaymentsApi {
             b.currency.as_str().to_owned(),
             b.effective_order_ref(),
         );
-        let merchant = b.context.parsed().merchant_id;
-        let integration = principal.integration_id;
         let prep_state = st.clone();
+        // Where the credential was entered: set once the payment will run (never for a
+        // replay, which is no new attempt).
+        let mut till = None;
+        let till_slot = &mut till;
         let result = key
             .run_prepared(
                 &auth.0,
                 &body,
-                async move || {
+                async move |acting| {
+                    let at = Till::of(acting);
                     let pay = payments::Pay {
                         credential: credential?,
                         amount_minor: *amount_minor,
@@ -337,10 +340,9 @@ impl PaymentsApi {
                         received_at,
                         service_session_id,
                     };
-                    let turn = prep_state
-                        .admission()
-                        .admit(merchant, integration, &pay, clock)
-                        .await?;
+                    let turn = prep_state.admission().admit(&at, &pay, clock).await;
+                    *till_slot = Some(at);
+                    let turn = turn?;
                     Ok((pay, turn))
                 },
                 async move |txn, acting, (pay, turn)| {
@@ -384,11 +386,11 @@ impl PaymentsApi {
             .as_ref()
             .err()
             .and_then(|e| e.downcast_ref::<ApiError>());
-        state
-            .0
-            .guard()
-            .after_trying(integration, short_code, refused)
-            .await?;
+        let guard = state.0.guard();
+        guard.after_trying(till.as_ref(), entry, refused).await?;
+        if let (Some(at), Some(e)) = (&till, refused) {
+            risk::limits::refused(guard.db, at, e).await?;
+        }
         result
     }
 

@@ -1,4 +1,5 @@
 //! `POST /payments/otp/send`: a code texted to the customer for one order.
+use crate::domain::credentials::scope::Acting;
 use crate::http::pipeline::fields::Text;
 use crate::http::pipeline::fields::{CurrencyCode, UuidText};
 use poem::web::Data;
@@ -115,10 +116,10 @@ impl OtpApi {
         // The phone resolves a wallet: it counts as an identification.
         let phone = IdentityCredential::Phone(req.phone.clone());
         let (shared, caller_key) = (state.0, &auth.0);
-        let guard = async move || {
+        let guard = async move |acting: &Acting| {
             shared
                 .guard()
-                .before_identifying(caller_key, &phone)
+                .before_identifying(caller_key, acting, &phone)
                 .await?;
             Ok(())
         };

@@ -1,4 +1,5 @@
 //! `POST /qr/mint`: a single-use QR nonce (and short code) for the customer's wallet.
+use crate::domain::credentials::scope::Acting;
 use crate::http::pipeline::fields::UuidText;
 use crate::http::pipeline::fields::alternatives::{Alternatives, Branch};
 use poem::web::Data;
@@ -188,9 +189,12 @@ impl QrApi {
             _ => None,
         };
         let (shared, caller_key) = (state.0, &auth.0);
-        let guard = async move || {
+        let guard = async move |acting: &Acting| {
             if let Some(phone) = &phone {
-                shared.guard().before_identifying(caller_key, phone).await?;
+                shared
+                    .guard()
+                    .before_identifying(caller_key, acting, phone)
+                    .await?;
             }
             Ok(())
         };

@@ -129,19 +129,20 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
         self.run_prepared(
             principal,
             body,
-            async || Ok(()),
+            async |_| Ok(()),
             async move |txn, acting, ()| work(txn, acting).await,
         )
         .await
     }
 
     /// `run` with a `prepare` step that only runs when the work will (never for a replay),
-    /// outside the database transaction: slow, lock-free work such as hashing a new key.
+    /// outside the database transaction: slow, lock-free work such as hashing a new key, or
+    /// a check of where the caller acts (it gets the acting scope).
     pub async fn run_prepared<T, P, B>(
         self,
         principal: &Principal,
         body: &JsonBody<B>,
-        prepare: impl AsyncFnOnce() -> Result<P, ApiError>,
+        prepare: impl AsyncFnOnce(&Acting) -> Result<P, ApiError>,
         work: impl AsyncFnOnce(&WriteTxn, Acting, P) -> Result<Outcome<T>, ApiError>,
     ) -> poem::Result<Reply<T>>
     where
@@ -159,10 +160,11 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
             request.ttl = ttl;
             request
         };
+        let scope = acting.clone();
         let rendered = idempotency::execute_maybe(
             self.state.idempotency(),
             key.map(request),
-            prepare,
+            async move || prepare(&scope).await,
             async move |txn, prepared| work(txn, acting, prepared).await,
         )
         .await?;

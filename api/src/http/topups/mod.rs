@@ -1,6 +1,7 @@
 //! SKU top-ups: registering the SKUs a till sells and ringing one up for a customer. A
 //! customer's grants and their clawback are `grants`.
 pub mod settlements;
+use crate::domain::credentials::scope::Acting;
 use crate::http::pipeline::fields::CurrencyCode;
 use crate::http::pipeline::fields::Text;
 
@@ -414,7 +415,7 @@ impl TopupsApi {
         let sku = sku_id.0.clone();
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
         let shared = state.0;
-        let guarded = async move || presented.guarded(shared, p).await;
+        let guarded = async move |acting: &Acting| presented.guarded(shared, p, acting).await;
         key.run_prepared(
             &auth.0,
             &body,

@@ -1,6 +1,7 @@
 //! Settlement-backed top-ups: settlement ingest (control plane) and top-up confirmation at
 //! the till. The reload-bonus tiers a confirmation accrues under are configured in
 //! `incentives::reload_bonus`.
+use crate::domain::credentials::scope::Acting;
 use crate::http::pipeline::fields::CurrencyCode;
 use crate::http::pipeline::fields::Text;
 use crate::http::pipeline::fields::UuidText;
@@ -344,7 +345,7 @@ impl SettlementsApi {
         let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
         let shared = state.0;
-        let guarded = async move || presented.guarded(shared, p).await;
+        let guarded = async move |acting: &Acting| presented.guarded(shared, p, acting).await;
         key.run_prepared(
             &auth.0,
             &body,

@@ -2,7 +2,7 @@
 //! so a wallet of another tenant is simply not found.
 use chrono::{DateTime, Utc};
 use entities::{
-    cashback_rule, promo_grant, promo_grant::PromoGrantState, wallet, wallet_user,
+    cashback_rule, promo_grant, promo_grant::PromoGrantState, risk_limits, wallet, wallet_user,
     wallet_user::WalletUserState,
 };
 use sea_orm::{
@@ -144,6 +144,8 @@ pub struct ForPayment {
     pub rule: Option<cashback_rule::Model>,
     /// The live grants in spend order, as `live_grants` reads them.
     pub grants: Vec<promo_grant::Model>,
+    /// The merchant's velocity limits for the payment's mode, if it set any.
+    pub limits: Option<risk_limits::Model>,
 }
 
 /// What a payment reads of its wallet, for the wallets of `merchant_id` (the caller narrows
@@ -154,7 +156,11 @@ pub struct ForPayment {
 /// the lock had to wait for another payment, re-reads only the locked row; joined grants
 /// would be as they were before that payment, so `read_for_payment` reads them by a
 /// statement of their own once the lock is held.
-pub(in crate::store) fn payment_select(backend: DbBackend, merchant_id: Uuid) -> SelectStatement {
+pub(in crate::store) fn payment_select(
+    backend: DbBackend,
+    merchant_id: Uuid,
+    sandbox: bool,
+) -> SelectStatement {
     let mut s = wallet::Entity::find()
         .filter(wallet::Column::MerchantId.eq(merchant_id))
         .find_also_related(wallet_user::Entity)
@@ -188,6 +194,18 @@ pub(in crate::store) fn payment_select(backend: DbBackend, merchant_id: Uuid) ->
             ),
     );
     select_prefixed::<cashback_rule::Entity>(&mut s, "C_");
+    // The merchant's limits for this mode: one primary-key probe in the same statement.
+    s.join(
+        JoinType::LeftJoin,
+        risk_limits::Entity,
+        Condition::all()
+            .add(
+                Expr::col((risk_limits::Entity, risk_limits::Column::MerchantId))
+                    .equals((wallet::Entity, wallet::Column::MerchantId)),
+            )
+            .add(Expr::col((risk_limits::Entity, risk_limits::Column::IsSandbox)).eq(sandbox)),
+    );
+    select_prefixed::<risk_limits::Entity>(&mut s, "R_");
     if backend == DbBackend::Sqlite {
         s.join(
             JoinType::LeftJoin,
@@ -235,6 +253,7 @@ pub(in crate::store) async fn read_for_payment<C: ConnectionTrait, X>(
     let extra = extra(first)?;
     let wallet = wallet::Model::from_query_result(first, "A_")?;
     let rule = cashback_rule::Model::from_query_result_optional(first, "C_")?;
+    let limits = risk_limits::Model::from_query_result_optional(first, "R_")?;
     let grants = if c.get_database_backend() == DbBackend::Sqlite {
         let mut grants = Vec::with_capacity(rows.len());
         for row in &rows {
@@ -250,6 +269,7 @@ pub(in crate::store) async fn read_for_payment<C: ConnectionTrait, X>(
             owner,
             rule,
             grants,
+            limits,
         },
         extra,
     )))

@@ -205,6 +205,8 @@ pub async fn take_qr_and_lock_wallet<C: ConnectionTrait>(
 #[derive(Clone, Copy, Debug)]
 pub struct NonceUse {
     pub payment_id: Uuid,
+    /// Whether the payment is a sandbox one (whose limits it reads).
+    pub sandbox: bool,
     /// The checkout session the payment completes: a nonce minted in a session pays only
     /// in it.
     pub session: Option<Uuid>,
@@ -219,6 +221,7 @@ pub struct NonceUse {
 pub async fn take_otp_and_lock_wallet<C: ConnectionTrait>(
     c: &C,
     merchant_id: Uuid,
+    sandbox: bool,
     id: Uuid,
     payment_id: Uuid,
     now: DateTime<Utc>,
@@ -238,7 +241,7 @@ pub async fn take_otp_and_lock_wallet<C: ConnectionTrait>(
         .add(Expr::col((Alias::new(TAKEN), otp_session::Column::Id)).eq(id))
         .add(Expr::col((Alias::new(TAKEN), otp_session::Column::PaymentId)).eq(payment_id));
     Ok(
-        take_and_lock::<otp_session::Entity, C>(c, merchant_id, take, marked, true)
+        take_and_lock::<otp_session::Entity, C>(c, (merchant_id, sandbox), take, marked, true)
             .await?
             .and_then(|(found, s)| Some((found, s?))),
     )
@@ -255,13 +258,13 @@ const TAKEN: &str = "taken";
 /// sooner. With `with_row`, the consumed row comes back too, as it is after `take`.
 async fn take_and_lock<E: EntityTrait, C: ConnectionTrait>(
     c: &C,
-    merchant_id: Uuid,
+    (merchant_id, sandbox): (Uuid, bool),
     mut take: UpdateStatement,
     marked: Condition,
     with_row: bool,
 ) -> Result<Option<(ForPayment, Option<E::Model>)>, DbErr> {
     let backend = c.get_database_backend();
-    let mut select = wallets::payment_select(backend, merchant_id);
+    let mut select = wallets::payment_select(backend, merchant_id, sandbox);
     let taken = Alias::new(TAKEN);
     let taken_wallet = Expr::col((taken.clone(), Alias::new("wallet_id")))
         .equals((wallet::Entity, wallet::Column::Id));
@@ -341,6 +344,7 @@ async fn take_nonce_and_lock<C: ConnectionTrait>(
         session,
         received_at,
         now,
+        ..
     } = at;
     // A nonce of a checkout session is, to any other payment, as unknown as no nonce.
     let in_session = match session {
@@ -372,7 +376,7 @@ async fn take_nonce_and_lock<C: ConnectionTrait>(
         .add(Expr::col((Alias::new(TAKEN), marked.0)).eq(marked.1))
         .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::PaymentId)).eq(payment_id));
     Ok(
-        take_and_lock::<qr_nonce::Entity, C>(c, merchant_id, take, marked, false)
+        take_and_lock::<qr_nonce::Entity, C>(c, (merchant_id, at.sandbox), take, marked, false)
             .await?
             .map(|(found, _)| found),
     )

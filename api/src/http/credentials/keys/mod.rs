@@ -223,7 +223,7 @@ async fn with_new_key<B>(
         .run_prepared(
             principal,
             body,
-            async || {
+            async |_| {
                 if let Some(old) = replaces {
                     keys::uncache_before(&st.db, &auth, principal, old, false).await?;
                 }
@@ -270,7 +270,7 @@ async fn change_status<B: Sync>(
         .run_prepared(
             principal,
             body,
-            async || keys::uncache_before(&st.db, &auth, principal, id, cascade).await,
+            async |_| keys::uncache_before(&st.db, &auth, principal, id, cascade).await,
             async move |txn, _acting, ()| {
                 let (m, cascaded) = match change {
                     StatusChange::Revoke { cascade } => {

@@ -1,4 +1,5 @@
 //! `POST /claims`: a verified customer takes the grants held for them.
+use crate::domain::credentials::scope::Acting;
 use crate::http::pipeline::fields::UuidText;
 use crate::http::{customers::customer_named, pipeline::fields::alternatives::Alternatives};
 use poem::web::Data;
@@ -102,7 +103,7 @@ impl ClaimsApi {
         );
         e.finish()?;
         let shared = state.0;
-        let guarded = async move || named.credentials(shared, p).await;
+        let guarded = async move |acting: &Acting| named.credentials(shared, p, acting).await;
         key.run_prepared(&auth.0, &body, guarded, async move |txn, acting, named| {
             let who = in_context(acting, &b.context);
             let c = enrollment::claim(txn, &st.sealer, &who, &named, who.now()).await?;

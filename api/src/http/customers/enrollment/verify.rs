@@ -286,7 +286,7 @@ impl VerifyApi {
         key.run_prepared(
             &auth.0,
             &body,
-            async move || {
+            async move |_| {
                 if let Proof::Code { code, target } = &proof {
                     enrollment::check_code(
                         &prep.db,
