@@ -8,6 +8,11 @@
 //!   terminal, locked by a payment that checks the terminal's hourly limit (so concurrent
 //!   payments of one terminal are counted one after another).
 //! - `qr_nonces.checkout_session_id`: a code minted in a checkout session pays only there.
+//!
+//! Keys that hold `settlements` (the back-office permission over the same money: every
+//! key made before permissions existed holds it, a till's default set does not) get `risk`,
+//! the permission the limits need. The name is written out here: a landed migration never
+//! changes.
 use sea_orm_migration::{prelude::*, schema::*};
 
 use crate::{add_column, drop_column, idx};
@@ -96,10 +101,23 @@ impl MigrationTrait for Migration {
         )
         .await?;
 
-        add_column(m, "qr_nonces", uuid_null("checkout_session_id")).await
+        add_column(m, "qr_nonces", uuid_null("checkout_session_id")).await?;
+        m.get_connection()
+            .execute_unprepared(
+                "UPDATE api_keys SET permissions = permissions || ' risk' \
+                 WHERE (' ' || permissions || ' ') LIKE '% settlements %'",
+            )
+            .await
+            .map(|_| ())
     }
 
     async fn down(&self, m: &SchemaManager) -> Result<(), DbErr> {
+        m.get_connection()
+            .execute_unprepared(
+                "UPDATE api_keys SET permissions = \
+                 TRIM(REPLACE(' ' || permissions || ' ', ' risk ', ' '))",
+            )
+            .await?;
         drop_column(m, "qr_nonces", "checkout_session_id").await?;
         for t in ["risk_terminal_usage", "risk_limits", "risk_blocks"] {
             m.drop_table(Table::drop().table(Alias::new(t)).to_owned())

@@ -11,6 +11,7 @@ pub mod payments;
 pub mod pipeline;
 pub mod platform;
 pub mod reporting;
+pub mod risk;
 pub mod sandbox;
 pub mod topups;
 pub mod transactions;

@@ -39,6 +39,8 @@ pub enum Permission {
     /// Corrections after the fact that move money back: disputes of a transaction, and
     /// detaching a top-up from a customer.
     Corrections,
+    /// Risk controls: a merchant's velocity limits.
+    Risk,
 }
 
 pub const ALL: &[Permission] = &[
@@ -53,6 +55,7 @@ pub const ALL: &[Permission] = &[
     Permission::Incentives,
     Permission::Webhooks,
     Permission::Corrections,
+    Permission::Risk,
 ];
 
 /// The names of `ALL`, in its order (what a key's creator writes).
@@ -68,6 +71,7 @@ pub const NAMES: &[&str] = &[
     "incentives",
     "webhooks",
     "corrections",
+    "risk",
 ];
 
 impl Permission {
@@ -84,6 +88,7 @@ impl Permission {
             Permission::Incentives => "incentives",
             Permission::Webhooks => "webhooks",
             Permission::Corrections => "corrections",
+            Permission::Risk => "risk",
         }
     }
 

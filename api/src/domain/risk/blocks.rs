@@ -154,19 +154,19 @@ fn window_of(
     )
 }
 
-/// Clears block `id`: a failure block's window is emptied, so its subject may enter
+/// Clears block `id` in the caller's transaction: a failure block's window is emptied, so its subject may enter
 /// credentials again at once. A velocity limit's block cannot be cleared (the payments it
 /// counts are still in its window; the merchant raises the limit instead): CONFLICT.
 /// Audited with the operator and the reason.
-pub async fn clear(
+pub async fn clear<C: ConnectionTrait>(
+    txn: &C,
     f: &failures::Failures<'_>,
     id: Uuid,
     actor: &str,
     reason: &str,
 ) -> Result<risk_block::Model, ApiError> {
     let now = Utc::now();
-    let txn = store::begin(f.db).await?;
-    let b = store::risk::lock_block(&txn, id)
+    let b = store::risk::lock_block(txn, id)
         .await?
         .ok_or_else(|| ApiError::not_found("Risk block"))?;
     let Some(window) = window_of(f, &b) else {
@@ -177,9 +177,9 @@ pub async fn clear(
     if b.cleared_at.is_some() || b.until <= now {
         return Err(ApiError::conflict("This block is no longer in force."));
     }
-    store::risk::clear_block(&txn, id, actor, reason, now).await?;
+    store::risk::clear_block(txn, id, actor, reason, now).await?;
     crate::domain::operators::audit(
-        &txn,
+        txn,
         actor,
         "risk_block.clear",
         "risk_block",
@@ -194,10 +194,9 @@ pub async fn clear(
         }),
     )
     .await?;
-    // Before the commit: if the commit fails, the block still shows and clearing it again
-    // does no harm.
+    // Before the caller commits: if the commit fails, the block still shows and clearing
+    // it again does no harm.
     f.kv.forget_failures(&window).await?;
-    txn.commit().await?;
     Ok(risk_block::Model {
         cleared_at: Some(now),
         cleared_by: Some(actor.to_string()),

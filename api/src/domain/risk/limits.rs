@@ -83,14 +83,15 @@ impl Limits {
     }
 }
 
-/// Checks limits as asked (field names are JSON pointers into the request body).
-pub fn check(e: &mut Errors, l: &Limits) {
+/// Checks limits as asked (field names are JSON pointers into the request body, under
+/// `at`).
+pub fn check(e: &mut Errors, at: &str, l: &Limits) {
     for (name, v) in l.fields() {
         if let Some(v) = v
             && !(1..=MAX_LIMIT).contains(&v)
         {
             e.push(
-                format!("/{name}"),
+                format!("{at}/{name}"),
                 "out_of_range",
                 format!("must be between 1 and {MAX_LIMIT}, or null for no limit"),
             );

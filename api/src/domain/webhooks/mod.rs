@@ -64,6 +64,7 @@ pub const EVENT_TYPES: &[&str] = &[
     "transaction.unattached",
     "report.ready",
     "report.failed",
+    "risk.limit_reached",
 ];
 
 // --- pure parts --------------------------------------------------------------------------

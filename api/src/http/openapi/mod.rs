@@ -27,6 +27,7 @@ use crate::http::{
     incentives::{BudgetsApi, IncentivesApi, OffersApi, ReloadBonusApi},
     operator::OperatorApi,
     operator::dead_letters::OperatorDeadLettersApi,
+    operator::risk::OperatorRiskApi,
     operator::wallets::OperatorWalletsApi,
     operator::webhooks::OperatorWebhooksApi,
     payments::balance_check::BalanceCheckApi,
@@ -36,6 +37,7 @@ use crate::http::{
     reporting::ReportingApi,
     reporting::policy::PolicyApi,
     reporting::reports::ReportsApi,
+    risk::RiskApi,
     sandbox::SandboxApi,
     topups::TopupsApi,
     topups::settlements::SettlementsApi,
@@ -69,6 +71,8 @@ pub type Apis = (
         ReportingApi,
         ReportsApi,
         PolicyApi,
+        RiskApi,
+        OperatorRiskApi,
     ),
 );
 
@@ -169,6 +173,10 @@ pub const STABILITY: &[(&str, &str)] = &[
     ("getReportFile", "beta"),
     ("getAccountingPolicy", "beta"),
     ("setAccountingPolicy", "beta"),
+    ("getRiskLimits", "beta"),
+    ("setRiskLimits", "beta"),
+    ("operatorListRiskBlocks", "beta"),
+    ("operatorClearRiskBlock", "beta"),
 ];
 
 fn apis() -> Apis {
@@ -195,6 +203,8 @@ fn apis() -> Apis {
             ReportingApi,
             ReportsApi,
             PolicyApi,
+            RiskApi,
+            OperatorRiskApi,
         ),
     )
 }
@@ -257,6 +267,8 @@ pub const PERMISSION: &[(&str, Permission)] = &[
     ("evaluateOffers", Permission::Terminal),
     ("exchangeTerminalToken", Permission::Terminal),
     ("getAccountingPolicy", Permission::Reporting),
+    ("getRiskLimits", Permission::Risk),
+    ("setRiskLimits", Permission::Risk),
     ("getBudget", Permission::Incentives),
     ("getCashbackRule", Permission::Incentives),
     ("getLiability", Permission::Reporting),

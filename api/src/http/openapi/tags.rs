@@ -38,4 +38,7 @@ pub enum Tag {
     /// Stored-value accounting: liability at an instant, roll-forwards and report runs.
     #[oai(rename = "reporting")]
     Reporting,
+    /// Risk controls: the velocity limits a merchant sets.
+    #[oai(rename = "risk")]
+    Risk,
 }

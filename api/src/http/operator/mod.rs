@@ -4,6 +4,7 @@
 //! have files of their own. Every action takes an optional Idempotency-Key and replays as a
 //! partner's mutation does.
 pub mod dead_letters;
+pub mod risk;
 pub mod wallets;
 pub mod webhooks;
 use crate::http::pipeline::fields::Text;
