@@ -92,7 +92,11 @@ pub fn ok_page_with<D: Serialize + ?Sized>(data: &D, page: &Page, extra: &MetaEx
 pub fn error(err: &ApiError) -> Rendered {
     let body = serde_json::to_string(&err.to_body()).expect("error bodies serialise");
     let raw = RawValue::from_string(body).expect("valid JSON");
-    let mut r = render::<()>(err.status(), None, Some(&raw), None);
+    let extra = MetaExtra {
+        decision_trace_id: err.decision_trace_id().map(str::to_string),
+        ..MetaExtra::default()
+    };
+    let mut r = render_with::<()>(err.status(), None, Some(&raw), None, extra);
     r.retry_after = err.retry_after();
     r.rate = err.rate();
     r

@@ -164,6 +164,8 @@ pub enum ApiError {
         retry_after: Option<u64>,
         /// Sent as the `X-RateLimit-*` headers.
         rate: Option<RateLimitInfo>,
+        /// Sent as `meta.decision_trace_id`: the decision (a payment) this refuses.
+        decision_trace_id: Option<String>,
     },
     /// A shared dependency is down or too slow. Sent as 503 with code INTERNAL_SERVER_ERROR,
     /// which the spec makes retryable with the same Idempotency-Key.
@@ -184,7 +186,28 @@ impl ApiError {
             details: None,
             status: None,
             retry_after: None,
+            decision_trace_id: None,
             rate: None,
+        }
+    }
+
+    /// Names the decision (a payment) this refuses, for `meta.decision_trace_id`.
+    pub fn with_decision_trace(mut self, id: &str) -> Self {
+        if let ApiError::Coded {
+            decision_trace_id, ..
+        } = &mut self
+        {
+            *decision_trace_id = Some(id.to_string());
+        }
+        self
+    }
+
+    pub fn decision_trace_id(&self) -> Option<&str> {
+        match self {
+            ApiError::Coded {
+                decision_trace_id, ..
+            } => decision_trace_id.as_deref(),
+            _ => None,
         }
     }
 
@@ -301,6 +324,7 @@ impl ApiError {
             status: None,
             retry_after: Some(retry_after),
             rate: Some(info),
+            decision_trace_id: None,
         }
     }
 

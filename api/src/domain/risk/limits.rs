@@ -391,12 +391,12 @@ async fn terminal_hour<C: ConnectionTrait>(
 /// against the merchant's per-wallet daily top-up limit.
 pub async fn check_topup<C: ConnectionTrait>(
     c: &C,
-    acting: &Acting,
+    (merchant, sandbox): (Uuid, bool),
     wallet: Uuid,
     amount: i64,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
-    let Some(limit) = store::risk::find_limits(c, acting.merchant_id, acting.is_sandbox)
+    let Some(limit) = store::risk::find_limits(c, merchant, sandbox)
         .await?
         .and_then(|l| l.wallet_topups_24h_minor)
     else {

@@ -107,6 +107,9 @@ pub(crate) struct Credit<'a> {
     pub memo: String,
     /// The request field a refusal names (the wallet would hold too much).
     pub field: &'static str,
+    /// A credit a caller asks for now is checked against the merchant's daily top-up limit
+    /// of its mode (true: sandbox); `None` for a top-up requested earlier that settled now.
+    pub limit_mode: Option<bool>,
 }
 
 pub(crate) struct Credited {
@@ -163,6 +166,11 @@ pub(crate) async fn credit_wallet<C: ConnectionTrait>(
     let w = store::customers::wallets::lock_wallet(c, merchant, found.id)
         .await?
         .ok_or_else(|| ApiError::not_found("Wallet"))?;
+    if let Some(sandbox) = cr.limit_mode {
+        // Under the wallet's lock: concurrent top-ups of the wallet are counted in turn.
+        crate::domain::risk::limits::check_topup(c, (merchant, sandbox), w.id, cr.amount, now)
+            .await?;
+    }
     // The budget after the wallet: the lock order every accrual keeps.
     let bonus = match cr.bonus {
         Some(b) => {

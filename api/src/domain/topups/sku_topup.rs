@@ -181,6 +181,7 @@ pub async fn topup_sku<C: ConnectionTrait>(
                 sku.sku_id, req.quantity, req.pos_order_ref
             ),
             field: "/quantity",
+            limit_mode: Some(acting.is_sandbox),
         },
         now,
     )

@@ -35,7 +35,7 @@ use crate::http::{
 use crate::{
     domain::{
         payments::{self, Credential},
-        risk::{self, failures::Till},
+        risk::failures::Till,
         validate::{self, Errors},
     },
     envelope::MetaExtra,
@@ -320,6 +320,9 @@ impl PaymentsApi {
             b.effective_order_ref(),
         );
         let prep_state = st.clone();
+        // The payment's decision: its success and its refusals carry it in meta.
+        let trace = decision_trace(Some(&b.meta));
+        let trace_of_work = &trace;
         // Where the credential was entered: set once the payment will run (never for a
         // replay, which is no new attempt).
         let mut till = None;
@@ -347,7 +350,7 @@ impl PaymentsApi {
                 },
                 async move |txn, acting, (pay, turn)| {
                     let mut who = in_context(acting, &b.context);
-                    who.decision_trace_id = Some(decision_trace(Some(&b.meta)));
+                    who.decision_trace_id = Some(trace_of_work.clone());
                     let who_trace = who.decision_trace_id.clone();
                     let paid = payments::pay(txn, &st.sealer, &who, pay, turn).await?;
                     let p = paid.payment;
@@ -386,12 +389,16 @@ impl PaymentsApi {
             .as_ref()
             .err()
             .and_then(|e| e.downcast_ref::<ApiError>());
-        let guard = state.0.guard();
-        guard.after_trying(till.as_ref(), entry, refused).await?;
-        if let (Some(at), Some(e)) = (&till, refused) {
-            risk::limits::refused(guard.db, at, e).await?;
-        }
-        result
+        state
+            .0
+            .guard()
+            .after_trying(till.as_ref(), entry, refused)
+            .await?;
+        crate::http::risk::note_refusal(state.0, till.as_ref(), &result).await?;
+        result.map_err(|e| match e.downcast::<ApiError>() {
+            Ok(refusal) => refusal.with_decision_trace(&trace).into(),
+            Err(other) => other,
+        })
     }
 
     /// Read a payment

@@ -152,6 +152,7 @@ fn clone_api_error(e: &ApiError) -> ApiError {
             status,
             retry_after,
             rate,
+            decision_trace_id,
         } => ApiError::Coded {
             code: *code,
             message: message.clone(),
@@ -159,6 +160,7 @@ fn clone_api_error(e: &ApiError) -> ApiError {
             status: *status,
             retry_after: *retry_after,
             rate: *rate,
+            decision_trace_id: decision_trace_id.clone(),
         },
         ApiError::Unavailable { subsystem, cause } => ApiError::Unavailable {
             subsystem: *subsystem,

@@ -2,6 +2,7 @@
 //! customer's grants and their clawback are `grants`.
 pub mod settlements;
 use crate::domain::credentials::scope::Acting;
+use crate::domain::risk::failures::Till;
 use crate::http::pipeline::fields::CurrencyCode;
 use crate::http::pipeline::fields::Text;
 
@@ -415,8 +416,14 @@ impl TopupsApi {
         let sku = sku_id.0.clone();
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
         let shared = state.0;
-        let guarded = async move |acting: &Acting| presented.guarded(shared, p, acting).await;
-        key.run_prepared(
+        // Where the top-up was asked for, once it runs: a velocity refusal is noted there.
+        let mut till = None;
+        let till_slot = &mut till;
+        let guarded = async move |acting: &Acting| {
+            *till_slot = Some(Till::of(acting));
+            presented.guarded(shared, p, acting).await
+        };
+        let result = key.run_prepared(
             &auth.0,
             &body,
             guarded,
@@ -441,6 +448,8 @@ impl TopupsApi {
                 Ok(Outcome::new(TopupResult::from(o)))
             },
         )
-        .await
+        .await;
+        crate::http::risk::note_refusal(shared, till.as_ref(), &result).await?;
+        result
     }
 }

@@ -87,6 +87,7 @@ pub(super) async fn credit_requested<C: ConnectionTrait>(
             bonus,
             memo: format!("settlement {}", s.reference),
             field: "/state",
+            limit_mode: None,
         },
         now,
     )
@@ -334,6 +335,15 @@ pub async fn confirm<C: ConnectionTrait>(
         let w = store::customers::wallets::lock_wallet(c, merchant, found.id)
             .await?
             .ok_or_else(|| ApiError::not_found("Wallet"))?;
+        // A request is checked against the top-up limit now, as a credit would be.
+        crate::domain::risk::limits::check_topup(
+            c,
+            (merchant, acting.is_sandbox),
+            w.id,
+            s.amount_minor,
+            now,
+        )
+        .await?;
         // It must fit once it settles.
         crate::domain::customers::wallets::ensure_room(
             c,
@@ -379,6 +389,7 @@ pub async fn confirm<C: ConnectionTrait>(
                 bonus,
                 memo: format!("settlement {}", s.reference),
                 field: "/settlement_reference",
+                limit_mode: Some(acting.is_sandbox),
             },
             now,
         )
