@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::{Reply, TestApp, TestTenant, send};
+use crate::{Reply, TestApp, TestTenant, eventually, send};
 
 pub struct Shop<'a> {
     pub app: &'a TestApp,
@@ -49,6 +49,34 @@ fn merge(mut base: Value, extra: Value) -> Value {
     base
 }
 
+/// A terminal token for `merchant` minted with `key`, signed for `terminal_id`.
+pub async fn mint_token(
+    app: &TestApp,
+    key: &str,
+    merchant: Uuid,
+    terminal_id: Option<&str>,
+) -> String {
+    let mut body = envelope(merchant);
+    match terminal_id {
+        Some(t) => body["context"]["terminal_id"] = json!(t),
+        None => {
+            body["context"]
+                .as_object_mut()
+                .unwrap()
+                .remove("terminal_id");
+        }
+    }
+    let r = send(
+        app.post("/auth/token")
+            .header("x-api-key", key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&body),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["data"]["token"].as_str().unwrap().to_string()
+}
+
 impl<'a> Shop<'a> {
     pub async fn open(app: &'a TestApp) -> Shop<'a> {
         let tenant = app.tenant(true).await;
@@ -73,6 +101,101 @@ impl<'a> Shop<'a> {
             app,
             tenant,
             operator_key,
+            token,
+        }
+    }
+
+    /// The same merchant at another till: a token minted for `terminal_id` (none: a token
+    /// that names no terminal).
+    pub async fn at_terminal(&self, terminal_id: Option<&str>) -> Shop<'a> {
+        let token = mint_token(
+            self.app,
+            &self.tenant.platform_key,
+            self.merchant(),
+            terminal_id,
+        )
+        .await;
+        Shop {
+            app: self.app,
+            tenant: self.tenant.clone(),
+            operator_key: self.operator_key.clone(),
+            token,
+        }
+    }
+
+    /// Another merchant of the same platform: a new merchant linked to this shop's
+    /// integration, its terminal's token minted with this shop's platform key.
+    pub async fn sibling(&self) -> Shop<'a> {
+        let other = self.app.tenant(self.tenant.is_sandbox).await;
+        let db = &self.app.server.state.db;
+        api::store::tenancy::link_enterprise(db, self.tenant.integration_id, other.merchant_id)
+            .await
+            .expect("link the merchant");
+        // The platform key's cached merchants predate the link.
+        use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+        let keys = entities::api_key::Entity::find()
+            .filter(entities::api_key::Column::IntegrationId.eq(self.tenant.integration_id))
+            .all(db)
+            .await
+            .expect("the integration's keys");
+        for k in keys {
+            self.app
+                .server
+                .state
+                .key_auth()
+                .invalidate(k.id)
+                .await
+                .expect("uncache the key");
+        }
+        let tenant = crate::TestTenant {
+            integration_id: self.tenant.integration_id,
+            platform_key: self.tenant.platform_key.clone(),
+            ..other
+        };
+        let token = mint_token(
+            self.app,
+            &tenant.platform_key,
+            tenant.merchant_id,
+            Some("till-1"),
+        )
+        .await;
+        Shop {
+            app: self.app,
+            tenant,
+            operator_key: self.operator_key.clone(),
+            token,
+        }
+    }
+
+    /// This merchant through another platform integration, live or sandbox: a new
+    /// integration linked to the merchant, its terminal's token minted with its key.
+    pub async fn through_new_integration(&self, sandbox: bool) -> Shop<'a> {
+        let other = self.app.tenant(sandbox).await;
+        api::store::tenancy::link_enterprise(
+            &self.app.server.state.db,
+            other.integration_id,
+            self.merchant(),
+        )
+        .await
+        .expect("link the merchant");
+        let tenant = crate::TestTenant {
+            merchant_id: self.tenant.merchant_id,
+            brand_id: self.tenant.brand_id,
+            branch_ids: self.tenant.branch_ids.clone(),
+            wallet_program_id: self.tenant.wallet_program_id,
+            ..other
+        };
+        let token = mint_token(
+            self.app,
+            &tenant.platform_key,
+            tenant.merchant_id,
+            Some("till-1"),
+        )
+        .await;
+        Shop {
+            app: self.app,
+            tenant,
+            operator_key: self.operator_key.clone(),
             token,
         }
     }
@@ -223,6 +346,69 @@ impl<'a> Shop<'a> {
         .await;
         assert_eq!(r.status, 200, "{}", r.body);
         r.body["data"]["balance"].clone()
+    }
+
+    /// Sends one OTP per order and reads every code back from the sandbox inbox.
+    pub async fn otp_sessions(
+        &self,
+        c: &Customer,
+        n: usize,
+        amount: i64,
+    ) -> Vec<(String, String, String)> {
+        let mut sessions = Vec::new();
+        for i in 0..n {
+            let order = format!("C-{i}");
+            let r = self
+                .post(
+                    "/payments/otp/send",
+                    json!({"phone": c.phone, "amount_minor": amount, "currency": "EUR", "order_ref": order}),
+                )
+                .await;
+            assert_eq!(r.status, 200, "{}", r.body);
+            sessions.push((
+                order,
+                r.body["data"]["otp_session_id"]
+                    .as_str()
+                    .unwrap()
+                    .to_string(),
+            ));
+        }
+        let url = format!(
+            "/sandbox/messages?phone={}&limit=200",
+            c.phone.replace('+', "%2B")
+        );
+        let msgs = eventually(
+            std::time::Duration::from_secs(60),
+            "every OTP SMS",
+            || async {
+                let r = send(
+                    self.app
+                        .get(&url)
+                        .header("x-api-key", &self.tenant.platform_key),
+                )
+                .await;
+                let msgs = r.body["data"].as_array().cloned().unwrap_or_default();
+                (msgs.len() >= n).then_some(msgs)
+            },
+        )
+        .await;
+        sessions
+            .into_iter()
+            .map(|(order, session)| {
+                let code = msgs
+                    .iter()
+                    .find(|m| {
+                        m["body"]
+                            .as_str()
+                            .unwrap_or("")
+                            .contains(&format!("order {order}."))
+                    })
+                    .and_then(|m| m["code"].as_str())
+                    .expect("code for order")
+                    .to_string();
+                (order, session, code)
+            })
+            .collect()
     }
 
     /// A fresh QR payload for the customer.

@@ -36,6 +36,7 @@ mod suite {
     pub mod replica;
     pub mod retention;
     pub mod retries;
+    pub mod risk;
     pub mod sandbox_clock;
     pub mod schemathesis;
     pub mod settlements_concurrency;

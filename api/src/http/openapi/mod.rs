@@ -401,6 +401,8 @@ fn query_groups() -> Vec<Expansion> {
         Expansion::of::<crate::http::reporting::LiabilityQuery>(),
         Expansion::of::<crate::http::reporting::reports::ReportQuery>(),
         Expansion::of::<crate::http::reporting::policy::PolicyQuery>(),
+        Expansion::of::<crate::http::risk::LimitsQuery>(),
+        Expansion::of::<crate::http::operator::risk::BlocksQuery>(),
         Expansion::of::<crate::http::incentives::grants::GrantQuery>(),
         Expansion::of::<crate::http::customers::LookupQuery>(),
         Expansion::of::<crate::http::operator::AuditQuery>(),

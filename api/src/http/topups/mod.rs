@@ -423,32 +423,33 @@ impl TopupsApi {
             *till_slot = Some(Till::of(acting));
             presented.guarded(shared, p, acting).await
         };
-        let result = key.run_prepared(
-            &auth.0,
-            &body,
-            guarded,
-            async move |txn, acting, customer| {
-                let who = in_context(acting, &b.context);
-                let o = topups::topup_sku(
-                    txn,
-                    &st.sealer,
-                    &who,
-                    window,
-                    SkuTopup {
-                        sku_id: sku.into(),
-                        pos_order_ref: b.pos_order_ref.to_string(),
-                        customer,
-                        quantity: quantity.unwrap_or(1),
-                        wallet_program_id: program,
-                        service_session_id: session,
-                    },
-                    who.now(),
-                )
-                .await?;
-                Ok(Outcome::new(TopupResult::from(o)))
-            },
-        )
-        .await;
+        let result = key
+            .run_prepared(
+                &auth.0,
+                &body,
+                guarded,
+                async move |txn, acting, customer| {
+                    let who = in_context(acting, &b.context);
+                    let o = topups::topup_sku(
+                        txn,
+                        &st.sealer,
+                        &who,
+                        window,
+                        SkuTopup {
+                            sku_id: sku.into(),
+                            pos_order_ref: b.pos_order_ref.to_string(),
+                            customer,
+                            quantity: quantity.unwrap_or(1),
+                            wallet_program_id: program,
+                            service_session_id: session,
+                        },
+                        who.now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(TopupResult::from(o)))
+                },
+            )
+            .await;
         crate::http::risk::note_refusal(shared, till.as_ref(), &result).await?;
         result
     }

@@ -353,29 +353,30 @@ impl SettlementsApi {
             *till_slot = Some(Till::of(acting));
             presented.guarded(shared, p, acting).await
         };
-        let result = key.run_prepared(
-            &auth.0,
-            &body,
-            guarded,
-            async move |txn, acting, customer| {
-                let who = in_context(acting, &b.context);
-                let o = settlements::confirm(
-                    txn,
-                    &st.sealer,
-                    &who,
-                    window,
-                    Confirm {
-                        settlement_reference: b.settlement_reference.to_string(),
-                        customer,
-                        wallet_program_id: program,
-                    },
-                    who.now(),
-                )
-                .await?;
-                Ok(Outcome::new(ConfirmResult::from(o)))
-            },
-        )
-        .await;
+        let result = key
+            .run_prepared(
+                &auth.0,
+                &body,
+                guarded,
+                async move |txn, acting, customer| {
+                    let who = in_context(acting, &b.context);
+                    let o = settlements::confirm(
+                        txn,
+                        &st.sealer,
+                        &who,
+                        window,
+                        Confirm {
+                            settlement_reference: b.settlement_reference.to_string(),
+                            customer,
+                            wallet_program_id: program,
+                        },
+                        who.now(),
+                    )
+                    .await?;
+                    Ok(Outcome::new(ConfirmResult::from(o)))
+                },
+            )
+            .await;
         crate::http::risk::note_refusal(shared, till.as_ref(), &result).await?;
         result
     }

@@ -419,7 +419,7 @@ async fn lookup_and_session_identify_share_the_identify_rate_limit() {
 }
 
 #[tokio::test]
-async fn guessing_short_codes_by_identification_counts_like_guessing_at_payment() {
+async fn guessing_short_codes_by_identification_counts_like_guessing_at_payment_for_its_terminal() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
@@ -435,7 +435,7 @@ async fn guessing_short_codes_by_identification_counts_like_guessing_at_payment(
         .unwrap()
         .to_string();
     let miss = if code == "22222" { "33333" } else { "22222" };
-    for _ in 0..api::domain::credentials::guessing::SHORT_CODE_FAILURES_PER_MIN {
+    for _ in 0..app.server.state.config.risk_terminal_failures {
         let r = send(
             app.get(&format!("/customers/lookup?short_code={miss}"))
                 .bearer_auth(&shop.token),

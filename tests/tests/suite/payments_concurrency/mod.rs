@@ -4,74 +4,10 @@
 mod model;
 mod waits;
 
-use std::time::Duration;
-
 use futures::future::join_all;
 use serde_json::json;
-use tests::{
-    TestApp, eventually, send,
-    shop::{Customer, Shop},
-};
+use tests::{TestApp, shop::Shop};
 use uuid::Uuid;
-
-/// Sends one OTP per order and reads every code back from the sandbox inbox.
-async fn otp_sessions(
-    shop: &Shop<'_>,
-    c: &Customer,
-    n: usize,
-    amount: i64,
-) -> Vec<(String, String, String)> {
-    let mut sessions = Vec::new();
-    for i in 0..n {
-        let order = format!("C-{i}");
-        let r = shop
-            .post(
-                "/payments/otp/send",
-                json!({"phone": c.phone, "amount_minor": amount, "currency": "EUR", "order_ref": order}),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        sessions.push((
-            order,
-            r.body["data"]["otp_session_id"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        ));
-    }
-    let url = format!(
-        "/sandbox/messages?phone={}&limit=200",
-        c.phone.replace('+', "%2B")
-    );
-    let msgs = eventually(Duration::from_secs(60), "every OTP SMS", || async {
-        let r = send(
-            shop.app
-                .get(&url)
-                .header("x-api-key", &shop.tenant.platform_key),
-        )
-        .await;
-        let msgs = r.body["data"].as_array().cloned().unwrap_or_default();
-        (msgs.len() >= n).then_some(msgs)
-    })
-    .await;
-    sessions
-        .into_iter()
-        .map(|(order, session)| {
-            let code = msgs
-                .iter()
-                .find(|m| {
-                    m["body"]
-                        .as_str()
-                        .unwrap_or("")
-                        .contains(&format!("order {order}."))
-                })
-                .and_then(|m| m["code"].as_str())
-                .expect("code for order")
-                .to_string();
-            (order, session, code)
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn fifty_concurrent_payments_at_a_wallet_funded_for_ten_land_exactly_ten() {
@@ -81,7 +17,7 @@ async fn fifty_concurrent_payments_at_a_wallet_funded_for_ten_land_exactly_ten()
     let c = shop.customer().await;
     shop.fund(&c, 600).await;
     shop.grant(&c, 400, "RELEASED", 3_600).await;
-    let sessions = otp_sessions(&shop, &c, 50, 100).await;
+    let sessions = shop.otp_sessions(&c, 50, 100).await;
 
     let results = join_all(sessions.iter().map(|(order, session, code)| {
         shop.post(
@@ -126,7 +62,7 @@ async fn concurrent_wrong_otp_guesses_get_three_tries_in_all() {
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
-    let (order, session, code) = otp_sessions(&shop, &c, 1, 100).await.remove(0);
+    let (order, session, code) = shop.otp_sessions(&c, 1, 100).await.remove(0);
     let guesses: Vec<String> = (0..20)
         .map(|i| format!("{:06}", (code.parse::<u32>().unwrap() + 1 + i) % 1_000_000))
         .collect();
@@ -343,7 +279,7 @@ async fn two_payments_racing_in_one_checkout_session_complete_it_once() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    let otps = otp_sessions(&shop, &c, 2, 100).await;
+    let otps = shop.otp_sessions(&c, 2, 100).await;
     let pay = |(order, id, code): &(String, String, String), in_session: bool| {
         let mut body = json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": code,
                                              "otp_session_id": id},

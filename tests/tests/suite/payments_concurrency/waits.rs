@@ -2,7 +2,6 @@
 //! waits too long for its wallet gets a retryable error.
 use std::time::Duration;
 
-use super::*;
 use serde_json::json;
 use tests::{TestApp, send, shop::Shop};
 use uuid::Uuid;
@@ -133,7 +132,7 @@ async fn an_otp_payment_waiting_too_long_for_its_wallets_turn_gets_a_retryable_e
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
     shop.fund(&c, 1_000).await;
-    let (order, session, code) = otp_sessions(&shop, &c, 1, 100).await.remove(0);
+    let (order, session, code) = shop.otp_sessions(&c, 1, 100).await.remove(0);
     let wallet = Uuid::parse_str(&c.wallet_id).unwrap();
     let queue = app.server.state.wallet_queue.clone();
     let held = queue.take(wallet, Duration::from_secs(1)).await.unwrap();
