@@ -11,6 +11,8 @@ pub struct Shop<'a> {
     pub tenant: TestTenant,
     pub operator_key: String,
     pub token: String,
+    /// The terminal its token was minted for (and its requests' context names).
+    pub terminal_id: Option<String>,
 }
 
 /// A customer's wallet as the operator tools return it.
@@ -102,6 +104,7 @@ impl<'a> Shop<'a> {
             tenant,
             operator_key,
             token,
+            terminal_id: Some("till-1".into()),
         }
     }
 
@@ -120,6 +123,7 @@ impl<'a> Shop<'a> {
             tenant: self.tenant.clone(),
             operator_key: self.operator_key.clone(),
             token,
+            terminal_id: terminal_id.map(str::to_string),
         }
     }
 
@@ -164,6 +168,7 @@ impl<'a> Shop<'a> {
             tenant,
             operator_key: self.operator_key.clone(),
             token,
+            terminal_id: Some("till-1".into()),
         }
     }
 
@@ -197,6 +202,7 @@ impl<'a> Shop<'a> {
             tenant,
             operator_key: self.operator_key.clone(),
             token,
+            terminal_id: Some("till-1".into()),
         }
     }
 
@@ -206,7 +212,14 @@ impl<'a> Shop<'a> {
 
     /// A request body: the envelope plus `extra`.
     pub fn body(&self, extra: Value) -> Value {
-        merge(envelope(self.merchant()), extra)
+        let mut base = envelope(self.merchant());
+        match &self.terminal_id {
+            Some(t) => base["context"]["terminal_id"] = json!(t),
+            None => {
+                base["context"].as_object_mut().unwrap().remove("terminal_id");
+            }
+        }
+        merge(base, extra)
     }
 
     /// POST as the terminal with a fresh Idempotency-Key.

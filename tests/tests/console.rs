@@ -411,3 +411,44 @@ async fn the_liability_page_charts_a_merchants_daily_liability_and_lists_its_rep
     assert!(page.contains(&shown), "{shown} in {page}");
     app.stop().await;
 }
+
+/// The Risk page lists the terminal a guesser blocked, with its last attempts, and an
+/// operator clears it with a reason: the till may enter codes again, and the audit log says
+/// who and why.
+#[tokio::test]
+async fn the_risk_page_shows_a_blocked_terminal_and_clears_it() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    let op = operator(&app, "Ravi on fraud").await;
+    let guess = || shop.pay_with(json!({"type": "short_code", "short_code": "ZZZZ2"}), 10);
+    for _ in 0..app.server.state.config.risk_terminal_failures {
+        assert_eq!(guess().await.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED");
+    }
+    assert_eq!(guess().await.code(), "RATE_LIMITED");
+
+    let b = Browser::start().await;
+    sign_in(&b, &app, &op.operator_key).await;
+    b.goto(&format!(
+        "{}/ops/risk?merchant={}",
+        app.server.url(),
+        shop.merchant()
+    ))
+    .await;
+    let page = b.text().await;
+    assert!(
+        page.contains("terminal {\"terminal_id\":\"till-1\"}"),
+        "{page}"
+    );
+    assert!(page.contains("credential_failures"), "{page}");
+    assert!(page.contains("short_code:req_"), "{page}");
+    b.screenshot("risk").await;
+    b.fill("form.action input[name=reason]", "cashier mistyped, INC-91")
+        .await;
+    b.click("form.action button[type=submit]").await;
+    assert!(b.text().await.contains("may enter credentials again"));
+    assert_eq!(guess().await.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED");
+    b.goto(&format!("{}/ops/audit", app.server.url())).await;
+    let audit = b.text().await;
+    assert!(audit.contains("risk_block.clear"), "{audit}");
+    assert!(audit.contains("cashier mistyped, INC-91"), "{audit}");
+}

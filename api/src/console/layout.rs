@@ -9,6 +9,10 @@ use poem::{
     http::{HeaderValue, StatusCode, header},
 };
 
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
 use super::session::Session;
 
 const STYLESHEET: &str = include_str!("console.css");
@@ -20,6 +24,7 @@ pub const PAGES: &[(&str, &str)] = &[
     ("audit", "Audit log"),
     ("health", "Health"),
     ("liability", "Liability"),
+    ("risk", "Risk"),
 ];
 
 pub fn stylesheet() -> Response {
@@ -234,4 +239,66 @@ pub async fn operator(
     st: &crate::state::AppState,
 ) -> Result<Session, Response> {
     Session::of(req, st).await.map_err(refused)
+}
+
+/// A form's or query string's fields, as text; blank ones count as absent.
+#[derive(Deserialize, Default, Debug)]
+#[serde(transparent)]
+pub struct Fields(HashMap<String, String>);
+
+impl Fields {
+    pub fn get(&self, k: &str) -> Option<&str> {
+        self.0.get(k).map(|v| v.trim()).filter(|v| !v.is_empty())
+    }
+
+    pub fn owned(&self, k: &str) -> Option<String> {
+        self.get(k).map(str::to_string)
+    }
+}
+
+/// A form posted without this session's CSRF token is refused, and nothing is done but an
+/// audit entry: a forged cross-site post reaching a signed-in operator is worth knowing of.
+pub async fn refuse_without_csrf(
+    req: &poem::Request,
+    st: &crate::state::AppState,
+    s: &Session,
+    f: &Fields,
+) -> Option<Response> {
+    if s.csrf_ok(f.get("csrf")) {
+        return None;
+    }
+    let client = crate::infra::current_request::client_address(req.remote_addr());
+    if let Err(e) = crate::domain::operators::audit(
+        &st.db,
+        &s.operator.actor(),
+        "console.csrf_refused",
+        "operator",
+        Some(s.operator.id.to_string()),
+        None,
+        serde_json::json!({"path": req.original_uri().path(), "client": client}),
+    )
+    .await
+    {
+        tracing::error!(error = %e, "console: auditing a refused form failed");
+    }
+    Some(problem(
+        StatusCode::FORBIDDEN,
+        "This form is missing its security token or it belongs to an older session. \
+         Reload the page and try again; nothing was changed.",
+    ))
+}
+
+/// The signed-in operator of a posted form, or (as the error) the refusal: the way to the
+/// login form, or 403 for a form without this session's CSRF token. What
+/// `signed_in!(req, st, form = f)` does, for a module that keeps to `layout`.
+pub async fn operator_form(
+    req: &poem::Request,
+    st: &crate::state::AppState,
+    f: &Fields,
+) -> Result<Session, Response> {
+    let s = operator(req, st).await?;
+    match refuse_without_csrf(req, st, &s, f).await {
+        Some(refusal) => Err(refusal),
+        None => Ok(s),
+    }
 }

@@ -1,6 +1,6 @@
 //! The operations console at `/ops`: server-rendered pages where the service's own staff
-//! drain dead letters, watch webhook endpoints, act on tenants, read the audit log and
-//! see the service's health. Behind the operator credential only (`session`); every
+//! drain dead letters, watch webhook endpoints, act on tenants, clear risk blocks, read the
+//! audit log and see the service's health. Behind the operator credential only (`session`); every
 //! action is a form with a CSRF token and a required reason, and runs through the same
 //! domain functions as the operator HTTP API and the CLI, which audit it.
 //!
@@ -12,19 +12,15 @@ mod health;
 mod layout;
 mod liability;
 mod login;
+mod risk;
 mod session;
 mod tenants;
 mod webhooks;
 
-use std::collections::HashMap;
+use poem::{Response, Route, get, handler, post, web::Redirect};
 
-use poem::{Response, Route, get, handler, http::StatusCode, post, web::Redirect};
-use serde::Deserialize;
-
-pub use layout::{error_page, refused};
+pub use layout::{Fields, error_page, refuse_without_csrf, refused};
 pub use session::{COOKIE, mint as mint_session, open as open_session};
-
-use session::Session;
 
 /// Every console route below `/ops` with its methods, as `routes` mounts them: the suite
 /// sends each of them malformed requests and expects a refusal, never a 5xx.
@@ -48,6 +44,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/health/ledger-check"),
     ("GET", "/liability"),
     ("GET", "/reports/:id/file"),
+    ("GET", "/risk"),
+    ("POST", "/risk/:id/clear"),
 ];
 
 /// Every console route, to be nested at `/ops`.
@@ -71,6 +69,8 @@ pub fn routes() -> Route {
         .at("/health/ledger-check", post(health::ledger_check))
         .at("/liability", get(liability::page))
         .at("/reports/:id/file", get(liability::file))
+        .at("/risk", get(risk::list))
+        .at("/risk/:id/clear", post(risk::clear))
 }
 
 #[handler]
@@ -81,21 +81,6 @@ fn home() -> Redirect {
 #[handler]
 fn css() -> Response {
     layout::stylesheet()
-}
-
-/// A form's or query string's fields, as text; blank ones count as absent.
-#[derive(Deserialize, Default, Debug)]
-#[serde(transparent)]
-pub struct Fields(HashMap<String, String>);
-
-impl Fields {
-    pub fn get(&self, k: &str) -> Option<&str> {
-        self.0.get(k).map(|v| v.trim()).filter(|v| !v.is_empty())
-    }
-
-    pub fn owned(&self, k: &str) -> Option<String> {
-        self.get(k).map(str::to_string)
-    }
 }
 
 /// The signed-in operator, or (returned at once) the way to the login form. With a posted
@@ -117,35 +102,3 @@ macro_rules! signed_in {
     }};
 }
 pub(crate) use signed_in;
-
-/// A form posted without this session's CSRF token is refused, and nothing is done but an
-/// audit entry: a forged cross-site post reaching a signed-in operator is worth knowing of.
-pub async fn refuse_without_csrf(
-    req: &poem::Request,
-    st: &crate::state::AppState,
-    s: &Session,
-    f: &Fields,
-) -> Option<Response> {
-    if s.csrf_ok(f.get("csrf")) {
-        return None;
-    }
-    let client = crate::infra::current_request::client_address(req.remote_addr());
-    if let Err(e) = crate::domain::operators::audit(
-        &st.db,
-        &s.operator.actor(),
-        "console.csrf_refused",
-        "operator",
-        Some(s.operator.id.to_string()),
-        None,
-        serde_json::json!({"path": req.original_uri().path(), "client": client}),
-    )
-    .await
-    {
-        tracing::error!(error = %e, "console: auditing a refused form failed");
-    }
-    Some(layout::problem(
-        StatusCode::FORBIDDEN,
-        "This form is missing its security token or it belongs to an older session. \
-         Reload the page and try again; nothing was changed.",
-    ))
-}

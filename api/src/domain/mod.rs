@@ -7,7 +7,6 @@ pub mod credentials;
 pub mod customers;
 pub mod incentives;
 pub mod ledger;
-pub mod money;
 pub mod operators;
 pub mod outbox;
 pub mod payments;

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use crate::error::FieldError;
 
-pub use crate::domain::money::MAX_AMOUNT_MINOR;
+pub use crate::domain::ledger::money::MAX_AMOUNT_MINOR;
 
 /// Collects field errors while a request is checked.
 #[derive(Default, Debug)]

@@ -10,7 +10,6 @@ pub mod ledger;
 pub mod outbox;
 pub mod payments;
 pub mod queues;
-pub mod risk;
 pub mod sandbox_messages;
 pub mod tenancy;
 pub mod topups;

@@ -65,6 +65,7 @@ const EVERY: &[&str] = &[
     "incentives",
     "webhooks",
     "corrections",
+    "risk",
 ];
 
 /// "Per-merchant keys minted without an explicit set get the terminal and reporting

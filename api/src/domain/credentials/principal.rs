@@ -168,6 +168,14 @@ impl Principal {
         }
     }
 
+    /// Who made a change, for the audit log: `key:<id>`.
+    pub fn actor(&self) -> String {
+        match self.key_id {
+            Some(k) => format!("key:{k}"),
+            None => format!("integration:{}", self.integration_id),
+        }
+    }
+
     /// The terminal risk controls count this caller's credentials against: the one signed
     /// into its terminal JWT (`terminal:<id>`), else its API key (`key:<id>`), never a
     /// terminal the request context names, which any caller may change at will.

@@ -39,6 +39,18 @@ impl Acting {
     }
 }
 
+/// A terminal JWT minted for one terminal acts for that terminal only: a request context
+/// naming another is FORBIDDEN, as a branch outside the scope is. (A token minted without a
+/// terminal may name any: it is counted against its key.)
+pub fn same_terminal(p: &Principal, named: Option<&str>) -> Result<(), ApiError> {
+    match (&p.terminal_id, named) {
+        (Some(signed), Some(named)) if signed != named => Err(ApiError::forbidden(
+            "The token was minted for another terminal; exchange a token for this one.",
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn outside() -> ApiError {
     ApiError::forbidden("The credential is not authorized for this merchant or branch.")
 }

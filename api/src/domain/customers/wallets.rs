@@ -9,8 +9,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::domain::{
-    ledger::{self, GrantState, GrantView},
-    money,
+    ledger::{self, GrantState, GrantView, money},
     operators::{self, Operator},
     outbox::events::{NewOutbox, OutboxKind},
 };

@@ -13,7 +13,7 @@ use crate::domain::{
     customers::wallets,
     incentives::budgets::{self, Take},
     incentives::rewards,
-    ledger, money,
+    ledger::{self, money},
     outbox::events::NewOutbox,
 };
 use crate::{error::ApiError, store};

@@ -19,7 +19,7 @@ use crate::domain::{
     customers::{self, IdentityCredential},
     incentives::budgets::{self, Take},
     incentives::rewards,
-    ledger, money,
+    ledger::{self, money},
     outbox::events::{NewOutbox, OutboxKind},
     payments, topups,
 };

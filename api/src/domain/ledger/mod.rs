@@ -30,6 +30,7 @@
 //!   forfeit).
 pub mod classes;
 pub mod liability;
+pub mod money;
 pub mod plan;
 pub mod policy;
 pub mod posting;

@@ -66,7 +66,8 @@ pub fn plan_debit(
     usable.sort_by(|a, b| {
         (a.expires_at, a.created_at, a.id).cmp(&(b.expires_at, b.created_at, b.id))
     });
-    let promo = crate::domain::money::saturating_sum(usable.iter().map(|g| g.remaining_minor));
+    let promo =
+        crate::domain::ledger::money::saturating_sum(usable.iter().map(|g| g.remaining_minor));
     let actual = actual_minor.max(0);
     let available = promo.saturating_add(actual);
     if available < amount {

@@ -158,7 +158,7 @@ pub async fn set<C: ConnectionTrait>(
             "This key cannot set the policy of that merchant.",
         ));
     }
-    let actor = crate::domain::transactions::corrections::actor(p);
+    let actor = p.actor();
     let model = accounting_policy::Model {
         merchant_id,
         dormancy_days: new.dormancy_days as i32,

@@ -128,8 +128,10 @@ pub async fn check<C: ConnectionTrait>(
     let grants = store::customers::wallets::live_grants(c, w.id).await?;
     let balance = wallets::balance(&w, &grants, now);
     let views: Vec<_> = grants.iter().map(wallets::grant_view).collect();
-    let spendable_minor =
-        crate::domain::money::saturating_sum([balance.actual_minor, balance.promo_available_minor]);
+    let spendable_minor = crate::domain::ledger::money::saturating_sum([
+        balance.actual_minor,
+        balance.promo_available_minor,
+    ]);
     let (mut refusal, promo, actual, shortfall) =
         match ledger::plan_debit(&views, w.actual_minor, check.amount_minor, now) {
             Ok(plan) => (None, plan.promo_minor(), plan.from_actual, 0),

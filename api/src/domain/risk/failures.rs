@@ -13,7 +13,7 @@ use chrono::Utc;
 use serde_json::json;
 use uuid::Uuid;
 
-use super::{Scope, blocks};
+use super::{Scope, crossings};
 use crate::{
     config::Config,
     domain::credentials::scope::Acting,
@@ -181,9 +181,9 @@ impl Failures<'_> {
             }
             let until = now
                 + chrono::Duration::from_std(t.blocked_for.unwrap_or_default()).unwrap_or_default();
-            blocks::record(
+            crossings::record(
                 self.db,
-                blocks::Crossing {
+                crossings::Crossing {
                     merchant_id: till.merchant_id,
                     is_sandbox: till.is_sandbox,
                     scope: c.scope,

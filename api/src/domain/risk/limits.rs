@@ -20,7 +20,7 @@ use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{Scope, blocks};
+use super::{Scope, crossings};
 use crate::domain::credentials::{Principal, scope::Acting};
 use crate::domain::validate::Errors;
 use crate::error::{ApiError, RateLimitInfo};
@@ -102,7 +102,7 @@ pub fn check(e: &mut Errors, at: &str, l: &Limits) {
 /// The merchant's limits for one mode (none set: no limits).
 pub async fn of<C: ConnectionTrait>(c: &C, merchant: Uuid, sandbox: bool) -> Result<Set, ApiError> {
     Ok(
-        match store::risk::find_limits(c, merchant, sandbox).await? {
+        match store::payments::risk::find_limits(c, merchant, sandbox).await? {
             Some(m) => Set {
                 merchant_id: merchant,
                 is_sandbox: sandbox,
@@ -129,8 +129,8 @@ pub async fn set<C: ConnectionTrait>(
     l: &Limits,
     now: DateTime<Utc>,
 ) -> Result<Set, ApiError> {
-    let actor = crate::domain::transactions::corrections::actor(p);
-    store::risk::put_limits(
+    let actor = p.actor();
+    store::payments::risk::put_limits(
         c,
         risk_limits::Model {
             merchant_id: acting.merchant_id,
@@ -318,7 +318,8 @@ pub async fn check_payment<C: ConnectionTrait>(
         })
         .collect();
     if let Some(longest) = wallet_rules.iter().map(|r| r.window).max() {
-        let movements = store::risk::wallet_payments_since(c, wallet, now - longest, now).await?;
+        let movements =
+            store::payments::risk::wallet_payments_since(c, wallet, now - longest, now).await?;
         for r in &wallet_rules {
             let since = now - r.window;
             let within: Vec<Movement> = movements
@@ -350,7 +351,7 @@ async fn terminal_hour<C: ConnectionTrait>(
     amount: i64,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
-    let mut usage = store::risk::lock_terminal_usage(
+    let mut usage = store::payments::risk::lock_terminal_usage(
         c,
         acting.merchant_id,
         acting.is_sandbox,
@@ -378,12 +379,12 @@ async fn terminal_hour<C: ConnectionTrait>(
         &movements,
         amount,
         now,
-        blocks::subject_view("terminal", &acting.counted_terminal),
+        crossings::subject_view("terminal", &acting.counted_terminal),
     )?;
     *minutes.entry(minute).or_default() += amount;
     usage.minutes = serde_json::to_string(&minutes).map_err(ApiError::internal)?;
     usage.updated_at = now;
-    store::risk::save_terminal_usage(c, usage).await?;
+    store::payments::risk::save_terminal_usage(c, usage).await?;
     Ok(())
 }
 
@@ -396,7 +397,7 @@ pub async fn check_topup<C: ConnectionTrait>(
     amount: i64,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
-    let Some(limit) = store::risk::find_limits(c, merchant, sandbox)
+    let Some(limit) = store::payments::risk::find_limits(c, merchant, sandbox)
         .await?
         .and_then(|l| l.wallet_topups_24h_minor)
     else {
@@ -409,7 +410,8 @@ pub async fn check_topup<C: ConnectionTrait>(
         measure: Measure::Minor,
         limit,
     };
-    let movements = store::risk::wallet_topups_since(c, wallet, now - rule.window, now).await?;
+    let movements =
+        store::payments::risk::wallet_topups_since(c, wallet, now - rule.window, now).await?;
     judge(
         &rule,
         &movements,
@@ -426,7 +428,7 @@ pub fn crossing_of(
     merchant: Uuid,
     sandbox: bool,
     terminal: &str,
-) -> Option<blocks::Crossing> {
+) -> Option<crossings::Crossing> {
     let d = e.details()?;
     let l = d.get("limit")?;
     let named = l.get("rule")?.as_str()?;
@@ -438,7 +440,7 @@ pub fn crossing_of(
         _ => return None,
     };
     let retry = d.get("retry_after_seconds")?.as_i64()?;
-    Some(blocks::Crossing {
+    Some(crossings::Crossing {
         merchant_id: merchant,
         is_sandbox: sandbox,
         scope,
@@ -459,7 +461,7 @@ pub async fn refused(
     e: &ApiError,
 ) -> Result<(), ApiError> {
     match crossing_of(e, till.merchant_id, till.is_sandbox, &till.terminal) {
-        Some(x) => blocks::record(db, x, Utc::now()).await,
+        Some(x) => crossings::record(db, x, Utc::now()).await,
         None => Ok(()),
     }
 }

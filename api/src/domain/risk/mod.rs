@@ -6,9 +6,11 @@
 //!   that terminal (or branch, or merchant) is refused credential entry for a while.
 //! - `limits`: the velocity limits a merchant sets (per wallet, per terminal, per payment,
 //!   per top-up), checked inside the payment's own transaction.
-//! - `blocks`: each first crossing of a threshold, kept for operators (who may clear a
-//!   failure block) and announced once by a `risk.limit_reached` event.
+//! - `crossings`: each first crossing of a threshold, recorded and announced once by a
+//!   `risk.limit_reached` event; `blocks`: those in force, which operators see and may clear
+//!   (a failure block).
 pub mod blocks;
+pub mod crossings;
 pub mod failures;
 pub mod limits;
 

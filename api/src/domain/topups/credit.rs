@@ -11,7 +11,7 @@ use crate::domain::{
     customers::wallets::{self, Balance, PENDING_PROOF, VERIFIED},
     customers::{self, IdentityCredential},
     incentives::grant_events,
-    ledger, money,
+    ledger::{self, money},
     outbox::events::NewOutbox,
 };
 use crate::{error::ApiError, infra::crypto::Sealer, store};

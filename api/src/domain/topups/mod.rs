@@ -20,7 +20,7 @@ use entities::sku;
 use sea_orm::ConnectionTrait;
 use uuid::Uuid;
 
-use crate::domain::money;
+use crate::domain::ledger::money;
 use crate::{error::ApiError, store};
 
 /// Lifetime of a bonus when the SKU names none.

@@ -16,7 +16,7 @@ use crate::{
         credentials::scope::Acting,
         customers::wallets::Balance,
         customers::{self, IdentityCredential},
-        money,
+        ledger::money,
         outbox::events::{NewOutbox, OutboxKind},
         payments::checkout,
     },

@@ -246,7 +246,7 @@ pub async fn unattach<C: ConnectionTrait>(
     store::outbox::append_all(c, events).await?;
     operators::audit(
         c,
-        &corrections::actor(p),
+        &p.actor(),
         "transaction.unattach",
         "topup",
         Some(t.id.to_string()),

@@ -1,20 +1,11 @@
 //! What the corrections of a transaction after the fact (disputes, detaching a top-up)
-//! share: who made one, for the audit log; the merchant rule; and that an open dispute
-//! holds the transaction still.
+//! share: the merchant rule, and that an open dispute holds the transaction still.
 use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::domain::{credentials::Principal, transactions::Located};
+use crate::domain::transactions::Located;
 use crate::{error::ApiError, store};
-
-/// Who made a correction, for the audit log.
-pub(crate) fn actor(p: &Principal) -> String {
-    match p.key_id {
-        Some(k) => format!("key:{k}"),
-        None => format!("integration:{}", p.integration_id),
-    }
-}
 
 /// The request's merchant (`context.merchant_id`) must be the transaction's.
 pub(crate) fn same_merchant(merchant: Uuid, t: &Located) -> Result<(), ApiError> {

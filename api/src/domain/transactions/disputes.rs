@@ -24,7 +24,7 @@ use crate::domain::{
     payments::{self, ReversalKind},
     topups::TopupReversal,
     topups::topup_reversals::{self, CHARGEBACK},
-    transactions::corrections::{actor, none_open, same_merchant},
+    transactions::corrections::{none_open, same_merchant},
     transactions::read::Dispute,
     transactions::{self, Located},
 };
@@ -66,7 +66,7 @@ async fn audit<C: ConnectionTrait>(
 ) -> Result<(), ApiError> {
     operators::audit(
         c,
-        &actor(p),
+        &p.actor(),
         action,
         "dispute",
         Some(d.id.to_string()),

@@ -6,6 +6,7 @@ use poem_openapi::{Object, OpenApi, param::Path};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::risk::blocks::{self, Block};
+use crate::domain::risk::crossings;
 use crate::domain::validate::Errors;
 use crate::http::pipeline::query_group::{Grouped, query_group};
 use crate::http::{
@@ -69,7 +70,7 @@ pub fn block_view(b: &Block) -> RiskBlock {
         merchant_id: r.merchant_id.to_string(),
         sandbox: r.is_sandbox,
         scope: r.scope.clone(),
-        subject: blocks::subject_view(&r.scope, &r.subject),
+        subject: crossings::subject_view(&r.scope, &r.subject),
         rule: r.rule.clone(),
         threshold: r.threshold,
         window_seconds: r.window_secs,
@@ -147,7 +148,8 @@ impl OperatorRiskApi {
         let limit = PageLimit::resolve(q.limit, &mut e);
         e.finish()?;
         let st = state.0;
-        let found = blocks::active(&st.guard().failures(), merchant, limit).await?;
+        let guard = st.guard();
+        let found = blocks::active(&guard.failures(), merchant, limit).await?;
         Ok(Reply::ok(&RiskBlockList {
             data: found.iter().map(block_view).collect(),
         }))
@@ -178,7 +180,8 @@ impl OperatorRiskApi {
         let actor = auth.0.actor();
         let st = state.0;
         key.run_as_operator(&auth.0, &body.json, async move |txn| {
-            let row = blocks::clear(txn, &st.guard().failures(), id, &actor, &b.reason).await?;
+            let guard = st.guard();
+            let row = blocks::clear(txn, &guard.failures(), id, &actor, &b.reason).await?;
             Ok(Outcome::new(block_view(&Block {
                 row,
                 last_attempts: vec![],

@@ -151,6 +151,7 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
         let key = self.presented.key(REQUIRED)?;
         let (merchant_id, branch_id) = scope_ids(&body.json);
         let acting = scope::authorize(&self.state.db, principal, merchant_id, branch_id).await?;
+        scope::same_terminal(principal, context_text(&body.json, "terminal_id"))?;
         let ttl = self.ttl;
         let json = &body.json;
         let fetched = self.presented.fetched();
@@ -220,13 +221,14 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
 /// validated (a well-formed UUID where present; `""` reads as absent, as it does in
 /// `RequestContext`), without building the whole context a second time.
 fn scope_ids(json: &Value) -> (Uuid, Option<Uuid>) {
-    let id = |field: &str| {
-        json.get("context")
-            .and_then(|c| c.get(field))
-            .and_then(Value::as_str)
-            .and_then(|s| Uuid::parse_str(s).ok())
-    };
+    let id = |field: &str| context_text(json, field).and_then(|s| Uuid::parse_str(s).ok());
     (id("merchant_id").unwrap_or_default(), id("branch_id"))
+}
+
+fn context_text<'a>(json: &'a Value, field: &str) -> Option<&'a str> {
+    json.get("context")
+        .and_then(|c| c.get(field))
+        .and_then(Value::as_str)
 }
 
 /// The scope guard on a request's `context`, for operations that do not mutate (reads and
@@ -237,5 +239,7 @@ pub async fn authorize(
     context: &RequestContext,
 ) -> Result<Acting, ApiError> {
     let ctx = context.parsed();
-    scope::authorize(&state.db, principal, ctx.merchant_id, ctx.branch_id).await
+    let acting = scope::authorize(&state.db, principal, ctx.merchant_id, ctx.branch_id).await?;
+    scope::same_terminal(principal, context.terminal_id.as_deref())?;
+    Ok(acting)
 }

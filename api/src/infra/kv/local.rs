@@ -6,7 +6,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{FailureWindow, Gcra, Tally, failures::member};
+use super::{FailureWindow, Gcra, Tally, counters::member};
 
 #[derive(Default)]
 pub struct LocalKv {

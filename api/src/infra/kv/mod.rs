@@ -8,14 +8,12 @@
 mod scripts;
 mod compound;
 mod counters;
-mod failures;
 pub mod idempotency_keys;
 mod local;
 mod redis_conn;
 
 pub use compound::*;
 pub use counters::*;
-pub use failures::*;
 pub use local::*;
 pub use redis_conn::*;
 use scripts::*;

@@ -299,6 +299,7 @@ fn the_authenticated_caller_carries_nothing_of_idempotency() {
         "expires_at",
         "permissions",
         "cashier_id",
+        "terminal_id",
         "linked_merchants",
         "clock",
     ];

@@ -238,7 +238,12 @@ async fn sessions_of_other_tenants_terminals_or_unknown_ids_are_refused() {
         &id,
     );
     body["context"]["terminal_id"] = json!("till-2");
+    // Neither the till-1 token naming till-2 (a token acts for its own terminal only) nor
+    // till-2's own token.
     let r = shop.post_body("/payments", &body).await;
+    assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.body);
+    let till_2 = shop.at_terminal(Some("till-2")).await;
+    let r = till_2.post_body("/payments", &body).await;
     assert_eq!((r.status, r.code()), (403, "FORBIDDEN"), "{}", r.body);
     assert_eq!(shop.balance(&c).await["actual_minor"], 1_000);
 

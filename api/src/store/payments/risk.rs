@@ -9,7 +9,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::for_update;
+use crate::store::for_update;
 
 /// What a crossing names: the row it is recorded in.
 fn same_subject(b: &risk_block::Model) -> sea_orm::Condition {

@@ -1,0 +1,96 @@
+//! OTP sessions: minted by an OTP send, counted per wallet and order, read and locked by a
+//! payment, and their wrong codes recorded. Taking one for a payment is in `payments`.
+use chrono::{DateTime, Utc};
+use entities::{otp_session, otp_session::OtpSessionStatus};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, Set,
+};
+use uuid::Uuid;
+
+use crate::store::for_update;
+
+pub async fn insert_otp<C: ConnectionTrait>(c: &C, s: otp_session::Model) -> Result<(), DbErr> {
+    s.into_active_model().insert(c).await.map(|_| ())
+}
+
+/// Sends for one wallet since `since`, across orders.
+pub async fn otp_sends_for_wallet_since<C: ConnectionTrait>(
+    c: &C,
+    wallet_id: Uuid,
+    since: DateTime<Utc>,
+) -> Result<u64, DbErr> {
+    otp_sends_for_wallet_select(wallet_id, since).count(c).await
+}
+
+/// `otp_sends_for_wallet_since`'s query, found through `ix_otp_sessions_wallet`.
+pub fn otp_sends_for_wallet_select(
+    wallet_id: Uuid,
+    since: DateTime<Utc>,
+) -> Select<otp_session::Entity> {
+    otp_session::Entity::find()
+        .filter(otp_session::Column::WalletId.eq(wallet_id))
+        .filter(otp_session::Column::CreatedAt.gt(since))
+}
+
+/// Sends for one order since `since`, oldest first (the send limit's window).
+pub async fn otp_sends_since<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    order_ref: &str,
+    since: DateTime<Utc>,
+) -> Result<Vec<DateTime<Utc>>, DbErr> {
+    otp_session::Entity::find()
+        .select_only()
+        .column(otp_session::Column::CreatedAt)
+        .filter(otp_session::Column::MerchantId.eq(merchant_id))
+        .filter(otp_session::Column::OrderRef.eq(order_ref))
+        .filter(otp_session::Column::CreatedAt.gt(since))
+        .order_by_asc(otp_session::Column::CreatedAt)
+        .into_tuple()
+        .all(c)
+        .await
+}
+
+/// An OTP session of the merchant, read without locking it (the balance check).
+pub async fn find_otp<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<otp_session::Model>, DbErr> {
+    otp_session::Entity::find_by_id(id)
+        .filter(otp_session::Column::MerchantId.eq(merchant_id))
+        .one(c)
+        .await
+}
+
+pub async fn lock_otp<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<otp_session::Model>, DbErr> {
+    let q =
+        otp_session::Entity::find_by_id(id).filter(otp_session::Column::MerchantId.eq(merchant_id));
+    for_update(c, q).one(c).await
+}
+
+/// Counts one wrong code against a session the caller holds locked (`lock_otp`); the
+/// session locks at `limit`. Returns the attempts so far, or `None` when it was no longer
+/// active.
+pub async fn record_wrong_otp<C: ConnectionTrait>(
+    c: &C,
+    s: otp_session::Model,
+    limit: i32,
+) -> Result<Option<i32>, DbErr> {
+    if s.status != OtpSessionStatus::Active {
+        return Ok(None);
+    }
+    let attempts = s.failed_attempts + 1;
+    let mut am = s.into_active_model();
+    am.failed_attempts = Set(attempts);
+    if attempts >= limit {
+        am.status = Set(OtpSessionStatus::Locked);
+    }
+    am.update(c).await?;
+    Ok(Some(attempts))
+}
