@@ -216,7 +216,10 @@ impl<'a> Shop<'a> {
         match &self.terminal_id {
             Some(t) => base["context"]["terminal_id"] = json!(t),
             None => {
-                base["context"].as_object_mut().unwrap().remove("terminal_id");
+                base["context"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("terminal_id");
             }
         }
         merge(base, extra)

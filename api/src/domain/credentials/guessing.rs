@@ -1,7 +1,7 @@
 //! What keeps a caller from finding live codes or customers' phones by trying them. Every
 //! identification counts against its integration's identify rate (identify, the cashier
 //! lookup, session identify, and every route that resolves a customer from an identifier),
-//! and a code that can be guessed (a short code, a QR payload) is refused while the caller's
+//! and a code that can be guessed (a short code, an OTP) is refused while the caller's
 //! terminal, branch or merchant has too many failed credentials (`domain::risk::failures`).
 //! Each check runs outside the caller's database transaction: before it opens, or after
 //! it ended.
@@ -42,8 +42,7 @@ impl Guard<'_> {
     }
 
     /// Before a customer is resolved from `credential`: RATE_LIMITED past the
-    /// integration's identify rate, or for a short code or QR payload while the caller's
-    /// till is blocked. The rate as it stands after this identification.
+    /// integration's identify rate, or for a short code while the caller's till is blocked. The rate as it stands after this identification.
     pub async fn before_identifying(
         &self,
         principal: &Principal,
@@ -57,7 +56,7 @@ impl Guard<'_> {
             principal.is_sandbox,
         )
         .await?;
-        if entry_of(credential).is_some() {
+        if entry_of(credential).is_some_and(Entry::guessable) {
             self.failures().before(&Till::of(acting)).await?;
         }
         Ok(rate)
@@ -77,10 +76,14 @@ impl Guard<'_> {
         }
     }
 
-    /// Before a payment credential is tried (a payment, a balance check): refused while
-    /// the caller's till is blocked.
-    pub async fn before_trying(&self, till: &Till) -> Result<(), ApiError> {
-        self.failures().before(till).await
+    /// Before a payment credential is tried (a payment, a balance check): a code that can
+    /// be guessed is refused while the caller's till is blocked. (A QR payload is not looked
+    /// up: nothing to guess, and no Redis round trip on the common payment.)
+    pub async fn before_trying(&self, till: &Till, entry: Entry) -> Result<(), ApiError> {
+        if entry.guessable() {
+            self.failures().before(till).await?;
+        }
+        Ok(())
     }
 
     /// After: a credential refused as wrong (unknown, expired, used, a wrong OTP) counts.

@@ -1,5 +1,5 @@
-//! What a payment does before its transaction opens: its credential is refused while the
-//! caller's terminal, branch or merchant has too many failed credentials (`guessing`); an OTP is checked against its
+//! What a payment does before its transaction opens: a short code or OTP is refused while
+//! the caller's terminal, branch or merchant has too many failed credentials (`guessing`); an OTP is checked against its
 //! session (a wrong code counted in a transaction of its own) and the wallet's turn is
 //! taken on this replica, so the wallet's payments queue here rather than on its row lock.
 use std::{sync::Arc, time::Duration};
@@ -36,7 +36,9 @@ impl Admission<'_> {
         pay: &Pay,
         clock: Clock,
     ) -> Result<Option<MyTurn>, ApiError> {
-        self.guard.before_trying(till).await?;
+        self.guard
+            .before_trying(till, pay.credential.entry())
+            .await?;
         if !matches!(pay.credential, Credential::Otp { .. }) {
             return Ok(None);
         }

@@ -1,9 +1,10 @@
 //! Failed credentials, counted where they happen: per terminal (the one signed into the
 //! terminal JWT; a caller without one counts against its API key, so renaming the terminal
 //! in a request's context dodges nothing), per branch and per merchant, each over the same
-//! trailing window. A terminal past its threshold is refused credential entry (RATE_LIMITED,
-//! `details.scope: "terminal"`) while the merchant's other terminals go on; the branch and
-//! merchant thresholds are far higher, and a merchant's count never includes another's.
+//! trailing window. A terminal past its threshold is refused entry of codes that can be
+//! guessed (RATE_LIMITED, `details.scope: "terminal"`) while the merchant's other terminals
+//! go on; the branch and merchant thresholds are far higher, and a merchant's count never
+//! includes another's.
 //!
 //! Each check runs outside the caller's database transaction: before it opens, or after
 //! it ended.
@@ -33,6 +34,13 @@ pub enum Entry {
 }
 
 impl Entry {
+    /// Whether a block refuses it: a code a person types (a 5-character short code, a
+    /// 6-digit OTP) can be guessed. A QR payload is a 256-bit nonce nobody guesses, so a
+    /// blocked terminal still takes scanned QR codes; its failures are counted all the same.
+    pub fn guessable(self) -> bool {
+        matches!(self, Entry::ShortCode | Entry::Otp)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Entry::ShortCode => "short_code",

@@ -122,7 +122,7 @@ impl BalanceCheckApi {
         let acting = mutation::authorize(st, principal, &b.context).await?;
         let credential = parse_credential(&b.credential.raw)?;
         let till = Till::of(&acting);
-        st.guard().before_trying(&till).await?;
+        st.guard().before_trying(&till, credential.entry()).await?;
         let who = in_context(acting, &b.context);
         let check = Check {
             credential,

@@ -225,10 +225,12 @@ fn scope_ids(json: &Value) -> (Uuid, Option<Uuid>) {
     (id("merchant_id").unwrap_or_default(), id("branch_id"))
 }
 
+/// A context field's text; `""` reads as absent, as it does everywhere in a context.
 fn context_text<'a>(json: &'a Value, field: &str) -> Option<&'a str> {
     json.get("context")
         .and_then(|c| c.get(field))
         .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 /// The scope guard on a request's `context`, for operations that do not mutate (reads and

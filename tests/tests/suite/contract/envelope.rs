@@ -183,7 +183,8 @@ async fn decisions_carry_a_trace_id_capabilities_and_a_completeness_score() {
     assert_eq!(r.body["meta"]["capabilities"]["enrollment_required"], false);
     // The test envelope names a terminal: a quarter of the optional context.
     assert_eq!(r.body["meta"]["data_completeness_score"], 25, "{}", r.body);
-    let r = shop
+    let till_7 = shop.at_terminal(Some("till-7")).await;
+    let r = till_7
         .post(
             "/identify",
             json!({"credential": by_phone, "meta": {"decision_trace_id": "till-7/trace-1"},

@@ -375,9 +375,11 @@ async fn a_code_alone_keyed_at_the_till_that_sent_it_verifies_the_enrollment() {
         .unwrap()
         .to_string();
 
-    let mut elsewhere = shop.body(json!({"code": code}));
-    elsewhere["context"]["terminal_id"] = json!("till-2");
-    let r = shop.post_body("/enroll/verify", &elsewhere).await;
+    // Another till: a token of its own.
+    let elsewhere = shop.at_terminal(Some("till-2")).await;
+    let r = elsewhere
+        .post("/enroll/verify", json!({"code": code}))
+        .await;
     assert_eq!((r.status, r.code()), (404, "NOT_FOUND"), "{}", r.body);
 
     let r = shop.post("/enroll/verify", json!({"code": code})).await;

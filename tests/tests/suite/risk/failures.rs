@@ -132,9 +132,10 @@ async fn a_token_without_a_terminal_counts_against_its_key_whatever_the_context_
 }
 
 /// Wrong OTPs and failed balance checks count too, and a blocked terminal is refused every
-/// credential entry: a valid QR code, a balance check, identification by short code.
+/// code a person types (a short code to pay, check or identify with, an OTP), while a
+/// scanned QR code, which nobody can guess, still pays.
 #[tokio::test]
-async fn wrong_otps_and_failed_balance_checks_count_and_a_blocked_terminal_enters_no_credential() {
+async fn wrong_otps_and_failed_balance_checks_count_and_a_blocked_terminal_takes_no_typed_code() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
@@ -172,25 +173,39 @@ async fn wrong_otps_and_failed_balance_checks_count_and_a_blocked_terminal_enter
                 .await;
         assert_eq!(r.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED", "{}", r.body);
     }
-    let qr = {
-        // Minted by another till: minting is not credential entry, paying is.
-        let other = shop.at_terminal(Some("till-2")).await;
-        other.qr(&c).await
-    };
+    // Minted by another till: minting is not credential entry, paying is.
+    let code = shop.at_terminal(Some("till-2")).await.short_code(&c).await;
     let paying = shop
-        .pay_with(json!({"type": "qr", "qr_payload": qr}), 10)
+        .pay_with(json!({"type": "short_code", "short_code": code}), 10)
         .await;
-    let checking = check(json!({"type": "qr", "qr_payload": qr})).await;
+    let checking = check(json!({"type": "short_code", "short_code": code})).await;
     let identifying = shop
         .post(
             "/identify",
-            json!({"credential": {"credential_type": "short_code", "short_code": random_code()}}),
+            json!({"credential": {"credential_type": "short_code", "short_code": code}}),
         )
         .await;
-    for r in [&paying, &checking, &identifying] {
+    let by_otp = shop
+        .post(
+            "/payments",
+            json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": "000000",
+                    "otp_session_id": session},
+                   "amount_minor": 100, "currency": "EUR", "order_ref": "ORD-R"}),
+        )
+        .await;
+    for r in [&paying, &checking, &identifying, &by_otp] {
         assert_eq!((r.status, r.code()), (429, "RATE_LIMITED"), "{}", r.body);
-        assert_eq!(r.body["error"]["details"]["scope"], "terminal");
+        assert_eq!(
+            r.body["error"]["details"]["scope"], "terminal",
+            "{}",
+            r.body
+        );
     }
+    let qr = shop.qr(&c).await;
+    let scanned = shop
+        .pay_with(json!({"type": "qr", "qr_payload": qr}), 10)
+        .await;
+    assert_eq!(scanned.status, 200, "{}", scanned.body);
     // Identification by phone is not a guessable credential: it goes on.
     let by_phone = shop
         .post(
@@ -199,7 +214,7 @@ async fn wrong_otps_and_failed_balance_checks_count_and_a_blocked_terminal_enter
         )
         .await;
     assert_eq!(by_phone.status, 200, "{}", by_phone.body);
-    assert_eq!(shop.balance(&c).await["actual_minor"], 1_000);
+    assert_eq!(shop.balance(&c).await["actual_minor"], 990);
 }
 
 /// Operators list the blocks in force with the latest attempts, and clearing one (audited)
