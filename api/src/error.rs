@@ -162,10 +162,11 @@ pub enum ApiError {
         status: Option<u16>,
         /// Seconds, sent as `Retry-After`.
         retry_after: Option<u64>,
-        /// Sent as the `X-RateLimit-*` headers.
-        rate: Option<RateLimitInfo>,
+        /// Sent as the `X-RateLimit-*` headers. Boxed, as the trace id is: errors travel in
+        /// every `Result`, and most carry neither.
+        rate: Option<Box<RateLimitInfo>>,
         /// Sent as `meta.decision_trace_id`: the decision (a payment) this refuses.
-        decision_trace_id: Option<String>,
+        decision_trace_id: Option<Box<str>>,
     },
     /// A shared dependency is down or too slow. Sent as 503 with code INTERNAL_SERVER_ERROR,
     /// which the spec makes retryable with the same Idempotency-Key.
@@ -197,7 +198,7 @@ impl ApiError {
             decision_trace_id, ..
         } = &mut self
         {
-            *decision_trace_id = Some(id.to_string());
+            *decision_trace_id = Some(id.into());
         }
         self
     }
@@ -323,14 +324,14 @@ impl ApiError {
             })),
             status: None,
             retry_after: Some(retry_after),
-            rate: Some(info),
+            rate: Some(Box::new(info)),
             decision_trace_id: None,
         }
     }
 
     pub fn rate(&self) -> Option<RateLimitInfo> {
         match self {
-            ApiError::Coded { rate, .. } => *rate,
+            ApiError::Coded { rate, .. } => rate.as_deref().copied(),
             _ => None,
         }
     }

@@ -146,10 +146,11 @@ mod tests {
         );
     }
 
-    /// Existing keys keep what they effectively had (000014): a key that could reconcile
-    /// (it holds `settlements`) may now correct too; a till's default set gains nothing.
+    /// Existing keys keep what they effectively had (000014, 000030): a key that could
+    /// reconcile (it holds `settlements`) may now correct and set risk limits too; a till's
+    /// default set gains nothing.
     #[tokio::test]
-    async fn keys_that_hold_settlements_are_given_corrections() {
+    async fn keys_that_hold_settlements_are_given_corrections_and_risk() {
         use sea_orm::{ConnectionTrait, Statement};
         let db = sea_orm::Database::connect("sqlite::memory:").await.unwrap();
         Migrator::up(&db, Some(13)).await.unwrap();
@@ -191,7 +192,8 @@ mod tests {
             vec![
                 (
                     "k-back-office".to_string(),
-                    "reporting settlements corrections".to_string()
+                    // 000014, then 000030.
+                    "reporting settlements corrections risk".to_string()
                 ),
                 ("k-till".to_string(), "terminal reporting".to_string()),
             ]

@@ -159,7 +159,7 @@ fn clone_api_error(e: &ApiError) -> ApiError {
             details: details.clone(),
             status: *status,
             retry_after: *retry_after,
-            rate: *rate,
+            rate: rate.clone(),
             decision_trace_id: decision_trace_id.clone(),
         },
         ApiError::Unavailable { subsystem, cause } => ApiError::Unavailable {
