@@ -301,3 +301,81 @@ async fn an_operator_sees_a_block_with_its_last_attempts_and_clearing_it_reopens
         audit.body
     );
 }
+
+/// Failures add up per branch and per merchant, each with its own (higher) threshold: a
+/// branch is blocked for all its terminals, a merchant for all its branches, and another
+/// merchant of the same service never.
+#[tokio::test]
+async fn branch_and_merchant_windows_add_up_their_terminals_and_never_another_merchants() {
+    let app = TestApp::spawn_with(false, |c| {
+        c.risk_terminal_failures = 2;
+        c.risk_branch_failures = 3;
+        c.risk_merchant_failures = 5;
+    })
+    .await;
+    let shop = Shop::open(&app).await;
+    let (b1, b2) = (shop.tenant.branch_ids[0], shop.tenant.branch_ids[1]);
+    let at = |till: &Shop<'_>, branch: uuid::Uuid| {
+        let mut body = till.body(json!({
+            "credential": {"type": "short_code", "short_code": random_code()},
+            "amount_minor": 10, "currency": "EUR"}));
+        body["context"]["branch_id"] = json!(branch.to_string());
+        body
+    };
+    let a1 = shop.at_terminal(Some("a1")).await;
+    let a2 = shop.at_terminal(Some("a2")).await;
+    let a3 = shop.at_terminal(Some("a3")).await;
+    let c1 = shop.at_terminal(Some("c1")).await;
+    let c2 = shop.at_terminal(Some("c2")).await;
+    let expect = |r: tests::Reply, scope: Option<&str>| match scope {
+        None => assert_eq!(r.code(), "CREDENTIAL_EXPIRED_OR_REPLAYED", "{}", r.body),
+        Some(s) => {
+            assert_eq!(r.code(), "RATE_LIMITED", "{}", r.body);
+            assert_eq!(r.body["error"]["details"]["scope"], s, "{}", r.body);
+        }
+    };
+    // a1 at branch 1: blocked itself after two.
+    for _ in 0..2 {
+        expect(a1.post_body("/payments", &at(&a1, b1)).await, None);
+    }
+    expect(
+        a1.post_body("/payments", &at(&a1, b1)).await,
+        Some("terminal"),
+    );
+    // a2's first failure is the branch's third: every till of branch 1 is blocked.
+    expect(a2.post_body("/payments", &at(&a2, b1)).await, None);
+    expect(
+        a2.post_body("/payments", &at(&a2, b1)).await,
+        Some("branch"),
+    );
+    expect(
+        a3.post_body("/payments", &at(&a3, b1)).await,
+        Some("branch"),
+    );
+    // Branch 2 goes on until the merchant's fifth failure, then no till of it may.
+    for _ in 0..2 {
+        expect(c1.post_body("/payments", &at(&c1, b2)).await, None);
+    }
+    expect(
+        c2.post_body("/payments", &at(&c2, b2)).await,
+        Some("merchant"),
+    );
+    // Another merchant: untouched.
+    let other = Shop::open(&app).await;
+    expect(
+        other
+            .pay_with(
+                json!({"type": "short_code", "short_code": random_code()}),
+                10,
+            )
+            .await,
+        None,
+    );
+    let scopes: Vec<String> = alerts(&app, &shop)
+        .await
+        .iter()
+        .map(|a| a["scope"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(scopes, ["terminal", "branch", "terminal", "merchant"]);
+    assert!(alerts(&app, &other).await.is_empty());
+}

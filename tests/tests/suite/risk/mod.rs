@@ -6,7 +6,7 @@ mod failures;
 mod limits;
 
 use entities::outbox;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use serde_json::Value;
 use tests::{TestApp, shop::Shop};
 
@@ -15,6 +15,7 @@ pub async fn alerts(app: &TestApp, shop: &Shop<'_>) -> Vec<Value> {
     outbox::Entity::find()
         .filter(outbox::Column::Topic.eq("risk.limit_reached"))
         .filter(outbox::Column::MerchantId.eq(shop.merchant()))
+        .order_by_asc(outbox::Column::Id)
         .all(&app.server.state.db)
         .await
         .unwrap()
