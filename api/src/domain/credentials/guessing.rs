@@ -1,7 +1,7 @@
 //! What keeps a caller from finding live codes or customers' phones by trying them. Every
 //! identification counts against its integration's identify rate (identify, the cashier
 //! lookup, session identify, and every route that resolves a customer from an identifier),
-//! and a code that can be guessed (a short code, an OTP) is refused while the caller's
+//! and a code that can be guessed (a short code) is refused while the caller's
 //! terminal, branch or merchant has too many failed credentials (`domain::risk::failures`).
 //! Each check runs outside the caller's database transaction: before it opens, or after
 //! it ended.
@@ -76,9 +76,8 @@ impl Guard<'_> {
         }
     }
 
-    /// Before a payment credential is tried (a payment, a balance check): a code that can
-    /// be guessed is refused while the caller's till is blocked. (A QR payload is not looked
-    /// up: nothing to guess, and no Redis round trip on the common payment.)
+    /// Before a payment credential is tried (a payment, a balance check): a short code is
+    /// refused while the caller's till is blocked (`Entry::guessable`).
     pub async fn before_trying(&self, till: &Till, entry: Entry) -> Result<(), ApiError> {
         if entry.guessable() {
             self.failures().before(till).await?;

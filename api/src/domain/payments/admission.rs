@@ -1,4 +1,4 @@
-//! What a payment does before its transaction opens: a short code or OTP is refused while
+//! What a payment does before its transaction opens: a short code is refused while
 //! the caller's terminal, branch or merchant has too many failed credentials (`guessing`); an OTP is checked against its
 //! session (a wrong code counted in a transaction of its own) and the wallet's turn is
 //! taken on this replica, so the wallet's payments queue here rather than on its row lock.

@@ -34,11 +34,13 @@ pub enum Entry {
 }
 
 impl Entry {
-    /// Whether a block refuses it: a code a person types (a 5-character short code, a
-    /// 6-digit OTP) can be guessed. A QR payload is a 256-bit nonce nobody guesses, so a
-    /// blocked terminal still takes scanned QR codes; its failures are counted all the same.
+    /// Whether a block refuses it: a short code (5 characters a person types) can be
+    /// guessed. A QR payload is a 256-bit nonce nobody guesses, and an OTP is bound to its
+    /// session, which locks after three wrong codes and whose sends are capped per order and
+    /// wallet; a blocked terminal still takes them, and their failures are counted all the
+    /// same. (So the common payment makes no Redis look-up for a block.)
     pub fn guessable(self) -> bool {
-        matches!(self, Entry::ShortCode | Entry::Otp)
+        matches!(self, Entry::ShortCode)
     }
 
     pub fn as_str(self) -> &'static str {

@@ -270,14 +270,16 @@ fn single(limits: &Limits, amount: i64) -> Result<(), ApiError> {
 pub async fn check_payment<C: ConnectionTrait>(
     c: &C,
     acting: &Acting,
-    limits: Option<&risk_limits::Model>,
     wallet: Uuid,
     amount: i64,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
-    let Some(limits) = limits.map(Limits::from) else {
+    let Some(limits) =
+        store::payments::risk::find_limits(c, acting.merchant_id, acting.is_sandbox).await?
+    else {
         return Ok(());
     };
+    let limits = Limits::from(&limits);
     single(&limits, amount)?;
     let rules = [
         (
