@@ -526,6 +526,7 @@ mod tests {
         "transactions",
         "webhooks",
         "reporting",
+        "risk",
     ];
 
     #[test]
