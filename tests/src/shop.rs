@@ -111,16 +111,22 @@ impl<'a> Shop<'a> {
     /// The same merchant at another till: a token minted for `terminal_id` (none: a token
     /// that names no terminal).
     pub async fn at_terminal(&self, terminal_id: Option<&str>) -> Shop<'a> {
+        self.till_of(self.tenant.clone(), terminal_id).await
+    }
+
+    /// A till of `tenant`'s merchant (sharing this shop's operator), its token minted with
+    /// the tenant's platform key for `terminal_id`.
+    async fn till_of(&self, tenant: TestTenant, terminal_id: Option<&str>) -> Shop<'a> {
         let token = mint_token(
             self.app,
-            &self.tenant.platform_key,
-            self.merchant(),
+            &tenant.platform_key,
+            tenant.merchant_id,
             terminal_id,
         )
         .await;
         Shop {
             app: self.app,
-            tenant: self.tenant.clone(),
+            tenant,
             operator_key: self.operator_key.clone(),
             token,
             terminal_id: terminal_id.map(str::to_string),
@@ -151,25 +157,12 @@ impl<'a> Shop<'a> {
                 .await
                 .expect("uncache the key");
         }
-        let tenant = crate::TestTenant {
+        let tenant = TestTenant {
             integration_id: self.tenant.integration_id,
             platform_key: self.tenant.platform_key.clone(),
             ..other
         };
-        let token = mint_token(
-            self.app,
-            &tenant.platform_key,
-            tenant.merchant_id,
-            Some("till-1"),
-        )
-        .await;
-        Shop {
-            app: self.app,
-            tenant,
-            operator_key: self.operator_key.clone(),
-            token,
-            terminal_id: Some("till-1".into()),
-        }
+        self.till_of(tenant, Some("till-1")).await
     }
 
     /// This merchant through another platform integration, live or sandbox: a new
@@ -183,27 +176,14 @@ impl<'a> Shop<'a> {
         )
         .await
         .expect("link the merchant");
-        let tenant = crate::TestTenant {
+        let tenant = TestTenant {
             merchant_id: self.tenant.merchant_id,
             brand_id: self.tenant.brand_id,
             branch_ids: self.tenant.branch_ids.clone(),
             wallet_program_id: self.tenant.wallet_program_id,
             ..other
         };
-        let token = mint_token(
-            self.app,
-            &tenant.platform_key,
-            tenant.merchant_id,
-            Some("till-1"),
-        )
-        .await;
-        Shop {
-            app: self.app,
-            tenant,
-            operator_key: self.operator_key.clone(),
-            token,
-            terminal_id: Some("till-1".into()),
-        }
+        self.till_of(tenant, Some("till-1")).await
     }
 
     pub fn merchant(&self) -> Uuid {

@@ -345,58 +345,9 @@ async fn a_clawback_racing_payments_removes_exactly_what_they_did_not_spend() {
     let c = shop.customer().await;
     let grant = shop.grant(&c, 500, "RELEASED", 3600).await;
     // One OTP session per order (a QR re-mint would supersede the previous nonce).
-    let mut sessions = Vec::new();
-    for i in 0..4 {
-        let order = format!("RACE-{i}");
-        let r = shop
-            .post(
-                "/payments/otp/send",
-                json!({"phone": c.phone, "amount_minor": 150, "currency": "EUR", "order_ref": order}),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-        sessions.push((
-            order,
-            r.body["data"]["otp_session_id"]
-                .as_str()
-                .unwrap()
-                .to_string(),
-        ));
-    }
-    let url = format!(
-        "/sandbox/messages?phone={}&limit=200",
-        c.phone.replace('+', "%2B")
-    );
-    let msgs: Vec<Value> = tests::eventually(
-        std::time::Duration::from_secs(20),
-        "four OTP SMS",
-        || async {
-            let r = send(app.get(&url).header("x-api-key", &shop.tenant.platform_key)).await;
-            let m: Vec<Value> = r.body["data"]
-                .as_array()?
-                .iter()
-                .filter(|m| m["kind"] == "otp")
-                .cloned()
-                .collect();
-            (m.len() == 4).then_some(m)
-        },
-    )
-    .await;
-    let code_for = |order: &str| {
-        msgs.iter()
-            .find(|m| {
-                m["body"]
-                    .as_str()
-                    .unwrap()
-                    .contains(&format!("order {order}."))
-            })
-            .unwrap()["code"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
-    let payments = sessions.iter().map(|(order, session)| {
-        let body = json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": code_for(order),
+    let sessions = shop.otp_sessions(&c, 4, 150).await;
+    let payments = sessions.iter().map(|(order, session, code)| {
+        let body = json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": code,
                           "otp_session_id": session}, "amount_minor": 150, "currency": "EUR", "order_ref": order});
         let shop = &shop;
         async move { shop.post("/payments", body).await }

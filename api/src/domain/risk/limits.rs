@@ -186,6 +186,57 @@ struct Rule {
     limit: i64,
 }
 
+/// The window rules: name (a `Limits` field), what it is counted for, its window in hours,
+/// and what it counts.
+const WINDOWS: [(&str, Scope, i64, Measure); 6] = [
+    (
+        "wallet_payments_24h_count",
+        Scope::Wallet,
+        24,
+        Measure::Count,
+    ),
+    (
+        "wallet_payments_24h_minor",
+        Scope::Wallet,
+        24,
+        Measure::Minor,
+    ),
+    (
+        "wallet_payments_7d_count",
+        Scope::Wallet,
+        7 * 24,
+        Measure::Count,
+    ),
+    (
+        "wallet_payments_7d_minor",
+        Scope::Wallet,
+        7 * 24,
+        Measure::Minor,
+    ),
+    (
+        "terminal_payments_1h_minor",
+        Scope::Terminal,
+        1,
+        Measure::Minor,
+    ),
+    ("wallet_topups_24h_minor", Scope::Wallet, 24, Measure::Minor),
+];
+
+impl Rule {
+    /// The window rule `name` with the merchant's limit for it, if it set one.
+    fn of(limits: &Limits, name: &str) -> Option<Rule> {
+        let &(name, scope, hours, measure) = WINDOWS.iter().find(|w| w.0 == name)?;
+        let (_, limit) = limits.fields().into_iter().find(|(n, _)| *n == name)?;
+        Some(Rule {
+            name,
+            scope,
+            window: Duration::hours(hours),
+            measure,
+            limit: limit?,
+        })
+    }
+}
+
 /// One earlier movement in a window: when, and how much.
 pub type Movement = (DateTime<Utc>, i64);
 
@@ -281,43 +332,10 @@ pub async fn check_payment<C: ConnectionTrait>(
     };
     let limits = Limits::from(&limits);
     single(&limits, amount)?;
-    let rules = [
-        (
-            "wallet_payments_24h_count",
-            Duration::hours(24),
-            Measure::Count,
-            limits.wallet_payments_24h_count,
-        ),
-        (
-            "wallet_payments_24h_minor",
-            Duration::hours(24),
-            Measure::Minor,
-            limits.wallet_payments_24h_minor,
-        ),
-        (
-            "wallet_payments_7d_count",
-            Duration::days(7),
-            Measure::Count,
-            limits.wallet_payments_7d_count,
-        ),
-        (
-            "wallet_payments_7d_minor",
-            Duration::days(7),
-            Measure::Minor,
-            limits.wallet_payments_7d_minor,
-        ),
-    ];
-    let wallet_rules: Vec<Rule> = rules
-        .into_iter()
-        .filter_map(|(name, window, measure, limit)| {
-            Some(Rule {
-                name,
-                scope: Scope::Wallet,
-                window,
-                measure,
-                limit: limit?,
-            })
-        })
+    let wallet_rules: Vec<Rule> = WINDOWS
+        .iter()
+        .filter(|w| w.0.starts_with("wallet_payments_"))
+        .filter_map(|w| Rule::of(&limits, w.0))
         .collect();
     if let Some(longest) = wallet_rules.iter().map(|r| r.window).max() {
         let movements =
@@ -338,8 +356,8 @@ pub async fn check_payment<C: ConnectionTrait>(
             )?;
         }
     }
-    if let Some(limit) = limits.terminal_payments_1h_minor {
-        terminal_hour(c, acting, limit, amount, now).await?;
+    if let Some(rule) = Rule::of(&limits, "terminal_payments_1h_minor") {
+        terminal_hour(c, acting, &rule, amount, now).await?;
     }
     Ok(())
 }
@@ -349,7 +367,7 @@ pub async fn check_payment<C: ConnectionTrait>(
 async fn terminal_hour<C: ConnectionTrait>(
     c: &C,
     acting: &Acting,
-    limit: i64,
+    rule: &Rule,
     amount: i64,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
@@ -369,15 +387,8 @@ async fn terminal_hour<C: ConnectionTrait>(
         .iter()
         .filter_map(|(m, a)| Some((DateTime::from_timestamp(m * 60, 0)?, *a)))
         .collect();
-    let rule = Rule {
-        name: "terminal_payments_1h_minor",
-        scope: Scope::Terminal,
-        window: Duration::hours(1),
-        measure: Measure::Minor,
-        limit,
-    };
     judge(
-        &rule,
+        rule,
         &movements,
         amount,
         now,
@@ -399,18 +410,11 @@ pub async fn check_topup<C: ConnectionTrait>(
     amount: i64,
     now: DateTime<Utc>,
 ) -> Result<(), ApiError> {
-    let Some(limit) = store::payments::risk::find_limits(c, merchant, sandbox)
+    let Some(rule) = store::payments::risk::find_limits(c, merchant, sandbox)
         .await?
-        .and_then(|l| l.wallet_topups_24h_minor)
+        .and_then(|l| Rule::of(&Limits::from(&l), "wallet_topups_24h_minor"))
     else {
         return Ok(());
-    };
-    let rule = Rule {
-        name: "wallet_topups_24h_minor",
-        scope: Scope::Wallet,
-        window: Duration::hours(24),
-        measure: Measure::Minor,
-        limit,
     };
     let movements =
         store::payments::risk::wallet_topups_since(c, wallet, now - rule.window, now).await?;
@@ -434,7 +438,7 @@ pub fn crossing_of(
     let d = e.details()?;
     let l = d.get("limit")?;
     let named = l.get("rule")?.as_str()?;
-    let rule = RULES.iter().copied().find(|r| *r == named)?;
+    let rule = WINDOWS.iter().map(|w| w.0).find(|r| *r == named)?;
     let scope = Scope::parse(l.get("scope")?.as_str()?)?;
     let subject = match scope {
         Scope::Wallet => l.get("wallet_id")?.as_str()?.to_string(),
@@ -467,16 +471,6 @@ pub async fn refused(
         None => Ok(()),
     }
 }
-
-/// The window rules, by name.
-pub const RULES: &[&str] = &[
-    "wallet_payments_24h_count",
-    "wallet_payments_24h_minor",
-    "wallet_payments_7d_count",
-    "wallet_payments_7d_minor",
-    "terminal_payments_1h_minor",
-    "wallet_topups_24h_minor",
-];
 
 #[cfg(test)]
 mod tests {

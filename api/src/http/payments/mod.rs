@@ -394,7 +394,6 @@ impl PaymentsApi {
             .guard()
             .after_trying(till.as_ref(), entry, refused)
             .await?;
-        crate::http::risk::note_refusal(state.0, till.as_ref(), &result).await?;
         result.map_err(|e| match e.downcast::<ApiError>() {
             Ok(refusal) => refusal.with_decision_trace(&trace).into(),
             Err(other) => other,

@@ -165,11 +165,17 @@ impl<'a, const REQUIRED: bool> Idempotent<'a, REQUIRED> {
         let rendered = idempotency::execute_maybe(
             self.state.idempotency(),
             key.map(request),
-            async move || prepare(&scope).await,
+            async || prepare(&scope).await,
             async move |txn, prepared| work(txn, acting, prepared).await,
         )
-        .await?;
-        Ok(Reply::rendered(rendered))
+        .await;
+        if let Err(e) = &rendered {
+            // A merchant's velocity limit refused it (a payment, a top-up): the crossing is
+            // recorded, and announced once, now that the refused transaction rolled back.
+            let till = crate::domain::risk::failures::Till::of(&scope);
+            crate::domain::risk::limits::refused(&self.state.db, &till, e).await?;
+        }
+        Ok(Reply::rendered(rendered?))
     }
 
     /// An operator's mutation: keyed by the operator (whose keys never meet a tenant's),

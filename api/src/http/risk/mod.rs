@@ -6,7 +6,6 @@ use poem_openapi::{Object, OpenApi};
 use serde::{Deserialize, Serialize};
 
 use crate::domain::credentials::Permission;
-use crate::domain::risk::failures::Till;
 use crate::domain::risk::limits::{self, Limits, MAX_LIMIT, Set};
 use crate::domain::validate::Errors;
 use crate::http::customers::merchant_of;
@@ -189,19 +188,4 @@ impl RiskApi {
         })
         .await
     }
-}
-
-/// After a money call at `till` (set once its work ran): a refusal by a velocity limit is a
-/// crossing, recorded for operators with its `risk.limit_reached` event.
-pub async fn note_refusal<T>(
-    st: &AppState,
-    till: Option<&Till>,
-    result: &poem::Result<T>,
-) -> poem::Result<()> {
-    if let (Some(at), Err(e)) = (till, result)
-        && let Some(e) = e.downcast_ref::<crate::error::ApiError>()
-    {
-        limits::refused(&st.db, at, e).await?;
-    }
-    Ok(())
 }

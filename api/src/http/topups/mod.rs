@@ -2,7 +2,6 @@
 //! customer's grants and their clawback are `grants`.
 pub mod settlements;
 use crate::domain::credentials::scope::Acting;
-use crate::domain::risk::failures::Till;
 use crate::http::pipeline::fields::CurrencyCode;
 use crate::http::pipeline::fields::Text;
 
@@ -416,41 +415,32 @@ impl TopupsApi {
         let sku = sku_id.0.clone();
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
         let shared = state.0;
-        // Where the top-up was asked for, once it runs: a velocity refusal is noted there.
-        let mut till = None;
-        let till_slot = &mut till;
-        let guarded = async move |acting: &Acting| {
-            *till_slot = Some(Till::of(acting));
-            presented.guarded(shared, p, acting).await
-        };
-        let result = key
-            .run_prepared(
-                &auth.0,
-                &body,
-                guarded,
-                async move |txn, acting, customer| {
-                    let who = in_context(acting, &b.context);
-                    let o = topups::topup_sku(
-                        txn,
-                        &st.sealer,
-                        &who,
-                        window,
-                        SkuTopup {
-                            sku_id: sku.into(),
-                            pos_order_ref: b.pos_order_ref.to_string(),
-                            customer,
-                            quantity: quantity.unwrap_or(1),
-                            wallet_program_id: program,
-                            service_session_id: session,
-                        },
-                        who.now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(TopupResult::from(o)))
-                },
-            )
-            .await;
-        crate::http::risk::note_refusal(shared, till.as_ref(), &result).await?;
-        result
+        let guarded = async move |acting: &Acting| presented.guarded(shared, p, acting).await;
+        key.run_prepared(
+            &auth.0,
+            &body,
+            guarded,
+            async move |txn, acting, customer| {
+                let who = in_context(acting, &b.context);
+                let o = topups::topup_sku(
+                    txn,
+                    &st.sealer,
+                    &who,
+                    window,
+                    SkuTopup {
+                        sku_id: sku.into(),
+                        pos_order_ref: b.pos_order_ref.to_string(),
+                        customer,
+                        quantity: quantity.unwrap_or(1),
+                        wallet_program_id: program,
+                        service_session_id: session,
+                    },
+                    who.now(),
+                )
+                .await?;
+                Ok(Outcome::new(TopupResult::from(o)))
+            },
+        )
+        .await
     }
 }

@@ -2,7 +2,6 @@
 //! the till. The reload-bonus tiers a confirmation accrues under are configured in
 //! `incentives::reload_bonus`.
 use crate::domain::credentials::scope::Acting;
-use crate::domain::risk::failures::Till;
 use crate::http::pipeline::fields::CurrencyCode;
 use crate::http::pipeline::fields::Text;
 use crate::http::pipeline::fields::UuidText;
@@ -346,38 +345,29 @@ impl SettlementsApi {
         let presented = presented.ok_or_else(|| ApiError::internal("validated customer"))?;
         let window = chrono::Duration::seconds(st.config.enrollment_window_secs as i64);
         let shared = state.0;
-        // Where the top-up was asked for, once it runs: a velocity refusal is noted there.
-        let mut till = None;
-        let till_slot = &mut till;
-        let guarded = async move |acting: &Acting| {
-            *till_slot = Some(Till::of(acting));
-            presented.guarded(shared, p, acting).await
-        };
-        let result = key
-            .run_prepared(
-                &auth.0,
-                &body,
-                guarded,
-                async move |txn, acting, customer| {
-                    let who = in_context(acting, &b.context);
-                    let o = settlements::confirm(
-                        txn,
-                        &st.sealer,
-                        &who,
-                        window,
-                        Confirm {
-                            settlement_reference: b.settlement_reference.to_string(),
-                            customer,
-                            wallet_program_id: program,
-                        },
-                        who.now(),
-                    )
-                    .await?;
-                    Ok(Outcome::new(ConfirmResult::from(o)))
-                },
-            )
-            .await;
-        crate::http::risk::note_refusal(shared, till.as_ref(), &result).await?;
-        result
+        let guarded = async move |acting: &Acting| presented.guarded(shared, p, acting).await;
+        key.run_prepared(
+            &auth.0,
+            &body,
+            guarded,
+            async move |txn, acting, customer| {
+                let who = in_context(acting, &b.context);
+                let o = settlements::confirm(
+                    txn,
+                    &st.sealer,
+                    &who,
+                    window,
+                    Confirm {
+                        settlement_reference: b.settlement_reference.to_string(),
+                        customer,
+                        wallet_program_id: program,
+                    },
+                    who.now(),
+                )
+                .await?;
+                Ok(Outcome::new(ConfirmResult::from(o)))
+            },
+        )
+        .await
     }
 }

@@ -18,6 +18,22 @@ async fn set_limits(shop: &Shop<'_>, limits: Value) -> tests::Reply {
     .await
 }
 
+/// Registers SKU `card-10`: a top-up card crediting 1,000.
+async fn register_card(shop: &Shop<'_>) {
+    let r = send(
+        shop.app
+            .post("/skus")
+            .header("x-api-key", &shop.tenant.platform_key)
+            .header("Idempotency-Key", Uuid::new_v4().to_string())
+            .json(&shop.body(
+                json!({"sku_id": "card-10", "name": "Top-up card", "currency": "EUR",
+                                    "wallet_credits_minor": 1_000}),
+            )),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
 #[tokio::test]
 async fn limits_are_read_and_replaced_whole_per_mode_with_the_risk_permission() {
     let app = TestApp::spawn().await;
@@ -258,17 +274,7 @@ async fn top_ups_past_the_daily_limit_are_refused_and_credit_nothing() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
     let c = shop.customer().await;
-    let r = send(
-        app.post("/skus")
-            .header("x-api-key", &shop.tenant.platform_key)
-            .header("Idempotency-Key", Uuid::new_v4().to_string())
-            .json(&shop.body(
-                json!({"sku_id": "card-10", "name": "Top-up card", "currency": "EUR",
-                                    "wallet_credits_minor": 1_000}),
-            )),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{}", r.body);
+    register_card(&shop).await;
     assert_eq!(
         set_limits(&shop, json!({"wallet_topups_24h_minor": 2_500}))
             .await
@@ -293,5 +299,77 @@ async fn top_ups_past_the_daily_limit_are_refused_and_credit_nothing() {
     assert_eq!(r.body["error"]["details"]["limit"]["remaining"], 500);
     assert_eq!(shop.balance(&c).await["actual_minor"], 2_000);
     assert_eq!(alerts(&app, &shop).await.len(), 1);
+    shop.assert_ledger_consistent().await;
+}
+
+/// The two limits counted outside the wallet's payments, under concurrency: ten top-ups of
+/// one wallet at once against a daily limit of 2,500 credit exactly two of 1,000 (the
+/// wallet's lock), and ten payments at once from ten wallets at one terminal against an
+/// hourly 350 take exactly three of 100 (the terminal's row lock).
+#[tokio::test]
+async fn concurrent_top_ups_and_a_terminals_concurrent_payments_never_pass_their_limits() {
+    let app = TestApp::spawn().await;
+    let shop = Shop::open(&app).await;
+    register_card(&shop).await;
+    let set = set_limits(
+        &shop,
+        json!({"wallet_topups_24h_minor": 2_500, "terminal_payments_1h_minor": 350}),
+    )
+    .await;
+    assert_eq!(set.status, 200, "{}", set.body);
+
+    let c = shop.customer().await;
+    let topups = join_all((0..10).map(|i| {
+        shop.post(
+            "/topup/sku/card-10",
+            json!({"pos_order_ref": format!("T-{i}"),
+                   "customer": {"credential_type": "phone", "phone": c.phone}, "quantity": 1}),
+        )
+    }))
+    .await;
+    let credited = topups.iter().filter(|r| r.status == 200).count();
+    let limited = topups
+        .iter()
+        .filter(|r| r.body["error"]["details"]["limit"]["rule"] == "wallet_topups_24h_minor")
+        .count();
+    assert_eq!(
+        (credited, limited),
+        (2, 8),
+        "{:?}",
+        topups.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 2_000);
+
+    let mut qrs = Vec::new();
+    for _ in 0..10 {
+        let w = shop.customer().await;
+        shop.fund(&w, 1_000).await;
+        qrs.push(shop.qr(&w).await);
+    }
+    let paid = join_all(
+        qrs.iter()
+            .map(|qr| shop.pay_with(json!({"type": "qr", "qr_payload": qr}), 100)),
+    )
+    .await;
+    let ok = paid.iter().filter(|r| r.status == 200).count();
+    let limited = paid
+        .iter()
+        .filter(|r| r.body["error"]["details"]["limit"]["rule"] == "terminal_payments_1h_minor")
+        .count();
+    assert_eq!(
+        (ok, limited),
+        (3, 7),
+        "{:?}",
+        paid.iter().map(|r| &r.body).collect::<Vec<_>>()
+    );
+    let rules: Vec<String> = alerts(&app, &shop)
+        .await
+        .iter()
+        .map(|a| a["rule"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        rules,
+        ["wallet_topups_24h_minor", "terminal_payments_1h_minor"]
+    );
     shop.assert_ledger_consistent().await;
 }
