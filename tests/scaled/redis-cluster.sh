@@ -5,8 +5,8 @@
 # 10000: keep both below the kernel's ephemeral range (32768 and up on Linux), where an
 # outgoing connection may hold the port (seen: a bus port in TIME-WAIT); each keeps its nodes.conf under DIR/<port>
 # (so a restarted node rejoins with its slots) and nothing else on disk. Prints the seed
-# URLs, comma-separated, as WALLET_REDIS_URL takes them. Idempotent: a cluster already
-# answering on FIRST_PORT is left as it is. Stop it with: redis-cli -p <port> shutdown nosave
+# URLs, comma-separated, as WALLET_REDIS_URL takes them. Idempotent: a whole cluster is
+# left as it is, and a node that died is started again. Stop it with: redis-cli -p <port> shutdown nosave
 # for each port (tests/scaled/down.sh does).
 set -euo pipefail
 DIR=$1 FIRST=$2 MASTERS=${3:-3} REPLICAS=${4:-0}
@@ -25,7 +25,12 @@ for ((i = 0; i < N; i++)); do
   seeds+=("redis://127.0.0.1:$((FIRST + i))")
 done
 
-if [[ $(redis-cli -p "$FIRST" cluster info 2>/dev/null | tr -d '\r' | grep cluster_state) == cluster_state:ok ]]; then
+# Every node answering and the cluster whole: nothing to do. A node that was killed is
+# started again below and rejoins from its nodes.conf (as a replica, once its replica
+# took over).
+all_up=1
+for p in "${ports[@]}"; do redis-cli -p "$p" ping >/dev/null 2>&1 || all_up=0; done
+if ((all_up)) && [[ $(redis-cli -p "$FIRST" cluster info 2>/dev/null | tr -d '\r' | grep cluster_state) == cluster_state:ok ]]; then
   (IFS=,; echo "${seeds[*]}")
   exit 0
 fi

@@ -19,6 +19,7 @@ pub mod finance;
 pub mod oas31;
 pub mod otlp;
 pub mod procs;
+pub mod paying;
 pub mod proxy;
 pub mod redis_cluster;
 pub mod redis_server;
