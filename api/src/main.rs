@@ -166,8 +166,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Serve => Ok(api::serve_from_config(config).await?),
         Command::Migrate => {
             api::infra::telemetry::init_logging(config.json_logs());
-            api::migrate(&config).await?;
-            eprintln!("migrations applied");
+            let migrated = api::migrate(&config).await?;
+            eprintln!("{migrated}");
             Ok(())
         }
         Command::Tenant {

@@ -27,16 +27,39 @@ fn install_tls_provider() {
 }
 
 /// Applies the service's migrations and creates the job queue tables.
-pub async fn migrate(config: &Config) -> anyhow::Result<()> {
+pub async fn migrate(config: &Config) -> anyhow::Result<Migrated> {
     // A session of its own, never through a transaction-mode pooler: the job queue's setup
     // builds its indexes CONCURRENTLY, which no transaction may hold.
     let db = store::connect_direct(config, 2).await?;
+    let applied = migration::Migrator::get_pending_migrations(&db).await?.len();
     migration::Migrator::up(&db, None).await?;
     store::queues::job_queue::Queue::from_db(&db)
         .setup()
         .await?;
     db.close().await?;
-    Ok(())
+    let all = migration::Migrator::migrations();
+    Ok(Migrated {
+        applied,
+        known: all.len(),
+        latest: all.last().map(|m| m.name().to_string()).unwrap_or_default(),
+    })
+}
+
+/// What `migrate` did: an operator checking a restored database reads "0 applied".
+pub struct Migrated {
+    pub applied: usize,
+    pub known: usize,
+    pub latest: String,
+}
+
+impl std::fmt::Display for Migrated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "migrations applied: {} of {}; the schema is current (latest {})",
+            self.applied, self.known, self.latest
+        )
+    }
 }
 
 /// Secrets embedded mode generates on first start and keeps in its data dir, so tokens and

@@ -26,13 +26,13 @@ started=$(date +%s)
 bash tests/ha/down.sh
 trap '[[ ${HA_KEEP:-0} == 1 ]] || bash tests/ha/down.sh' EXIT
 HA_SYNC=on bash tests/ha/up.sh
-cargo test --locked -p api --test failover --no-run 2>&1 | tail -n 1
+cargo test --locked -p api --test ha --no-run 2>&1 | tail -n 1
 
 drill() { # test name; the rig's env must be current
   (
     # shellcheck source=/dev/null
     source "$WALLET_HA_STATE/env"
-    cargo test --locked -q -p api --test failover -- --exact "$1" --nocapture --test-threads 1
+    cargo test --locked -q -p api --test ha -- --exact "$1" --nocapture --test-threads 1
   )
 }
 PG=when_the_primarys_machine_dies_the_replica_takes_over_and_no_acknowledged_payment_is_lost

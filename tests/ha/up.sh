@@ -80,7 +80,7 @@ fi
 
 # --- pgBackRest ---------------------------------------------------------------------------
 # One repository for the cluster. Both nodes are listed: a backup is taken from whichever is
-# primary, and archive-push runs on the primary of the moment.
+# primary. Each node has a copy naming itself first, for its archive_command.
 cat >"$STATE/pgbackrest.conf" <<EOF
 [global]
 repo1-path=$STATE/backrest
@@ -102,6 +102,12 @@ pg2-port=${PG_PORT[node2]}
 pg2-socket-path=$STATE/node2
 EOF
 as_postgres mkdir -p "$STATE/backrest" "$STATE/backrest-log" "$STATE/backrest-lock" "$STATE/backrest-spool"
+for n in "${NODES[@]}"; do
+  as_postgres mkdir -p "$STATE/$n"
+  { sed '/^\[wallet\]/,$d' "$STATE/pgbackrest.conf"
+    printf '[wallet]\npg1-path=%s\npg1-port=%s\npg1-socket-path=%s\n' "$STATE/$n/data" "${PG_PORT[$n]}" "$STATE/$n"
+  } >"$STATE/$n/pgbackrest.conf"
+done
 
 # --- Patroni nodes ------------------------------------------------------------------------
 node_config() { # name
@@ -141,7 +147,6 @@ bootstrap:
         max_replication_slots: 8
         wal_keep_size: 256MB
         archive_mode: "on"
-        archive_command: pgbackrest --config=$STATE/pgbackrest.conf --stanza=wallet archive-push %p
         archive_timeout: 60
         # The drills kill processes, not kernels: what a killed postmaster wrote is in the
         # page cache either way. fsync guards a machine's power, which no drill here cuts.
@@ -166,6 +171,9 @@ postgresql:
     rewind: {username: postgres, password: postgres}
   parameters:
     unix_socket_directories: $STATE/$n
+    # Each node archives as itself (pgBackRest checks that pg1-path is the data directory
+    # it runs in); whichever is primary pushes.
+    archive_command: pgbackrest --config=$STATE/$n/pgbackrest.conf --stanza=wallet archive-push %p
   # pg_rewind, when a killed primary rejoins, fetches WAL it no longer has from the archive.
   remove_data_directory_on_rewind_failure: true
   remove_data_directory_on_diverged_timelines: true

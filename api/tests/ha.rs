@@ -126,6 +126,16 @@ async fn run_on(load: &Load, started: Instant, total: Duration, at: Instant) {
     }
 }
 
+/// Payments acknowledged per second in the window `[from, to)`.
+fn rate(outcomes: &[Outcome], from: Instant, to: Instant) -> f64 {
+    let n = outcomes
+        .iter()
+        .filter(|o| o.status == 200 && o.finished >= from && o.finished < to)
+        .count();
+    let secs = (to - from).as_secs_f64();
+    if secs > 0.0 { (n as f64 / secs * 10.0).round() / 10.0 } else { 0.0 }
+}
+
 fn install_tls() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
@@ -173,6 +183,7 @@ async fn when_the_primarys_machine_dies_the_replica_takes_over_and_no_acknowledg
         .filter(|o| o.status == 200 && o.finished < at)
         .count();
     run_on(&load, started, Duration::from_secs(secs), at).await;
+    let ended = Instant::now();
     let outcomes = load.finish().await;
     let load_secs = started.elapsed().as_secs_f64();
 
@@ -203,6 +214,8 @@ async fn when_the_primarys_machine_dies_the_replica_takes_over_and_no_acknowledg
         "load_secs": load_secs,
         "acknowledged_before_kill": acknowledged_before_kill,
         "first_payment_after_kill_ms": resumed.map(|d| d.as_millis() as u64),
+        "payments_per_sec_before_kill": rate(&outcomes, started, at),
+        "payments_per_sec_after_resuming": resumed.map(|d| rate(&outcomes, at + d, ended)),
     });
     for (k, v) in audit.figures().as_object().unwrap() {
         figures[k] = v.clone();
@@ -358,4 +371,184 @@ async fn when_a_redis_master_dies_under_load_its_replica_takes_over_and_nothing_
     );
     assert!(resumed.is_some(), "no payment was taken after the kill");
     audit.assert_money_held(20);
+}
+
+/// Runs a script of tests/ha with `args`; fails unless it succeeds; its last stdout line
+/// as JSON.
+fn run_script(rig: &Rig, name: &str, args: &[&str]) -> Value {
+    let out = tokio::task::block_in_place(|| {
+        Command::new("bash")
+            .arg(script(name))
+            .args(args)
+            .env("WALLET_HA_STATE", &rig.state)
+            .output()
+            .expect("the script runs")
+    });
+    assert!(
+        out.status.success(),
+        "{name}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or("null")).expect("a JSON line")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_none_begun_after()
+{
+    let Some(rig) = Rig::from_env() else {
+        eprintln!("no HA rig: tests/ha/pitr.sh runs this drill");
+        return;
+    };
+    install_tls();
+    let secs = setting("HA_DRILL_SECS", 30);
+    let dir = rig.dir("pitr");
+    let env = rig.env(&dir);
+    let service = Service::start(&env, &dir, 2);
+    let urls = service.urls();
+    let receiver = Receiver::ok().await;
+    let merchant = Arc::new(Merchant::open(&env, &urls, &receiver, CLIENTS).await);
+    let load = Load::start(&merchant, &urls);
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // A full backup while the clients pay.
+    let backup = run_script(&rig, "backup.sh", &["full"]);
+    let paid_during_backup = load.acknowledged();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The instant to restore to, in the database's terms (one clock on this machine).
+    let target_wall = chrono::Utc::now();
+    let target = Instant::now();
+    let rest = Duration::from_secs(secs).saturating_sub(started.elapsed());
+    tokio::time::sleep(rest.max(Duration::from_secs(5))).await;
+    let outcomes = load.finish().await;
+
+    // The WAL holding commits after the target must be archived before the restore.
+    let db = sea_orm::Database::connect(&rig.database_url).await.unwrap();
+    let segment: String = tests::paying::rows(
+        &db,
+        "SELECT pg_walfile_name(pg_switch_wal()) AS segment",
+    )
+    .await[0]
+    .try_get("", "segment")
+    .unwrap();
+    tests::eventually(Duration::from_secs(60), "the WAL archived", || async {
+        let r = tests::paying::rows(&db, "SELECT last_archived_wal FROM pg_stat_archiver").await;
+        let last: Option<String> = r[0].try_get("", "last_archived_wal").unwrap();
+        last.filter(|l| l[8..] >= segment[8..]).map(|_| ())
+    })
+    .await;
+
+    let target_arg = target_wall.format("%Y-%m-%d %H:%M:%S%.6f+00").to_string();
+    let restored = run_script(&rig, "restore.sh", &[&target_arg]);
+    let restored_url = format!(
+        "postgres://postgres@127.0.0.1:{}/wallet",
+        restored["port"].as_u64().unwrap()
+    );
+    let copy = sea_orm::Database::connect(&restored_url).await.unwrap();
+    let stored = tests::paying::rows(
+        &copy,
+        &format!(
+            "SELECT order_ref, id::text AS id, wallet_id::text AS wallet, amount_minor FROM payments \
+             WHERE merchant_id = '{}'",
+            merchant.merchant_id
+        ),
+    )
+    .await;
+    let mut present: std::collections::HashMap<String, Vec<String>> = Default::default();
+    let mut debited: std::collections::HashMap<String, i64> = Default::default();
+    for r in &stored {
+        let key: String = r.try_get("", "order_ref").unwrap();
+        present
+            .entry(key)
+            .or_default()
+            .push(r.try_get("", "id").unwrap());
+        *debited
+            .entry(r.try_get("", "wallet").unwrap())
+            .or_default() += r.try_get::<i64>("", "amount_minor").unwrap();
+    }
+    let acked = |o: &&Outcome| o.status == 200;
+    let before: Vec<&Outcome> = outcomes.iter().filter(acked).filter(|o| o.finished < target).collect();
+    let after: Vec<&Outcome> = outcomes.iter().filter(|o| o.started > target).collect();
+    let in_flight: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(|o| o.started <= target && o.finished >= target)
+        .collect();
+    let missing_before = before
+        .iter()
+        .filter(|o| present.get(&o.key) != Some(&vec![o.payment_id.clone().unwrap()]))
+        .count();
+    let present_after = after.iter().filter(|o| present.contains_key(&o.key)).count();
+    let in_flight_present = in_flight.iter().filter(|o| present.contains_key(&o.key)).count();
+    let known: std::collections::HashSet<&str> = outcomes.iter().map(|o| o.key.as_str()).collect();
+    let unknown = present.keys().filter(|k| !known.contains(k.as_str())).count();
+    let mut wrong_balances = Vec::new();
+    for (_, wallet) in &merchant.customers {
+        let r = tests::paying::rows(
+            &copy,
+            &format!("SELECT actual_minor FROM wallets WHERE id = '{wallet}'"),
+        )
+        .await;
+        let actual: i64 = r[0].try_get("", "actual_minor").unwrap();
+        let expected = tests::paying::FUNDING - debited.get(wallet).copied().unwrap_or(0);
+        if actual != expected {
+            wrong_balances.push((wallet.clone(), actual, expected));
+        }
+    }
+    let mut copy_env = env.clone();
+    set_env(&mut copy_env, "WALLET_DATABASE_URL", restored_url.clone());
+    let ledger = tests::paying::cli(&["ledger", "check"], &copy_env);
+    let migrate = tests::paying::cli(&["migrate"], &copy_env);
+    let migrate_said = String::from_utf8_lossy(&migrate.stderr).trim().to_string();
+    let took_ms = restored["restore_ms"].as_u64().unwrap() + restored["replay_ms"].as_u64().unwrap();
+    let line = format!(
+        "pitr: restored to T in {:.1}s; {} acknowledged before T present, {} missing; {} of {} begun after T present; {} of {} in flight at T present",
+        took_ms as f64 / 1000.0,
+        before.len() - missing_before,
+        missing_before,
+        present_after,
+        after.len(),
+        in_flight_present,
+        in_flight.len(),
+    );
+    let figures = json!({
+        "drill": "pitr",
+        "line": line,
+        "target": target_arg,
+        "backup": backup,
+        "acknowledged_while_backing_up": paid_during_backup,
+        "restore_ms": restored["restore_ms"],
+        "replay_ms": restored["replay_ms"],
+        "acknowledged_before_target": before.len(),
+        "missing_before_target": missing_before,
+        "begun_after_target": after.len(),
+        "present_after_target": present_after,
+        "in_flight_at_target": in_flight.len(),
+        "in_flight_present": in_flight_present,
+        "stored_but_never_sent": unknown,
+        "wrong_balances": wrong_balances.len(),
+        "ledger_check_passed": ledger.status.success(),
+        "migrate": migrate_said,
+    });
+    eprintln!("{figures:#}");
+    eprintln!("{line}");
+    rig.record(&figures);
+    assert!(before.len() >= 20, "too little paid before T: {figures}");
+    assert!(!after.is_empty(), "nothing paid after T: {figures}");
+    assert_eq!(missing_before, 0, "{figures}");
+    assert_eq!(present_after, 0, "{figures}");
+    assert_eq!(unknown, 0, "{figures}");
+    assert!(wrong_balances.is_empty(), "{wrong_balances:?}");
+    assert!(
+        ledger.status.success(),
+        "ledger check on the restored copy: {}{}",
+        String::from_utf8_lossy(&ledger.stdout),
+        String::from_utf8_lossy(&ledger.stderr)
+    );
+    assert!(migrate.status.success(), "{migrate_said}");
+    assert!(
+        migrate_said.contains("migrations applied: 0 of"),
+        "the restored schema is current: {migrate_said}"
+    );
 }
