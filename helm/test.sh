@@ -316,8 +316,16 @@ if svcs:
 
 ingresses, hpas, pdbs, sms = kind("Ingress"), kind("HorizontalPodAutoscaler"), kind("PodDisruptionBudget"), kind("ServiceMonitor")
 if scenario == "defaults":
-    check("defaults: no HPA, PDB, Ingress or ServiceMonitor", not (ingresses or hpas or pdbs or sms),
-          [d["kind"] for d in ingresses + hpas + pdbs + sms])
+    check("defaults: no HPA, Ingress or ServiceMonitor", not (ingresses or hpas or sms),
+          [d["kind"] for d in ingresses + hpas + sms])
+    pdb_spec = {d["metadata"]["name"].rsplit("-", 1)[-1]: d["spec"] for d in pdbs}
+    check("defaults: PodDisruptionBudgets for api and worker, one pod at a time",
+          set(pdb_spec) == {"api", "worker"} and all(p.get("maxUnavailable") == 1 for p in pdb_spec.values()), pdb_spec)
+    spread = api["spec"]["template"]["spec"].get("topologySpreadConstraints", [])
+    check("defaults: api pods spread across zones, then nodes",
+          [c["topologyKey"] for c in spread] == ["topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+          and all(c["labelSelector"]["matchLabels"].items() <= api["spec"]["template"]["metadata"]["labels"].items() for c in spread),
+          spread)
     check("defaults: api and worker replicas rendered", api["spec"].get("replicas") == 2 and worker["spec"].get("replicas") == 2)
     check("defaults: ConfigMap holds the values.yaml defaults (empty SMS URL skipped)",
           cm_data.get("WALLET_LOG_FORMAT") == "json" and "WALLET_SMS_PROVIDER_URL" not in cm_data, cm_data)
@@ -612,6 +620,71 @@ if render all-enabled -f "$examples/production.yaml" --set tracing.headersSecret
   run_checks all-enabled "$work/all-enabled.yaml"
 fi
 
+# --- an external HA PostgreSQL (docs/operations/ha.md) ------------------------------------
+# database.mode cloudnativepg: writes to the Cluster's -rw Service through the operator's own
+# URI, feeds to -ro; external: a read-write and a read-only endpoint (Patroni behind
+# HAProxy). Every container (API, worker, migration) gets the same URLs, built from
+# Secret references that Kubernetes expands ($(NAME)), and none from existingSecret.
+check_database() { # scenario, rendered file
+  python3 - "$1" "$2" <<'PY'
+import sys, yaml
+scenario, path = sys.argv[1:3]
+docs = [d for d in yaml.safe_load_all(open(path)) if d]
+pods = [d for d in docs if d["kind"] in ("Deployment", "Job")]
+def containers(d): return d["spec"]["template"]["spec"]["containers"]
+def ok(name, cond, why=""):
+    print(("PASS " if cond else "FAIL ") + f"[{scenario}] {name}" + ("" if cond else f": {why}"))
+envs = {d["metadata"]["name"].rsplit("-", 1)[-1]: containers(d)[0]["env"] for d in pods}
+ok("api, worker and migration render", set(envs) == {"api", "worker", "migrate"}, list(envs))
+for who, env in envs.items():
+    names = [e["name"] for e in env]
+    by = {e["name"]: e for e in env}
+    url, replica = by.get("WALLET_DATABASE_URL", {}), by.get("WALLET_DATABASE_REPLICA_URL", {})
+    ok(f"{who}: the database URLs appear once each", names.count("WALLET_DATABASE_URL") == 1
+       and names.count("WALLET_DATABASE_REPLICA_URL") == 1, names)
+    ok(f"{who}: no database URL from existingSecret",
+       all(e.get("valueFrom", {}).get("secretKeyRef", {}).get("name") != "wallet-secrets"
+           for e in (url, replica)), (url, replica))
+    for e in (url, replica):
+        v = e.get("value", "")
+        refs = [r.split(")")[0] for r in v.split("$(")[1:]]
+        ok(f"{who}: {e.get('name')} names only variables defined before it",
+           all(r in names[:names.index(e["name"])] for r in refs), (v, names))
+    if scenario == "cloudnativepg":
+        ok(f"{who}: writes through the operator's URI of the -rw Service",
+           url.get("valueFrom", {}).get("secretKeyRef") == {"name": "pg-app", "key": "uri"}, url)
+        ok(f"{who}: feeds read the -ro Service",
+           replica.get("value") == "postgresql://$(PG_APP_USERNAME):$(PG_APP_PASSWORD)@pg-ro.wallet.svc:5432/$(PG_APP_DBNAME)", replica)
+    else:
+        ok(f"{who}: writes through the read-write endpoint",
+           url.get("value") == "postgres://$(PG_APP_USERNAME):$(PG_APP_PASSWORD)@pg-ha.db.svc:5000/wallet?sslmode=require", url)
+        ok(f"{who}: feeds read the read-only endpoint",
+           replica.get("value") == "postgres://$(PG_APP_USERNAME):$(PG_APP_PASSWORD)@pg-ha.db.svc:5001/wallet?sslmode=require", replica)
+        ok(f"{who}: credentials from the named Secret",
+           by["PG_APP_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "pg-credentials", "key": "password"}, by.get("PG_APP_PASSWORD"))
+PY
+}
+run_database_checks() { # scenario, rendered file
+  local out line
+  out=$(check_database "$1" "$2" 2>&1)
+  while IFS= read -r line; do
+    case $line in
+      PASS\ *) pass "${line#PASS }" ;;
+      FAIL\ *) fail "${line#FAIL }" ;;
+      *) [[ -n $line ]] && fail "[$1] unexpected checker output" "$line" ;;
+    esac
+  done <<<"$out"
+}
+if render cloudnativepg --set existingSecret=wallet-secrets --set database.mode=cloudnativepg \
+    --set database.cloudnativepg.cluster=pg; then
+  run_database_checks cloudnativepg "$work/cloudnativepg.yaml"
+fi
+if render external --set existingSecret=wallet-secrets --set database.mode=external \
+    --set database.external.readWrite=pg-ha.db.svc:5000 --set database.external.readOnly=pg-ha.db.svc:5001 \
+    --set database.external.credentialsSecret=pg-credentials; then
+  run_database_checks external "$work/external.yaml"
+fi
+
 # --- alert rules: promtool check rules + test rules on the rendered PrometheusRule ---------
 # promtool comes from Debian's prometheus package (/usr/bin/promtool). When it is missing,
 # only that binary is taken out of the package (apt-get download + dpkg-deb -x) into the
@@ -715,6 +788,14 @@ refuses() { # description, expected message (grep -E), helm template args...
 }
 sentinel=do-not-leak-0123456789abcdef0123456789abcdef
 refuses "a missing existingSecret" "existingSecret is required"
+refuses "database.mode cloudnativepg without the Cluster's name" "database.cloudnativepg.cluster" \
+  -f "$examples/minimal.yaml" --set database.mode=cloudnativepg
+refuses "database.mode external without a read-write endpoint" "database.external.readWrite" \
+  -f "$examples/minimal.yaml" --set database.mode=external --set database.external.credentialsSecret=pg
+refuses "database.mode external without credentials" "database.external.credentialsSecret" \
+  -f "$examples/minimal.yaml" --set database.mode=external --set database.external.readWrite=pg:5432
+refuses "an unknown database.mode (schema)" "database.mode" \
+  -f "$examples/minimal.yaml" --set database.mode=patroni
 refuses "a secret in config" "is a secret; put it in the Secret" \
   -f "$examples/minimal.yaml" --set "config.WALLET_JWT_SECRET=$sentinel"
 if "$HELM" template wallet "$chart" -f "$examples/minimal.yaml" --set "config.WALLET_SECRET_KEY=$sentinel" 2>&1 | grep -q "$sentinel"; then

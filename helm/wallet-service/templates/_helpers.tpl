@@ -143,23 +143,108 @@ secret, a chart-managed or an unknown key.
 {{- end }}
 {{- end }}
 
-{{/* Secret-backed env entries, shared by every container. */}}
+{{/* Secret-backed env entries, shared by every container. With database.mode
+cloudnativepg or external, the database URLs come from wallet-service.databaseEnv instead. */}}
 {{- define "wallet-service.secretEnv" -}}
 {{- $secret := include "wallet-service.secretName" . }}
+{{- $chartDb := ne (include "wallet-service.databaseMode" .) "secret" }}
+{{- $dbKeys := list "WALLET_DATABASE_URL" "WALLET_DATABASE_REPLICA_URL" }}
 {{- range splitList " " (include "wallet-service.secretKeys.required" .) }}
+{{- if not (and $chartDb (has . $dbKeys)) }}
 - name: {{ . }}
   valueFrom:
     secretKeyRef:
       name: {{ $secret }}
       key: {{ . }}
 {{- end }}
+{{- end }}
 {{- range splitList " " (include "wallet-service.secretKeys.optional" .) }}
+{{- if not (and $chartDb (has . $dbKeys)) }}
 - name: {{ . }}
   valueFrom:
     secretKeyRef:
       name: {{ $secret }}
       key: {{ . }}
       optional: true
+{{- end }}
+{{- end }}
+{{- include "wallet-service.databaseEnv" . }}
+{{- end }}
+
+{{/* database.mode, checked with what it needs. */}}
+{{- define "wallet-service.databaseMode" -}}
+{{- $db := .Values.database | default dict }}
+{{- $mode := $db.mode | default "secret" }}
+{{- if eq $mode "cloudnativepg" }}
+{{- if not $db.cloudnativepg.cluster }}
+{{- fail "database.cloudnativepg.cluster: the name of the CloudNativePG Cluster (database.mode is cloudnativepg)" }}
+{{- end }}
+{{- else if eq $mode "external" }}
+{{- if not $db.external.readWrite }}
+{{- fail "database.external.readWrite: host:port that always reaches the primary (database.mode is external)" }}
+{{- end }}
+{{- if not $db.external.credentialsSecret }}
+{{- fail "database.external.credentialsSecret: a Secret with keys username and password (database.mode is external)" }}
+{{- end }}
+{{- end }}
+{{- $mode }}
+{{- end }}
+
+{{/*
+The database URLs the chart builds (database.mode cloudnativepg or external). Kubernetes
+expands $(NAME) in a value from the variables listed before it, so the credentials never
+appear in the rendered manifest.
+*/}}
+{{- define "wallet-service.databaseEnv" -}}
+{{- $mode := include "wallet-service.databaseMode" . }}
+{{- $db := .Values.database }}
+{{- if eq $mode "cloudnativepg" }}
+{{- $c := $db.cloudnativepg }}
+{{- $secret := $c.appSecret | default (printf "%s-app" $c.cluster) }}
+{{- $ns := .Release.Namespace }}
+# CloudNativePG's own URI of the primary's Service (<cluster>-rw), encoded by the operator.
+- name: WALLET_DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: uri
+{{- if $c.readReplicas }}
+- name: PG_APP_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: username
+- name: PG_APP_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: password
+- name: PG_APP_DBNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $secret }}
+      key: dbname
+- name: WALLET_DATABASE_REPLICA_URL
+  value: {{ printf "postgresql://$(PG_APP_USERNAME):$(PG_APP_PASSWORD)@%s-ro.%s.svc:5432/$(PG_APP_DBNAME)" $c.cluster $ns | quote }}
+{{- end }}
+{{- else if eq $mode "external" }}
+{{- $e := $db.external }}
+- name: PG_APP_USERNAME
+  valueFrom:
+    secretKeyRef:
+      name: {{ $e.credentialsSecret }}
+      key: username
+- name: PG_APP_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ $e.credentialsSecret }}
+      key: password
+- name: WALLET_DATABASE_URL
+  value: {{ printf "postgres://$(PG_APP_USERNAME):$(PG_APP_PASSWORD)@%s/%s?sslmode=%s" $e.readWrite $e.database $e.sslmode | quote }}
+{{- if $e.readOnly }}
+- name: WALLET_DATABASE_REPLICA_URL
+  value: {{ printf "postgres://$(PG_APP_USERNAME):$(PG_APP_PASSWORD)@%s/%s?sslmode=%s" $e.readOnly $e.database $e.sslmode | quote }}
+{{- end }}
 {{- end }}
 {{- end }}
 
