@@ -106,6 +106,21 @@ else
   say "SCALED MODE NOT RUN: needs WALLET_TEST_REDIS_URL (.ci/run sets it); WALLET_TEST_SCALED=${WALLET_TEST_SCALED:-short}"
 fi
 
+# The HA drill (docs/operations/ha.md): tests/ha/drill.sh starts etcd, two PostgreSQL nodes
+# under Patroni with synchronous replication, HAProxy and a Redis Cluster (Debian's
+# packages, installed when missing), runs two API replicas and a worker under eight paying
+# clients, kills the primary's machine and audits the money. CI runs the short mode (one
+# kill, 30 s of payments, about two and a half minutes); WALLET_TEST_HA=long adds the
+# roles-swapped kill, a Redis master's death and the run without synchronous replication
+# (about ten minutes), WALLET_TEST_HA=0 skips it. PITR runs by hand: tests/ha/pitr.sh.
+if [[ ${WALLET_TEST_HA:-short} != 0 && -n "${WALLET_TEST_REDIS_URL:-}" ]]; then
+  say "HA failover drill, ${WALLET_TEST_HA:-short} (Patroni, etcd, HAProxy; WALLET_TEST_HA=long for all drills)"
+  bash tests/ha/drill.sh "${WALLET_TEST_HA:-short}"
+  ran+=("ha-drill")
+else
+  say "HA DRILL NOT RUN: needs WALLET_TEST_REDIS_URL (.ci/run sets it); WALLET_TEST_HA=${WALLET_TEST_HA:-short}"
+fi
+
 # The Helm chart: lint, render and the checks in helm/test.sh (a real helm binary comes
 # from the npm registry through the in-repo helm/tools/get-helm.sh; promtool, for the alert
 # rule tests, from Debian's prometheus package, which helm/test.sh installs when missing).

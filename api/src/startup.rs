@@ -31,7 +31,9 @@ pub async fn migrate(config: &Config) -> anyhow::Result<Migrated> {
     // A session of its own, never through a transaction-mode pooler: the job queue's setup
     // builds its indexes CONCURRENTLY, which no transaction may hold.
     let db = store::connect_direct(config, 2).await?;
-    let applied = migration::Migrator::get_pending_migrations(&db).await?.len();
+    let applied = migration::Migrator::get_pending_migrations(&db)
+        .await?
+        .len();
     migration::Migrator::up(&db, None).await?;
     store::queues::job_queue::Queue::from_db(&db)
         .setup()

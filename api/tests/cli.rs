@@ -521,7 +521,8 @@ fn ledger_check_without_the_services_database_says_where_it_looked() {
 fn migrate_says_how_many_migrations_it_applied_and_that_the_schema_is_current() {
     // Embedded mode in an empty directory: a fresh SQLite file, then the same file again
     // (what an operator checks on a restored database: nothing left to apply).
-    let dir = std::env::temp_dir().join(format!("wallet-migrate-{}", uuid::Uuid::new_v4().simple()));
+    let dir =
+        std::env::temp_dir().join(format!("wallet-migrate-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     let run = || {
         let out = Command::new(env!("CARGO_BIN_EXE_wallet-api"))
@@ -531,18 +532,26 @@ fn migrate_says_how_many_migrations_it_applied_and_that_the_schema_is_current() 
             .env("WALLET_DATA_DIR", &dir)
             .output()
             .expect("wallet-api runs");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stderr).to_string()
     };
     let known = <migration::Migrator as migration::MigratorTrait>::migrations().len();
     let first = run();
     assert!(
-        first.contains(&format!("migrations applied: {known} of {known}; the schema is current")),
+        first.contains(&format!(
+            "migrations applied: {known} of {known}; the schema is current"
+        )),
         "{first}"
     );
     let again = run();
     assert!(
-        again.contains(&format!("migrations applied: 0 of {known}; the schema is current")),
+        again.contains(&format!(
+            "migrations applied: 0 of {known}; the schema is current"
+        )),
         "{again}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -36,6 +36,7 @@ const CLIENTS: usize = 8;
 struct Rig {
     state: PathBuf,
     database_url: String,
+    replica_url: String,
     redis_url: String,
     sync: String,
 }
@@ -46,6 +47,7 @@ impl Rig {
         Some(Rig {
             state: var("WALLET_HA_STATE")?.into(),
             database_url: var("WALLET_HA_DATABASE_URL")?,
+            replica_url: var("WALLET_HA_REPLICA_URL")?,
             redis_url: var("WALLET_HA_REDIS_URL")?,
             sync: var("WALLET_HA_SYNC").unwrap_or_else(|| "on".into()),
         })
@@ -55,6 +57,13 @@ impl Rig {
     fn env(&self, dir: &Path) -> Vec<(String, String)> {
         let mut env = fault_env(self.database_url.clone(), self.redis_url.clone(), dir);
         set_env(&mut env, "WALLET_REDIS_MODE", "cluster".into());
+        // The feeds read the replicas (HAProxy's read-only port); while a failover leaves
+        // none, they fall back to the primary.
+        set_env(
+            &mut env,
+            "WALLET_DATABASE_REPLICA_URL",
+            self.replica_url.clone(),
+        );
         env
     }
 
@@ -116,8 +125,7 @@ fn first_payment_after(outcomes: &[Outcome], at: Instant) -> Option<Duration> {
 async fn run_on(load: &Load, started: Instant, total: Duration, at: Instant) {
     let give_up = at + Duration::from_secs(120);
     loop {
-        let resumed =
-            first_payment_after(&load.outcomes.lock().unwrap(), at).map(|d| at + d);
+        let resumed = first_payment_after(&load.outcomes.lock().unwrap(), at).map(|d| at + d);
         let enough_after = resumed.is_some_and(|r| r.elapsed() >= Duration::from_secs(5));
         if (started.elapsed() >= total && enough_after) || Instant::now() > give_up {
             return;
@@ -133,7 +141,11 @@ fn rate(outcomes: &[Outcome], from: Instant, to: Instant) -> f64 {
         .filter(|o| o.status == 200 && o.finished >= from && o.finished < to)
         .count();
     let secs = (to - from).as_secs_f64();
-    if secs > 0.0 { (n as f64 / secs * 10.0).round() / 10.0 } else { 0.0 }
+    if secs > 0.0 {
+        (n as f64 / secs * 10.0).round() / 10.0
+    } else {
+        0.0
+    }
 }
 
 fn install_tls() {
@@ -238,18 +250,26 @@ fn redis_cli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
-/// The port of the live master serving `key`, asked of the node at `seed`.
-fn master_of(seed: u16, key: &str) -> u16 {
-    let slot: u16 = redis_cli(seed, &["cluster", "keyslot", key])
-        .parse()
-        .expect("a slot");
-    for line in redis_cli(seed, &["cluster", "nodes"]).lines() {
+/// The port of the live master serving `key`, asked of the first of `nodes` that answers.
+fn master_of(nodes: &[u16], key: &str) -> u16 {
+    let (node, slot) = nodes
+        .iter()
+        .find_map(|n| {
+            let slot = redis_cli(*n, &["cluster", "keyslot", key])
+                .parse::<u16>()
+                .ok()?;
+            Some((*n, slot))
+        })
+        .expect("a Redis node answers");
+    for line in redis_cli(node, &["cluster", "nodes"]).lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
-        if !f[2].contains("master") || f[2].contains("fail") {
+        if f.len() < 8 || !f[2].contains("master") || f[2].contains("fail") {
             continue;
         }
         let serves = f[8..].iter().any(|range| {
-            let mut ends = range.split('-').map(|n| n.parse::<u16>().unwrap_or(u16::MAX));
+            let mut ends = range
+                .split('-')
+                .map(|n| n.parse::<u16>().unwrap_or(u16::MAX));
             let lo = ends.next().unwrap_or(u16::MAX);
             let hi = ends.next().unwrap_or(lo);
             (lo..=hi).contains(&slot)
@@ -282,22 +302,23 @@ async fn when_a_redis_master_dies_under_load_its_replica_takes_over_and_nothing_
 
     // The master holding the integration's standing, which every terminal request reads:
     // while it is down, every payment of this tenant is refused.
-    let seed: u16 = rig
+    let nodes: Vec<u16> = rig
         .redis_url
         .split(',')
-        .next()
-        .and_then(|u| u.rsplit(':').next())
-        .and_then(|p| p.parse().ok())
-        .expect("a seed port");
+        .filter_map(|u| u.rsplit(':').next()?.parse().ok())
+        .collect();
     let prefix = env
         .iter()
         .find(|(k, _)| k == "WALLET_REDIS_PREFIX")
-        .map_or_else(|| api::config::Config::default().redis_prefix, |(_, v)| v.clone());
+        .map_or_else(
+            || api::config::Config::default().redis_prefix,
+            |(_, v)| v.clone(),
+        );
     let standing = format!(
         "{prefix}{}",
         api::domain::credentials::standing::entry(merchant.integration_id.parse().unwrap())
     );
-    let victim = master_of(seed, &standing);
+    let victim = master_of(&nodes, &standing);
     let pid = std::fs::read_to_string(rig.state.join(format!("redis/{victim}/redis.pid")))
         .expect("the master's pid file");
     let at = Instant::now();
@@ -326,7 +347,11 @@ async fn when_a_redis_master_dies_under_load_its_replica_takes_over_and_nothing_
         Duration::from_secs(120),
     )
     .await;
-    let refused_for = refusals.iter().map(|(t, _)| *t - at).max().unwrap_or_default();
+    let refused_for = refusals
+        .iter()
+        .map(|(t, _)| *t - at)
+        .max()
+        .unwrap_or_default();
     let resumed = first_payment_after(&outcomes, at);
     let mut by_status = std::collections::BTreeMap::<String, u64>::new();
     for (_, s) in &refusals {
@@ -338,7 +363,7 @@ async fn when_a_redis_master_dies_under_load_its_replica_takes_over_and_nothing_
         .iter()
         .filter(|(_, s)| ![503, 409, 429].contains(s))
         .count();
-    let new_master = master_of(seed, &standing);
+    let new_master = master_of(&nodes, &standing);
     let line = format!(
         "redis failover: lost {}, duplicated {}, retryable 503s for {:.1}s ({} answers), payments resumed {} after the kill, no operator action",
         audit.lost.len(),
@@ -395,8 +420,7 @@ fn run_script(rig: &Rig, name: &str, args: &[&str]) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_none_begun_after()
-{
+async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_none_begun_after() {
     let Some(rig) = Rig::from_env() else {
         eprintln!("no HA rig: tests/ha/pitr.sh runs this drill");
         return;
@@ -426,13 +450,10 @@ async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_
 
     // The WAL holding commits after the target must be archived before the restore.
     let db = sea_orm::Database::connect(&rig.database_url).await.unwrap();
-    let segment: String = tests::paying::rows(
-        &db,
-        "SELECT pg_walfile_name(pg_switch_wal()) AS segment",
-    )
-    .await[0]
-    .try_get("", "segment")
-    .unwrap();
+    let segment: String =
+        tests::paying::rows(&db, "SELECT pg_walfile_name(pg_switch_wal()) AS segment").await[0]
+            .try_get("", "segment")
+            .unwrap();
     tests::eventually(Duration::from_secs(60), "the WAL archived", || async {
         let r = tests::paying::rows(&db, "SELECT last_archived_wal FROM pg_stat_archiver").await;
         let last: Option<String> = r[0].try_get("", "last_archived_wal").unwrap();
@@ -464,12 +485,15 @@ async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_
             .entry(key)
             .or_default()
             .push(r.try_get("", "id").unwrap());
-        *debited
-            .entry(r.try_get("", "wallet").unwrap())
-            .or_default() += r.try_get::<i64>("", "amount_minor").unwrap();
+        *debited.entry(r.try_get("", "wallet").unwrap()).or_default() +=
+            r.try_get::<i64>("", "amount_minor").unwrap();
     }
     let acked = |o: &&Outcome| o.status == 200;
-    let before: Vec<&Outcome> = outcomes.iter().filter(acked).filter(|o| o.finished < target).collect();
+    let before: Vec<&Outcome> = outcomes
+        .iter()
+        .filter(acked)
+        .filter(|o| o.finished < target)
+        .collect();
     let after: Vec<&Outcome> = outcomes.iter().filter(|o| o.started > target).collect();
     let in_flight: Vec<&Outcome> = outcomes
         .iter()
@@ -479,10 +503,19 @@ async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_
         .iter()
         .filter(|o| present.get(&o.key) != Some(&vec![o.payment_id.clone().unwrap()]))
         .count();
-    let present_after = after.iter().filter(|o| present.contains_key(&o.key)).count();
-    let in_flight_present = in_flight.iter().filter(|o| present.contains_key(&o.key)).count();
+    let present_after = after
+        .iter()
+        .filter(|o| present.contains_key(&o.key))
+        .count();
+    let in_flight_present = in_flight
+        .iter()
+        .filter(|o| present.contains_key(&o.key))
+        .count();
     let known: std::collections::HashSet<&str> = outcomes.iter().map(|o| o.key.as_str()).collect();
-    let unknown = present.keys().filter(|k| !known.contains(k.as_str())).count();
+    let unknown = present
+        .keys()
+        .filter(|k| !known.contains(k.as_str()))
+        .count();
     let mut wrong_balances = Vec::new();
     for (_, wallet) in &merchant.customers {
         let r = tests::paying::rows(
@@ -501,7 +534,8 @@ async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_
     let ledger = tests::paying::cli(&["ledger", "check"], &copy_env);
     let migrate = tests::paying::cli(&["migrate"], &copy_env);
     let migrate_said = String::from_utf8_lossy(&migrate.stderr).trim().to_string();
-    let took_ms = restored["restore_ms"].as_u64().unwrap() + restored["replay_ms"].as_u64().unwrap();
+    let took_ms =
+        restored["restore_ms"].as_u64().unwrap() + restored["replay_ms"].as_u64().unwrap();
     let line = format!(
         "pitr: restored to T in {:.1}s; {} acknowledged before T present, {} missing; {} of {} begun after T present; {} of {} in flight at T present",
         took_ms as f64 / 1000.0,

@@ -11,9 +11,9 @@
 #                                   master killed; then synchronous replication off and the
 #                                   primary killed again, a run that must lose payments
 #
-# HA_STALL_MS (1000): the replica's WAL receiver is stopped this long before each kill, as
+# HA_STALL_MS (1000): the primary's WAL sender is stopped this long before each kill, as
 # a congested link between zones would stop it. HA_KEEP=1 leaves the rig running.
-# Figures: $WALLET_HA_STATE/drills.jsonl, one JSON object per drill.
+# Figures: target/ha/drills.jsonl (and $WALLET_HA_STATE/drills.jsonl), one JSON object per drill.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 MODE=${1:-short}
@@ -24,7 +24,13 @@ say() { printf '\n==== %s ====\n' "$*"; }
 
 started=$(date +%s)
 bash tests/ha/down.sh
-trap '[[ ${HA_KEEP:-0} == 1 ]] || bash tests/ha/down.sh' EXIT
+# The figures outlive the rig: target/ha/drills.jsonl.
+keep_figures() {
+  mkdir -p target/ha
+  [[ -f $WALLET_HA_STATE/drills.jsonl ]] && cp "$WALLET_HA_STATE/drills.jsonl" target/ha/drills.jsonl
+  [[ ${HA_KEEP:-0} == 1 ]] || bash tests/ha/down.sh
+}
+trap keep_figures EXIT
 HA_SYNC=on bash tests/ha/up.sh
 cargo test --locked -p api --test ha --no-run 2>&1 | tail -n 1
 

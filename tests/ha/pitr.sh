@@ -16,7 +16,13 @@ export WALLET_HA_STATE=${WALLET_HA_STATE:-/tmp/wallet-ha}
 export HA_DRILL_SECS=${HA_DRILL_SECS:-30}
 started=$(date +%s)
 bash tests/ha/up.sh
-trap '[[ ${HA_KEEP:-0} == 1 ]] || bash tests/ha/down.sh' EXIT
+# The figures outlive the rig: target/ha/pitr.jsonl.
+keep_figures() {
+  mkdir -p target/ha
+  [[ -f $WALLET_HA_STATE/drills.jsonl ]] && cp "$WALLET_HA_STATE/drills.jsonl" target/ha/pitr.jsonl
+  [[ ${HA_KEEP:-0} == 1 ]] || bash tests/ha/down.sh
+}
+trap keep_figures EXIT
 (
   # shellcheck source=/dev/null
   source "$WALLET_HA_STATE/env"

@@ -38,8 +38,14 @@ pub fn fault_env(database: String, redis: String, dir: &std::path::Path) -> Vec<
     env_of(&[
         ("WALLET_DATABASE_URL", database),
         ("WALLET_REDIS_URL", redis),
-        ("WALLET_JWT_SECRET", "fault-suite-jwt-secret-0123456789abcdef".into()),
-        ("WALLET_SECRET_KEY", "fault-suite-sealing-key-0123456789abcdef".into()),
+        (
+            "WALLET_JWT_SECRET",
+            "fault-suite-jwt-secret-0123456789abcdef".into(),
+        ),
+        (
+            "WALLET_SECRET_KEY",
+            "fault-suite-sealing-key-0123456789abcdef".into(),
+        ),
         ("WALLET_DATA_DIR", dir.display().to_string()),
         ("WALLET_BCRYPT_COST", "10".into()),
         ("WALLET_LOG_FORMAT", "json".into()),
@@ -553,7 +559,11 @@ impl Audit {
             }
         }
         let mut direct_env = env.to_vec();
-        set_env(&mut direct_env, "WALLET_DATABASE_URL", direct_url.to_string());
+        set_env(
+            &mut direct_env,
+            "WALLET_DATABASE_URL",
+            direct_url.to_string(),
+        );
         let ledger = cli(
             &["ledger", "check", "--merchant", &merchant.merchant_id],
             &direct_env,
@@ -658,7 +668,11 @@ impl Audit {
             self.acknowledged >= at_least,
             "too little load got through: {report}"
         );
-        assert!(self.refused.is_empty(), "payments refused: {:?}", self.refused);
+        assert!(
+            self.refused.is_empty(),
+            "payments refused: {:?}",
+            self.refused
+        );
         assert_eq!(self.duplicates, 0, "{report}");
         assert!(
             self.lost.is_empty(),
