@@ -2,7 +2,7 @@
 # The failover drill (docs/operations/ha.md). Starts the HA rig (tests/ha/up.sh), runs two
 # wallet-api replicas and a wallet-worker on it under eight paying clients, kills the
 # primary's machine in the middle (tests/ha/kill-primary.sh) and audits the money
-# (api/tests/failover.rs). Each drill prints one line:
+# (api/tests/ha.rs). Each drill prints one line:
 #   failover: lost 0, duplicated 0, first payment after kill Xs, longest retry Ys
 #
 #   bash tests/ha/drill.sh          short: one kill, HA_DRILL_SECS (30) of payments (CI)
