@@ -112,7 +112,7 @@ fi
 # clients, kills the primary's machine and audits the money. CI runs the short mode (one
 # kill, 30 s of payments, about two and a half minutes); WALLET_TEST_HA=long adds the
 # roles-swapped kill, a Redis master's death and the run without synchronous replication
-# (about ten minutes), WALLET_TEST_HA=0 skips it. PITR runs by hand: tests/ha/pitr.sh.
+# (about three minutes), WALLET_TEST_HA=0 skips it. PITR runs by hand: tests/ha/pitr.sh.
 if [[ ${WALLET_TEST_HA:-short} != 0 && -n "${WALLET_TEST_REDIS_URL:-}" ]]; then
   say "HA failover drill, ${WALLET_TEST_HA:-short} (Patroni, etcd, HAProxy; WALLET_TEST_HA=long for all drills)"
   bash tests/ha/drill.sh "${WALLET_TEST_HA:-short}"

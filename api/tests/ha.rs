@@ -442,6 +442,9 @@ async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_
     let paid_during_backup = load.acknowledged();
     tokio::time::sleep(Duration::from_secs(3)).await;
     // The instant to restore to, in the database's terms (one clock on this machine).
+    // Between two readings of the monotonic clock: a payment acknowledged before the first
+    // committed before T, one begun after the second committed after it.
+    let just_before = Instant::now();
     let target_wall = chrono::Utc::now();
     let target = Instant::now();
     let rest = Duration::from_secs(secs).saturating_sub(started.elapsed());
@@ -488,17 +491,31 @@ async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_
         *debited.entry(r.try_get("", "wallet").unwrap()).or_default() +=
             r.try_get::<i64>("", "amount_minor").unwrap();
     }
-    let acked = |o: &&Outcome| o.status == 200;
+    let refused: Vec<u16> = outcomes
+        .iter()
+        .filter(|o| o.status != 200)
+        .map(|o| o.status)
+        .collect();
     let before: Vec<&Outcome> = outcomes
         .iter()
-        .filter(acked)
-        .filter(|o| o.finished < target)
+        .filter(|o| o.status == 200 && o.finished < just_before)
         .collect();
     let after: Vec<&Outcome> = outcomes.iter().filter(|o| o.started > target).collect();
     let in_flight: Vec<&Outcome> = outcomes
         .iter()
-        .filter(|o| o.started <= target && o.finished >= target)
+        .filter(|o| o.finished >= just_before && o.started <= target)
         .collect();
+    // A row is a payment some client was answered for, once, under the id it was given.
+    let answered: std::collections::HashMap<&str, &Outcome> =
+        outcomes.iter().map(|o| (o.key.as_str(), o)).collect();
+    let misplaced = present
+        .iter()
+        .filter(|(key, ids)| {
+            answered
+                .get(key.as_str())
+                .is_some_and(|o| ids.len() != 1 || o.payment_id.as_deref() != Some(ids[0].as_str()))
+        })
+        .count();
     let missing_before = before
         .iter()
         .filter(|o| present.get(&o.key) != Some(&vec![o.payment_id.clone().unwrap()]))
@@ -561,6 +578,8 @@ async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_
         "in_flight_at_target": in_flight.len(),
         "in_flight_present": in_flight_present,
         "stored_but_never_sent": unknown,
+        "stored_twice_or_under_another_id": misplaced,
+        "refused_payments": refused.len(),
         "wrong_balances": wrong_balances.len(),
         "ledger_check_passed": ledger.status.success(),
         "migrate": migrate_said,
@@ -573,6 +592,8 @@ async fn a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_
     assert_eq!(missing_before, 0, "{figures}");
     assert_eq!(present_after, 0, "{figures}");
     assert_eq!(unknown, 0, "{figures}");
+    assert!(refused.is_empty(), "payments refused: {refused:?}");
+    assert_eq!(misplaced, 0, "{figures}");
     assert!(wrong_balances.is_empty(), "{wrong_balances:?}");
     assert!(
         ledger.status.success(),

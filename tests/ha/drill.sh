@@ -23,6 +23,7 @@ export HA_STALL_MS=${HA_STALL_MS:-1000}
 say() { printf '\n==== %s ====\n' "$*"; }
 
 started=$(date +%s)
+rm -f target/ha/drills.jsonl
 bash tests/ha/down.sh
 # The figures outlive the rig: target/ha/drills.jsonl.
 keep_figures() {

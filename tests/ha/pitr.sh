@@ -9,13 +9,12 @@
 #   pitr: restored to T in Xs; N acknowledged before T present, 0 missing; 0 of M begun after T present; ...
 #
 # HA_DRILL_SECS (30): how long the clients pay. HA_KEEP=1 leaves the rig (and the restored
-# cluster, on 127.0.0.1:55534) running.
+# cluster, on 127.0.0.1:25534) running.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export WALLET_HA_STATE=${WALLET_HA_STATE:-/tmp/wallet-ha}
 export HA_DRILL_SECS=${HA_DRILL_SECS:-30}
 started=$(date +%s)
-bash tests/ha/up.sh
 # The figures outlive the rig: target/ha/pitr.jsonl.
 keep_figures() {
   mkdir -p target/ha
@@ -23,6 +22,9 @@ keep_figures() {
   [[ ${HA_KEEP:-0} == 1 ]] || bash tests/ha/down.sh
 }
 trap keep_figures EXIT
+rm -f target/ha/pitr.jsonl
+bash tests/ha/down.sh
+bash tests/ha/up.sh
 (
   # shellcheck source=/dev/null
   source "$WALLET_HA_STATE/env"

@@ -2,14 +2,14 @@
 # Point-in-time recovery of the HA rig's cluster into a NEW cluster (the running nodes are
 # not touched): pgBackRest restores the latest backup taken before TARGET and PostgreSQL
 # replays the archived WAL up to TARGET, then promotes. The restored cluster listens on
-# 127.0.0.1:$RESTORE_PORT (55534). These are the runbook's commands
+# 127.0.0.1:$RESTORE_PORT (25534). These are the runbook's commands
 # (docs/operations/runbook.md, "Restore to a moment").
 #   bash tests/ha/restore.sh 'TARGET'    TARGET: '2026-11-30 07:00:00.123456+00'
 # Prints one JSON line: the port, and the milliseconds the restore and the replay took.
 set -euo pipefail
 STATE=${WALLET_HA_STATE:-/tmp/wallet-ha}
 TARGET=$1
-PORT=${RESTORE_PORT:-55534}
+PORT=${RESTORE_PORT:-25534}
 DIR=$STATE/restore
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n1)
 as_postgres() {

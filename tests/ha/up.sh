@@ -2,12 +2,12 @@
 # Starts the HA rig the failover and point-in-time-recovery drills run against, on loopback,
 # from Debian's packages (installed when missing), under one state dir (default
 # /tmp/wallet-ha):
-#   - one etcd member (the DCS)                                 127.0.0.1:$ETCD_PORT (52379)
+#   - one etcd member (the DCS)                                 127.0.0.1:$ETCD_PORT (22379)
 #   - two PostgreSQL nodes under Patroni, synchronous replication
-#       node1: PostgreSQL 127.0.0.1:55532, Patroni REST 127.0.0.1:58008
-#       node2: PostgreSQL 127.0.0.1:55533, Patroni REST 127.0.0.1:58009
+#       node1: PostgreSQL 127.0.0.1:25532, Patroni REST 127.0.0.1:28008
+#       node2: PostgreSQL 127.0.0.1:25533, Patroni REST 127.0.0.1:28009
 #   - HAProxy sending the service to whichever node Patroni says is primary
-#       read-write 127.0.0.1:$RW_PORT (55500), read-only (replicas) 127.0.0.1:$RO_PORT (55501)
+#       read-write 127.0.0.1:$RW_PORT (25500), read-only (replicas) 127.0.0.1:$RO_PORT (25501)
 #   - pgBackRest archiving every node's WAL to one repository ($STATE/backrest)
 #   - a Redis Cluster, three masters and a replica each          127.0.0.1:21101..21106
 # and writes the environment the drills read to $STATE/env (source it).
@@ -20,14 +20,14 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 STATE=${WALLET_HA_STATE:-/tmp/wallet-ha}
-ETCD_PORT=${ETCD_PORT:-52379}
-RW_PORT=${RW_PORT:-55500}
-RO_PORT=${RO_PORT:-55501}
+ETCD_PORT=${ETCD_PORT:-22379}
+RW_PORT=${RW_PORT:-25500}
+RO_PORT=${RO_PORT:-25501}
 REDIS_PORT=${HA_REDIS_PORT:-21101}
 HA_SYNC=${HA_SYNC:-on}
 NODES=(node1 node2)
-declare -A PG_PORT=([node1]=55532 [node2]=55533)
-declare -A REST_PORT=([node1]=58008 [node2]=58009)
+declare -A PG_PORT=([node1]=25532 [node2]=25533)
+declare -A REST_PORT=([node1]=28008 [node2]=28009)
 
 say() { printf '[ha] %s\n' "$*" >&2; }
 
@@ -37,6 +37,9 @@ command -v patroni >/dev/null 2>&1 || need+=(patroni)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
 command -v pgbackrest >/dev/null 2>&1 || need+=(pgbackrest)
+# The PostgreSQL server and psql: Patroni only suggests them.
+compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
+command -v psql >/dev/null 2>&1 || need+=(postgresql-client)
 if ((${#need[@]})); then
   say "installing ${need[*]} (Debian's packages)"
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}") >/dev/null
@@ -55,7 +58,8 @@ wait_for() { # what, seconds, command...
   for _ in $(seq 1 $((secs * 4))); do "$@" >/dev/null 2>&1 && return 0; sleep 0.25; done
   say "$what did not come up"; return 1
 }
-alive() { [[ -f $1 ]] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# Whether the pid in `pidfile` is alive and still the program named by `pattern`.
+alive() { [[ -f $1 ]] && grep -qF -- "$2" "/proc/$(cat "$1")/cmdline" 2>/dev/null; }
 # Starts `command...` as postgres in a session of its own, detached, output to `log`; its
 # own pid (not runuser's) goes to `pidfile`, so a SIGKILL there kills the program itself.
 spawn() { # pidfile, log, command...
@@ -66,7 +70,7 @@ spawn() { # pidfile, log, command...
 }
 
 # --- etcd ---------------------------------------------------------------------------------
-if ! alive "$STATE/etcd/etcd.pid"; then
+if ! alive "$STATE/etcd/etcd.pid" "$STATE/etcd/data"; then
   say "etcd on $ETCD_PORT"
   as_postgres mkdir -p "$STATE/etcd"
   rm -f "$STATE/etcd/etcd.pid"
@@ -174,7 +178,8 @@ postgresql:
     # Each node archives as itself (pgBackRest checks that pg1-path is the data directory
     # it runs in); whichever is primary pushes.
     archive_command: pgbackrest --config=$STATE/$n/pgbackrest.conf --stanza=wallet archive-push %p
-  # pg_rewind, when a killed primary rejoins, fetches WAL it no longer has from the archive.
+  # A killed primary rejoins rewound by pg_rewind from the WAL the new primary still keeps
+  # (wal_keep_size); when that fails, Patroni removes its data and clones it again.
   remove_data_directory_on_rewind_failure: true
   remove_data_directory_on_diverged_timelines: true
   create_replica_methods: [basebackup]
@@ -190,17 +195,21 @@ EOF
 
 start_node() { # name
   local n=$1
-  if alive "$STATE/$n/patroni.pid"; then return; fi
+  if alive "$STATE/$n/patroni.pid" "$STATE/$n/patroni.yml"; then return; fi
   as_postgres mkdir -p "$STATE/$n"
   chmod 700 "$STATE/$n" 2>/dev/null || true
   node_config "$n" >"$STATE/$n/patroni.yml"
   [[ $(id -u) == 0 ]] && chown postgres:postgres "$STATE/$n/patroni.yml"
   # A postmaster orphaned by a killed Patroni would hold the port: a machine that died
-  # takes its PostgreSQL with it.
+  # takes its PostgreSQL with it. (The pid must still be that postmaster: a pid file may
+  # outlive its process, and the number be reused.)
   if [[ -f $STATE/$n/data/postmaster.pid ]]; then
     local pm
     pm=$(head -n1 "$STATE/$n/data/postmaster.pid")
-    if kill -0 "$pm" 2>/dev/null; then pkill -9 -P "$pm" 2>/dev/null || true; kill -9 "$pm" 2>/dev/null || true; fi
+    if grep -qF -- "$STATE/$n/data" "/proc/$pm/cmdline" 2>/dev/null; then
+      pkill -9 -P "$pm" 2>/dev/null || true
+      kill -9 "$pm" 2>/dev/null || true
+    fi
   fi
   say "Patroni $n (PostgreSQL ${PG_PORT[$n]}, REST ${REST_PORT[$n]})"
   rm -f "$STATE/$n/patroni.pid"
@@ -277,7 +286,7 @@ listen replicas
   server node1 127.0.0.1:${PG_PORT[node1]} check port ${REST_PORT[node1]}
   server node2 127.0.0.1:${PG_PORT[node2]} check port ${REST_PORT[node2]}
 EOF
-if ! alive "$STATE/haproxy.pid"; then
+if ! alive "$STATE/haproxy.pid" "$STATE/haproxy.cfg"; then
   say "HAProxy: read-write $RW_PORT, read-only $RO_PORT"
   haproxy -D -f "$STATE/haproxy.cfg" >>"$STATE/haproxy.log" 2>&1
 fi
