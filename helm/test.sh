@@ -597,9 +597,9 @@ for n, ok, why in results:
 PY
 }
 
-run_checks() { # scenario, file
-  local out line
-  if ! out=$(check_rendered "$1" "$2" 2>&1); then
+run_checks() { # checker (check_rendered, check_database), scenario, file
+  local checker=$1 out line; shift
+  if ! out=$("$checker" "$1" "$2" 2>&1); then
     fail "[$1] python checks ran" "$out"
     return
   fi
@@ -613,11 +613,11 @@ run_checks() { # scenario, file
 }
 
 if render defaults --set existingSecret=wallet-secrets; then
-  run_checks defaults "$work/defaults.yaml"
+  run_checks check_rendered defaults "$work/defaults.yaml"
 fi
 # (b) adds the OTLP headers Secret key to production.yaml (the example leaves it out).
 if render all-enabled -f "$examples/production.yaml" --set tracing.headersSecret.key=OTEL_EXPORTER_OTLP_HEADERS; then
-  run_checks all-enabled "$work/all-enabled.yaml"
+  run_checks check_rendered all-enabled "$work/all-enabled.yaml"
 fi
 
 # --- an external HA PostgreSQL (docs/operations/ha.md) ------------------------------------
@@ -664,25 +664,14 @@ for who, env in envs.items():
            by["PG_APP_PASSWORD"]["valueFrom"]["secretKeyRef"] == {"name": "pg-credentials", "key": "password"}, by.get("PG_APP_PASSWORD"))
 PY
 }
-run_database_checks() { # scenario, rendered file
-  local out line
-  out=$(check_database "$1" "$2" 2>&1)
-  while IFS= read -r line; do
-    case $line in
-      PASS\ *) pass "${line#PASS }" ;;
-      FAIL\ *) fail "${line#FAIL }" ;;
-      *) [[ -n $line ]] && fail "[$1] unexpected checker output" "$line" ;;
-    esac
-  done <<<"$out"
-}
 if render cloudnativepg --set existingSecret=wallet-secrets --set database.mode=cloudnativepg \
     --set database.cloudnativepg.cluster=pg; then
-  run_database_checks cloudnativepg "$work/cloudnativepg.yaml"
+  run_checks check_database cloudnativepg "$work/cloudnativepg.yaml"
 fi
 if render external --set existingSecret=wallet-secrets --set database.mode=external \
     --set database.external.readWrite=pg-ha.db.svc:5000 --set database.external.readOnly=pg-ha.db.svc:5001 \
     --set database.external.credentialsSecret=pg-credentials; then
-  run_database_checks external "$work/external.yaml"
+  run_checks check_database external "$work/external.yaml"
 fi
 
 # --- alert rules: promtool check rules + test rules on the rendered PrometheusRule ---------

@@ -184,7 +184,7 @@ async fn under_kills_and_outages_every_acknowledged_payment_exists_once_and_noth
         Duration::from_secs(180),
     )
     .await;
-    let mut report = json!({
+    let report = audit.report(json!({
         "fault_secs": secs,
         "load_secs": load_secs,
         "api_kills": counts.api_kills.load(Ordering::Relaxed),
@@ -194,10 +194,7 @@ async fn under_kills_and_outages_every_acknowledged_payment_exists_once_and_noth
         "pg_crashes": counts.pg_crashes.load(Ordering::Relaxed),
         "redis_cuts": counts.redis_cuts.load(Ordering::Relaxed),
         "redis_black_holes": counts.redis_black_holes.load(Ordering::Relaxed),
-    });
-    for (k, v) in audit.figures().as_object().unwrap() {
-        report[k] = v.clone();
-    }
+    }));
     eprintln!("fault suite: {report:#}");
     let _ = std::fs::write(
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("fault-suite-report.json"),

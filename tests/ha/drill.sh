@@ -2,7 +2,7 @@
 # The failover drill (docs/operations/ha.md). Starts the HA rig (tests/ha/up.sh), runs two
 # wallet-api replicas and a wallet-worker on it under eight paying clients, kills the
 # primary's machine in the middle (tests/ha/kill-primary.sh) and audits the money
-# (api/tests/ha.rs). Each drill prints one line:
+# (api/tests/ha/). Each drill prints one line:
 #   failover: lost 0, duplicated 0, first payment after kill Xs, longest retry Ys
 #
 #   bash tests/ha/drill.sh          short: one kill, HA_DRILL_SECS (30) of payments (CI)
@@ -42,8 +42,8 @@ drill() { # test name; the rig's env must be current
     cargo test --locked -q -p api --test ha -- --exact "$1" --nocapture --test-threads 1
   )
 }
-PG=when_the_primarys_machine_dies_the_replica_takes_over_and_no_acknowledged_payment_is_lost
-REDIS=when_a_redis_master_dies_under_load_its_replica_takes_over_and_nothing_is_lost
+PG=primary::when_the_primarys_machine_dies_the_replica_takes_over_and_no_acknowledged_payment_is_lost
+REDIS=redis_master::when_a_redis_master_dies_under_load_its_replica_takes_over_and_nothing_is_lost
 
 say "failover, synchronous replication: the primary's machine dies"
 drill "$PG"

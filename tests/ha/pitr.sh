@@ -29,7 +29,7 @@ bash tests/ha/up.sh
   # shellcheck source=/dev/null
   source "$WALLET_HA_STATE/env"
   cargo test --locked -q -p api --test ha -- --exact \
-    a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_none_begun_after \
+    pitr::a_restore_to_an_instant_holds_every_payment_acknowledged_before_it_and_none_begun_after \
     --nocapture --test-threads 1
 )
 echo "pitr drill: $(($(date +%s) - started)) s in all"
