@@ -187,8 +187,10 @@ async fn a_snapshot_that_disagrees_with_the_ledger_fails_the_check_until_built_a
     let out = tests::against(&app.server.state.config, cmd)
         .output()
         .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "the check fails");
-    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("the check prints its report ({e}); it said: {stderr}"));
     assert_eq!(report["wallet_mismatches"], json!([]), "{report}");
     let said = report["snapshot_mismatches"].to_string();
     assert!(said.contains(&first.to_string()), "{said}");
