@@ -15,7 +15,7 @@ use sea_orm::{
     ConnectionTrait, DbBackend, DbErr, Statement,
     sea_query::{
         Alias, CommonTableExpression, Expr, InsertStatement, PostgresQueryBuilder, Query,
-        ReturningClause, SqliteQueryBuilder, SubQueryStatement, UpdateStatement, WithClause,
+        ReturningClause, SqliteQueryBuilder, SubQueryStatement, UpdateStatement, WithQuery,
     },
 };
 
@@ -190,20 +190,29 @@ async fn run_pg<C: ConnectionTrait>(c: &C, items: Vec<Item>) -> Result<Vec<u64>,
     let (ops, guards): (Vec<Op>, Vec<Option<String>>) =
         items.into_iter().map(|i| (i.op, i.exactly_one)).unzip();
     let one = || ReturningClause::Exprs(vec![Expr::cust("1")]);
-    let mut with = WithClause::new();
+    // Built in place: sea-query's builder methods that return an owned statement
+    // (`to_owned`, `WithClause::query`) clone the whole tree, every CTE in it.
+    let mut with = WithQuery::new();
     let mut counted = Vec::with_capacity(ops.len());
     for (i, op) in ops.into_iter().enumerate() {
         let name = format!("w{i}");
         let query: SubQueryStatement = match op {
-            Op::Insert(mut s) => s.returning(one()).to_owned().into(),
-            Op::Update(mut s) => s.returning(one()).to_owned().into(),
+            Op::Insert(mut s) => {
+                s.returning(one());
+                s.into()
+            }
+            Op::Update(mut s) => {
+                s.returning(one());
+                s.into()
+            }
             Op::Events(e) => {
                 // The sequence upsert returns each resource's new last value; the event rows
                 // number themselves down from it.
                 let seq = format!("s{i}");
                 with.cte(cte(&seq, e.sequences_returning().into()));
                 let mut insert = e.insert_numbered_from(Alias::new(&seq))?;
-                insert.returning(one()).to_owned().into()
+                insert.returning(one());
+                insert.into()
             }
         };
         with.cte(cte(&name, query));

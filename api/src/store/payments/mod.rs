@@ -16,7 +16,7 @@ use sea_orm::{
     Statement,
     sea_query::{
         Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, Order,
-        PostgresQueryBuilder, Query, SqliteQueryBuilder, UpdateStatement, WithClause,
+        PostgresQueryBuilder, Query, SqliteQueryBuilder, UpdateStatement, WithQuery,
     },
 };
 use uuid::Uuid;
@@ -196,9 +196,9 @@ async fn take_and_lock<E: EntityTrait, C: ConnectionTrait>(
         select.join(JoinType::InnerJoin, taken.clone(), taken_wallet);
         let mut cte = CommonTableExpression::new();
         cte.table_name(taken).query(take);
-        let (sql, values) = WithClause::new()
+        // In place: `WithClause::query` would clone the statement it returns.
+        let (sql, values) = WithQuery::new()
             .cte(cte)
-            .to_owned()
             .query(select)
             .build(PostgresQueryBuilder);
         Statement::from_sql_and_values(backend, sql, values)
