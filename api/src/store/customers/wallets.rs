@@ -10,6 +10,7 @@ use sea_orm::{
     IdenStatic, Iterable, QueryFilter, QueryOrder, QueryResult, QueryTrait, Set, Statement,
     sea_query::{
         Alias, Condition, Expr, ExprTrait, Func, JoinType, LockType, Order, Query, SelectStatement,
+        Value,
     },
 };
 use uuid::Uuid;
@@ -159,11 +160,11 @@ pub struct ForPayment {
 /// statement of their own once the lock is held.
 pub(in crate::store) fn payment_select(
     backend: DbBackend,
-    merchant_id: Uuid,
-    sandbox: bool,
+    merchant_id: Value,
+    sandbox: Value,
 ) -> SelectStatement {
     let mut s = wallet::Entity::find()
-        .filter(wallet::Column::MerchantId.eq(merchant_id))
+        .filter(wallet::Column::MerchantId.eq(merchant_id.clone()))
         .find_also_related(wallet_user::Entity)
         .filter(wallet_user::Column::MerchantId.eq(merchant_id))
         .into_query();

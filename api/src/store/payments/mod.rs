@@ -2,30 +2,21 @@
 pub mod checkout;
 mod otp_sessions;
 pub mod risk;
+mod take;
 
 pub use otp_sessions::*;
+pub use take::*;
 
 use chrono::{DateTime, Utc};
-use entities::{
-    otp_session, otp_session::OtpSessionStatus, payment, payment::PaymentStatus, payment_refund,
-    qr_nonce, wallet,
-};
+use entities::{payment, payment::PaymentStatus, payment_refund, qr_nonce};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
-    IntoActiveModel, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select,
-    Statement,
-    sea_query::{
-        Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, Order,
-        PostgresQueryBuilder, Query, SqliteQueryBuilder, UpdateStatement, WithQuery,
-    },
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select,
+    sea_query::Condition,
 };
 use uuid::Uuid;
 
-use crate::store::{
-    customers::wallets::{self, ForPayment},
-    db::writes::Writes,
-    for_update,
-};
+use crate::store::{db::writes::Writes, for_update};
 
 /// Writes the payment when `w` is flushed (nothing to read back: the caller built the row).
 pub fn defer_insert(w: &mut Writes, p: payment::Model) {
@@ -105,201 +96,6 @@ pub async fn supersede_qr<C: ConnectionTrait>(
         .exec(c)
         .await?;
     Ok(())
-}
-
-/// Consumes the usable QR nonce with this hash for `payment_id` (the rules of
-/// `usable_nonce`) and locks its wallet for the payment (see `take_and_lock`). None when no
-/// usable nonce has this hash.
-pub async fn take_qr_and_lock_wallet<C: ConnectionTrait>(
-    c: &C,
-    merchant_id: Uuid,
-    nonce_hash: &str,
-    at: NonceUse,
-) -> Result<Option<ForPayment>, DbErr> {
-    let which = Condition::all().add(qr_nonce::Column::NonceHash.eq(nonce_hash));
-    let marked = (qr_nonce::Column::NonceHash, nonce_hash);
-    take_nonce_and_lock(c, merchant_id, which, marked, at).await
-}
-
-/// The payment a nonce is taken for.
-#[derive(Clone, Copy, Debug)]
-pub struct NonceUse {
-    pub payment_id: Uuid,
-    /// Whether the payment is a sandbox one (whose limits it reads).
-    pub sandbox: bool,
-    /// The checkout session the payment completes: a nonce minted in a session pays only
-    /// in it.
-    pub session: Option<Uuid>,
-    pub received_at: DateTime<Utc>,
-    pub now: DateTime<Utc>,
-}
-
-/// Consumes the merchant's OTP session `id` for `payment_id` if it is active and locks its
-/// wallet for the payment (see `take_and_lock`). Returns the session as it is now (status
-/// `consumed`): the caller checks the rest of it and rolls back on a mismatch. None when the
-/// session is unknown or no longer active.
-pub async fn take_otp_and_lock_wallet<C: ConnectionTrait>(
-    c: &C,
-    merchant_id: Uuid,
-    sandbox: bool,
-    id: Uuid,
-    payment_id: Uuid,
-    now: DateTime<Utc>,
-) -> Result<Option<(ForPayment, otp_session::Model)>, DbErr> {
-    let take = otp_session::Entity::update_many()
-        .col_expr(
-            otp_session::Column::Status,
-            OtpSessionStatus::Consumed.as_str().into(),
-        )
-        .col_expr(otp_session::Column::PaymentId, Some(payment_id).into())
-        .col_expr(otp_session::Column::ConsumedAt, Some(now).into())
-        .filter(otp_session::Column::Id.eq(id))
-        .filter(otp_session::Column::MerchantId.eq(merchant_id))
-        .filter(otp_session::Column::Status.eq(OtpSessionStatus::Active.as_str()))
-        .into_query();
-    let marked = Condition::all()
-        .add(Expr::col((Alias::new(TAKEN), otp_session::Column::Id)).eq(id))
-        .add(Expr::col((Alias::new(TAKEN), otp_session::Column::PaymentId)).eq(payment_id));
-    Ok(
-        take_and_lock::<otp_session::Entity, C>(c, (merchant_id, sandbox), take, marked, true)
-            .await?
-            .and_then(|(found, s)| Some((found, s?))),
-    )
-}
-
-/// The name the consumed credential's row goes by in `take_and_lock`'s select.
-const TAKEN: &str = "taken";
-
-/// Runs `take` (the consumption of a single-use credential of table `E`, which has a
-/// `wallet_id` column) and locks the consumed credential's wallet for the payment: one
-/// statement on PostgreSQL, where the consumption is a CTE the wallet's select joins, and one
-/// call on SQLite, the `UPDATE` and then the select joining the row it marked (`marked`
-/// finds it, under the name `TAKEN`). A busy wallet's payments reach its lock a round trip
-/// sooner. With `with_row`, the consumed row comes back too, as it is after `take`.
-async fn take_and_lock<E: EntityTrait, C: ConnectionTrait>(
-    c: &C,
-    (merchant_id, sandbox): (Uuid, bool),
-    mut take: UpdateStatement,
-    marked: Condition,
-    with_row: bool,
-) -> Result<Option<(ForPayment, Option<E::Model>)>, DbErr> {
-    let backend = c.get_database_backend();
-    let mut select = wallets::payment_select(backend, merchant_id, sandbox);
-    let taken = Alias::new(TAKEN);
-    let taken_wallet = Expr::col((taken.clone(), Alias::new("wallet_id")))
-        .equals((wallet::Entity, wallet::Column::Id));
-    if with_row {
-        wallets::select_prefixed_from::<E>(&mut select, &taken, "S_");
-    }
-    let statement = if backend == DbBackend::Postgres {
-        take.returning_all();
-        select.join(JoinType::InnerJoin, taken.clone(), taken_wallet);
-        let mut cte = CommonTableExpression::new();
-        cte.table_name(taken).query(take);
-        // In place: `WithClause::query` would clone the statement it returns.
-        let (sql, values) = WithQuery::new()
-            .cte(cte)
-            .query(select)
-            .build(PostgresQueryBuilder);
-        Statement::from_sql_and_values(backend, sql, values)
-    } else {
-        select.join_as(
-            JoinType::InnerJoin,
-            E::default(),
-            taken,
-            Condition::all().add(taken_wallet).add(marked),
-        );
-        let (update, mut values) = take.build(SqliteQueryBuilder);
-        let (query, more) = select.build(SqliteQueryBuilder);
-        values.0.extend(more.0);
-        Statement::from_sql_and_values(backend, format!("{update};\n{query}"), values)
-    };
-    wallets::read_for_payment(c, statement, |row| {
-        if with_row {
-            E::Model::from_query_result(row, "S_").map(Some)
-        } else {
-            Ok(None)
-        }
-    })
-    .await
-}
-
-/// Consumes the newest unexpired, unconsumed nonce of the merchant carrying this short code
-/// for `payment_id`, if it can still pay (the rules of `usable_nonce`), and locks its wallet
-/// for the payment (see `take_and_lock`). None when there is no such nonce.
-pub async fn take_short_code_and_lock_wallet<C: ConnectionTrait>(
-    c: &C,
-    merchant_id: Uuid,
-    code_hash: &str,
-    at: NonceUse,
-) -> Result<Option<ForPayment>, DbErr> {
-    let now = at.now;
-    let newest = Query::select()
-        .column(qr_nonce::Column::Id)
-        .from(qr_nonce::Entity)
-        .and_where(qr_nonce::Column::MerchantId.eq(merchant_id))
-        .and_where(qr_nonce::Column::ShortCodeHash.eq(code_hash))
-        .and_where(qr_nonce::Column::ConsumedAt.is_null())
-        .and_where(qr_nonce::Column::ExpiresAt.gt(now))
-        .order_by(qr_nonce::Column::CreatedAt, Order::Desc)
-        .limit(1)
-        .to_owned();
-    let which = Condition::all().add(qr_nonce::Column::Id.in_subquery(newest));
-    let marked = (qr_nonce::Column::ShortCodeHash, code_hash);
-    take_nonce_and_lock(c, merchant_id, which, marked, at).await
-}
-
-/// Consumes for `payment_id` the merchant's nonce that `which` picks, if it can still pay
-/// (the rules of `usable_nonce`), and locks its wallet (see `take_and_lock`). `marked`, a
-/// column with its value, finds the consumed nonce again on SQLite by an index.
-async fn take_nonce_and_lock<C: ConnectionTrait>(
-    c: &C,
-    merchant_id: Uuid,
-    which: Condition,
-    marked: (qr_nonce::Column, &str),
-    at: NonceUse,
-) -> Result<Option<ForPayment>, DbErr> {
-    let NonceUse {
-        payment_id,
-        session,
-        received_at,
-        now,
-        ..
-    } = at;
-    // A nonce of a checkout session is, to any other payment, as unknown as no nonce.
-    let in_session = match session {
-        Some(s) => Condition::any()
-            .add(qr_nonce::Column::CheckoutSessionId.is_null())
-            .add(qr_nonce::Column::CheckoutSessionId.eq(s)),
-        None => Condition::all().add(qr_nonce::Column::CheckoutSessionId.is_null()),
-    };
-    let take = qr_nonce::Entity::update_many()
-        .col_expr(qr_nonce::Column::ConsumedAt, Some(now).into())
-        .col_expr(qr_nonce::Column::PaymentId, Some(payment_id).into())
-        .filter(which)
-        .filter(qr_nonce::Column::MerchantId.eq(merchant_id))
-        // Checked on the row itself even where `which` checked it: after waiting for a
-        // concurrent payment of the same nonce, PostgreSQL re-checks the row but keeps a
-        // sub-select's answer.
-        .filter(qr_nonce::Column::ConsumedAt.is_null())
-        .filter(qr_nonce::Column::ExpiresAt.gt(now))
-        .filter(
-            Condition::any()
-                .add(qr_nonce::Column::SupersededAt.is_null())
-                .add(qr_nonce::Column::SupersededAt.gt(received_at)),
-        )
-        .filter(in_session)
-        .into_query();
-    // With the merchant, the short code's own index (merchant, code) finds the row too.
-    let marked = Condition::all()
-        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::MerchantId)).eq(merchant_id))
-        .add(Expr::col((Alias::new(TAKEN), marked.0)).eq(marked.1))
-        .add(Expr::col((Alias::new(TAKEN), qr_nonce::Column::PaymentId)).eq(payment_id));
-    Ok(
-        take_and_lock::<qr_nonce::Entity, C>(c, (merchant_id, at.sandbox), take, marked, false)
-            .await?
-            .map(|(found, _)| found),
-    )
 }
 
 pub async fn short_code_in_use<C: ConnectionTrait>(
