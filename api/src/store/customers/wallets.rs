@@ -10,10 +10,12 @@ use sea_orm::{
     IdenStatic, Iterable, QueryFilter, QueryOrder, QueryResult, QueryTrait, Set, Statement,
     sea_query::{
         Alias, Condition, Expr, ExprTrait, Func, JoinType, LockType, Order, Query, SelectStatement,
-        Value,
+        Value, Values,
     },
 };
 use uuid::Uuid;
+
+use crate::store::db::template::{Args, Template};
 
 pub async fn find_identity_by_phone<C: ConnectionTrait>(
     c: &C,
@@ -333,13 +335,25 @@ pub async fn live_grants<C: ConnectionTrait>(
     c: &C,
     wallet_id: Uuid,
 ) -> Result<Vec<promo_grant::Model>, DbErr> {
-    promo_grant::Entity::find()
-        .filter(promo_grant::Column::WalletId.eq(wallet_id))
+    // Read on every payment: a template (`store::db::template`).
+    static LIVE_GRANTS: Template = Template::new();
+    let backend = c.get_database_backend();
+    let statement = LIVE_GRANTS.statement(backend, 0, &[wallet_id.into()], |a| {
+        live_grants_select(backend, a)
+    })?;
+    promo_grant::Model::find_by_statement(statement)
+        .all(c)
+        .await
+}
+
+fn live_grants_select(backend: DbBackend, a: &Args) -> (String, Values) {
+    let s = promo_grant::Entity::find()
+        .filter(promo_grant::Column::WalletId.eq(a.get(0)))
         .filter(promo_grant::Column::State.is_in(LIVE_GRANT_STATES))
         .order_by_asc(promo_grant::Column::ExpiresAt)
         .order_by_asc(promo_grant::Column::CreatedAt)
-        .all(c)
-        .await
+        .build(backend);
+    (s.sql, s.values.unwrap_or_else(|| Values(Vec::new())))
 }
 
 pub async fn grants_by_ids<C: ConnectionTrait>(
@@ -552,4 +566,24 @@ pub async fn end_grant<C: ConnectionTrait>(
         .exec(c)
         .await?;
     Ok(r.rows_affected == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_grants_template_binds_the_wallet_of_each_call() {
+        let t = Template::new();
+        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
+            for _ in 0..2 {
+                let args = [Uuid::now_v7().into()];
+                let direct = live_grants_select(backend, &Args::Values(&args));
+                let made = t
+                    .statement(backend, 0, &args, |a| live_grants_select(backend, a))
+                    .unwrap();
+                assert_eq!((made.sql, made.values), (direct.0, Some(direct.1)));
+            }
+        }
+    }
 }
