@@ -50,19 +50,13 @@ where
 {
     match r {
         Some(r) => execute_prepared(ctx, r, prepare, work).await,
-        // Boxed like `run_locked`: inline, the work's state machine would make this future,
-        // and every endpoint layer that boxes or moves it, as large as the work's.
         None => {
-            Box::pin(async move {
-                let prepared = prepare().await?;
-                let txn = store::begin(ctx.db).await?;
-                let outcome = work(&txn, prepared).await?;
-                let rendered =
-                    envelope::ok_status_with(outcome.status, &outcome.data, &outcome.meta);
-                txn.commit().await?;
-                Ok(rendered)
-            })
-            .await
+            let prepared = prepare().await?;
+            let txn = store::begin(ctx.db).await?;
+            let outcome = work(&txn, prepared).await?;
+            let rendered = envelope::ok_status_with(outcome.status, &outcome.data, &outcome.meta);
+            txn.commit().await?;
+            Ok(rendered)
         }
     }
 }
