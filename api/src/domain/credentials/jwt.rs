@@ -162,9 +162,7 @@ impl JwtKeys {
         if !crate::domain::platform::cells::serves(self.cell(), claims.cell.as_deref()) {
             return Err(Invalid::WrongAudience);
         }
-        if !was_known
-            && let Ok(mut v) = self.verified.lock()
-        {
+        if !was_known && let Ok(mut v) = self.verified.lock() {
             v.keep(token, &claims, now);
         }
         Ok(claims)
@@ -377,7 +375,10 @@ mod tests {
             v.keep(&format!("t{i}"), &c, now);
         }
         assert!(v.tokens.len() <= VERIFIED_MAX);
-        assert!(v.get(&format!("t{VERIFIED_MAX}")).is_some(), "the newest is kept");
+        assert!(
+            v.get(&format!("t{VERIFIED_MAX}")).is_some(),
+            "the newest is kept"
+        );
     }
 
     #[test]

@@ -3,8 +3,8 @@ pub mod partitions;
 pub mod pooler;
 pub mod replica;
 pub mod retention;
-pub mod template;
 pub(in crate::store) mod sqlite_file;
+pub mod template;
 pub mod writes;
 use std::time::Duration;
 

@@ -11,8 +11,7 @@ use chrono::{DateTime, Utc};
 use entities::{payment, payment::PaymentStatus, payment_refund, qr_nonce};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select,
-    sea_query::Condition,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select, sea_query::Condition,
 };
 use uuid::Uuid;
 

@@ -10,8 +10,7 @@ use sea_orm::{
     QueryTrait, Statement,
     sea_query::{
         Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, Order,
-        PostgresQueryBuilder, Query, SqliteQueryBuilder, UpdateStatement, Value, Values,
-        WithQuery,
+        PostgresQueryBuilder, Query, SqliteQueryBuilder, UpdateStatement, Value, Values, WithQuery,
     },
 };
 use uuid::Uuid;
