@@ -176,6 +176,37 @@ impl Merchant {
         m
     }
 
+    /// POSTs `fields` (beside the merchant's envelope) to `path` with the terminal's token
+    /// under `key` until a definitive answer; a 401 (the token expired) is sent again with a
+    /// fresh token. Returns the answer and whether a transport error was seen.
+    async fn post_as_terminal(
+        &self,
+        client: &reqwest::Client,
+        urls: &[String],
+        refusals: &Refusals,
+        path: &str,
+        key: &str,
+        fields: Value,
+    ) -> (u16, Value, bool) {
+        let body = with(envelope(&self.merchant_id), fields);
+        let mut transport = false;
+        loop {
+            let token = self.token.read().unwrap().clone();
+            let (s, b, t) = until_definitive(client, urls, Some(refusals), |c, base| {
+                c.post(format!("{base}{path}"))
+                    .bearer_auth(&token)
+                    .header("Idempotency-Key", key)
+                    .json(&body)
+            })
+            .await;
+            transport |= t;
+            if s != 401 {
+                return (s, b, transport);
+            }
+            self.refresh_token(client, urls).await;
+        }
+    }
+
     async fn refresh_token(&self, client: &reqwest::Client, urls: &[String]) {
         let key = Uuid::new_v4().to_string();
         let (s, b, _) = until_definitive(client, urls, None, |c, base| {
@@ -264,47 +295,19 @@ async fn client_loop(
         let amount = 1 + ((n * 7919 + me as u64 * 104_729) % 500) as i64;
         let key = Uuid::new_v4().to_string();
         let started = Instant::now();
-        let mut transport = false;
         let qr_key = Uuid::new_v4().to_string();
-        let qr = loop {
-            let token = m.token.read().unwrap().clone();
-            let (s, b, t) = until_definitive(&client, &urls, Some(&refusals), |c, base| {
-                c.post(format!("{base}/qr/mint"))
-                    .bearer_auth(&token)
-                    .header("Idempotency-Key", &qr_key)
-                    .json(&with(
-                        envelope(&m.merchant_id),
-                        json!({"customer": {"credential_type": "phone", "phone": phone}}),
-                    ))
-            })
+        let customer = json!({"customer": {"credential_type": "phone", "phone": phone}});
+        let (s, b, mut transport) = m
+            .post_as_terminal(&client, &urls, &refusals, "/qr/mint", &qr_key, customer)
             .await;
-            transport |= t;
-            match s {
-                200 => break b["data"]["qr_payload"].as_str().unwrap().to_string(),
-                401 => m.refresh_token(&client, &urls).await,
-                _ => panic!("QR mint answered {s}: {b}"),
-            }
-        };
-        let (status, body) = loop {
-            let token = m.token.read().unwrap().clone();
-            let (s, b, t) = until_definitive(&client, &urls, Some(&refusals), |c, base| {
-                c.post(format!("{base}/payments"))
-                    .bearer_auth(&token)
-                    .header("Idempotency-Key", &key)
-                    .json(&with(
-                        envelope(&m.merchant_id),
-                        json!({"credential": {"type": "qr", "qr_payload": qr},
-                               "amount_minor": amount, "currency": "EUR", "order_ref": key}),
-                    ))
-            })
+        assert_eq!(s, 200, "QR mint answered {s}: {b}");
+        let qr = b["data"]["qr_payload"].as_str().unwrap().to_string();
+        let payment = json!({"credential": {"type": "qr", "qr_payload": qr},
+                             "amount_minor": amount, "currency": "EUR", "order_ref": key});
+        let (status, body, t) = m
+            .post_as_terminal(&client, &urls, &refusals, "/payments", &key, payment)
             .await;
-            transport |= t;
-            if s == 401 {
-                m.refresh_token(&client, &urls).await;
-                continue;
-            }
-            break (s, b);
-        };
+        transport |= t;
         out.lock().unwrap().push(Outcome {
             key,
             wallet: wallet.clone(),
