@@ -1,12 +1,16 @@
 use chrono::{DateTime, Utc};
 use entities::idempotency_record;
+use idempotency_record::Column as Col;
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbErr, EntityTrait, QueryFilter, QueryTrait, Set,
-    sea_query::{Expr, ExprTrait, OnConflict},
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter,
+    sea_query::{Expr, ExprTrait, OnConflict, Query, Values},
 };
 use uuid::Uuid;
 
-use crate::store::db::writes::{Slot, Writes};
+use crate::store::db::{
+    template::{Args, Shape, Template, built},
+    writes::{Slot, Writes},
+};
 
 /// The live record of `(owner, key)`; an expired one counts as absent.
 pub async fn find<C: ConnectionTrait>(
@@ -41,37 +45,125 @@ pub struct NewRecord<'a> {
 /// a live record holds the key: the unique index on `(owner, key)` decides, so a second
 /// execution can never commit.
 pub fn defer_insert(w: &mut Writes, r: NewRecord<'_>) -> Slot {
-    use idempotency_record::Column as Col;
     let touches = format!("idempotency_records:{}:{}", r.owner, r.key);
-    let insert = idempotency_record::Entity::insert(idempotency_record::ActiveModel {
-        id: Set(r.id),
-        owner: Set(r.owner.to_string()),
-        idempotency_key: Set(r.key.to_string()),
-        operation: Set(r.operation.to_string()),
-        request_fingerprint: Set(r.fingerprint.to_string()),
-        status_code: Set(i32::from(r.status_code)),
-        response_body: Set(String::from_utf8_lossy(r.response_body).into_owned()),
-        sealed_secret: Set(r.sealed_secret),
-        created_at: Set(r.created_at),
-        expires_at: Set(r.expires_at),
-    })
-    .on_conflict(
-        OnConflict::columns([Col::Owner, Col::IdempotencyKey])
-            .update_columns([
-                Col::Id,
-                Col::Operation,
-                Col::RequestFingerprint,
-                Col::StatusCode,
-                Col::ResponseBody,
-                Col::SealedSecret,
-                Col::CreatedAt,
-                Col::ExpiresAt,
-            ])
-            .action_and_where(
-                Expr::col((idempotency_record::Entity, Col::ExpiresAt)).lte(r.created_at),
-            )
-            .to_owned(),
-    )
-    .into_query();
-    w.upsert(insert, touches)
+    let args = vec![
+        r.id.into(),
+        r.owner.into(),
+        r.key.into(),
+        r.operation.into(),
+        r.fingerprint.into(),
+        i32::from(r.status_code).into(),
+        String::from_utf8_lossy(r.response_body).into_owned().into(),
+        r.sealed_secret.into(),
+        r.created_at.into(),
+        r.expires_at.into(),
+    ];
+    w.upsert(UPSERT.bind(Shape::default(), args, build_upsert), touches)
+}
+
+static UPSERT: Template = Template::new();
+
+/// The record's columns, in the order of `defer_insert`'s arguments.
+const COLUMNS: [Col; 10] = [
+    Col::Id,
+    Col::Owner,
+    Col::IdempotencyKey,
+    Col::Operation,
+    Col::RequestFingerprint,
+    Col::StatusCode,
+    Col::ResponseBody,
+    Col::SealedSecret,
+    Col::CreatedAt,
+    Col::ExpiresAt,
+];
+const CREATED_AT: usize = 8;
+
+fn build_upsert(backend: DbBackend, _: Shape, a: &Args) -> (String, Values) {
+    let mut q = Query::insert();
+    q.into_table(idempotency_record::Entity)
+        .columns(COLUMNS)
+        .values_panic(
+            COLUMNS
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c.save_as(Expr::val(a.get(i)))),
+        )
+        .on_conflict(
+            OnConflict::columns([Col::Owner, Col::IdempotencyKey])
+                .update_columns(
+                    COLUMNS
+                        .into_iter()
+                        .filter(|c| !matches!(c, Col::Owner | Col::IdempotencyKey)),
+                )
+                .action_and_where(
+                    Expr::col((idempotency_record::Entity, Col::ExpiresAt)).lte(a.get(CREATED_AT)),
+                )
+                .to_owned(),
+        );
+    built(&q, backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sea_orm::{QueryTrait, Set};
+
+    /// The upsert as sea-orm builds it from the record's active model.
+    fn reference(r: &NewRecord<'_>) -> sea_orm::sea_query::InsertStatement {
+        idempotency_record::Entity::insert(idempotency_record::ActiveModel {
+            id: Set(r.id),
+            owner: Set(r.owner.to_string()),
+            idempotency_key: Set(r.key.to_string()),
+            operation: Set(r.operation.to_string()),
+            request_fingerprint: Set(r.fingerprint.to_string()),
+            status_code: Set(i32::from(r.status_code)),
+            response_body: Set(String::from_utf8_lossy(r.response_body).into_owned()),
+            sealed_secret: Set(r.sealed_secret.clone()),
+            created_at: Set(r.created_at),
+            expires_at: Set(r.expires_at),
+        })
+        .on_conflict(
+            OnConflict::columns([Col::Owner, Col::IdempotencyKey])
+                .update_columns([
+                    Col::Id,
+                    Col::Operation,
+                    Col::RequestFingerprint,
+                    Col::StatusCode,
+                    Col::ResponseBody,
+                    Col::SealedSecret,
+                    Col::CreatedAt,
+                    Col::ExpiresAt,
+                ])
+                .action_and_where(
+                    Expr::col((idempotency_record::Entity, Col::ExpiresAt)).lte(r.created_at),
+                )
+                .to_owned(),
+        )
+        .into_query()
+    }
+
+    #[test]
+    fn the_record_s_upsert_is_the_one_sea_orm_builds_of_its_active_model() {
+        let now = Utc::now();
+        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
+            for secret in [None, Some("sealed".to_string()), None] {
+                let r = NewRecord {
+                    id: Uuid::now_v7(),
+                    owner: "merchant:1",
+                    key: "key-1",
+                    operation: "payments.create",
+                    fingerprint: "f",
+                    status_code: 201,
+                    response_body: b"{\"id\":1}",
+                    sealed_secret: secret,
+                    created_at: now,
+                    expires_at: now + chrono::Duration::hours(24),
+                };
+                let expected = built(&reference(&r), backend);
+                let mut w = Writes::default();
+                defer_insert(&mut w, r);
+                assert_eq!(w.texts(backend), vec![(expected.0, expected.1.0)]);
+            }
+        }
+    }
 }

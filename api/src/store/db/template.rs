@@ -11,11 +11,15 @@
 //! not, a choice of column. The builder must take every argument through `Args::get` and
 //! decide nothing on their values, only on the shape it is given; `tests` in the modules
 //! that use templates compare a template's statement with the one built directly.
-use std::sync::OnceLock;
+//!
+//! A write held back for a batch (`store::db::writes`) does not know its backend yet: it
+//! carries its template, shape and arguments (`Bound`), and the batch renders it as it runs,
+//! a `Fragment` whose placeholders it numbers after those of the writes before it.
+use std::{fmt::Write, sync::OnceLock};
 
 use sea_orm::{
     DbBackend, DbErr, Statement,
-    sea_query::{Value, Values},
+    sea_query::{PostgresQueryBuilder, QueryStatementWriter, SqliteQueryBuilder, Value, Values},
 };
 
 /// Shapes a template can have, per backend.
@@ -25,7 +29,8 @@ pub const SHAPES: usize = 8;
 /// rendered with.
 pub enum Args<'a> {
     Values(&'a [Value]),
-    Markers,
+    /// Markers for this many arguments.
+    Markers(usize),
 }
 
 const MARKER: &str = "\u{0}template-argument:";
@@ -35,7 +40,15 @@ impl Args<'_> {
     pub fn get(&self, i: usize) -> Value {
         match self {
             Args::Values(v) => v[i].clone(),
-            Args::Markers => Value::String(Some(format!("{MARKER}{i}"))),
+            Args::Markers(_) => Value::String(Some(format!("{MARKER}{i}"))),
+        }
+    }
+
+    /// How many arguments there are.
+    pub fn count(&self) -> usize {
+        match self {
+            Args::Values(v) => v.len(),
+            Args::Markers(n) => *n,
         }
     }
 }
@@ -44,9 +57,52 @@ pub struct Template {
     rendered: [OnceLock<Rendered>; 2 * SHAPES],
 }
 
+/// What decides a template's text besides the backend: `index` (below `SHAPES`) picks the
+/// slot, and `key`, when a call site's shapes are too many to number (the columns an
+/// insert sets), must be the one the slot was rendered with, or the call is built directly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Shape {
+    pub index: usize,
+    pub key: u64,
+}
+
+/// Builds a template's statement in a shape on a backend. A plain function, so that a write
+/// can carry it until its batch knows the backend.
+pub type Build = fn(DbBackend, Shape, &Args) -> (String, Values);
+
+/// A template's statement and its arguments, rendered when its batch runs (see
+/// `store::db::writes`).
+pub struct Bound {
+    template: &'static Template,
+    shape: Shape,
+    args: Vec<Value>,
+    build: Build,
+}
+
+/// A statement's SQL and values, ready to be put into a batch with others.
+pub struct Fragment {
+    text: Text,
+    values: Vec<Value>,
+}
+
+enum Text {
+    Shared(&'static Rendered),
+    Own(Rendered),
+}
+
 struct Rendered {
     sql: String,
     values: Vec<Part>,
+    key: u64,
+    /// Where the PostgreSQL placeholders (`$n`) are in `sql`.
+    holes: Vec<Hole>,
+}
+
+/// A placeholder: `len` bytes at `at` naming value `n` (from 1).
+struct Hole {
+    at: usize,
+    len: usize,
+    n: usize,
 }
 
 enum Part {
@@ -77,38 +133,198 @@ impl Template {
         args: &[Value],
         build: impl FnOnce(&Args) -> (String, Values),
     ) -> Result<Statement, DbErr> {
-        let slot = match backend {
-            DbBackend::Postgres => shape,
-            _ => SHAPES + shape,
-        };
-        let Some(place) = self.rendered.get(slot).filter(|_| shape < SHAPES) else {
+        let Some(place) = self.place(backend, shape) else {
             return Err(DbErr::Custom(format!("no template shape {shape}")));
         };
         let rendered = match place.get() {
             Some(r) => r,
             None => {
                 // Two first calls may both render; one keeps its text, the same text.
-                let r = render(build(&Args::Markers), args.len())?;
+                let r = render(backend, build(&Args::Markers(args.len())), args.len(), 0)?;
                 place.get_or_init(|| r)
             }
         };
-        let values = rendered
-            .values
+        Ok(Statement::from_sql_and_values(
+            backend,
+            rendered.sql.clone(),
+            Values(rendered.bind(args)),
+        ))
+    }
+
+    fn place(&self, backend: DbBackend, shape: usize) -> Option<&OnceLock<Rendered>> {
+        let slot = match backend {
+            DbBackend::Postgres => shape,
+            _ => SHAPES + shape,
+        };
+        self.rendered.get(slot).filter(|_| shape < SHAPES)
+    }
+
+    /// The statement `build` makes of `args` in `shape`, to be rendered with its batch.
+    pub fn bind(&'static self, shape: Shape, args: Vec<Value>, build: Build) -> Bound {
+        Bound {
+            template: self,
+            shape,
+            args,
+            build,
+        }
+    }
+}
+
+impl Bound {
+    /// Its SQL and values on `backend`: the template's text when the template has (or can
+    /// take) this shape, else built directly, the same statement at the cost of building it.
+    pub fn fragment(self, backend: DbBackend) -> Result<Fragment, DbErr> {
+        let Bound {
+            template,
+            shape,
+            args,
+            build,
+        } = self;
+        let rendered = match template.place(backend, shape.index) {
+            Some(place) => match place.get() {
+                Some(r) => Some(r),
+                None => {
+                    let r = render(
+                        backend,
+                        build(backend, shape, &Args::Markers(args.len())),
+                        args.len(),
+                        shape.key,
+                    )?;
+                    Some(place.get_or_init(|| r))
+                }
+            },
+            None => None,
+        };
+        Ok(match rendered.filter(|r| r.key == shape.key) {
+            Some(r) => Fragment {
+                values: r.bind(&args),
+                text: Text::Shared(r),
+            },
+            None => Fragment::of(backend, build(backend, shape, &Args::Values(&args))),
+        })
+    }
+}
+
+impl Fragment {
+    /// A statement rendered by sea-query on `backend`.
+    pub fn of(backend: DbBackend, (sql, values): (String, Values)) -> Fragment {
+        Fragment {
+            text: Text::Own(Rendered {
+                holes: holes(backend, &sql),
+                sql,
+                values: Vec::new(),
+                key: 0,
+            }),
+            values: values.0,
+        }
+    }
+
+    /// Appends its SQL to `sql` and its values to `values`, its placeholders renumbered to
+    /// follow the values already there (PostgreSQL numbers them; SQLite's `?` go in order).
+    pub fn append_to(self, sql: &mut String, values: &mut Vec<Value>) {
+        let rendered = match &self.text {
+            Text::Shared(r) => r,
+            Text::Own(r) => r,
+        };
+        let offset = values.len();
+        let mut from = 0;
+        for hole in &rendered.holes {
+            sql.push_str(&rendered.sql[from..hole.at]);
+            let _ = write!(sql, "${}", offset + hole.n);
+            from = hole.at + hole.len;
+        }
+        sql.push_str(&rendered.sql[from..]);
+        values.extend(self.values);
+    }
+}
+
+#[cfg(test)]
+impl Bound {
+    /// Its statement through its template, then as its builder makes it of the same values:
+    /// a test asserts they are the same.
+    pub fn both(self, backend: DbBackend) -> [(String, Vec<Value>); 2] {
+        let direct = (self.build)(backend, self.shape, &Args::Values(&self.args));
+        [
+            self.fragment(backend).unwrap().text(),
+            (direct.0, direct.1.0),
+        ]
+    }
+}
+
+#[cfg(test)]
+impl Fragment {
+    /// Its SQL and values, numbered from 1.
+    pub fn text(self) -> (String, Vec<Value>) {
+        let (mut sql, mut values) = (String::new(), Vec::new());
+        self.append_to(&mut sql, &mut values);
+        (sql, values)
+    }
+}
+
+/// `s` rendered for `backend` (PostgreSQL or SQLite).
+pub fn built(s: &impl QueryStatementWriter, backend: DbBackend) -> (String, Values) {
+    match backend {
+        DbBackend::Postgres => s.build(PostgresQueryBuilder),
+        _ => s.build(SqliteQueryBuilder),
+    }
+}
+
+impl Rendered {
+    fn bind(&self, args: &[Value]) -> Vec<Value> {
+        self.values
             .iter()
             .map(|p| match p {
                 Part::Argument(i) => args[*i].clone(),
                 Part::Fixed(v) => v.clone(),
             })
-            .collect();
-        Ok(Statement::from_sql_and_values(
-            backend,
-            rendered.sql.clone(),
-            Values(values),
-        ))
+            .collect()
     }
 }
 
-fn render((sql, values): (String, Values), arguments: usize) -> Result<Rendered, DbErr> {
+/// The `$n` placeholders of PostgreSQL SQL, outside quoted text and identifiers.
+fn holes(backend: DbBackend, sql: &str) -> Vec<Hole> {
+    let mut holes = Vec::new();
+    if backend != DbBackend::Postgres {
+        return holes;
+    }
+    let bytes = sql.as_bytes();
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match quote {
+            // A doubled quote inside quoted text closes and reopens it: the same state.
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None if b == b'\'' || b == b'"' => quote = Some(b),
+            None if b == b'$' => {
+                let digits = bytes[i + 1..]
+                    .iter()
+                    .take_while(|d| d.is_ascii_digit())
+                    .count();
+                if digits > 0 {
+                    let n = sql[i + 1..i + 1 + digits].parse().unwrap_or(0);
+                    holes.push(Hole {
+                        at: i,
+                        len: 1 + digits,
+                        n,
+                    });
+                    i += digits;
+                }
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    holes
+}
+
+fn render(
+    backend: DbBackend,
+    (sql, values): (String, Values),
+    arguments: usize,
+    key: u64,
+) -> Result<Rendered, DbErr> {
     let values = values
         .0
         .into_iter()
@@ -122,7 +338,12 @@ fn render((sql, values): (String, Values), arguments: usize) -> Result<Rendered,
             _ => Ok(Part::Fixed(v)),
         })
         .collect::<Result<_, _>>()?;
-    Ok(Rendered { sql, values })
+    Ok(Rendered {
+        holes: holes(backend, &sql),
+        sql,
+        values,
+        key,
+    })
 }
 
 #[cfg(test)]
@@ -172,5 +393,45 @@ mod tests {
                 .is_err(),
             "argument 1 of a call with one"
         );
+    }
+
+    #[test]
+    fn a_fragment_numbers_its_placeholders_after_the_values_before_it_and_not_in_quotes() {
+        let sql = r#"SELECT '$1', "a$2", 'it''s $3', $1 FROM t WHERE x = $2 AND y = $10"#;
+        let values: Vec<Value> = (1..=10).map(|i| Value::from(i as i64)).collect();
+        let f = Fragment::of(DbBackend::Postgres, (sql.into(), Values(values.clone())));
+        let (mut out, mut all) = (String::new(), vec![Value::from(0i64); 3]);
+        f.append_to(&mut out, &mut all);
+        assert_eq!(
+            out,
+            r#"SELECT '$1', "a$2", 'it''s $3', $4 FROM t WHERE x = $5 AND y = $13"#
+        );
+        assert_eq!(all[3..], values[..]);
+        let sqlite = Fragment::of(DbBackend::Sqlite, ("SELECT ?, '$1'".into(), Values(vec![])));
+        assert_eq!(sqlite.text().0, "SELECT ?, '$1'");
+    }
+
+    fn build_bound(_: DbBackend, shape: Shape, a: &Args) -> (String, Values) {
+        build(a, shape.key == 1)
+    }
+
+    #[test]
+    fn a_bound_statement_whose_key_is_not_its_slot_s_is_built_directly() {
+        static T: Template = Template::new();
+        let args = || vec![Value::from(7i64), Value::from("x")];
+        let shape = |key| Shape { index: 0, key };
+        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
+            for key in [0, 0, 1, 0, 1] {
+                let [made, direct] = T.bind(shape(key), args(), build_bound).both(backend);
+                assert_eq!(made, direct, "key {key} on {backend:?}");
+            }
+            // Beyond the slots there are: built directly too.
+            let far = Shape {
+                index: SHAPES,
+                key: 0,
+            };
+            let [made, direct] = T.bind(far, args(), build_bound).both(backend);
+            assert_eq!(made, direct);
+        }
     }
 }

@@ -10,16 +10,26 @@
 //! reading anything it touches. PostgreSQL runs the CTEs of one statement on one snapshot
 //! and cannot modify a row twice in one statement, so a write touching a row already
 //! touched in the batch starts a new statement.
+//!
+//! The statement is put together as text: each write's own SQL (a template's, rendered once
+//! per shape, or sea-query's of the write) with its placeholders renumbered, so the writes
+//! every payment makes are not built and rendered again per payment.
+use std::fmt::Write as _;
+
 use entities::resource_sequence;
 use sea_orm::{
-    ConnectionTrait, DbBackend, DbErr, Statement,
+    ActiveModelTrait, ActiveValue, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityName,
+    EntityTrait, Iterable, QueryTrait, Statement,
     sea_query::{
-        Alias, CommonTableExpression, Expr, InsertStatement, PostgresQueryBuilder, Query,
-        ReturningClause, SqliteQueryBuilder, SubQueryStatement, UpdateStatement, WithQuery,
+        Alias, Expr, InsertStatement, PostgresQueryBuilder, Query, SqliteQueryBuilder,
+        UpdateStatement, Value, Values,
     },
 };
 
-use crate::store::outbox::event_batch::Events;
+use crate::store::{
+    db::template::{Args, Bound, Fragment, Shape, Template, built},
+    outbox::event_batch::Events,
+};
 
 #[derive(Default)]
 pub struct Writes {
@@ -40,9 +50,43 @@ struct Item {
 }
 
 enum Op {
+    Write(Write),
+    Events(Events),
+}
+
+/// An insert or an update: built by sea-query, or a template's (rendered once per shape).
+pub enum Write {
     Insert(InsertStatement),
     Update(UpdateStatement),
-    Events(Events),
+    Bound(Bound),
+}
+
+impl From<InsertStatement> for Write {
+    fn from(s: InsertStatement) -> Self {
+        Write::Insert(s)
+    }
+}
+
+impl From<UpdateStatement> for Write {
+    fn from(s: UpdateStatement) -> Self {
+        Write::Update(s)
+    }
+}
+
+impl From<Bound> for Write {
+    fn from(b: Bound) -> Self {
+        Write::Bound(b)
+    }
+}
+
+impl Write {
+    fn fragment(self, backend: DbBackend) -> Result<Fragment, DbErr> {
+        match self {
+            Write::Insert(s) => Ok(Fragment::of(backend, built(&s, backend))),
+            Write::Update(s) => Ok(Fragment::of(backend, built(&s, backend))),
+            Write::Bound(b) => b.fragment(backend),
+        }
+    }
 }
 
 /// Row counts of a flushed batch, by slot.
@@ -76,19 +120,31 @@ impl Writes {
     }
 
     /// An insert of new rows (fresh keys: nothing else in the batch touches them).
-    pub fn insert(&mut self, s: InsertStatement) -> Slot {
-        self.push(Op::Insert(s), Vec::new(), None)
+    pub fn insert(&mut self, s: impl Into<Write>) -> Slot {
+        self.push(Op::Write(s.into()), Vec::new(), None)
+    }
+
+    /// An insert of new rows, as sea-orm's `Entity::insert_many` makes it, through
+    /// `template` (one per call site): its text is rendered once per number of rows (up to
+    /// `SHAPES`) and set of columns the rows set. Rows that set different columns are built
+    /// directly.
+    pub fn insert_rows<A: ActiveModelTrait>(
+        &mut self,
+        template: &'static Template,
+        rows: Vec<A>,
+    ) -> Slot {
+        self.insert(bind_rows(template, rows))
     }
 
     /// An insert that may modify an existing row (an upsert) keyed `touches`.
-    pub fn upsert(&mut self, s: InsertStatement, touches: String) -> Slot {
-        self.push(Op::Insert(s), vec![touches], None)
+    pub fn upsert(&mut self, s: impl Into<Write>, touches: String) -> Slot {
+        self.push(Op::Write(s.into()), vec![touches], None)
     }
 
     /// An update of the one row `touches` that fails the flush with `refused` unless it
     /// modifies exactly that row (its WHERE carries the guard).
-    pub fn update_one(&mut self, s: UpdateStatement, touches: String, refused: String) -> Slot {
-        self.push(Op::Update(s), vec![touches], Some(refused))
+    pub fn update_one(&mut self, s: impl Into<Write>, touches: String, refused: String) -> Slot {
+        self.push(Op::Write(s.into()), vec![touches], Some(refused))
     }
 
     pub(in crate::store) fn events(&mut self, e: Events) -> Slot {
@@ -119,6 +175,79 @@ impl Writes {
     }
 }
 
+fn bind_rows<A: ActiveModelTrait>(template: &'static Template, rows: Vec<A>) -> Write {
+    let columns: Vec<_> = <A::Entity as EntityTrait>::Column::iter().collect();
+    let set = |row: &A| {
+        columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !row.is_not_set(**c))
+            .fold(0u64, |mask, (i, _)| mask | 1 << i)
+    };
+    let direct = |rows: Vec<A>| {
+        <A::Entity as EntityTrait>::insert_many(rows)
+            .into_query()
+            .into()
+    };
+    if rows.is_empty() || columns.len() > 64 {
+        return direct(rows);
+    }
+    let key = set(&rows[0]);
+    if rows[1..].iter().any(|r| set(r) != key) {
+        return direct(rows);
+    }
+    let shape = Shape {
+        index: rows.len() - 1,
+        key,
+    };
+    let mut args = Vec::with_capacity(rows.len() * key.count_ones() as usize);
+    for mut row in rows {
+        for (i, c) in columns.iter().enumerate() {
+            if key & 1 << i != 0 {
+                if let ActiveValue::Set(v) | ActiveValue::Unchanged(v) = row.take(*c) {
+                    args.push(v);
+                }
+            }
+        }
+    }
+    template.bind(shape, args, build_rows::<A>).into()
+}
+
+/// The insert `bind_rows` binds: the columns of `shape.key`, a row per so many arguments.
+fn build_rows<A: ActiveModelTrait>(backend: DbBackend, shape: Shape, a: &Args) -> (String, Values) {
+    let columns: Vec<_> = <A::Entity as EntityTrait>::Column::iter()
+        .enumerate()
+        .filter(|(i, _)| shape.key & 1 << i != 0)
+        .map(|(_, c)| c)
+        .collect();
+    let mut q = Query::insert();
+    q.into_table(A::Entity::default().table_ref())
+        .columns(columns.iter().copied());
+    for row in 0..a.count() / columns.len().max(1) {
+        q.values_panic(
+            columns
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c.save_as(Expr::val(a.get(row * columns.len() + i)))),
+        );
+    }
+    built(&q, backend)
+}
+
+#[cfg(test)]
+impl Writes {
+    /// Each write's SQL and values on `backend`, as they go into a batch.
+    pub fn texts(self, backend: DbBackend) -> Vec<(String, Vec<Value>)> {
+        self.items
+            .into_iter()
+            .filter_map(|i| match i.op {
+                Op::Write(w) => Some(w.fragment(backend).unwrap().text()),
+                Op::Events(_) => None,
+            })
+            .collect()
+    }
+}
+
 /// A guarded write that missed its row fails the batch; the caller rolls back.
 fn checked(n: u64, exactly_one: Option<String>) -> Result<(), DbErr> {
     match exactly_one {
@@ -136,27 +265,27 @@ async fn run_sqlite<C: ConnectionTrait>(c: &C, items: Vec<Item>) -> Result<Vec<u
     }
     let mut sql = String::new();
     let mut values = Vec::new();
-    let mut add = |(s, v): (String, sea_orm::sea_query::Values)| {
-        sql.push_str(&s);
-        sql.push_str(";\n");
-        values.extend(v.0);
-    };
     let mut guards = Vec::with_capacity(items.len());
     for item in items {
+        let mut add = |f: Fragment| {
+            f.append_to(&mut sql, &mut values);
+            sql.push_str(";\n");
+        };
         match item.op {
-            Op::Insert(s) => add(s.build(SqliteQueryBuilder)),
-            Op::Update(s) => add(s.build(SqliteQueryBuilder)),
+            Op::Write(w) => add(w.fragment(DbBackend::Sqlite)?),
             Op::Events(e) => {
-                add(e.sequences().build(SqliteQueryBuilder));
-                add(e
-                    .insert_numbered_from(resource_sequence::Entity)?
-                    .build(SqliteQueryBuilder));
+                add(Fragment::of(
+                    DbBackend::Sqlite,
+                    e.sequences().build(SqliteQueryBuilder),
+                ));
+                add(Fragment::of(
+                    DbBackend::Sqlite,
+                    e.insert_numbered_from(resource_sequence::Entity)?
+                        .build(SqliteQueryBuilder),
+                ));
             }
         }
-        add((
-            "SELECT changes() AS n".into(),
-            sea_orm::sea_query::Values(Vec::new()),
-        ));
+        sql.push_str("SELECT changes() AS n;\n");
         guards.push(item.exactly_one);
     }
     let rows = c
@@ -187,54 +316,39 @@ async fn run_pg<C: ConnectionTrait>(c: &C, items: Vec<Item>) -> Result<Vec<u64>,
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let (ops, guards): (Vec<Op>, Vec<Option<String>>) =
-        items.into_iter().map(|i| (i.op, i.exactly_one)).unzip();
-    let one = || ReturningClause::Exprs(vec![Expr::cust("1")]);
-    // Built in place: sea-query's builder methods that return an owned statement
-    // (`to_owned`, `WithClause::query`) clone the whole tree, every CTE in it.
-    let mut with = WithQuery::new();
-    let mut counted = Vec::with_capacity(ops.len());
-    for (i, op) in ops.into_iter().enumerate() {
-        let name = format!("w{i}");
-        let query: SubQueryStatement = match op {
-            Op::Insert(mut s) => {
-                s.returning(one());
-                s.into()
-            }
-            Op::Update(mut s) => {
-                s.returning(one());
-                s.into()
-            }
+    let pg = DbBackend::Postgres;
+    let mut sql = String::from("WITH");
+    let mut values: Vec<Value> = Vec::new();
+    let mut guards = Vec::with_capacity(items.len());
+    for (i, item) in items.into_iter().enumerate() {
+        let write = match item.op {
+            Op::Write(w) => w.fragment(pg)?,
             Op::Events(e) => {
                 // The sequence upsert returns each resource's new last value; the event rows
                 // number themselves down from it.
                 let seq = format!("s{i}");
-                with.cte(cte(&seq, e.sequences_returning().into()));
-                let mut insert = e.insert_numbered_from(Alias::new(&seq))?;
-                insert.returning(one());
-                insert.into()
+                let sequences = e.sequences_returning().build(PostgresQueryBuilder);
+                cte(&mut sql, &seq, &mut values, Fragment::of(pg, sequences), "");
+                let rows = e.insert_numbered_from(Alias::new(&seq))?;
+                Fragment::of(pg, rows.build(PostgresQueryBuilder))
             }
         };
-        with.cte(cte(&name, query));
-        counted.push(name);
+        let name = format!("w{i}");
+        cte(&mut sql, &name, &mut values, write, " RETURNING 1");
+        guards.push(item.exactly_one);
     }
-    let mut select = Query::select();
-    for (i, name) in counted.iter().enumerate() {
-        select.expr_as(
-            Expr::cust(format!("(SELECT COUNT(*) FROM \"{name}\")")),
-            Alias::new(format!("n{i}")),
-        );
+    sql.push_str(" SELECT ");
+    for i in 0..guards.len() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        let _ = write!(sql, "(SELECT COUNT(*) FROM \"w{i}\") AS \"n{i}\"");
     }
-    let (sql, values) = with.query(select).build(PostgresQueryBuilder);
     let row = c
-        .query_one_raw(Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            sql,
-            values,
-        ))
+        .query_one_raw(Statement::from_sql_and_values(pg, sql, values))
         .await?
         .ok_or_else(|| DbErr::Custom("a batch of writes returned no counts".into()))?;
-    let mut counts = Vec::with_capacity(counted.len());
+    let mut counts = Vec::with_capacity(guards.len());
     for (i, guard) in guards.into_iter().enumerate() {
         let n = row.try_get::<i64>("", &format!("n{i}"))? as u64;
         checked(n, guard)?;
@@ -243,9 +357,86 @@ async fn run_pg<C: ConnectionTrait>(c: &C, items: Vec<Item>) -> Result<Vec<u64>,
     Ok(counts)
 }
 
-fn cte(name: &str, query: SubQueryStatement) -> CommonTableExpression {
-    let mut cte = CommonTableExpression::new();
-    cte.table_name(Alias::new(name));
-    cte.query(query);
-    cte
+/// Appends `"name" AS (statement)` to the WITH clause in `sql`, the statement followed by
+/// `returning`.
+fn cte(sql: &mut String, name: &str, values: &mut Vec<Value>, s: Fragment, returning: &str) {
+    sql.push_str(if sql == "WITH" { " " } else { ", " });
+    let _ = write!(sql, "\"{name}\" AS (");
+    s.append_to(sql, values);
+    sql.push_str(returning);
+    sql.push(')');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use entities::{ledger_entry, ledger_posting};
+    use sea_orm::{ActiveValue::NotSet, Set};
+    use uuid::Uuid;
+
+    fn entry(amount: i64, wallet_set: bool) -> ledger_entry::ActiveModel {
+        ledger_entry::ActiveModel {
+            posting_id: Set(Uuid::now_v7()),
+            merchant_id: Set(Uuid::now_v7()),
+            account_kind: Set("wallet_actual".into()),
+            account_id: Set(Uuid::now_v7()),
+            wallet_id: if wallet_set { Set(None) } else { NotSet },
+            currency: Set("KES".into()),
+            amount_minor: Set(amount),
+            created_at: Set(chrono::Utc::now()),
+            ..Default::default()
+        }
+    }
+
+    fn text(w: Write, backend: DbBackend) -> (String, Vec<Value>) {
+        w.fragment(backend).unwrap().text()
+    }
+
+    #[test]
+    fn rows_inserted_through_a_template_are_the_insert_sea_orm_builds() {
+        static ENTRIES: Template = Template::new();
+        static POSTING: Template = Template::new();
+        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
+            // Each count twice (the second finds the text the first rendered); 9 rows have
+            // no slot; rows that set other columns than the slot's are built directly.
+            for (n, wallet_set) in [(2, true), (2, true), (3, true), (9, true), (2, false)] {
+                for _ in 0..2 {
+                    let rows: Vec<_> = (0..n).map(|i| entry(i - 1, wallet_set)).collect();
+                    let expected = built(
+                        &ledger_entry::Entity::insert_many(rows.clone()).into_query(),
+                        backend,
+                    );
+                    assert_eq!(
+                        text(bind_rows(&ENTRIES, rows), backend),
+                        (expected.0, expected.1.0),
+                        "{n} rows on {backend:?}"
+                    );
+                }
+            }
+            let mixed = vec![entry(1, true), entry(-1, false)];
+            let expected = built(
+                &ledger_entry::Entity::insert_many(mixed.clone()).into_query(),
+                backend,
+            );
+            let made = text(bind_rows(&ENTRIES, mixed), backend);
+            assert_eq!(made, (expected.0, expected.1.0));
+            for memo in [None, Some("why".to_string())] {
+                let posting = ledger_posting::ActiveModel {
+                    id: Set(Uuid::now_v7()),
+                    merchant_id: Set(Uuid::now_v7()),
+                    kind: Set("payment".into()),
+                    reference_type: Set("payment".into()),
+                    reference_id: Set(Uuid::now_v7()),
+                    memo: Set(memo),
+                    created_at: Set(chrono::Utc::now()),
+                };
+                let one = built(
+                    &ledger_posting::Entity::insert(posting.clone()).into_query(),
+                    backend,
+                );
+                let made = text(bind_rows(&POSTING, vec![posting]), backend);
+                assert_eq!(made, (one.0, one.1.0));
+            }
+        }
+    }
 }

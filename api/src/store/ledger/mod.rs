@@ -5,11 +5,14 @@ use entities::{ledger_entry, ledger_posting, promo_grant, wallet};
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, QueryFilter,
     QueryTrait, Set, Statement, Value,
-    sea_query::{Expr, ExprTrait, UpdateStatement},
+    sea_query::{Expr, ExprTrait, Values},
 };
 use uuid::Uuid;
 
-use crate::store::db::writes::Writes;
+use crate::store::db::{
+    template::{Args, Bound, Shape, Template, built},
+    writes::Writes,
+};
 
 pub mod balances;
 pub mod policies;
@@ -90,8 +93,9 @@ pub fn defer_post<'p>(
     }
     let now = reference.at;
     let id = Uuid::now_v7();
-    w.insert(
-        ledger_posting::Entity::insert(ledger_posting::ActiveModel {
+    w.insert_rows(
+        &POSTING,
+        vec![ledger_posting::ActiveModel {
             id: Set(id),
             merchant_id: Set(posting.merchant_id),
             kind: Set(posting.kind.to_string()),
@@ -99,8 +103,7 @@ pub fn defer_post<'p>(
             reference_id: Set(reference.id),
             memo: Set(reference.memo),
             created_at: Set(now),
-        })
-        .into_query(),
+        }],
     );
     let rows = posting
         .entries
@@ -115,8 +118,9 @@ pub fn defer_post<'p>(
             amount_minor: Set(*amount),
             created_at: Set(now),
             ..Default::default()
-        });
-    w.insert(ledger_entry::Entity::insert_many(rows).into_query());
+        })
+        .collect();
+    w.insert_rows(&ENTRIES, rows);
     // One move per balance column, by the posting's net on it: a release moves a grant's
     // credit between two of its accounts and leaves its remaining credit (and state) alone.
     let mut moves: Vec<(BalanceColumn, Uuid, i64, &'static str)> = Vec::new();
@@ -158,23 +162,50 @@ pub fn defer_post<'p>(
     Ok(id)
 }
 
-fn move_wallet(
-    column: wallet::Column,
-    id: Uuid,
-    delta: i64,
-    now: chrono::DateTime<Utc>,
-) -> UpdateStatement {
-    wallet::Entity::update_many()
-        .col_expr(column, Expr::col(column).add(delta))
-        .col_expr(wallet::Column::UpdatedAt, Expr::value(now))
-        .filter(wallet::Column::Id.eq(id))
-        .filter(Expr::col(column).add(delta).gte(0))
-        .into_query()
+// Every posting's statements, rendered once per shape (`store::db::template`).
+static POSTING: Template = Template::new();
+static ENTRIES: Template = Template::new();
+static MOVE_WALLET: Template = Template::new();
+static MOVE_GRANT: Template = Template::new();
+
+// The arguments of a balance move, by position.
+const DELTA: usize = 0;
+const NOW: usize = 1;
+const ID: usize = 2;
+
+fn move_args(id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> Vec<Value> {
+    vec![delta.into(), now.into(), id.into()]
+}
+
+/// Moves a wallet's balance column (a shape each) by `delta`, unless it would go below zero.
+fn move_wallet(column: wallet::Column, id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> Bound {
+    let index = usize::from(!matches!(column, wallet::Column::ActualMinor));
+    let shape = Shape { index, key: 0 };
+    MOVE_WALLET.bind(shape, move_args(id, delta, now), build_move_wallet)
+}
+
+fn build_move_wallet(backend: DbBackend, shape: Shape, a: &Args) -> (String, Values) {
+    let column = match shape.index {
+        0 => wallet::Column::ActualMinor,
+        _ => wallet::Column::PendingTopupsMinor,
+    };
+    let q = wallet::Entity::update_many()
+        .col_expr(column, Expr::col(column).add(a.get(DELTA)))
+        .col_expr(wallet::Column::UpdatedAt, Expr::val(a.get(NOW)))
+        .filter(wallet::Column::Id.eq(a.get(ID)))
+        .filter(Expr::col(column).add(a.get(DELTA)).gte(0))
+        .into_query();
+    built(&q, backend)
 }
 
 /// A grant that reaches zero is CONSUMED; a refund into a CONSUMED grant releases it again.
-fn move_grant(id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> UpdateStatement {
-    let remaining = Expr::col(promo_grant::Column::RemainingMinor).add(delta);
+fn move_grant(id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> Bound {
+    let shape = Shape { index: 0, key: 0 };
+    MOVE_GRANT.bind(shape, move_args(id, delta, now), build_move_grant)
+}
+
+fn build_move_grant(backend: DbBackend, _: Shape, a: &Args) -> (String, Values) {
+    let remaining = Expr::col(promo_grant::Column::RemainingMinor).add(a.get(DELTA));
     let (consumed, released) = (
         promo_grant::PromoGrantState::Consumed.as_str(),
         promo_grant::PromoGrantState::Released.as_str(),
@@ -182,13 +213,14 @@ fn move_grant(id: Uuid, delta: i64, now: chrono::DateTime<Utc>) -> UpdateStateme
     let state = Expr::case(remaining.clone().eq(0), consumed)
         .case(Expr::col(promo_grant::Column::State).eq(consumed), released)
         .finally(Expr::col(promo_grant::Column::State));
-    promo_grant::Entity::update_many()
+    let q = promo_grant::Entity::update_many()
         .col_expr(promo_grant::Column::State, state.into())
         .col_expr(promo_grant::Column::RemainingMinor, remaining.clone())
-        .col_expr(promo_grant::Column::UpdatedAt, Expr::value(now))
-        .filter(promo_grant::Column::Id.eq(id))
+        .col_expr(promo_grant::Column::UpdatedAt, Expr::val(a.get(NOW)))
+        .filter(promo_grant::Column::Id.eq(a.get(ID)))
         .filter(remaining.gte(0))
-        .into_query()
+        .into_query();
+    built(&q, backend)
 }
 
 /// What the consistency check found. Empty lists mean the ledger and the balances agree.
@@ -383,4 +415,29 @@ pub async fn wallet_activity<C: ConnectionTrait>(
     ))
     .all(c)
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_balance_move_binds_the_values_of_its_call_on_both_backends() {
+        let now = Utc::now();
+        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
+            // Twice each: the second call finds the text the first rendered.
+            for delta in [-250, 100] {
+                for column in [
+                    wallet::Column::ActualMinor,
+                    wallet::Column::PendingTopupsMinor,
+                ] {
+                    let [made, direct] =
+                        move_wallet(column, Uuid::now_v7(), delta, now).both(backend);
+                    assert_eq!(made, direct, "{column:?} on {backend:?}");
+                }
+                let [made, direct] = move_grant(Uuid::now_v7(), delta, now).both(backend);
+                assert_eq!(made, direct, "grant on {backend:?}");
+            }
+        }
+    }
 }

@@ -11,15 +11,20 @@ use chrono::{DateTime, Utc};
 use entities::{payment, payment::PaymentStatus, payment_refund, qr_nonce};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, Select, sea_query::Condition,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, sea_query::Condition,
 };
 use uuid::Uuid;
 
-use crate::store::{db::writes::Writes, for_update};
+use crate::store::{
+    db::{template::Template, writes::Writes},
+    for_update,
+};
+
+static INSERT: Template = Template::new();
 
 /// Writes the payment when `w` is flushed (nothing to read back: the caller built the row).
 pub fn defer_insert(w: &mut Writes, p: payment::Model) {
-    w.insert(payment::Entity::insert(p.into_active_model()).into_query());
+    w.insert_rows(&INSERT, vec![p.into_active_model()]);
 }
 
 pub async fn find<C: ConnectionTrait>(c: &C, id: Uuid) -> Result<Option<payment::Model>, DbErr> {
