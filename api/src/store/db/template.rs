@@ -98,12 +98,18 @@ struct Rendered {
     holes: Vec<Hole>,
 }
 
-/// A placeholder: `len` bytes at `at` naming value `n` (from 1).
+/// A placeholder: `len` bytes at `at` naming value `n` (from 1), or (`n` 0) the quoted
+/// identifier `NAME`.
 struct Hole {
     at: usize,
     len: usize,
     n: usize,
 }
+
+/// A table a statement reads that its batch names when it puts the statement in (the CTE
+/// of the rows an earlier write returned): a template is rendered once, the batch's names
+/// differ.
+pub const NAME: &str = "\u{1}template-name";
 
 enum Part {
     Argument(usize),
@@ -222,6 +228,11 @@ impl Fragment {
     /// Appends its SQL to `sql` and its values to `values`, its placeholders renumbered to
     /// follow the values already there (PostgreSQL numbers them; SQLite's `?` go in order).
     pub fn append_to(self, sql: &mut String, values: &mut Vec<Value>) {
+        self.append_named(sql, values, NAME);
+    }
+
+    /// `append_to`, the table `NAME` called `name` (on PostgreSQL).
+    pub fn append_named(self, sql: &mut String, values: &mut Vec<Value>, name: &str) {
         let rendered = match &self.text {
             Text::Shared(r) => r,
             Text::Own(r) => r,
@@ -230,7 +241,10 @@ impl Fragment {
         let mut from = 0;
         for hole in &rendered.holes {
             sql.push_str(&rendered.sql[from..hole.at]);
-            let _ = write!(sql, "${}", offset + hole.n);
+            let _ = match hole.n {
+                0 => write!(sql, "\"{name}\""),
+                n => write!(sql, "${}", offset + n),
+            };
             from = hole.at + hole.len;
         }
         sql.push_str(&rendered.sql[from..]);
@@ -290,11 +304,20 @@ fn holes(backend: DbBackend, sql: &str) -> Vec<Hole> {
     let bytes = sql.as_bytes();
     let mut quote: Option<u8> = None;
     let mut i = 0;
+    let name = format!("\"{NAME}\"");
     while i < bytes.len() {
         let b = bytes[i];
         match quote {
             // A doubled quote inside quoted text closes and reopens it: the same state.
             Some(q) if b == q => quote = None,
+            None if sql[i..].starts_with(&name) => {
+                holes.push(Hole {
+                    at: i,
+                    len: name.len(),
+                    n: 0,
+                });
+                i += name.len() - 1;
+            }
             Some(_) => {}
             None if b == b'\'' || b == b'"' => quote = Some(b),
             None if b == b'$' => {

@@ -16,14 +16,10 @@
 //! every payment makes are not built and rendered again per payment.
 use std::fmt::Write as _;
 
-use entities::resource_sequence;
 use sea_orm::{
     ActiveModelTrait, ActiveValue, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityName,
     EntityTrait, Iterable, QueryTrait, Statement,
-    sea_query::{
-        Alias, Expr, InsertStatement, PostgresQueryBuilder, Query, SqliteQueryBuilder,
-        UpdateStatement, Value, Values,
-    },
+    sea_query::{Expr, InsertStatement, Query, UpdateStatement, Value, Values},
 };
 
 use crate::store::{
@@ -274,15 +270,8 @@ async fn run_sqlite<C: ConnectionTrait>(c: &C, items: Vec<Item>) -> Result<Vec<u
         match item.op {
             Op::Write(w) => add(w.fragment(DbBackend::Sqlite)?),
             Op::Events(e) => {
-                add(Fragment::of(
-                    DbBackend::Sqlite,
-                    e.sequences().build(SqliteQueryBuilder),
-                ));
-                add(Fragment::of(
-                    DbBackend::Sqlite,
-                    e.insert_numbered_from(resource_sequence::Entity)?
-                        .build(SqliteQueryBuilder),
-                ));
+                add(e.sequences().fragment(DbBackend::Sqlite)?);
+                add(e.rows().fragment(DbBackend::Sqlite)?);
             }
         }
         sql.push_str("SELECT changes() AS n;\n");
@@ -321,20 +310,26 @@ async fn run_pg<C: ConnectionTrait>(c: &C, items: Vec<Item>) -> Result<Vec<u64>,
     let mut values: Vec<Value> = Vec::new();
     let mut guards = Vec::with_capacity(items.len());
     for (i, item) in items.into_iter().enumerate() {
-        let write = match item.op {
-            Op::Write(w) => w.fragment(pg)?,
+        let (write, reads) = match item.op {
+            Op::Write(w) => (w.fragment(pg)?, None),
             Op::Events(e) => {
                 // The sequence upsert returns each resource's new last value; the event rows
                 // number themselves down from it.
                 let seq = format!("s{i}");
-                let sequences = e.sequences_returning().build(PostgresQueryBuilder);
-                cte(&mut sql, &seq, &mut values, Fragment::of(pg, sequences), "");
-                let rows = e.insert_numbered_from(Alias::new(&seq))?;
-                Fragment::of(pg, rows.build(PostgresQueryBuilder))
+                cte(
+                    &mut sql,
+                    &seq,
+                    &mut values,
+                    e.sequences().fragment(pg)?,
+                    "",
+                    None,
+                );
+                (e.rows().fragment(pg)?, Some(seq))
             }
         };
         let name = format!("w{i}");
-        cte(&mut sql, &name, &mut values, write, " RETURNING 1");
+        let reads = reads.as_deref();
+        cte(&mut sql, &name, &mut values, write, " RETURNING 1", reads);
         guards.push(item.exactly_one);
     }
     sql.push_str(" SELECT ");
@@ -358,85 +353,21 @@ async fn run_pg<C: ConnectionTrait>(c: &C, items: Vec<Item>) -> Result<Vec<u64>,
 }
 
 /// Appends `"name" AS (statement)` to the WITH clause in `sql`, the statement followed by
-/// `returning`.
-fn cte(sql: &mut String, name: &str, values: &mut Vec<Value>, s: Fragment, returning: &str) {
+/// `returning` and reading the CTE `reads` where its template says `template::NAME`.
+fn cte(
+    sql: &mut String,
+    name: &str,
+    values: &mut Vec<Value>,
+    s: Fragment,
+    returning: &str,
+    reads: Option<&str>,
+) {
     sql.push_str(if sql == "WITH" { " " } else { ", " });
     let _ = write!(sql, "\"{name}\" AS (");
-    s.append_to(sql, values);
+    match reads {
+        Some(table) => s.append_named(sql, values, table),
+        None => s.append_to(sql, values),
+    }
     sql.push_str(returning);
     sql.push(')');
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use entities::{ledger_entry, ledger_posting};
-    use sea_orm::{ActiveValue::NotSet, Set};
-    use uuid::Uuid;
-
-    fn entry(amount: i64, wallet_set: bool) -> ledger_entry::ActiveModel {
-        ledger_entry::ActiveModel {
-            posting_id: Set(Uuid::now_v7()),
-            merchant_id: Set(Uuid::now_v7()),
-            account_kind: Set("wallet_actual".into()),
-            account_id: Set(Uuid::now_v7()),
-            wallet_id: if wallet_set { Set(None) } else { NotSet },
-            currency: Set("KES".into()),
-            amount_minor: Set(amount),
-            created_at: Set(chrono::Utc::now()),
-            ..Default::default()
-        }
-    }
-
-    fn text(w: Write, backend: DbBackend) -> (String, Vec<Value>) {
-        w.fragment(backend).unwrap().text()
-    }
-
-    #[test]
-    fn rows_inserted_through_a_template_are_the_insert_sea_orm_builds() {
-        static ENTRIES: Template = Template::new();
-        static POSTING: Template = Template::new();
-        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
-            // Each count twice (the second finds the text the first rendered); 9 rows have
-            // no slot; rows that set other columns than the slot's are built directly.
-            for (n, wallet_set) in [(2, true), (2, true), (3, true), (9, true), (2, false)] {
-                for _ in 0..2 {
-                    let rows: Vec<_> = (0..n).map(|i| entry(i - 1, wallet_set)).collect();
-                    let expected = built(
-                        &ledger_entry::Entity::insert_many(rows.clone()).into_query(),
-                        backend,
-                    );
-                    assert_eq!(
-                        text(bind_rows(&ENTRIES, rows), backend),
-                        (expected.0, expected.1.0),
-                        "{n} rows on {backend:?}"
-                    );
-                }
-            }
-            let mixed = vec![entry(1, true), entry(-1, false)];
-            let expected = built(
-                &ledger_entry::Entity::insert_many(mixed.clone()).into_query(),
-                backend,
-            );
-            let made = text(bind_rows(&ENTRIES, mixed), backend);
-            assert_eq!(made, (expected.0, expected.1.0));
-            for memo in [None, Some("why".to_string())] {
-                let posting = ledger_posting::ActiveModel {
-                    id: Set(Uuid::now_v7()),
-                    merchant_id: Set(Uuid::now_v7()),
-                    kind: Set("payment".into()),
-                    reference_type: Set("payment".into()),
-                    reference_id: Set(Uuid::now_v7()),
-                    memo: Set(memo),
-                    created_at: Set(chrono::Utc::now()),
-                };
-                let one = built(
-                    &ledger_posting::Entity::insert(posting.clone()).into_query(),
-                    backend,
-                );
-                let made = text(bind_rows(&POSTING, vec![posting]), backend);
-                assert_eq!(made, (one.0, one.1.0));
-            }
-        }
-    }
 }

@@ -3,12 +3,15 @@
 use chrono::{DateTime, Utc};
 use entities::{outbox, resource_sequence};
 use sea_orm::{
-    DbErr,
-    sea_query::{Alias, Expr, ExprTrait, InsertStatement, OnConflict, Query},
+    DbBackend, EntityName,
+    sea_query::{Alias, Expr, ExprTrait, OnConflict, Query, Values},
 };
 use uuid::Uuid;
 
-use crate::store::outbox::outbox_row::NewOutbox;
+use crate::store::{
+    db::template::{Args, Bound, NAME, Shape, Template, built},
+    outbox::outbox_row::NewOutbox,
+};
 
 /// A batch of events, numbered per resource: `sequence_number` counts a resource's events
 /// in commit order. The upsert adding to the resource's counter holds its row until the
@@ -71,11 +74,6 @@ impl Events {
         )
     }
 
-    pub(in crate::store) fn resource(&self, at: usize) -> (&str, &str) {
-        let (t, id) = &self.resources[at].0;
-        (t, id)
-    }
-
     pub(in crate::store) fn touches(&self) -> Vec<String> {
         self.resources
             .iter()
@@ -83,101 +81,198 @@ impl Events {
             .collect()
     }
 
-    /// Adds each resource's count to its counter.
-    pub(in crate::store) fn sequences(&self) -> InsertStatement {
-        use resource_sequence::Column as Col;
-        let mut q = Query::insert();
-        q.into_table(resource_sequence::Entity).columns([
-            Col::ResourceType,
-            Col::ResourceId,
-            Col::LastValue,
-        ]);
-        for ((t, id), n) in &self.resources {
-            q.values_panic([t.as_str().into(), id.as_str().into(), (*n).into()]);
-        }
-        q.on_conflict(
-            OnConflict::columns([Col::ResourceType, Col::ResourceId])
-                .value(
-                    Col::LastValue,
-                    Expr::col((resource_sequence::Entity, Col::LastValue))
-                        .add(Expr::col((Alias::new("excluded"), Col::LastValue))),
-                )
-                .to_owned(),
-        );
-        q
+    /// Adds each resource's count to its counter. On PostgreSQL it returns the new last
+    /// values, for `rows` to number themselves from in the same statement.
+    pub(in crate::store) fn sequences(&self) -> Bound {
+        let args = self
+            .resources
+            .iter()
+            .flat_map(|((t, id), n)| [t.as_str().into(), id.as_str().into(), (*n).into()])
+            .collect();
+        let shape = Shape {
+            index: self.resources.len().saturating_sub(1),
+            key: 0,
+        };
+        SEQUENCES.bind(shape, args, build_sequences)
     }
 
-    /// `sequences`, returning the new last values.
-    pub(in crate::store) fn sequences_returning(&self) -> InsertStatement {
-        use resource_sequence::Column as Col;
-        let mut q = self.sequences();
-        q.returning(Query::returning().columns([
-            Col::ResourceType,
-            Col::ResourceId,
-            Col::LastValue,
-        ]));
-        q
-    }
-
-    /// The event rows, numbered from the last values `sequences` left in `table` (the
-    /// counters' table, or a CTE returning its rows).
-    pub(in crate::store) fn insert_numbered_from(
-        &self,
-        table: impl sea_orm::sea_query::IntoIden + Clone,
-    ) -> Result<InsertStatement, DbErr> {
-        use resource_sequence::Column as Col;
-        self.insert(|resource, offset| {
-            let (t, id) = self.resource(resource);
-            let last = Query::select()
-                .column(Col::LastValue)
-                .from(table.clone())
-                .and_where(Expr::col(Col::ResourceType).eq(Expr::val(t)))
-                .and_where(Expr::col(Col::ResourceId).eq(Expr::val(id)))
-                .to_owned();
-            Ok(Expr::SubQuery(None, Box::new(last.into())).sub(offset))
-        })
-    }
-
-    /// The event rows; `last(resource, offset)` is the expression of the resource's new last
-    /// value minus `offset`.
-    pub(in crate::store) fn insert(
-        &self,
-        last: impl Fn(usize, i64) -> Result<Expr, DbErr>,
-    ) -> Result<InsertStatement, DbErr> {
-        use outbox::Column as Col;
-        let mut q = Query::insert();
-        q.into_table(outbox::Entity).columns([
-            Col::EventId,
-            Col::Kind,
-            Col::Topic,
-            Col::MerchantId,
-            Col::ResourceType,
-            Col::ResourceId,
-            Col::SequenceNumber,
-            Col::Payload,
-            Col::OccurredAt,
-            Col::CreatedAt,
-            Col::RequestId,
-            Col::Traceparent,
-        ]);
+    /// The event rows, each numbered down from its resource's new last value: in the
+    /// counters' table on SQLite, which has run `sequences` before; on PostgreSQL in the
+    /// rows `sequences` returns, a CTE the batch names (`template::NAME`).
+    pub(in crate::store) fn rows(self) -> Bound {
         let request_id = self.origin.as_ref().map(|o| o.request_id.clone());
         let traceparent = self.origin.as_ref().and_then(|o| o.traceparent.clone());
-        for (item, event_id, at, offset) in &self.rows {
-            q.values_panic([
-                (*event_id).into(),
+        let mut args = Vec::with_capacity(self.rows.len() * ROW);
+        for (item, event_id, at, offset) in self.rows {
+            let (t, id) = &self.resources[at].0;
+            args.extend([
+                event_id.into(),
                 item.kind.as_str().into(),
-                item.topic.as_str().into(),
+                item.topic.into(),
                 item.merchant_id.into(),
-                item.resource_type.as_str().into(),
-                item.resource_id.as_str().into(),
-                last(*at, *offset)?,
-                item.payload.clone().into(),
+                item.resource_type.into(),
+                item.resource_id.into(),
+                t.as_str().into(),
+                id.as_str().into(),
+                offset.into(),
+                item.payload.into(),
                 item.occurred_at.into(),
                 self.now.into(),
                 request_id.clone().into(),
                 traceparent.clone().into(),
             ]);
         }
-        Ok(q)
+        let shape = Shape {
+            index: args.len().div_ceil(ROW).saturating_sub(1),
+            key: 0,
+        };
+        ROWS.bind(shape, args, build_rows)
+    }
+}
+
+// A payment's events, rendered once per number of resources and of rows.
+static SEQUENCES: Template = Template::new();
+static ROWS: Template = Template::new();
+
+/// Arguments per event row.
+const ROW: usize = 14;
+
+fn build_sequences(backend: DbBackend, _: Shape, a: &Args) -> (String, Values) {
+    use resource_sequence::Column as Col;
+    let mut q = Query::insert();
+    q.into_table(resource_sequence::Entity).columns([
+        Col::ResourceType,
+        Col::ResourceId,
+        Col::LastValue,
+    ]);
+    for r in 0..a.count() / 3 {
+        q.values_panic([
+            a.get(3 * r).into(),
+            a.get(3 * r + 1).into(),
+            a.get(3 * r + 2).into(),
+        ]);
+    }
+    q.on_conflict(
+        OnConflict::columns([Col::ResourceType, Col::ResourceId])
+            .value(
+                Col::LastValue,
+                Expr::col((resource_sequence::Entity, Col::LastValue))
+                    .add(Expr::col((Alias::new("excluded"), Col::LastValue))),
+            )
+            .to_owned(),
+    );
+    if backend == DbBackend::Postgres {
+        q.returning(Query::returning().columns([
+            Col::ResourceType,
+            Col::ResourceId,
+            Col::LastValue,
+        ]));
+    }
+    built(&q, backend)
+}
+
+fn build_rows(backend: DbBackend, _: Shape, a: &Args) -> (String, Values) {
+    use outbox::Column as Col;
+    let counters = match backend {
+        DbBackend::Postgres => Alias::new(NAME),
+        _ => Alias::new(resource_sequence::Entity.table_name()),
+    };
+    let mut q = Query::insert();
+    q.into_table(outbox::Entity).columns([
+        Col::EventId,
+        Col::Kind,
+        Col::Topic,
+        Col::MerchantId,
+        Col::ResourceType,
+        Col::ResourceId,
+        Col::SequenceNumber,
+        Col::Payload,
+        Col::OccurredAt,
+        Col::CreatedAt,
+        Col::RequestId,
+        Col::Traceparent,
+    ]);
+    for r in 0..a.count() / ROW {
+        let arg = |i: usize| a.get(r * ROW + i);
+        let last = Query::select()
+            .column(resource_sequence::Column::LastValue)
+            .from(counters.clone())
+            .and_where(Expr::col(resource_sequence::Column::ResourceType).eq(arg(6)))
+            .and_where(Expr::col(resource_sequence::Column::ResourceId).eq(arg(7)))
+            .to_owned();
+        let number = Expr::SubQuery(None, Box::new(last.into())).sub(arg(8));
+        q.values_panic([
+            arg(0).into(),
+            arg(1).into(),
+            arg(2).into(),
+            arg(3).into(),
+            arg(4).into(),
+            arg(5).into(),
+            number,
+            arg(9).into(),
+            arg(10).into(),
+            arg(11).into(),
+            arg(12).into(),
+            arg(13).into(),
+        ]);
+    }
+    built(&q, backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::outbox::outbox_row::OutboxKind;
+
+    fn event(resource: &str, n: usize) -> NewOutbox {
+        NewOutbox {
+            kind: OutboxKind::Event,
+            topic: "payment.completed".into(),
+            merchant_id: (n % 2 == 0).then(Uuid::now_v7),
+            resource_type: "payment".into(),
+            resource_id: resource.into(),
+            payload: serde_json::json!({"n": n}),
+            occurred_at: Utc::now(),
+        }
+    }
+
+    fn events(resources: &[(&str, usize)]) -> Events {
+        let items = resources
+            .iter()
+            .flat_map(|(r, n)| (0..*n).map(|i| event(r, i)))
+            .collect();
+        Events::new(items, Utc::now()).0
+    }
+
+    #[test]
+    fn a_batch_of_events_binds_the_values_of_its_call_on_both_backends() {
+        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
+            // Twice each: the second finds the text the first rendered; 9 rows have no slot.
+            for shape in [
+                &[("a", 1)][..],
+                &[("a", 1)],
+                &[("a", 2), ("b", 1)],
+                &[("c", 9)],
+            ] {
+                let [made, direct] = events(shape).sequences().both(backend);
+                assert_eq!(made, direct, "sequences of {shape:?} on {backend:?}");
+                let [made, direct] = events(shape).rows().both(backend);
+                assert_eq!(made, direct, "rows of {shape:?} on {backend:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_rows_read_the_counters_the_batch_names_on_postgres_and_the_table_on_sqlite() {
+        let e = || events(&[("a", 2), ("b", 1)]);
+        let (mut sql, mut values) = (String::new(), Vec::new());
+        e().rows()
+            .fragment(DbBackend::Postgres)
+            .unwrap()
+            .append_named(&mut sql, &mut values, "s4");
+        assert_eq!(sql.matches(r#"FROM "s4""#).count(), 3, "{sql}");
+        assert!(!sql.contains(NAME));
+        let (sqlite, _) = e().rows().fragment(DbBackend::Sqlite).unwrap().text();
+        assert_eq!(sqlite.matches(r#"FROM "resource_sequences""#).count(), 3);
     }
 }
