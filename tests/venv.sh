@@ -8,6 +8,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 VENV=${WALLET_TEST_VENV:-$ROOT/target/test-venv}
 REQ=$ROOT/tests/requirements.txt
 stamp=$(sha256sum "$REQ" | cut -d' ' -f1)
+# target/ is not there yet when cargo builds elsewhere (CARGO_TARGET_DIR).
+mkdir -p "$(dirname "$VENV")"
 exec 9>"${VENV%/}.lock"
 flock 9 # one installer at a time: parallel tests share the virtualenv
 if [[ ! -x $VENV/bin/python || "$(cat "$VENV/.requirements" 2>/dev/null)" != "$stamp" ]]; then

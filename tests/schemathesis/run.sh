@@ -21,7 +21,7 @@ cd "$ROOT"
 VENV=$(bash tests/venv.sh)
 [[ -x $VENV/bin/schemathesis ]] || { echo "schemathesis missing from $VENV (tests/requirements.txt)" >&2; exit 2; }
 cargo build -q -p api --bin wallet-api
-API=$ROOT/target/debug/wallet-api
+API=${CARGO_TARGET_DIR:-$ROOT/target}/debug/wallet-api
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/wallet-schemathesis.XXXXXX")
 SERVER_PID="" DB=""
