@@ -234,7 +234,7 @@ wait_health() {
 # the caller's EXTRA_SERVER_ENV (an array of NAME=value, empty by default); BENCH_SCHEMA_SQL
 # (a file) runs on the database once migrated. wallet-api runs
 # under the caller's API_WRAP (a command prefix such as valgrind; empty by default), which
-# must exec the API in the same process.
+# must exec the API in the same process; wallet-worker likewise under WORKER_WRAP.
 start_services() {
   local mode=$1 bcrypt_cost=$2 db_stem=$3 prefix_stem=$4 port
   port=$(free_port)
@@ -288,11 +288,11 @@ start_services() {
       psql_ -d "$db" -f "$BENCH_SCHEMA_SQL" >/dev/null || die "$BENCH_SCHEMA_SQL failed"
     fi
     log "$mode: starting wallet-worker"
-    env "${env_common[@]}" WALLET_METRICS_LISTEN_ADDR="$worker_metrics" "$WORKER_BIN" run >"$worker_log" 2>&1 &
+    env "${env_common[@]}" WALLET_METRICS_LISTEN_ADDR="$worker_metrics" ${WORKER_WRAP[@]+"${WORKER_WRAP[@]}"} "$WORKER_BIN" run >"$worker_log" 2>&1 &
     worker_pid=$!
     PIDS+=("$worker_pid")
     local i
-    for ((i = 0; i < 300; i++)); do # up to ~30 s for "wallet-worker running"
+    for ((i = 0; i < 600; i++)); do # up to ~60 s for "wallet-worker running" (valgrind is slow to start)
       grep -q 'wallet-worker running' "$worker_log" 2>/dev/null && break
       kill -0 "$worker_pid" 2>/dev/null || { cat "$worker_log" >&2; die "wallet-worker exited"; }
       sleep 0.1

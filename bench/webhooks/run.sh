@@ -17,6 +17,10 @@
 #   OUTBOX_POLL_MS          the relay's poll interval (service default 250)
 #   BENCH_KEEP_DB=1         keep the production database and the work directory afterwards
 #   SKIP_BUILD=1            use the binaries already in target/release
+#   CALLGRIND=1             production: run wallet-worker under valgrind's callgrind and
+#                           report its instructions per delivery (from the first payment to
+#                           the last delivery: relay, fan-out, delivery). Slow: use a few
+#                           hundred PAYMENTS
 #   BENCH_PGHOST/BENCH_PGPORT/BENCH_PGUSER (127.0.0.1/5432/postgres), BENCH_REDIS_PORT (6379)
 set -euo pipefail
 
@@ -34,6 +38,11 @@ CONC=${CONC:-32}
 WALLETS=${WALLETS:-64}
 RATE=${RATE:-0}
 bench_knobs
+WORKER_WRAP=()
+if [[ -n ${CALLGRIND:-} ]]; then
+  command -v valgrind >/dev/null && command -v callgrind_control >/dev/null ||
+    { echo "CALLGRIND=1 needs valgrind (Debian's valgrind package)" >&2; exit 2; }
+fi
 OPERATOR_BCRYPT_COST=10
 TENANT_BCRYPT_COST=12
 REDIS_DROP_MAX=500000
@@ -49,7 +58,14 @@ bench_mode() {
   local mode=$1
   local addr data_dir api_log worker_log env_common=() worker_pid db prefix api_pid startup_ms
   local api_metrics worker_metrics
+  local callgrind_args=()
+  if [[ -n ${CALLGRIND:-} && $mode != embedded ]]; then
+    WORKER_WRAP=(valgrind --tool=callgrind --instr-atstart=no "--callgrind-out-file=$WORK/callgrind-worker-$mode.out")
+  fi
   start_services "$mode" "$OPERATOR_BCRYPT_COST" wallet_hookbench wallethookbench
+  if ((${#WORKER_WRAP[@]})); then
+    callgrind_args=(--worker-pid "$worker_pid" --worker-callgrind-out "$WORK/callgrind-worker-$mode.out")
+  fi
   create_tenant "$mode" "hookbench-$mode"
   env "${env_common[@]}" "$API_BIN" operator create --name "hookbench-$mode" --json \
     >"$WORK/operator-$mode.json" 2>"$WORK/operator-$mode.err" ||
@@ -59,13 +75,14 @@ bench_mode() {
   if ! "$BENCH_BIN" webhooks --base "http://$addr" --mode "$mode" \
     --tenant "$WORK/tenant-$mode.json" --operator "$WORK/operator-$mode.json" \
     --subscriptions "$SUBSCRIPTIONS" --payments "$PAYMENTS" --concurrency "$CONC" \
-    --wallets "$WALLETS" --rate "$RATE" --out "$out"; then
+    --wallets "$WALLETS" --rate "$RATE" "${callgrind_args[@]}" --out "$out"; then
     tail -n 30 "$api_log" >&2
     NOTES+=("$mode: the run did not complete (see the log)")
   fi
-  [[ -f $out ]] && ROWS+=("$(jq -r '[.mode, (if .offered_payments_per_sec > 0 then (.offered_payments_per_sec * .subscriptions | tostring) else "unpaced" end), .payments, .subscriptions, .delivered, .duplicates, (.payments_per_sec|floor), (.deliveries_per_sec|floor), (.latency_ms_p50|floor), (.latency_ms_p99|floor), (.latency_ms_max|floor)] | join(" | ")' "$out")")
+  [[ -f $out ]] && ROWS+=("$(jq -r '[.mode, (if .offered_payments_per_sec > 0 then (.offered_payments_per_sec * .subscriptions | tostring) else "unpaced" end), .payments, .subscriptions, .delivered, .duplicates, (.payments_per_sec|floor), (.deliveries_per_sec|floor), (.latency_ms_p50|floor), (.latency_ms_p99|floor), (.latency_ms_max|floor), (.worker_instructions_per_delivery // "-" | tostring)] | join(" | ")' "$out")")
   local stop_ms
   stop_services
+  WORKER_WRAP=()
   log_problems "$mode: wallet-api" "$api_log"
   [[ -n $worker_pid ]] && log_problems "$mode: wallet-worker" "$worker_log"
   drop_state
@@ -79,8 +96,8 @@ LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
   summary_intro "payments-bench webhooks"
   echo "Target: at least 1,000 deliveries/s with p99 under 1 s from commit."
   echo
-  echo "| mode | offered deliveries/s | payments | subscriptions | delivered | duplicates | payments/s | deliveries/s | p50 ms | p99 ms | max ms |"
-  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  echo "| mode | offered deliveries/s | payments | subscriptions | delivered | duplicates | payments/s | deliveries/s | p50 ms | p99 ms | max ms | worker instructions/delivery |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
   for r in "${ROWS[@]}"; do echo "| $r |"; done
   summary_notes
 } >"$WORK/summary.md"

@@ -42,6 +42,14 @@ pub struct WebhookArgs {
     /// Longest wait for the last delivery, seconds.
     #[arg(long, default_value_t = 180)]
     wait_secs: u64,
+    /// The worker's pid, when it runs under `valgrind --tool=callgrind --instr-atstart=no`
+    /// with `--worker-callgrind-out`: count its instructions from the first payment to the
+    /// last delivery.
+    #[arg(long, requires = "worker_callgrind_out")]
+    worker_pid: Option<u32>,
+    /// The worker's `--callgrind-out-file`.
+    #[arg(long, requires = "worker_pid")]
+    worker_callgrind_out: Option<PathBuf>,
     #[arg(long)]
     out: PathBuf,
 }
@@ -65,6 +73,9 @@ pub struct WebhookResult {
     pub latency_ms_p50: f64,
     pub latency_ms_p99: f64,
     pub latency_ms_max: f64,
+    /// The worker's instructions from the first payment to the last delivery ÷ deliveries
+    /// (callgrind runs only): the relay, the fan-out and the delivery of each.
+    pub worker_instructions_per_delivery: Option<u64>,
 }
 
 #[derive(Default)]
@@ -156,6 +167,13 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
         "webhooks bench: {} payments at concurrency {}",
         a.payments, a.concurrency
     );
+    let mut worker = a
+        .worker_pid
+        .zip(a.worker_callgrind_out.clone())
+        .map(|(pid, out)| crate::callgrind::Callgrind::new(pid, out));
+    if let Some(w) = &worker {
+        w.set(true)?;
+    }
     let started = Instant::now();
     // One till per wallet, paying one after another: a QR mint supersedes the wallet's
     // previous nonce, so two payments of one wallet must not overlap.
@@ -222,6 +240,13 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let worker_instructions = match worker.as_mut() {
+        Some(w) => {
+            w.set(false)?;
+            Some(w.dump()?)
+        }
+        None => None,
+    };
     let g = seen.lock().expect("seen");
     let commit_of: HashMap<&str, Instant> = commits.iter().map(|(p, t)| (p.as_str(), *t)).collect();
     let mut lat: Vec<f64> = g
@@ -255,6 +280,8 @@ pub async fn run(a: WebhookArgs) -> Result<()> {
         latency_ms_p50: pct(&lat, 0.5),
         latency_ms_p99: pct(&lat, 0.99),
         latency_ms_max: lat.last().copied().unwrap_or(0.0),
+        worker_instructions_per_delivery: worker_instructions
+            .map(|n| n / (g.arrivals.len() as u64).max(1)),
     };
     std::fs::write(&a.out, serde_json::to_vec_pretty(&r)?)?;
     println!("{}", serde_json::to_string_pretty(&r)?);
