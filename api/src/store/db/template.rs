@@ -339,7 +339,8 @@ fn holes(backend: DbBackend, sql: &str) -> Vec<Hole> {
         match quote {
             // A doubled quote inside quoted text closes and reopens it: the same state.
             Some(q) if b == q => quote = None,
-            None if sql[i..].starts_with(&name) => {
+            // By bytes: `i` may stand inside a character of some non-ASCII text.
+            None if bytes[i..].starts_with(name.as_bytes()) => {
                 holes.push(Hole {
                     at: i,
                     len: name.len(),
@@ -465,6 +466,8 @@ mod tests {
             r#"SELECT '$1', "a$2", 'it''s $3', $4 FROM t WHERE x = $5 AND y = $13"#
         );
         assert_eq!(all[3..], values[..]);
+        let accented = Fragment::of(DbBackend::Postgres, ("SELECT é, $1".into(), Values(vec![])));
+        assert_eq!(accented.text().0, "SELECT é, $1");
         let sqlite = Fragment::of(DbBackend::Sqlite, ("SELECT ?, '$1'".into(), Values(vec![])));
         assert_eq!(sqlite.text().0, "SELECT ?, '$1'");
     }
