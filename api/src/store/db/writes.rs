@@ -50,21 +50,23 @@ enum Op {
 }
 
 /// An insert or an update: built by sea-query, or a template's (rendered once per shape).
+/// A sea-query statement is boxed: it is ten times a template's size, and the writes every
+/// payment holds are templates.
 pub enum Write {
-    Insert(InsertStatement),
-    Update(UpdateStatement),
+    Insert(Box<InsertStatement>),
+    Update(Box<UpdateStatement>),
     Bound(Bound),
 }
 
 impl From<InsertStatement> for Write {
     fn from(s: InsertStatement) -> Self {
-        Write::Insert(s)
+        Write::Insert(Box::new(s))
     }
 }
 
 impl From<UpdateStatement> for Write {
     fn from(s: UpdateStatement) -> Self {
-        Write::Update(s)
+        Write::Update(Box::new(s))
     }
 }
 
@@ -77,8 +79,8 @@ impl From<Bound> for Write {
 impl Write {
     fn fragment(self, backend: DbBackend) -> Result<Fragment, DbErr> {
         match self {
-            Write::Insert(s) => Ok(Fragment::of(backend, built(&s, backend))),
-            Write::Update(s) => Ok(Fragment::of(backend, built(&s, backend))),
+            Write::Insert(s) => Ok(Fragment::of(backend, built(&*s, backend))),
+            Write::Update(s) => Ok(Fragment::of(backend, built(&*s, backend))),
             Write::Bound(b) => b.fragment(backend),
         }
     }
@@ -198,10 +200,10 @@ fn bind_rows<A: ActiveModelTrait>(template: &'static Template, rows: Vec<A>) -> 
     let mut args = Vec::with_capacity(rows.len() * key.count_ones() as usize);
     for mut row in rows {
         for (i, c) in columns.iter().enumerate() {
-            if key & 1 << i != 0 {
-                if let ActiveValue::Set(v) | ActiveValue::Unchanged(v) = row.take(*c) {
-                    args.push(v);
-                }
+            if key & 1 << i != 0
+                && let ActiveValue::Set(v) | ActiveValue::Unchanged(v) = row.take(*c)
+            {
+                args.push(v);
             }
         }
     }

@@ -228,7 +228,7 @@ mod tests {
         NewOutbox {
             kind: OutboxKind::Event,
             topic: "payment.completed".into(),
-            merchant_id: (n % 2 == 0).then(Uuid::now_v7),
+            merchant_id: n.is_multiple_of(2).then(Uuid::now_v7),
             resource_type: "payment".into(),
             resource_id: resource.into(),
             payload: serde_json::json!({"n": n}),
