@@ -143,14 +143,9 @@ impl Template {
         let Some(place) = self.place(backend, shape) else {
             return Err(DbErr::Custom(format!("no template shape {shape}")));
         };
-        let rendered = match place.get() {
-            Some(r) => r,
-            None => {
-                // Two first calls may both render; one keeps its text, the same text.
-                let r = render(backend, build(&Args::Markers(args.len())), args.len(), 0)?;
-                place.get_or_init(|| r)
-            }
-        };
+        let rendered = rendered_in(place, || {
+            render(backend, build(&Args::Markers(args.len())), args.len(), 0)
+        })?;
         Ok(Statement::from_sql_and_values(
             backend,
             rendered.sql.clone(),
@@ -177,6 +172,21 @@ impl Template {
     }
 }
 
+/// The text in `place`, rendered by `render` on the first call.
+fn rendered_in(
+    place: &OnceLock<Rendered>,
+    render: impl FnOnce() -> Result<Rendered, DbErr>,
+) -> Result<&Rendered, DbErr> {
+    match place.get() {
+        Some(r) => Ok(r),
+        None => {
+            // Two first calls may both render; one keeps its text, the same text.
+            let r = render()?;
+            Ok(place.get_or_init(|| r))
+        }
+    }
+}
+
 impl Bound {
     /// Its SQL and values on `backend`: the template's text when the template has (or can
     /// take) this shape, else built directly, the same statement at the cost of building it.
@@ -188,18 +198,10 @@ impl Bound {
             build,
         } = self;
         let rendered = match template.place(backend, shape.index) {
-            Some(place) => match place.get() {
-                Some(r) => Some(r),
-                None => {
-                    let r = render(
-                        backend,
-                        build(backend, shape, &Args::Markers(args.len())),
-                        args.len(),
-                        shape.key,
-                    )?;
-                    Some(place.get_or_init(|| r))
-                }
-            },
+            Some(place) => Some(rendered_in(place, || {
+                let markers = build(backend, shape, &Args::Markers(args.len()));
+                render(backend, markers, args.len(), shape.key)
+            })?),
             None => None,
         };
         Ok(match rendered.filter(|r| r.key == shape.key) {

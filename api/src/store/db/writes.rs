@@ -173,12 +173,11 @@ impl Writes {
 }
 
 fn bind_rows<A: ActiveModelTrait>(template: &'static Template, rows: Vec<A>) -> Write {
-    let columns: Vec<_> = <A::Entity as EntityTrait>::Column::iter().collect();
+    let columns = <A::Entity as EntityTrait>::Column::iter;
     let set = |row: &A| {
-        columns
-            .iter()
+        columns()
             .enumerate()
-            .filter(|(_, c)| !row.is_not_set(**c))
+            .filter(|(_, c)| !row.is_not_set(*c))
             .fold(0u64, |mask, (i, _)| mask | 1 << i)
     };
     let direct = |rows: Vec<A>| {
@@ -186,7 +185,7 @@ fn bind_rows<A: ActiveModelTrait>(template: &'static Template, rows: Vec<A>) -> 
             .into_query()
             .into()
     };
-    if rows.is_empty() || columns.len() > 64 {
+    if rows.is_empty() || columns().count() > 64 {
         return direct(rows);
     }
     let key = set(&rows[0]);
@@ -199,9 +198,9 @@ fn bind_rows<A: ActiveModelTrait>(template: &'static Template, rows: Vec<A>) -> 
     };
     let mut args = Vec::with_capacity(rows.len() * key.count_ones() as usize);
     for mut row in rows {
-        for (i, c) in columns.iter().enumerate() {
+        for (i, c) in columns().enumerate() {
             if key & 1 << i != 0
-                && let ActiveValue::Set(v) | ActiveValue::Unchanged(v) = row.take(*c)
+                && let ActiveValue::Set(v) | ActiveValue::Unchanged(v) = row.take(c)
             {
                 args.push(v);
             }
