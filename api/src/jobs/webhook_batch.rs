@@ -217,9 +217,8 @@ pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
             Err(failure) => handed_on.push((single(env, d, 1), Some(failure))),
         }
     }
-    for d in chain_ends.into_values() {
-        webhook_deliver::wake_next(deps, d).await;
-    }
+    let chain_ends: Vec<_> = chain_ends.into_values().collect();
+    webhook_deliver::wake_next_of(deps, sub.id, &chain_ends).await;
     hand_on(deps, handed_on).await
 }
 

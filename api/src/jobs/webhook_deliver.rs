@@ -119,26 +119,38 @@ pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
 /// `d` is settled (delivered or dead): the next event of its resource, if it is waiting
 /// for `d`, goes now rather than at its next look. Without this a resource's events that
 /// queued up behind one slow delivery (a worker killed mid-send) went one per look, up
-/// to ten seconds apart: a chain of 161 took six minutes to drain. A wake that fails to
-/// be written only costs that wait.
+/// to ten seconds apart: a chain of 161 took six minutes to drain.
 pub(super) async fn wake_next(deps: &JobDeps, d: &webhook_delivery::Model) {
+    wake_next_of(deps, d.subscription_id, &[d]).await;
+}
+
+/// `wake_next` for each of `settled`, deliveries of one subscription, with one look for
+/// them all. A wake that fails to be written only costs that wait.
+pub(super) async fn wake_next_of(
+    deps: &JobDeps,
+    subscription: Uuid,
+    settled: &[&webhook_delivery::Model],
+) {
     let st = &deps.state;
+    let ends: Vec<(&str, i64)> = settled
+        .iter()
+        .map(|d| (d.resource_key.as_str(), d.sequence_number))
+        .collect();
     let woken = async {
-        let Some(next) = store::webhooks::next_pending_after(&st.db, d)
+        let next = store::webhooks::next_pending_after_each(&st.db, subscription, &ends)
             .await
-            .map_err(|e| e.to_string())?
-        else {
-            return Ok::<(), String>(());
-        };
-        // Waiting as a single delivery, or in a batch's chain (both carry its id).
-        for queue in [JOB_TYPE, WEBHOOK_BATCH] {
-            run_now(deps, queue, next.id).await?;
+            .map_err(|e| e.to_string())?;
+        for id in next {
+            // Waiting as a single delivery, or in a batch's chain (both carry its id).
+            for queue in [JOB_TYPE, WEBHOOK_BATCH] {
+                run_now(deps, queue, id).await?;
+            }
         }
-        Ok(())
+        Ok::<(), String>(())
     }
     .await;
     if let Err(e) = woken {
-        tracing::warn!(delivery = %d.id, error = %e, "waking the next delivery of a resource failed");
+        tracing::warn!(subscription = %subscription, error = %e, "waking the next deliveries of resources failed");
     }
 }
 

@@ -326,20 +326,46 @@ pub async fn earlier_pending<C: ConnectionTrait>(
         > 0)
 }
 
-/// The PENDING delivery of `d`'s resource to `d`'s subscription that comes next after it:
-/// the one whose turn it is once `d` is settled.
-pub async fn next_pending_after<C: ConnectionTrait>(
+/// For each `(resource_key, sequence_number)` of `settled`, deliveries of one
+/// subscription just settled, the id of the PENDING delivery of that resource that comes
+/// next after it: the one whose turn it is now. One statement however many there are: a
+/// batch settles up to fifty, and asking for each in turn was a round trip per delivery.
+pub async fn next_pending_after_each<C: ConnectionTrait>(
     c: &C,
-    d: &webhook_delivery::Model,
-) -> Result<Option<webhook_delivery::Model>, DbErr> {
-    webhook_delivery::Entity::find()
-        .filter(webhook_delivery::Column::SubscriptionId.eq(d.subscription_id))
-        .filter(webhook_delivery::Column::ResourceKey.eq(d.resource_key.as_str()))
-        .filter(webhook_delivery::Column::SequenceNumber.gt(d.sequence_number))
+    subscription: Uuid,
+    settled: &[(&str, i64)],
+) -> Result<Vec<Uuid>, DbErr> {
+    let Some(lowest) = settled.iter().map(|&(_, seq)| seq).min() else {
+        return Ok(vec![]);
+    };
+    let pending: Vec<(Uuid, String, i64)> = webhook_delivery::Entity::find()
+        .select_only()
+        .column(webhook_delivery::Column::Id)
+        .column(webhook_delivery::Column::ResourceKey)
+        .column(webhook_delivery::Column::SequenceNumber)
+        .filter(webhook_delivery::Column::SubscriptionId.eq(subscription))
+        .filter(webhook_delivery::Column::ResourceKey.is_in(settled.iter().map(|&(key, _)| key)))
+        .filter(webhook_delivery::Column::SequenceNumber.gt(lowest))
         .filter(webhook_delivery::Column::State.eq("PENDING"))
         .order_by_asc(webhook_delivery::Column::SequenceNumber)
-        .one(c)
-        .await
+        .into_tuple()
+        .all(c)
+        .await?;
+    Ok(next_after(settled, &pending))
+}
+
+/// For each of `settled`, the first of `pending` (in sequence order) of its resource with a
+/// higher sequence number.
+fn next_after(settled: &[(&str, i64)], pending: &[(Uuid, String, i64)]) -> Vec<Uuid> {
+    settled
+        .iter()
+        .filter_map(|&(key, seq)| {
+            pending
+                .iter()
+                .find(|(_, k, s)| k == key && *s > seq)
+                .map(|(id, _, _)| *id)
+        })
+        .collect()
 }
 
 pub async fn insert_attempt<C: ConnectionTrait>(
@@ -544,4 +570,28 @@ pub async fn count_in_state_since<C: ConnectionTrait>(
         .filter(webhook_delivery::Column::CreatedAt.gte(since))
         .count(c)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_next_of_a_settled_delivery_is_the_lowest_later_pending_one_of_its_resource() {
+        let id = |n: u128| Uuid::from_u128(n);
+        let pending = [
+            (id(1), "payment:a".to_string(), 2),
+            (id(2), "payment:b".to_string(), 3),
+            (id(3), "payment:a".to_string(), 4),
+            (id(4), "payment:b".to_string(), 7),
+        ];
+        // a settled at 1: its 2 is next. b settled at 3 (the pending 3 is itself, not
+        // after it): 7. c has nothing pending.
+        let next = next_after(
+            &[("payment:a", 1), ("payment:b", 3), ("payment:c", 1)],
+            &pending,
+        );
+        assert_eq!(next, vec![id(1), id(4)]);
+        assert_eq!(next_after(&[("payment:a", 4)], &pending), vec![]);
+    }
 }

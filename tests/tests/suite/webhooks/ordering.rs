@@ -75,6 +75,73 @@ async fn a_later_event_of_a_resource_waits_for_the_earlier_one_across_retries() 
     app.stop().await;
 }
 
+/// A resource's later event waiting behind a failing one goes as soon as the earlier one
+/// is accepted, not at its own next look, which by then is seconds away (its waits double
+/// from 1 s to 10 s).
+#[tokio::test]
+async fn a_waiting_event_goes_as_soon_as_the_one_it_waits_for_is_accepted() {
+    let app = TestApp::spawn_with(true, |cfg| cfg.webhook_max_attempts = 500).await;
+    let shop = Shop::open(&app).await;
+    let failing = |_: usize, body: &Value| {
+        Answer::Status(if body["event_type"] == "payment.completed" {
+            500
+        } else {
+            200
+        })
+    };
+    let receiver = Receiver::start(Arc::new(failing)).await;
+    subscribe(
+        &shop,
+        &receiver.url,
+        json!(["payment.completed", "payment.refunded"]),
+    )
+    .await;
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let paid = shop.pay(&c, 300).await;
+    let pid = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let refund = shop
+        .post(
+            &format!("/payments/{pid}/refund"),
+            json!({"amount_minor": 100, "reason": "test"}),
+        )
+        .await;
+    assert_eq!(refund.status, 200, "{}", refund.body);
+    // The refund's looks: at once, then after 1-2 s, 2-3 s and 4-5 s more, so its third
+    // is over by 10 s and its fourth not before 15 s.
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    assert!(
+        receiver
+            .received()
+            .iter()
+            .all(|r| r.json["event_type"] == "payment.completed"),
+        "the refund waited for the completion"
+    );
+    receiver.answer_with(Arc::new(|_, _| Answer::Status(200)));
+    let got = eventually(Duration::from_secs(20), "the refund", || async {
+        let r = receiver.received();
+        r.iter()
+            .any(|r| r.json["event_type"] == "payment.refunded")
+            .then_some(r)
+    })
+    .await;
+    let at = |t: &str| {
+        got.iter()
+            .find(|r| r.json["event_type"] == t && r.answered == 200)
+            .map(|r| r.at)
+            .unwrap()
+    };
+    let behind = at("payment.refunded") - at("payment.completed");
+    assert!(
+        behind < chrono::Duration::seconds(3),
+        "the refund went {behind} after the completion was accepted"
+    );
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn a_thousand_events_across_ten_subscriptions_arrive_exactly_once_after_dedup() {
     // A database of its own: its thousand deliveries do not queue ahead of other tests'.
