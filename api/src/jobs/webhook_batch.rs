@@ -138,9 +138,10 @@ pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
     // One target check for the batch: its sends go out together.
     let allowed = webhook_deliver::allowed_target(deps, &sub).await;
     let refused = allowed.as_ref().err();
+    let target = webhook_deliver::Target::of(&sub);
     let sends = chains.values().map(|chain| {
         let secrets = &secrets;
-        let sub = &sub;
+        let target = &target;
         let blocked = waiting(chain);
         async move {
             let mut sent = Vec::new();
@@ -150,7 +151,7 @@ pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
                     deferred.push(*d);
                     continue;
                 }
-                let s = webhook_deliver::send(deps, sub, secrets, refused, d).await;
+                let s = webhook_deliver::send(deps, target, secrets, refused, d).await;
                 let failed = s.error.is_some();
                 sent.push((*d, s));
                 if failed {

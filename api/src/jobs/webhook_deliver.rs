@@ -107,7 +107,14 @@ pub async fn run(deps: &JobDeps, env: &QueuedJob) -> Result<(), JobError> {
         .map_err(|e| JobError::Permanent(e.to_string()))?;
     // The target is checked again at each send: a name may resolve elsewhere by now.
     let allowed = allowed_target(deps, &sub).await;
-    let sent = send(deps, &sub, &secrets, allowed.as_ref().err(), &d).await;
+    let sent = send(
+        deps,
+        &Target::of(&sub),
+        &secrets,
+        allowed.as_ref().err(),
+        &d,
+    )
+    .await;
     let delivered = sent.error.is_none();
     let concluded = conclude(deps, env.attempt, &d, &sub, sent).await;
     if delivered && concluded.is_ok() {
@@ -216,12 +223,29 @@ pub(super) struct Sent {
     pub latency_ms: i64,
 }
 
+/// A subscription as its sends need it: the endpoint's address parsed once for all the
+/// deliveries sent to it together (None if it does not parse: the send then fails as
+/// reqwest fails it).
+pub(super) struct Target<'a> {
+    pub subscription: &'a webhook_subscription::Model,
+    pub url: Option<reqwest::Url>,
+}
+
+impl<'a> Target<'a> {
+    pub fn of(subscription: &'a webhook_subscription::Model) -> Self {
+        Target {
+            subscription,
+            url: reqwest::Url::parse(&subscription.url).ok(),
+        }
+    }
+}
+
 /// POSTs the delivery's body, signed with every live secret; `refused` (the target check's
 /// error) fails the attempt without a request. Holds one of the process's in-flight slots
 /// (`WALLET_WEBHOOK_CONCURRENCY`) while the request runs.
 pub(super) async fn send(
     deps: &JobDeps,
-    sub: &webhook_subscription::Model,
+    sub: &Target<'_>,
     secrets: &[String],
     refused: Option<&String>,
     d: &webhook_delivery::Model,
@@ -247,9 +271,11 @@ pub(super) async fn send(
     let (status, error, outcome) = match refused {
         Some(e) => (None, Some(e.clone()), "refused"),
         None => {
-            let mut request = deps
-                .http
-                .post(&sub.url)
+            let request = match &sub.url {
+                Some(url) => deps.http.post(url.clone()),
+                None => deps.http.post(&sub.subscription.url),
+            };
+            let mut request = request
                 .header("content-type", "application/json")
                 .header(
                     "Service-Signature",
@@ -286,7 +312,7 @@ pub(super) async fn send(
     let elapsed = started.elapsed();
     let latency_ms = elapsed.as_millis() as i64;
     // The endpoint's health before this attempt: whether a failure streak was running.
-    let health = if sub.failure_streak > 0 {
+    let health = if sub.subscription.failure_streak > 0 {
         "failing"
     } else {
         "healthy"

@@ -92,23 +92,10 @@ const DELIVERY_COLUMNS: &str = "id, subscription_id, integration_id, merchant_id
      updated_at, request_id, traceparent";
 const DELIVERY_ARITY: usize = 16;
 
-fn placeholders(backend: DbBackend, rows: usize, arity: usize) -> String {
-    let mut n = 0;
-    (0..rows)
-        .map(|_| {
-            let cols: Vec<String> = (0..arity)
-                .map(|_| {
-                    n += 1;
-                    match backend {
-                        DbBackend::Postgres => format!("${n}"),
-                        _ => "?".to_string(),
-                    }
-                })
-                .collect();
-            format!("({})", cols.join(","))
-        })
-        .collect::<Vec<_>>()
-        .join(",")
+/// `rows` groups of `arity` SQLite placeholders: `(?,?),(?,?)`.
+fn placeholders(rows: usize, arity: usize) -> String {
+    let group = format!("({})", vec!["?"; arity].join(","));
+    vec![group; rows].join(",")
 }
 
 fn subscription_state(s: String) -> Result<SubscriptionState, sqlx::Error> {
@@ -209,34 +196,8 @@ where
         .collect::<Result<_, sqlx::Error>>()?
     };
     let plan = plan(&rows, &subs, now);
-    for chunk in plan.deliveries.chunks(1_000) {
-        let sql = format!(
-            "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) VALUES {} \
-             ON CONFLICT (subscription_id, event_id) DO NOTHING",
-            placeholders(DbBackend::Postgres, chunk.len(), DELIVERY_ARITY)
-        );
-        // Only placeholders are interpolated, never values.
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for d in chunk {
-            q = q
-                .bind(d.id)
-                .bind(d.subscription_id)
-                .bind(d.integration_id)
-                .bind(d.merchant_id)
-                .bind(d.event_id)
-                .bind(&d.event_type)
-                .bind(&d.resource_key)
-                .bind(d.sequence_number)
-                .bind(&d.body)
-                .bind(d.state.as_str())
-                .bind(0i32)
-                .bind(0i32)
-                .bind(now)
-                .bind(now)
-                .bind(&d.request_id)
-                .bind(&d.traceparent);
-        }
-        q.execute(&mut *tx).await?;
+    if !plan.deliveries.is_empty() {
+        insert_deliveries_pg(&mut tx, plan.deliveries, now).await?;
     }
     for (queue, tasks) in group(plan.tasks) {
         apalis_postgres::queries::push_tasks(&mut *tx, &queue, tasks).await?;
@@ -251,6 +212,77 @@ where
         .await?;
     tx.commit().await?;
     Ok(rows)
+}
+
+/// The new deliveries in one statement whose text does not depend on their number: each
+/// column is bound as an array and unnested. PostgreSQL prepares it once per connection;
+/// a `VALUES` list of sixteen parameters per delivery was a statement of its own for each
+/// batch size, parsed and planned afresh, with a bind call per value.
+async fn insert_deliveries_pg(
+    tx: &mut sqlx::PgConnection,
+    deliveries: Vec<NewDelivery>,
+    now: DateTime<Utc>,
+) -> Result<(), sqlx::Error> {
+    let n = deliveries.len();
+    let mut uuids: [Vec<Uuid>; 5] = std::array::from_fn(|_| Vec::with_capacity(n));
+    let mut texts: [Vec<String>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
+    let mut origins: [Vec<Option<String>>; 2] = std::array::from_fn(|_| Vec::with_capacity(n));
+    let mut sequences = Vec::with_capacity(n);
+    for d in deliveries {
+        for (column, v) in uuids.iter_mut().zip([
+            d.id,
+            d.subscription_id,
+            d.integration_id,
+            d.merchant_id,
+            d.event_id,
+        ]) {
+            column.push(v);
+        }
+        for (column, v) in texts.iter_mut().zip([
+            d.event_type,
+            d.resource_key,
+            d.body,
+            d.state.as_str().to_string(),
+        ]) {
+            column.push(v);
+        }
+        for (column, v) in origins.iter_mut().zip([d.request_id, d.traceparent]) {
+            column.push(v);
+        }
+        sequences.push(d.sequence_number);
+    }
+    let [ids, subscriptions, integrations, merchants, events] = uuids;
+    let [event_types, resource_keys, bodies, states] = texts;
+    let [request_ids, traceparents] = origins;
+    sqlx::query(
+        "INSERT INTO webhook_deliveries (id, subscription_id, integration_id, merchant_id, \
+         event_id, event_type, resource_key, sequence_number, body, state, attempts, replays, \
+         created_at, updated_at, request_id, traceparent) \
+         SELECT id, subscription_id, integration_id, merchant_id, event_id, event_type, \
+         resource_key, sequence_number, body, state, 0, 0, $13::timestamptz, $13::timestamptz, \
+         request_id, traceparent \
+         FROM unnest($1::uuid[], $2::uuid[], $3::uuid[], $4::uuid[], $5::uuid[], $6::text[], \
+         $7::text[], $8::int8[], $9::text[], $10::text[], $11::text[], $12::text[]) \
+         AS d(id, subscription_id, integration_id, merchant_id, event_id, event_type, \
+         resource_key, sequence_number, body, state, request_id, traceparent) \
+         ON CONFLICT (subscription_id, event_id) DO NOTHING",
+    )
+    .bind(ids)
+    .bind(subscriptions)
+    .bind(integrations)
+    .bind(merchants)
+    .bind(events)
+    .bind(event_types)
+    .bind(resource_keys)
+    .bind(sequences)
+    .bind(bodies)
+    .bind(states)
+    .bind(request_ids)
+    .bind(traceparents)
+    .bind(now)
+    .execute(tx)
+    .await?;
+    Ok(())
 }
 
 async fn relay_sqlite<F>(db: &Db, limit: i64, plan: F) -> anyhow::Result<Vec<PendingRow>>
@@ -335,7 +367,7 @@ where
         let sql = format!(
             "INSERT INTO webhook_deliveries ({DELIVERY_COLUMNS}) VALUES {} \
              ON CONFLICT (subscription_id, event_id) DO NOTHING",
-            placeholders(DbBackend::Sqlite, chunk.len(), DELIVERY_ARITY)
+            placeholders(chunk.len(), DELIVERY_ARITY)
         );
         // Only placeholders are interpolated, never values.
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
