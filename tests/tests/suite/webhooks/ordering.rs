@@ -80,7 +80,14 @@ async fn a_later_event_of_a_resource_waits_for_the_earlier_one_across_retries() 
 /// from 1 s to 10 s).
 #[tokio::test]
 async fn a_waiting_event_goes_as_soon_as_the_one_it_waits_for_is_accepted() {
-    let app = TestApp::spawn_with(true, |cfg| cfg.webhook_max_attempts = 500).await;
+    // Retries a second or two apart, so the completion is still failing, not dead, when
+    // the receiver starts to accept it.
+    let app = TestApp::spawn_with(true, |cfg| {
+        cfg.webhook_max_attempts = 500;
+        cfg.webhook_backoff_base_ms = 2_000;
+        cfg.webhook_backoff_max_ms = 2_000;
+    })
+    .await;
     let shop = Shop::open(&app).await;
     let failing = |_: usize, body: &Value| {
         Answer::Status(if body["event_type"] == "payment.completed" {
