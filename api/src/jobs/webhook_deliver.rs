@@ -245,7 +245,7 @@ impl<'a> Target<'a> {
 /// (`WALLET_WEBHOOK_CONCURRENCY`) while the request runs.
 pub(super) async fn send(
     deps: &JobDeps,
-    sub: &Target<'_>,
+    target: &Target<'_>,
     secrets: &[String],
     refused: Option<&String>,
     d: &webhook_delivery::Model,
@@ -271,9 +271,9 @@ pub(super) async fn send(
     let (status, error, outcome) = match refused {
         Some(e) => (None, Some(e.clone()), "refused"),
         None => {
-            let request = match &sub.url {
+            let request = match &target.url {
                 Some(url) => deps.http.post(url.clone()),
-                None => deps.http.post(&sub.subscription.url),
+                None => deps.http.post(&target.subscription.url),
             };
             let mut request = request
                 .header("content-type", "application/json")
@@ -312,7 +312,7 @@ pub(super) async fn send(
     let elapsed = started.elapsed();
     let latency_ms = elapsed.as_millis() as i64;
     // The endpoint's health before this attempt: whether a failure streak was running.
-    let health = if sub.subscription.failure_streak > 0 {
+    let health = if target.subscription.failure_streak > 0 {
         "failing"
     } else {
         "healthy"

@@ -225,7 +225,8 @@ async fn insert_deliveries_pg(
 ) -> Result<(), sqlx::Error> {
     let n = deliveries.len();
     let mut uuids: [Vec<Uuid>; 5] = std::array::from_fn(|_| Vec::with_capacity(n));
-    let mut texts: [Vec<String>; 4] = std::array::from_fn(|_| Vec::with_capacity(n));
+    let mut texts: [Vec<String>; 3] = std::array::from_fn(|_| Vec::with_capacity(n));
+    let mut states = Vec::with_capacity(n);
     let mut origins: [Vec<Option<String>>; 2] = std::array::from_fn(|_| Vec::with_capacity(n));
     let mut sequences = Vec::with_capacity(n);
     for d in deliveries {
@@ -238,21 +239,17 @@ async fn insert_deliveries_pg(
         ]) {
             column.push(v);
         }
-        for (column, v) in texts.iter_mut().zip([
-            d.event_type,
-            d.resource_key,
-            d.body,
-            d.state.as_str().to_string(),
-        ]) {
+        for (column, v) in texts.iter_mut().zip([d.event_type, d.resource_key, d.body]) {
             column.push(v);
         }
+        states.push(d.state.as_str());
         for (column, v) in origins.iter_mut().zip([d.request_id, d.traceparent]) {
             column.push(v);
         }
         sequences.push(d.sequence_number);
     }
     let [ids, subscriptions, integrations, merchants, events] = uuids;
-    let [event_types, resource_keys, bodies, states] = texts;
+    let [event_types, resource_keys, bodies] = texts;
     let [request_ids, traceparents] = origins;
     sqlx::query(
         "INSERT INTO webhook_deliveries (id, subscription_id, integration_id, merchant_id, \

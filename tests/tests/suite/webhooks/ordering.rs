@@ -10,6 +10,29 @@ use tests::{
     webhooks::{Answer, Receiver},
 };
 
+/// A customer's payment of 300, then `refunds` refunds of 100 each: events of one resource
+/// (the payment) with sequence numbers 1, 2, ... Returns the payment's id.
+async fn paid_then_refunded(shop: &Shop<'_>, refunds: usize) -> String {
+    let c = shop.customer().await;
+    shop.fund(&c, 1_000).await;
+    let paid = shop.pay(&c, 300).await;
+    assert_eq!(paid.status, 200, "{}", paid.body);
+    let pid = paid.body["data"]["payment_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for _ in 0..refunds {
+        let r = shop
+            .post(
+                &format!("/payments/{pid}/refund"),
+                json!({"amount_minor": 100, "reason": "test"}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    pid
+}
+
 #[tokio::test]
 async fn a_later_event_of_a_resource_waits_for_the_earlier_one_across_retries() {
     let app = TestApp::spawn_with_workers().await;
@@ -27,20 +50,7 @@ async fn a_later_event_of_a_resource_waits_for_the_earlier_one_across_retries() 
         json!(["payment.completed", "payment.refunded"]),
     )
     .await;
-    let c = shop.customer().await;
-    shop.fund(&c, 1_000).await;
-    let paid = shop.pay(&c, 300).await;
-    let pid = paid.body["data"]["payment_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let refund = shop
-        .post(
-            &format!("/payments/{pid}/refund"),
-            json!({"amount_minor": 100, "reason": "test"}),
-        )
-        .await;
-    assert_eq!(refund.status, 200, "{}", refund.body);
+    paid_then_refunded(&shop, 1).await;
     let got = eventually(Duration::from_secs(20), "both events", || async {
         let ok: Vec<_> = receiver
             .received()
@@ -103,20 +113,7 @@ async fn a_waiting_event_goes_as_soon_as_the_one_it_waits_for_is_accepted() {
         json!(["payment.completed", "payment.refunded"]),
     )
     .await;
-    let c = shop.customer().await;
-    shop.fund(&c, 1_000).await;
-    let paid = shop.pay(&c, 300).await;
-    let pid = paid.body["data"]["payment_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let refund = shop
-        .post(
-            &format!("/payments/{pid}/refund"),
-            json!({"amount_minor": 100, "reason": "test"}),
-        )
-        .await;
-    assert_eq!(refund.status, 200, "{}", refund.body);
+    paid_then_refunded(&shop, 1).await;
     // The refund's looks: at once, then after 1-2 s, 2-3 s and 4-5 s more, so its third
     // is over by 10 s and its fourth not before 15 s.
     tokio::time::sleep(Duration::from_millis(10_500)).await;
@@ -199,22 +196,7 @@ async fn a_resources_events_relayed_together_arrive_in_sequence_order_once_each(
         json!(["payment.completed", "payment.refunded"]),
     )
     .await;
-    let c = shop.customer().await;
-    shop.fund(&c, 1_000).await;
-    let paid = shop.pay(&c, 300).await;
-    let pid = paid.body["data"]["payment_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    for _ in 0..2 {
-        let r = shop
-            .post(
-                &format!("/payments/{pid}/refund"),
-                json!({"amount_minor": 100, "reason": "test"}),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.body);
-    }
+    let pid = paid_then_refunded(&shop, 2).await;
     let got = eventually(Duration::from_secs(20), "all three events", || async {
         let r = receiver.received();
         (r.len() >= 3).then_some(r)
