@@ -226,16 +226,53 @@ pub(super) async fn code_matches<C: ConnectionTrait>(
 ) -> Result<bool, ApiError> {
     let owner = store::customers::wallets::find_wallet_with_owner(c, merchant, s.wallet_id).await?;
     let phone_ok = owner.is_some_and(|(_, who)| who.phone == phone);
-    let code_ok = sealer.verify_mac("otp", format!("{}:{code}", s.id).as_bytes(), &s.code_hash);
-    Ok(phone_ok && code_ok)
+    Ok(phone_ok && code_is(sealer, s, code))
 }
 
-/// Checks an OTP before the payment runs, in a transaction of its own that holds the
-/// session's row lock: a wrong code is counted and committed before the lock is released,
-/// so concurrent guesses queue and the third wrong one locks the session for all of them.
-/// Runs as a task of its own, so a caller that hangs up cannot abort the count. A right
-/// code changes nothing here; the payment consumes the session with the debit.
+/// Whether `code` is the one texted for session `s` (constant-time).
+pub(super) fn code_is(sealer: &Sealer, s: &otp_session::Model, code: &str) -> bool {
+    sealer.verify_mac("otp", format!("{}:{code}", s.id).as_bytes(), &s.code_hash)
+}
+
+/// Checks an OTP before the payment runs. A wrong code is counted in a transaction of its
+/// own that holds the session's row lock, and committed before the lock is released, so
+/// concurrent guesses queue and the third wrong one locks the session for all of them.
+/// That runs as a task of its own, so a caller that hangs up cannot abort the count. A
+/// right code changes nothing here; the payment consumes the session with the debit.
+///
+/// A right code needs no lock: it is first looked at without one, and only a look that
+/// would not let the payment go on (unknown, spent, locked or expired session, another
+/// order, a wrong phone or code) takes the locked path, which decides and counts. What
+/// the look let through the payment checks again under its own lock, so a session spent
+/// or locked meanwhile fails there as it would have here.
 pub async fn verify_otp(
+    db: &Db,
+    sealer: &Sealer,
+    merchant: Uuid,
+    pay: &Pay,
+    clock: crate::domain::sandbox::clock::Clock,
+) -> Result<Option<Uuid>, ApiError> {
+    let Credential::Otp {
+        phone,
+        otp_code,
+        otp_session_id,
+    } = &pay.credential
+    else {
+        return Ok(None);
+    };
+    if let Some((s, owner_phone)) =
+        store::payments::find_otp_with_owner_phone(db, merchant, *otp_session_id).await?
+        && check_session(&s, pay, clock.now()).is_ok()
+        && owner_phone == *phone
+        && code_is(sealer, &s, otp_code)
+    {
+        return Ok(Some(s.wallet_id));
+    }
+    verify_otp_locked(db, sealer, merchant, pay, clock).await
+}
+
+/// `verify_otp` under the session's lock: decides, and counts a wrong code.
+async fn verify_otp_locked(
     db: &Db,
     sealer: &Sealer,
     merchant: Uuid,

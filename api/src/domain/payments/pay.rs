@@ -144,11 +144,7 @@ pub(super) async fn take_credential<C: ConnectionTrait>(
             };
             s.status = OtpSessionStatus::Active;
             check_session(&s, pay, now)?;
-            if !sealer.verify_mac(
-                "otp",
-                format!("{}:{otp_code}", s.id).as_bytes(),
-                &s.code_hash,
-            ) {
+            if !super::otp::code_is(sealer, &s, otp_code) {
                 return Err(otp_invalid(WRONG_OTP, "Wrong OTP."));
             }
             Ok(found)

@@ -1,10 +1,11 @@
 //! OTP sessions: minted by an OTP send, counted per wallet and order, read and locked by a
 //! payment, and their wrong codes recorded. Taking one for a payment is in `payments`.
 use chrono::{DateTime, Utc};
-use entities::{otp_session, otp_session::OtpSessionStatus};
+use entities::{otp_session, otp_session::OtpSessionStatus, wallet, wallet_user};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, IntoActiveModel,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, Select, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult,
+    IntoActiveModel, JoinType, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
+    RelationDef, RelationTrait, Select, Set,
 };
 use uuid::Uuid;
 
@@ -62,6 +63,36 @@ pub async fn find_otp<C: ConnectionTrait>(
         .filter(otp_session::Column::MerchantId.eq(merchant_id))
         .one(c)
         .await
+}
+
+/// An OTP session of the merchant with the phone of its wallet's owner, read without
+/// locking either (the payment's unlocked look at a code, `verify_otp`). None when the
+/// session, its wallet or the owner is not the merchant's.
+pub async fn find_otp_with_owner_phone<C: ConnectionTrait>(
+    c: &C,
+    merchant_id: Uuid,
+    id: Uuid,
+) -> Result<Option<(otp_session::Model, String)>, DbErr> {
+    const PHONE: &str = "owner_phone";
+    let to_wallet: RelationDef = otp_session::Entity::belongs_to(wallet::Entity)
+        .from(otp_session::Column::WalletId)
+        .to(wallet::Column::Id)
+        .into();
+    let stmt = otp_session::Entity::find_by_id(id)
+        .filter(otp_session::Column::MerchantId.eq(merchant_id))
+        .join(JoinType::InnerJoin, to_wallet)
+        .join(JoinType::InnerJoin, wallet::Relation::Owner.def())
+        .filter(wallet::Column::MerchantId.eq(merchant_id))
+        .filter(wallet_user::Column::MerchantId.eq(merchant_id))
+        .column_as(wallet_user::Column::Phone, PHONE)
+        .build(c.get_database_backend());
+    let Some(row) = c.query_one_raw(stmt).await? else {
+        return Ok(None);
+    };
+    Ok(Some((
+        otp_session::Model::from_query_result(&row, "")?,
+        row.try_get("", PHONE)?,
+    )))
 }
 
 pub async fn lock_otp<C: ConnectionTrait>(
