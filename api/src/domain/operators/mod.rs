@@ -8,7 +8,7 @@ pub mod sign_in;
 
 use crate::store::Db;
 use entities::{integration::IntegrationStatus, operator_audit};
-use sea_orm::{ConnectionTrait, DatabaseTransaction};
+use sea_orm::ConnectionTrait;
 use serde::Serialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -179,7 +179,7 @@ pub async fn prepare_status_change(
 /// Suspends or reactivates an integration, audited, in the caller's transaction; see
 /// [`prepare_status_change`] and [`settle_status_change`] for what surrounds it.
 pub async fn set_integration_status(
-    txn: &DatabaseTransaction,
+    txn: &impl ConnectionTrait,
     op: &Operator,
     integration_id: Uuid,
     change: IntegrationChange,
@@ -267,7 +267,7 @@ pub async fn change_integration_status(
 /// Sets which identity credential types an integration may use (a subset of
 /// `identity::IDENTITY_CREDENTIAL_TYPES`, kept in the contract's order). Audited.
 pub async fn set_identify_credential_types(
-    txn: &DatabaseTransaction,
+    txn: &impl ConnectionTrait,
     op: &Operator,
     integration_id: Uuid,
     types: &[String],
@@ -299,7 +299,7 @@ pub async fn set_identify_credential_types(
 /// Replaces an integration's browser origins (already normalised by `cors::normalize_origin`;
 /// empty: none). Audited with the lists before and after.
 pub async fn set_cors_origins(
-    txn: &DatabaseTransaction,
+    txn: &impl ConnectionTrait,
     op: &Operator,
     integration_id: Uuid,
     origins: &[String],

@@ -3,7 +3,7 @@
 //! `redeliver_failed` share the steps after the lock (`enable_locked`, `recover_locked`).
 use chrono::{DateTime, Utc};
 use entities::webhook_subscription;
-use sea_orm::{ConnectionTrait, DatabaseTransaction};
+use sea_orm::ConnectionTrait;
 use serde_json::json;
 use uuid::Uuid;
 
@@ -13,7 +13,7 @@ use crate::{domain, error::ApiError, store};
 /// An operator re-enables any tenant's endpoint (one auto-disabled after its failures, say),
 /// as the partner's own `enable` does, audited with the reason.
 pub async fn operator_enable(
-    txn: &DatabaseTransaction,
+    txn: &impl ConnectionTrait,
     actor: &str,
     id: Uuid,
     replay_missed: bool,
@@ -56,7 +56,7 @@ pub async fn recoverable<C: ConnectionTrait>(
 /// An operator sends again every failed or suspended delivery since `since`, as the
 /// partner's `redeliver_failed` does, audited with the reason. Returns how many.
 pub async fn operator_recover(
-    txn: &DatabaseTransaction,
+    txn: &impl ConnectionTrait,
     actor: &str,
     id: Uuid,
     since: DateTime<Utc>,

@@ -1,5 +1,6 @@
 pub mod errors;
 pub mod partitions;
+pub mod pg_txn;
 pub mod pooler;
 pub mod replica;
 pub mod retention;
@@ -15,6 +16,7 @@ use sea_orm::{
 };
 
 use crate::config::{Config, Pooler};
+use crate::store::db::pg_txn::PgTxn;
 use crate::store::db::pooler::Db;
 pub use crate::store::db::sqlite_file::{CHECKPOINT_EVERY, WriteTurn, checkpoint, write_turn};
 use crate::store::db::sqlite_file::{FileWriter, WAL_BACKSTOP_PAGES};
@@ -148,7 +150,7 @@ fn sqlx_sqlite_journal_wal() -> sea_orm::sqlx::sqlite::SqliteJournalMode {
 /// commits, rolls back or is dropped.
 pub struct WriteTxn {
     // Declared first so it is dropped first: the gate opens after the transaction ended.
-    txn: DatabaseTransaction,
+    txn: Txn,
     /// Writes the work held back (see `store::db::writes`): they reach the database in one
     /// batch before the commit, with whatever the transaction's owner adds to them (the
     /// idempotency record).
@@ -156,8 +158,15 @@ pub struct WriteTxn {
     _turn: Option<WriteTurn>,
 }
 
+/// The transaction underneath: sea-orm's on SQLite, the store's own on PostgreSQL
+/// (`pg_txn`, for what sea-orm's cost every payment).
+enum Txn {
+    Orm(DatabaseTransaction),
+    Pg(PgTxn),
+}
+
 impl WriteTxn {
-    fn new(txn: DatabaseTransaction, turn: Option<WriteTurn>) -> Self {
+    fn new(txn: Txn, turn: Option<WriteTurn>) -> Self {
         WriteTxn {
             txn,
             deferred: Default::default(),
@@ -186,48 +195,56 @@ impl WriteTxn {
     pub async fn commit(self) -> Result<(), DbErr> {
         let deferred = self.take_deferred();
         if !deferred.is_empty() {
-            deferred.flush(&self.txn).await?;
+            deferred.flush(&self).await?;
         }
-        self.txn.commit().await
+        match self.txn {
+            Txn::Orm(t) => t.commit().await,
+            Txn::Pg(t) => t.commit().await,
+        }
     }
 
     pub async fn rollback(self) -> Result<(), DbErr> {
-        self.txn.rollback().await
+        match self.txn {
+            Txn::Orm(t) => t.rollback().await,
+            Txn::Pg(t) => t.rollback().await,
+        }
     }
 }
 
-impl std::ops::Deref for WriteTxn {
-    type Target = DatabaseTransaction;
-
-    fn deref(&self) -> &DatabaseTransaction {
-        &self.txn
-    }
+/// `$call` on whichever transaction is underneath.
+macro_rules! on_txn {
+    ($self:ident, $t:ident => $call:expr) => {
+        match &$self.txn {
+            Txn::Orm($t) => $call,
+            Txn::Pg($t) => $call,
+        }
+    };
 }
 
 #[async_trait::async_trait]
 impl ConnectionTrait for WriteTxn {
     fn get_database_backend(&self) -> DbBackend {
-        self.txn.get_database_backend()
+        on_txn!(self, t => t.get_database_backend())
     }
 
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        self.txn.execute_raw(stmt).await
+        on_txn!(self, t => t.execute_raw(stmt).await)
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
-        self.txn.execute_unprepared(sql).await
+        on_txn!(self, t => t.execute_unprepared(sql).await)
     }
 
     async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        self.txn.query_one_raw(stmt).await
+        on_txn!(self, t => t.query_one_raw(stmt).await)
     }
 
     async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        self.txn.query_all_raw(stmt).await
+        on_txn!(self, t => t.query_all_raw(stmt).await)
     }
 
     fn support_returning(&self) -> bool {
-        self.txn.support_returning()
+        on_txn!(self, t => t.support_returning())
     }
 }
 
@@ -272,9 +289,9 @@ async fn begin_untimed(db: &Db) -> Result<WriteTxn, DbErr> {
                     ..Default::default()
                 })
                 .await?;
-            Ok(WriteTxn::new(txn, Some(turn)))
+            Ok(WriteTxn::new(Txn::Orm(txn), Some(turn)))
         }
-        _ => Ok(WriteTxn::new(db.begin().await?, None)),
+        _ => Ok(WriteTxn::new(Txn::Pg(db.begin_write_pg().await?), None)),
     }
 }
 
@@ -428,7 +445,7 @@ mod tests {
         let held = (pool.acquire().await.unwrap(), pool.acquire().await.unwrap());
         let txn = begin(&db).await.unwrap();
         let seen = row(
-            &*txn,
+            &txn,
             "SELECT COUNT(*) FROM temp.sqlite_master WHERE name = 'mine'",
         )
         .await

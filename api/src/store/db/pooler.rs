@@ -135,6 +135,12 @@ impl Db {
         Ok(txn)
     }
 
+    /// A write transaction on PostgreSQL (`store::begin`), opened as `begin` opens one.
+    pub async fn begin_write_pg(&self) -> Result<crate::store::db::pg_txn::PgTxn, DbErr> {
+        let pool: &PgPool = self.conn.get_postgres_connection_pool();
+        crate::store::db::pg_txn::PgTxn::begin(pool, self.opening.as_deref()).await
+    }
+
     /// A transaction on the PostgreSQL pool itself, for statements sent with sqlx directly
     /// (the outbox relay).
     pub async fn begin_pg(&self) -> Result<sqlx::Transaction<'static, Postgres>, sqlx::Error> {

@@ -14,7 +14,7 @@ pub use filter::*;
 use crate::store::Db;
 use chrono::{DateTime, Utc};
 use entities::{dead_letter, dead_letter::DeadLetterStatus};
-use sea_orm::{ConnectionTrait, DatabaseTransaction};
+use sea_orm::ConnectionTrait;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -164,7 +164,7 @@ pub async fn find(db: &Db, id: Uuid) -> Result<DeadLetter, ApiError> {
 /// Replays one letter. `why` is optional here (the HTTP operation takes none); the console
 /// and bulk replays always give one.
 pub async fn replay(
-    txn: &DatabaseTransaction,
+    txn: &impl ConnectionTrait,
     id: Uuid,
     actor: &str,
     why: Option<&str>,
@@ -205,7 +205,7 @@ pub async fn replay(
 
 /// Purges one letter, with its mandatory reason.
 pub async fn purge(
-    txn: &DatabaseTransaction,
+    txn: &impl ConnectionTrait,
     id: Uuid,
     actor: &str,
     reason: &str,
