@@ -261,12 +261,12 @@ pub(in crate::store) async fn read_for_payment<C: ConnectionTrait, X>(
     };
     let extra = extra(first)?;
     let wallet = wallet::Model::from_query_result(first, "A_")?;
-    let rule = cashback_rule::Model::from_query_result_optional(first, "C_")?;
+    let rule = joined::<cashback_rule::Model>(first, "C_")?;
     let has_limits: bool = first.try_get("", "R_set")?;
     let grants = if c.get_database_backend() == DbBackend::Sqlite {
         let mut grants = Vec::with_capacity(rows.len());
         for row in &rows {
-            grants.extend(promo_grant::Model::from_query_result_optional(row, "G_")?);
+            grants.extend(joined::<promo_grant::Model>(row, "G_")?);
         }
         grants
     } else {
@@ -282,6 +282,16 @@ pub(in crate::store) async fn read_for_payment<C: ConnectionTrait, X>(
         },
         extra,
     )))
+}
+
+/// The model a left join read under `prefix`, or None when the join found no row (its `id`
+/// is NULL). sea-orm's `from_query_result_optional` would decode every column of a missing
+/// row, formatting an error for each NULL: most payments find no cashback rule.
+fn joined<M: FromQueryResult>(row: &QueryResult, prefix: &str) -> Result<Option<M>, DbErr> {
+    match row.try_get::<Option<Uuid>>(prefix, "id")? {
+        Some(_) => M::from_query_result(row, prefix).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// Every column of `E`, named with `prefix` as sea-orm's own multi-model selects name them.
