@@ -5,7 +5,7 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::domain::payments::{
-    otp::verify_otp,
+    otp::{CheckedOtp, verify_otp},
     pay::{Credential, Pay},
 };
 use crate::{
@@ -27,24 +27,33 @@ pub struct Admission<'a> {
     pub lock_wait: Duration,
 }
 
+/// What admission hands the payment, for an OTP payment: the wallet's turn, to hold until
+/// the wallet is locked, and the code as checked.
+#[derive(Default)]
+pub struct Admitted {
+    pub turn: Option<MyTurn>,
+    pub otp: Option<CheckedOtp>,
+}
+
 impl Admission<'_> {
-    /// Admits `pay` at `till` at the caller's `clock`; the wallet's turn, for an OTP
-    /// payment, to hold until its transaction ends.
-    pub async fn admit(
-        &self,
-        till: &Till,
-        pay: &Pay,
-        clock: Clock,
-    ) -> Result<Option<MyTurn>, ApiError> {
+    /// Admits `pay` at `till` at the caller's `clock`.
+    pub async fn admit(&self, till: &Till, pay: &Pay, clock: Clock) -> Result<Admitted, ApiError> {
         self.guard
             .before_trying(till, pay.credential.entry())
             .await?;
         if !matches!(pay.credential, Credential::Otp { .. }) {
-            return Ok(None);
+            return Ok(Admitted::default());
         }
         match verify_otp(self.db, self.sealer, till.merchant_id, pay, clock).await? {
-            Some(wallet) => Ok(Some(self.wallet_queue.take(wallet, self.lock_wait).await?)),
-            None => Ok(None),
+            Some(otp) => Ok(Admitted {
+                turn: Some(
+                    self.wallet_queue
+                        .take(otp.wallet_id, self.lock_wait)
+                        .await?,
+                ),
+                otp: Some(otp),
+            }),
+            None => Ok(Admitted::default()),
         }
     }
 }

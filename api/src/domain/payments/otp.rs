@@ -234,6 +234,33 @@ pub(super) fn code_is(sealer: &Sealer, s: &otp_session::Model, code: &str) -> bo
     sealer.verify_mac("otp", format!("{}:{code}", s.id).as_bytes(), &s.code_hash)
 }
 
+/// An OTP `verify_otp` found right: the session's wallet, and the digest the payment's code
+/// matched. The payment reads the session again under its lock; when that row still holds
+/// this digest, the code is known to match it, and its HMAC need not be computed again.
+pub struct CheckedOtp {
+    pub wallet_id: Uuid,
+    session_id: Uuid,
+    code_hash: String,
+}
+
+impl CheckedOtp {
+    fn of(s: &otp_session::Model) -> Self {
+        CheckedOtp {
+            wallet_id: s.wallet_id,
+            session_id: s.id,
+            code_hash: s.code_hash.clone(),
+        }
+    }
+
+    /// Whether `s` is the session checked, holding the digest the code matched
+    /// (constant-time, as any comparison with a secret's digest).
+    pub(super) fn vouches_for(&self, s: &otp_session::Model) -> bool {
+        use subtle::ConstantTimeEq;
+        self.session_id == s.id
+            && bool::from(self.code_hash.as_bytes().ct_eq(s.code_hash.as_bytes()))
+    }
+}
+
 /// Checks an OTP before the payment runs. A wrong code is counted in a transaction of its
 /// own that holds the session's row lock, and committed before the lock is released, so
 /// concurrent guesses queue and the third wrong one locks the session for all of them.
@@ -251,7 +278,7 @@ pub async fn verify_otp(
     merchant: Uuid,
     pay: &Pay,
     clock: crate::domain::sandbox::clock::Clock,
-) -> Result<Option<Uuid>, ApiError> {
+) -> Result<Option<CheckedOtp>, ApiError> {
     let Credential::Otp {
         phone,
         otp_code,
@@ -266,7 +293,7 @@ pub async fn verify_otp(
         && owner_phone == *phone
         && code_is(sealer, &s, otp_code)
     {
-        return Ok(Some(s.wallet_id));
+        return Ok(Some(CheckedOtp::of(&s)));
     }
     verify_otp_locked(db, sealer, merchant, pay, clock).await
 }
@@ -278,7 +305,7 @@ async fn verify_otp_locked(
     merchant: Uuid,
     pay: &Pay,
     clock: crate::domain::sandbox::clock::Clock,
-) -> Result<Option<Uuid>, ApiError> {
+) -> Result<Option<CheckedOtp>, ApiError> {
     let Credential::Otp {
         phone,
         otp_code,
@@ -296,7 +323,7 @@ async fn verify_otp_locked(
             .ok_or_else(|| otp_invalid("unknown_session", "Unknown OTP session."))?;
         check_session(&s, &pay, now)?;
         if code_matches(&txn, &sealer, merchant, &s, &phone, &otp_code).await? {
-            return Ok(Some(s.wallet_id));
+            return Ok(Some(CheckedOtp::of(&s)));
         }
         let attempts = store::payments::record_wrong_otp(&txn, s, OTP_MAX_WRONG).await?;
         txn.commit().await?;

@@ -343,16 +343,15 @@ impl PaymentsApi {
                         received_at,
                         service_session_id,
                     };
-                    let turn = prep_state.admission().admit(&at, &pay, clock).await;
+                    let admitted = prep_state.admission().admit(&at, &pay, clock).await;
                     *till_slot = Some(at);
-                    let turn = turn?;
-                    Ok((pay, turn))
+                    Ok((pay, admitted?))
                 },
-                async move |txn, acting, (pay, turn)| {
+                async move |txn, acting, (pay, admitted)| {
                     let mut who = in_context(acting, &b.context);
                     who.decision_trace_id = Some(trace_of_work.clone());
                     let who_trace = who.decision_trace_id.clone();
-                    let paid = payments::pay(txn, &st.sealer, &who, pay, turn).await?;
+                    let paid = payments::pay(txn, &st.sealer, &who, pay, admitted).await?;
                     let p = paid.payment;
                     let mut out = Outcome::new(PaymentResult {
                         payment_id: p.id.to_string(),
