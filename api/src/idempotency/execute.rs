@@ -146,18 +146,15 @@ where
     let rendered = envelope::ok_status_with(outcome.status, &outcome.data, &outcome.meta);
     let record_id = Uuid::now_v7();
     let (stored_body, sealed) = if outcome.secrets.is_empty() {
-        (rendered.body.clone(), None)
+        (utf8(rendered.body.clone()), None)
     } else {
-        let mut text = String::from_utf8_lossy(&rendered.body).into_owned();
+        let mut text = utf8(rendered.body.clone());
         for (i, secret) in outcome.secrets.iter().enumerate() {
             let literal = serde_json::to_string(secret).map_err(ApiError::internal)?;
             text = text.replacen(&literal, &placeholder(i), 1);
         }
         let plain = serde_json::to_vec(&outcome.secrets).map_err(ApiError::internal)?;
-        (
-            text.into_bytes(),
-            Some(ctx.sealer.seal(&plain, record_id.as_bytes())),
-        )
+        (text, Some(ctx.sealer.seal(&plain, record_id.as_bytes())))
     };
     let expires_at = now + r.ttl.unwrap_or(ctx.ttl);
     let mut writes = txn.take_deferred();
@@ -203,10 +200,16 @@ where
         operation: r.operation.clone(),
         fingerprint: r.fingerprint.clone(),
         status: rendered.status,
-        body: String::from_utf8_lossy(&stored_body).into_owned(),
+        body: stored_body,
         sealed,
         expires_at,
         request_digest: r.request_digest.clone(),
     });
     Ok(rendered)
+}
+
+/// The rendered body as text. serde_json writes UTF-8, so this is one check of it and no
+/// copy; anything else would be stored as `String::from_utf8_lossy` makes it.
+fn utf8(body: Vec<u8>) -> String {
+    String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
