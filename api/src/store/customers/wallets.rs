@@ -2,16 +2,11 @@
 //! so a wallet of another tenant is simply not found.
 use chrono::{DateTime, Utc};
 use entities::{
-    cashback_rule, promo_grant, promo_grant::PromoGrantState, risk_limits, wallet, wallet_user,
-    wallet_user::WalletUserState,
+    promo_grant, promo_grant::PromoGrantState, wallet, wallet_user, wallet_user::WalletUserState,
 };
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult,
-    IdenStatic, Iterable, QueryFilter, QueryOrder, QueryResult, QueryTrait, Set, Statement,
-    sea_query::{
-        Alias, Condition, Expr, ExprTrait, Func, JoinType, LockType, Order, Query, SelectStatement,
-        Value, Values,
-    },
+    QueryFilter, QueryOrder, QueryTrait, Set, sea_query::Values,
 };
 use uuid::Uuid;
 
@@ -139,187 +134,13 @@ pub async fn find_wallet_with_owner<C: ConnectionTrait>(
     with_owner(wallet_with_owner(merchant_id, id).one(c).await?)
 }
 
-/// A wallet a payment is about to debit, with everything the payment reads of it.
-pub struct ForPayment {
-    pub wallet: wallet::Model,
-    pub owner: wallet_user::Model,
-    /// The current version of the wallet program's cashback rule.
-    pub rule: Option<cashback_rule::Model>,
-    /// The live grants in spend order, as `live_grants` reads them.
-    pub grants: Vec<promo_grant::Model>,
-    /// Whether the merchant set velocity limits for the payment's mode (only then are they
-    /// read, by a statement of their own).
-    pub has_limits: bool,
-}
-
-/// What a payment reads of its wallet, for the wallets of `merchant_id` (the caller narrows
-/// it to one): the wallet, its owner and its program's current cashback rule; on SQLite also
-/// the live grants, one row each. On PostgreSQL the wallet row is locked.
-///
-/// SQLite has one writer, so the grants can come in the same statement. PostgreSQL, when
-/// the lock had to wait for another payment, re-reads only the locked row; joined grants
-/// would be as they were before that payment, so `read_for_payment` reads them by a
-/// statement of their own once the lock is held.
-pub(in crate::store) fn payment_select(
-    backend: DbBackend,
-    merchant_id: Value,
-    sandbox: Value,
-) -> SelectStatement {
-    let mut s = wallet::Entity::find()
-        .filter(wallet::Column::MerchantId.eq(merchant_id.clone()))
-        .find_also_related(wallet_user::Entity)
-        .filter(wallet_user::Column::MerchantId.eq(merchant_id))
-        .into_query();
-    let program = || Expr::col((wallet::Entity, wallet::Column::WalletProgramId));
-    let latest = Alias::new("latest");
-    // (wallet_program_id, version) is unique: at most one rule row.
-    let latest_version = Query::select()
-        .expr(Func::max(Expr::col((
-            latest.clone(),
-            cashback_rule::Column::Version,
-        ))))
-        .from_as(cashback_rule::Entity, latest.clone())
-        .and_where(Expr::col((latest, cashback_rule::Column::WalletProgramId)).eq(program()))
-        .to_owned();
-    s.join(
-        JoinType::LeftJoin,
-        cashback_rule::Entity,
-        Condition::all()
-            .add(
-                Expr::col((
-                    cashback_rule::Entity,
-                    cashback_rule::Column::WalletProgramId,
-                ))
-                .eq(program()),
-            )
-            .add(
-                Expr::col((cashback_rule::Entity, cashback_rule::Column::Version))
-                    .in_subquery(latest_version),
-            ),
-    );
-    select_prefixed::<cashback_rule::Entity>(&mut s, "C_");
-    // Whether the merchant has limits for this mode: one primary-key probe in the same
-    // statement, and one column (decoding the limits on every payment cost 6% of a
-    // payment's instructions; most merchants have none).
-    s.join(
-        JoinType::LeftJoin,
-        risk_limits::Entity,
-        Condition::all()
-            .add(
-                Expr::col((risk_limits::Entity, risk_limits::Column::MerchantId))
-                    .equals((wallet::Entity, wallet::Column::MerchantId)),
-            )
-            .add(Expr::col((risk_limits::Entity, risk_limits::Column::IsSandbox)).eq(sandbox)),
-    );
-    s.expr_as(
-        Expr::col((risk_limits::Entity, risk_limits::Column::MerchantId)).is_not_null(),
-        Alias::new("R_set"),
-    );
-    if backend == DbBackend::Sqlite {
-        s.join(
-            JoinType::LeftJoin,
-            promo_grant::Entity,
-            Condition::all()
-                .add(
-                    Expr::col((promo_grant::Entity, promo_grant::Column::WalletId))
-                        .eq(Expr::col((wallet::Entity, wallet::Column::Id))),
-                )
-                .add(
-                    Expr::col((promo_grant::Entity, promo_grant::Column::State))
-                        .is_in(LIVE_GRANT_STATES),
-                ),
-        );
-        select_prefixed::<promo_grant::Entity>(&mut s, "G_");
-        s.order_by(
-            (promo_grant::Entity, promo_grant::Column::ExpiresAt),
-            Order::Asc,
-        )
-        .order_by(
-            (promo_grant::Entity, promo_grant::Column::CreatedAt),
-            Order::Asc,
-        );
-    } else {
-        // Only the wallet: QR mints lock identities, and payments must never.
-        s.lock_with_tables(LockType::Update, [wallet::Entity]);
-    }
-    s
-}
-
-/// Runs a statement ending in a `payment_select` (for one wallet) and reads its rows, with
-/// `extra` read from the first row (columns the statement added).
-pub(in crate::store) async fn read_for_payment<C: ConnectionTrait, X>(
-    c: &C,
-    statement: Statement,
-    extra: impl FnOnce(&QueryResult) -> Result<X, DbErr>,
-) -> Result<Option<(ForPayment, X)>, DbErr> {
-    let rows = c.query_all_raw(statement).await?;
-    let Some(first) = rows.first() else {
-        return Ok(None);
-    };
-    let Some(owner) = wallet_user::Model::from_query_result_optional(first, "B_")? else {
-        return Ok(None);
-    };
-    let extra = extra(first)?;
-    let wallet = wallet::Model::from_query_result(first, "A_")?;
-    let rule = joined::<cashback_rule::Model>(first, "C_")?;
-    let has_limits: bool = first.try_get("", "R_set")?;
-    let grants = if c.get_database_backend() == DbBackend::Sqlite {
-        let mut grants = Vec::with_capacity(rows.len());
-        for row in &rows {
-            grants.extend(joined::<promo_grant::Model>(row, "G_")?);
-        }
-        grants
-    } else {
-        live_grants(c, wallet.id).await?
-    };
-    Ok(Some((
-        ForPayment {
-            wallet,
-            owner,
-            rule,
-            grants,
-            has_limits,
-        },
-        extra,
-    )))
-}
-
-/// The model a left join read under `prefix`, or None when the join found no row (its `id`
-/// is NULL). sea-orm's `from_query_result_optional` would decode every column of a missing
-/// row, formatting an error for each NULL: most payments find no cashback rule.
-fn joined<M: FromQueryResult>(row: &QueryResult, prefix: &str) -> Result<Option<M>, DbErr> {
-    match row.try_get::<Option<Uuid>>(prefix, "id")? {
-        Some(_) => M::from_query_result(row, prefix).map(Some),
-        None => Ok(None),
-    }
-}
-
-/// Every column of `E`, named with `prefix` as sea-orm's own multi-model selects name them.
-fn select_prefixed<E: EntityTrait>(s: &mut SelectStatement, prefix: &str) {
-    for col in <E::Column as Iterable>::iter() {
-        s.expr_as(
-            col.select_as(col.into_expr()),
-            Alias::new(format!("{prefix}{}", col.as_str())),
-        );
-    }
-}
-
-/// Every column of `E` as found under the alias `table`, named with `prefix`.
-pub(in crate::store) fn select_prefixed_from<E: EntityTrait>(
-    s: &mut SelectStatement,
-    table: &Alias,
-    prefix: &str,
-) {
-    for col in <E::Column as Iterable>::iter() {
-        s.expr_as(
-            Expr::col((table.clone(), col)),
-            Alias::new(format!("{prefix}{}", col.as_str())),
-        );
-    }
-}
+pub use super::for_payment::ForPayment;
+pub(in crate::store) use super::for_payment::{
+    payment_select, read_for_payment, select_prefixed_from,
+};
 
 /// The states of a grant that still matter for a balance.
-const LIVE_GRANT_STATES: [&str; 2] = [
+pub(super) const LIVE_GRANT_STATES: [&str; 2] = [
     PromoGrantState::Released.as_str(),
     PromoGrantState::Locked.as_str(),
 ];

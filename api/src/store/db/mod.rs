@@ -2,6 +2,7 @@ pub mod errors;
 pub mod partitions;
 pub mod pg_txn;
 pub mod pooler;
+pub mod positional;
 pub mod replica;
 pub mod retention;
 pub(in crate::store) mod sqlite_file;

@@ -6,8 +6,8 @@
 use chrono::{DateTime, Utc};
 use entities::{otp_session, otp_session::OtpSessionStatus, qr_nonce, wallet};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, FromQueryResult, QueryFilter,
-    QueryTrait, Statement,
+    ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, QueryFilter, QueryTrait,
+    Statement,
     sea_query::{
         Alias, CommonTableExpression, Condition, Expr, ExprTrait, JoinType, Order,
         PostgresQueryBuilder, Query, SqliteQueryBuilder, UpdateStatement, Value, Values, WithQuery,
@@ -17,7 +17,10 @@ use uuid::Uuid;
 
 use crate::store::{
     customers::wallets::{self, ForPayment},
-    db::template::{Args, Template},
+    db::{
+        positional::Positional,
+        template::{Args, Template},
+    },
 };
 
 /// The payment a nonce is taken for.
@@ -281,10 +284,13 @@ async fn read<E: EntityTrait, C: ConnectionTrait>(
     c: &C,
     statement: Statement,
     with_row: bool,
-) -> Result<Option<(ForPayment, Option<E::Model>)>, DbErr> {
-    wallets::read_for_payment(c, statement, |row| {
+) -> Result<Option<(ForPayment, Option<E::Model>)>, DbErr>
+where
+    E::Model: Positional,
+{
+    wallets::read_for_payment(c, statement, |row, at| {
         if with_row {
-            E::Model::from_query_result(row, "S_").map(Some)
+            E::Model::read_at(row, at).map(Some)
         } else {
             Ok(None)
         }
