@@ -3,13 +3,19 @@
 use chrono::{DateTime, Utc};
 use entities::{otp_session, otp_session::OtpSessionStatus, wallet, wallet_user};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbErr, EntityTrait, FromQueryResult,
-    IntoActiveModel, JoinType, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
-    RelationDef, RelationTrait, Select, Set,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, IntoActiveModel,
+    JoinType, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait, RelationDef,
+    RelationTrait, Select, Set, sea_query::Values,
 };
 use uuid::Uuid;
 
-use crate::store::for_update;
+use crate::store::{
+    db::{
+        positional::Positional,
+        template::{Args, Template},
+    },
+    for_update,
+};
 
 pub async fn insert_otp<C: ConnectionTrait>(c: &C, s: otp_session::Model) -> Result<(), DbErr> {
     s.into_active_model().insert(c).await.map(|_| ())
@@ -73,26 +79,39 @@ pub async fn find_otp_with_owner_phone<C: ConnectionTrait>(
     merchant_id: Uuid,
     id: Uuid,
 ) -> Result<Option<(otp_session::Model, String)>, DbErr> {
-    const PHONE: &str = "owner_phone";
+    // Read on every OTP payment: a template (`store::db::template`).
+    static LOOK: Template = Template::new();
+    let backend = c.get_database_backend();
+    let args = [merchant_id.into(), id.into()];
+    let statement = LOOK.statement(backend, 0, &args, |a| otp_with_owner_phone(backend, a))?;
+    let Some(row) = c.query_one_raw(statement).await? else {
+        return Ok(None);
+    };
+    // The session's columns come first, in its entity's order (`Select::new`).
+    Ok(Some((
+        otp_session::Model::read_at(&row, 0)?,
+        row.try_get("", OWNER_PHONE)?,
+    )))
+}
+
+const OWNER_PHONE: &str = "owner_phone";
+
+/// `find_otp_with_owner_phone`'s select of session `a[1]` of merchant `a[0]`.
+fn otp_with_owner_phone(backend: DbBackend, a: &Args) -> (String, Values) {
     let to_wallet: RelationDef = otp_session::Entity::belongs_to(wallet::Entity)
         .from(otp_session::Column::WalletId)
         .to(wallet::Column::Id)
         .into();
-    let stmt = otp_session::Entity::find_by_id(id)
-        .filter(otp_session::Column::MerchantId.eq(merchant_id))
+    let s = otp_session::Entity::find()
+        .filter(otp_session::Column::Id.eq(a.get(1)))
+        .filter(otp_session::Column::MerchantId.eq(a.get(0)))
         .join(JoinType::InnerJoin, to_wallet)
         .join(JoinType::InnerJoin, wallet::Relation::Owner.def())
-        .filter(wallet::Column::MerchantId.eq(merchant_id))
-        .filter(wallet_user::Column::MerchantId.eq(merchant_id))
-        .column_as(wallet_user::Column::Phone, PHONE)
-        .build(c.get_database_backend());
-    let Some(row) = c.query_one_raw(stmt).await? else {
-        return Ok(None);
-    };
-    Ok(Some((
-        otp_session::Model::from_query_result(&row, "")?,
-        row.try_get("", PHONE)?,
-    )))
+        .filter(wallet::Column::MerchantId.eq(a.get(0)))
+        .filter(wallet_user::Column::MerchantId.eq(a.get(0)))
+        .column_as(wallet_user::Column::Phone, OWNER_PHONE)
+        .build(backend);
+    (s.sql, s.values.unwrap_or_else(|| Values(Vec::new())))
 }
 
 pub async fn lock_otp<C: ConnectionTrait>(
@@ -124,4 +143,25 @@ pub async fn record_wrong_otp<C: ConnectionTrait>(
     }
     am.update(c).await?;
     Ok(Some(attempts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unlocked_look_binds_the_values_of_its_call_on_both_backends() {
+        for backend in [DbBackend::Postgres, DbBackend::Sqlite] {
+            let t = Template::new();
+            // Twice: the second call finds the template rendered by the first.
+            for _ in 0..2 {
+                let args = [Uuid::now_v7().into(), Uuid::now_v7().into()];
+                let direct = otp_with_owner_phone(backend, &Args::Values(&args));
+                let made = t
+                    .statement(backend, 0, &args, |a| otp_with_owner_phone(backend, a))
+                    .unwrap();
+                assert_eq!((made.sql, made.values), (direct.0, Some(direct.1)));
+            }
+        }
+    }
 }
