@@ -35,7 +35,7 @@ use sea_orm::{
     sqlx::{self, PgPool, Postgres},
 };
 
-use crate::config::Config;
+use crate::{config::Config, store::db::pg_txn::OnPool};
 
 /// The service's database. Reads run on it directly; writes go through `store::begin`.
 #[derive(Clone, Debug)]
@@ -177,7 +177,10 @@ macro_rules! one_statement {
         async fn $here(&self, stmt: Statement) -> Result<$out, DbErr> {
             let again = self.fallback.as_ref().map(|_| stmt.clone());
             let out = if self.opening.is_none() {
-                self.conn.$method(stmt).await
+                match self.pg_pool() {
+                    Some(pool) => OnPool(pool).$method(stmt).await,
+                    None => self.conn.$method(stmt).await,
+                }
             } else {
                 let txn = self.begin().await?;
                 let out = txn.$method(stmt).await;
@@ -198,6 +201,12 @@ impl Db {
     one_statement!(execute_here, execute_raw -> ExecResult);
     one_statement!(query_one_here, query_one_raw -> Option<QueryResult>);
     one_statement!(query_all_here, query_all_raw -> Vec<QueryResult>);
+
+    /// The PostgreSQL pool, whose statements `one_statement` sends itself (`OnPool`).
+    fn pg_pool(&self) -> Option<&PgPool> {
+        (self.conn.get_database_backend() == DbBackend::Postgres)
+            .then(|| self.conn.get_postgres_connection_pool())
+    }
 
     /// The primary a replica's failed statement runs on again, if this is a replica and
     /// the failure is one the primary may not share.
