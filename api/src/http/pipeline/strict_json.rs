@@ -81,6 +81,14 @@ pub fn control_chars_in(json: &Value, ignored: &[String]) -> Option<FieldError> 
 /// is itself the error, never echoed back.
 pub fn push_pointer_segment(at: &mut String, segment: &str) {
     at.push('/');
+    // Member names are plain ASCII nearly always: appended whole.
+    if segment
+        .bytes()
+        .all(|b| b.is_ascii() && !b.is_ascii_control() && b != b'~' && b != b'/')
+    {
+        at.push_str(segment);
+        return;
+    }
     for c in segment.chars() {
         match c {
             '~' => at.push_str("~0"),
@@ -292,6 +300,22 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn a_pointer_segment_is_escaped_char_by_char(segment in "[ -~\u{0}-\u{1f}\u{7f}-\u{a0}\u{e9}]{0,12}") {
+            let mut expected = String::from("/x/");
+            for c in segment.chars() {
+                match c {
+                    '~' => expected.push_str("~0"),
+                    '/' => expected.push_str("~1"),
+                    c if c.is_control() => expected.push('\u{fffd}'),
+                    c => expected.push(c),
+                }
+            }
+            let mut at = String::from("/x");
+            push_pointer_segment(&mut at, &segment);
+            prop_assert_eq!(at, expected);
+        }
+
         #[test]
         fn what_it_accepts_is_exactly_what_serde_json_reads(v in arb_json()) {
             let text = serde_json::to_string(&v).unwrap();
