@@ -296,7 +296,16 @@ pub async fn pay(
     })?;
     // Under the wallet's lock, so concurrent payments of the wallet are counted in turn.
     if has_limits {
-        crate::domain::risk::limits::check_payment(c, acting, w.id, pay.amount_minor, now).await?;
+        // Boxed, as `accrue` below: a path only some merchants take, whose kilobytes every
+        // payment's future (and each copy of it) would otherwise carry.
+        Box::pin(crate::domain::risk::limits::check_payment(
+            c,
+            acting,
+            w.id,
+            pay.amount_minor,
+            now,
+        ))
+        .await?;
     }
     // The payment's own writes need nothing back: they are held and go to the database
     // in one batch with the idempotency record (see `store::db::writes`). Nothing below reads
@@ -346,7 +355,7 @@ pub async fn pay(
     if let Some(s) = session {
         checkout::complete(c, s, p.id, now).await?;
     }
-    let cashback = cashback::accrue(c, rule, &p, &w, now).await?;
+    let cashback = Box::pin(cashback::accrue(c, rule, &p, &w, now)).await?;
     let after = match &cashback {
         // The new grant is part of the balance, in its place in the spend order.
         Some(a) => {

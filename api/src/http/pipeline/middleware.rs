@@ -169,16 +169,19 @@ impl<E: Endpoint> Endpoint for NoteWritesEp<E> {
     type Output = E::Output;
 
     async fn call(&self, req: Request) -> poem::Result<E::Output> {
+        // The layers below are boxed here, once: the request's future would otherwise carry
+        // them into every layer above, and each layer moves (copies) what it awaits.
+        let inner = |req| Box::pin(self.inner.call(req));
         // Without a replica no read waits on a note: no slot, nothing recorded per request.
         let Some(replica) = req
             .data::<crate::state::AppState>()
             .and_then(|st| st.replica.clone())
         else {
-            return self.inner.call(req).await;
+            return inner(req).await;
         };
         let writes = !req.method().is_safe();
         current_request::with_caller_slot(async move {
-            let out = self.inner.call(req).await;
+            let out = inner(req).await;
             if let Some(caller) = current_request::caller()
                 && (writes || current_request::read_primary())
             {

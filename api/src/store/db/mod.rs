@@ -277,23 +277,28 @@ where
 
 async fn begin_untimed(db: &Db) -> Result<WriteTxn, DbErr> {
     match db.get_database_backend() {
-        DbBackend::Sqlite => {
-            let db = db.connection();
-            let pool = db.get_sqlite_connection_pool();
-            let file = FileWriter::of(pool);
-            let turn = file.turn().await?;
-            let writer = file.writer(pool).await?;
-            let txn = writer
-                .unwrap_or(db)
-                .begin_with_options(TransactionOptions {
-                    sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
-                    ..Default::default()
-                })
-                .await?;
-            Ok(WriteTxn::new(Txn::Orm(txn), Some(turn)))
-        }
+        // Boxed: its futures (the file's writer, sea-orm's begin) are kilobytes that every
+        // future awaiting a write transaction on PostgreSQL would otherwise carry too.
+        DbBackend::Sqlite => Box::pin(begin_sqlite(db)).await,
         _ => Ok(WriteTxn::new(Txn::Pg(db.begin_write_pg().await?), None)),
     }
+}
+
+/// `begin` on SQLite: the file's write turn, then an IMMEDIATE transaction on its writer.
+async fn begin_sqlite(db: &Db) -> Result<WriteTxn, DbErr> {
+    let db = db.connection();
+    let pool = db.get_sqlite_connection_pool();
+    let file = FileWriter::of(pool);
+    let turn = file.turn().await?;
+    let writer = file.writer(pool).await?;
+    let txn = writer
+        .unwrap_or(db)
+        .begin_with_options(TransactionOptions {
+            sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+            ..Default::default()
+        })
+        .await?;
+    Ok(WriteTxn::new(Txn::Orm(txn), Some(turn)))
 }
 
 /// Connections the pool holds and how many of them are idle, for the pool gauges.

@@ -30,7 +30,7 @@ impl PgTxn {
     /// Takes a connection of `pool` and opens a transaction on it; `opening`, through a
     /// transaction-mode pooler, runs first (`store::db::pooler`).
     pub async fn begin(pool: &PgPool, opening: Option<&str>) -> Result<PgTxn, DbErr> {
-        let mut conn = pool.acquire().await.map_err(sqlx_conn_acquire_err)?;
+        let mut conn = acquire(pool).await?;
         Manager::begin(&mut conn, None)
             .await
             .map_err(sqlx_error_to_query_err)?;
@@ -79,6 +79,16 @@ fn sqlx_error_to_query_err(e: sqlx::Error) -> DbErr {
     DbErr::Query(RuntimeErr::SqlxError(e.into()))
 }
 
+/// A connection of `pool`. sqlx's `acquire` future is some 14 KiB (it holds the opening of a
+/// new connection); awaited in place it made every future that awaits a statement or a
+/// transaction as large, up to the request's, and poem's layers and the idempotency
+/// wrapper copy those each time they move them. Boxed, it is copied once, here.
+async fn acquire(pool: &PgPool) -> Result<PoolConnection<Postgres>, DbErr> {
+    Box::pin(pool.acquire())
+        .await
+        .map_err(sqlx_conn_acquire_err)
+}
+
 fn sqlx_conn_acquire_err(e: sqlx::Error) -> DbErr {
     match e {
         sqlx::Error::PoolTimedOut => DbErr::ConnectionAcquire(ConnAcquireErr::Timeout),
@@ -102,7 +112,7 @@ pub struct OnPool<'a>(pub &'a PgPool);
 
 impl OnPool<'_> {
     pub async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        let mut conn = self.0.acquire().await.map_err(sqlx_conn_acquire_err)?;
+        let mut conn = acquire(self.0).await?;
         query(stmt)
             .execute(&mut *conn)
             .await
@@ -111,7 +121,7 @@ impl OnPool<'_> {
     }
 
     pub async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        let mut conn = self.0.acquire().await.map_err(sqlx_conn_acquire_err)?;
+        let mut conn = acquire(self.0).await?;
         query(stmt)
             .fetch_optional(&mut *conn)
             .await
@@ -120,7 +130,7 @@ impl OnPool<'_> {
     }
 
     pub async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        let mut conn = self.0.acquire().await.map_err(sqlx_conn_acquire_err)?;
+        let mut conn = acquire(self.0).await?;
         query(stmt)
             .fetch_all(&mut *conn)
             .await
