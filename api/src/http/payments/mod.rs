@@ -352,8 +352,8 @@ impl PaymentsApi {
                     who.decision_trace_id = Some(trace_of_work.clone());
                     let who_trace = who.decision_trace_id.clone();
                     // Boxed: a payment's future is kilobytes, and the futures above it
-                    // (idempotency, poem's layers) are copied as they move; under 8 KiB a
-                    // copy is a tenth of the instructions per byte.
+                    // (idempotency, poem's layers) are copied as they move
+                    // (see `store::db::pg_txn::acquire`).
                     let paid =
                         Box::pin(payments::pay(txn, &st.sealer, &who, pay, admitted)).await?;
                     let p = paid.payment;
