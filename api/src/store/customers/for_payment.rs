@@ -218,7 +218,7 @@ mod tests {
 
     /// The aliases of a select's columns, in order (the top-level list, before its `FROM`).
     fn aliases(sql: &str) -> Vec<String> {
-        let list = &sql[..sql.find(r#" FROM "wallet""#).unwrap()];
+        let list = &sql[..sql.find(r#" FROM "wallets""#).unwrap()];
         list.split(r#" AS ""#)
             .skip(1)
             .map(|a| a[..a.find('"').unwrap()].to_string())
