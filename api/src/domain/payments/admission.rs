@@ -5,8 +5,8 @@
 use std::{sync::Arc, time::Duration};
 
 use crate::domain::payments::{
-    otp::{CheckedOtp, verify_otp},
-    pay::{Credential, Pay},
+    otp::verify_otp,
+    pay::{Admitted, Credential, Pay},
 };
 use crate::{
     domain::{credentials::guessing::Guard, risk::failures::Till, sandbox::clock::Clock},
@@ -27,17 +27,14 @@ pub struct Admission<'a> {
     pub lock_wait: Duration,
 }
 
-/// What admission hands the payment, for an OTP payment: the wallet's turn, to hold until
-/// the wallet is locked, and the code as checked.
-#[derive(Default)]
-pub struct Admitted {
-    pub turn: Option<MyTurn>,
-    pub otp: Option<CheckedOtp>,
-}
-
 impl Admission<'_> {
     /// Admits `pay` at `till` at the caller's `clock`.
-    pub async fn admit(&self, till: &Till, pay: &Pay, clock: Clock) -> Result<Admitted, ApiError> {
+    pub async fn admit(
+        &self,
+        till: &Till,
+        pay: &Pay,
+        clock: Clock,
+    ) -> Result<Admitted<MyTurn>, ApiError> {
         self.guard
             .before_trying(till, pay.credential.entry())
             .await?;

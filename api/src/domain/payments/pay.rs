@@ -8,9 +8,7 @@ use serde_json::json;
 use uuid::Uuid;
 
 use crate::domain::payments::{
-    BasketLine, Payment, WRONG_OTP,
-    admission::Admitted,
-    check_basket, check_session,
+    BasketLine, Payment, WRONG_OTP, check_basket, check_session,
     otp::{CheckedOtp, code_is},
     otp_invalid, pending_proof, replayed,
 };
@@ -98,6 +96,22 @@ pub struct Pay {
     pub service_session_id: Option<Uuid>,
 }
 
+/// What admission (`domain::payments::admission`) lets through to the payment, for an OTP
+/// payment: the wallet's turn, held until the wallet is locked, and the code as checked.
+pub struct Admitted<Turn> {
+    pub turn: Option<Turn>,
+    pub otp: Option<CheckedOtp>,
+}
+
+impl<Turn> Default for Admitted<Turn> {
+    fn default() -> Self {
+        Admitted {
+            turn: None,
+            otp: None,
+        }
+    }
+}
+
 /// Checks the credential and consumes it, in the payment's transaction (a later failure
 /// rolls the consumption back with the rest), in the statement that locks its wallet:
 /// payments of one wallet queue on its lock for as few round trips as possible. Returns the
@@ -109,7 +123,7 @@ pub(super) async fn take_credential<C: ConnectionTrait>(
     (pay, checked): (&Pay, Option<&CheckedOtp>),
     payment_id: Uuid,
     now: DateTime<Utc>,
-) -> Result<store::customers::wallets::ForPayment, ApiError> {
+) -> Result<store::customers::for_payment::ForPayment, ApiError> {
     let nonce_use = store::payments::NonceUse {
         payment_id,
         sandbox,
@@ -236,12 +250,12 @@ pub(super) fn balance_after_debit(
 /// its turn, the caller's place in the wallet's line, is given up as soon as the wallet is
 /// locked (the next payment of the wallet can then do everything up to the lock while this
 /// one finishes); its OTP check spares the payment computing the code's digest again.
-pub async fn pay(
+pub async fn pay<Turn: Send>(
     c: &WriteTxn,
     sealer: &Sealer,
     acting: &Acting,
     pay: Pay,
-    admitted: Admitted,
+    admitted: Admitted<Turn>,
 ) -> Result<Paid, ApiError> {
     let now = acting.now();
     let merchant = acting.merchant_id;
@@ -254,7 +268,7 @@ pub async fn pay(
         Some(id) => Some(checkout::hold_any_state(c, acting, id).await?),
         None => None,
     };
-    let store::customers::wallets::ForPayment {
+    let store::customers::for_payment::ForPayment {
         wallet: w,
         owner: who,
         rule,

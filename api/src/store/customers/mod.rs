@@ -1,4 +1,4 @@
 //! Customer identities, their wallets and grants, and enrollments.
 pub mod enrollments;
-mod for_payment;
+pub mod for_payment;
 pub mod wallets;

@@ -134,11 +134,6 @@ pub async fn find_wallet_with_owner<C: ConnectionTrait>(
     with_owner(wallet_with_owner(merchant_id, id).one(c).await?)
 }
 
-pub use super::for_payment::ForPayment;
-pub(in crate::store) use super::for_payment::{
-    payment_select, read_for_payment, select_prefixed_from,
-};
-
 /// The states of a grant that still matter for a balance.
 pub(super) const LIVE_GRANT_STATES: [&str; 2] = [
     PromoGrantState::Released.as_str(),

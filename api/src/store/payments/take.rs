@@ -16,7 +16,7 @@ use sea_orm::{
 use uuid::Uuid;
 
 use crate::store::{
-    customers::wallets::{self, ForPayment},
+    customers::for_payment::{self, ForPayment},
     db::{
         positional::Positional,
         template::{Args, Template},
@@ -247,12 +247,12 @@ fn take_and_lock<E: EntityTrait>(
     marked: Condition,
     with_row: bool,
 ) -> (String, Values) {
-    let mut select = wallets::payment_select(backend, a.get(MERCHANT), a.get(SANDBOX));
+    let mut select = for_payment::payment_select(backend, a.get(MERCHANT), a.get(SANDBOX));
     let taken = Alias::new(TAKEN);
     let taken_wallet = Expr::col((taken.clone(), Alias::new("wallet_id")))
         .equals((wallet::Entity, wallet::Column::Id));
     if with_row {
-        wallets::select_prefixed_from::<E>(&mut select, &taken, "S_");
+        for_payment::select_prefixed_from::<E>(&mut select, &taken, "S_");
     }
     if backend == DbBackend::Postgres {
         take.returning_all();
@@ -288,7 +288,7 @@ async fn read<E: EntityTrait, C: ConnectionTrait>(
 where
     E::Model: Positional,
 {
-    wallets::read_for_payment(c, statement, |row, at| {
+    for_payment::read_for_payment(c, statement, |row, at| {
         if with_row {
             E::Model::read_at(row, at).map(Some)
         } else {
