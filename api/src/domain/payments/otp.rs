@@ -295,25 +295,20 @@ pub async fn verify_otp(
     {
         return Ok(Some(CheckedOtp::of(&s)));
     }
-    verify_otp_locked(db, sealer, merchant, pay, clock).await
+    let asked = (phone.clone(), otp_code.clone(), *otp_session_id);
+    verify_otp_locked(db, sealer, merchant, pay, asked, clock).await
 }
 
-/// `verify_otp` under the session's lock: decides, and counts a wrong code.
+/// `verify_otp` under the session's lock: decides, and counts a wrong code. `asked` is the
+/// credential's phone, code and session.
 async fn verify_otp_locked(
     db: &Db,
     sealer: &Sealer,
     merchant: Uuid,
     pay: &Pay,
+    (phone, otp_code, otp_session_id): (String, String, Uuid),
     clock: crate::domain::sandbox::clock::Clock,
 ) -> Result<Option<CheckedOtp>, ApiError> {
-    let Credential::Otp {
-        phone,
-        otp_code,
-        otp_session_id,
-    } = pay.credential.clone()
-    else {
-        return Ok(None);
-    };
     let (db, sealer, pay) = (db.clone(), sealer.clone(), pay.clone());
     let task = tokio::spawn(async move {
         let now = clock.now();

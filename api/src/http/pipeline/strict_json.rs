@@ -89,6 +89,11 @@ pub fn push_pointer_segment(at: &mut String, segment: &str) {
         at.push_str(segment);
         return;
     }
+    push_escaped(at, segment);
+}
+
+/// `segment` escaped a char at a time, as `push_pointer_segment` escapes it.
+fn push_escaped(at: &mut String, segment: &str) {
     for c in segment.chars() {
         match c {
             '~' => at.push_str("~0"),
@@ -303,14 +308,7 @@ mod tests {
         #[test]
         fn a_pointer_segment_is_escaped_char_by_char(segment in "[ -~\u{0}-\u{1f}\u{7f}-\u{a0}\u{e9}]{0,12}") {
             let mut expected = String::from("/x/");
-            for c in segment.chars() {
-                match c {
-                    '~' => expected.push_str("~0"),
-                    '/' => expected.push_str("~1"),
-                    c if c.is_control() => expected.push('\u{fffd}'),
-                    c => expected.push(c),
-                }
-            }
+            push_escaped(&mut expected, &segment);
             let mut at = String::from("/x");
             push_pointer_segment(&mut at, &segment);
             prop_assert_eq!(at, expected);

@@ -11,7 +11,7 @@
 use sea_orm::{
     ConnAcquireErr, ConnectionTrait, DbBackend, DbErr, ExecResult, QueryResult, RuntimeErr,
     Statement,
-    sqlx::{self, PgPool, Postgres, pool::PoolConnection},
+    sqlx::{self, PgConnection, PgPool, Postgres, pool::PoolConnection},
 };
 use sea_query_sqlx::SqlxValues;
 use sqlx_core::transaction::TransactionManager;
@@ -108,6 +108,35 @@ fn query(stmt: Statement) -> sqlx::query::Query<'static, Postgres, SqlxValues> {
     )
 }
 
+// One statement on a connection, as sea-orm's pool sends it: shared by the transaction and
+// the pool's own statements.
+async fn execute_on(conn: &mut PgConnection, stmt: Statement) -> Result<ExecResult, DbErr> {
+    query(stmt)
+        .execute(conn)
+        .await
+        .map(Into::into)
+        .map_err(sqlx_error_to_exec_err)
+}
+
+async fn query_one_on(
+    conn: &mut PgConnection,
+    stmt: Statement,
+) -> Result<Option<QueryResult>, DbErr> {
+    query(stmt)
+        .fetch_optional(conn)
+        .await
+        .map(|row| row.map(Into::into))
+        .map_err(sqlx_error_to_query_err)
+}
+
+async fn query_all_on(conn: &mut PgConnection, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
+    query(stmt)
+        .fetch_all(conn)
+        .await
+        .map(|rows| rows.into_iter().map(Into::into).collect())
+        .map_err(sqlx_error_to_query_err)
+}
+
 /// One statement on a connection of the pool, outside a transaction: a read on `Db`
 /// reached directly (`store::db::pooler`). As sea-orm's pool sends it, without the frames
 /// its future is moved through (about 45,000 instructions of copies for one read).
@@ -115,30 +144,15 @@ pub struct OnPool<'a>(pub &'a PgPool);
 
 impl OnPool<'_> {
     pub async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        let mut conn = acquire(self.0).await?;
-        query(stmt)
-            .execute(&mut *conn)
-            .await
-            .map(Into::into)
-            .map_err(sqlx_error_to_exec_err)
+        execute_on(&mut *acquire(self.0).await?, stmt).await
     }
 
     pub async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        let mut conn = acquire(self.0).await?;
-        query(stmt)
-            .fetch_optional(&mut *conn)
-            .await
-            .map(|row| row.map(Into::into))
-            .map_err(sqlx_error_to_query_err)
+        query_one_on(&mut *acquire(self.0).await?, stmt).await
     }
 
     pub async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        let mut conn = acquire(self.0).await?;
-        query(stmt)
-            .fetch_all(&mut *conn)
-            .await
-            .map(|rows| rows.into_iter().map(Into::into).collect())
-            .map_err(sqlx_error_to_query_err)
+        query_all_on(&mut *acquire(self.0).await?, stmt).await
     }
 }
 
@@ -149,12 +163,7 @@ impl ConnectionTrait for PgTxn {
     }
 
     async fn execute_raw(&self, stmt: Statement) -> Result<ExecResult, DbErr> {
-        let mut conn = self.conn.lock().await;
-        query(stmt)
-            .execute(&mut **conn)
-            .await
-            .map(Into::into)
-            .map_err(sqlx_error_to_exec_err)
+        execute_on(&mut **self.conn.lock().await, stmt).await
     }
 
     async fn execute_unprepared(&self, sql: &str) -> Result<ExecResult, DbErr> {
@@ -166,21 +175,11 @@ impl ConnectionTrait for PgTxn {
     }
 
     async fn query_one_raw(&self, stmt: Statement) -> Result<Option<QueryResult>, DbErr> {
-        let mut conn = self.conn.lock().await;
-        query(stmt)
-            .fetch_optional(&mut **conn)
-            .await
-            .map(|row| row.map(Into::into))
-            .map_err(sqlx_error_to_query_err)
+        query_one_on(&mut **self.conn.lock().await, stmt).await
     }
 
     async fn query_all_raw(&self, stmt: Statement) -> Result<Vec<QueryResult>, DbErr> {
-        let mut conn = self.conn.lock().await;
-        query(stmt)
-            .fetch_all(&mut **conn)
-            .await
-            .map(|rows| rows.into_iter().map(Into::into).collect())
-            .map_err(sqlx_error_to_query_err)
+        query_all_on(&mut **self.conn.lock().await, stmt).await
     }
 
     fn support_returning(&self) -> bool {

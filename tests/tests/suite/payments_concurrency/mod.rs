@@ -159,6 +159,48 @@ async fn one_short_code_presented_concurrently_pays_exactly_once() {
 }
 
 #[tokio::test]
+async fn one_right_otp_presented_concurrently_pays_exactly_once() {
+    let app = TestApp::spawn_with_workers().await;
+    let shop = Shop::open(&app).await;
+    let c = shop.customer().await;
+    shop.fund(&c, 10_000).await;
+    let (order, session, code) = shop.otp_sessions(&c, 1, 100).await.remove(0);
+    let results = join_all((0..10).map(|_| {
+        shop.post(
+            "/payments",
+            json!({"credential": {"type": "otp", "phone": c.phone, "otp_code": code, "otp_session_id": session},
+                   "amount_minor": 100, "currency": "EUR", "order_ref": order}),
+        )
+    }))
+    .await;
+    let bodies = || {
+        results
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        results.iter().filter(|r| r.status == 200).count(),
+        1,
+        "{:?}",
+        bodies()
+    );
+    // The others heard the code was spent, never that it was wrong (a right code is not
+    // counted against the session).
+    assert!(
+        results
+            .iter()
+            .filter(|r| r.status != 200)
+            .all(|r| matches!(r.code(), "OTP_EXPIRED" | "CREDENTIAL_EXPIRED_OR_REPLAYED")),
+        "{:?}",
+        bodies()
+    );
+    assert_eq!(shop.balance(&c).await["actual_minor"], 9_900);
+    shop.assert_ledger_consistent().await;
+    app.stop().await;
+}
+
+#[tokio::test]
 async fn concurrent_retries_with_one_idempotency_key_debit_once() {
     let app = TestApp::spawn().await;
     let shop = Shop::open(&app).await;
